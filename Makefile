@@ -1,0 +1,134 @@
+# kvlineage: one Makefile, no generator. `make help` lists every target.
+# Everything built goes under $(BUILD); sources are collected by wildcard, so a new file needs no edit here.
+
+BUILD    ?= build
+CC       ?= cc
+NVCC     ?= nvcc
+SAN      ?=
+APT_PKGS := libopenblas-dev libcjson-dev check pkg-config
+PC_PKGS  := openblas libcjson check
+
+.DEFAULT_GOAL := all
+SETUP_FREE_GOALS := help clean deps cuda
+ifeq ($(MAKECMDGOALS),)
+NEEDS_DEPS := yes
+else ifneq ($(filter-out $(SETUP_FREE_GOALS),$(MAKECMDGOALS)),)
+NEEDS_DEPS := yes
+endif
+
+# ---- dependencies: detected once into $(BUILD)/deps.mk (make restarts after writing it) -------------
+# Missing packages are installed when run as root, otherwise make stops naming the apt-get line.
+ifeq ($(NEEDS_DEPS),yes)
+include $(BUILD)/deps.mk
+endif
+
+$(BUILD)/deps.mk: Makefile
+	@mkdir -p $(@D)
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PC_PKGS); then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "kvlineage: installing build dependencies: $(APT_PKGS)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); } >$(BUILD)/apt.log 2>&1 \
+	      || { echo "kvlineage: apt-get failed, see $(BUILD)/apt.log" >&2; exit 1; }; \
+	  else \
+	    echo "kvlineage: missing build dependencies. Run:  sudo apt-get install $(APT_PKGS)" >&2; exit 1; \
+	  fi; \
+	fi
+	@{ echo "DEP_CFLAGS := $$(pkg-config --cflags $(PC_PKGS))"; \
+	   echo "DEP_LIBS := $$(pkg-config --libs $(PC_PKGS))"; \
+	   echo "DEP_OPENBLAS := $$(pkg-config --modversion openblas)"; \
+	   echo "DEP_CJSON := $$(pkg-config --modversion libcjson)"; \
+	   echo "DEP_CHECK := $$(pkg-config --modversion check)"; } > $@
+
+ifeq ($(MAKELEVEL)$(NEEDS_DEPS),0yes)
+ifneq ($(DEP_OPENBLAS),)
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+$(info kvlineage: OpenBLAS $(DEP_OPENBLAS), OpenMP (-fopenmp), cJSON $(DEP_CJSON), Check $(DEP_CHECK), nvcc $(if $(HAVE_NVCC),$(HAVE_NVCC),absent))
+endif
+endif
+
+# ---- flags ---------------------------------------------------------------------------------------
+WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
+OPT      := -O2 -g
+INCLUDES := -Iformats -Iref -Iref/core -Itests
+CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS   := $(DEP_LIBS) -lm -fopenmp
+ifeq ($(SAN),1)
+CFLAGS   += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDLIBS   += -fsanitize=address,undefined
+endif
+DEPFLAGS  = -MMD -MP
+
+# ---- sources -------------------------------------------------------------------------------------
+FORMATS_SRC := $(wildcard formats/*.c)
+REF_SRC     := $(wildcard ref/core/*.c) $(wildcard ref/*.c)
+PROG_SRC    := $(wildcard chapters/*/*.c)
+TEST_SRC    := $(wildcard tests/test_*.c)
+TESTLIB_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIB_FORMATS := $(BUILD)/lib/libkvformats.a
+LIB_REF     := $(BUILD)/lib/libkvref.a
+LIBS        := $(LIB_REF) $(LIB_FORMATS)
+PROGS       := $(addprefix $(BUILD)/bin/,$(notdir $(PROG_SRC:.c=)))
+TESTS       := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+
+.PHONY: all test sanitize run cuda deps help clean
+all: $(LIBS) $(PROGS) $(TESTS)  ## build every library, program and test binary (the default)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(LIB_FORMATS): $(call obj,$(FORMATS_SRC))
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+$(LIB_REF): $(call obj,$(REF_SRC))
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+define program_rule
+$(BUILD)/bin/$(notdir $(1:.c=)): $(call obj,$(1)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) $$< $(LIBS) $$(LDLIBS) -o $$@
+endef
+$(foreach p,$(PROG_SRC),$(eval $(call program_rule,$(p))))
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
+
+# ---- targets -------------------------------------------------------------------------------------
+test: all  ## build and run every Check suite; non-zero exit on any failure
+	@failed=0; for t in $(TESTS); do \
+	  echo "== $$(basename $$t)"; \
+	  KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin $$t || failed=$$((failed+1)); \
+	done; \
+	echo "== $(words $(TESTS)) suites, $$failed failed"; [ $$failed -eq 0 ]
+
+sanitize:  ## run the whole test suite built with -fsanitize=address,undefined
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 test
+
+run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
+	@$(BUILD)/bin/kvtable
+
+CUDA_SRC  := $(wildcard cuda/*.cu)
+NVFLAGS   := -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90 -Iformats -Iref -Iref/core
+cuda:  ## compile every cuda/*.cu with nvcc (sm_80, sm_90 SASS + PTX, warnings as errors)
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda: nvcc not found, nothing compiled"; \
+	elif [ -z "$(CUDA_SRC)" ]; then echo "cuda: no cuda/*.cu sources yet"; \
+	else mkdir -p $(BUILD)/cuda && for f in $(CUDA_SRC); do \
+	  echo "$(NVCC) $$f"; $(NVCC) $(NVFLAGS) -c $$f -o $(BUILD)/cuda/$$(basename $$f .cu).o || exit 1; done; fi
+
+deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS); \
+	else echo "sudo apt-get install $(APT_PKGS)"; fi
+
+help:  ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+
+clean:  ## remove build/
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

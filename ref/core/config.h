@@ -1,0 +1,87 @@
+/* kvl_model: one model's config.json, read and validated.
+ *
+ * Reads both spellings that real files use: the Hugging Face config.json (hidden_size,
+ * num_hidden_layers, rope_scaling{...}) and DeepSeek's inference config (dim, n_layers,
+ * rope_factor, ...). The attention generation is recognised from the fields present, never from a
+ * model name: kv_source_layers → V4.1 (CSA2), compress_ratios → V4, index_topk → V3.2 (DSA),
+ * kv_lora_rank → V2/V3 (MLA), otherwise MHA/GQA/MQA.
+ *
+ * An optional "_kvlineage" object carries what no published config states: a display "name", a
+ * release "date", a one-line "mechanism", and "kv_cache", the deployed cache layout (default by
+ * generation: bf16 for MHA and MLA, the FP8 rows for V3.2 and V4, the FP4 rows for V4.1).
+ * "_source" is free text naming where the file came from; it is not read. */
+#ifndef KVL_CONFIG_H
+#define KVL_CONFIG_H
+
+#include <stddef.h>
+
+typedef enum { KVL_GEN_MHA, KVL_GEN_MLA, KVL_GEN_DSA, KVL_GEN_V4, KVL_GEN_V41 } kvl_generation;
+
+/* How a layer attends (spec generations.md §1–§6). */
+typedef enum {
+    KVL_LAYER_DENSE,    /* full causal attention over its own cache (MHA/GQA/MQA, MLA) */
+    KVL_LAYER_SPARSE,   /* V3.2: MLA over the top-k its own lightning indexer picks */
+    KVL_LAYER_WINDOW,   /* V4/V4.1 compress ratio 0: the W-row window only */
+    KVL_LAYER_CSA,      /* V4 ratio 4: window + top-k of its own overlapped compressed entries */
+    KVL_LAYER_HCA,      /* V4 ratio 128: window + every visible compressed entry */
+    KVL_LAYER_FULL,     /* V4.1 KV source: own compressor, index keys, indexer and top-k */
+    KVL_LAYER_REINDEX,  /* V4.1: the latest source's entries, re-scored by its own index queries */
+    KVL_LAYER_REUSE,    /* V4.1: the latest source's entries and the latest indexer's top-k */
+} kvl_layer_kind;
+
+/* The deployed KV cache layout, which fixes the bytes of one entry (formats/rows.h). */
+typedef enum { KVL_CACHE_BF16, KVL_CACHE_V32_FP8, KVL_CACHE_V4_FP8, KVL_CACHE_V41_FP4 } kvl_cache_layout;
+
+typedef struct {
+    kvl_layer_kind kind;
+    size_t compress_ratio;  /* M: tokens per compressed entry; 1 for dense/sparse layers; 0 for window-only */
+    int kv_source;          /* layer whose global cache this layer reads (itself if it writes one); -1: none */
+    int index_source;       /* layer whose top-k this layer uses (itself if it runs an indexer); -1: none */
+} kvl_layer;
+
+typedef struct {
+    double theta;           /* rope_theta */
+    double factor;          /* YaRN factor; 1 = no YaRN */
+    double original_len;    /* original_max_position_embeddings / original_seq_len */
+    double beta_fast, beta_slow;
+    double mscale;          /* softmax-scale mscale (DeepSeek inference) / mscale_all_dim (HF) */
+} kvl_rope_config;
+
+typedef struct {
+    char path[512];         /* the file it came from, for messages */
+    char name[96], date[16], mechanism[160];
+    kvl_generation generation;
+    kvl_cache_layout kv_cache;
+
+    size_t d;               /* model width */
+    size_t n_layers;        /* backbone layers (MTP / DSpark layers are not counted) */
+    size_t n_heads, n_kv_heads, head_dim;
+    size_t q_lora_rank;     /* Dq'; 0 = query projected directly (V2-Lite) */
+    size_t kv_lora_rank;    /* Dc (MLA, DSA) */
+    size_t qk_nope_head_dim, qk_rope_head_dim, v_head_dim;  /* qk_rope_head_dim is Dr for every generation */
+    size_t window;          /* W; 0 = no window */
+    size_t index_n_heads, index_head_dim, index_topk;
+    size_t o_groups, o_lora_rank;
+    size_t candidate_source_layer, candidate_topk_blocks, candidate_block_size;  /* V4.1 */
+    double norm_eps;
+    kvl_rope_config rope;           /* queries and keys of MLA/DSA; ratio-0 layers of V4/V4.1 */
+    kvl_rope_config compress_rope;  /* V4/V4.1 layers with a compressor (theta = compress_rope_theta) */
+
+    kvl_layer *layers;      /* [n_layers] */
+} kvl_model;
+
+/* Read and validate `path`. On failure returns KVL_E* with kvl_error() naming the file, the field
+ * and the value, and leaves *m empty (nothing to free). */
+int  kvl_model_load(kvl_model *m, const char *path);
+/* The same from JSON text already in memory; `origin` names it in messages. */
+int  kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *origin);
+void kvl_model_free(kvl_model *m);
+
+const char *kvl_generation_name(kvl_generation g);   /* "MHA", "MLA", "DSA", "V4", "V4.1" */
+const char *kvl_layer_kind_name(kvl_layer_kind k);   /* "dense", "sparse", "window", "CSA", ... */
+const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4" */
+
+/* A layer writes a global (per-token) cache: it is its own KV source and not window-only. */
+int kvl_layer_writes_cache(const kvl_model *m, size_t layer);
+
+#endif

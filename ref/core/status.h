@@ -1,0 +1,26 @@
+/* Status codes and the last error message, shared by every module above formats/.
+ *
+ * A function whose input can be wrong returns int: KVL_OK (0) or a negative KVL_E* code, and
+ * leaves a one-line message in kvl_error() naming what was wrong and where (file, field, value).
+ * The message buffer is per thread. */
+#ifndef KVL_STATUS_H
+#define KVL_STATUS_H
+
+enum {
+    KVL_OK = 0,
+    KVL_EINVAL = -1,  /* an argument or a field out of range, or inconsistent with another */
+    KVL_EIO = -2,     /* a file could not be opened, read or written */
+    KVL_EPARSE = -3,  /* malformed text: JSON, a number, a hex code */
+    KVL_ENOMEM = -4,  /* an allocation failed */
+};
+
+/* The message of the most recent failure on this thread ("" if none). */
+const char *kvl_error(void);
+
+/* Record a printf-style message and return code, so callers write `return kvl_fail(KVL_EINVAL, ...)`. */
+int kvl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Forget any previous message. */
+void kvl_clear_error(void);
+
+#endif

@@ -1,0 +1,109 @@
+#include "common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(void)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", KVL_TEST_TIMEOUT);
+    setenv("CK_DEFAULT_TIMEOUT", timeout, 0);
+    SRunner *sr = srunner_create(kvl_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+static int same_special(double g, double w)
+{
+    if (isnan(w)) return isnan(g);
+    if (isinf(w)) return isinf(g) && signbit(g) == signbit(w);
+    return isfinite(g);
+}
+
+static void expect_close(const char *what, const float *gf, const double *gd, const double *want,
+                         size_t n, double atol, double rtol, double min_cos)
+{
+    size_t worst = n, bad = 0;
+    double worst_excess = 0, dot = 0, gg = 0, ww = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = gf ? (double)gf[i] : gd[i], w = want[i];
+        if (!same_special(g, w)) {
+            ck_abort_msg("%s: element %zu is %.9g, oracle %.9g (NaN/inf positions differ)", what, i, g, w);
+        }
+        if (!isfinite(w)) continue;
+        double err = fabs(g - w), allowed = atol + rtol * fabs(w);
+        if (err > allowed) {
+            bad++;
+            if (worst == n || err - allowed > worst_excess) { worst = i; worst_excess = err - allowed; }
+        }
+        dot += g * w; gg += g * g; ww += w * w;
+    }
+    if (bad) {
+        double g = gf ? (double)gf[worst] : gd[worst];
+        ck_abort_msg("%s: %zu of %zu elements outside atol %.3g + rtol %.3g; worst [%zu] got %.9g want %.9g err %.3g",
+                     what, bad, n, atol, rtol, worst, g, want[worst], fabs(g - want[worst]));
+    }
+    if (min_cos > 0 && (gg > 0 || ww > 0)) {
+        double c = dot / (sqrt(gg) * sqrt(ww));
+        ck_assert_msg(c >= min_cos, "%s: cosine %.12f below %.12f", what, c, min_cos);
+    }
+}
+
+void kvl_expect_close(const char *what, const float *got, const double *want, size_t n,
+                      double atol, double rtol, double min_cos)
+{
+    expect_close(what, got, NULL, want, n, atol, rtol, min_cos);
+}
+
+void kvl_expect_close_f64(const char *what, const double *got, const double *want, size_t n,
+                          double atol, double rtol, double min_cos)
+{
+    expect_close(what, NULL, got, want, n, atol, rtol, min_cos);
+}
+
+const char *kvl_path(const char *relative)
+{
+    static _Thread_local char buf[4096];
+    const char *root = getenv("KVL_ROOT");
+    snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : ".", relative);
+    return buf;
+}
+
+static void slurp(FILE *f, char *buf, size_t cap)
+{
+    size_t n = cap ? fread(buf, 1, cap - 1, f) : 0;
+    if (cap) buf[n] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, f) > 0) {}
+}
+
+int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, char *err, size_t err_cap)
+{
+    char in_path[] = "/tmp/kvl_in_XXXXXX", out_path[] = "/tmp/kvl_out_XXXXXX", err_path[] = "/tmp/kvl_err_XXXXXX";
+    int fi = mkstemp(in_path), fo = mkstemp(out_path), fe = mkstemp(err_path);
+    ck_assert_msg(fi >= 0 && fo >= 0 && fe >= 0, "kvl_run: cannot create temporary files");
+    if (input) ck_assert(write(fi, input, strlen(input)) == (ssize_t)strlen(input));
+    close(fi); close(fo); close(fe);
+
+    const char *bin = getenv("KVL_BIN");
+    size_t len = strlen(cmdline) + 4 * 4096;
+    char *sh = malloc(len);
+    ck_assert(sh != NULL);
+    snprintf(sh, len, "PATH='%s':\"$PATH\"; %s <%s >%s 2>%s", bin && *bin ? bin : "build/bin", cmdline,
+             in_path, out_path, err_path);
+    int status = system(sh);
+    free(sh);
+
+    FILE *f = fopen(out_path, "r");
+    if (f) { slurp(f, out, out_cap); fclose(f); }
+    f = fopen(err_path, "r");
+    if (f) { slurp(f, err, err_cap); fclose(f); }
+    unlink(in_path); unlink(out_path); unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

@@ -1,0 +1,35 @@
+/* What every Check suite shares: main(), one comparison helper, and a way to run the programs.
+ *
+ * A suite file defines `Suite *kvl_suite(void)`; main() here runs it and prints Check's summary.
+ * Tolerances passed to the comparison are named constants in the test with a one-line derivation
+ * (ULPs of the storage format, or a bound scaled by the reduction length), never tuned until green. */
+#ifndef KVL_TESTS_COMMON_H
+#define KVL_TESTS_COMMON_H
+
+#include <check.h>
+#include <stddef.h>
+
+Suite *kvl_suite(void);
+
+/* Per-test time limit in seconds (sanitizer builds run several times slower). */
+#define KVL_TEST_TIMEOUT 120
+
+/* Compare got[n] with the oracle want[n]:
+ *  1. NaN and ±inf appear at the same positions with the same sign;
+ *  2. every finite element satisfies |got − want| ≤ atol + rtol·|want|;
+ *  3. the cosine between the finite parts is at least min_cos (pass 0 to skip; an all-zero pair passes).
+ * On failure it prints `what`, the worst element (index, got, want, error) and fails the test. */
+void kvl_expect_close(const char *what, const float *got, const double *want, size_t n,
+                      double atol, double rtol, double min_cos);
+void kvl_expect_close_f64(const char *what, const double *got, const double *want, size_t n,
+                          double atol, double rtol, double min_cos);
+
+/* Run `cmdline` through /bin/sh with `input` (may be NULL) on stdin; capture stdout and stderr
+ * into the two buffers (NUL-terminated, truncated to cap) and return the exit status (or -1 if the
+ * program died of a signal). Programs are found in $KVL_BIN (set by `make test`), else build/bin. */
+int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, char *err, size_t err_cap);
+
+/* Path of a file below the project root ($KVL_ROOT, set by `make test`, else the current directory). */
+const char *kvl_path(const char *relative);
+
+#endif
