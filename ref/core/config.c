@@ -160,9 +160,10 @@ static int read_list(const reader *r, const cJSON *obj, const char *name, size_t
         }
         v[i] = (size_t)x;
         if (strict && i > 0 && v[i] <= v[i - 1]) {
+            size_t now = v[i], before = v[i - 1];
             free(v);
             return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be ascending without repeats, got %zu after %zu",
-                            r->origin, name, v[i], v[i - 1]);
+                            r->origin, name, now, before);
         }
     }
     *out = v;
