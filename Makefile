@@ -50,7 +50,7 @@ endif
 WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
 OPT      := -O2 -g
 INCLUDES := -Iformats -Iref -Iref/core -Itests
-CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) $(EXTRA_CFLAGS)
+CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
 LDLIBS   := $(DEP_LIBS) -lm -fopenmp
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -58,12 +58,22 @@ LDLIBS   += -fsanitize=address,undefined
 endif
 DEPFLAGS  = -MMD -MP
 
+# Quiet by default: one line per step; `make V=1` prints the full commands.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
 # ---- sources -------------------------------------------------------------------------------------
 FORMATS_SRC := $(wildcard formats/*.c)
 REF_SRC     := $(wildcard ref/core/*.c) $(wildcard ref/*.c)
 PROG_SRC    := $(wildcard chapters/*/*.c)
 TEST_SRC    := $(wildcard tests/test_*.c)
 TESTLIB_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+BENCH_SRC   := $(wildcard tests/bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
@@ -72,30 +82,36 @@ LIBS        := $(LIB_REF) $(LIB_FORMATS)
 PROGS       := $(addprefix $(BUILD)/bin/,$(notdir $(PROG_SRC:.c=)))
 TESTS       := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 
-.PHONY: all test sanitize run cuda deps help clean
-all: $(LIBS) $(PROGS) $(TESTS)  ## build every library, program and test binary (the default)
+.SECONDARY:
+.PHONY: all test sanitize run bench cuda deps help clean
+all: $(LIBS) $(PROGS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(LIB_FORMATS): $(call obj,$(FORMATS_SRC))
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
 $(LIB_REF): $(call obj,$(REF_SRC))
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
 
 define program_rule
 $(BUILD)/bin/$(notdir $(1:.c=)): $(call obj,$(1)) $(LIBS)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS) $$< $(LIBS) $$(LDLIBS) -o $$@
+	$$(call say,LINK,$$@)
+	$$(Q)$$(CC) $$(CFLAGS) $$< $(LIBS) $$(LDLIBS) -o $$@
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call program_rule,$(p))))
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
 
 # ---- targets -------------------------------------------------------------------------------------
 test: all  ## build and run every Check suite; non-zero exit on any failure
@@ -107,6 +123,14 @@ test: all  ## build and run every Check suite; non-zero exit on any failure
 
 sanitize:  ## run the whole test suite built with -fsanitize=address,undefined
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 test
+
+$(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(call obj,$(BENCH_SRC)) $(LIBS) $(LDLIBS) -o $@
+
+bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them (minutes)
+	@$(BUILD)/bin/kvbench
 
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
