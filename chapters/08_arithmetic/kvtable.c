@@ -1,0 +1,346 @@
+/* kvtable: the lineage's KV bytes per token, rebuilt from the configs in ref/configs/ and the row
+ * sizes of formats/ (chapter 8). Every figure is derived at run time; edit a config and it moves.
+ *
+ *   kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]
+ *
+ * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "kvtable.h"
+#include "status.h"
+
+#ifndef KVL_SOURCE_DIR
+#define KVL_SOURCE_DIR "."
+#endif
+
+#define CONTEXT_128K 131072.0
+#define CONTEXT_1M 1048576.0
+#define GIB 1073741824.0
+
+typedef struct {
+    kvl_model model;
+    kvl_kv_footprint kv;
+} row;
+
+typedef enum { OUT_TEXT, OUT_MARKDOWN, OUT_CSV, OUT_JSON } out_format;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
+               "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
+               "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+}
+
+/* ---- number formatting ------------------------------------------------------------------------- */
+
+/* 3514.25 → "3,514.25", 890 → "890": thousands separators, at most `decimals` places, no trailing zeros. */
+static const char *grouped(double v, int decimals, char *buf, size_t cap)
+{
+    char raw[64];
+    snprintf(raw, sizeof raw, "%.*f", decimals, fabs(v));
+    char *dot = strchr(raw, '.');
+    if (dot) {
+        char *end = raw + strlen(raw) - 1;
+        while (end > dot && *end == '0') *end-- = '\0';
+        if (end == dot) *end = '\0';
+    }
+    size_t int_len = dot && *dot ? (size_t)(dot - raw) : strlen(raw);
+    size_t o = 0;
+    if (v < 0 && o + 1 < cap) buf[o++] = '-';
+    for (size_t i = 0; raw[i] && o + 1 < cap; i++) {
+        if (i < int_len && i > 0 && (int_len - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static void entry_text(const row *r, char *buf, size_t cap)
+{
+    const kvl_kv_footprint *k = &r->kv;
+    char main_row[32];
+    grouped((double)k->main_row_bytes, 0, main_row, sizeof main_row);
+    if (!k->index_layers) snprintf(buf, cap, "%s", main_row);
+    else if (k->index_layers == k->global_layers) snprintf(buf, cap, "%zu+%zu", k->main_row_bytes, k->index_key_bytes);
+    else snprintf(buf, cap, "%zu (+%zu on %zu)", k->main_row_bytes, k->index_key_bytes, k->index_layers);
+}
+
+/* ---- the table ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name, *date, *gen, *cache, *entry;
+    char layers[16], entries[32], bpt[32], prev[16], first[16], window[32], gib128[16], gib1m[16];
+} cells;
+
+static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows, size_t i)
+{
+    const row *r = &rows[i];
+    char tmp[64];
+    entry_text(r, entry, entry_cap);
+    *c = (cells){.name = r->model.name, .date = r->model.date[0] ? r->model.date : "-",
+                 .gen = kvl_generation_name(r->model.generation), .cache = kvl_cache_layout_name(r->model.kv_cache),
+                 .entry = entry};
+    snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
+    snprintf(c->entries, sizeof c->entries, "%s", grouped(r->kv.entries_per_token, 5, tmp, sizeof tmp));
+    snprintf(c->bpt, sizeof c->bpt, "%s", grouped(r->kv.bytes_per_token, 4, tmp, sizeof tmp));
+    double prev = i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1;
+    double first = rows[0].kv.bytes_per_token / r->kv.bytes_per_token;
+    snprintf(c->prev, sizeof c->prev, i ? "%.2fx" : "-", prev);
+    snprintf(c->first, sizeof c->first, "%.1fx", first);
+    snprintf(c->window, sizeof c->window, "%s", r->kv.window_bytes_per_sequence
+                 ? grouped((double)r->kv.window_bytes_per_sequence, 0, tmp, sizeof tmp) : "-");
+    snprintf(c->gib128, sizeof c->gib128, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_128K) / GIB);
+    snprintf(c->gib1m, sizeof c->gib1m, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_1M) / GIB);
+}
+
+static const char *const headers[] = {"model", "date", "attention", "cache", "KV layers", "entries/token",
+                                      "bytes/entry", "bytes/token", "x prev", "x first", "window B/seq",
+                                      "GiB@128K", "GiB@1M"};
+enum { N_COLS = sizeof headers / sizeof *headers };
+
+static void cell_list(const cells *c, const char *out[N_COLS])
+{
+    const char *v[N_COLS] = {c->name, c->date, c->gen, c->cache, c->layers, c->entries, c->entry, c->bpt,
+                             c->prev, c->first, c->window, c->gib128, c->gib1m};
+    memcpy(out, v, sizeof v);
+}
+
+static void print_grid(const row *rows, size_t n, out_format fmt)
+{
+    const char *(*v)[N_COLS] = calloc(n ? n : 1, sizeof *v);
+    cells *c = calloc(n ? n : 1, sizeof *c);
+    char (*entry)[48] = calloc(n ? n : 1, sizeof *entry);
+    if (!v || !c || !entry) { fprintf(stderr, "kvtable: out of memory\n"); exit(1); }
+    size_t width[N_COLS];
+    for (size_t j = 0; j < N_COLS; j++) width[j] = strlen(headers[j]);
+    for (size_t i = 0; i < n; i++) {
+        fill_cells(&c[i], entry[i], sizeof entry[i], rows, i);
+        cell_list(&c[i], v[i]);
+        for (size_t j = 0; j < N_COLS; j++)
+            if (strlen(v[i][j]) > width[j]) width[j] = strlen(v[i][j]);
+    }
+    const char *sep = fmt == OUT_CSV ? "," : fmt == OUT_MARKDOWN ? " | " : "  ";
+    const char *lead = fmt == OUT_MARKDOWN ? "| " : "", *tail = fmt == OUT_MARKDOWN ? " |" : "";
+    for (size_t j = 0; j < N_COLS; j++)
+        printf("%s%-*s%s", j ? sep : lead, fmt == OUT_CSV ? 0 : (int)width[j], headers[j], j + 1 < N_COLS ? "" : tail);
+    printf("\n");
+    if (fmt == OUT_MARKDOWN) {
+        for (size_t j = 0; j < N_COLS; j++) printf("%s%s", j ? "|" : "|", j < 4 ? "---" : "---:");
+        printf("|\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < N_COLS; j++) {
+            int right = j >= 4 && fmt == OUT_TEXT;
+            int w = fmt == OUT_CSV ? 0 : (int)width[j];
+            if (fmt == OUT_CSV && strchr(v[i][j], ',')) printf("%s\"%s\"", j ? sep : lead, v[i][j]);
+            else printf(right ? "%s%*s" : "%s%-*s", j ? sep : lead, w, v[i][j]);
+        }
+        printf("%s\n", tail);
+    }
+    free(v);
+    free(c);
+    free(entry);
+}
+
+static void print_notes(const row *rows, size_t n)
+{
+    if (n == 0) return;
+    printf("\nKV layers: layers that write a per-token cache. entries/token: sum of 1/M over them.\n"
+           "bytes/entry: main row + indexer key, from formats/ row sizes. Window rows are per sequence,\n"
+           "not per token; GiB@128K/@1M = bytes/token x 131,072 / 1,048,576 tokens + the window rows.\n\n");
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].model.mechanism[0]) printf("  %-20s %s\n", rows[i].model.name, rows[i].model.mechanism);
+    char a[32], b[32];
+    printf("\n%s -> %s bytes per token: %.1fx over the lineage.\n",
+           grouped(rows[0].kv.bytes_per_token, 4, a, sizeof a), grouped(rows[n - 1].kv.bytes_per_token, 4, b, sizeof b),
+           rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
+}
+
+static int print_json(const row *rows, size_t n)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; i++) {
+        const row *r = &rows[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", r->model.name);
+        cJSON_AddStringToObject(o, "date", r->model.date);
+        cJSON_AddStringToObject(o, "config", r->model.path);
+        cJSON_AddStringToObject(o, "attention", kvl_generation_name(r->model.generation));
+        cJSON_AddStringToObject(o, "kv_cache", kvl_cache_layout_name(r->model.kv_cache));
+        cJSON_AddNumberToObject(o, "global_kv_layers", (double)r->kv.global_layers);
+        cJSON_AddNumberToObject(o, "entries_per_token", r->kv.entries_per_token);
+        cJSON_AddNumberToObject(o, "bytes_per_entry", r->kv.bytes_per_entry);
+        cJSON_AddNumberToObject(o, "main_row_bytes", (double)r->kv.main_row_bytes);
+        cJSON_AddNumberToObject(o, "index_key_bytes", (double)r->kv.index_key_bytes);
+        cJSON_AddNumberToObject(o, "bytes_per_token", r->kv.bytes_per_token);
+        cJSON_AddNumberToObject(o, "factor_vs_previous", i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1);
+        cJSON_AddNumberToObject(o, "factor_vs_first", rows[0].kv.bytes_per_token / r->kv.bytes_per_token);
+        cJSON_AddNumberToObject(o, "window_bytes_per_sequence", (double)r->kv.window_bytes_per_sequence);
+        cJSON_AddNumberToObject(o, "bytes_held_128k", kvl_kv_bytes_held(&r->kv, CONTEXT_128K));
+        cJSON_AddNumberToObject(o, "bytes_held_1m", kvl_kv_bytes_held(&r->kv, CONTEXT_1M));
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *text = arr ? cJSON_Print(arr) : NULL;
+    cJSON_Delete(arr);
+    if (!text) { fprintf(stderr, "kvtable: out of memory\n"); return 1; }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
+/* ---- the chart ----------------------------------------------------------------------------------- */
+
+/* Horizontal bars on a log10 axis, one per model, labelled with the model and its bytes per token.
+ * The write-up's headline generations (those whose _kvlineage.date is set) carry their figure in bold. */
+static int write_svg(const char *path, const row *rows, size_t n)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "kvtable: --svg %s: cannot write\n", path); return 2; }
+    const double left = 190, right = 880, top = 60, bar = 34, gap = 14;
+    double lo = 1e300, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = fmin(lo, rows[i].kv.bytes_per_token);
+        hi = fmax(hi, rows[i].kv.bytes_per_token);
+    }
+    double d0 = floor(log10(lo > 0 ? lo : 1)), d1 = ceil(log10(hi > 1 ? hi : 10));
+    if (d1 <= d0) d1 = d0 + 1;
+    double height = top + (double)n * (bar + gap) + 50;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"%.0f\" font-family=\"sans-serif\">\n",
+            height);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+               "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">KV cache bytes per token "
+               "(log scale), derived from each config</text>\n");
+    for (double e = d0; e <= d1; e++) {
+        double x = left + (e - d0) / (d1 - d0) * (right - left);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
+                height - 40);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">10^%.0f B</text>\n", x,
+                height - 22, e);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double y = top + (double)i * (bar + gap), v = rows[i].kv.bytes_per_token;
+        double w = (log10(v) - d0) / (d1 - d0) * (right - left);
+        char num[32];
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%s</text>\n", left - 8,
+                y + bar * 0.65, rows[i].model.name);
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
+                i + 1 == n ? "#c0392b" : "#2c6fbb");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s B (%s)</text>\n",
+                left + w + 6, y + bar * 0.65, grouped(v, 2, num, sizeof num), rows[i].model.date);
+    }
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "kvtable: --svg %s: cannot write\n", path);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- inputs ------------------------------------------------------------------------------------- */
+
+static int by_date(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int c = strcmp(x->model.date, y->model.date);
+    return c ? c : strcmp(x->model.name, y->model.name);
+}
+
+static int is_json(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".json") == 0;
+}
+
+/* Paths of the .json files in ref/configs/ under $KVL_ROOT (or the source tree this was built from). */
+static char **default_configs(size_t *n)
+{
+    const char *root = getenv("KVL_ROOT");
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/ref/configs", root && *root ? root : KVL_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    if (!d) { fprintf(stderr, "kvtable: %s: cannot open the config directory (set KVL_ROOT)\n", dir); exit(2); }
+    char **paths = NULL;
+    size_t count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_json(e->d_name)) continue;
+        char **grown = realloc(paths, (count + 1) * sizeof *paths);
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        if (!grown || !(grown[count] = malloc(len))) { fprintf(stderr, "kvtable: out of memory\n"); exit(1); }
+        paths = grown;
+        snprintf(paths[count++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    *n = count;
+    return paths;
+}
+
+int main(int argc, char **argv)
+{
+    out_format fmt = OUT_TEXT;
+    const char *svg = NULL;
+    int first_config = argc;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { usage(stdout); return 0; }
+        if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+            const char *f = argv[++i];
+            if (strcmp(f, "text") == 0) fmt = OUT_TEXT;
+            else if (strcmp(f, "markdown") == 0) fmt = OUT_MARKDOWN;
+            else if (strcmp(f, "csv") == 0) fmt = OUT_CSV;
+            else if (strcmp(f, "json") == 0) fmt = OUT_JSON;
+            else { fprintf(stderr, "kvtable: --format: unknown format \"%s\" (text, markdown, csv, json)\n", f); return 2; }
+        } else if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
+            svg = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "kvtable: unknown or incomplete option \"%s\"\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            first_config = i;
+            break;
+        }
+    }
+    size_t n = (size_t)(argc - first_config);
+    char **paths = n ? argv + first_config : default_configs(&n);
+    if (n == 0) { fprintf(stderr, "kvtable: no config files\n"); return 2; }
+    row *rows = calloc(n, sizeof *rows);
+    if (!rows) { fprintf(stderr, "kvtable: out of memory\n"); return 1; }
+    int status = 0;
+    for (size_t i = 0; i < n && !status; i++) {
+        if (kvl_model_load(&rows[i].model, paths[i]) != KVL_OK ||
+            kvl_kv_footprint_of(&rows[i].kv, &rows[i].model) != KVL_OK) {
+            fprintf(stderr, "kvtable: %s\n", kvl_error());
+            status = 2;
+        } else if (rows[i].kv.bytes_per_token <= 0) {
+            fprintf(stderr, "kvtable: %s: no layer writes a per-token cache\n", paths[i]);
+            status = 2;
+        }
+    }
+    if (!status) {
+        if (first_config == argc) qsort(rows, n, sizeof *rows, by_date);
+        if (svg) status = write_svg(svg, rows, n);
+    }
+    if (!status) {
+        if (fmt == OUT_JSON) status = print_json(rows, n);
+        else {
+            print_grid(rows, n, fmt);
+            if (fmt == OUT_TEXT) print_notes(rows, n);
+        }
+    }
+    for (size_t i = 0; i < n; i++) kvl_model_free(&rows[i].model);
+    free(rows);
+    if (first_config == argc) {
+        for (size_t i = 0; i < n; i++) free(paths[i]);
+        free(paths);
+    }
+    return status;
+}

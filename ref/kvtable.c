@@ -1,0 +1,86 @@
+#include "kvtable.h"
+
+#include "element.h"
+#include "rows.h"
+#include "status.h"
+
+static size_t bf16_bytes(void) { return kvf_element_bits(KVF_BF16) / 8; }
+
+/* A row layout holds a fixed number of values; the config must produce exactly that many. */
+static int row_fits(const kvl_model *m, kvf_row row, size_t values, const char *what)
+{
+    if (kvf_row_values(row) == values) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: kv_cache %s: the %s row holds %zu values, but the config gives %s = %zu",
+                    m->path, kvl_cache_layout_name(m->kv_cache), kvf_row_name(row), kvf_row_values(row), what,
+                    values);
+}
+
+/* Main row, index key and window row sizes of the model's cache layout. */
+static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
+{
+    switch (m->kv_cache) {
+    case KVL_CACHE_BF16:
+        /* K and V of every KV head (MHA/GQA), or the latent and the shared RoPE key (MLA) */
+        f->main_row_bytes = (m->generation == KVL_GEN_MHA ? 2 * m->n_kv_heads * m->head_dim
+                                                         : m->kv_lora_rank + m->qk_rope_head_dim) * bf16_bytes();
+        f->index_key_bytes = 0;
+        f->window_row_bytes = 0;
+        return KVL_OK;
+    case KVL_CACHE_V32_FP8:
+        if (m->generation != KVL_GEN_DSA && m->generation != KVL_GEN_MLA) break;
+        f->main_row_bytes = kvf_row_bytes(KVF_ROW_V32_MAIN);
+        f->index_key_bytes = m->generation == KVL_GEN_DSA ? kvf_row_bytes(KVF_ROW_V32_INDEX) : 0;
+        f->window_row_bytes = 0;
+        if (row_fits(m, KVF_ROW_V32_MAIN, m->kv_lora_rank + m->qk_rope_head_dim, "kv_lora_rank + qk_rope_head_dim"))
+            return KVL_EINVAL;
+        return m->generation == KVL_GEN_DSA ? row_fits(m, KVF_ROW_V32_INDEX, m->index_head_dim, "index_head_dim")
+                                            : KVL_OK;
+    case KVL_CACHE_V4_FP8:
+        if (m->generation != KVL_GEN_V4) break;
+        f->main_row_bytes = kvf_row_bytes(KVF_ROW_V4_MAIN);
+        f->index_key_bytes = kvf_row_bytes(KVF_ROW_V4_INDEX);
+        f->window_row_bytes = kvf_row_bytes(KVF_ROW_V4_MAIN);   /* the same row serves the window */
+        if (row_fits(m, KVF_ROW_V4_MAIN, m->head_dim, "head_dim")) return KVL_EINVAL;
+        return row_fits(m, KVF_ROW_V4_INDEX, m->index_head_dim, "index_head_dim");
+    case KVL_CACHE_V41_FP4:
+        if (m->generation != KVL_GEN_V41) break;
+        f->main_row_bytes = kvf_row_bytes(KVF_ROW_V41_MAIN);
+        f->index_key_bytes = kvf_row_bytes(KVF_ROW_V4_INDEX);   /* V4.1 keeps V4's MXFP4 key */
+        f->window_row_bytes = kvf_row_bytes(KVF_ROW_V41_WINDOW);
+        if (row_fits(m, KVF_ROW_V41_MAIN, m->head_dim, "head_dim")) return KVL_EINVAL;
+        return row_fits(m, KVF_ROW_V4_INDEX, m->index_head_dim, "index_head_dim");
+    }
+    return kvl_fail(KVL_EINVAL, "%s: kv_cache %s does not apply to a %s model", m->path,
+                    kvl_cache_layout_name(m->kv_cache), kvl_generation_name(m->generation));
+}
+
+/* A layer stores an index key per entry when it runs its own indexer over its own entries. */
+static int stores_index_key(const kvl_model *m, size_t layer)
+{
+    return m->layers[layer].index_source == (int)layer;
+}
+
+int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m)
+{
+    *f = (kvl_kv_footprint){0};
+    int rc = entry_parts(f, m);
+    if (rc != KVL_OK) return rc;
+    /* V4 and V4.1 keep a window branch in every layer, window-only or not */
+    f->window_bytes_per_sequence = m->n_layers * m->window * f->window_row_bytes;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        if (!kvl_layer_writes_cache(m, i)) continue;
+        int keyed = f->index_key_bytes && stores_index_key(m, i);
+        double entries = 1.0 / (double)m->layers[i].compress_ratio;
+        f->global_layers++;
+        f->index_layers += (size_t)keyed;
+        f->entries_per_token += entries;
+        f->bytes_per_token += entries * (double)(f->main_row_bytes + (keyed ? f->index_key_bytes : 0));
+    }
+    f->bytes_per_entry = f->entries_per_token > 0 ? f->bytes_per_token / f->entries_per_token : 0;
+    return KVL_OK;
+}
+
+double kvl_kv_bytes_held(const kvl_kv_footprint *f, double T)
+{
+    return T * f->bytes_per_token + (double)f->window_bytes_per_sequence;
+}

@@ -1,0 +1,34 @@
+/* The KV cache a model keeps per token of context, derived from its config and the row sizes of
+ * formats/ (chapter 8). Nothing here is a typed-in figure: change a config and every number follows.
+ *
+ * A layer contributes only if it writes a global (per-token) cache (kvl_layer_writes_cache): every
+ * layer of MHA/MLA/DSA, the CSA and HCA layers of V4, the KV-source layers of V4.1. A layer that
+ * compresses M tokens into one entry adds 1/M entries per token. Window rows are bounded per
+ * sequence and reported apart, never folded into the per-token figure. */
+#ifndef KVL_KVTABLE_H
+#define KVL_KVTABLE_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+typedef struct {
+    size_t global_layers;        /* layers that write a per-token cache */
+    size_t index_layers;         /* of those, layers that also store an indexer key per entry */
+    double entries_per_token;    /* Σ over global layers of 1/M */
+    double bytes_per_token;      /* Σ over global layers of (main row + index key) / M */
+    double bytes_per_entry;      /* bytes_per_token / entries_per_token: the mean entry */
+    size_t main_row_bytes;       /* one cached entry of the main attention */
+    size_t index_key_bytes;      /* one indexer key (0 when the model has no indexer keys) */
+    size_t window_row_bytes;     /* one window row (0 when the model has no window) */
+    size_t window_bytes_per_sequence;  /* W window rows in every layer, whatever the context */
+} kvl_kv_footprint;
+
+/* Fill f from m. Fails (KVL_EINVAL, message naming the model file) when the config's dims do not
+ * fit the row layout of its cache (a v32-fp8 cache needs kv_lora_rank + qk_rope_head_dim = 576...). */
+int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m);
+
+/* Bytes the caches hold for one sequence of T tokens: T · bytes_per_token + the window rows. */
+double kvl_kv_bytes_held(const kvl_kv_footprint *f, double T);
+
+#endif

@@ -1,0 +1,232 @@
+/* Chapter 8: the bytes-per-token table, derived from the configs and the formats library's row
+ * sizes, reproduces the lineage's figures; it follows a config that changes; kvtable's outputs and
+ * error exits behave. The figures below are the write-up's, checked here, never used by the code. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "config.h"
+#include "kvtable.h"
+#include "status.h"
+
+static kvl_kv_footprint footprint(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "ref/configs/%s", name);
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+    kvl_kv_footprint f;
+    ck_assert_msg(kvl_kv_footprint_of(&f, &m) == KVL_OK, "%s", kvl_error());
+    kvl_model_free(&m);
+    return f;
+}
+
+START_TEST(test_llm67b_holds_389120_bytes_per_token)
+{
+    kvl_kv_footprint f = footprint("deepseek-llm-67b.json");
+    ck_assert_uint_eq(f.main_row_bytes, 4096);        /* 2 · 8 KV heads · 128 · 2 B */
+    ck_assert_uint_eq(f.global_layers, 95);
+    ck_assert_double_eq(f.bytes_per_token, 389120);
+    ck_assert_uint_eq(f.window_bytes_per_sequence, 0);
+}
+END_TEST
+
+START_TEST(test_v3_holds_70272_bytes_per_token)
+{
+    kvl_kv_footprint f = footprint("deepseek-v3.json");
+    ck_assert_uint_eq(f.main_row_bytes, 1152);        /* (512 + 64) · 2 B */
+    ck_assert_double_eq(f.bytes_per_token, 70272);
+}
+END_TEST
+
+START_TEST(test_v32_holds_48068_bytes_per_token)
+{
+    kvl_kv_footprint f = footprint("deepseek-v3.2-exp.json");
+    ck_assert_uint_eq(f.main_row_bytes, 656);
+    ck_assert_uint_eq(f.index_key_bytes, 132);
+    ck_assert_uint_eq(f.index_layers, 61);
+    ck_assert_double_eq(f.bytes_per_token, 48068);
+}
+END_TEST
+
+START_TEST(test_v4_flash_holds_3514_25_bytes_per_token)
+{
+    kvl_kv_footprint f = footprint("deepseek-v4-flash.json");
+    ck_assert_uint_eq(f.global_layers, 41);
+    ck_assert_uint_eq(f.index_layers, 21);           /* CSA layers only */
+    ck_assert_double_eq(f.entries_per_token, 21.0 / 4 + 20.0 / 128);
+    ck_assert_double_eq(f.bytes_per_token, 3514.25);
+    ck_assert_uint_eq(f.window_bytes_per_sequence, 43 * 128 * 584);   /* 3,214,336: about 3.2 MB */
+    ck_assert_double_eq_tol(f.bytes_per_entry, 650.0, 0.05);        /* the ledger's "650 B mean entry" (c8-13.7) */
+}
+END_TEST
+
+START_TEST(test_v41_flash_holds_890_bytes_per_token)
+{
+    kvl_kv_footprint f = footprint("deepseek-v4.1-flash.json");
+    ck_assert_uint_eq(f.global_layers, 4);
+    ck_assert_double_eq(f.entries_per_token, 2.5);
+    ck_assert_uint_eq(f.main_row_bytes + f.index_key_bytes, 356);
+    ck_assert_double_eq(f.bytes_per_token, 890);
+    ck_assert_uint_eq(f.window_bytes_per_sequence, 2703360);          /* 40 · 128 · 528: about 2.7 MB */
+}
+END_TEST
+
+START_TEST(test_lineage_shrinks_437_fold)
+{
+    double ratio = footprint("deepseek-llm-67b.json").bytes_per_token / footprint("deepseek-v4.1-flash.json").bytes_per_token;
+    ck_assert_double_eq_tol(ratio, 437.2, 0.05);
+    ck_assert_double_eq_tol(footprint("deepseek-v3.2-exp.json").bytes_per_token /
+                            footprint("deepseek-v4-flash.json").bytes_per_token, 13.68, 0.005);
+}
+END_TEST
+
+/* Write `text` with one substring replaced to a temporary file; return its path (caller unlinks). */
+static void edited_config(char *path, size_t cap, const char *name, const char *from, const char *to)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "ref/configs/%s", name);
+    FILE *f = fopen(kvl_path(rel), "rb");
+    ck_assert(f != NULL);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char *at = strstr(text, from);
+    ck_assert_msg(at != NULL, "\"%s\" not in %s", from, name);
+    snprintf(path, cap, "/tmp/kvl_cfg_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    ck_assert(write(fd, text, (size_t)(at - text)) == at - text);
+    ck_assert(write(fd, to, strlen(to)) == (ssize_t)strlen(to));
+    size_t rest = strlen(at + strlen(from));
+    ck_assert(write(fd, at + strlen(from), rest) == (ssize_t)rest);
+    close(fd);
+}
+
+START_TEST(test_table_follows_a_changed_config)
+{
+    /* Drop layer 14 as a KV source: it becomes a Reindex layer over layer 8, and V4.1 loses 178 B. */
+    char path[64];
+    edited_config(path, sizeof path, "deepseek-v4.1-flash.json", "\"kv_source_layers\": [\n    2,\n    8,\n    14,\n",
+                  "\"kv_source_layers\": [\n    2,\n    8,\n");
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, path) == KVL_OK, "%s", kvl_error());
+    kvl_kv_footprint f;
+    ck_assert(kvl_kv_footprint_of(&f, &m) == KVL_OK);
+    ck_assert_int_eq(m.layers[14].kind, KVL_LAYER_REINDEX);
+    ck_assert_double_eq(f.bytes_per_token, 712);
+    kvl_model_free(&m);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_kvtable_json_keeps_exact_values)
+{
+    static char out[1 << 16], err[4096];
+    int rc = kvl_run("kvtable --format json", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    cJSON *arr = cJSON_Parse(out);
+    ck_assert_msg(cJSON_IsArray(arr), "not a JSON array: %.200s", out);
+    const char *names[] = {"DeepSeek LLM 67B", "DeepSeek-V4-Flash", "DeepSeek-V4.1-Flash"};
+    const double bpt[] = {389120, 3514.25, 890};
+    for (size_t k = 0; k < 3; k++) {
+        int found = 0;
+        for (cJSON *o = arr->child; o; o = o->next) {
+            if (strcmp(cJSON_GetObjectItem(o, "model")->valuestring, names[k]) != 0) continue;
+            found = 1;
+            ck_assert_double_eq(cJSON_GetObjectItem(o, "bytes_per_token")->valuedouble, bpt[k]);
+            ck_assert(cJSON_GetObjectItem(o, "entries_per_token") && cJSON_GetObjectItem(o, "bytes_per_entry"));
+            ck_assert(cJSON_GetObjectItem(o, "global_kv_layers") && cJSON_GetObjectItem(o, "window_bytes_per_sequence"));
+        }
+        ck_assert_msg(found, "%s missing from kvtable --format json", names[k]);
+    }
+    cJSON_Delete(arr);
+}
+END_TEST
+
+START_TEST(test_kvtable_text_markdown_csv_and_svg)
+{
+    static char out[1 << 16], err[4096];
+    ck_assert_int_eq(kvl_run("kvtable", NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "389,120") && strstr(out, "48,068") && strstr(out, "3,514.25") && strstr(out, "437.2x"),
+                  "%s", out);
+    ck_assert_int_eq(kvl_run("kvtable --format markdown", NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "| DeepSeek-V3.2-Exp ") && strstr(out, "|---|"), "%s", out);
+    ck_assert_int_eq(kvl_run("kvtable --format csv", NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert(strstr(out, "DeepSeek-V4.1-Flash,2026-09,V4.1,v41-fp4,4,2.5,288+68,890,") != NULL);
+    char svg[] = "/tmp/kvl_chart_XXXXXX";
+    int fd = mkstemp(svg);
+    close(fd);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "kvtable --svg %s", svg);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 0);
+    FILE *f = fopen(svg, "r");
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    unlink(svg);
+    ck_assert(strncmp(out, "<svg", 4) == 0 && strstr(out, "DeepSeek-V4.1-Flash") && strstr(out, "</svg>"));
+}
+END_TEST
+
+START_TEST(test_kvtable_bad_input_exits_2_with_a_message)
+{
+    static char out[4096], err[4096];
+    ck_assert_int_eq(kvl_run("kvtable --format yaml", NULL, out, sizeof out, err, sizeof err), 2);
+    ck_assert(strstr(err, "yaml") != NULL);
+    ck_assert_int_eq(kvl_run("kvtable --colour", NULL, out, sizeof out, err, sizeof err), 2);
+    ck_assert(strstr(err, "--colour") != NULL);
+    ck_assert_int_eq(kvl_run("kvtable /nonexistent.json", NULL, out, sizeof out, err, sizeof err), 2);
+    ck_assert(strstr(err, "/nonexistent.json") != NULL);
+    char path[64], cmd[128];
+    edited_config(path, sizeof path, "deepseek-v3.json", "\"n_layers\": 61", "\"n_layers\": -61");
+    snprintf(cmd, sizeof cmd, "kvtable %s", path);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, path) && strstr(err, "n_layers") && strstr(err, "-61"), "%s", err);
+    ck_assert_msg(out[0] == '\0', "partial output on a bad config: %s", out);
+    snprintf(cmd, sizeof cmd, "kvtable --svg /tmp/kvl_never.svg %s", path);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 2);
+    ck_assert(access("/tmp/kvl_never.svg", F_OK) != 0);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_a_cache_layout_that_does_not_fit_the_dims_is_refused)
+{
+    char path[64];
+    edited_config(path, sizeof path, "deepseek-v3.2-exp.json", "\"kv_lora_rank\": 512", "\"kv_lora_rank\": 256");
+    kvl_model m;
+    ck_assert(kvl_model_load(&m, path) == KVL_OK);
+    kvl_kv_footprint f;
+    ck_assert_int_eq(kvl_kv_footprint_of(&f, &m), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "kv_lora_rank") && strstr(kvl_error(), "576"), "%s", kvl_error());
+    kvl_model_free(&m);
+    unlink(path);
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("ch08_table");
+    TCase *fig = tcase_create("figures");
+    tcase_add_test(fig, test_llm67b_holds_389120_bytes_per_token);
+    tcase_add_test(fig, test_v3_holds_70272_bytes_per_token);
+    tcase_add_test(fig, test_v32_holds_48068_bytes_per_token);
+    tcase_add_test(fig, test_v4_flash_holds_3514_25_bytes_per_token);
+    tcase_add_test(fig, test_v41_flash_holds_890_bytes_per_token);
+    tcase_add_test(fig, test_lineage_shrinks_437_fold);
+    tcase_add_test(fig, test_table_follows_a_changed_config);
+    tcase_add_test(fig, test_a_cache_layout_that_does_not_fit_the_dims_is_refused);
+    suite_add_tcase(s, fig);
+    TCase *prog = tcase_create("kvtable");
+    tcase_add_test(prog, test_kvtable_json_keeps_exact_values);
+    tcase_add_test(prog, test_kvtable_text_markdown_csv_and_svg);
+    tcase_add_test(prog, test_kvtable_bad_input_exits_2_with_a_message);
+    suite_add_tcase(s, prog);
+    return s;
+}
