@@ -17,7 +17,8 @@ enum {
 /* The message of the most recent failure on this thread ("" if none). */
 const char *kvl_error(void);
 
-/* Record a printf-style message and return code, so callers write `return kvl_fail(KVL_EINVAL, ...)`. */
+/* Record a printf-style message and return code, so callers write `return kvl_fail(KVL_EINVAL, ...)`.
+ * The arguments may include kvl_error() itself, to put context in front of an inner failure. */
 int kvl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Forget any previous message. */
