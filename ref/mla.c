@@ -1,0 +1,581 @@
+#include "mla.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "element.h"
+#include "linalg.h"
+#include "norm.h"
+#include "softmax.h"
+#include "status.h"
+
+/* Below this many score elements the softmax rows run on one thread (a row of a few hundred exps costs
+ * about as much as starting a parallel region). */
+#define SOFTMAX_PARALLEL_MIN 65536
+
+#define TRY(expr)                          \
+    do {                                   \
+        int rc_ = (expr);                  \
+        if (rc_ != KVL_OK) return rc_;     \
+    } while (0)
+
+/* ---- config --------------------------------------------------------------------------------------- */
+
+int mla_config_check(const mla_config *c)
+{
+    if (!c) return kvl_fail(KVL_EINVAL, "mla: config is NULL");
+    const struct { const char *name; size_t v; } widths[] = {
+        {"d", c->d}, {"n_heads", c->n_heads}, {"kv_lora_rank", c->kv_lora_rank},
+        {"qk_nope", c->qk_nope}, {"qk_rope", c->qk_rope}, {"v_head", c->v_head},
+    };
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i].v == 0) return kvl_fail(KVL_EINVAL, "mla: config field %s must be positive, got 0", widths[i].name);
+    if (c->rope.Dr != c->qk_rope)
+        return kvl_fail(KVL_EINVAL, "mla: config field rope.Dr (%zu) must equal qk_rope (%zu)", c->rope.Dr, c->qk_rope);
+    if (!(c->softmax_scale > 0.0) || !isfinite(c->softmax_scale))
+        return kvl_fail(KVL_EINVAL, "mla: config field softmax_scale must be finite and positive, got %g",
+                        c->softmax_scale);
+    if (!(c->norm_eps >= 0.0) || !isfinite(c->norm_eps))
+        return kvl_fail(KVL_EINVAL, "mla: config field norm_eps must be finite and non-negative, got %g", c->norm_eps);
+    return KVL_OK;
+}
+
+int mla_config_from_model(mla_config *c, const kvl_model *m)
+{
+    if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA)
+        return kvl_fail(KVL_EINVAL, "%s: attention is %s, not MLA (no kv_lora_rank)", m->path,
+                        kvl_generation_name(m->generation));
+    *c = (mla_config){.d = m->d, .n_heads = m->n_heads, .q_lora_rank = m->q_lora_rank,
+                      .kv_lora_rank = m->kv_lora_rank, .qk_nope = m->qk_nope_head_dim,
+                      .qk_rope = m->qk_rope_head_dim, .v_head = m->v_head_dim, .window = m->window,
+                      .norm_eps = m->norm_eps};
+    const kvl_rope_config *r = &m->rope;
+    int rc = r->factor > 1.0 ? kvl_rope_init_yarn(&c->rope, c->qk_rope, r->theta, r->factor, r->original_len,
+                                                  r->beta_fast, r->beta_slow)
+                             : kvl_rope_init(&c->rope, c->qk_rope, r->theta);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: rotary fields: %s", m->path, kvl_error());
+    c->softmax_scale = kvl_yarn_softmax_scale(c->qk_nope + c->qk_rope, r->factor, r->mscale);
+    rc = mla_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
+    return KVL_OK;
+}
+
+/* ---- small helpers -------------------------------------------------------------------------------- */
+
+static size_t qk_width(const mla_config *c) { return c->qk_nope + c->qk_rope; }
+static size_t row_width(const mla_config *c) { return c->kv_lora_rank + c->qk_rope; }
+
+/* W_UK^h [Dnope][Dc] and W_UV^h [Dv][Dc]: consecutive row blocks of W_UKV [H][Dnope+Dv][Dc]. */
+static const float *w_uk(const mla_config *c, const mla_weights *w, size_t h)
+{
+    return w->w_ukv + h * (c->qk_nope + c->v_head) * c->kv_lora_rank;
+}
+
+static const float *w_uv(const mla_config *c, const mla_weights *w, size_t h)
+{
+    return w_uk(c, w, h) + c->qk_nope * c->kv_lora_rank;
+}
+
+/* *p = malloc of a·b floats (at least one), with the product checked. */
+static int alloc_floats(float **p, size_t a, size_t b, const char *fn)
+{
+    *p = NULL;
+    if (b && a > SIZE_MAX / sizeof(float) / b)
+        return kvl_fail(KVL_EINVAL, "%s: buffer of %zu x %zu floats overflows", fn, a, b);
+    const size_t n = a * b;
+    *p = malloc((n ? n : 1) * sizeof(float));
+    if (!*p) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu x %zu floats", fn, a, b);
+    return KVL_OK;
+}
+
+static int check_call(const char *fn, const mla_config *c, const mla_weights *w, const void *a, const void *b)
+{
+    int rc = mla_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", fn, kvl_error());
+    if (!w || !w->block || !a || !b) return kvl_fail(KVL_EINVAL, "%s: NULL weights or array", fn);
+    return KVL_OK;
+}
+
+/* dst[n][cols] (rows dst_stride apart) = src[n][cols] (rows src_stride apart): a block of columns
+ * moved between a packed array and one row slice of a wider one. */
+static void copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t n, size_t cols)
+{
+    for (size_t i = 0; i < n; i++) memcpy(dst + i * dst_stride, src + i * src_stride, cols * sizeof *dst);
+}
+
+/* s[rows][n] ← softmax of each row */
+static void softmax_rows(float *s, size_t rows, size_t n)
+{
+#pragma omp parallel for schedule(static) if (rows * n >= SOFTMAX_PARALLEL_MIN)
+    for (size_t r = 0; r < rows; r++) kvl_softmax_f32(s + r * n, n);
+}
+
+/* ---- weights ------------------------------------------------------------------------------------ */
+
+enum { N_WEIGHTS = 8 };
+
+typedef struct {
+    float **field;
+    size_t rows, cols; /* a gain is one row of cols values */
+    int gain;          /* drawn uniform on [0.5, 1.5) rather than N(0, 1/cols) */
+} weight_entry;
+
+/* The sizes table, in the order the block is cut and drawn. */
+static void weight_table(weight_entry t[N_WEIGHTS], mla_weights *w, const mla_config *c)
+{
+    const size_t H = c->n_heads, Dq = c->q_lora_rank, Dc = c->kv_lora_rank, d = c->d;
+    const size_t q_direct = Dq ? 0 : H * qk_width(c);
+    t[0] = (weight_entry){&w->w_dq, Dq, d, 0};
+    t[1] = (weight_entry){&w->q_norm, Dq ? 1 : 0, Dq, 1};
+    t[2] = (weight_entry){&w->w_uq, Dq ? H * qk_width(c) : 0, Dq, 0};
+    t[3] = (weight_entry){&w->w_q, q_direct, d, 0};
+    t[4] = (weight_entry){&w->w_dkv, row_width(c), d, 0};
+    t[5] = (weight_entry){&w->kv_norm, 1, Dc, 1};
+    t[6] = (weight_entry){&w->w_ukv, H * (c->qk_nope + c->v_head), Dc, 0};
+    t[7] = (weight_entry){&w->w_o, d, H * c->v_head, 0};
+}
+
+int mla_weights_size(size_t *n_floats, const mla_config *c)
+{
+    *n_floats = 0;
+    int rc = mla_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "mla_weights_size: %s", kvl_error());
+    weight_entry t[N_WEIGHTS];
+    mla_weights scratch;
+    weight_table(t, &scratch, c);
+    size_t total = 0;
+    for (size_t i = 0; i < N_WEIGHTS; i++) {
+        if (t[i].cols && t[i].rows > (SIZE_MAX / sizeof(float) - total) / t[i].cols)
+            return kvl_fail(KVL_EINVAL, "mla_weights_size: weight %zu of %zu x %zu overflows", i, t[i].rows, t[i].cols);
+        total += t[i].rows * t[i].cols;
+    }
+    *n_floats = total;
+    return KVL_OK;
+}
+
+void mla_weights_cut(mla_weights *w, const mla_config *c, float *block)
+{
+    memset(w, 0, sizeof *w);
+    weight_entry t[N_WEIGHTS];
+    weight_table(t, w, c);
+    size_t off = 0;
+    for (size_t i = 0; i < N_WEIGHTS; i++) {
+        const size_t n = t[i].rows * t[i].cols;
+        *t[i].field = n ? block + off : NULL;
+        off += n;
+    }
+    w->block = block;
+    w->n_floats = off;
+}
+
+void mla_weights_draw(mla_weights *w, const mla_config *c, kvl_rng *rng)
+{
+    weight_entry t[N_WEIGHTS];
+    weight_table(t, w, c);
+    for (size_t i = 0; i < N_WEIGHTS; i++) {
+        const size_t n = t[i].rows * t[i].cols;
+        if (n == 0) continue;
+        if (t[i].gain) kvl_rng_uniform_f32(rng, *t[i].field, n, 0.5, 1.5);
+        else kvl_rng_normal_f32(rng, *t[i].field, n, 1.0 / sqrt((double)t[i].cols));
+    }
+}
+
+int mla_weights_alloc(mla_weights *w, const mla_config *c)
+{
+    memset(w, 0, sizeof *w);
+    size_t total;
+    TRY(mla_weights_size(&total, c));
+    float *block = calloc(total, sizeof *block);
+    if (!block) return kvl_fail(KVL_ENOMEM, "mla_weights_alloc: out of memory for %zu floats", total);
+    mla_weights_cut(w, c, block);
+    return KVL_OK;
+}
+
+int mla_weights_init_random(mla_weights *w, const mla_config *c, kvl_rng *rng)
+{
+    TRY(mla_weights_alloc(w, c));
+    mla_weights_draw(w, c, rng);
+    return KVL_OK;
+}
+
+void mla_weights_free(mla_weights *w)
+{
+    free(w->block);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- cache ---------------------------------------------------------------------------------------- */
+
+int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, swa_store store)
+{
+    memset(cache, 0, sizeof *cache);
+    int rc = mla_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "mla_cache_init: %s", kvl_error());
+    return swa_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store);
+}
+
+int mla_cache_append(mla_cache *cache, const mla_config *c, const float *rows, size_t n)
+{
+    TRY(mla_config_check(c));
+    if (cache->ring.width != row_width(c))
+        return kvl_fail(KVL_EINVAL, "mla_cache_append: cache rows hold %zu values, the config's Dc+Dr is %zu",
+                        cache->ring.width, row_width(c));
+    return swa_ring_append(&cache->ring, rows, n);
+}
+
+size_t mla_cache_bytes_used(const mla_cache *cache) { return swa_ring_bytes_used(&cache->ring); }
+
+void mla_cache_free(mla_cache *cache) { swa_ring_free(&cache->ring); }
+
+/* ---- projections ---------------------------------------------------------------------------------- */
+
+int mla_query_latent(float *cq, const mla_config *c, const mla_weights *w, const float *x, size_t S)
+{
+    TRY(check_call(__func__, c, w, cq, x));
+    if (c->q_lora_rank == 0) return kvl_fail(KVL_EINVAL, "%s: q_lora_rank is 0, there is no query latent", __func__);
+    TRY(kvl_matmul_abt_f32(cq, x, w->w_dq, S, c->q_lora_rank, c->d));
+    kvl_rmsnorm_f32(cq, cq, w->q_norm, S, c->q_lora_rank, c->norm_eps);
+    return KVL_OK;
+}
+
+/* q[S][H·(Dnope+Dr)] = W_UQ RMSNorm(W_DQ x) */
+static int query_through_latent(float *q, const mla_config *c, const mla_weights *w, const float *x, size_t S)
+{
+    float *cq;
+    TRY(alloc_floats(&cq, S, c->q_lora_rank, "mla_query"));
+    int rc = mla_query_latent(cq, c, w, x, S);
+    if (rc == KVL_OK) rc = kvl_matmul_abt_f32(q, cq, w->w_uq, S, c->n_heads * qk_width(c), c->q_lora_rank);
+    free(cq);
+    return rc;
+}
+
+/* q[S][H·(Dnope+Dr)] = W_Q x (q_lora_rank 0, V2-Lite) */
+static int query_direct(float *q, const mla_config *c, const mla_weights *w, const float *x, size_t S)
+{
+    return kvl_matmul_abt_f32(q, x, w->w_q, S, c->n_heads * qk_width(c), c->d);
+}
+
+int mla_query(float *q, const mla_config *c, const mla_weights *w, const float *x, size_t S, size_t start)
+{
+    TRY(check_call(__func__, c, w, q, x));
+    const size_t H = c->n_heads, Dqk = qk_width(c);
+    TRY(c->q_lora_rank ? query_through_latent(q, c, w, x, S) : query_direct(q, c, w, x, S));
+    for (size_t h = 0; h < H; h++)
+        kvl_rope_rotate_rows_interleaved(q, S, H * Dqk, h * Dqk + c->qk_nope, &c->rope, (int64_t)start);
+    return KVL_OK;
+}
+
+int mla_latent(float *rows, const mla_config *c, const mla_weights *w, const float *x, size_t S, size_t start)
+{
+    TRY(check_call(__func__, c, w, rows, x));
+    const size_t Dc = c->kv_lora_rank, Dw = row_width(c);
+    TRY(kvl_matmul_abt_f32(rows, x, w->w_dkv, S, Dw, c->d));
+    for (size_t i = 0; i < S; i++) kvl_rmsnorm_f32(rows + i * Dw, rows + i * Dw, w->kv_norm, 1, Dc, c->norm_eps);
+    kvl_rope_rotate_rows_interleaved(rows, S, Dw, Dc, &c->rope, (int64_t)start);
+    return KVL_OK;
+}
+
+/* scores[S][H][N] ← scores·scale + mask[S][N] (the same mask row for every head of a query) */
+static void scale_and_mask(float *scores, const float *mask, size_t S, size_t H, size_t N, double scale)
+{
+    const float sc = (float)scale;
+    for (size_t r = 0; r < S * H; r++)
+        for (size_t j = 0; j < N; j++) scores[r * N + j] = scores[r * N + j] * sc + (mask ? mask[(r / H) * N + j] : 0.0f);
+}
+
+/* out[S][d] = W_O o[S][H·Dv] */
+static int project_out(float *out, const mla_config *c, const mla_weights *w, const float *o, size_t S)
+{
+    return kvl_matmul_abt_f32(out, o, w->w_o, S, c->d, c->n_heads * c->v_head);
+}
+
+/* ---- naive form ----------------------------------------------------------------------------------- */
+
+/* Per head: K_h[N][Dnope+Dr] = [c_j W_UK^hᵀ | k_rope_j], then scores = Q_h K_hᵀ. */
+int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, const float *q,
+                     const float *rows, const float *mask, size_t S, size_t N)
+{
+    TRY(check_call(__func__, c, w, q, rows));
+    if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope, Dr = c->qk_rope;
+    const size_t Dqk = qk_width(c), Dw = row_width(c);
+    float *latent = NULL, *k_nope = NULL, *k = NULL, *q_h = NULL, *s_h = NULL;
+    int rc = alloc_floats(&latent, N, Dc, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&k_nope, N, Dn, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&k, N, Dqk, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&q_h, S, Dqk, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&s_h, S, N, __func__);
+    if (rc == KVL_OK) {
+        copy_rows(latent, Dc, rows, Dw, N, Dc);
+        copy_rows(k + Dn, Dqk, rows + Dc, Dw, N, Dr); /* k_rope: the same in every head's key */
+    }
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        rc = kvl_matmul_abt_f32(k_nope, latent, w_uk(c, w, h), N, Dn, Dc);
+        if (rc != KVL_OK) break;
+        copy_rows(k, Dqk, k_nope, Dn, N, Dn);
+        copy_rows(q_h, Dqk, q + h * Dqk, H * Dqk, S, Dqk);
+        rc = kvl_matmul_abt_f32(s_h, q_h, k, S, N, Dqk);
+        if (rc == KVL_OK) copy_rows(scores + h * N, H * N, s_h, N, S, N);
+    }
+    if (rc == KVL_OK) scale_and_mask(scores, mask, S, H, N, c->softmax_scale);
+    free(latent);
+    free(k_nope);
+    free(k);
+    free(q_h);
+    free(s_h);
+    return rc;
+}
+
+/* Per head: V_h[N][Dv] = c_j W_UV^hᵀ, then o_h = P_h V_h. */
+int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const float *p, const float *rows,
+                     size_t S, size_t N)
+{
+    TRY(check_call(__func__, c, w, p, rows));
+    if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head, Dw = row_width(c);
+    float *latent = NULL, *v = NULL, *p_h = NULL, *o_h = NULL;
+    int rc = alloc_floats(&latent, N, Dc, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&v, N, Dv, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&p_h, S, N, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, __func__);
+    if (rc == KVL_OK) copy_rows(latent, Dc, rows, Dw, N, Dc);
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        rc = kvl_matmul_abt_f32(v, latent, w_uv(c, w, h), N, Dv, Dc);
+        if (rc != KVL_OK) break;
+        copy_rows(p_h, N, p + h * N, H * N, S, N);
+        rc = kvl_matmul_ab_f32(o_h, p_h, v, S, Dv, N);
+        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
+    }
+    free(latent);
+    free(v);
+    free(p_h);
+    free(o_h);
+    return rc;
+}
+
+/* ---- absorbed form -------------------------------------------------------------------------------- */
+
+/* Q̂[S·H][Dc+Dr] = [q^C_h W_UK^h | q^R_h] per head, then scores = Q̂ · rowsᵀ for every head at once. */
+int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
+                        const float *rows, const float *mask, size_t S, size_t N)
+{
+    TRY(check_call(__func__, c, w, q, rows));
+    if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope, Dr = c->qk_rope;
+    const size_t Dqk = qk_width(c), Dw = row_width(c);
+    float *q_hat = NULL, *qc_h = NULL, *qhat_h = NULL;
+    int rc = alloc_floats(&q_hat, S * H, Dw, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&qc_h, S, Dn, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&qhat_h, S, Dc, __func__);
+    if (rc == KVL_OK) copy_rows(q_hat + Dc, Dw, q + Dn, Dqk, S * H, Dr);
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        copy_rows(qc_h, Dn, q + h * Dqk, H * Dqk, S, Dn);
+        rc = kvl_matmul_ab_f32(qhat_h, qc_h, w_uk(c, w, h), S, Dc, Dn);
+        if (rc == KVL_OK) copy_rows(q_hat + h * Dw, H * Dw, qhat_h, Dc, S, Dc);
+    }
+    if (rc == KVL_OK) rc = kvl_matmul_abt_f32(scores, q_hat, rows, S * H, N, Dw);
+    if (rc == KVL_OK) scale_and_mask(scores, mask, S, H, N, c->softmax_scale);
+    free(q_hat);
+    free(qc_h);
+    free(qhat_h);
+    return rc;
+}
+
+/* Ô[S·H][Dc+Dr] = P · rows for every head at once (the value is the row's c_kv: the product runs over
+ * the whole row because the rows are dense, and the k_rope columns of Ô are not used), then
+ * o_h = W_UV^h ô_h. */
+int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, const float *p,
+                        const float *rows, size_t S, size_t N)
+{
+    TRY(check_call(__func__, c, w, p, rows));
+    if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head, Dw = row_width(c);
+    float *o_hat = NULL, *ohat_h = NULL, *o_h = NULL;
+    int rc = alloc_floats(&o_hat, S * H, Dw, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&ohat_h, S, Dc, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, __func__);
+    if (rc == KVL_OK) rc = kvl_matmul_ab_f32(o_hat, p, rows, S * H, Dw, N);
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        copy_rows(ohat_h, Dc, o_hat + h * Dw, H * Dw, S, Dc);
+        rc = kvl_matmul_abt_f32(o_h, ohat_h, w_uv(c, w, h), S, Dv, Dc);
+        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
+    }
+    free(o_hat);
+    free(ohat_h);
+    free(o_h);
+    return rc;
+}
+
+/* ---- whole sequence --------------------------------------------------------------------------------- */
+
+int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T)
+{
+    TRY(check_call(__func__, c, w, out, x));
+    const size_t H = c->n_heads;
+    float *q = NULL, *rows = NULL, *mask = NULL, *scores = NULL, *o = NULL;
+    int rc = alloc_floats(&q, T * H, qk_width(c), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&rows, T, row_width(c), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&mask, T, T, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&scores, T * H, T, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o, T * H, c->v_head, __func__);
+    if (rc == KVL_OK) rc = mla_query(q, c, w, x, T, 0);
+    if (rc == KVL_OK) rc = mla_latent(rows, c, w, x, T, 0);
+    if (rc == KVL_OK) {
+        swa_mask_rows(mask, 0, T, 0, T, c->window);
+        rc = mla_scores_naive(scores, c, w, q, rows, mask, T, T);
+    }
+    if (rc == KVL_OK) {
+        softmax_rows(scores, T * H, T);
+        rc = mla_values_naive(o, c, w, scores, rows, T, T);
+    }
+    if (rc == KVL_OK) rc = project_out(out, c, w, o, T);
+    free(q);
+    free(rows);
+    free(mask);
+    free(scores);
+    free(o);
+    return rc;
+}
+
+/* ---- incremental ---------------------------------------------------------------------------------- */
+
+static int check_cache(const char *fn, const mla_config *c, const mla_cache *cache, size_t S)
+{
+    if (!cache || !cache->ring.rows) return kvl_fail(KVL_EINVAL, "%s: cache is NULL or not initialised", fn);
+    if (cache->ring.width != row_width(c))
+        return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn,
+                        cache->ring.width, row_width(c));
+    if (S > cache->ring.max_tokens - cache->ring.len)
+        return kvl_fail(KVL_EINVAL, "%s: %zu tokens after %zu exceed the cache's %zu positions", fn, S,
+                        cache->ring.len, cache->ring.max_tokens);
+    return KVL_OK;
+}
+
+/* Keys of a chunk at start … start + S − 1: the cached rows from the first position its first query
+ * sees, then the chunk's own rows, keys[N][Dc+Dr] in position order from key_start. */
+typedef struct {
+    float *keys, *q, *mask, *scores, *o;
+    size_t key_start, N;
+} chunk;
+
+static void chunk_free(chunk *k)
+{
+    free(k->keys);
+    free(k->q);
+    free(k->mask);
+    free(k->scores);
+    free(k->o);
+}
+
+static int chunk_build(chunk *k, const mla_config *c, const mla_weights *w, const mla_cache *cache, const float *x,
+                       size_t S)
+{
+    const size_t start = cache->ring.len, Dw = row_width(c), H = c->n_heads;
+    k->key_start = swa_first_visible(start, c->window);
+    const size_t n_old = start - k->key_start;
+    k->N = n_old + S;
+    TRY(alloc_floats(&k->keys, k->N, Dw, "mla_prefill"));
+    TRY(alloc_floats(&k->q, S * H, qk_width(c), "mla_prefill"));
+    TRY(alloc_floats(&k->mask, S, k->N, "mla_prefill"));
+    TRY(alloc_floats(&k->scores, S * H, k->N, "mla_prefill"));
+    TRY(alloc_floats(&k->o, S * H, c->v_head, "mla_prefill"));
+    TRY(swa_ring_read(k->keys, &cache->ring, k->key_start, n_old));
+    float *fresh = k->keys + n_old * Dw;
+    TRY(mla_latent(fresh, c, w, x, S, start));
+    swa_store_round(fresh, S * Dw, cache->ring.store);
+    TRY(mla_query(k->q, c, w, x, S, start));
+    swa_mask_rows(k->mask, start, S, k->key_start, k->N, c->window);
+    return KVL_OK;
+}
+
+int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x, size_t S)
+{
+    TRY(check_call(__func__, c, w, out, x));
+    TRY(check_cache(__func__, c, cache, S));
+    const size_t H = c->n_heads;
+    chunk k = {0};
+    int rc = chunk_build(&k, c, w, cache, x, S);
+    if (rc == KVL_OK) rc = mla_scores_naive(k.scores, c, w, k.q, k.keys, k.mask, S, k.N);
+    if (rc == KVL_OK) {
+        softmax_rows(k.scores, S * H, k.N);
+        rc = mla_values_naive(k.o, c, w, k.scores, k.keys, S, k.N);
+    }
+    if (rc == KVL_OK) rc = project_out(out, c, w, k.o, S);
+    if (rc == KVL_OK) rc = swa_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
+    chunk_free(&k);
+    return rc;
+}
+
+/* One decode step up to the scores: the token's query and row, the row appended, and rows[N][Dc+Dr]
+ * = every held row in slot order. The ring keeps the last min(len, slots) positions, which after the
+ * append are exactly the new query's keys, and they fill slots 0 … N − 1; a float32 ring is read in
+ * place, a bf16 ring is widened into `held`. */
+typedef struct {
+    float *q, *row, *held, *scores, *o;
+    const float *rows;
+    size_t N;
+} step;
+
+static void step_free(step *s)
+{
+    free(s->q);
+    free(s->row);
+    free(s->held);
+    free(s->scores);
+    free(s->o);
+}
+
+static int step_begin(step *s, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x_t,
+                      const char *fn)
+{
+    memset(s, 0, sizeof *s);
+    TRY(check_call(fn, c, w, x_t, cache));
+    TRY(check_cache(fn, c, cache, 1));
+    swa_ring *r = &cache->ring;
+    const size_t H = c->n_heads, Dw = row_width(c), pos = r->len;
+    s->N = pos + 1 < r->slots ? pos + 1 : r->slots;
+    TRY(alloc_floats(&s->q, H, qk_width(c), fn));
+    TRY(alloc_floats(&s->row, 1, Dw, fn));
+    TRY(alloc_floats(&s->scores, H, s->N, fn));
+    TRY(alloc_floats(&s->o, H, c->v_head, fn));
+    if (r->store == SWA_STORE_BF16) TRY(alloc_floats(&s->held, s->N, Dw, fn));
+    TRY(mla_query(s->q, c, w, x_t, 1, pos));
+    TRY(mla_latent(s->row, c, w, x_t, 1, pos));
+    TRY(swa_ring_append(r, s->row, 1));
+    if (s->held) kvf_bf16_decode_n(s->held, r->rows, s->N * Dw);
+    s->rows = s->held ? s->held : r->rows;
+    return KVL_OK;
+}
+
+int mla_decode_naive(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x_t)
+{
+    if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    step s;
+    int rc = step_begin(&s, c, w, cache, x_t, __func__);
+    if (rc == KVL_OK) rc = mla_scores_naive(s.scores, c, w, s.q, s.rows, NULL, 1, s.N);
+    if (rc == KVL_OK) {
+        softmax_rows(s.scores, c->n_heads, s.N);
+        rc = mla_values_naive(s.o, c, w, s.scores, s.rows, 1, s.N);
+    }
+    if (rc == KVL_OK) rc = project_out(out, c, w, s.o, 1);
+    step_free(&s);
+    return rc;
+}
+
+int mla_decode_absorbed(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache,
+                        const float *x_t)
+{
+    if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    step s;
+    int rc = step_begin(&s, c, w, cache, x_t, __func__);
+    if (rc == KVL_OK) rc = mla_scores_absorbed(s.scores, c, w, s.q, s.rows, NULL, 1, s.N);
+    if (rc == KVL_OK) {
+        softmax_rows(s.scores, c->n_heads, s.N);
+        rc = mla_values_absorbed(s.o, c, w, s.scores, s.rows, 1, s.N);
+    }
+    if (rc == KVL_OK) rc = project_out(out, c, w, s.o, 1);
+    step_free(&s);
+    return rc;
+}
