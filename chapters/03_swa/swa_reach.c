@@ -1,0 +1,301 @@
+/* swa_reach: how far a token reaches through stacked sliding windows, in theory and in a toy stack
+ * (chapter 3, spec generations.md §3).
+ *
+ * A window of W keys includes the query, so one layer moves information at most W − 1 positions
+ * forward, and L layers at most L·(W − 1). The program replaces token 0 of a random input, runs a
+ * toy ref/model stack of windowed layers on both inputs, and prints ‖Δ out_t‖ grouped by hops of
+ * W − 1 positions: every output beyond the theoretical reach is bit-identical, the influence inside
+ * it falls off hop by hop, and an effective reach (where the change drops below a threshold) is
+ * measured per depth. Then the Mistral 7B figures, computed from its config
+ * (chapters/03_swa/mistral-7b.json): the cache a window saves at the full context, checked on a live
+ * ref/mha ring, and the stacked reach with the query-inclusive window against the write-up's L·W.
+ *
+ *   swa_reach [--layers L] [--window W] [--threshold R] [--seed S]
+ *
+ * Configs are found under $KVL_ROOT, else the source tree. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "mha.h"
+#include "model.h"
+#include "rng.h"
+#include "status.h"
+#include "swa.h"
+
+#ifndef KVL_SOURCE_DIR
+#define KVL_SOURCE_DIR "."
+#endif
+
+#define MAX_LAYERS 16
+#define MAX_WINDOW 64
+#define TOY_MLP 128
+
+/* Spec §1's toy layer (d 64, H 4, Hkv 2, Dh 16) with a window, stacked. */
+static const char TOY_STACK[] =
+    "{\"hidden_size\": 64, \"num_hidden_layers\": %zu, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"head_dim\": 16, \"sliding_window\": %zu}";
+
+static const char MISTRAL[] = "chapters/03_swa/mistral-7b.json";
+
+typedef struct {
+    size_t layers, window;
+    double threshold;
+    uint64_t seed;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: swa_reach [--layers L] [--window W] [--threshold R] [--seed S]\n"
+               "Influence of token 0 on every later output of a toy stack of L windowed layers (1..%d,\n"
+               "default 4) of window W (2..%d, default 8), by hop, against the reach L*(W-1); the effective\n"
+               "reach is the last position whose change is at least R (default 0.01) of token 0's own.\n"
+               "Then the Mistral 7B window figures, computed from %s.\n", MAX_LAYERS, MAX_WINDOW, MISTRAL);
+}
+
+static int bad_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "swa_reach: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static const char *root_dir(void)
+{
+    const char *r = getenv("KVL_ROOT");
+    return r && *r ? r : KVL_SOURCE_DIR;
+}
+
+/* 131040 → "131,040" */
+static const char *grouped(size_t v, char *buf, size_t cap)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%zu", v);
+    size_t n = strlen(raw), o = 0;
+    for (size_t i = 0; i < n && o + 2 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* ---- the toy stack ---------------------------------------------------------------------------------- */
+
+/* delta[T] = ‖out_t − out'_t‖₂ and same[T] = bit-identical rows, for a stack of `layers` windowed
+ * layers on x and on x with token 0 redrawn. The weights come from `seed` layer by layer, so the
+ * stacks of every depth share their first layers. */
+static int influence(double *delta, int *same, size_t layers, size_t W, size_t T, uint64_t seed)
+{
+    char json[512];
+    snprintf(json, sizeof json, TOY_STACK, layers, W);
+    kvl_model m;
+    model_config c;
+    model_weights w = {0};
+    kvl_rng rng;
+    int rc = kvl_model_parse(&m, json, strlen(json), "toy stack");
+    if (rc != KVL_OK) return rc;
+    rc = model_config_from_model(&c, &m, TOY_MLP, MODEL_MLP_SWIGLU);
+    kvl_model_free(&m);
+    if (rc != KVL_OK) return rc;
+    kvl_rng_seed(&rng, seed);
+    rc = model_weights_init_random(&w, &c, &rng);
+    const size_t d = c.d;
+    float *x = malloc(T * d * sizeof *x), *a = malloc(T * d * sizeof *a), *b = malloc(T * d * sizeof *b);
+    if (rc == KVL_OK && (!x || !a || !b)) rc = kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
+    if (rc == KVL_OK) {
+        kvl_rng_seed(&rng, seed + 1);
+        kvl_rng_normal_f32(&rng, x, T * d, 1.0);
+        rc = model_forward(a, &c, &w, x, T);
+    }
+    if (rc == KVL_OK) {
+        kvl_rng_normal_f32(&rng, x, d, 1.0);   /* a different token 0 */
+        rc = model_forward(b, &c, &w, x, T);
+    }
+    for (size_t t = 0; t < T && rc == KVL_OK; t++) {
+        double s = 0;
+        for (size_t i = 0; i < d; i++) s += ((double)a[t * d + i] - b[t * d + i]) * ((double)a[t * d + i] - b[t * d + i]);
+        delta[t] = sqrt(s);
+        same[t] = memcmp(a + t * d, b + t * d, d * sizeof *a) == 0;
+    }
+    free(x); free(a); free(b);
+    model_weights_free(&w);
+    model_config_free(&c);
+    return rc;
+}
+
+/* The last layer's outputs, by hop: hop h ≥ 1 holds positions (h−1)(W−1)+1 … h(W−1), the ones a
+ * change first reaches through h layers; hop 0 is token 0 itself. Returns 0 when everything beyond the reach is bit-identical and
+ * the output at the reach itself moved. */
+static int print_hops(const double *delta, const int *same, size_t L, size_t W, size_t T)
+{
+    const size_t reach = L * (W - 1);
+    printf("\n%6s %12s %14s %14s %14s\n", "hop", "positions", "max |d out|", "mean |d out|", "max / |d out_0|");
+    for (size_t h = 0; h <= L; h++) {
+        size_t lo = h ? (h - 1) * (W - 1) + 1 : 0, hi = h * (W - 1);
+        double mx = 0, sum = 0;
+        for (size_t t = lo; t <= hi; t++) { mx = fmax(mx, delta[t]); sum += delta[t]; }
+        printf("%6zu %6zu..%-5zu %14.6g %14.6g %14.3e\n", h, lo, hi, mx, sum / (double)(hi - lo + 1), mx / delta[0]);
+    }
+    size_t identical = 0, last_moved = 0;
+    for (size_t t = 0; t < T; t++) {
+        if (t > reach && same[t]) identical++;
+        if (!same[t]) last_moved = t;
+    }
+    printf("%6s %6zu..%-5zu %14s   %zu of %zu rows bit-identical\n", "beyond", reach + 1, T - 1, "0", identical,
+           T - 1 - reach);
+    printf("theoretical reach L*(W-1) = %zu*%zu = %zu; last output that moved: %zu\n", L, W - 1, reach, last_moved);
+    return identical == T - 1 - reach && last_moved == reach ? 0 : 1;
+}
+
+static int toy(const options *o)
+{
+    const size_t L = o->layers, W = o->window, reach = L * (W - 1), T = reach + 2 * W;
+    printf("Stacked windows in a toy stack (ref/model): d 64, H 4, Hkv 2, Dh 16, SwiGLU %d, W %zu, L %zu, T %zu.\n"
+           "Token 0 is redrawn; |d out_t| is the L2 change of output t. A window of W keys includes the query,\n"
+           "so a hop moves at most W-1 = %zu positions.\n", TOY_MLP, W, L, T, W - 1);
+    double *delta = malloc(T * sizeof *delta);
+    int *same = malloc(T * sizeof *same), bad = 0;
+    if (!delta || !same) { free(delta); free(same); return kvl_fail(KVL_ENOMEM, "swa_reach: out of memory"); }
+    printf("\n%6s %18s %18s %22s\n", "depth", "reach l*(W-1)", "last moved", "effective reach");
+    int rc = KVL_OK;
+    for (size_t l = 1; l <= L && rc == KVL_OK; l++) {
+        rc = influence(delta, same, l, W, T, o->seed);
+        if (rc != KVL_OK) break;
+        size_t last = 0, effective = 0;
+        for (size_t t = 0; t < T; t++) {
+            if (!same[t]) last = t;
+            if (delta[t] >= o->threshold * delta[0]) effective = t;
+        }
+        bad |= last != l * (W - 1);
+        printf("%6zu %18zu %18zu %22zu\n", l, l * (W - 1), last, effective);
+    }
+    printf("(effective reach: the last position whose change is at least %g of |d out_0|)\n", o->threshold);
+    if (rc == KVL_OK) bad |= print_hops(delta, same, L, W, T);
+    free(delta);
+    free(same);
+    if (rc == KVL_OK && bad) rc = kvl_fail(KVL_EINVAL, "swa_reach: the measured reach differs from L*(W-1)");
+    return rc;
+}
+
+/* ---- Mistral 7B ----------------------------------------------------------------------------------- */
+
+/* max_position_embeddings of the config file (not part of kvl_model: only this chapter needs it). */
+static int context_of(size_t *out, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char buf[1 << 14];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *root = cJSON_Parse(buf);
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings");
+    int rc = cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble <= 1e9
+                 ? KVL_OK
+                 : kvl_fail(KVL_EINVAL, "%s: field \"max_position_embeddings\" missing or not a positive integer", path);
+    if (rc == KVL_OK) *out = (size_t)it->valuedouble;
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Bytes one layer's ref/mha cache holds after `context` tokens, appended in blocks of zero rows. */
+static int live_ring_bytes(size_t *out, const mha_config *c, size_t context)
+{
+    mha_cache cache;
+    int rc = mha_cache_init(&cache, c, context, SWA_STORE_BF16);
+    const size_t block = 256;
+    float *rows = rc == KVL_OK ? calloc(block * cache.ring.width, sizeof *rows) : NULL;
+    if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
+    for (size_t t = 0; t < context && rc == KVL_OK; t += block)
+        rc = swa_ring_append(&cache.ring, rows, context - t < block ? context - t : block);
+    if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache);
+    free(rows);
+    mha_cache_free(&cache);
+    return rc;
+}
+
+static int mistral(void)
+{
+    char path[4096], a[32], b[32], e[32];
+    snprintf(path, sizeof path, "%s/%s", root_dir(), MISTRAL);
+    kvl_model m;
+    size_t C = 0;
+    int rc = kvl_model_load(&m, path);
+    if (rc != KVL_OK) return rc;
+    mha_config c;
+    rc = context_of(&C, path);
+    if (rc == KVL_OK) rc = mha_config_from_model(&c, &m, 0);
+    if (rc == KVL_OK && m.window == 0) rc = kvl_fail(KVL_EINVAL, "%s: no sliding_window", path);
+    size_t live = 0;
+    if (rc == KVL_OK) rc = live_ring_bytes(&live, &c, C);
+    if (rc != KVL_OK) { kvl_model_free(&m); return rc; }
+
+    const size_t L = m.n_layers, W = m.window, row = 2 * c.n_kv_heads * c.head_dim * swa_store_bytes(SWA_STORE_BF16);
+    printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m.name, MISTRAL,
+           L, grouped(W, a, sizeof a), c.n_kv_heads, c.head_dim, grouped(C, b, sizeof b));
+    printf("  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
+           grouped(C, a, sizeof a), grouped(C, b, sizeof b), grouped(W, e, sizeof e), C / W, W);
+    printf("  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
+           grouped(C, a, sizeof a), L, (double)(L * C * row) / 1048576.0, (double)(L * W * row) / 1048576.0,
+           grouped(row, b, sizeof b));
+    printf("  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B %s\n", grouped(C, a, sizeof a),
+           grouped(live, b, sizeof b), grouped(row, e, sizeof e), live == W * row ? "(as the formula says)" : "MISMATCH");
+    printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
+           grouped(L * (W - 1), a, sizeof a));
+    printf("  the write-up's figure:                 L*W     = %zu*%zu = %s positions\n", L, W,
+           grouped(L * W, b, sizeof b));
+    printf("  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
+           "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n", L * W - L * (W - 1));
+    kvl_model_free(&m);
+    return live == W * row ? KVL_OK : kvl_fail(KVL_EINVAL, "swa_reach: live ring bytes differ from W entries");
+}
+
+/* ---- main ---------------------------------------------------------------------------------------- */
+
+static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi) return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.layers = 4, .window = 8, .threshold = 1e-2, .seed = 3};
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) { usage(stdout); return 0; }
+        if (strcmp(opt, "--layers") && strcmp(opt, "--window") && strcmp(opt, "--threshold") && strcmp(opt, "--seed"))
+            return bad_usage("unknown argument", opt);
+        if (++i == argc) return bad_usage("missing value for", opt);
+        const char *v = argv[i];
+        size_t n;
+        if (!strcmp(opt, "--layers")) {
+            if (parse_size(v, 1, MAX_LAYERS, &o.layers)) return bad_usage("--layers must be an integer in [1, 16]", v);
+        } else if (!strcmp(opt, "--window")) {
+            if (parse_size(v, 2, MAX_WINDOW, &o.window)) return bad_usage("--window must be an integer in [2, 64]", v);
+        } else if (!strcmp(opt, "--seed")) {
+            if (parse_size(v, 0, UINT32_MAX, &n)) return bad_usage("--seed must be an integer in [0, 2^32)", v);
+            o.seed = n;
+        } else {
+            char *end;
+            errno = 0;
+            o.threshold = strtod(v, &end);
+            if (errno || *end || end == v || !(o.threshold > 0 && o.threshold < 1))
+                return bad_usage("--threshold must be a number in (0, 1)", v);
+        }
+    }
+    if (toy(&o) != KVL_OK || mistral() != KVL_OK) {
+        fprintf(stderr, "swa_reach: %s\n", kvl_error());
+        return 1;
+    }
+    return 0;
+}
