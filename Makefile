@@ -16,23 +16,26 @@ else ifneq ($(filter-out $(SETUP_FREE_GOALS),$(MAKECMDGOALS)),)
 NEEDS_DEPS := yes
 endif
 
-# ---- dependencies: detected once into $(BUILD)/deps.mk (make restarts after writing it) -------------
+# ---- dependencies: checked once, then their flags are cached in $(BUILD)/deps.mk -----------------
 # Missing packages are installed when run as root, otherwise make stops naming the apt-get line.
+DEPS_INSTALL = if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PC_PKGS); then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "kvlineage: installing build dependencies: $(APT_PKGS)"; mkdir -p $(BUILD); \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); } \
+	      >$(BUILD)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(BUILD)/apt.log"; exit 1; }; \
+	  else exit 1; fi; \
+	fi
 ifeq ($(NEEDS_DEPS),yes)
+ifeq ($(wildcard $(BUILD)/deps.mk),)
+ifneq ($(shell { $(DEPS_INSTALL); } >&2 && echo ok),ok)
+$(error missing build dependencies; run:  sudo apt-get install $(APT_PKGS))
+endif
+endif
 include $(BUILD)/deps.mk
 endif
 
 $(BUILD)/deps.mk: Makefile
 	@mkdir -p $(@D)
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PC_PKGS); then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "kvlineage: installing build dependencies: $(APT_PKGS)"; \
-	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); } >$(BUILD)/apt.log 2>&1 \
-	      || { echo "kvlineage: apt-get failed, see $(BUILD)/apt.log" >&2; exit 1; }; \
-	  else \
-	    echo "kvlineage: missing build dependencies. Run:  sudo apt-get install $(APT_PKGS)" >&2; exit 1; \
-	  fi; \
-	fi
 	@{ echo "DEP_CFLAGS := $$(pkg-config --cflags $(PC_PKGS))"; \
 	   echo "DEP_LIBS := $$(pkg-config --libs $(PC_PKGS))"; \
 	   echo "DEP_OPENBLAS := $$(pkg-config --modversion openblas)"; \
