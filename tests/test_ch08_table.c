@@ -171,6 +171,9 @@ START_TEST(test_kvtable_text_markdown_csv_and_svg)
     fclose(f);
     unlink(svg);
     ck_assert(strncmp(out, "<svg", 4) == 0 && strstr(out, "DeepSeek-V4.1-Flash") && strstr(out, "</svg>"));
+    /* the model card's generations are drawn bold, the others are not */
+    ck_assert_msg(strstr(out, "font-weight=\"bold\">389,120 B") && strstr(out, "font-weight=\"bold\">890 B"), "%s", out);
+    ck_assert_msg(strstr(out, "font-size=\"13\">70,272 B") != NULL, "%s", out);
 }
 END_TEST
 

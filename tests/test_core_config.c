@@ -36,6 +36,7 @@ START_TEST(test_llm67b_is_gqa8_with_95_layers)
     ck_assert_uint_eq(count_kind(&m, KVL_LAYER_DENSE), 95);
     ck_assert_int_eq(m.kv_cache, KVL_CACHE_BF16);
     ck_assert_str_eq(m.name, "DeepSeek LLM 67B");
+    ck_assert(m.headline);
     kvl_model_free(&m);
 }
 END_TEST
@@ -52,6 +53,7 @@ START_TEST(test_v3_is_mla_with_yarn_from_the_config)
     ck_assert_double_eq(m.rope.factor, 40);
     ck_assert_double_eq(m.rope.original_len, 4096);
     ck_assert_double_eq(m.rope.mscale, 1.0);
+    ck_assert(!m.headline);
     kvl_model_free(&m);
 }
 END_TEST
@@ -265,6 +267,14 @@ START_TEST(test_mha_heads_that_do_not_divide_the_width_are_named)
 }
 END_TEST
 
+START_TEST(test_annotation_fields_are_checked)
+{
+    expect_error("{", "{\"_kvlineage\": {\"headline\": \"yes\"}, ", "_kvlineage.headline", "\"yes\"");
+    expect_error("{", "{\"_kvlineage\": {\"kv_cache\": \"fp2\"}, ", "_kvlineage.kv_cache", "fp2");
+    expect_error("{", "{\"_kvlineage\": [1], ", "_kvlineage", "must be an object");
+}
+END_TEST
+
 START_TEST(test_missing_and_empty_files_are_named)
 {
     kvl_model m;
@@ -299,6 +309,7 @@ Suite *kvl_suite(void)
     tcase_add_test(bad, test_a_head_dim_the_layout_cannot_split_is_named);
     tcase_add_test(bad, test_malformed_json_is_refused_with_its_position);
     tcase_add_test(bad, test_mha_heads_that_do_not_divide_the_width_are_named);
+    tcase_add_test(bad, test_annotation_fields_are_checked);
     tcase_add_test(bad, test_missing_and_empty_files_are_named);
     suite_add_tcase(s, bad);
     return s;

@@ -198,14 +198,15 @@ static int print_json(const row *rows, size_t n)
 /* ---- the chart ----------------------------------------------------------------------------------- */
 
 /* Horizontal bars on a log10 axis, one per model, labelled with the model and its bytes per token.
- * The write-up's headline generations (those whose _kvlineage.date is set) carry their figure in bold. */
+ * The generations the V4.1-Flash model card charts (_kvlineage.headline) are drawn dark, the others
+ * light, so the chart reads on its own. Written to FILE.partial and renamed: no half-written chart. */
 static int write_svg(const char *path, const row *rows, size_t n)
 {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s.partial", path);
     FILE *f = fopen(tmp, "w");
     if (!f) { fprintf(stderr, "kvtable: --svg %s: cannot write\n", path); return 2; }
-    const double left = 190, right = 880, top = 60, bar = 34, gap = 14;
+    const double left = 190, right = 760, top = 70, bar = 34, gap = 14;
     double lo = 1e300, hi = 0;
     for (size_t i = 0; i < n; i++) {
         lo = fmin(lo, rows[i].kv.bytes_per_token);
@@ -213,30 +214,39 @@ static int write_svg(const char *path, const row *rows, size_t n)
     }
     double d0 = floor(log10(lo > 0 ? lo : 1)), d1 = ceil(log10(hi > 1 ? hi : 10));
     if (d1 <= d0) d1 = d0 + 1;
-    double height = top + (double)n * (bar + gap) + 50;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"%.0f\" font-family=\"sans-serif\">\n",
+    double height = top + (double)n * (bar + gap) + 70;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"980\" height=\"%.0f\" font-family=\"sans-serif\">\n",
             height);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-               "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">KV cache bytes per token "
-               "(log scale), derived from each config</text>\n");
+               "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">KV cache bytes per token, "
+               "log scale, derived from each config.json</text>\n"
+               "<text x=\"20\" y=\"52\" font-size=\"13\" fill=\"#444\">dark bars: the generations on the "
+               "V4.1-Flash model card's chart; window rows (per sequence) not included</text>\n");
     for (double e = d0; e <= d1; e++) {
         double x = left + (e - d0) / (d1 - d0) * (right - left);
+        char tick[32];
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
-                height - 40);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">10^%.0f B</text>\n", x,
-                height - 22, e);
+                height - 55);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s B</text>\n", x,
+                height - 38, grouped(pow(10, e), 0, tick, sizeof tick));
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap), v = rows[i].kv.bytes_per_token;
         double w = (log10(v) - d0) / (d1 - d0) * (right - left);
+        int headline = rows[i].model.headline;
         char num[32];
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%s</text>\n", left - 8,
                 y + bar * 0.65, rows[i].model.name);
         fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
-                i + 1 == n ? "#c0392b" : "#2c6fbb");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">%s B (%s)</text>\n",
-                left + w + 6, y + bar * 0.65, grouped(v, 2, num, sizeof num), rows[i].model.date);
+                headline ? "#1f4e8c" : "#a9c1e0");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (%s)</text>\n", left + w + 6,
+                y + bar * 0.65, headline ? " font-weight=\"bold\"" : "", grouped(v, 2, num, sizeof num),
+                rows[i].model.date);
     }
+    char a[32], b[32];
+    fprintf(f, "<text x=\"20\" y=\"%.0f\" font-size=\"13\">%s to %s bytes per token: %.1fx</text>\n", height - 12,
+            grouped(rows[0].kv.bytes_per_token, 2, a, sizeof a), grouped(rows[n - 1].kv.bytes_per_token, 2, b, sizeof b),
+            rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -425,6 +425,11 @@ static int read_annotations(const reader *r, kvl_model *m)
     TRY(read_text(r, a, "name", m->name, sizeof m->name));
     TRY(read_text(r, a, "date", m->date, sizeof m->date));
     TRY(read_text(r, a, "mechanism", m->mechanism, sizeof m->mechanism));
+    const cJSON *headline = find(a, "headline");
+    if (headline && !cJSON_IsBool(headline))
+        return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage.headline\" must be true or false, got %s", r->origin,
+                        shown(headline));
+    m->headline = cJSON_IsTrue(headline);
     char cache[16] = "";
     TRY(read_text(r, a, "kv_cache", cache, sizeof cache));
     if (!cache[0]) return KVL_OK;

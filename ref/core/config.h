@@ -7,7 +7,8 @@
  * kv_lora_rank → V2/V3 (MLA), otherwise MHA/GQA/MQA.
  *
  * An optional "_kvlineage" object carries what no published config states: a display "name", a
- * release "date", a one-line "mechanism", and "kv_cache", the deployed cache layout (default by
+ * release "date", a one-line "mechanism", "headline" (true for the generations the V4.1-Flash model
+ * card's chart shows), and "kv_cache", the deployed cache layout (default by
  * generation: bf16 for MHA and MLA, the FP8 rows for V3.2 and V4, the FP4 rows for V4.1).
  * "_source" is free text naming where the file came from; it is not read. */
 #ifndef KVL_CONFIG_H
@@ -50,6 +51,7 @@ typedef struct {
 typedef struct {
     char path[512];         /* the file it came from, for messages */
     char name[96], date[16], mechanism[160];
+    int headline;           /* one of the generations the V4.1-Flash model card charts */
     kvl_generation generation;
     kvl_cache_layout kv_cache;
 
