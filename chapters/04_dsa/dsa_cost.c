@@ -1,0 +1,639 @@
+/* dsa_cost: what DeepSeek-V3.2's sparse attention costs and saves per query, and what its indexer is
+ * trained to match (chapter 4).
+ *
+ *   dsa_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--no-timing]
+ *
+ * (a) The cache a token leaves per layer: the 656-byte main row and the 132-byte index key (formats/
+ *     rows.h), against V3's bf16 latent row.
+ * (b) One decode query at context T, at the config's dims (V3.2 by default): dense MLA over all T latent
+ *     rows against DSA, the lightning indexer's scan of all T index keys plus MLA over the K = index_topk
+ *     rows it picks. Flop and bytes read are counted exactly per product; one float32 step of each is
+ *     timed with ref/dsa's pieces. Where sparse starts to pay, and the cut at 128K, are derived.
+ * (c) The indexer's training target at toy size with random weights: dense attention summed over heads
+ *     and L1-normalised per query, against the indexer's distribution (softmax over its scores); the
+ *     KL divergence the warm-up stage minimises.
+ * Every figure is computed at run time. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "dsa.h"
+#include "mla.h"
+#include "rng.h"
+#include "rows.h"
+#include "softmax.h"
+#include "status.h"
+#include "swa.h"
+
+#ifndef KVL_SOURCE_DIR
+#define KVL_SOURCE_DIR "."
+#endif
+
+#define MAX_CONTEXTS 16
+#define MAX_CONTEXT (1u << 20)
+#define MAX_REPEATS 100
+#define BF16_BYTES 2
+#define CONTEXT_128K 131072.0
+#define TOY_T 40
+#define TOY_SEED 4
+#define TOY_SHOWN 8 /* positions listed for one query */
+
+typedef struct {
+    char config[1024];
+    size_t contexts[MAX_CONTEXTS], n_contexts;
+    size_t repeats;
+    int timing;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: dsa_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--no-timing]\n"
+               "DeepSeek-V3.2's sparse attention per decode query: the lightning indexer's scan plus MLA over\n"
+               "the top-k latents, against dense MLA; where sparse starts to pay; and the KL divergence the\n"
+               "indexer's warm-up minimises, at toy size.\n"
+               "  --config FILE    a DSA config.json (default: ref/configs/deepseek-v3.2-exp.json)\n"
+               "  --contexts LIST  context lengths T of the query, K = 1024 (default 2K,4K,8K,16K,32K,64K,128K)\n"
+               "  --repeats R      timed repeats per step, median reported (default 3)\n"
+               "  --no-timing      count flop and bytes only\n");
+}
+
+/* ---- number formatting ------------------------------------------------------------------------- */
+
+/* 48068 → "48,068" */
+static const char *grouped(double v, char *buf, size_t cap)
+{
+    char raw[64];
+    snprintf(raw, sizeof raw, "%.0f", fabs(v));
+    size_t len = strlen(raw), o = 0;
+    if (v < 0 && o + 1 < cap) buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 1 < cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+#define G(v) grouped((double)(v), (char[40]){0}, 40)
+
+/* ---- (a) the cache ------------------------------------------------------------------------------- */
+
+static void cache_bytes(const kvl_model *m, const dsa_config *c)
+{
+    const double L = (double)m->n_layers, main_row = (double)kvf_row_bytes(KVF_ROW_V32_MAIN);
+    const double key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX), Dw = (double)(c->mla.kv_lora_rank + c->mla.qk_rope);
+    const double DI = (double)c->index_head_dim, bf16 = Dw * BF16_BYTES;
+    printf("(a) The cache per token (%s, %s): %s layers, each keeping MLA's latent row and one index key\n\n",
+           m->name[0] ? m->name : "this model", m->path, G(L));
+    printf("  main row   %s values (Dc %zu + Dr %zu): %s B (E4M3 latent, 4 FP32 scales, bf16 RoPE)\n", G(Dw),
+           c->mla.kv_lora_rank, c->mla.qk_rope, G(main_row));
+    printf("  index key  %s values (DI): %s B (E4M3, one FP32 scale), %.1f%% of the values, %.1f%% of the bytes\n",
+           G(DI), G(key), 100 * DI / Dw, 100 * key / main_row);
+    printf("  per layer  %s B/token, x %s layers = %s B/token (V3's bf16 row: %s B/layer, %s B/token, %.2fx)\n\n",
+           G(main_row + key), G(L), G((main_row + key) * L), G(bf16), G(bf16 * L), bf16 / (main_row + key));
+}
+
+/* ---- (b) one decode query ------------------------------------------------------------------------ */
+
+typedef struct { double flop, bytes; } work;
+
+/* Per query at context T (T keys), counted per product as 2·M·N·K flop; bytes are the deployed cache
+ * rows read (656 per latent row, 132 per index key). The per-query absorption of W_UK into q and of
+ * W_UV after the sum (2·H·Dnope·Dc + 2·H·Dc·Dv) is the same in both forms and is included in both;
+ * the softmax and the top-k's comparisons are not flop and are left out. */
+static double absorb_flop(const dsa_config *c)
+{
+    const mla_config *m = &c->mla;
+    return 2.0 * (double)m->n_heads * (double)m->kv_lora_rank * (double)(m->qk_nope + m->v_head);
+}
+
+/* MLA absorbed over n rows: scores against [c_kv | k_rope] (Dc + Dr), values from c_kv (Dc) */
+static double attention_flop(const dsa_config *c, double n)
+{
+    const mla_config *m = &c->mla;
+    return 2.0 * (double)m->n_heads * n * (double)(2 * m->kv_lora_rank + m->qk_rope);
+}
+
+/* the indexer over T keys: HI dot products of DI per key, then the weighted ReLU sum (a multiply and
+ * an add per head and key) */
+static double indexer_flop(const dsa_config *c, double T)
+{
+    return 2.0 * (double)c->index_n_heads * T * ((double)c->index_head_dim + 1.0);
+}
+
+static double topk_rows(const dsa_config *c, double T) { return fmin(T, (double)c->index_topk); }
+
+static work dense_work(const dsa_config *c, double T)
+{
+    return (work){absorb_flop(c) + attention_flop(c, T), T * (double)kvf_row_bytes(KVF_ROW_V32_MAIN)};
+}
+
+static work index_work(const dsa_config *c, double T)
+{
+    return (work){indexer_flop(c, T), T * (double)kvf_row_bytes(KVF_ROW_V32_INDEX)};
+}
+
+static work sparse_work(const dsa_config *c, double T)
+{
+    const double n = topk_rows(c, T);
+    return (work){indexer_flop(c, T) + absorb_flop(c) + attention_flop(c, n),
+                  T * (double)kvf_row_bytes(KVF_ROW_V32_INDEX) + n * (double)kvf_row_bytes(KVF_ROW_V32_MAIN)};
+}
+
+/* per-token projections, independent of T: MLA's W_DQ, W_UQ, W_DKV, W_O and the indexer's W_IQ, W_IK, W_IW */
+static double mla_projection_flop(const dsa_config *c)
+{
+    const mla_config *m = &c->mla;
+    const double d = (double)m->d, H = (double)m->n_heads, Dq = (double)m->q_lora_rank;
+    return 2.0 * (Dq * d + H * (double)(m->qk_nope + m->qk_rope) * Dq + (double)(m->kv_lora_rank + m->qk_rope) * d +
+                  d * H * (double)m->v_head);
+}
+
+static double index_projection_flop(const dsa_config *c)
+{
+    const double HI = (double)c->index_n_heads, DI = (double)c->index_head_dim, d = (double)c->mla.d;
+    return 2.0 * (HI * DI * (double)c->mla.q_lora_rank + DI * d + HI * d);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *t, size_t n)
+{
+    qsort(t, n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* What one float32 step reads: the query q [H][Dnope+Dr], its index query q_idx [HI][DI] and head
+ * weights w_idx [HI], the cached rows [T][Dc+Dr] and index keys [T][DI]; scratch for scores and picks. */
+typedef struct {
+    dsa_config c;
+    dsa_weights w;
+    float *q, *q_idx, *w_idx, *rows, *keys, *scores, *I, *o;
+    int32_t *sel;
+} bench;
+
+static void bench_free(bench *b)
+{
+    dsa_weights_free(&b->w);
+    free(b->q); free(b->q_idx); free(b->w_idx); free(b->rows); free(b->keys); free(b->scores); free(b->I);
+    free(b->o); free(b->sel);
+}
+
+/* Weights allocated for the whole layer (zero pages until touched); only W_UKV, which the absorbed
+ * attention reads, is drawn. Queries, rows and keys ~ N(0, 1): c_kv and k^I leave their norms at unit
+ * scale, and the rotary parts are rotated noise. */
+static int bench_init(bench *b, const dsa_config *c, size_t max_T)
+{
+    memset(b, 0, sizeof *b);
+    b->c = *c;
+    int rc = dsa_weights_alloc(&b->w, c);
+    if (rc != KVL_OK) return rc;
+    const mla_config *m = &c->mla;
+    const size_t H = m->n_heads, Dw = m->kv_lora_rank + m->qk_rope, HI = c->index_n_heads, DI = c->index_head_dim;
+    b->q = malloc(H * (m->qk_nope + m->qk_rope) * sizeof *b->q);
+    b->q_idx = malloc(HI * DI * sizeof *b->q_idx);
+    b->w_idx = malloc(HI * sizeof *b->w_idx);
+    b->rows = malloc(max_T * Dw * sizeof *b->rows);
+    b->keys = malloc(max_T * DI * sizeof *b->keys);
+    b->scores = malloc(H * max_T * sizeof *b->scores);
+    b->I = malloc(max_T * sizeof *b->I);
+    b->o = malloc(H * m->v_head * sizeof *b->o);
+    b->sel = malloc(c->index_topk * sizeof *b->sel);
+    if (!b->q || !b->q_idx || !b->w_idx || !b->rows || !b->keys || !b->scores || !b->I || !b->o || !b->sel)
+        return kvl_fail(KVL_ENOMEM, "out of memory for a %zu-token decode step", max_T);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 2);
+    kvl_rng_normal_f32(&rng, b->w.mla.w_ukv, H * (m->qk_nope + m->v_head) * m->kv_lora_rank,
+                       1.0 / sqrt((double)m->kv_lora_rank));
+    kvl_rng_normal_f32(&rng, b->q, H * (m->qk_nope + m->qk_rope), 1.0);
+    kvl_rng_normal_f32(&rng, b->q_idx, HI * DI, 1.0);
+    kvl_rng_normal_f32(&rng, b->w_idx, HI, 1.0 / sqrt((double)HI * (double)DI));
+    kvl_rng_normal_f32(&rng, b->rows, max_T * Dw, 1.0);
+    kvl_rng_normal_f32(&rng, b->keys, max_T * DI, 1.0);
+    return KVL_OK;
+}
+
+/* dense: absorbed MLA scores over all T rows, softmax per head, the latent sum and W_UV */
+static int dense_step(bench *b, size_t T)
+{
+    const mla_config *m = &b->c.mla;
+    int rc = mla_scores_absorbed(b->scores, m, &b->w.mla, b->q, b->rows, NULL, 1, T);
+    if (rc != KVL_OK) return rc;
+    for (size_t h = 0; h < m->n_heads; h++) kvl_softmax_f32(b->scores + h * T, T);
+    return mla_values_absorbed(b->o, m, &b->w.mla, b->scores, b->rows, 1, T);
+}
+
+/* sparse: the query at position T − 1 scores all T index keys, keeps the top K, attends to those rows */
+static int sparse_step(bench *b, size_t T)
+{
+    int rc = dsa_index_scores(b->I, &b->c, b->q_idx, b->w_idx, b->keys, 1, T, T - 1);
+    if (rc == KVL_OK) rc = dsa_topk(b->sel, b->I, 1, T, b->c.index_topk);
+    if (rc == KVL_OK) rc = dsa_attend_gather(b->o, &b->c, &b->w, b->q, b->rows, b->sel, 1, T);
+    return rc;
+}
+
+static int time_step(double *t, int (*step)(bench *, size_t), bench *b, size_t T, size_t repeats)
+{
+    double times[MAX_REPEATS];
+    for (size_t r = 0; r < repeats; r++) {
+        const double t0 = now();
+        int rc = step(b, T);
+        if (rc != KVL_OK) return rc;
+        times[r] = now() - t0;
+    }
+    *t = median(times, repeats);
+    return KVL_OK;
+}
+
+static void print_row(const char *ctx, const char *form, work w, double t)
+{
+    char ms[32] = "-";
+    if (t > 0) snprintf(ms, sizeof ms, "%.2f", 1e3 * t);
+    printf("  %9s  %-10s %10.3f %10.2f %10s\n", ctx, form, 1e-9 * w.flop, 1e-6 * w.bytes, ms);
+}
+
+/* T at which the sparse form's linear cost catches up with the dense one's: a·T = b·T + c·K */
+static double break_even(double dense_per_key, double index_per_key, double fixed)
+{
+    return fixed / (dense_per_key - index_per_key);
+}
+
+static void summary(const dsa_config *c)
+{
+    const double K = (double)c->index_topk, T = CONTEXT_128K;
+    const double main_row = (double)kvf_row_bytes(KVF_ROW_V32_MAIN), key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
+    const double per_row = attention_flop(c, 1), per_key = indexer_flop(c, 1);
+    const double t_flop = break_even(per_row, per_key, per_row * K), t_bytes = break_even(main_row, key, main_row * K);
+    const work d = dense_work(c, T), s = sparse_work(c, T), ix = index_work(c, T);
+    const double dense_prefill = T * (T + 1) / 2, sparse_prefill = K * (K + 1) / 2 + (T - K) * K;
+    printf("\n  While T <= K = %s the top-k keeps every position: DSA is dense MLA (the same output, spec\n"
+           "  property 7) plus the indexer's scan, pure overhead. Past K the attention stays at K rows while\n"
+           "  the scan grows with T: %s flop and %s B per index key, against dense MLA's %s flop and %s B\n"
+           "  per latent row. Sparse starts to pay at T = K/(1 - %s/%s) = %s tokens in flop and at\n"
+           "  T = K/(1 - %s/%s) = %s in bytes read.\n",
+           G(K), G(per_key), G(key), G(per_row), G(main_row), G(per_key), G(per_row), G(ceil(t_flop)), G(key),
+           G(main_row), G(ceil(t_bytes)));
+    printf("\n  At %s tokens the attention reads %s of %s latent rows: %.0fx fewer (%.1fx at 128,000).\n"
+           "  Counting the indexer's scan (%.3f GFLOP, %.2f MB of index keys), a query costs %.1fx fewer flop\n"
+           "  and reads %.1fx fewer bytes than dense MLA: the scan, O(T) with a small constant, is now most\n"
+           "  of the work. Over a whole %s-token prefill the core attention scores sum(min(t+1, K)) query-key\n"
+           "  pairs instead of sum(t+1) = %s: %.1fx fewer, while the indexer still scores all of them.\n",
+           G(T), G(K), G(T), T / K, 128000.0 / K, 1e-9 * ix.flop, 1e-6 * ix.bytes, d.flop / s.flop,
+           d.bytes / s.bytes, G(T), G(dense_prefill), dense_prefill / sparse_prefill);
+}
+
+static int decode_query(const dsa_config *c, const options *opt)
+{
+    size_t max_T = 0;
+    for (size_t i = 0; i < opt->n_contexts; i++) max_T = opt->contexts[i] > max_T ? opt->contexts[i] : max_T;
+    const mla_config *m = &c->mla;
+    printf("(b) One decode query at context T: dense MLA over all T latent rows against DSA's indexer scan of\n"
+           "    all T index keys plus MLA over the top K = %s. Dims: H %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu;\n"
+           "    HI %zu, DI %zu. GFLOP counted per product (2MNK; softmax and top-k comparisons left out); MB =\n"
+           "    deployed cache bytes read (656 per latent row, 132 per index key). Per token, whatever T is,\n"
+           "    MLA's projections cost %.3f GFLOP and the indexer's add %.3f (W_IQ, W_IK, W_IW).\n",
+           G(c->index_topk), m->n_heads, m->kv_lora_rank, m->qk_rope, m->qk_nope, m->v_head, c->index_n_heads,
+           c->index_head_dim, 1e-9 * mla_projection_flop(c), 1e-9 * index_projection_flop(c));
+    if (opt->timing)
+        printf("    Timed: one float32 step with ref/dsa's pieces (mla_scores/values_absorbed; dsa_index_scores,\n"
+               "    dsa_topk, dsa_attend_gather), random rows and weights, median of %zu.\n", opt->repeats);
+    printf("\n  %9s  %-10s %10s %10s %10s\n", "context", "form", "GFLOP", "MB read", "ms");
+    bench b;
+    int rc = opt->timing ? bench_init(&b, c, max_T) : KVL_OK;
+    for (size_t i = 0; i < opt->n_contexts && rc == KVL_OK; i++) {
+        const size_t T = opt->contexts[i];
+        const work d = dense_work(c, (double)T), s = sparse_work(c, (double)T);
+        double td = 0, ts = 0;
+        if (opt->timing) rc = time_step(&td, dense_step, &b, T, opt->repeats);
+        if (opt->timing && rc == KVL_OK) rc = time_step(&ts, sparse_step, &b, T, opt->repeats);
+        if (rc != KVL_OK) break;
+        print_row(G(T), "dense MLA", d, td);
+        print_row("", "DSA", s, ts);
+        if (opt->timing)
+            printf("  %9s  %-10s %9.2fx %9.2fx %9.2fx   (attention over %s rows)\n", "", "dense/DSA", d.flop / s.flop,
+                   d.bytes / s.bytes, td / ts, G(topk_rows(c, (double)T)));
+        else
+            printf("  %9s  %-10s %9.2fx %9.2fx %10s   (attention over %s rows)\n", "", "dense/DSA", d.flop / s.flop,
+                   d.bytes / s.bytes, "", G(topk_rows(c, (double)T)));
+    }
+    if (opt->timing) bench_free(&b);
+    if (rc == KVL_OK) summary(c);
+    return rc;
+}
+
+/* ---- (c) the indexer's training target ------------------------------------------------------------ */
+
+/* The MLA toy (spec §2) + the indexer toy (spec §4), V3's rotary fields at Dr 8 */
+static int toy_config(dsa_config *c)
+{
+    *c = (dsa_config){.mla = {.d = 64, .n_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 32, .qk_nope = 16,
+                              .qk_rope = 8, .v_head = 16, .norm_eps = 1e-6},
+                      .index_n_heads = 4, .index_head_dim = 16, .index_topk = 6, .index_norm_eps = DSA_INDEX_NORM_EPS};
+    c->mla.softmax_scale = kvl_yarn_softmax_scale(16 + 8, 40, 1);
+    return kvl_rope_init_yarn(&c->mla.rope, 8, 1e4, 40, 4096, 32, 1);
+}
+
+/* target[T][T]: dense causal attention p[T][H][T] summed over heads, L1-normalised per query */
+static int attention_target(double *target, const dsa_config *c, const dsa_weights *w, const float *x, size_t T)
+{
+    const mla_config *m = &c->mla;
+    const size_t H = m->n_heads;
+    float *q = malloc(T * H * (m->qk_nope + m->qk_rope) * sizeof *q);
+    float *rows = malloc(T * (m->kv_lora_rank + m->qk_rope) * sizeof *rows);
+    float *mask = malloc(T * T * sizeof *mask), *p = malloc(T * H * T * sizeof *p);
+    int rc = q && rows && mask && p ? KVL_OK : kvl_fail(KVL_ENOMEM, "out of memory for the toy attention");
+    if (rc == KVL_OK) rc = mla_query(q, m, &w->mla, x, T, 0);
+    if (rc == KVL_OK) rc = mla_latent(rows, m, &w->mla, x, T, 0);
+    if (rc == KVL_OK) {
+        swa_mask_rows(mask, 0, T, 0, T, 0);
+        rc = mla_scores_naive(p, m, &w->mla, q, rows, mask, T, T);
+    }
+    if (rc == KVL_OK)
+        for (size_t r = 0; r < T * H; r++) kvl_softmax_f32(p + r * T, T);
+    for (size_t t = 0; t < T && rc == KVL_OK; t++) {
+        double sum = 0;
+        for (size_t s = 0; s < T; s++) {
+            target[t * T + s] = 0;
+            for (size_t h = 0; h < H; h++) target[t * T + s] += p[(t * H + h) * T + s];
+            sum += target[t * T + s];
+        }
+        for (size_t s = 0; s < T; s++) target[t * T + s] /= sum;
+    }
+    free(q); free(rows); free(mask); free(p);
+    return rc;
+}
+
+/* Σ_s a_s·ln(a_s/b_s) over the n entries (a_s = 0 contributes 0) */
+static double kl(const double *a, const double *b, size_t n)
+{
+    double d = 0;
+    for (size_t s = 0; s < n; s++)
+        if (a[s] > 0) d += a[s] * log(a[s] / b[s]);
+    return d;
+}
+
+/* a[n] ← a restricted to the picks sel[K] and renormalised (0 elsewhere) */
+static void restrict_to(double *a, const int32_t *sel, size_t n, size_t K)
+{
+    double sum = 0;
+    for (size_t s = 0; s < n; s++) {
+        int picked = 0;
+        for (size_t k = 0; k < K && sel[k] >= 0; k++) picked |= (size_t)sel[k] == s;
+        if (!picked) a[s] = 0;
+        sum += a[s];
+    }
+    for (size_t s = 0; s < n; s++) a[s] /= sum;
+}
+
+static int cmp_desc(const void *a, const void *b) { return cmp_double(b, a); }
+
+typedef struct {
+    double kl_dense, kl_uniform, kl_sparse;      /* summed over queries */
+    double mass_picked, mass_best, mass_random;  /* summed over queries with t + 1 > K */
+    size_t n_choosing;
+} toy_stats;
+
+/* query t: p = target row, q = softmax of the index scores over s ≤ t */
+static void toy_query(toy_stats *st, const double *p, const float *I, const int32_t *sel, size_t t, size_t K,
+                      double *q, double *u, double *sorted)
+{
+    const size_t n = t + 1;
+    for (size_t s = 0; s < n; s++) q[s] = I[s], u[s] = 1.0 / (double)n;
+    kvl_softmax_f64(q, n);
+    st->kl_dense += kl(p, q, n);
+    st->kl_uniform += kl(p, u, n);
+    if (n <= K) return;
+    double picked = 0;
+    for (size_t k = 0; k < K; k++) picked += p[sel[k]];
+    memcpy(sorted, p, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_desc);
+    double best = 0;
+    for (size_t k = 0; k < K; k++) best += sorted[k];
+    st->mass_picked += picked;
+    st->mass_best += best;
+    st->mass_random += (double)K / (double)n;
+    st->n_choosing++;
+    memcpy(sorted, p, n * sizeof *sorted);
+    restrict_to(sorted, sel, n, K);
+    restrict_to(q, sel, n, K);
+    st->kl_sparse += kl(sorted, q, n);
+}
+
+static void toy_show_query(const double *p, const float *I, const int32_t *sel, size_t t, size_t K)
+{
+    const size_t n = t + 1;
+    double *q = malloc(n * sizeof *q), *order = malloc(n * sizeof *order);
+    if (!q || !order) {
+        free(q); free(order);
+        return;
+    }
+    for (size_t s = 0; s < n; s++) q[s] = I[s];
+    kvl_softmax_f64(q, n);
+    printf("\n  query %zu, its %d largest target weights:\n  %8s %10s %12s %14s  %s\n", t, TOY_SHOWN, "position",
+           "target", "index score", "softmax(score)", "in top-k");
+    for (size_t s = 0; s < n; s++) order[s] = p[s];
+    qsort(order, n, sizeof *order, cmp_desc);
+    size_t shown = 0;
+    for (size_t r = 0; r < n && shown < TOY_SHOWN; r++)
+        for (size_t s = 0; s < n && shown < TOY_SHOWN; s++) {
+            if (p[s] != order[r] || (r > 0 && order[r] == order[r - 1])) continue;
+            int picked = 0;
+            for (size_t k = 0; k < K && sel[k] >= 0; k++) picked |= (size_t)sel[k] == s;
+            printf("  %8zu %10.4f %12.4f %14.4f  %s\n", s, p[s], (double)I[s], q[s], picked ? "yes" : "");
+            shown++;
+        }
+    free(q); free(order);
+}
+
+static int training_target(void)
+{
+    dsa_config c;
+    dsa_weights w;
+    int rc = toy_config(&c);
+    if (rc != KVL_OK) return rc;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, TOY_SEED);
+    rc = dsa_weights_init_random(&w, &c, &rng);
+    if (rc != KVL_OK) return rc;
+    const size_t T = TOY_T, K = c.index_topk;
+    float *x = malloc(T * c.mla.d * sizeof *x), *I = malloc(T * T * sizeof *I);
+    double *target = malloc(T * T * sizeof *target), *q = malloc(T * sizeof *q), *u = malloc(T * sizeof *u);
+    double *scratch = malloc(T * sizeof *scratch);
+    int32_t *sel = malloc(T * K * sizeof *sel);
+    if (!x || !I || !target || !q || !u || !scratch || !sel) rc = kvl_fail(KVL_ENOMEM, "out of memory for the toy");
+    if (rc == KVL_OK) {
+        kvl_rng_normal_f32(&rng, x, T * c.mla.d, 1.0);
+        rc = attention_target(target, &c, &w, x, T);
+    }
+    if (rc == KVL_OK) rc = dsa_indexer_f32(I, &c, &w, x, T);
+    if (rc == KVL_OK) rc = dsa_topk(sel, I, T, T, K);
+    if (rc == KVL_OK) {
+        toy_stats st = {0};
+        for (size_t t = 0; t < T; t++) toy_query(&st, target + t * T, I + t * T, sel + t * K, t, K, q, u, scratch);
+        printf("(c) What the indexer learns, at toy size (d %zu, H %zu, Dc %zu, HI %zu, DI %zu, K %zu, T %zu; random\n"
+               "    weights, seed %d). Its target for query t is the main attention summed over the heads and\n"
+               "    L1-normalised, p_t,s = sum_h A_t,h,s / sum_s' sum_h A_t,h,s'; its own distribution is\n"
+               "    softmax_s(I_t,s) over s <= t. The dense warm-up freezes the model and trains only the indexer\n"
+               "    (W_IQ, W_IK and its LayerNorm, W_IW) on L_I = sum_t KL(p_t || softmax(I_t)); the sparse stage\n"
+               "    keeps the same loss restricted to each query's top-k set S_t.\n\n",
+               c.mla.d, c.mla.n_heads, c.mla.kv_lora_rank, c.index_n_heads, c.index_head_dim, K, T, TOY_SEED);
+        printf("  dense-stage loss L_I              %8.4f nats (%.4f per query)\n", st.kl_dense, st.kl_dense / (double)T);
+        printf("  the same with a uniform indexer   %8.4f nats (%.4f per query)\n", st.kl_uniform,
+               st.kl_uniform / (double)T);
+        printf("  sparse-stage loss over S_t        %8.4f nats over the %zu queries with t + 1 > K\n", st.kl_sparse,
+               st.n_choosing);
+        printf("  target mass inside the top-%zu:    %.1f%% picked by the indexer, %.1f%% at best, %.1f%% for a\n"
+               "                                    random pick (mean over those %zu queries)\n",
+               K, 100 * st.mass_picked / (double)st.n_choosing, 100 * st.mass_best / (double)st.n_choosing,
+               100 * st.mass_random / (double)st.n_choosing, st.n_choosing);
+        toy_show_query(target + (T - 1) * T, I + (T - 1) * T, sel + (T - 1) * K, T - 1, K);
+        const double picked = st.mass_picked / (double)st.n_choosing, chance = st.mass_random / (double)st.n_choosing;
+        printf("\n  Untrained, the index scores know nothing of where the heads look: L_I is %s the uniform\n"
+               "  indexer's (%.2f against %.2f nats), and the top-k keeps %.1f%% of the target mass against %.1f%%\n"
+               "  for a random pick. Warm-up drives L_I towards 0; as it falls, the mass inside the top-k rises\n"
+               "  towards the best possible (%.1f%% here), and attending to K rows comes close to attending to all.\n",
+               st.kl_dense > st.kl_uniform ? "above" : "below", st.kl_dense, st.kl_uniform, 100 * picked, 100 * chance,
+               100 * st.mass_best / (double)st.n_choosing);
+    }
+    dsa_weights_free(&w);
+    free(x); free(I); free(target); free(q); free(u); free(scratch); free(sel);
+    return rc;
+}
+
+/* ---- arguments ----------------------------------------------------------------------------------- */
+
+/* "2K,8K,100" → contexts; 0 on success, else -1 with a message in err */
+static int parse_contexts(options *opt, const char *list, char *err, size_t cap)
+{
+    opt->n_contexts = 0;
+    const char *p = list;
+    while (*p) {
+        if (opt->n_contexts == MAX_CONTEXTS) {
+            snprintf(err, cap, "--contexts: at most %d contexts", MAX_CONTEXTS);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || errno || *p == '-' || *p == '+') {
+            snprintf(err, cap, "--contexts: \"%s\" is not a list of token counts", list);
+            return -1;
+        }
+        if (*end == 'K' || *end == 'k') {
+            v = v <= MAX_CONTEXT / 1024 ? v * 1024 : MAX_CONTEXT + 1ull;
+            end++;
+        }
+        if (v == 0 || v > MAX_CONTEXT || (*end && *end != ',')) {
+            snprintf(err, cap, "--contexts: \"%s\": each context must be 1 to %u tokens, comma-separated", list,
+                     MAX_CONTEXT);
+            return -1;
+        }
+        opt->contexts[opt->n_contexts++] = (size_t)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) {
+            snprintf(err, cap, "--contexts: \"%s\" ends with a comma", list);
+            return -1;
+        }
+    }
+    if (opt->n_contexts == 0) {
+        snprintf(err, cap, "--contexts: empty list");
+        return -1;
+    }
+    return 0;
+}
+
+/* 0: run; 1: --help printed; 2: bad arguments (message printed) */
+static int parse_args(options *opt, int argc, char **argv)
+{
+    const char *root = getenv("KVL_ROOT");
+    snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.2-exp.json",
+             root && *root ? root : KVL_SOURCE_DIR);
+    static const size_t defaults[] = {2048, 4096, 8192, 16384, 32768, 65536, 131072};
+    memcpy(opt->contexts, defaults, sizeof defaults);
+    opt->n_contexts = sizeof defaults / sizeof defaults[0];
+    opt->repeats = 3;
+    opt->timing = 1;
+    char err[256];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--no-timing") == 0) {
+            opt->timing = 0;
+            continue;
+        }
+        if (!v && (strcmp(a, "--config") == 0 || strcmp(a, "--contexts") == 0 || strcmp(a, "--repeats") == 0)) {
+            fprintf(stderr, "dsa_cost: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        if (strcmp(a, "--config") == 0) {
+            snprintf(opt->config, sizeof opt->config, "%s", v);
+        } else if (strcmp(a, "--contexts") == 0) {
+            if (parse_contexts(opt, v, err, sizeof err) != 0) {
+                fprintf(stderr, "dsa_cost: %s\n", err);
+                return 2;
+            }
+        } else if (strcmp(a, "--repeats") == 0) {
+            errno = 0;
+            long r = strtol(v, &end, 10);
+            if (*end || end == v || errno || r < 1 || r > MAX_REPEATS) {
+                fprintf(stderr, "dsa_cost: --repeats: \"%s\" must be an integer from 1 to %d\n", v, MAX_REPEATS);
+                return 2;
+            }
+            opt->repeats = (size_t)r;
+        } else {
+            fprintf(stderr, "dsa_cost: unknown argument \"%s\" (see --help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options opt;
+    int p = parse_args(&opt, argc, argv);
+    if (p) return p == 1 ? 0 : 2;
+    kvl_model m;
+    if (kvl_model_load(&m, opt.config) != KVL_OK) {
+        fprintf(stderr, "dsa_cost: %s\n", kvl_error());
+        return 2;
+    }
+    dsa_config c;
+    if (dsa_config_from_model(&c, &m) != KVL_OK) {
+        fprintf(stderr, "dsa_cost: %s\n", kvl_error());
+        kvl_model_free(&m);
+        return 2;
+    }
+    cache_bytes(&m, &c);
+    int rc = decode_query(&c, &opt);
+    if (rc == KVL_OK) {
+        printf("\n");
+        rc = training_target();
+    }
+    kvl_model_free(&m);
+    if (rc != KVL_OK) {
+        fprintf(stderr, "dsa_cost: %s\n", kvl_error());
+        return 1;
+    }
+    return 0;
+}
