@@ -28,8 +28,9 @@
 #define TOY_T 40
 #define TOY_W 8
 
-/* bf16 keeps 8 significant bits: round to nearest moves a value by at most 2^-9 of itself. */
-#define BF16_UNIT_ROUNDOFF 0x1p-9
+/* bf16 keeps 8 significant bits (7 stored): round to nearest moves a value by at most half an ulp,
+ * 2^-8 of itself (an ulp at 1 is 2^-7). */
+#define BF16_UNIT_ROUNDOFF 0x1p-8
 
 /* The write-up's absorption check prints differences at 1e-15; anything algebraically different
  * (a missing W_UK, a transposed head) is off by O(1). */
