@@ -242,7 +242,7 @@ int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
 {
     TRY(dsa_config_check(c));
     const size_t DI = c->index_head_dim;
-    if (!hadamard_size_ok(DI) || DI % KVF_FP8_UE8M0_BLOCK != 0)
+    if (!kvl_hadamard_size_ok(DI) || DI % KVF_FP8_UE8M0_BLOCK != 0)
         return kvl_fail(KVL_EINVAL, "dsa_index_quantise: index_head_dim %zu must be a power of two and a multiple of %d",
                         DI, KVF_FP8_UE8M0_BLOCK);
     if (n && !v) return kvl_fail(KVL_EINVAL, "dsa_index_quantise: NULL array");
@@ -252,7 +252,7 @@ int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
     float *scales = NULL;
     TRY(alloc_n(&codes, 1, DI, 1, __func__));
     int rc = alloc_floats(&scales, 1, DI / KVF_FP8_UE8M0_BLOCK, __func__);
-    if (rc == KVL_OK) rc = hadamard_rotate_rows_f32(v, n, DI);
+    if (rc == KVL_OK) rc = kvl_hadamard_rotate_rows_f32(v, n, DI);
     for (size_t r = 0; r < n && rc == KVL_OK; r++) {
         const int q = kvf_quant_fp8_ue8m0(codes, scales, v + r * DI, DI);
         if (q != KVF_OK) rc = kvl_fail(KVL_EINVAL, "dsa_index_quantise: vector %zu: %s", r, kvf_strerror(q));
@@ -627,7 +627,7 @@ static int store_fresh(float *rows, float *keys, dsa_cache *cache, const dsa_con
 {
     if (cache->fmt == DSA_CACHE_F32) return KVL_OK;
     const size_t Dw = row_width(c), DI = c->index_head_dim;
-    TRY(hadamard_rotate_rows_f32(keys, S, DI));
+    TRY(kvl_hadamard_rotate_rows_f32(keys, S, DI));
     for (size_t i = 0; i < S; i++) {
         uint8_t *row = cache->main_rows + (start + i) * main_row_bytes();
         uint8_t *key = cache->index_rows + (start + i) * index_row_bytes();

@@ -552,7 +552,7 @@ START_TEST(test_native_rows_dequantise_within_format_bounds)
         /* the key: rotation, then E4M3 */
         float rotated[128], key[128], s;
         memcpy(rotated, keys + t * DI, sizeof rotated);
-        ok(hadamard_rotate_rows_f32(rotated, 1, DI));
+        ok(kvl_hadamard_rotate_rows_f32(rotated, 1, DI));
         ck_assert_int_eq(kvf_row_unpack(KVF_ROW_V32_INDEX, key, key_row), KVF_OK);
         for (size_t i = 0; i < DI; i++) {
             const double e = fabs((double)key[i] - rotated[i]), b = e4m3_error_bound(rotated, i, 0);

@@ -158,7 +158,7 @@ START_TEST(test_hadamard_matches_sylvester_matrix)
         float *x = normal_f32(&rng, rows * n), *y = xmalloc(rows * n * sizeof *y);
         double *want = xmalloc(rows * n * sizeof *want);
         memcpy(y, x, rows * n * sizeof *y);
-        ok(hadamard_rotate_rows_f32(y, rows, n));
+        ok(kvl_hadamard_rotate_rows_f32(y, rows, n));
         double atol = 0;
         for (size_t r = 0; r < rows; r++) {
             double l1 = 0;
@@ -186,7 +186,7 @@ START_TEST(test_hadamard_is_its_own_inverse_and_keeps_dot_products)
     const size_t n = 128;
     float *x = normal_f32(&rng, 2 * n), *y = xmalloc(2 * n * sizeof *y);
     memcpy(y, x, 2 * n * sizeof *y);
-    ok(hadamard_rotate_rows_f32(y, 2, n));
+    ok(kvl_hadamard_rotate_rows_f32(y, 2, n));
     double dot_x = 0, dot_y = 0, l1 = 0, l2a = 0, l2b = 0;
     for (size_t i = 0; i < n; i++) {
         dot_x += (double)x[i] * x[n + i];
@@ -199,7 +199,7 @@ START_TEST(test_hadamard_is_its_own_inverse_and_keeps_dot_products)
     const double elem = (log2((double)n) + 2) * (FLT_EPSILON / 2) * l1 / sqrt((double)n);
     ck_assert_msg(fabs(dot_y - dot_x) <= 2 * elem * sqrt((double)n) * (sqrt(l2a) + sqrt(l2b)),
                   "dot product %.9g became %.9g", dot_x, dot_y);
-    ok(hadamard_rotate_rows_f32(y, 2, n));
+    ok(kvl_hadamard_rotate_rows_f32(y, 2, n));
     double *want = oracle_widen(x, 2 * n);
     kvl_expect_close("H(H x) against x", y, want, 2 * n, 2 * elem * sqrt((double)n), 0, 0);
     free(x); free(y); free(want);
@@ -211,10 +211,10 @@ START_TEST(test_hadamard_rejects_lengths_that_are_not_powers_of_two)
     float x[96] = {0};
     static const size_t bad[] = {0, 3, 12, 96};
     for (size_t i = 0; i < N_OF(bad); i++) {
-        ck_assert_int_eq(hadamard_rotate_rows_f32(x, 1, bad[i]), KVL_EINVAL);
+        ck_assert_int_eq(kvl_hadamard_rotate_rows_f32(x, 1, bad[i]), KVL_EINVAL);
         ck_assert_msg(strstr(kvl_error(), "power of two") != NULL, "message: %s", kvl_error());
     }
-    ok(hadamard_rotate_rows_f32(x, 0, 64));
+    ok(kvl_hadamard_rotate_rows_f32(x, 0, 64));
 }
 END_TEST
 
@@ -288,8 +288,8 @@ START_TEST(test_hadamard_on_queries_and_keys_leaves_index_scores_unchanged)
     ok(dsa_index_query(q, wt, &z.c, &z.w, z.x, T, 0));
     ok(dsa_index_key(k, &z.c, &z.w, z.x, T, 0));
     ok(dsa_index_scores(I, &z.c, q, wt, k, T, T, 0));
-    ok(hadamard_rotate_rows_f32(q, T * HI, DI));
-    ok(hadamard_rotate_rows_f32(k, T, DI));
+    ok(kvl_hadamard_rotate_rows_f32(q, T * HI, DI));
+    ok(kvl_hadamard_rotate_rows_f32(k, T, DI));
     ok(dsa_index_scores(Ir, &z.c, q, wt, k, T, T, 0));
     double *bound = xmalloc(T * T * sizeof *bound);
     oracle_dsa_index_bound(bound, z.q, z.wt, z.k, HI, DI, T, rotated_path(&z.c));

@@ -4,7 +4,7 @@
 
 #include "status.h"
 
-int hadamard_size_ok(size_t n) { return n > 0 && (n & (n - 1)) == 0; }
+int kvl_hadamard_size_ok(size_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 /* x[n] ← H_n x: butterflies on pairs (i, i + h) inside blocks of 2h, h = 1, 2, 4, … n/2 */
 static void fwht(float *x, size_t n)
@@ -18,11 +18,11 @@ static void fwht(float *x, size_t n)
             }
 }
 
-int hadamard_rotate_rows_f32(float *x, size_t rows, size_t n)
+int kvl_hadamard_rotate_rows_f32(float *x, size_t rows, size_t n)
 {
-    if (!hadamard_size_ok(n))
-        return kvl_fail(KVL_EINVAL, "hadamard_rotate_rows_f32: length %zu is not a power of two", n);
-    if (rows && !x) return kvl_fail(KVL_EINVAL, "hadamard_rotate_rows_f32: NULL rows");
+    if (!kvl_hadamard_size_ok(n))
+        return kvl_fail(KVL_EINVAL, "kvl_hadamard_rotate_rows_f32: length %zu is not a power of two", n);
+    if (rows && !x) return kvl_fail(KVL_EINVAL, "kvl_hadamard_rotate_rows_f32: NULL rows");
     const float scale = (float)(1.0 / sqrt((double)n));
     for (size_t r = 0; r < rows; r++) {
         float *v = x + r * n;

@@ -19,9 +19,9 @@
 #include <stddef.h>
 
 /* 1 if n is a power of two (n ≥ 1), else 0. */
-int hadamard_size_ok(size_t n);
+int kvl_hadamard_size_ok(size_t n);
 
 /* x[rows][n] ← each row times H_n/√n, in place. KVL_EINVAL unless n is a power of two. */
-int hadamard_rotate_rows_f32(float *x, size_t rows, size_t n);
+int kvl_hadamard_rotate_rows_f32(float *x, size_t rows, size_t n);
 
 #endif
