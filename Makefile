@@ -6,6 +6,8 @@ CC       ?= cc
 NVCC     ?= nvcc
 SAN      ?=
 APT_PKGS := libopenblas-dev libcjson-dev check pkg-config
+# python3-nbformat: the notebook schema test needs it, and skips (saying so) without it
+APT_OPTIONAL := python3-nbformat
 PC_PKGS  := openblas libcjson check
 
 .DEFAULT_GOAL := all
@@ -21,7 +23,7 @@ endif
 DEPS_INSTALL = if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PC_PKGS); then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "kvlineage: installing build dependencies: $(APT_PKGS)"; mkdir -p $(BUILD); \
-	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); } \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) $(APT_OPTIONAL); } \
 	      >$(BUILD)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(BUILD)/apt.log"; exit 1; }; \
 	  else exit 1; fi; \
 	fi
@@ -77,6 +79,9 @@ PROG_SRC    := $(wildcard chapters/*/*.c)
 TEST_SRC    := $(wildcard tests/test_*.c)
 TESTLIB_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 BENCH_SRC   := $(wildcard tests/bench/*.c)
+NB_SRC      := $(wildcard notebooks_c/[0-9][0-9]_*.c)
+NBTOOL_SRC  := notebooks_c/nb_ipynb.c
+NBLIB_SRC   := $(filter-out $(NB_SRC) $(NBTOOL_SRC),$(wildcard notebooks_c/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
@@ -84,10 +89,12 @@ LIB_REF     := $(BUILD)/lib/libkvref.a
 LIBS        := $(LIB_REF) $(LIB_FORMATS)
 PROGS       := $(addprefix $(BUILD)/bin/,$(notdir $(PROG_SRC:.c=)))
 TESTS       := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
+NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize run bench cuda deps help clean
-all: $(LIBS) $(PROGS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
+.PHONY: all test sanitize run bench cuda deps help clean notebooks
+all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -110,6 +117,15 @@ $(BUILD)/bin/$(notdir $(1:.c=)): $(call obj,$(1)) $(LIBS)
 	$$(Q)$$(CC) $$(CFLAGS) $$< $(LIBS) $$(LDLIBS) -o $$@
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call program_rule,$(p))))
+
+# notebooks_c/NN_name.c → nb_NN, linked with the notebook runtime (nb, nb_source, svg); nb_ipynb converts
+define notebook_rule
+$(2): $(call obj,$(1)) $(call obj,$(NBLIB_SRC)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(call say,LINK,$$@)
+	$$(Q)$$(CC) $$(CFLAGS) $$< $(call obj,$(NBLIB_SRC)) $(LIBS) $$(LDLIBS) -o $$@
+endef
+$(foreach s,$(NB_SRC) $(NBTOOL_SRC),$(eval $(call notebook_rule,$(s),$(if $(filter $(NBTOOL_SRC),$(s)),$(BUILD)/bin/nb_ipynb,$(call nb_prog,$(s))))))
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	@mkdir -p $(@D)
@@ -135,6 +151,14 @@ $(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
 bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them (minutes)
 	@$(BUILD)/bin/kvbench
 
+# Each notebook prints its cells' outputs between markers (nb --cells); nb_ipynb pairs them with the
+# source's cells. A failing cell stops the target.
+notebooks: $(NBS)  ## run every notebook into build/notebooks/NN_name.ipynb (nbformat 4.5) and NN_name.md
+	@mkdir -p $(BUILD)/notebooks
+	@set -e; for s in $(NB_SRC); do n=$$(basename $$s .c); echo "  NB     $(BUILD)/notebooks/$$n.ipynb"; \
+	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${n%%_*} --cells > $(BUILD)/notebooks/$$n.cells; \
+	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/notebooks/$$n.cells $(BUILD)/notebooks/$$n; done
+
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
 
@@ -149,8 +173,8 @@ cuda:  ## compile every cuda/*.cu with nvcc (sm_80, sm_90 SASS + PTX, warnings a
 	  echo "$(NVCC) $$f"; $(NVCC) $(NVFLAGS) -c $$f -o $(BUILD)/cuda/$$(basename $$f .cu).o || exit 1; done; fi
 
 deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
-	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS); \
-	else echo "sudo apt-get install $(APT_PKGS)"; fi
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS) $(APT_OPTIONAL); \
+	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22

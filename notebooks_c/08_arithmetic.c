@@ -1,0 +1,316 @@
+// %% [markdown]
+// # Chapter 8 · The arithmetic, rebuilt: 389,120 → 890 bytes per token
+//
+// The V4.1-Flash model card charts four numbers: 389,120 bytes per token for DeepSeek LLM 67B, 48,068
+// for V3.2, 3,514 for V4-Flash and 890 for V4.1-Flash. This notebook rebuilds every one of them from the
+// `config.json` files in `ref/configs/` and the row sizes of `formats/` (`ref/kvtable`), splits each
+// step into the levers it pulled, and weighs live caches where the generation's module exists.
+//
+// Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_08 --step`
+// walks it cell by cell; `build/bin/kvtable` prints the same table with more columns.
+
+// %%
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "kvtable.h"
+#include "mha.h"
+#include "mla.h"
+#include "nb.h"
+#include "rows.h"
+#include "svg.h"
+#include "swa.h"
+
+// %% [markdown]
+// ## The table
+//
+// For every layer that writes a per-token cache, a layer compressing M tokens into one entry adds 1/M
+// entries per token, and an entry costs its main row plus its index key (if the generation has one).
+// Window rows are bounded per sequence and stay out of the per-token figure.
+
+// %%
+enum { MAX_MODELS = 16 };
+
+typedef struct {
+    kvl_model m;
+    kvl_kv_footprint kv;
+} generation;
+
+static generation gens[MAX_MODELS];
+static size_t n_gens;
+
+static int by_date(const void *a, const void *b)
+{
+    return strcmp(((const generation *)a)->m.date, ((const generation *)b)->m.date);
+}
+
+/* every .json file in ref/configs, by release date */
+static int load_all(void)
+{
+    DIR *d = opendir(nb_path("ref/configs"));
+    if (!d) return kvl_fail(KVL_EIO, "cannot list ref/configs");
+    struct dirent *e;
+    int rc = KVL_OK;
+    while (rc == KVL_OK && (e = readdir(d)) && n_gens < MAX_MODELS) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json")) continue;
+        char rel[600];
+        snprintf(rel, sizeof rel, "ref/configs/%s", e->d_name);
+        rc = kvl_model_load(&gens[n_gens].m, nb_path(rel));
+        if (rc == KVL_OK) rc = kvl_kv_footprint_of(&gens[n_gens].kv, &gens[n_gens].m);
+        if (rc == KVL_OK) n_gens++;
+    }
+    closedir(d);
+    qsort(gens, n_gens, sizeof gens[0], by_date);
+    return rc;
+}
+
+NB_CELL(cell_table)
+{
+    int rc = load_all();
+    if (rc != KVL_OK) return rc;
+    printf("%-20s %-8s %-8s %9s %13s %13s %12s %8s %8s\n", "model", "date", "cache", "KV layers", "entries/token",
+           "B/entry", "B/token", "x prev", "x first");
+    for (size_t i = 0; i < n_gens; i++) {
+        const generation *g = &gens[i];
+        char prev[16] = "-";
+        if (i) snprintf(prev, sizeof prev, "%.2fx", gens[i - 1].kv.bytes_per_token / g->kv.bytes_per_token);
+        printf("%-20s %-8s %-8s %9zu %13s %13s %12s %8s %7.1fx\n", g->m.name, g->m.date,
+               kvl_cache_layout_name(g->m.kv_cache), g->kv.global_layers, nb_num(g->kv.entries_per_token, 5),
+               nb_num(g->kv.bytes_per_entry, 2), nb_num(g->kv.bytes_per_token, 2), prev,
+               gens[0].kv.bytes_per_token / g->kv.bytes_per_token);
+    }
+    printf("\n%s -> %s bytes per token: %.1fx over the lineage\n", nb_num(gens[0].kv.bytes_per_token, 2),
+           nb_num(gens[n_gens - 1].kv.bytes_per_token, 2), gens[0].kv.bytes_per_token / gens[n_gens - 1].kv.bytes_per_token);
+    return KVL_OK;
+}
+
+// %% [markdown]
+// ## Each chart figure from its parts
+//
+// The layer maps come from the configs: V4-Flash's `compress_ratios` (2 window-only layers, 21 CSA at
+// ratio 4, 20 HCA at ratio 128) and V4.1-Flash's KV-source layers (three encoder layers at ratio 2,
+// one decoder layer at ratio 1).
+
+// %%
+static const generation *find(kvl_generation gen)
+{
+    for (size_t i = n_gens; i-- > 0;)
+        if (gens[i].m.generation == gen && gens[i].m.headline) return &gens[i];
+    return NULL;
+}
+
+/* how many of m's layers are of `kind` */
+static size_t count_kind(const kvl_model *m, kvl_layer_kind kind)
+{
+    size_t n = 0;
+    for (size_t l = 0; l < m->n_layers; l++) n += m->layers[l].kind == kind;
+    return n;
+}
+
+NB_CELL(cell_parts)
+{
+    const generation *v32 = find(KVL_GEN_DSA), *v4 = find(KVL_GEN_V4), *v41 = find(KVL_GEN_V41);
+    if (!v32 || !v4 || !v41) return kvl_fail(KVL_EINVAL, "ref/configs lacks a V3.2, V4 or V4.1 headline config");
+    const double r656 = (double)kvf_row_bytes(KVF_ROW_V32_MAIN), r132 = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
+    const double r584 = (double)kvf_row_bytes(KVF_ROW_V4_MAIN), r68 = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
+    const double r288 = (double)kvf_row_bytes(KVF_ROW_V41_MAIN);
+    printf("%s: %zu x (%s + %s) = %s\n", v32->m.name, v32->kv.global_layers, nb_num(r656, 0), nb_num(r132, 0),
+           nb_num((double)v32->kv.global_layers * (r656 + r132), 0));
+    const size_t csa = count_kind(&v4->m, KVL_LAYER_CSA), hca = count_kind(&v4->m, KVL_LAYER_HCA);
+    const size_t win = count_kind(&v4->m, KVL_LAYER_WINDOW);
+    printf("%s: %zu window-only + %zu CSA + %zu HCA layers; %zu x (%s + %s)/4 + %zu x %s/128 = %s\n", v4->m.name, win,
+           csa, hca, csa, nb_num(r584, 0), nb_num(r68, 0), hca, nb_num(r584, 0),
+           nb_num((double)csa * (r584 + r68) / 4 + (double)hca * r584 / 128, 2));
+    printf("%s: KV sources", v41->m.name);
+    double entries = 0;
+    for (size_t l = 0; l < v41->m.n_layers; l++)
+        if (kvl_layer_writes_cache(&v41->m, l)) {
+            printf(" %zu (ratio %zu)", l, v41->m.layers[l].compress_ratio);
+            entries += 1.0 / (double)v41->m.layers[l].compress_ratio;
+        }
+    printf("; %s entries x (%s + %s) = %s\n", nb_num(entries, 2), nb_num(r288, 0), nb_num(r68, 0),
+           nb_num(entries * (r288 + r68), 2));
+    printf("%zu KV-source layers in V4.1 against %zu in V4-Flash; 890 is %.1f%% of V4-Flash's figure\n",
+           v41->kv.global_layers, v4->kv.global_layers, 100 * v41->kv.bytes_per_token / v4->kv.bytes_per_token);
+    printf("with vLLM's %s-byte FP8 row instead of the %s-byte FP4 one: %s x (%s + %s) = %s B/token, %.2fx\n",
+           nb_num(r584, 0), nb_num(r288, 0), nb_num(entries, 2), nb_num(r584, 0), nb_num(r68, 0),
+           nb_num(entries * (r584 + r68), 2), (r584 + r68) / (r288 + r68));
+    return KVL_OK;
+}
+
+// %% [markdown]
+// ## Which lever each step pulled
+//
+// bytes/token = (layers with a cache) × (entries per token per such layer) × (bytes per entry), so
+// each step's factor splits exactly into three. The rows below step from the newest model of each
+// attention generation to the next. The write-up names one lever per step; the split shows
+// where that is the whole story and where it is not: V1 → V3 owes 1.56× to fewer layers besides the
+// entry's 3.56×; V3.2 → V4-Flash owes 1.49× to layers and 1.21× to smaller entries besides the
+// sequence's 7.58×; V4 → V4.1 gains 10.25× on layers and 1.83× on bytes but gives back 4.74× on
+// entries per layer (ratios 2 and 1 instead of 4 and 128).
+
+// %%
+/* 1 if no later config has g's attention generation: the newest model of each generation */
+static int newest_of_its_kind(size_t i)
+{
+    for (size_t j = i + 1; j < n_gens; j++)
+        if (gens[j].m.generation == gens[i].m.generation) return 0;
+    return 1;
+}
+
+/* "3.56x", or "1/4.74" for a factor below 1 */
+static const char *factor_text(char *buf, size_t cap, double f)
+{
+    if (f >= 1) snprintf(buf, cap, "%.2fx", f);
+    else snprintf(buf, cap, "1/%.2f", 1 / f);
+    return buf;
+}
+
+NB_CELL(cell_levers)
+{
+    printf("%-20s %-20s %8s %8s %9s %8s\n", "from", "to", "layers", "entries", "B/entry", "total");
+    const generation *prev = NULL;
+    int rc = KVL_OK;
+    for (size_t i = 0; i < n_gens && rc == KVL_OK; i++) {
+        const generation *g = &gens[i];
+        if (!newest_of_its_kind(i)) continue;
+        if (prev) {
+            const double layers = (double)prev->kv.global_layers / (double)g->kv.global_layers;
+            const double entries = (prev->kv.entries_per_token / (double)prev->kv.global_layers) /
+                                   (g->kv.entries_per_token / (double)g->kv.global_layers);
+            const double entry = prev->kv.bytes_per_entry / g->kv.bytes_per_entry;
+            const double total = prev->kv.bytes_per_token / g->kv.bytes_per_token;
+            char a[16], b[16], c[16];
+            printf("%-20s %-20s %8s %8s %9s %7.2fx\n", prev->m.name, g->m.name, factor_text(a, sizeof a, layers),
+                   factor_text(b, sizeof b, entries), factor_text(c, sizeof c, entry), total);
+            /* three ratios of doubles whose product is the total: agreement to rounding */
+            rc = nb_expect(fabs(layers * entries * entry / total - 1) < 1e-12, "the levers of %s do not multiply out",
+                           g->m.name);
+        }
+        prev = g;
+    }
+    return rc;
+}
+
+// %% [markdown]
+// ## What stays out of the per-token figure
+//
+// V4 and V4.1 keep a 128-row window in every layer: bounded per sequence, so it is reported apart. The
+// cell prints it with the bytes one sequence holds at 128K and 1M tokens (K = 1,024).
+
+// %%
+NB_CELL(cell_windows)
+{
+    printf("%-20s %16s %10s %12s %12s\n", "model", "window B/seq", "MiB", "GiB @128K", "GiB @1M");
+    for (size_t i = 0; i < n_gens; i++) {
+        const kvl_kv_footprint *k = &gens[i].kv;
+        printf("%-20s %16s %10.2f %12.2f %12.2f\n", gens[i].m.name, nb_num((double)k->window_bytes_per_sequence, 0),
+               (double)k->window_bytes_per_sequence / 1048576.0, kvl_kv_bytes_held(k, 131072) / 1073741824.0,
+               kvl_kv_bytes_held(k, 1048576) / 1073741824.0);
+    }
+    const generation *v32 = find(KVL_GEN_DSA), *v4 = find(KVL_GEN_V4);
+    if (!v32 || !v4) return kvl_fail(KVL_EINVAL, "ref/configs lacks a V3.2 or V4 headline config");
+    printf("\nat 1M tokens V4-Flash holds %.2f%% of V3.2's cache per token (%.2f%% with its window rows)\n",
+           100 * v4->kv.bytes_per_token / v32->kv.bytes_per_token,
+           100 * kvl_kv_bytes_held(&v4->kv, 1048576) / kvl_kv_bytes_held(&v32->kv, 1048576));
+    return KVL_OK;
+}
+
+// %% [markdown]
+// ## Live caches
+//
+// Where the generation's module exists, a cache at the real geometry is filled with rows and asked for
+// its bytes: `ref/mha` at DeepSeek LLM 67B's heads, `ref/mla` at V3's latent, both in bf16. (V3.2's
+// 656- and 132-byte rows are packed and checked byte for byte by `tests/test_ch05_formats_rows`; V4's
+// and V4.1's caches come with their chapters.)
+
+// %%
+/* bytes per token one cache holds after n zero rows, weighed through the module's own report */
+static int live_mha(double *per_token, const kvl_model *m, size_t n)
+{
+    mha_config c;
+    mha_cache cache;
+    int rc = mha_config_from_model(&c, m, 0);
+    if (rc == KVL_OK) rc = mha_cache_init(&cache, &c, n, SWA_STORE_BF16);
+    if (rc != KVL_OK) return rc;
+    float *rows = calloc(n * cache.ring.width, sizeof *rows);
+    rc = rows ? swa_ring_append(&cache.ring, rows, n) : kvl_fail(KVL_ENOMEM, "out of memory");
+    if (rc == KVL_OK) *per_token = (double)mha_cache_bytes_used(&cache) / (double)n;
+    free(rows);
+    mha_cache_free(&cache);
+    return rc;
+}
+
+static int live_mla(double *per_token, const kvl_model *m, size_t n)
+{
+    mla_config c;
+    mla_cache cache;
+    int rc = mla_config_from_model(&c, m);
+    if (rc == KVL_OK) rc = mla_cache_init(&cache, &c, n, SWA_STORE_BF16);
+    if (rc != KVL_OK) return rc;
+    float *rows = calloc(n * (c.kv_lora_rank + c.qk_rope), sizeof *rows);
+    rc = rows ? mla_cache_append(&cache, &c, rows, n) : kvl_fail(KVL_ENOMEM, "out of memory");
+    if (rc == KVL_OK) *per_token = (double)mla_cache_bytes_used(&cache) / (double)n;
+    free(rows);
+    mla_cache_free(&cache);
+    return rc;
+}
+
+NB_CELL(cell_live)
+{
+    int rc = KVL_OK;
+    for (size_t i = 0; i < n_gens && rc == KVL_OK; i++) {
+        const generation *g = &gens[i];
+        double layer = 0;
+        if (g->m.generation == KVL_GEN_MHA) rc = live_mha(&layer, &g->m, 64);
+        else if (g->m.generation == KVL_GEN_MLA) rc = live_mla(&layer, &g->m, 64);
+        else continue;
+        if (rc != KVL_OK) break;
+        const double live = layer * (double)g->kv.global_layers;
+        printf("%-20s live cache: %s B per layer x %zu layers = %s B per token (table: %s)\n", g->m.name,
+               nb_num(layer, 0), g->kv.global_layers, nb_num(live, 0), nb_num(g->kv.bytes_per_token, 2));
+        rc = nb_expect(live == g->kv.bytes_per_token, "%s: live %g B/token, table %g", g->m.name, live,
+                       g->kv.bytes_per_token);
+    }
+    return rc;
+}
+
+// %% [markdown]
+// ## The figure
+//
+// Every config's bytes per token on a log axis; the generations the model card charts are dark. The
+// README shows it (`chapters/08_arithmetic/figures/bytes_per_token.svg`).
+
+// %%
+NB_CELL(cell_figure)
+{
+    const char *labels[MAX_MODELS];
+    double values[MAX_MODELS];
+    int emphasis[MAX_MODELS];
+    char text[MAX_MODELS][128];
+    for (size_t i = 0; i < n_gens; i++) {
+        snprintf(text[i], sizeof text[i], "%s (%s)", gens[i].m.name, gens[i].m.date);
+        labels[i] = text[i];
+        values[i] = gens[i].kv.bytes_per_token;
+        emphasis[i] = gens[i].m.headline;
+    }
+    svg_doc s;
+    svg_bars_log(&s, "KV cache bytes per token, derived from each config.json",
+                 "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
+                 labels, values, emphasis, n_gens, "B");
+    for (size_t i = 0; i < n_gens; i++) kvl_model_free(&gens[i].m);
+    return nb_figure("bytes_per_token", &s);
+}
+
+// %%
+int main(int argc, char **argv)
+{
+    static const nb_cell cells[] = {NB_RUN(cell_table),   NB_RUN(cell_parts), NB_RUN(cell_levers),
+                                    NB_RUN(cell_windows), NB_RUN(cell_live),  NB_RUN(cell_figure)};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+}

@@ -1,0 +1,207 @@
+#include "nb.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_source.h"
+
+#ifndef KVL_SOURCE_DIR
+#define KVL_SOURCE_DIR "."
+#endif
+
+typedef enum { MODE_RUN, MODE_STEP, MODE_CELLS } nb_mode;
+
+/* What nb_figure needs to know; set once by nb_main. */
+static struct {
+    nb_mode mode;
+    const char *figures;  /* --figures DIR, or NULL */
+    const char *program;
+} run;
+
+const char *nb_path(const char *relative)
+{
+    static _Thread_local char buf[4096];
+    const char *root = getenv("KVL_ROOT");
+    snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : KVL_SOURCE_DIR, relative);
+    return buf;
+}
+
+const char *nb_num(double v, int decimals)
+{
+    static _Thread_local char bufs[16][48];
+    static _Thread_local unsigned next;
+    char *buf = bufs[next++ % 16], raw[40];
+    snprintf(raw, sizeof raw, "%.*f", decimals, v < 0 ? -v : v);
+    char *dot = strchr(raw, '.');
+    if (dot) {
+        char *end = raw + strlen(raw) - 1;
+        while (end > dot && *end == '0') *end-- = '\0';
+        if (end == dot) *end = '\0';
+    }
+    size_t int_len = dot ? (size_t)(dot - raw) : strlen(raw), o = 0;
+    if (v < 0 && strcmp(raw, "0") != 0) buf[o++] = '-';
+    for (size_t i = 0; raw[i] && o + 2 < sizeof bufs[0]; i++) {
+        if (i < int_len && i > 0 && (int_len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+int nb_expect(int holds, const char *fmt, ...)
+{
+    if (holds) return KVL_OK;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kvl_fail(KVL_EINVAL, "%s", msg);
+}
+
+/* ---- figures ------------------------------------------------------------------------------------------ */
+
+static int valid_name(const char *name)
+{
+    if (!*name) return 0;
+    for (const char *p = name; *p; p++)
+        if (!(*p == '-' || *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+            return 0;
+    return 1;
+}
+
+static int write_figure(const char *path, const svg_doc *svg)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return kvl_fail(KVL_EIO, "figure %s: cannot write: %s", path, strerror(errno));
+    int bad = fputs(svg->text, f) < 0;
+    bad |= fclose(f) != 0;
+    return bad ? kvl_fail(KVL_EIO, "figure %s: write failed", path) : KVL_OK;
+}
+
+int nb_figure(const char *name, svg_doc *svg)
+{
+    int rc = KVL_OK;
+    if (!valid_name(name)) rc = kvl_fail(KVL_EINVAL, "figure name \"%s\": use letters, digits, - and _", name);
+    else if (svg->failed || !svg->text) rc = kvl_fail(KVL_ENOMEM, "figure %s: out of memory while drawing", name);
+    char path[4096] = "";
+    if (rc == KVL_OK && run.figures) {
+        snprintf(path, sizeof path, "%s/%s.svg", run.figures, name);
+        rc = write_figure(path, svg);
+    }
+    if (rc == KVL_OK && run.mode == MODE_CELLS) printf("\n%%%%kvl svg %s\n%s\n%%%%kvl /svg\n", name, svg->text);
+    else if (rc == KVL_OK && run.figures) printf("[figure %s: %s]\n", name, path);
+    else if (rc == KVL_OK) printf("[figure %s: run with --figures DIR to write it as DIR/%s.svg]\n", name, name);
+    svg_free(svg);
+    return rc;
+}
+
+/* ---- the cells ----------------------------------------------------------------------------------------- */
+
+static int run_cell(const nb_cell *c, const char *source)
+{
+    fflush(stdout);
+    kvl_clear_error();
+    int rc = c->run();
+    fflush(stdout);
+    if (rc != KVL_OK)
+        fprintf(stderr, "%s: cell %s (%s:%d) failed: %s\n", run.program, c->name, source, c->line,
+                *kvl_error() ? kvl_error() : "no message");
+    return rc;
+}
+
+static int run_all(const nb_cell *cells, size_t n, const char *source)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (run.mode == MODE_CELLS) printf("\n%%%%kvl cell %d %s\n", cells[i].line, cells[i].name);
+        if (run_cell(&cells[i], source) != KVL_OK) return 1;
+        if (run.mode == MODE_CELLS) printf("\n%%%%kvl /cell\n");
+    }
+    return 0;
+}
+
+/* The cell functions must stand in code cells, at most one per cell, in source order. */
+static int check_table(const nb_source *s, const nb_cell *cells, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t k = nb_source_cell_of_line(s, (size_t)cells[i].line);
+        if (k == s->n_cells || s->cells[k].kind != NB_CODE)
+            return kvl_fail(KVL_EINVAL, "%s:%d: cell function %s is not inside a code cell", s->path, cells[i].line,
+                            cells[i].name);
+        if (i && k <= nb_source_cell_of_line(s, (size_t)cells[i - 1].line))
+            return kvl_fail(KVL_EINVAL, "%s:%d: cell function %s is listed out of source order, or shares a cell",
+                            s->path, cells[i].line, cells[i].name);
+    }
+    return KVL_OK;
+}
+
+/* 1 to go on, 0 when the reader typed q */
+static int wait_for_enter(void)
+{
+    printf("\n-- Enter: next cell, q: quit -- ");
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) { printf("\n"); return 1; }
+    return line[0] != 'q';
+}
+
+static void show_cell(const nb_source *s, size_t k)
+{
+    const nb_source_cell *c = &s->cells[k];
+    printf("\n==== cell %zu of %zu, %s (%s:%zu) ====\n", k + 1, s->n_cells, c->kind == NB_MARKDOWN ? "text" : "code",
+           s->path, c->marker ? c->marker : 1);
+    for (size_t l = c->first; l <= c->last; l++)
+        printf("%s%s\n", c->kind == NB_CODE ? "  | " : "", nb_source_cell_line(s, c, l));
+}
+
+static int step(const nb_cell *cells, size_t n, const char *source)
+{
+    nb_source s;
+    if (nb_source_read(&s, nb_path(source)) != KVL_OK || check_table(&s, cells, n) != KVL_OK) {
+        fprintf(stderr, "%s: %s\n", run.program, kvl_error());
+        nb_source_free(&s);
+        return 1;
+    }
+    int status = 0;
+    size_t next = 0;
+    for (size_t k = 0; k < s.n_cells && status == 0; k++) {
+        show_cell(&s, k);
+        if (next < n && nb_source_cell_of_line(&s, (size_t)cells[next].line) == k) {
+            printf("---- output ----\n");
+            if (run_cell(&cells[next++], source) != KVL_OK) status = 1;
+        }
+        if (status == 0 && k + 1 < s.n_cells && !wait_for_enter()) break;
+    }
+    nb_source_free(&s);
+    return status;
+}
+
+static void usage(FILE *f, const char *program)
+{
+    fprintf(f, "usage: %s [--step | --cells] [--figures DIR]\n"
+               "Runs this notebook's cells and prints their output.\n"
+               "  --step          walk the notebook cell by cell (text, code, output), Enter between cells\n"
+               "  --cells         print each cell's output between %%%%kvl markers, for nb_ipynb\n"
+               "  --figures DIR   also write every figure as DIR/NAME.svg\n",
+            program);
+}
+
+int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells)
+{
+    const char *slash = strrchr(argv[0], '/');
+    run.program = slash ? slash + 1 : argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout, run.program); return 0; }
+        if (!strcmp(argv[i], "--step")) run.mode = MODE_STEP;
+        else if (!strcmp(argv[i], "--cells")) run.mode = MODE_CELLS;
+        else if (!strcmp(argv[i], "--figures") && i + 1 < argc) run.figures = argv[++i];
+        else {
+            fprintf(stderr, "%s: unknown argument \"%s\" (try --help)\n", run.program, argv[i]);
+            return 2;
+        }
+    }
+    return run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
+}

@@ -1,0 +1,389 @@
+/* The course's texts: chapters/NN_name/README.md and the top-level README's course map.
+ *
+ * Every chapter text has the course's sections and shows a figure that exists; every command it tells
+ * the reader to run (lines of ```sh blocks, and inline code that starts with build/bin/, build/tests/
+ * or make) exists and succeeds from the repository root (programs are run; make targets must exist;
+ * chapter suites must be suites that `make test` runs in the same pass); every number the texts quote from a program
+ * is what that program prints now; and the top-level README links the chapters in order. A chapter
+ * text added later (chapters/NN_name/README.md) is picked up by name, and its commands are run
+ * without an edit here. */
+#include "common.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_CHAPTERS 16
+#define MAX_COMMANDS 64
+#define OUT_CAP (1 << 20)
+
+static char out[OUT_CAP], err[OUT_CAP];
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    ck_assert(s != NULL);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* chapters/NN_name folders that hold a README.md (a chapter whose text is not written yet has only
+ * programs), sorted */
+static size_t list_chapters(char names[][64])
+{
+    DIR *d = opendir(kvl_path("chapters"));
+    ck_assert_msg(d != NULL, "cannot list chapters (set KVL_ROOT)");
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < MAX_CHAPTERS) {
+        const char *s = e->d_name;
+        char rel[128];
+        snprintf(rel, sizeof rel, "chapters/%.63s/README.md", s);
+        if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == '_' && access(kvl_path(rel), R_OK) == 0)
+            snprintf(names[n++], 64, "%.63s", s);
+    }
+    closedir(d);
+    qsort(names, n, 64, by_name);
+    ck_assert_msg(n >= 6, "expected chapters 1-5 and 8, found %zu", n);
+    return n;
+}
+
+static char *chapter_readme(const char *chapter)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "chapters/%s/README.md", chapter);
+    char *text = read_text(kvl_path(rel));
+    ck_assert_msg(text != NULL, "%s is missing", rel);
+    return text;
+}
+
+/* ---- sections and figures ------------------------------------------------------------------------------ */
+
+START_TEST(test_every_chapter_text_has_the_course_sections)
+{
+    static const char *const sections[] = {"\n## The cost it attacks\n", "\n## What it computes\n",
+                                           "\n## What it stores per token\n", "\n## Run it\n",
+                                           "\n## Check yourself\n", "\n## Where the sources disagree\n"};
+    char names[MAX_CHAPTERS][64];
+    size_t n = list_chapters(names);
+    for (size_t i = 0; i < n; i++) {
+        char *text = chapter_readme(names[i]);
+        for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++)
+            ck_assert_msg(strstr(text, sections[k]) != NULL, "chapters/%s/README.md lacks the section \"%s\"", names[i],
+                          sections[k] + 1);
+        ck_assert_msg(strstr(text, "\n## Figure\n") || strstr(text, "\n## Figures\n"), "chapters/%s: no figure section",
+                      names[i]);
+        ck_assert_msg(strstr(text, "```sh\n") != NULL, "chapters/%s: no ```sh block of commands", names[i]);
+        free(text);
+    }
+}
+END_TEST
+
+START_TEST(test_every_figure_a_chapter_shows_exists)
+{
+    char names[MAX_CHAPTERS][64];
+    size_t n = list_chapters(names);
+    for (size_t i = 0; i < n; i++) {
+        char *text = chapter_readme(names[i]);
+        size_t shown = 0;
+        for (const char *p = strstr(text, "]("); p; p = strstr(p + 2, "](")) {
+            const char *end = strchr(p + 2, ')');
+            if (!end || end - p < 6 || strncmp(end - 4, ".svg", 4)) continue;
+            char rel[256];
+            snprintf(rel, sizeof rel, "chapters/%s/%.*s", names[i], (int)(end - p - 2), p + 2);
+            ck_assert_msg(access(kvl_path(rel), R_OK) == 0, "chapters/%s/README.md shows %s, which does not exist",
+                          names[i], rel);
+            shown++;
+        }
+        ck_assert_msg(shown > 0, "chapters/%s/README.md shows no SVG figure", names[i]);
+        free(text);
+    }
+}
+END_TEST
+
+/* ---- the commands -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char text[256];
+} command;
+
+static void add_command(command *cmds, size_t *n, const char *start, size_t len)
+{
+    while (len && isspace((unsigned char)start[len - 1])) len--;
+    while (len && isspace((unsigned char)*start)) start++, len--;
+    if (!len || *start == '#') return;
+    for (size_t i = 0; i < *n; i++)
+        if (strlen(cmds[i].text) == len && !strncmp(cmds[i].text, start, len)) return;
+    ck_assert_msg(*n < MAX_COMMANDS, "too many commands in one chapter");
+    snprintf(cmds[(*n)++].text, sizeof cmds[0].text, "%.*s", (int)len, start);
+}
+
+static int runnable(const char *s, size_t len)
+{
+    return (len >= 10 && !strncmp(s, "build/bin/", 10)) || (len >= 12 && !strncmp(s, "build/tests/", 12)) ||
+           (len >= 4 && !strncmp(s, "make", 4) && (len == 4 || s[4] == ' '));
+}
+
+/* lines of ```sh blocks, and inline `code` that is a command */
+static size_t extract_commands(command *cmds, const char *text)
+{
+    size_t n = 0;
+    int in_sh = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (!strncmp(line, "```", 3)) in_sh = !in_sh && !strncmp(line, "```sh", 5);
+        else if (in_sh) add_command(cmds, &n, line, len);
+        else
+            for (const char *p = memchr(line, '`', len); p && p < line + len;) {
+                const char *q = memchr(p + 1, '`', (size_t)(line + len - p - 1));
+                if (!q) break;
+                if (runnable(p + 1, (size_t)(q - p - 1))) add_command(cmds, &n, p + 1, (size_t)(q - p - 1));
+                p = memchr(q + 1, '`', (size_t)(line + len - q - 1));
+            }
+        line = end ? end + 1 : line + len;
+    }
+    return n;
+}
+
+/* Each word after `make` must be a target the Makefile defines. */
+static void check_make(const char *cmd, const char *chapter)
+{
+    char *makefile = read_text(kvl_path("Makefile")), words[256];
+    ck_assert(makefile != NULL);
+    snprintf(words, sizeof words, "%s", cmd + 4);
+    for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) {
+        char rule[128];
+        snprintf(rule, sizeof rule, "\n%s:", w);
+        ck_assert_msg(strstr(makefile, rule) != NULL, "chapters/%s: `%s`: the Makefile has no target %s", chapter, cmd, w);
+    }
+    free(makefile);
+}
+
+/* Run one command as the reader would from the repository root: programs from $KVL_BIN (kvl_run puts
+ * it first on PATH), figures into a temporary folder instead of the tree. A chapter's test suite is
+ * not run twice: `make test` runs every tests/test_*.c suite in this same pass and fails if one does,
+ * so here the suite must be one of those, built beside the programs. */
+static void run_command(const char *cmd, const char *chapter, const char *tmp)
+{
+    const char *bin = getenv("KVL_BIN");
+    char line[1024];
+    if (!strncmp(cmd, "make", 4)) {
+        check_make(cmd, chapter);
+        return;
+    }
+    if (!strncmp(cmd, "build/tests/", 12)) {
+        char source[256];
+        snprintf(source, sizeof source, "tests/%.200s.c", cmd + 12);
+        ck_assert_msg(!strchr(cmd + 12, ' ') && access(kvl_path(source), R_OK) == 0,
+                      "chapters/%s: `%s` is not one of the suites in tests/", chapter, cmd);
+        snprintf(line, sizeof line, "%s/../tests/%s", bin && *bin ? bin : "build/bin", cmd + 12);
+        ck_assert_msg(access(line, X_OK) == 0, "chapters/%s: `%s`: the suite is not built", chapter, cmd);
+        return;
+    }
+    snprintf(line, sizeof line, "%s", cmd + 10);
+    char *fig = strstr(line, "--figures ");
+    if (fig) snprintf(fig + 10, sizeof line - (size_t)(fig + 10 - line), "%s", tmp);
+    int rc = kvl_run(line, "", out, OUT_CAP, err, OUT_CAP);
+    ck_assert_msg(rc == 0, "chapters/%s/README.md tells the reader to run `%s`; it exited %d:\n%s", chapter, cmd, rc,
+                  err);
+}
+
+START_TEST(test_every_command_a_chapter_gives_runs)
+{
+    char names[MAX_CHAPTERS][64], tmp[] = "/tmp/kvl_readme_XXXXXX";
+    ck_assert(mkdtemp(tmp) != NULL);
+    size_t n = list_chapters(names);
+    static command cmds[MAX_COMMANDS];
+    for (size_t i = 0; i < n; i++) {
+        char *text = chapter_readme(names[i]);
+        size_t k = extract_commands(cmds, text);
+        ck_assert_msg(k >= 3, "chapters/%s/README.md gives only %zu commands", names[i], k);
+        for (size_t c = 0; c < k; c++) run_command(cmds[c].text, names[i], tmp);
+        free(text);
+    }
+    char rm[64];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    ck_assert(system(rm) == 0);
+}
+END_TEST
+
+/* ---- quoted numbers -------------------------------------------------------------------------------------- */
+
+/* Each chapter text quotes numbers its programs compute. A row: the text must say `quoted`, and
+ * `command` must print `printed` (both compared with runs of white space collapsed to one). */
+static const struct {
+    const char *chapter, *quoted, *command, *printed;
+} QUOTES[] = {
+    {"01_cost", "**389,120 bytes per token**", "cost", "= 389,120 B per token"},
+    {"01_cost", "327,680 (320 KiB)", "cost", "= 327,680 B per token = 320 KiB"},
+    {"01_cost", "47.5 GiB", "kvtable", "389,120 - 1.0x - 47.50"},
+    {"01_cost", "3,112,960 B per token", "cost", "3,112,960"},
+    {"01_cost", "48,640", "cost", "MQA 95 1 256 2 512 512 48,640"},
+    {"01_cost", "1,966,080 elements", "nb_01", "= 1,966,080 elements per token"},
+    {"01_cost", "3,932,160 B = 3.93 MB", "nb_01", "3,932,160 B = 3.93 MB"},
+    {"02_mla", "61 × 1,152 = 70,272 B per token", "nb_02", "1,152 B per layer; x 61 layers = 70,272 B per token"},
+    {"02_mla", "60 × 1,152 = 69,120 B", "nb_02", "60 layers, 69,120 B per token"},
+    {"02_mla", "64× fewer values than MHA's 32,768 (56.9×", "nb_02", "32,768 values: 64 x the latent alone, 56.9 x"},
+    {"02_mla", "2.25 groups", "nb_02", "= 2.25 groups"},
+    {"02_mla", "9,210,691,584 B: 9.21 GB, or 8.58 GiB", "nb_02", "9,210,691,584 B = 9.21 GB = 8.58 GiB"},
+    {"02_mla", "8.72 GiB = 9.36 GB", "nb_02", "8.72 GiB = 9.36 GB"},
+    {"02_mla", "8.99 GB", "nb_02", "128,000 tokens: 8.99 GB"},
+    {"02_mla", "81,920 B per layer, 4,997,120 B ≈ 5.0 MB per token, 71.1×", "nb_02", "81,920 4,997,120 5.00 71.11"},
+    {"02_mla", "GQA-8 312,320 B, 4.44×", "nb_02", "5,120 312,320 0.31 4.44"},
+    {"02_mla", "65,536 B per layer, 4.0 MB, 56.9×; GQA-8 249,856 B, 3.56×", "nb_02", "249,856 0.25 3.56"},
+    {"02_mla", "262,144 flop per head", "nb_02", "2 Dc (Dnope + Dv) = 262,144 flop"},
+    {"02_mla", "2,304 to score", "nb_02", "4 (Dc + Dr) = 2,304 flop"},
+    {"02_mla", "K+V: 128  absorbed latent: 32", "nb_02", "cached floats per token, naive K+V: 128 absorbed latent: 32"},
+    {"02_mla", "3.55e-15 and 8.88e-16", "nb_02", "max |score diff| : 3.55"},
+    {"03_swa", "119,872 query-key pairs (≤ 128,000)", "nb_03", "119,872 pairs <= n*W = 128,000"},
+    {"03_swa", "500,500", "nb_03", "full causal attention 500,500"},
+    {"03_swa", "131,040 positions", "swa_reach", "L*(W-1) = 32*4095 = 131,040 positions"},
+    {"03_swa", "32 × 4,096 = 131,072", "swa_reach", "L*W = 32*4096 = 131,072 positions"},
+    {"03_swa", "8×", "swa_reach", "8x smaller"},
+    {"03_swa", "512 MiB over 32 layers", "swa_reach", "windowed 512 MiB"},
+    {"03_swa", "4,096 MiB", "swa_reach", "full 4096 MiB"},
+    {"03_swa", "3,214,336 B", "kvtable", "3,214,336"},
+    {"03_swa", "2,703,360 B", "kvtable", "2,703,360"},
+    {"03_swa", "2,560 tokens (2,540 with W − 1 per hop)", "nb_03", "2,560 tokens (2,540 with W-1 per hop)"},
+    {"03_swa", "40·127 = 5,080", "nb_03", "L*(W-1) = 5,080"},
+    {"03_swa", "the last output that moved is 28", "swa_reach", "last output that moved: 28"},
+    {"03_swa", "24.", "swa_reach --layers 6 --window 5", "last output that moved: 24"},
+    {"03_swa", "slot 1 (9 mod 4), holding positions 6 … 9", "nb_03", "after position 9: slots [ 8 9 6 7 ] holds 6..9"},
+    {"04_dsa", "61 layers = 48,068 B per token", "nb_04", "61 x (656 + 132) = 48,068"},
+    {"04_dsa", "(V3's bf16 row: 70,272, 1.46× more)", "dsa_cost --no-timing", "70,272 B/token, 1.46x"},
+    {"04_dsa", "22.2% of the values, 20.1% of the bytes", "nb_04", "22.2% of the latent's values, 20.1% of its bytes"},
+    {"04_dsa", "(704 per token per layer)", "nb_04", "= 704"},
+    {"04_dsa", "(64·128)^−½ = 0.011049", "nb_04", "= 0.011049"},
+    {"04_dsa", "2,048 of 131,072, 64×", "nb_04", "2,048 of 131,072 rows, 64.0x fewer"},
+    {"04_dsa", "62.5× if 128K means 128,000", "nb_04", "2,048 of 128,000 rows, 62.5x fewer"},
+    {"04_dsa", "32.3× fewer pairs while the indexer still scores all 8,590,000,128", "nb_04",
+     "8,590,000,128: 32.3x fewer"},
+    {"04_dsa", "about 2,178 tokens, counting bytes read from about 2,564", "dsa_cost --no-timing",
+     "= 2,178 tokens in flop and at T = K/(1 - 132/656) = 2,564"},
+    {"05_formats", "`3.861` and `0.0912`", "kvfmt fp4-demo", "max |latent| 3.861 relative L2 error 0.0912"},
+    {"05_formats", "relative error 0.0898 to 0.0997, mean 0.0942", "nb_05", "relative error 0.0898 to 0.0997, mean 0.0942"},
+    {"05_formats", "spans 16.9 binades and the real one (max 448) 17.8", "nb_05", "17.81; with IEEE-style infinities (max 240): 16.91"},
+    {"05_formats", "4 + 8/32 = 4.25", "nb_05", "MXFP4: 4 + 8/32 = 4.25"},
+    {"05_formats", "4 + 8/16 = 4.5", "nb_05", "NVFP4: 4 + 8/16 = 4.50"},
+    {"05_formats", "448 × 6 = 2688 against the √512 = 22.627 bound, 119× headroom", "nb_05", "= 22.627; headroom 119x"},
+    {"05_formats", "1.75 going to 2", "nb_05", "1.75->2"},
+    {"05_formats", "E8M0 scale (1) never uses the rungs 4 and 6", "nb_05", "scale 1 rungs used: 0 0.5 1 1.5 2 3 relative"},
+    {"05_formats", "under an E4M3 scale (0.5) it uses all of them", "nb_05", "scale 0.5 rungs used: 0.5 1 1.5 2 3 4 6"},
+    {"05_formats", "v41-main   512 values  288 B", "kvfmt row --layout v41-main", "v41-main: 288 bytes, 512 values"},
+    {"08_arithmetic", "389,120 / 890 = 437.2×", "nb_08", "389,120 -> 890 bytes per token: 437.2x"},
+    {"08_arithmetic", "21/4 + 20/128 = 5.40625", "kvtable", "5.40625"},
+    {"08_arithmetic", "| 3,514.25 |", "nb_08", "21 x (584 + 68)/4 + 20 x 584/128 = 3,514.25"},
+    {"08_arithmetic", "give 2.5 entries, × (288 + 68) = 890", "nb_08", "2.5 entries x (288 + 68) = 890"},
+    {"08_arithmetic", "7.31% of V3.2's per-token cache (7.32% with its window)", "nb_08", "7.31% of V3.2's cache per token (7.32%"},
+    {"08_arithmetic", "= 3,214,336 B per sequence", "kvtable", "3,214,336"},
+    {"08_arithmetic", "= 2,703,360 B", "kvtable", "2,703,360"},
+    {"08_arithmetic", "1.56× from layers (95 → 61) times 3.56×", "nb_08", "DeepSeek-V3 1.56x 1.00x 3.56x 5.54x"},
+    {"08_arithmetic", "1.46× (1,152 → 788 B per layer)", "nb_08", "DeepSeek-V3.2-Exp 1.00x 1.00x 1.46x 1.46x"},
+    {"08_arithmetic", "13.68× = 1.49× (layers) × 7.58×", "nb_08", "DeepSeek-V4-Flash 1.49x 7.58x 1.21x 13.68x"},
+    {"08_arithmetic", "3.95× = 10.25× (41 → 4 layers) ×\n  1.83×", "nb_08", "DeepSeek-V4.1-Flash 10.25x 1/4.74 1.83x 3.95x"},
+    {"08_arithmetic", "2.5 × (584 + 68) = 1,630 B per token, 1.83×", "nb_08", "2.5 x (584 + 68) = 1,630 B/token, 1.83x"},
+    {"08_arithmetic", "788 → 650 B mean entry", "nb_08", "650.03"},
+    {"08_arithmetic", "1,152 B per layer, × 61 = 70,272", "nb_08", "1,152 B per layer x 61 layers = 70,272 B per token"},
+};
+
+/* s with every run of white space made one space, in place */
+static char *squeeze(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (isspace((unsigned char)*p)) {
+            if (o == s || o[-1] != ' ') *o++ = ' ';
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return s;
+}
+
+/* The squeezed output of `command`, each command run once per test. */
+static const char *output_of(const char *cmdline)
+{
+    static struct { char command[128]; char *printed; } seen[32];
+    static size_t n_seen;
+    for (size_t i = 0; i < n_seen; i++)
+        if (!strcmp(seen[i].command, cmdline)) return seen[i].printed;
+    ck_assert(n_seen < 32);
+    int rc = kvl_run(cmdline, NULL, out, OUT_CAP, err, OUT_CAP);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", cmdline, rc, err);
+    snprintf(seen[n_seen].command, sizeof seen[n_seen].command, "%s", cmdline);
+    seen[n_seen].printed = strdup(squeeze(out));
+    ck_assert(seen[n_seen].printed != NULL);
+    return seen[n_seen++].printed;
+}
+
+START_TEST(test_quoted_numbers_are_what_the_programs_print)
+{
+    char quoted[512];
+    for (size_t i = 0; i < sizeof QUOTES / sizeof QUOTES[0]; i++) {
+        char *text = squeeze(chapter_readme(QUOTES[i].chapter));
+        snprintf(quoted, sizeof quoted, "%s", QUOTES[i].quoted);
+        ck_assert_msg(strstr(text, squeeze(quoted)) != NULL, "chapters/%s/README.md no longer says \"%s\"",
+                      QUOTES[i].chapter, QUOTES[i].quoted);
+        free(text);
+        snprintf(quoted, sizeof quoted, "%s", QUOTES[i].printed);
+        ck_assert_msg(strstr(output_of(QUOTES[i].command), squeeze(quoted)) != NULL,
+                      "chapters/%s/README.md quotes \"%s\", but `%s` no longer prints \"%s\"", QUOTES[i].chapter,
+                      QUOTES[i].quoted, QUOTES[i].command, QUOTES[i].printed);
+    }
+}
+END_TEST
+
+/* ---- the course map --------------------------------------------------------------------------------------- */
+
+START_TEST(test_course_map_links_every_chapter_in_order)
+{
+    char names[MAX_CHAPTERS][64];
+    size_t n = list_chapters(names);
+    char *readme = read_text(kvl_path("README.md"));
+    ck_assert(readme != NULL);
+    const char *map = strstr(readme, "\n## The course\n");
+    ck_assert_msg(map != NULL, "README.md has no course map");
+    const char *at = map;
+    for (size_t i = 0; i < n; i++) {
+        char link[128];
+        snprintf(link, sizeof link, "](chapters/%s/README.md)", names[i]);
+        const char *found = strstr(map, link);
+        ck_assert_msg(found != NULL, "README.md's course map does not link chapters/%s", names[i]);
+        ck_assert_msg(found > at, "README.md's course map links chapters/%s out of order", names[i]);
+        at = found;
+    }
+    free(readme);
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("course_readmes");
+    TCase *text = tcase_create("text");
+    tcase_add_test(text, test_every_chapter_text_has_the_course_sections);
+    tcase_add_test(text, test_every_figure_a_chapter_shows_exists);
+    tcase_add_test(text, test_course_map_links_every_chapter_in_order);
+    suite_add_tcase(s, text);
+    TCase *run = tcase_create("run");
+    tcase_add_test(run, test_every_command_a_chapter_gives_runs);
+    tcase_add_test(run, test_quoted_numbers_are_what_the_programs_print);
+    suite_add_tcase(s, run);
+    return s;
+}
