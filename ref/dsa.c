@@ -12,6 +12,7 @@
 #include "rows.h"
 #include "softmax.h"
 #include "status.h"
+#include "topk.h"
 
 /* Index scores are formed in blocks of query rows whose [rows·HI][N] dot products stay under this many
  * floats (16 MiB), so a long sequence never needs its whole [T·HI][T] product at once. */
@@ -263,80 +264,6 @@ int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
     return rc;
 }
 
-/* ---- top-k ------------------------------------------------------------------------------------------ */
-
-typedef struct {
-    float score;
-    int32_t pos;
-} candidate;
-
-/* a ranks above b: larger score, or the same score at a smaller position (a strict total order) */
-static int ranks_above(candidate a, candidate b) { return a.score > b.score || (a.score == b.score && a.pos < b.pos); }
-
-/* A heap of the best candidates so far with the lowest-ranked at the root. */
-static void sift_down(candidate *h, size_t n, size_t i)
-{
-    for (;;) {
-        size_t low = i;
-        const size_t l = 2 * i + 1, r = l + 1;
-        if (l < n && ranks_above(h[low], h[l])) low = l;
-        if (r < n && ranks_above(h[low], h[r])) low = r;
-        if (low == i) return;
-        const candidate t = h[i];
-        h[i] = h[low];
-        h[low] = t;
-        i = low;
-    }
-}
-
-static void sift_up(candidate *h, size_t i)
-{
-    while (i > 0 && ranks_above(h[(i - 1) / 2], h[i])) {
-        const candidate t = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-}
-
-static int cmp_pos(const void *a, const void *b)
-{
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* sel[K] from one row of scores I[N], with heap[K] as scratch */
-static void topk_row(int32_t *sel, const float *I, size_t N, size_t K, candidate *heap)
-{
-    size_t n = 0;
-    for (size_t s = 0; s < N; s++) {
-        if (isnan(I[s]) || I[s] == -INFINITY) continue;
-        const candidate cand = {I[s], (int32_t)s};
-        if (n < K) {
-            heap[n] = cand;
-            sift_up(heap, n++);
-        } else if (ranks_above(cand, heap[0])) {
-            heap[0] = cand;
-            sift_down(heap, n, 0);
-        }
-    }
-    for (size_t k = 0; k < n; k++) sel[k] = heap[k].pos;
-    qsort(sel, n, sizeof *sel, cmp_pos);
-    for (size_t k = n; k < K; k++) sel[k] = -1;
-}
-
-int dsa_topk(int32_t *sel, const float *I, size_t S, size_t N, size_t K)
-{
-    if (K == 0) return kvl_fail(KVL_EINVAL, "dsa_topk: K must be positive");
-    if (N > (size_t)INT32_MAX) return kvl_fail(KVL_EINVAL, "dsa_topk: %zu keys do not fit int32 positions", N);
-    if (S && (!sel || (N && !I))) return kvl_fail(KVL_EINVAL, "dsa_topk: NULL array");
-    candidate *heap;
-    TRY(alloc_n(&heap, 1, K < N ? K : N, sizeof *heap, __func__));
-    for (size_t i = 0; i < S; i++) topk_row(sel + i * K, I + i * N, N, K, heap);
-    free(heap);
-    return KVL_OK;
-}
-
 /* ---- the indexer over a whole sequence -------------------------------------------------------------- */
 
 typedef struct {
@@ -405,9 +332,9 @@ int dsa_index_recall(double *recall, const dsa_config *c, const dsa_weights *w, 
     if (rc == KVL_OK) rc = alloc_n(&ref, T, K, sizeof *ref, __func__);
     if (rc == KVL_OK) rc = alloc_n(&got, T, K, sizeof *got, __func__);
     if (rc == KVL_OK) rc = dsa_indexer_f32(I, c, w, x, T);
-    if (rc == KVL_OK) rc = dsa_topk(ref, I, T, T, K);
+    if (rc == KVL_OK) rc = kvl_topk(ref, I, T, T, K);
     if (rc == KVL_OK) rc = dsa_indexer_fp8(I, c, w, x, T);
-    if (rc == KVL_OK) rc = dsa_topk(got, I, T, T, K);
+    if (rc == KVL_OK) rc = kvl_topk(got, I, T, T, K);
     if (rc == KVL_OK) {
         size_t hit = 0, all = 0;
         for (size_t t = 0; t < T; t++) {
@@ -535,7 +462,7 @@ int dsa_forward(float *out, int32_t *sel, const dsa_config *c, const dsa_weights
     if (rc == KVL_OK) rc = mla_query(q, &c->mla, &w->mla, x, T, 0);
     if (rc == KVL_OK) rc = mla_latent(rows, &c->mla, &w->mla, x, T, 0);
     if (rc == KVL_OK) rc = dsa_indexer_f32(I, c, w, x, T);
-    if (rc == KVL_OK) rc = dsa_topk(s, I, T, T, K);
+    if (rc == KVL_OK) rc = kvl_topk(s, I, T, T, K);
     if (rc == KVL_OK) rc = dsa_attend_masked_naive(o, c, w, q, rows, s, T, T);
     if (rc == KVL_OK) rc = project_out(out, c, w, o, T);
     if (rc == KVL_OK && sel) memcpy(sel, s, T * K * sizeof *sel);
@@ -731,7 +658,7 @@ static int chunk_select(chunk *k, const dsa_config *c, const dsa_weights *w, dsa
     TRY(dsa_index_query(k->q_idx, k->w_idx, c, w, x, S, k->start));
     TRY(match_stored_keys(k->q_idx, cache, c, S));
     TRY(dsa_index_scores(k->I, c, k->q_idx, k->w_idx, k->keys, S, k->N, k->start));
-    return dsa_topk(k->sel, k->I, S, k->N, c->index_topk);
+    return kvl_topk(k->sel, k->I, S, k->N, c->index_topk);
 }
 
 /* rows[N][Dc+Dr]: the held rows, then the chunk's */

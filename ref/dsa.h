@@ -121,10 +121,7 @@ int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const fl
  * two and a multiple of 128, or for a NaN or infinity in v (v then unchanged). */
 int dsa_index_quantise(float *v, const dsa_config *c, size_t n);
 
-/* sel[S][K] = for each row of I[S][N] the positions of its min(K, #legal) largest entries (a legal
- * entry is neither −INFINITY nor NaN), larger first and the smaller position on ties, stored ascending,
- * then −1 up to K. KVL_EINVAL if N does not fit int32 or K = 0. */
-int dsa_topk(int32_t *sel, const float *I, size_t S, size_t N, size_t K);
+/* Top-k selection: kvl_topk (ref/core/topk.h). */
 
 /* ---- the indexer over a whole sequence -------------------------------------------------------------- */
 

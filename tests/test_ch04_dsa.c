@@ -20,6 +20,7 @@
 #include "rng.h"
 #include "rows.h"
 #include "status.h"
+#include "topk.h"
 
 #include <float.h>
 #include <math.h>
@@ -585,7 +586,7 @@ START_TEST(test_native_prefill_selects_as_the_fp8_indexer)
     ok(dsa_prefill(out, sel, &z.c, &z.w, &cache, z.x, T));
     dsa_cache_free(&cache);
     ok(dsa_indexer_fp8(I, &z.c, &z.w, z.x, T));
-    ok(dsa_topk(want, I, T, T, K));
+    ok(kvl_topk(want, I, T, T, K));
     expect_same_selection("v32 prefill against dsa_indexer_fp8", sel, want, T, K);
     double recall;
     ok(dsa_index_recall(&recall, &z.c, &z.w, z.x, T));

@@ -14,6 +14,7 @@
 #include "oracle_dsa.h"
 #include "rng.h"
 #include "status.h"
+#include "topk.h"
 
 #include <float.h>
 #include <math.h>
@@ -323,7 +324,7 @@ START_TEST(test_topk_matches_full_sort_when_scores_tie)
     size_t ties_crossed = 0;
     for (size_t K = 1; K <= N + 5; K++) {
         int32_t *got = xmalloc(S * K * sizeof *got), *want = xmalloc(K * sizeof *want);
-        ok(dsa_topk(got, I, S, N, K));
+        ok(kvl_topk(got, I, S, N, K));
         for (size_t r = 0; r < S; r++) {
             for (size_t s = 0; s < N; s++) Id[s] = I[r * N + s];
             const size_t legal = oracle_topk_row(want, Id, N, K);
@@ -358,7 +359,7 @@ START_TEST(test_topk_pads_with_minus_one_when_fewer_legal_positions_than_k)
     float *I = xmalloc(T * T * sizeof *I);
     int32_t *sel = xmalloc(T * K * sizeof *sel);
     ok(dsa_indexer_f32(I, &z.c, &z.w, z.x, T));
-    ok(dsa_topk(sel, I, T, T, K));
+    ok(kvl_topk(sel, I, T, T, K));
     for (size_t t = 0; t < K; t++)
         for (size_t k = 0; k < K; k++)
             ck_assert_msg(sel[t * K + k] == (k <= t ? (int32_t)k : -1), "row %zu slot %zu: %d", t, k, (int)sel[t * K + k]);
@@ -371,7 +372,7 @@ START_TEST(test_topk_pads_with_minus_one_when_fewer_legal_positions_than_k)
     int32_t sel1[50];
     ok(dsa_indexer_f32(&I1, &z.c, &z.w, z.x, 1));
     ck_assert(isfinite(I1));
-    ok(dsa_topk(sel1, &I1, 1, 1, 50));
+    ok(kvl_topk(sel1, &I1, 1, 1, 50));
     ck_assert_int_eq(sel1[0], 0);
     for (size_t k = 1; k < 50; k++) ck_assert_int_eq(sel1[k], -1);
     toy_free(&z);
@@ -386,7 +387,7 @@ START_TEST(test_no_query_selects_a_future_position)
     float *I = xmalloc(T * T * sizeof *I);
     int32_t *sel = xmalloc(T * K * sizeof *sel), *want = xmalloc(K * sizeof *want);
     ok(dsa_indexer_f32(I, &z.c, &z.w, z.x, T));
-    ok(dsa_topk(sel, I, T, T, K));
+    ok(kvl_topk(sel, I, T, T, K));
     size_t row = 0;
     ck_assert_msg(oracle_dsa_cut_is_safe(&row, z.I, z.q, z.wt, z.k, 4, 16, T, K, index_path(&z.c)),
                   "seed gives a near-tie at the cut of row %zu", row);
@@ -428,8 +429,8 @@ START_TEST(test_topk_unchanged_by_positive_rescaling_of_head_weights)
     ok(dsa_index_scores(I, &z.c, q, wt, k, T, T, 0));
     for (size_t i = 0; i < T * HI; i++) wt[i] *= 8.0f; /* sqrt(HI·DI) = 8: both factors dropped */
     ok(dsa_index_scores(I8, &z.c, q, wt, k, T, T, 0));
-    ok(dsa_topk(sel, I, T, T, K));
-    ok(dsa_topk(sel8, I8, T, T, K));
+    ok(kvl_topk(sel, I, T, T, K));
+    ok(kvl_topk(sel8, I8, T, T, K));
     for (size_t i = 0; i < T * T; i++) ck_assert(I8[i] == 8.0f * I[i]);
     ck_assert(memcmp(sel, sel8, T * K * sizeof *sel) == 0);
     free(q); free(wt); free(k); free(I); free(I8); free(sel); free(sel8);
@@ -562,9 +563,9 @@ START_TEST(test_fp8_recall_counts_shared_picks_and_is_one_when_topk_covers_conte
         float *I = xmalloc(T * T * sizeof *I);
         int32_t *a = xmalloc(T * K * sizeof *a), *b = xmalloc(T * K * sizeof *b);
         ok(dsa_indexer_f32(I, &z.c, &z.w, z.x, T));
-        ok(dsa_topk(a, I, T, T, K));
+        ok(kvl_topk(a, I, T, T, K));
         ok(dsa_indexer_fp8(I, &z.c, &z.w, z.x, T));
-        ok(dsa_topk(b, I, T, T, K));
+        ok(kvl_topk(b, I, T, T, K));
         size_t hit = 0, all = 0;
         for (size_t t = 0; t < T; t++)
             for (size_t i = 0; i < K; i++) {

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "dsa.h"
+#include "topk.h"
 #include "mla.h"
 #include "rng.h"
 #include "rows.h"
@@ -243,7 +244,7 @@ static int dense_step(bench *b, size_t T)
 static int sparse_step(bench *b, size_t T)
 {
     int rc = dsa_index_scores(b->I, &b->c, b->q_idx, b->w_idx, b->keys, 1, T, T - 1);
-    if (rc == KVL_OK) rc = dsa_topk(b->sel, b->I, 1, T, b->c.index_topk);
+    if (rc == KVL_OK) rc = kvl_topk(b->sel, b->I, 1, T, b->c.index_topk);
     if (rc == KVL_OK) rc = dsa_attend_gather(b->o, &b->c, &b->w, b->q, b->rows, b->sel, 1, T);
     return rc;
 }
@@ -482,7 +483,7 @@ static int training_target(void)
         rc = attention_target(target, &c, &w, x, T);
     }
     if (rc == KVL_OK) rc = dsa_indexer_f32(I, &c, &w, x, T);
-    if (rc == KVL_OK) rc = dsa_topk(sel, I, T, T, K);
+    if (rc == KVL_OK) rc = kvl_topk(sel, I, T, T, K);
     if (rc == KVL_OK) {
         toy_stats st = {0};
         for (size_t t = 0; t < T; t++) toy_query(&st, target + t * T, I + t * T, sel + t * K, t, K, q, u, scratch);
