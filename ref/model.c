@@ -25,8 +25,12 @@ static int layer_from_model(model_layer_config *lc, const kvl_model *m, size_t i
         lc->attn = MODEL_ATTN_MLA;
         return mla_config_from_model(&lc->mla, m);
     }
+    if (m->generation == KVL_GEN_V4) {
+        lc->attn = MODEL_ATTN_V4;
+        return v4_config_from_model(&lc->v4, m, i);
+    }
     return kvl_fail(KVL_EINVAL, "%s: layer %zu: attention kind %s of a %s model is not run by the layer stack "
-                    "(it runs MHA/GQA/MQA and MLA layers)", m->path, i, kvl_layer_kind_name(l->kind),
+                    "(it runs MHA/GQA/MQA, MLA and V4 layers)", m->path, i, kvl_layer_kind_name(l->kind),
                     kvl_generation_name(m->generation));
 }
 
@@ -52,6 +56,7 @@ void model_config_free(model_config *c)
 
 const char *model_layer_name(char *buf, size_t cap, const model_layer_config *lc)
 {
+    if (lc->attn == MODEL_ATTN_V4) return v4_layer_name(buf, cap, &lc->v4);
     size_t W = lc->attn == MODEL_ATTN_MHA ? lc->mha.window : lc->mla.window;
     char kind[32];
     if (lc->attn == MODEL_ATTN_MLA) snprintf(kind, sizeof kind, "MLA");
@@ -104,6 +109,7 @@ static void cut_parts(model_weights *w, const model_config *c)
 static int draw_attention(model_layer_weights *lw, const model_layer_config *lc, kvl_rng *rng)
 {
     if (lc->attn == MODEL_ATTN_MLA) return mla_weights_init_random(&lw->mla, &lc->mla, rng);
+    if (lc->attn == MODEL_ATTN_V4) return v4_weights_init_random(&lw->v4, &lc->v4, rng);
     return mha_weights_init_random(&lw->mha, &lc->mha, rng);
 }
 
@@ -154,6 +160,7 @@ void model_weights_free(model_weights *w)
     for (size_t l = 0; w->layers && l < w->n_layers; l++) {
         mha_weights_free(&w->layers[l].mha);
         mla_weights_free(&w->layers[l].mla);
+        v4_weights_free(&w->layers[l].v4);
     }
     free(w->layers);
     free(w->block);
@@ -162,46 +169,87 @@ void model_weights_free(model_weights *w)
 
 /* ---- cache ----------------------------------------------------------------------------------------- */
 
-int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store)
+/* Every layer's cache; V4 layers in `fmt`, the others in `store`. */
+static int cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store, v4_cache_format fmt)
 {
     memset(cache, 0, sizeof *cache);
     cache->mha = calloc(c->n_layers, sizeof *cache->mha);
     cache->mla = calloc(c->n_layers, sizeof *cache->mla);
+    cache->v4 = calloc(c->n_layers, sizeof *cache->v4);
     cache->n_layers = c->n_layers;
-    int rc = cache->mha && cache->mla ? KVL_OK
-                                      : kvl_fail(KVL_ENOMEM, "model_cache_init: out of memory for %zu layers", c->n_layers);
+    int rc = cache->mha && cache->mla && cache->v4
+                 ? KVL_OK
+                 : kvl_fail(KVL_ENOMEM, "model_cache_init: out of memory for %zu layers", c->n_layers);
     for (size_t l = 0; l < c->n_layers && rc == KVL_OK; l++) {
         const model_layer_config *lc = &c->layers[l];
-        rc = lc->attn == MODEL_ATTN_MLA ? mla_cache_init(&cache->mla[l], &lc->mla, max_tokens, store)
-                                        : mha_cache_init(&cache->mha[l], &lc->mha, max_tokens, store);
+        if (lc->attn == MODEL_ATTN_V4) rc = v4_cache_init(&cache->v4[l], &lc->v4, max_tokens, fmt);
+        else if (lc->attn == MODEL_ATTN_MLA) rc = mla_cache_init(&cache->mla[l], &lc->mla, max_tokens, store);
+        else rc = mha_cache_init(&cache->mha[l], &lc->mha, max_tokens, store);
     }
     if (rc != KVL_OK) model_cache_free(cache);
     return rc;
 }
 
-/* The ring of layer l, whichever attention it belongs to. */
+int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store)
+{
+    for (size_t l = 0; l < c->n_layers; l++)
+        if (c->layers[l].attn == MODEL_ATTN_V4 && store != SWA_STORE_F32) {
+            memset(cache, 0, sizeof *cache);
+            return kvl_fail(KVL_EINVAL, "model_cache_init: layer %zu is V4, whose rows are f32 or native, not %s "
+                            "(model_cache_init_v4)", l, swa_store_name(store));
+        }
+    return cache_init(cache, c, max_tokens, store, V4_CACHE_F32);
+}
+
+int model_cache_init_v4(model_cache *cache, const model_config *c, size_t max_tokens, v4_cache_format fmt)
+{
+    for (size_t l = 0; l < c->n_layers; l++)
+        if (c->layers[l].attn != MODEL_ATTN_V4) {
+            memset(cache, 0, sizeof *cache);
+            return kvl_fail(KVL_EINVAL, "model_cache_init_v4: layer %zu is not a V4 layer", l);
+        }
+    return cache_init(cache, c, max_tokens, SWA_STORE_F32, fmt);
+}
+
+/* The ring of layer l, for an MHA or MLA layer. */
 static const swa_ring *layer_ring(const model_cache *cache, size_t l)
 {
     return cache->mha[l].ring.rows ? &cache->mha[l].ring : &cache->mla[l].ring;
 }
 
+static int is_v4(const model_cache *cache, size_t l) { return cache->v4[l].window.bytes != NULL; }
+
+/* Positions layer l has taken, and the most it accepts. */
+static size_t layer_len(const model_cache *cache, size_t l)
+{
+    return is_v4(cache, l) ? cache->v4[l].len : layer_ring(cache, l)->len;
+}
+
+static size_t layer_max(const model_cache *cache, size_t l)
+{
+    return is_v4(cache, l) ? cache->v4[l].max_tokens : layer_ring(cache, l)->max_tokens;
+}
+
 size_t model_cache_bytes_used(const model_cache *cache)
 {
     size_t total = 0;
-    for (size_t l = 0; l < cache->n_layers; l++) total += swa_ring_bytes_used(layer_ring(cache, l));
+    for (size_t l = 0; l < cache->n_layers; l++)
+        total += is_v4(cache, l) ? v4_cache_bytes_used(&cache->v4[l]) : swa_ring_bytes_used(layer_ring(cache, l));
     return total;
 }
 
-size_t model_cache_len(const model_cache *cache) { return cache->n_layers ? layer_ring(cache, 0)->len : 0; }
+size_t model_cache_len(const model_cache *cache) { return cache->n_layers ? layer_len(cache, 0) : 0; }
 
 void model_cache_free(model_cache *cache)
 {
     for (size_t l = 0; l < cache->n_layers; l++) {
         if (cache->mha) mha_cache_free(&cache->mha[l]);
         if (cache->mla) mla_cache_free(&cache->mla[l]);
+        if (cache->v4) v4_cache_free(&cache->v4[l]);
     }
     free(cache->mha);
     free(cache->mla);
+    free(cache->v4);
     memset(cache, 0, sizeof *cache);
 }
 
@@ -212,11 +260,19 @@ static int check_cache(const model_config *c, const model_cache *cache, size_t S
     if (cache->n_layers != c->n_layers)
         return kvl_fail(KVL_EINVAL, "model: the cache has %zu layers, the config %zu", cache->n_layers, c->n_layers);
     for (size_t l = 0; l < c->n_layers; l++) {
-        const swa_ring *r = layer_ring(cache, l);
-        if (S > r->max_tokens - r->len)
+        const size_t len = layer_len(cache, l), max = layer_max(cache, l);
+        if (S > max - len)
             return kvl_fail(KVL_EINVAL, "model: layer %zu: %zu tokens at position %zu exceed the cache's %zu positions",
-                            l, S, r->len, r->max_tokens);
+                            l, S, len, max);
     }
+    return KVL_OK;
+}
+
+int model_cache_drop_windows(model_cache *cache, size_t s)
+{
+    for (size_t l = 0; l < cache->n_layers; l++)
+        if (!is_v4(cache, l)) return kvl_fail(KVL_EINVAL, "model_cache_drop_windows: layer %zu is not a V4 layer", l);
+    for (size_t l = 0; l < cache->n_layers; l++) TRY(v4_cache_drop_window(&cache->v4[l], s));
     return KVL_OK;
 }
 
@@ -256,6 +312,7 @@ static int attend_forward(float *a, const model_config *c, const model_weights *
     const model_layer_config *lc = &c->layers[l];
     const model_layer_weights *lw = &w->layers[l];
     if (lc->attn == MODEL_ATTN_MLA) return mla_forward(a, &lc->mla, &lw->mla, n, S);
+    if (lc->attn == MODEL_ATTN_V4) return v4_forward(a, NULL, &lc->v4, &lw->v4, n, S);
     return mha_forward(a, &lc->mha, &lw->mha, n, S);
 }
 
@@ -265,6 +322,7 @@ static int attend_prefill(float *a, const model_config *c, const model_weights *
     const model_layer_config *lc = &c->layers[l];
     const model_layer_weights *lw = &w->layers[l];
     if (lc->attn == MODEL_ATTN_MLA) return mla_prefill(a, &lc->mla, &lw->mla, &cache->mla[l], n, S);
+    if (lc->attn == MODEL_ATTN_V4) return v4_prefill(a, NULL, &lc->v4, &lw->v4, &cache->v4[l], n, S);
     return mha_prefill(a, &lc->mha, &lw->mha, &cache->mha[l], n, S);
 }
 
@@ -275,7 +333,14 @@ static int attend_decode(float *a, const model_config *c, const model_weights *w
     const model_layer_config *lc = &c->layers[l];
     const model_layer_weights *lw = &w->layers[l];
     if (lc->attn == MODEL_ATTN_MLA) return mla_decode_absorbed(a, &lc->mla, &lw->mla, &cache->mla[l], n);
+    if (lc->attn == MODEL_ATTN_V4) return v4_decode(a, NULL, &lc->v4, &lw->v4, &cache->v4[l], n);
     return mha_decode(a, &lc->mha, &lw->mha, &cache->mha[l], n);
+}
+
+static int attend_replay(float *a, const model_config *c, const model_weights *w, model_cache *cache, size_t l,
+                         const float *n, size_t S)
+{
+    return v4_replay(a, NULL, &c->layers[l].v4, &w->layers[l].v4, &cache->v4[l], n, S);
 }
 
 /* h[S][d] += y[S][d] */
@@ -338,4 +403,15 @@ int model_decode(float *out, const model_config *c, const model_weights *w, mode
 {
     TRY(check_cache(c, cache, 1));
     return run_stack(out, c, w, cache, x_t, 1, attend_decode);
+}
+
+int model_replay(float *out, const model_config *c, const model_weights *w, model_cache *cache, const float *x,
+                 size_t S)
+{
+    if (cache->n_layers != c->n_layers)
+        return kvl_fail(KVL_EINVAL, "model: the cache has %zu layers, the config %zu", cache->n_layers, c->n_layers);
+    for (size_t l = 0; l < c->n_layers; l++)
+        if (c->layers[l].attn != MODEL_ATTN_V4 || !is_v4(cache, l))
+            return kvl_fail(KVL_EINVAL, "model_replay: layer %zu is not a V4 layer", l);
+    return run_stack(out, c, w, cache, x, S, attend_replay);
 }

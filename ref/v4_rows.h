@@ -1,0 +1,67 @@
+/* The rows a V4 cache holds: one vector per position, stored as float32 or as DeepSeek's deployed
+ * bytes (formats/rows.h, spec formats.md §7), in S slots with the row of position p in slot p mod S
+ * (ref/swa.h's ring rule). The window is S = W slots; compressed entries and index keys get one slot
+ * per entry the cache may hold, so they never wrap.
+ *
+ *   store   values per row                 bytes per row   what it is
+ *   f32     any width                      4·width         exact, for equivalence tests
+ *   main    512 = 448 NoPE + 64 RoPE       584             V4 main row: E4M3 with an E8M0 scale per 64,
+ *                                                          the 64 RoPE channels as bf16 (window rows and
+ *                                                          compressed entries alike)
+ *   index   128                            68              V4 index key: MXFP4, E8M0 scale per 32
+ *
+ * ref/swa.h's ring stores element by element (f32, bf16); these rows are quantised as whole rows with
+ * per-block scales, so they get their own small store with the same slot rule.
+ *
+ * A run of rows starts at position `first` (0, or where a replay restarts the window) and holds
+ * positions max(first, len − S) … len − 1. Shapes: rows[n][width] in position order. */
+#ifndef KVL_V4_ROWS_H
+#define KVL_V4_ROWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { V4_ROWS_F32, V4_ROWS_MAIN, V4_ROWS_INDEX } v4_rows_store;
+
+/* "f32", "v4-main", "v4-index" */
+const char *v4_rows_store_name(v4_rows_store s);
+
+typedef struct {
+    v4_rows_store store;
+    size_t width;      /* values per row */
+    size_t row_bytes;  /* 4·width, 584 or 68 */
+    size_t slots;      /* S */
+    size_t first;      /* the position this run of rows started at */
+    size_t len;        /* the next position to append */
+    uint8_t *bytes;    /* [S][row_bytes], slot order */
+} v4_rows;
+
+/* An empty store of `slots` rows of `width` values starting at position 0. KVL_EINVAL for a zero width
+ * or slot count, a width the packed row does not hold (main 512, index 128), or an overflow;
+ * KVL_ENOMEM. On failure *r is empty and v4_rows_free is harmless. */
+int v4_rows_init(v4_rows *r, v4_rows_store store, size_t width, size_t slots);
+void v4_rows_free(v4_rows *r);
+
+/* Forget every row; the next one appended is at position pos (first = len = pos). */
+void v4_rows_restart(v4_rows *r, size_t pos);
+
+/* x[n][width] ← the values the store gives back for x: packed and unpacked (f32: unchanged). A chunk
+ * reads its own rows through this, so every query sees what the cache holds. KVL_EINVAL for a NaN or
+ * infinity in a packed store (x then unchanged). */
+int v4_rows_round(float *x, const v4_rows *r, size_t n);
+
+/* Append x[n][width] at positions len … len + n − 1 (only the last min(n, S) are kept). KVL_EINVAL for a
+ * NaN or infinity in a packed store, nothing written. */
+int v4_rows_append(v4_rows *r, const float *x, size_t n);
+
+/* out[n][width] = the rows of positions first … first + n − 1, decoded. KVL_EINVAL unless all are held. */
+int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n);
+
+/* Positions held: max(first, len − S) … len − 1. */
+size_t v4_rows_oldest(const v4_rows *r);
+size_t v4_rows_held(const v4_rows *r);
+
+/* Bytes of the rows held now: held · row_bytes. */
+size_t v4_rows_bytes_used(const v4_rows *r);
+
+#endif
