@@ -7,16 +7,9 @@
  * A negative amax is not an absolute maximum and gives 0xFF, like NaN and inf. */
 #include "scale.h"
 
-#include <string.h>
+#include "element_inline.h"
 
 enum { MIN_K = -127, MAX_K = 127, SCALE_NAN = 0xFF, SMALLEST_SCALE = 0x00 };
-
-static uint32_t float_bits(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
 
 /* Mantissa width m of the block element (E4M3 3, E5M2 2, E2M1 1). */
 static unsigned element_mbits(kvf_element elem)

@@ -436,6 +436,73 @@ START_TEST(test_mxfp4_rceil_matches_v4_indexer_definition)
 }
 END_TEST
 
+/* Enough blocks of 16 for several of the scale batches the FP4 recipes with an E4M3 scale work in
+ * (64 blocks each): two full batches and a ragged one. */
+#define N_BATCHES (16 * (2 * 64 + 5))
+
+START_TEST(test_fp4_e4m3_scaled_recipes_match_definition_when_n_spans_several_scale_batches)
+{
+    static float x[N_BATCHES];
+    static uint8_t codes[N_BATCHES / 2], scales[N_BATCHES / 16];
+    static unsigned want_scales[N_BATCHES / 16];
+    static double scale[N_BATCHES / 16];
+    rng r = {11};
+    fill_blocks(x, N_BATCHES, 16, -12, 13, &r);
+    fp4_v41_scales(want_scales, scale, x, N_BATCHES);
+    plant_ties(x, N_BATCHES, 16, scale, e2m1_value, 7, &r);
+    ck_assert_int_eq(kvf_quant_fp4_v41(codes, scales, x, N_BATCHES), KVF_OK);
+    expect_scale_codes("fp4_v41 scales", scales, want_scales, N_BATCHES / 16);
+    expect_e2m1_codes("fp4_v41 codes", codes, x, N_BATCHES, 16, scale);
+
+    const float s_global = 0x1p-6f;   /* a power of two, so ties plant exactly in the total scale */
+    fill_blocks(x, N_BATCHES, 16, -6, 5, &r);
+    nvfp4_scales(want_scales, scale, x, N_BATCHES, s_global);
+    plant_ties(x, N_BATCHES, 16, scale, e2m1_value, 7, &r);
+    ck_assert_int_eq(kvf_quant_nvfp4(codes, scales, x, N_BATCHES, s_global), KVF_OK);
+    expect_scale_codes("nvfp4 scales", scales, want_scales, N_BATCHES / 16);
+    expect_e2m1_codes("nvfp4 codes", codes, x, N_BATCHES, 16, scale);
+}
+END_TEST
+
+/* x[n] in blocks of 32 with E_b in [−126, emax − 126] (fill_blocks: elements down into float32's
+ * subnormals), and their OCP floor scales for an element with exponent emax; asserts that more than
+ * half of the blocks get the scale 2^-127 (E8M0 code 0x00), a float32 subnormal. */
+static void fill_subnormal_scale_blocks(float *x, unsigned *want_scales, double *scale, size_t n, int emax, rng *r)
+{
+    fill_blocks(x, n, 32, -126, emax - 126, r);
+    ocp_scales(want_scales, scale, x, n, emax);
+    size_t subnormal = 0;
+    for (size_t b = 0; b < n / 32; b++) subnormal += want_scales[b] == 0x00;
+    ck_assert_msg(subnormal * 2 > n / 32, "only %zu of %zu blocks have the subnormal scale", subnormal, n / 32);
+}
+
+/* The OCP floor recipes with the scale 2^-127: amax from 2^-126 up to 2^(emax − 126), elements down
+ * into float32's subnormals. Dividing by the subnormal scale and multiplying by its exact reciprocal
+ * 2^127 must give the same codes. */
+START_TEST(test_ocp_floor_recipes_match_definition_when_the_scale_is_a_float32_subnormal)
+{
+    rng r = {21};
+    float x[N_MX], xhat[N_MX];
+    uint8_t codes[N_MX], scales[N_MX / 32];
+    unsigned want_scales[N_MX / 32];
+    double scale[N_MX / 32];
+
+    fill_subnormal_scale_blocks(x, want_scales, scale, N_MX, 8, &r);
+    ck_assert_int_eq(kvf_quant_mxfp8_e4m3(codes, scales, x, N_MX), KVF_OK);
+    ck_assert_int_eq(kvf_dequant_mxfp8_e4m3(xhat, codes, scales, N_MX), KVF_OK);
+    expect_scale_codes("mxfp8 scales", scales, want_scales, N_MX / 32);
+    expect_e4m3_codes("mxfp8 codes", codes, x, N_MX, 32, scale);
+    expect_decoded("mxfp8 decoded", xhat, x, N_MX, 32, scale, e4m3_code, e4m3_value);
+
+    fill_subnormal_scale_blocks(x, want_scales, scale, N_MX, 2, &r);
+    ck_assert_int_eq(kvf_quant_mxfp4(codes, scales, x, N_MX), KVF_OK);
+    ck_assert_int_eq(kvf_dequant_mxfp4(xhat, codes, scales, N_MX), KVF_OK);
+    expect_scale_codes("mxfp4 scales", scales, want_scales, N_MX / 32);
+    expect_e2m1_codes("mxfp4 codes", codes, x, N_MX, 32, scale);
+    expect_decoded("mxfp4 decoded", xhat, x, N_MX, 32, scale, e2m1_code, e2m1_value);
+}
+END_TEST
+
 /* ---- tests: error bounds ------------------------------------------------------------------------- */
 
 START_TEST(test_dequantised_error_is_within_half_a_step_times_the_scale_or_the_saturation)
@@ -742,6 +809,33 @@ START_TEST(test_nan_or_inf_in_a_block_is_rejected_and_nothing_is_written)
 }
 END_TEST
 
+/* kvf_check_finite at every position of vectors of every length up to 40 (whole rows of lanes and
+ * ragged tails): NaN of either sign gives KVF_ENAN, also beside an inf; ±inf alone gives KVF_EINF;
+ * the largest finite values, subnormals and −0 give KVF_OK. */
+START_TEST(test_check_finite_finds_nan_and_inf_at_every_position)
+{
+    float x[40];
+    for (size_t n = 1; n <= 40; n++) {
+        for (size_t i = 0; i < n; i++) x[i] = i % 3 == 0 ? -FLT_MAX : i % 3 == 1 ? 0x1p-149f : -0.0f;
+        ck_assert_int_eq(kvf_check_finite(x, n), KVF_OK);
+        for (size_t i = 0; i < n; i++) {
+            float keep = x[i], keep_mirror = x[n - 1 - i];
+            x[i] = NAN;
+            ck_assert_msg(kvf_check_finite(x, n) == KVF_ENAN, "NaN at %zu of %zu", i, n);
+            x[i] = -NAN;
+            ck_assert_msg(kvf_check_finite(x, n) == KVF_ENAN, "-NaN at %zu of %zu", i, n);
+            x[i] = i % 2 ? INFINITY : -INFINITY;
+            ck_assert_msg(kvf_check_finite(x, n) == KVF_EINF, "inf at %zu of %zu", i, n);
+            x[n - 1 - i] = NAN;
+            ck_assert_msg(kvf_check_finite(x, n) == KVF_ENAN, "NaN at %zu beside inf at %zu of %zu", n - 1 - i, i,
+                          n);
+            x[i] = keep;
+            x[n - 1 - i] = keep_mirror;
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_nvfp4_rejects_a_global_scale_that_is_not_positive_and_finite)
 {
     float x[16] = {1.0f}, xhat[16];
@@ -847,6 +941,9 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_all_zero_blocks_get_the_stated_scale_and_zero_codes);
     tcase_add_test(tc, test_blocks_under_the_amax_floor_get_the_floor_scale);
     tcase_add_test(tc, test_strerror_names_every_code);
+    tcase_add_test(tc, test_fp4_e4m3_scaled_recipes_match_definition_when_n_spans_several_scale_batches);
+    tcase_add_test(tc, test_ocp_floor_recipes_match_definition_when_the_scale_is_a_float32_subnormal);
+    tcase_add_test(tc, test_check_finite_finds_nan_and_inf_at_every_position);
     suite_add_tcase(s, tc);
     return s;
 }
