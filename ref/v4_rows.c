@@ -13,6 +13,8 @@ const char *v4_rows_store_name(v4_rows_store s)
     switch (s) {
     case V4_ROWS_MAIN: return "v4-main";
     case V4_ROWS_INDEX: return "v4-index";
+    case V4_ROWS_V41_MAIN: return "v41-main";
+    case V4_ROWS_V41_WINDOW: return "v41-window";
     default: return "f32";
     }
 }
@@ -20,7 +22,13 @@ const char *v4_rows_store_name(v4_rows_store s)
 /* The packed layout of a store, or KVF_N_ROW for float32. */
 static kvf_row layout_of(v4_rows_store s)
 {
-    return s == V4_ROWS_MAIN ? KVF_ROW_V4_MAIN : s == V4_ROWS_INDEX ? KVF_ROW_V4_INDEX : KVF_N_ROW;
+    switch (s) {
+    case V4_ROWS_MAIN: return KVF_ROW_V4_MAIN;
+    case V4_ROWS_INDEX: return KVF_ROW_V4_INDEX;
+    case V4_ROWS_V41_MAIN: return KVF_ROW_V41_MAIN;
+    case V4_ROWS_V41_WINDOW: return KVF_ROW_V41_WINDOW;
+    default: return KVF_N_ROW;
+    }
 }
 
 int v4_rows_init(v4_rows *r, v4_rows_store store, size_t width, size_t slots)

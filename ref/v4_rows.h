@@ -9,6 +9,8 @@
  *                                                          the 64 RoPE channels as bf16 (window rows and
  *                                                          compressed entries alike)
  *   index   128                            68              V4 index key: MXFP4, E8M0 scale per 32
+ *   v41-main   512                         288             V4.1 entry: E2M1, E4M3 scale per 16
+ *   v41-window 512                         528             V4.1 window row: E4M3, E8M0 scale per 32
  *
  * ref/swa.h's ring stores element by element (f32, bf16); these rows are quantised as whole rows with
  * per-block scales, so they get their own small store with the same slot rule.
@@ -21,15 +23,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { V4_ROWS_F32, V4_ROWS_MAIN, V4_ROWS_INDEX } v4_rows_store;
+/* V4_ROWS_V41_MAIN and V4_ROWS_V41_WINDOW serve V4.1 (ref/csa2_stack.h): 288-byte FP4 entries (E2M1, E4M3
+ * scale per 16, no tensor scale) and 528-byte FP8 window rows (E4M3, E8M0 scale per 32), all 512 values
+ * quantised, RoPE channels included (formats/rows.h). */
+typedef enum { V4_ROWS_F32, V4_ROWS_MAIN, V4_ROWS_INDEX, V4_ROWS_V41_MAIN, V4_ROWS_V41_WINDOW } v4_rows_store;
 
-/* "f32", "v4-main", "v4-index" */
+/* "f32", "v4-main", "v4-index", "v41-main", "v41-window" */
 const char *v4_rows_store_name(v4_rows_store s);
 
 typedef struct {
     v4_rows_store store;
     size_t width;      /* values per row */
-    size_t row_bytes;  /* 4·width, 584 or 68 */
+    size_t row_bytes;  /* 4·width, 584, 68, 288 or 528 */
     size_t slots;      /* S */
     size_t first;      /* the position this run of rows started at */
     size_t len;        /* the next position to append */
@@ -37,7 +42,7 @@ typedef struct {
 } v4_rows;
 
 /* An empty store of `slots` rows of `width` values starting at position 0. KVL_EINVAL for a zero width
- * or slot count, a width the packed row does not hold (main 512, index 128), or an overflow;
+ * or slot count, a width the packed row does not hold (main, v41-main, v41-window 512, index 128), or an overflow;
  * KVL_ENOMEM. On failure *r is empty and v4_rows_free is harmless. */
 int v4_rows_init(v4_rows *r, v4_rows_store store, size_t width, size_t slots);
 void v4_rows_free(v4_rows *r);

@@ -1,0 +1,323 @@
+/* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter 7, spec
+ * generations.md §6, §8, §9 properties 14 and 18; figures.md c7-sources, c7-26, c7-pool, c7-const, c7-1scan,
+ * c7-288, c7-528, c7-890, c7-2.7MB).
+ *
+ * 1. The layer-mode map from ref/configs/deepseek-v4.1-flash.json (kv_source_layers, index_source_layers):
+ *    window-only, Full, Reindex, Reuse, with the source each layer reads.
+ * 2. Indexer work per query against context length. Arithmetic at the real config: Full layers scan every
+ *    visible entry (⌊T/2⌋ at 2, 8, 14; T at 20), Reindex layers only the candidate pool (2,048 blocks of 8 =
+ *    16,384 positions), so per query 3·T/2 + T + 4·min(T, 16,384) scores: linear in T for the scans, constant
+ *    for the deeper indexers (figures.md c7-1scan: at 1M not "one full scan plus four bounded ones"; the
+ *    encoder's Full layers scan too). Then the same counted on a live stack (the real map at small model
+ *    width, a pool of P blocks of 8 so that the turn from linear to constant shows at short contexts).
+ * 3. The error of the 4-bit cache: the same stack with float32 caches and with the deployed rows (288-byte
+ *    FP4 entries, 68-byte MXFP4 index keys, 528-byte FP8 window rows), attention output compared.
+ * 4. Bytes per token from what the live caches hold after T tokens: 890, with the window rows (40·128·528 =
+ *    2,703,360 B) and the compressor tails per sequence apart.
+ *
+ *   v41_cache [--tokens T] [--pool-blocks P] [--seed S]
+ *
+ * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections, Engram,
+ * DSpark, vision (they change what enters a layer, not what its cache holds). */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "csa2_stack.h"
+#include "rng.h"
+#include "rows.h"
+#include "status.h"
+
+#ifndef KVL_SOURCE_DIR
+#define KVL_SOURCE_DIR "."
+#endif
+
+static const char FLASH[] = "ref/configs/deepseek-v4.1-flash.json";
+
+#define MAX_TOKENS 4096
+#define LIVE_D 64       /* the live stack's model width */
+#define LIVE_TOPK 16    /* its index_topk in the work count (the count does not depend on K) */
+
+typedef struct {
+    size_t tokens, pool_blocks;
+    uint64_t seed;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: v41_cache [--tokens T] [--pool-blocks P] [--seed S]\n"
+               "DeepSeek-V4.1-Flash's attention and cache (%s): the layer-mode map; indexer\n"
+               "work per query against context (arithmetic at the real pool, then counted on a live stack whose\n"
+               "pool is P blocks of 8, default 8, at contexts up to 512); the error of the FP4/FP8 cache against\n"
+               "float32 and the bytes per token its live caches hold after T tokens (default 256, even, 2..%d).\n",
+            FLASH, MAX_TOKENS);
+}
+
+static int bad_usage(const char *msg, const char *arg)
+{
+    fprintf(stderr, "v41_cache: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static const char *root_dir(void)
+{
+    const char *r = getenv("KVL_ROOT");
+    return r && *r ? r : KVL_SOURCE_DIR;
+}
+
+static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == '+') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+/* 131040 → "131,040" */
+static const char *grouped(uint64_t v, char *buf, size_t cap)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%llu", (unsigned long long)v);
+    size_t n = strlen(raw), o = 0;
+    for (size_t i = 0; i < n && o + 2 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static int load_flash(kvl_model *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root_dir(), FLASH);
+    return kvl_model_load(m, path);
+}
+
+/* m's widths shrunk to a small model, the entry widths kept: the rows, not the model, fix the bytes. */
+static void shrink(kvl_model *m)
+{
+    m->d = LIVE_D;
+    m->n_heads = 2;
+    m->q_lora_rank = 32;
+    m->o_groups = 1;
+    m->o_lora_rank = 16;
+    m->index_n_heads = 2;
+}
+
+/* ---- 1. the map ---------------------------------------------------------------------------------------- */
+
+static void print_map(const kvl_model *m)
+{
+    const kvl_layer_kind kinds[] = {KVL_LAYER_WINDOW, KVL_LAYER_FULL, KVL_LAYER_REINDEX, KVL_LAYER_REUSE};
+    printf("1. Layer modes of %s (%zu layers)\n", m->name, m->n_layers);
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = 0;
+        char list[512] = "";
+        for (size_t l = 0; l < m->n_layers; l++) {
+            if (m->layers[l].kind != kinds[k]) continue;
+            const size_t o = strlen(list);
+            snprintf(list + o, sizeof list - o, "%s%zu", n ? ", " : "", l);
+            n++;
+        }
+        printf("   %-8s %2zu  %s\n", csa2_mode_name(kinds[k]), n, list);
+    }
+    printf("   reads: layer:(KV source, top-k source)");
+    for (size_t l = 0, n = 0; l < m->n_layers; l++) {
+        if (m->layers[l].kind == KVL_LAYER_WINDOW) continue;
+        printf("%s %zu:(%d,%d)", n++ % 10 ? "" : "\n  ", l, m->layers[l].kv_source, m->layers[l].index_source);
+    }
+    printf("\n   candidate pool: layer %zu publishes the top %zu blocks of %zu = %zu positions\n\n",
+           m->candidate_source_layer, m->candidate_topk_blocks, m->candidate_block_size,
+           m->candidate_topk_blocks * m->candidate_block_size);
+}
+
+/* ---- 2. indexer work ------------------------------------------------------------------------------------- */
+
+/* scores one query at position T − 1 evaluates, per the config: Full scans and pool-bounded Reindex */
+static void work_formula(const kvl_model *m, size_t T, uint64_t *scan, uint64_t *pooled)
+{
+    const size_t pool = m->candidate_topk_blocks * m->candidate_block_size;
+    *scan = *pooled = 0;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const kvl_layer *y = &m->layers[l];
+        const uint64_t n_t = y->compress_ratio ? T / y->compress_ratio : 0;
+        if (y->kind == KVL_LAYER_FULL) *scan += n_t;
+        if (y->kind == KVL_LAYER_REINDEX) *pooled += (size_t)y->kv_source == m->candidate_source_layer && n_t > pool ? pool : n_t;
+    }
+}
+
+static void print_work_formula(const kvl_model *m)
+{
+    printf("2. Indexer scores per query at context T (real config)\n");
+    printf("   %9s %14s %14s %14s %16s\n", "T", "Full scans", "Reindex", "total", "without pool");
+    const size_t Ts[] = {4096, 65536, 131072, 1048576};
+    char a[32], b[32], c[32], e[32];
+    for (size_t i = 0; i < 4; i++) {
+        uint64_t scan, pooled;
+        work_formula(m, Ts[i], &scan, &pooled);
+        const uint64_t nopool = scan + 4 * (uint64_t)Ts[i];
+        printf("   %9zu %14s %14s %14s %16s\n", Ts[i], grouped(scan, a, sizeof a), grouped(pooled, b, sizeof b),
+               grouped(scan + pooled, c, sizeof c), grouped(nopool, e, sizeof e));
+    }
+    printf("   = 3*T/2 + T scanned by Full layers 2, 8, 14, 20, plus 4*min(T, pool) by Reindex 24, 28, 32, 36\n");
+}
+
+/* scored[L] ← each layer's indexer work for one decoded query at each checkpoint context */
+static int print_work_live(const options *o)
+{
+    kvl_model m;
+    int rc = load_flash(&m);
+    if (rc != KVL_OK) return rc;
+    shrink(&m);
+    m.index_topk = LIVE_TOPK;
+    m.candidate_topk_blocks = o->pool_blocks;
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    csa2_cache c;
+    memset(&c, 0, sizeof c);
+    memset(&w, 0, sizeof w);
+    rc = csa2_stack_config_from_model(&s, &m);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, o->seed);
+    const size_t checks[] = {16, 32, 64, 128, 256, 512}, T = 512;
+    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, T, CSA2_CACHE_F32);
+    float *x = malloc(T * LIVE_D * sizeof *x), *out = malloc(T * LIVE_D * sizeof *out);
+    uint64_t *before = calloc(m.n_layers, sizeof *before);
+    if (rc == KVL_OK && !(x && out && before)) rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
+    if (rc == KVL_OK) kvl_rng_normal_f32(&rng, x, T * LIVE_D, 1.0);
+    printf("   counted on a live stack (pool %zu blocks of 8 = %zu positions), one decoded query at context T:\n",
+           o->pool_blocks, o->pool_blocks * 8);
+    printf("   %9s %10s %10s %10s %10s\n", "T", "layer 2", "layer 20", "layer 24", "all Reindex");
+    for (size_t k = 0, pos = 0; k < 6 && rc == KVL_OK; k++) {
+        if (checks[k] - 1 > pos) rc = csa2_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
+        pos = checks[k] - 1;
+        if (rc != KVL_OK) break;
+        memcpy(before, c.scored, m.n_layers * sizeof *before);
+        rc = csa2_stack_decode(out, &s, &w, &c, x + pos * LIVE_D);
+        pos++;
+        uint64_t re = 0;
+        for (size_t l = 0; l < m.n_layers; l++)
+            if (m.layers[l].kind == KVL_LAYER_REINDEX) re += c.scored[l] - before[l];
+        if (rc == KVL_OK)
+            printf("   %9zu %10llu %10llu %10llu %10llu\n", checks[k], (unsigned long long)(c.scored[2] - before[2]),
+                   (unsigned long long)(c.scored[20] - before[20]), (unsigned long long)(c.scored[24] - before[24]),
+                   (unsigned long long)re);
+    }
+    if (rc == KVL_OK) printf("   Full layers grow with T; Reindex layers stop at the pool size.\n\n");
+    free(x); free(out); free(before);
+    csa2_cache_free(&c);
+    csa2_stack_weights_free(&w);
+    csa2_stack_config_free(&s);
+    kvl_model_free(&m);
+    return rc;
+}
+
+/* ---- 3, 4. the 4-bit cache ---------------------------------------------------------------------------------- */
+
+static int print_cache(const options *o)
+{
+    kvl_model m;
+    int rc = load_flash(&m);
+    if (rc != KVL_OK) return rc;
+    shrink(&m);
+    const size_t T = o->tokens, d = LIVE_D;
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    csa2_cache cn, cf;
+    memset(&w, 0, sizeof w);
+    memset(&cn, 0, sizeof cn);
+    memset(&cf, 0, sizeof cf);
+    rc = csa2_stack_config_from_model(&s, &m);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, o->seed + 1);
+    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = csa2_cache_init(&cn, &s, T, CSA2_CACHE_NATIVE);
+    if (rc == KVL_OK) rc = csa2_cache_init(&cf, &s, T, CSA2_CACHE_F32);
+    float *x = malloc(T * d * sizeof *x), *yn = malloc(T * d * sizeof *yn), *yf = malloc(T * d * sizeof *yf);
+    if (rc == KVL_OK && !(x && yn && yf)) rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
+    if (rc == KVL_OK) kvl_rng_normal_f32(&rng, x, T * d, 1.0);
+    if (rc == KVL_OK) rc = csa2_stack_prefill(yn, NULL, &s, &w, &cn, x, T);
+    if (rc == KVL_OK) rc = csa2_stack_prefill(yf, NULL, &s, &w, &cf, x, T);
+    if (rc == KVL_OK) {
+        double num = 0, den = 0, worst = 0;
+        for (size_t i = 0; i < T * d; i++) {
+            const double e = (double)yn[i] - yf[i], a = (double)yf[i] - x[i];
+            num += e * e;
+            den += a * a;
+            worst = fmax(worst, fabs(e));
+        }
+        printf("3. The 4-bit cache against float32 (%zu tokens, 40 layers, d %zu, Dh 512)\n", T, d);
+        printf("   rows: entries %zu B (E2M1 + E4M3 per 16), index keys %zu B (MXFP4), window %zu B (E4M3 + E8M0 per 32)\n",
+               kvf_row_bytes(KVF_ROW_V41_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX), kvf_row_bytes(KVF_ROW_V41_WINDOW));
+        printf("   attention output (residual minus input): relative RMS error %.4f, max abs error %.4f\n\n",
+               sqrt(num / den), worst);
+        char a[32], b[32], c2[32];
+        const size_t used = csa2_cache_bytes_used(&cn);
+        printf("4. Bytes the live caches hold after %zu tokens\n", T);
+        printf("   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
+               grouped(used, a, sizeof a), (double)used / (double)T);
+        printf("   window rows, per sequence: %s B (40 x %zu x 528)\n", grouped(csa2_cache_window_bytes(&cn), b, sizeof b),
+               T < 128 ? T : (size_t)128);
+        printf("   compressor tails, per sequence: %s B\n", grouped(csa2_cache_state_bytes(&cn), c2, sizeof c2));
+    }
+    free(x); free(yn); free(yf);
+    csa2_cache_free(&cn);
+    csa2_cache_free(&cf);
+    csa2_stack_weights_free(&w);
+    csa2_stack_config_free(&s);
+    kvl_model_free(&m);
+    return rc;
+}
+
+static int run(const options *o)
+{
+    kvl_model m;
+    int rc = load_flash(&m);
+    if (rc != KVL_OK) return rc;
+    print_map(&m);
+    print_work_formula(&m);
+    kvl_model_free(&m);
+    rc = print_work_live(o);
+    if (rc == KVL_OK) rc = print_cache(o);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.tokens = 256, .pool_blocks = 8, .seed = 7};
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(opt, "--tokens") && strcmp(opt, "--pool-blocks") && strcmp(opt, "--seed"))
+            return bad_usage("unknown argument", opt);
+        if (++i == argc) return bad_usage("missing value for", opt);
+        const char *v = argv[i];
+        size_t n;
+        if (!strcmp(opt, "--tokens")) {
+            if (parse_size(v, 2, MAX_TOKENS, &o.tokens) || o.tokens % 2)
+                return bad_usage("--tokens must be an even integer in [2, 4096]", v);
+        } else if (!strcmp(opt, "--pool-blocks")) {
+            if (parse_size(v, 1, 64, &o.pool_blocks)) return bad_usage("--pool-blocks must be an integer in [1, 64]", v);
+        } else {
+            if (parse_size(v, 0, UINT32_MAX, &n)) return bad_usage("--seed must be an integer in [0, 2^32)", v);
+            o.seed = n;
+        }
+    }
+    if (run(&o) != KVL_OK) {
+        fprintf(stderr, "v41_cache: %s\n", kvl_error());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,106 @@
+/* DeepSeek-V4.1 attention: CSA2, three static layer modes, the hierarchical indexer and the 4-bit cache
+ * (spec generations.md §6; §9 properties 13–15, 18; §10 items 7, 10, 12–14; §11).
+ *
+ * Every layer keeps V4's skeleton (ref/v4.h: query latent, window rows, sink attention, grouped output),
+ * held here as a window-only v4_config / v4_weights (`core`) and reused piece by piece. What changes:
+ *   - no per-head query RMSNorm (spec §10.7, §11.1: seed 002's equations and the vendored reference omit
+ *     it; V4 keeps it as v4_query_head_norm). csa2_query is W_UQ c^Q then RoPE, nothing between;
+ *   - only KV-source layers compress (ref/csa2_compressor.h: no position bias, no overlap, M = 2 or 1); the
+ *     main entry is the latent rotated at its block's first position, Z_i = L_i, Z_i[Dh−Dr …] ← RoPE(·, iM);
+ *     the index key is projected from L_i before that rotation (ref/csa2_indexer.h);
+ *   - which entries a query reads is decided by the layer's mode (config layer map, kv_source/index_source):
+ *       window  (ratio 0)  its window only, plain rope
+ *       Full    own compressor, own index keys, own indexer scanning every visible entry, own top-k
+ *       Reindex the latest KV source's entries and index keys, scored by its own index queries (only the
+ *               candidate pool when the candidate source lies before it)
+ *       Reuse   the latest KV source's entries and the latest index source's top-k; no indexer
+ *     Layers with ratio > 0 rotate everything (queries, window rows, entries, keys) with the compress rope.
+ *   - keys of query t: window rows J^w_t, then the picked entries I_t (a decoder layer with M = 1 may pick
+ *     the entry of t itself, also in its window: both kept, as the reference does).
+ *
+ * Each mode is its own function over a chunk (csa2_chunk: its input, positions and window rows) and the
+ * source it reads (csa2_source). Whole-sequence and cached stacks (ref/csa2_stack.h) call the same four.
+ * Out of scope: MoE, hyper-connections, Engram, DSpark/MTP, vision.
+ *
+ * Letters: S chunk, t query position, d width, H heads, Dh head dim, Dr rotary, Dq' query latent, G groups,
+ * Do o_lora_rank, W window, M ratio, N entries, HI/DI index heads/width, K index_topk. */
+#ifndef KVL_CSA2_H
+#define KVL_CSA2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "csa2_compressor.h"
+#include "csa2_indexer.h"
+#include "rng.h"
+#include "v4.h"
+
+typedef struct {
+    kvl_layer_kind kind;          /* KVL_LAYER_WINDOW, _FULL, _REINDEX, _REUSE */
+    v4_config core;               /* kind KVL_LAYER_WINDOW: d, H, Dh, Dq', G, Do, W, ε, the layer's rope, Δ */
+    csa2_compressor_config compressor;  /* Full: width Dh, ratio M */
+    csa2_indexer_config indexer;        /* Full, Reindex: HI, DI, K, ratio M of the source scored */
+    size_t ratio;                 /* M of the entries read; 0 for a window-only layer */
+    int kv_source, index_source;  /* layer map (ref/core/config.h) */
+} csa2_config;
+
+/* c = layer `layer` of a loaded V4.1 config at the config's sizes. KVL_EINVAL for another generation. */
+int csa2_config_from_model(csa2_config *c, const kvl_model *m, size_t layer);
+int csa2_config_check(const csa2_config *c);
+/* "window", "Full", "Reindex", "Reuse" */
+const char *csa2_mode_name(kvl_layer_kind kind);
+
+typedef struct {
+    v4_weights core;                     /* w_dq, q_norm, w_uq, w_kv, kv_norm, sinks, w_oa, w_ob */
+    csa2_compressor_weights compressor;  /* Full */
+    float *w_ik, *ik_norm;               /* Full: [DI][Dh], [DI] */
+    float *w_iq, *w_iw;                  /* Full, Reindex: [HI·DI][Dq'], [HI][d] */
+    float *block;                        /* the allocation the fields after core point into */
+    size_t n_floats;
+} csa2_weights;
+
+/* Draw core (v4_weights_init_random), then W_C, W_Z (M > 1), gain, W_IK, gain, W_IQ, W_IW in that order. */
+int csa2_weights_init_random(csa2_weights *w, const csa2_config *c, kvl_rng *rng);
+void csa2_weights_free(csa2_weights *w);
+
+/* q[S][H][Dh] = W_UQ cq, trailing Dr rotated at pos0 + i. No per-head norm (spec §11.1). */
+int csa2_query(float *q, const csa2_config *c, const csa2_weights *w, const float *cq, size_t S, int64_t pos0);
+
+/* Z[n][Dh] = L[n][Dh] with the trailing Dr channels of entry first + i rotated at (first + i)·M + Δ. */
+void csa2_main_entry(float *Z, const csa2_config *c, const float *L, size_t n, size_t first);
+
+/* What a KV source publishes to the layers that read it. */
+typedef struct {
+    const float *entries;   /* [N][Dh] main entries as the cache gives them back */
+    const float *keys;      /* [N][DI] index keys as the cache gives them back */
+    size_t N;
+    int keys_mxfp4;         /* the keys are stored as MXFP4, so queries are rounded the same way */
+} csa2_source;
+
+/* One chunk of queries: x[S][d] at positions start … start + S − 1 (already the layer's normed input) and
+ * the window rows win[start + S − win_first][Dh] of positions win_first … start + S − 1. */
+typedef struct {
+    const float *x;
+    size_t S, start;
+    const float *win;
+    size_t win_first;
+} csa2_chunk;
+
+/* out[S][d] for a window-only layer. */
+int csa2_window_layer(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk *ch);
+
+/* out[S][d], sel[S][K] its own top-k, I[S][N] its scores over every visible entry of src (its own). */
+int csa2_full_layer(float *out, int32_t *sel, float *I, uint64_t *scored, const csa2_config *c,
+                    const csa2_weights *w, const csa2_source *src, const csa2_chunk *ch);
+
+/* out[S][d], sel[S][K]: src re-scored by the layer's own index queries, over pool[S][N] when pool is not
+ * NULL (the candidate source's), else over every visible entry. */
+int csa2_reindex_layer(float *out, int32_t *sel, uint64_t *scored, const csa2_config *c, const csa2_weights *w,
+                       const csa2_source *src, const uint8_t *pool, const csa2_chunk *ch);
+
+/* out[S][d]: src's entries at the picks sel[S][K] of the latest index source. */
+int csa2_reuse_layer(float *out, const csa2_config *c, const csa2_weights *w, const csa2_source *src,
+                     const int32_t *sel, const csa2_chunk *ch);
+
+#endif

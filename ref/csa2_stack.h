@@ -1,0 +1,83 @@
+/* A V4.1 layer stack: pre-norm residual layers whose attention is chosen by the config's layer map (spec
+ * generations.md §6; ref/csa2.h for the modes). Kept apart from ref/model.h because its layers share state:
+ * a Reuse or Reindex layer reads the entries and index keys of the latest KV source, a Reuse layer the
+ * top-k of the latest index source, and the Reindex layers after the candidate source its candidate pool.
+ *
+ *   h ← h + Attn_ℓ(RMSNorm(h; g_ℓ))        no MLP, no embedding, no final norm (the attention cache is the point)
+ *
+ * Paths: csa2_stack_forward (whole sequence: batched compressors, all window rows, the definition) and
+ * csa2_stack_prefill / csa2_stack_decode (a chunk at the cache's next positions: incremental compressors,
+ * a ring of W window rows per layer). The cache stores rows as float32 (exact) or as the deployed bytes
+ * (ref/v4_rows.h): 288-byte FP4 entries, 68-byte MXFP4 index keys (queries rounded the same way), 528-byte
+ * FP8 window rows. Rows pass through the store before any query reads them, the current token's included.
+ *
+ * Indexer work: every index source adds the scores it evaluates to scored[ℓ] (forward: stats argument;
+ * cache: cache->scored), so a Full scan (linear in context) and a pool-bounded Reindex (constant once the
+ * pool is full) can be compared.
+ *
+ * Letters: T tokens, S chunk, d width, L layers, N entries, K index_topk. */
+#ifndef KVL_CSA2_STACK_H
+#define KVL_CSA2_STACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csa2.h"
+#include "v4_rows.h"
+
+typedef struct {
+    size_t d, n_layers;
+    double norm_eps;             /* of the pre-norms */
+    csa2_config *layers;         /* [L] */
+    size_t candidate_source;     /* the layer that publishes the pool */
+    size_t pool_block, pool_blocks;  /* B = candidate_block_size, P = candidate_topk_blocks */
+} csa2_stack_config;
+
+/* The stack of a loaded V4.1 config at the sizes in m (a caller may shrink m's widths before calling). */
+int csa2_stack_config_from_model(csa2_stack_config *s, const kvl_model *m);
+void csa2_stack_config_free(csa2_stack_config *s);
+
+typedef struct {
+    size_t n_layers;
+    float *attn_norm;            /* [L][d] pre-norm gains */
+    csa2_weights *layers;        /* [L] */
+} csa2_stack_weights;
+
+/* Draw layer by layer: the pre-norm gain (uniform [0.5, 1.5)), then csa2_weights_init_random. */
+int csa2_stack_weights_init_random(csa2_stack_weights *w, const csa2_stack_config *s, kvl_rng *rng);
+void csa2_stack_weights_free(csa2_stack_weights *w);
+
+/* out[T][d] for x[T][d] at positions 0 … T − 1. sel[L][T][K] receives each index source's picks (NULL: not
+ * wanted; rows of other layers untouched); scored[L] += each layer's indexer work (NULL: not wanted). */
+int csa2_stack_forward(float *out, int32_t *sel, uint64_t *scored, const csa2_stack_config *s,
+                       const csa2_stack_weights *w, const float *x, size_t T);
+
+typedef enum { CSA2_CACHE_F32, CSA2_CACHE_NATIVE } csa2_cache_format;
+
+typedef struct {
+    csa2_cache_format fmt;
+    size_t len, max_tokens, n_layers;
+    v4_rows *window;                   /* [L] rings of W rows */
+    v4_rows *entries, *keys;           /* [L] main entries and index keys (KV sources only) */
+    csa2_compressor_state *state;      /* [L] compressor tails (KV sources only) */
+    uint64_t *scored;                  /* [L] scores evaluated so far by each layer's indexer */
+} csa2_cache;
+
+/* KVL_EINVAL (native at widths other than Dh 512, DI 128), KVL_ENOMEM; on failure *c is empty. */
+int csa2_cache_init(csa2_cache *c, const csa2_stack_config *s, size_t max_tokens, csa2_cache_format fmt);
+void csa2_cache_free(csa2_cache *c);
+/* Bytes of the per-token part held now: entries and index keys of every KV source. */
+size_t csa2_cache_bytes_used(const csa2_cache *c);
+/* Bytes of the window rows held now (at most W rows a layer), per sequence. */
+size_t csa2_cache_window_bytes(const csa2_cache *c);
+/* Bytes of the compressor tails, per sequence. */
+size_t csa2_cache_state_bytes(const csa2_cache *c);
+
+/* out[S][d] for x[S][d] at positions len … len + S − 1; sel as in csa2_stack_forward ([L][S][K]). */
+int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
+                       csa2_cache *c, const float *x, size_t S);
+/* out[d] for x_t[d] at position len. */
+int csa2_stack_decode(float *out, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
+                      const float *x_t);
+
+#endif
