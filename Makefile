@@ -162,15 +162,88 @@ notebooks: $(NBS)  ## run every notebook into build/notebooks/NN_name.ipynb (nbf
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
 
-CUDA_SRC  := $(wildcard cuda/*.cu)
-NVFLAGS   := -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-             -gencode arch=compute_90,code=compute_90 -Iformats -Iref -Iref/core
-cuda:  ## compile every cuda/*.cu with nvcc (sm_80, sm_90 SASS + PTX, warnings as errors)
-	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda: nvcc not found, nothing compiled"; \
-	elif [ -z "$(CUDA_SRC)" ]; then echo "cuda: no cuda/*.cu sources yet"; \
-	else mkdir -p $(BUILD)/cuda && for f in $(CUDA_SRC); do \
-	  echo "$(NVCC) $$f"; $(NVCC) $(NVFLAGS) -c $$f -o $(BUILD)/cuda/$$(basename $$f .cu).o || exit 1; done; fi
+# ---- CUDA ----------------------------------------------------------------------------------------
+# Kernels live in cuda/*.cuh, and every cuda/*.cu is built twice: by the host C++ compiler against the
+# CPU emulator (cuda/emu/), which `make test` runs on every machine, and by nvcc for the GPU (`make
+# cuda`, `make cuda-check`). tests/cuda/test_*.c compare the twins with ref/ and link with either;
+# tests/cuda/test_*.cu are the emulator's own suites.
+CXXFLAGS      := -std=c++17 $(OPT) -Wall -Wextra -Werror -Wshadow -Wvla $(INCLUDES) -Icuda $(DEP_CFLAGS) \
+                 $(EXTRA_CXXFLAGS)
+ifeq ($(SAN),1)
+CXXFLAGS      += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+EMU_SRC       := $(wildcard cuda/emu/*.cc)
+CUDA_SRC      := $(wildcard cuda/*.cu)
+CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c)
+EMU_TEST_SRC  := $(wildcard tests/cuda/test_*.cu)
+CUDA_BENCH    := tests/cuda/bench_cuda.c
+LIB_EMU       := $(BUILD)/lib/libkvemu.a
+LIB_CUDA_EMU  := $(BUILD)/lib/libkvcuda_emu.a
+CUDA_TESTS    := $(addprefix $(BUILD)/tests/,$(notdir $(CUDA_TEST_SRC:.c=) $(EMU_TEST_SRC:.cu=)))
+TESTS         += $(CUDA_TESTS)
+all: $(CUDA_TESTS) $(if $(wildcard $(CUDA_BENCH)),$(BUILD)/bin/bench_cuda_emu)
+
+$(BUILD)/obj/cuda/emu/%.o: cuda/emu/%.cc
+	@mkdir -p $(@D)
+	$(call say,CXX,$<)
+	$(Q)$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/obj/%.emu.o: %.cu
+	@mkdir -p $(@D)
+	$(call say,CXX,$<)
+	$(Q)$(CXX) -x c++ $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/obj/tests/cuda/%.o: CFLAGS += -Icuda
+$(LIB_EMU): $(patsubst %.cc,$(BUILD)/obj/%.o,$(EMU_SRC))
+	@mkdir -p $(@D)
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+$(LIB_CUDA_EMU): $(patsubst %.cu,$(BUILD)/obj/%.emu.o,$(CUDA_SRC))
+	@mkdir -p $(@D)
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+# $(1): the binary, $(2): its objects, $(3): the CUDA libraries and their link flags
+define cuda_link_rule
+$(1): $(2) $(filter %.a,$(3)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(call say,LINK,$$@)
+	$$(Q)$$(CXX) $$(CXXFLAGS) $(2) $(3) $(LIBS) $$(LDLIBS) -o $$@
+endef
+CUDA_TESTLIB  := $(call obj,$(TESTLIB_SRC))
+$(foreach t,$(CUDA_TEST_SRC),$(eval $(call cuda_link_rule,$(BUILD)/tests/$(notdir $(t:.c=)),$(call obj,$(t)) $(CUDA_TESTLIB),$(LIB_CUDA_EMU) $(LIB_EMU))))
+$(foreach t,$(EMU_TEST_SRC),$(eval $(call cuda_link_rule,$(BUILD)/tests/$(notdir $(t:.cu=)),$(patsubst %.cu,$(BUILD)/obj/%.emu.o,$(t)) $(CUDA_TESTLIB),$(LIB_CUDA_EMU) $(LIB_EMU))))
+$(eval $(call cuda_link_rule,$(BUILD)/bin/bench_cuda_emu,$(call obj,$(CUDA_BENCH)),$(LIB_CUDA_EMU) $(LIB_EMU)))
+
+# nvcc: sm_80 and sm_90 SASS plus compute_90 PTX, warnings as errors, no fast math. Each object keeps
+# ptxas's resource report (.ptxas) and its PTX (gpu-keep/), which cuda/check_kernels.py checks against
+# the budgets in cuda/budgets.txt.
+NVCC_PATH     := $(shell command -v $(NVCC) 2>/dev/null)
+CUDA_HOME     ?= $(patsubst %/bin/,%,$(dir $(NVCC_PATH)))
+NVFLAGS       := -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror,-Wshadow -Werror all-warnings \
+                 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                 -gencode arch=compute_90,code=compute_90 $(INCLUDES) -Icuda
+GPU_OBJS      := $(patsubst cuda/%.cu,$(BUILD)/obj/gpu/%.o,$(CUDA_SRC))
+LIB_CUDA_GPU  := $(BUILD)/lib/libkvcuda_gpu.a
+GPU_TESTS     := $(addprefix $(BUILD)/gpu-tests/,$(notdir $(CUDA_TEST_SRC:.c=)))
+GPU_LDLIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+
+$(BUILD)/obj/gpu/%.o: cuda/%.cu
+	@mkdir -p $(@D) $(BUILD)/gpu-keep/$*
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) $(NVFLAGS) -MMD -MP -Xptxas -v --keep --keep-dir $(BUILD)/gpu-keep/$* -c $< -o $@ \
+	  2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
+$(LIB_CUDA_GPU): $(GPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+$(foreach t,$(CUDA_TEST_SRC),$(eval $(call cuda_link_rule,$(BUILD)/gpu-tests/$(notdir $(t:.c=)),$(call obj,$(t)) $(CUDA_TESTLIB),$(LIB_CUDA_GPU) $(GPU_LDLIBS))))
+$(eval $(call cuda_link_rule,$(BUILD)/bin/bench_cuda,$(call obj,$(CUDA_BENCH)),$(LIB_CUDA_GPU) $(GPU_LDLIBS)))
+
+.PHONY: cuda-check
+cuda: $(if $(NVCC_PATH),$(GPU_OBJS))  ## nvcc every cuda/*.cu (sm_80, sm_90, PTX; -Werror) and check each kernel's registers, shared memory, spills and PTX (cuda/budgets.txt)
+	@$(if $(NVCC_PATH),python3 cuda/check_kernels.py cuda/budgets.txt $(GPU_OBJS:.o=.ptxas) $(BUILD)/gpu-keep,echo "cuda: nvcc not found, nothing compiled")
+
+cuda-check: $(if $(NVCC_PATH),cuda $(GPU_TESTS) $(BUILD)/bin/bench_cuda)  ## on a GPU machine: every CUDA test on the GPU (+ compute-sanitizer), then one table of GB/s and TFLOP/s against the GPU's ceilings
+	@$(if $(NVCC_PATH),CUDA_HOME=$(CUDA_HOME) KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin sh cuda/check_gpu.sh $(BUILD)/bin/bench_cuda $(GPU_TESTS),echo "cuda-check: nvcc not found, nothing built or run")
 
 deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS) $(APT_OPTIONAL); \

@@ -1,0 +1,193 @@
+/* Attention of queries over cached rows on the device, the kernel the MHA, SWA and MLA twins share:
+ * flash-decoding (the context cut into splits, a partial softmax per split, then one merge) for
+ * decode, and tiles of queries over their causal band for prefill.
+ *
+ * Build: included by cuda/mha_cuda.cu and cuda/mla_cuda.cu (make cuda for nvcc, make test for the
+ *        emulator).
+ * Kernels (one line per version):
+ *   kvl_attend_kernel<R, QT>  one block of 128 threads per (split or tile of QT queries, query head,
+ *                             sequence). Keys go through shared memory 32 at a time: the K tile is
+ *                             loaded (rows decoded by the reader R), each of the QT·32 (query, key) pairs
+ *                             scores one dot product, warp w extends query w's running softmax by the 32
+ *                             scores (kvl_softmax_extend_warp), the V tile replaces K, and each thread
+ *                             updates its (query, channel) sums. Writes the split's partial (unnormalised
+ *                             sums, max, denominator). QT = 1 for decode, 4 for prefill.
+ *   kvl_attend_merge_kernel   one block per (query, head, sequence): the splits' partials merged with
+ *                             kvl_softmax_merge, divided by the merged denominator.
+ * Keys sit at positions key_first …; position p lives in the ring (slot p mod S of its sequence) when
+ * p < ring_end, else in `fresh` rows (a prefill chunk's own, or re-expanded keys). A query at position
+ * t sees keys t − W < p ≤ t (W = 0: p ≤ t), as ref/swa.h. Each KV head serves G consecutive query
+ * heads (GQA); K and V of KV head g are the columns k_off + g·k_head … and v_off + g·v_head … of a row,
+ * Dk and Dv wide. */
+#ifndef KVL_ATTEND_CUDA_CUH
+#define KVL_ATTEND_CUDA_CUH
+
+#include "element_cuda.cuh"
+#include "primitives.cuh"
+
+#define KVL_ATT_TK 32      /* keys per tile: one per lane of the warp that extends a query's softmax */
+#define KVL_ATT_THREADS 128
+#define KVL_ATT_ACC 8      /* (query, channel) sums per thread: QT·Dv ≤ 8·128 */
+
+struct kvl_attend_shape {
+    size_t B, H, G, Dk, Dv, Q; /* sequences, query heads, query heads per KV head, widths, queries */
+    size_t q_first;            /* position of query 0 */
+    size_t key_first, n_keys;  /* the keys the queries may see */
+    size_t split, n_splits;    /* keys per split; splits */
+    size_t window;             /* W */
+    float scale;               /* the softmax scale the scores are multiplied by */
+};
+
+struct kvl_attend_kv {
+    const uint8_t *ring;
+    size_t slots, ring_row_bytes, ring_end;
+    const uint8_t *fresh;
+    size_t fresh_rows, fresh_row_bytes; /* fresh rows per sequence and their size */
+    size_t k_off, k_head, v_off, v_head;
+};
+
+/* Row readers: value `col` of a stored row. */
+struct kvl_rows_f32 {
+    __device__ static float at(const uint8_t *row, size_t col) { return reinterpret_cast<const float *>(row)[col]; }
+};
+struct kvl_rows_bf16 {
+    __device__ static float at(const uint8_t *row, size_t col)
+    {
+        return kvl_bf16_decode(reinterpret_cast<const uint16_t *>(row)[col]);
+    }
+};
+
+__device__ __forceinline__ size_t kvl_first_visible(size_t t, size_t W) { return W == 0 || t < W ? 0 : t - W + 1; }
+__device__ __forceinline__ bool kvl_visible(size_t t, size_t j, size_t W) { return j <= t && (W == 0 || t - j < W); }
+
+__device__ __forceinline__ const uint8_t *kvl_kv_row(const kvl_attend_kv &kv, size_t b, size_t p)
+{
+    return p < kv.ring_end ? kv.ring + (b * kv.slots + p % kv.slots) * kv.ring_row_bytes
+                           : kv.fresh + (b * kv.fresh_rows + p - kv.ring_end) * kv.fresh_row_bytes;
+}
+
+/* dst[32][D + 1] ← columns off … off + D − 1 of positions tile … tile + 31 (0 past hi) */
+template <typename R>
+__device__ void kvl_load_tile(kvl_smem<float> dst, const kvl_attend_kv &kv, size_t b, size_t tile, size_t hi,
+                              size_t off, size_t D)
+{
+    for (size_t e = threadIdx.x; e < KVL_ATT_TK * D; e += blockDim.x) {
+        const size_t r = e / D, d = e % D, p = tile + r;
+        dst[r * (D + 1) + d] = p < hi ? R::at(kvl_kv_row(kv, b, p), off + d) : 0.0f;
+    }
+}
+
+/* part_o[B][H][Q][n_splits][Dv], part_ml[B][H][Q][n_splits] from q[B][Q][H][Dk] */
+template <typename R, int QT>
+__global__ void __launch_bounds__(KVL_ATT_THREADS)
+    kvl_attend_kernel(float *part_o, kvl_softmax_part *part_ml, const float *q, kvl_attend_shape sh, kvl_attend_kv kv)
+{
+    static_assert(QT * KVL_ATT_TK <= KVL_ATT_THREADS && QT <= KVL_ATT_THREADS / KVL_WARP, "a score per thread");
+    KVL_DYNAMIC_SHARED(float, smem);
+    const size_t Dk = sh.Dk, Dv = sh.Dv, Dmax = Dk > Dv ? Dk : Dv;
+    kvl_smem<float> q_s = smem, kv_s = q_s + QT * Dk, p_s = kv_s + KVL_ATT_TK * (Dmax + 1), f_s = p_s + QT * KVL_ATT_TK;
+    const unsigned t = threadIdx.x, warp = t / KVL_WARP, lane = t % KVL_WARP;
+    const size_t b = blockIdx.z, h = blockIdx.y, g = h / sh.G, split = blockIdx.x % sh.n_splits;
+    const size_t q0 = blockIdx.x / sh.n_splits * QT, nq = sh.Q - q0 < QT ? sh.Q - q0 : QT;
+    const size_t key_end = sh.key_first + sh.n_keys, q_last = sh.q_first + q0 + nq - 1;
+    size_t lo = sh.key_first + split * sh.split, hi = lo + sh.split < key_end ? lo + sh.split : key_end;
+    const size_t band_lo = kvl_first_visible(sh.q_first + q0, sh.window);
+    lo = lo > band_lo ? lo : band_lo;
+    hi = hi < q_last + 1 ? hi : q_last + 1;
+
+    for (size_t e = t; e < QT * Dk; e += blockDim.x)
+        q_s[e] = e / Dk < nq ? q[((b * sh.Q + q0 + e / Dk) * sh.H + h) * Dk + e % Dk] : 0.0f;
+    kvl_softmax_part run = kvl_softmax_empty();
+    float acc[KVL_ATT_ACC] = {};
+    for (size_t tile = lo; tile < hi; tile += KVL_ATT_TK) {
+        __syncthreads();
+        kvl_load_tile<R>(kv_s, kv, b, tile, hi, kv.k_off + g * kv.k_head, Dk);
+        __syncthreads();
+        if (t < QT * KVL_ATT_TK) {
+            const size_t qi = t / KVL_ATT_TK, j = t % KVL_ATT_TK, p = tile + j;
+            float s = -INFINITY;
+            if (qi < nq && p < hi && kvl_visible(sh.q_first + q0 + qi, p, sh.window)) {
+                float dot = 0.0f;
+                for (size_t d = 0; d < Dk; d++) dot += q_s[qi * Dk + d] * kv_s[j * (Dk + 1) + d];
+                s = dot * sh.scale;
+            }
+            p_s[t] = s;
+        }
+        __syncthreads();
+        if (warp < QT) {
+            float pv, f;
+            run = kvl_softmax_extend_warp(run, p_s[warp * KVL_ATT_TK + lane], &pv, &f);
+            p_s[warp * KVL_ATT_TK + lane] = pv;
+            if (lane == 0) f_s[warp] = f;
+        }
+        __syncthreads();
+        kvl_load_tile<R>(kv_s, kv, b, tile, hi, kv.v_off + g * kv.v_head, Dv);
+        __syncthreads();
+        KVL_UNROLL
+        for (int k = 0; k < KVL_ATT_ACC; k++) {
+            const size_t i = t + static_cast<size_t>(k) * blockDim.x, qi = i / Dv, d = i % Dv;
+            if (i >= QT * Dv) break;
+            float a = acc[k] * f_s[qi];
+            for (size_t j = 0; j < KVL_ATT_TK; j++) a += p_s[qi * KVL_ATT_TK + j] * kv_s[j * (Dv + 1) + d];
+            acc[k] = a;
+        }
+    }
+    const size_t part = ((b * sh.H + h) * sh.Q + q0) * sh.n_splits + split;
+    KVL_UNROLL
+    for (int k = 0; k < KVL_ATT_ACC; k++) {
+        const size_t i = t + static_cast<size_t>(k) * blockDim.x, qi = i / Dv;
+        if (i < QT * Dv && qi < nq) part_o[(part + qi * sh.n_splits) * Dv + i % Dv] = acc[k];
+    }
+    if (warp < nq && lane == 0) part_ml[part + warp * sh.n_splits] = run;
+}
+
+/* o[B][Q][H][Dv] = the merge of every split's partial */
+template <typename T>
+__global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_softmax_part *part_ml, size_t H, size_t Q,
+                                        size_t Dv, size_t n_splits)
+{
+    const size_t qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z, base = ((b * H + h) * Q + qi) * n_splits;
+    for (size_t d = threadIdx.x; d < Dv; d += blockDim.x) {
+        kvl_softmax_part run = kvl_softmax_empty();
+        float a = 0.0f;
+        for (size_t p = 0; p < n_splits; p++) {
+            float fa, fb;
+            run = kvl_softmax_merge(run, part_ml[base + p], &fa, &fb);
+            a = a * fa + part_o[(base + p) * Dv + d] * fb;
+        }
+        o[((b * Q + qi) * H + h) * Dv + d] = a / run.l;
+    }
+}
+
+/* ---- launch (host) ---------------------------------------------------------------------------------- */
+
+/* Floats of workspace kvl_attend_cuda needs: the partial sums and the partial softmax parts. */
+inline size_t kvl_attend_work_floats(const kvl_attend_shape &sh)
+{
+    return sh.B * sh.H * sh.Q * sh.n_splits * (sh.Dv + sizeof(kvl_softmax_part) / sizeof(float));
+}
+
+/* o[B][Q][H][Dv] = softmax(q·Kᵀ·scale)·V over the keys of (sh, kv); work holds kvl_attend_work_floats. */
+template <typename R, int QT>
+int kvl_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const kvl_attend_kv &kv, float *work)
+{
+    const size_t Dmax = sh.Dk > sh.Dv ? sh.Dk : sh.Dv;
+    const size_t smem = (QT * sh.Dk + KVL_ATT_TK * (Dmax + 1) + QT * KVL_ATT_TK + QT) * sizeof(float);
+    const size_t blocks = sh.n_splits * kvl_div_up(sh.Q, QT);
+    if (QT * sh.Dv > KVL_ATT_ACC * KVL_ATT_THREADS || blocks > 0x7FFFFFFFu || sh.H > 65535 || sh.B > 65535)
+        return kvl_fail(KVL_EINVAL, "attention: %zu queries of %zu heads of %zu channels in %zu sequences are more "
+                        "than the kernel takes", sh.Q, sh.H, sh.Dv, sh.B);
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kvl_attend_kernel<R, QT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+    float *part_o = work;
+    kvl_softmax_part *part_ml = reinterpret_cast<kvl_softmax_part *>(work + sh.B * sh.H * sh.Q * sh.n_splits * sh.Dv);
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_kernel<R, QT>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh, kv));
+    const dim3 merge_grid(static_cast<unsigned>(sh.Q), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sh.H,
+                          sh.Q, sh.Dv, sh.n_splits));
+    return KVL_OK;
+}
+
+#endif

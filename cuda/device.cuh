@@ -1,0 +1,101 @@
+/* What every kernel header includes first: the CUDA toolkit under nvcc or the CPU emulator (cuda/emu/)
+ * under the host C++ compiler, and the few spellings that differ between them. A kernel written with
+ * these compiles unchanged both ways.
+ *
+ *   CUDA_CHECK(call)          in a function returning int: a failed call returns KVL_ECUDA, with
+ *                             kvl_error() naming the call, file and line (and the emulator's fault)
+ *   KVL_LAUNCH(k, g, b, s, …) launch kernel k on grid g, blocks b, s bytes of dynamic shared memory;
+ *                             returns the launch's cudaError_t (put it in CUDA_CHECK)
+ *   KVL_SHARED(T, name, n)    a __shared__ array T name[n], one per block
+ *   KVL_DYNAMIC_SHARED(T, p)  p points at the launch's dynamic shared memory
+ *   kvl_smem<T>               the type a device function takes a shared array as
+ *   KVL_SMEM_AS(U, p)         the same shared bytes seen as U
+ *   KVL_UNROLL                unroll the loop that follows
+ *
+ * In the emulator a __shared__ array declared the plain way would be a local of each fiber, one per
+ * thread; the macros give one per block and route every access through the emulator's checks. */
+#ifndef KVL_DEVICE_CUH
+#define KVL_DEVICE_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+/* the toolkit's header leaves parameters unused in its host code */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <cuda_fp4.h>
+#pragma GCC diagnostic pop
+#else
+#include "emu/emu.h"
+#endif
+
+/* The C headers of formats/ and ref/ declare C functions and use _Static_assert. */
+#ifndef _Static_assert
+#define _Static_assert static_assert
+#endif
+extern "C" {
+#include "status.h"
+}
+#include "device.h"
+
+#define CUDA_CHECK(...)                                                                                   \
+    do {                                                                                                  \
+        cudaError_t kvl_e_ = (__VA_ARGS__);                                                               \
+        if (kvl_e_ != cudaSuccess)                                                                        \
+            return kvl_fail(KVL_ECUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #__VA_ARGS__,                 \
+                            cudaGetErrorString(kvl_e_));                                                  \
+    } while (0)
+
+#ifdef __CUDACC__
+
+template <typename... P, typename... A>
+inline cudaError_t kvl_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
+{
+    (void)name;
+    kernel<<<grid, block, smem>>>(static_cast<P>(args)...);
+    return cudaGetLastError();
+}
+
+template <typename T> using kvl_smem = T *;
+#define KVL_SHARED(T, name, n) __shared__ T name[n]
+#define KVL_DYNAMIC_SHARED(T, name)                                  \
+    extern __shared__ __align__(16) unsigned char kvl_dynamic_smem_[]; \
+    kvl_smem<T> name = reinterpret_cast<T *>(kvl_dynamic_smem_)
+#define KVL_SMEM_AS(U, p) reinterpret_cast<U *>(p)
+
+#else
+
+template <typename... P, typename... A>
+inline cudaError_t kvl_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
+{
+    return ::emu::launch(name, grid, block, smem, [=] { kernel(static_cast<P>(args)...); });
+}
+
+template <typename T> using kvl_smem = ::emu::smem_ptr<T>;
+#define KVL_SHARED(T, name, n)                    \
+    static const char kvl_smem_key_##name = 0;    \
+    kvl_smem<T> name(::emu::static_shared(&kvl_smem_key_##name, #name, sizeof(T) * (n)), 0)
+#define KVL_DYNAMIC_SHARED(T, name) kvl_smem<T> name(::emu::dynamic_shared(#name), 0)
+#define KVL_SMEM_AS(U, p) (p).template as<U>()
+
+#endif
+
+/* Unroll the loop that follows (nvcc's #pragma unroll; GCC spells it differently). */
+#ifdef __CUDACC__
+#define KVL_UNROLL _Pragma("unroll")
+#else
+#define KVL_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+/* KVL_LAUNCH(kernel, grid, block, smem, args…); the whole expression is passed as text so that a
+ * kernel with template arguments keeps its commas (the emulator names the kernel from it). */
+#define KVL_LAUNCH(...) kvl_launch(#__VA_ARGS__, __VA_ARGS__)
+
+/* ⌈a / b⌉ */
+__host__ __device__ inline size_t kvl_div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+#endif

@@ -1,0 +1,515 @@
+/* The CPU emulator (cuda/emu/) against the CUDA semantics it stands in for: thread and block indices,
+ * shuffles, votes, barriers, shared memory, the warp's matrix product and the conversion intrinsics,
+ * in all three thread orders; and each fault it must catch, provoked on purpose, with its report.
+ * Built only for the emulator (a C++ suite; the GPU runs the twins' suites instead). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "primitives.cuh"
+
+extern "C" {
+#include "common.h"
+}
+
+#define N_ORDERS 3
+
+static const emu::order ORDERS[N_ORDERS] = {emu::FORWARD, emu::REVERSE, emu::RANDOM};
+
+/* ---- kernels that behave ------------------------------------------------------------------------- */
+
+/* out[block][thread] = its linear index, from the builtin variables */
+__global__ void index_kernel(unsigned *out)
+{
+    const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    out[b * blockDim.x * blockDim.y * blockDim.z + t] = b * 1000 + t;
+}
+
+/* out[4][n]: xor (by 9, which leaves a section of 8), up, down and indexed shuffles of in[n] with
+ * width w */
+__global__ void shuffle_kernel(int *out, const int *in, int w)
+{
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
+    const int v = in[i];
+    out[i] = __shfl_xor_sync(KVL_FULL_MASK, v, 9, w);
+    out[n + i] = __shfl_up_sync(KVL_FULL_MASK, v, 2, w);
+    out[2 * n + i] = __shfl_down_sync(KVL_FULL_MASK, v, 5, w);
+    out[3 * n + i] = __shfl_sync(KVL_FULL_MASK, v, 7, w);
+}
+
+/* out[3][n]: ballot, any and all of in[i] != 0 over the warp */
+__global__ void vote_kernel(unsigned *out, const int *in)
+{
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, n = gridDim.x * blockDim.x;
+    out[i] = __ballot_sync(KVL_FULL_MASK, in[i] != 0);
+    out[n + i] = __any_sync(KVL_FULL_MASK, in[i] != 0);
+    out[2 * n + i] = __all_sync(KVL_FULL_MASK, in[i] != 0);
+}
+
+/* sum[b], max[b] of the block's x through the block primitives, twice (the scratch reused) */
+__global__ void reduce_kernel(float *sum, float *max, const float *x)
+{
+    KVL_SHARED(float, scratch, 32);
+    const float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    const float s = kvl_block_sum(v, scratch);
+    const float m = kvl_block_max(v, scratch);
+    if (threadIdx.x == 0) {
+        sum[blockIdx.x] = s;
+        max[blockIdx.x] = m;
+    }
+}
+
+/* out[b][t] = the sum of the block's x reversed through static and dynamic shared memory */
+__global__ void shared_kernel(float *out, const float *x)
+{
+    KVL_SHARED(float, tile, 128);
+    KVL_DYNAMIC_SHARED(float, dyn);
+    const unsigned n = blockDim.x, t = threadIdx.x, g = blockIdx.x * n + t;
+    tile[t] = x[g];
+    dyn[t] = 2.0f * x[g];
+    __syncthreads();
+    out[g] = tile[n - 1 - t] + dyn[n - 1 - t];
+}
+
+/* seq[i] = the position at which thread i of the single block first ran */
+__global__ void order_kernel(unsigned *seq, unsigned *counter)
+{
+    seq[threadIdx.x] = atomicAdd(counter, 1u);
+}
+
+/* d[16][8] = A[16][16]·B[16][8] + C through the fragments of kvl_mma_bf16 (one warp) */
+__global__ void mma_kernel(float *d, const uint16_t *A, const uint16_t *B, const float *C)
+{
+    const unsigned l = threadIdx.x, g = l / 4, t = l % 4;
+    const uint32_t a[4] = {A[g * 16 + 2 * t] | (uint32_t)A[g * 16 + 2 * t + 1] << 16,
+                           A[(g + 8) * 16 + 2 * t] | (uint32_t)A[(g + 8) * 16 + 2 * t + 1] << 16,
+                           A[g * 16 + 2 * t + 8] | (uint32_t)A[g * 16 + 2 * t + 9] << 16,
+                           A[(g + 8) * 16 + 2 * t + 8] | (uint32_t)A[(g + 8) * 16 + 2 * t + 9] << 16};
+    const uint32_t b[2] = {B[(2 * t) * 8 + g] | (uint32_t)B[(2 * t + 1) * 8 + g] << 16,
+                           B[(2 * t + 8) * 8 + g] | (uint32_t)B[(2 * t + 9) * 8 + g] << 16};
+    const float c[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t], C[(g + 8) * 8 + 2 * t + 1]};
+    float r[4];
+    kvl_mma_bf16(r, a, b, c);
+    d[g * 8 + 2 * t] = r[0];
+    d[g * 8 + 2 * t + 1] = r[1];
+    d[(g + 8) * 8 + 2 * t] = r[2];
+    d[(g + 8) * 8 + 2 * t + 1] = r[3];
+}
+
+/* ---- kernels with the classic faults ----------------------------------------------------------------- */
+
+__global__ void early_exit_barrier_kernel(float *out)
+{
+    if (threadIdx.x == 5) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void divergent_barrier_kernel(float *out)
+{
+    if (threadIdx.x < 16) {
+        __syncthreads();
+    } else {
+        __syncthreads();
+    }
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void shuffle_exited_lane_kernel(float *out)
+{
+    if (threadIdx.x == 3) return;
+    out[threadIdx.x] = __shfl_xor_sync(KVL_FULL_MASK, 1.0f, 1);
+}
+
+__global__ void shuffle_without_self_kernel(float *out)
+{
+    out[threadIdx.x] = __shfl_xor_sync(0x0000FFFFu, 1.0f, 1);
+}
+
+__global__ void shuffle_outside_mask_kernel(float *out)
+{
+    out[threadIdx.x] = __shfl_sync(0x0000FFFFu, 1.0f, 20);
+}
+
+__global__ void shuffle_partial_warp_kernel(float *out)
+{
+    out[threadIdx.x] = __shfl_xor_sync(KVL_FULL_MASK, 1.0f, 1);
+}
+
+__global__ void shuffle_against_barrier_kernel(float *out)
+{
+    float v = 1.0f;
+    if (threadIdx.x < 16) v = __shfl_xor_sync(KVL_FULL_MASK, v, 1);
+    __syncthreads();
+    out[threadIdx.x] = v;
+}
+
+__global__ void poisoned_read_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 64);
+    if (threadIdx.x < 32) buf[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = buf[threadIdx.x];
+}
+
+/* every thread rewrites its element and reads another's with no barrier between */
+__global__ void missing_barrier_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 64);
+    buf[threadIdx.x] = 1.0f;
+    __syncthreads();
+    buf[threadIdx.x] = 2.0f;
+    out[threadIdx.x] = buf[63 - threadIdx.x];
+}
+
+/* thread 0 reads what thread 5 overwrites: in forward order the read runs first, a write-after-read
+ * race (other orders may run the write first and report the read instead) */
+__global__ void overwrite_before_read_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 64);
+    buf[threadIdx.x] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = buf[5];
+    if (threadIdx.x == 5) buf[5] = 2.0f;
+}
+
+__global__ void shared_out_of_bounds_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 64);
+    buf[threadIdx.x + 1] = 1.0f;
+    out[threadIdx.x] = 0.0f;
+}
+
+/* ---- helpers ---------------------------------------------------------------------------------------------- */
+
+template <typename T> static T *device_copy(const T *host, size_t n)
+{
+    T *d = NULL;
+    ck_assert_int_eq(cudaMalloc(&d, n * sizeof(T)), cudaSuccess);
+    if (host) ck_assert_int_eq(cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    else ck_assert_int_eq(cudaMemset(d, 0, n * sizeof(T)), cudaSuccess);
+    return d;
+}
+
+template <typename T> static void host_copy(T *host, const T *d, size_t n)
+{
+    ck_assert_int_eq(cudaMemcpy(host, d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+/* Launch a faulty kernel on `threads` threads in the given order and expect a fault whose report
+ * contains `what`. */
+static void expect_fault_in(emu::order order, void (*kernel)(float *), unsigned threads, const char *what)
+{
+    float *out = device_copy<float>(NULL, 64);
+    emu::set_quiet(1);
+    emu::set_order(order, 7);
+    cudaError_t e = kvl_launch("faulty", kernel, dim3(1), dim3(threads), 0, out);
+    ck_assert_msg(e == cudaErrorLaunchFailure, "order %d: the fault (%s) went unnoticed", (int)order, what);
+    ck_assert_msg(strstr(cudaGetErrorString(e), what) != NULL, "order %d: report \"%s\" lacks \"%s\"", (int)order,
+                  cudaGetErrorString(e), what);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    emu::set_quiet(0);
+    cudaFree(out);
+}
+
+/* The same fault caught in all three orders. */
+static void expect_fault(void (*kernel)(float *), unsigned threads, const char *what)
+{
+    for (int o = 0; o < N_ORDERS; o++) expect_fault_in(ORDERS[o], kernel, threads, what);
+}
+
+/* ---- what the emulator must do right ------------------------------------------------------------------------ */
+
+START_TEST(test_builtin_indices_match_cuda_layout)
+{
+    const dim3 grid(3, 2, 2), block(4, 3, 2);
+    const size_t n = 12 * 24;
+    unsigned *d = device_copy<unsigned>(NULL, n), h[12 * 24];
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 1);
+        ck_assert_int_eq(KVL_LAUNCH(index_kernel, grid, block, 0, d), cudaSuccess);
+        host_copy(h, d, n);
+        for (unsigned b = 0; b < 12; b++)
+            for (unsigned t = 0; t < 24; t++) ck_assert_uint_eq(h[b * 24 + t], b * 1000 + t);
+    }
+    cudaFree(d);
+}
+END_TEST
+
+/* The CUDA rules, written out: width sections; up and down keep their own value past a section's edge;
+ * xor may read an earlier section but keeps its own value for a later one. */
+static int expect_shuffle(int kind, const int *in, unsigned i, int w)
+{
+    const int self = (int)(i % 32), base = self & ~(w - 1), warp0 = (int)(i - i % 32);
+    int src = self;
+    if (kind == 0) src = (self ^ 9) < base + w ? self ^ 9 : self;
+    if (kind == 1) src = self - 2 >= base ? self - 2 : self;
+    if (kind == 2) src = self + 5 < base + w ? self + 5 : self;
+    if (kind == 3) src = base + (7 & (w - 1));
+    return in[warp0 + src];
+}
+
+START_TEST(test_shuffles_follow_cuda_rules_for_every_width)
+{
+    enum { N = 64 };
+    int in[N], out[4 * N];
+    for (int i = 0; i < N; i++) in[i] = 1000 + 37 * i;
+    int *din = device_copy(in, N), *dout = device_copy<int>(NULL, 4 * N);
+    for (int w = 8; w <= 32; w *= 2)
+        for (int o = 0; o < N_ORDERS; o++) {
+            emu::set_order(ORDERS[o], 3);
+            ck_assert_int_eq(KVL_LAUNCH(shuffle_kernel, dim3(2), dim3(32), 0, dout, din, w), cudaSuccess);
+            host_copy(out, dout, 4 * N);
+            for (int k = 0; k < 4; k++)
+                for (unsigned i = 0; i < N; i++)
+                    ck_assert_msg(out[k * N + i] == expect_shuffle(k, in, i, w), "kind %d width %d lane %u", k, w, i);
+        }
+    cudaFree(din);
+    cudaFree(dout);
+}
+END_TEST
+
+START_TEST(test_votes_see_every_lane)
+{
+    enum { N = 96 };
+    int in[N];
+    unsigned out[3 * N];
+    for (int i = 0; i < N; i++) in[i] = i < 32 ? (i % 3 == 0) : i < 64 ? 1 : 0;
+    int *din = device_copy(in, N);
+    unsigned *dout = device_copy<unsigned>(NULL, 3 * N);
+    ck_assert_int_eq(KVL_LAUNCH(vote_kernel, dim3(1), dim3(N), 0, dout, din), cudaSuccess);
+    host_copy(out, dout, 3 * N);
+    for (int i = 0; i < N; i++) {
+        unsigned want = 0;
+        for (int l = 0; l < 32; l++) want |= (unsigned)(in[i - i % 32 + l] != 0) << l;
+        ck_assert_uint_eq(out[i], want);
+        ck_assert_uint_eq(out[N + i], want != 0);
+        ck_assert_uint_eq(out[2 * N + i], want == 0xFFFFFFFFu);
+    }
+    cudaFree(din);
+    cudaFree(dout);
+}
+END_TEST
+
+START_TEST(test_block_reductions_equal_serial_sums)
+{
+    enum { B = 3, T = 256 };
+    float x[B * T], sum[B], max[B];
+    for (int i = 0; i < B * T; i++) x[i] = (float)((i * 7919) % 1000) / 64.0f - 7.0f; /* exact in float */
+    float *dx = device_copy(x, B * T), *ds = device_copy<float>(NULL, B), *dm = device_copy<float>(NULL, B);
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 11);
+        ck_assert_int_eq(KVL_LAUNCH(reduce_kernel, dim3(B), dim3(T), 0, ds, dm, dx), cudaSuccess);
+        host_copy(sum, ds, B);
+        host_copy(max, dm, B);
+        for (int b = 0; b < B; b++) {
+            double s = 0, m = -INFINITY;
+            for (int t = 0; t < T; t++) s += x[b * T + t], m = fmax(m, x[b * T + t]);
+            ck_assert_double_eq(sum[b], s); /* multiples of 1/64 below 2^10: every partial sum is exact */
+            ck_assert_double_eq(max[b], m);
+        }
+    }
+    cudaFree(dx);
+    cudaFree(ds);
+    cudaFree(dm);
+}
+END_TEST
+
+START_TEST(test_shared_memory_is_one_array_per_block)
+{
+    enum { B = 4, T = 128 };
+    float x[B * T], out[B * T];
+    for (int i = 0; i < B * T; i++) x[i] = (float)i;
+    float *dx = device_copy(x, B * T), *dout = device_copy<float>(NULL, B * T);
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 5);
+        ck_assert_int_eq(KVL_LAUNCH(shared_kernel, dim3(B), dim3(T), T * sizeof(float), dout, dx), cudaSuccess);
+        host_copy(out, dout, B * T);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) ck_assert_float_eq(out[b * T + t], 3.0f * x[b * T + T - 1 - t]);
+    }
+    cudaFree(dx);
+    cudaFree(dout);
+}
+END_TEST
+
+START_TEST(test_orders_run_threads_forward_reverse_and_shuffled)
+{
+    enum { T = 64 };
+    unsigned seq[T], *dseq = device_copy<unsigned>(NULL, T), *dc = device_copy<unsigned>(NULL, 1);
+    int is_forward = 1, is_reverse = 1;
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 99);
+        ck_assert_int_eq(cudaMemset(dc, 0, sizeof(unsigned)), cudaSuccess);
+        ck_assert_int_eq(KVL_LAUNCH(order_kernel, dim3(1), dim3(T), 0, dseq, dc), cudaSuccess);
+        host_copy(seq, dseq, T);
+        is_forward = is_reverse = 1;
+        for (unsigned t = 0; t < T; t++) {
+            is_forward &= seq[t] == t;
+            is_reverse &= seq[t] == T - 1 - t;
+        }
+        ck_assert_int_eq(is_forward, ORDERS[o] == emu::FORWARD);
+        ck_assert_int_eq(is_reverse, ORDERS[o] == emu::REVERSE);
+    }
+    cudaFree(dseq);
+    cudaFree(dc);
+}
+END_TEST
+
+static uint16_t bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)(u >> 16); /* the inputs below are exact in bf16 */
+}
+
+START_TEST(test_mma_equals_matrix_product_in_ptx_fragment_layout)
+{
+    uint16_t A[16 * 16], B[16 * 8];
+    float Af[16 * 16], Bf[16 * 8], C[16 * 8], D[16 * 8];
+    for (int i = 0; i < 256; i++) Af[i] = (float)((i * 37) % 17 - 8) / 4.0f, A[i] = bf16_bits(Af[i]);
+    for (int i = 0; i < 128; i++) Bf[i] = (float)((i * 11) % 13 - 6) / 2.0f, B[i] = bf16_bits(Bf[i]);
+    for (int i = 0; i < 128; i++) C[i] = (float)(i % 5) - 2.0f;
+    uint16_t *dA = device_copy(A, 256), *dB = device_copy(B, 128);
+    float *dC = device_copy(C, 128), *dD = device_copy<float>(NULL, 128);
+    ck_assert_int_eq(KVL_LAUNCH(mma_kernel, dim3(1), dim3(32), 0, dD, dA, dB, dC), cudaSuccess);
+    host_copy(D, dD, 128);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 8; c++) {
+            double want = C[r * 8 + c];
+            for (int k = 0; k < 16; k++) want += (double)Af[r * 16 + k] * Bf[k * 8 + c];
+            ck_assert_msg(D[r * 8 + c] == (float)want, "D[%d][%d] = %g, want %g", r, c, D[r * 8 + c], want);
+        }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaFree(dD);
+}
+END_TEST
+
+START_TEST(test_conversions_give_the_gpu_results_on_nan)
+{
+    ck_assert_uint_eq(__nv_cvt_float_to_fp8(-NAN, __NV_SATFINITE, __NV_E4M3), 0x7F);
+    ck_assert_uint_eq(__nv_cvt_float_to_fp8(NAN, __NV_SATFINITE, __NV_E5M2), 0x7F);
+    ck_assert_uint_eq(__nv_cvt_float_to_fp8(-INFINITY, __NV_SATFINITE, __NV_E4M3), 0xFE);
+    ck_assert_uint_eq(__nv_cvt_float_to_fp8(INFINITY, __NV_NOSAT, __NV_E5M2), 0x7C);
+    ck_assert_uint_eq(__nv_cvt_float2_to_fp8x2(make_float2(1.0f, -2.0f), __NV_SATFINITE, __NV_E4M3), 0xC038);
+    ck_assert_uint_eq(__nv_cvt_float2_to_fp4x2(make_float2(NAN, -0.75f), __NV_E2M1, cudaRoundNearest), 0xA7);
+    ck_assert_uint_eq(__bfloat16_as_ushort(__float2bfloat16_rn(-NAN)), 0x7FFF);
+    ck_assert_uint_eq(__bfloat16_as_ushort(__float2bfloat16_rn(1.00390625f)), 0x3F80); /* tie to even */
+}
+END_TEST
+
+START_TEST(test_runtime_rejects_host_pointers_and_bad_launches)
+{
+    float host[4] = {0}, *d = device_copy<float>(NULL, 4);
+    ck_assert_int_eq(cudaMemcpy(host, host + 2, sizeof(float), cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpy(d, host, 5 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaFree(host), cudaErrorInvalidDevicePointer);
+    ck_assert_int_eq(KVL_LAUNCH(early_exit_barrier_kernel, dim3(1), dim3(2048), 0, d), cudaErrorInvalidConfiguration);
+    cudaGetLastError();
+    cudaFree(d);
+}
+END_TEST
+
+/* ---- the faults, each caught with its report -------------------------------------------------------------- */
+
+START_TEST(test_fault_barrier_not_reached_by_an_exited_thread)
+{
+    expect_fault(early_exit_barrier_kernel, 64, "exit");
+}
+END_TEST
+
+START_TEST(test_fault_threads_wait_at_different_barriers)
+{
+    expect_fault(divergent_barrier_kernel, 64, "different __syncthreads");
+}
+END_TEST
+
+START_TEST(test_fault_shuffle_names_an_exited_lane)
+{
+    expect_fault(shuffle_exited_lane_kernel, 32, "lane 3");
+}
+END_TEST
+
+START_TEST(test_fault_shuffle_mask_omits_the_caller)
+{
+    expect_fault(shuffle_without_self_kernel, 32, "does not name its own lane");
+}
+END_TEST
+
+START_TEST(test_fault_shuffle_reads_a_lane_outside_the_mask)
+{
+    expect_fault(shuffle_outside_mask_kernel, 16, "not in the mask");
+}
+END_TEST
+
+START_TEST(test_fault_full_mask_in_a_partial_warp)
+{
+    expect_fault(shuffle_partial_warp_kernel, 48, "absent");
+}
+END_TEST
+
+START_TEST(test_fault_shuffle_lanes_wait_for_lanes_at_a_barrier)
+{
+    expect_fault(shuffle_against_barrier_kernel, 32, "__syncthreads");
+}
+END_TEST
+
+START_TEST(test_fault_shared_read_before_any_write)
+{
+    expect_fault(poisoned_read_kernel, 64, "no thread of the block has written");
+}
+END_TEST
+
+START_TEST(test_fault_shared_read_without_barrier_after_write)
+{
+    expect_fault(missing_barrier_kernel, 64, "race");
+}
+END_TEST
+
+START_TEST(test_fault_shared_write_without_barrier_after_read)
+{
+    expect_fault_in(emu::FORWARD, overwrite_before_read_kernel, 64, "read by");
+    expect_fault_in(emu::REVERSE, overwrite_before_read_kernel, 64, "race");
+    expect_fault_in(emu::RANDOM, overwrite_before_read_kernel, 64, "race");
+}
+END_TEST
+
+START_TEST(test_fault_shared_index_out_of_bounds)
+{
+    expect_fault(shared_out_of_bounds_kernel, 64, "holds 256 bytes");
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("cuda_emu");
+    TCase *tc = tcase_create("semantics");
+    tcase_add_test(tc, test_builtin_indices_match_cuda_layout);
+    tcase_add_test(tc, test_shuffles_follow_cuda_rules_for_every_width);
+    tcase_add_test(tc, test_votes_see_every_lane);
+    tcase_add_test(tc, test_block_reductions_equal_serial_sums);
+    tcase_add_test(tc, test_shared_memory_is_one_array_per_block);
+    tcase_add_test(tc, test_orders_run_threads_forward_reverse_and_shuffled);
+    tcase_add_test(tc, test_mma_equals_matrix_product_in_ptx_fragment_layout);
+    tcase_add_test(tc, test_conversions_give_the_gpu_results_on_nan);
+    tcase_add_test(tc, test_runtime_rejects_host_pointers_and_bad_launches);
+    suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("faults");
+    tcase_add_test(tf, test_fault_barrier_not_reached_by_an_exited_thread);
+    tcase_add_test(tf, test_fault_threads_wait_at_different_barriers);
+    tcase_add_test(tf, test_fault_shuffle_names_an_exited_lane);
+    tcase_add_test(tf, test_fault_shuffle_mask_omits_the_caller);
+    tcase_add_test(tf, test_fault_shuffle_reads_a_lane_outside_the_mask);
+    tcase_add_test(tf, test_fault_full_mask_in_a_partial_warp);
+    tcase_add_test(tf, test_fault_shuffle_lanes_wait_for_lanes_at_a_barrier);
+    tcase_add_test(tf, test_fault_shared_read_before_any_write);
+    tcase_add_test(tf, test_fault_shared_read_without_barrier_after_write);
+    tcase_add_test(tf, test_fault_shared_write_without_barrier_after_read);
+    tcase_add_test(tf, test_fault_shared_index_out_of_bounds);
+    suite_add_tcase(s, tf);
+    return s;
+}
