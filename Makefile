@@ -245,6 +245,76 @@ cuda: $(if $(NVCC_PATH),$(GPU_OBJS))  ## nvcc every cuda/*.cu (sm_80, sm_90, PTX
 cuda-check: $(if $(NVCC_PATH),cuda $(GPU_TESTS) $(BUILD)/bin/bench_cuda)  ## on a GPU machine: every CUDA test on the GPU (+ compute-sanitizer), then one table of GB/s and TFLOP/s against the GPU's ceilings
 	@$(if $(NVCC_PATH),CUDA_HOME=$(CUDA_HOME) KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin sh cuda/check_gpu.sh $(BUILD)/bin/bench_cuda $(GPU_TESTS),echo "cuda-check: nvcc not found, nothing built or run")
 
+# ---- fuzzing and memcheck ------------------------------------------------------------------------
+# Each libFuzzer target tests/fuzz/fuzz_<t>.c is compiled by clang together with the sources it
+# exercises (kvfmt's with its main renamed, so that the target can call it), under
+# -fsanitize=fuzzer,address,undefined. `make fuzz` runs each for FUZZ_SECONDS on its seeds
+# (tests/fuzz/corpus/<t>/) and its regressions; what it finds lands in $(BUILD)/fuzz/<t>/. A crash, once
+# fixed, is kept in tests/fuzz/regressions/<t>/, which tests/test_reliability_fuzz.c replays.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_PKGS    := clang libclang-rt-14-dev
+FUZZ_TARGETS := config kvfmt rows
+FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) $(INCLUDES) $(DEP_CFLAGS) -fno-sanitize-recover=all
+FUZZ_HEADERS := $(wildcard formats/*.h ref/core/*.h tests/fuzz/*.h)
+FUZZ_SRC_config := ref/core/config.c ref/core/status.c
+FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) ref/core/rng.c
+FUZZ_SRC_rows   := $(FORMATS_SRC)
+
+# clang with libFuzzer: installed when run as root, otherwise make stops naming the apt-get line.
+$(BUILD)/fuzz/toolchain.ok:
+	@mkdir -p $(@D)
+	@probe() { printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }\n' | \
+	  $(FUZZ_CC) -x c -fsanitize=fuzzer,address,undefined - -o $(@D)/probe >/dev/null 2>&1; }; \
+	if ! probe && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "kvlineage: installing the fuzzing toolchain: $(FUZZ_PKGS)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUZZ_PKGS); } \
+	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log"; exit 1; }; \
+	fi; \
+	probe || { echo "make fuzz needs clang with libFuzzer; run:  sudo apt-get install $(FUZZ_PKGS)"; exit 1; }; \
+	rm -f $(@D)/probe; touch $@
+
+$(BUILD)/fuzz/kvfmt_main.o: chapters/05_formats/kvfmt.c $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok
+	$(call say,FUZZCC,$<)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -Dmain=kvfmt_main -c $< -o $@
+
+define fuzz_rule
+$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1)) $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok
+	$$(call say,FUZZCC,$$@)
+	$$(Q)$$(FUZZ_CC) $$(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $$< $(FUZZ_SRC_$(1)) $$(DEP_LIBS) -lm -o $$@
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rule,$(t))))
+
+.PHONY: fuzz memcheck
+fuzz: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))  ## build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (default 60) on its seeds
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz_$$t, $(FUZZ_SECONDS) s"; mkdir -p $(BUILD)/fuzz/$$t; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 -close_fd_mask=3 \
+	    -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/$$t/ $(BUILD)/fuzz/$$t tests/fuzz/corpus/$$t \
+	    $$(test -d tests/fuzz/regressions/$$t && echo tests/fuzz/regressions/$$t) >$(BUILD)/fuzz/$$t.log 2>&1 \
+	  || { grep -v '^    #' $(BUILD)/fuzz/$$t.log | tail -20; echo "fuzz_$$t failed: input in $(BUILD)/fuzz/$$t/"; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(BUILD)/fuzz/$$t.log | sed 's/^/  /'; \
+	done
+
+# The CPU suites (tests/test_*.c) under valgrind, each test in this process (CK_FORK=no) so that
+# valgrind sees it. Not traced: the programs the suites run, and the emulated CUDA suites, whose fibers
+# switch stacks where memcheck cannot follow; the sanitizer build covers both. One OpenMP and BLAS
+# thread: valgrind runs one thread at a time anyway, and a live thread pool's stacks would read as
+# possibly lost. Logs: $(BUILD)/memcheck/.
+VALGRIND := valgrind --tool=memcheck --error-exitcode=1 --leak-check=full
+MEMCHECK_TESTS := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check full; non-zero exit on any error; minutes)
+	@if ! command -v valgrind >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "kvlineage: installing valgrind"; mkdir -p $(BUILD); \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; } >$(BUILD)/apt.log 2>&1; \
+	fi; command -v valgrind >/dev/null 2>&1 || { echo "make memcheck needs valgrind; run:  sudo apt-get install valgrind"; exit 1; }
+	@mkdir -p $(BUILD)/memcheck; failed=0; for t in $(MEMCHECK_TESTS); do n=$$(basename $$t); echo "== $$n"; \
+	  CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin \
+	    $(VALGRIND) --log-file=$(BUILD)/memcheck/$$n.log $$t \
+	    >$(BUILD)/memcheck/$$n.out 2>&1 || { failed=$$((failed+1)); tail -3 $(BUILD)/memcheck/$$n.out; \
+	    grep -A12 -m3 -E 'Invalid|uninitialised|lost in loss record' $(BUILD)/memcheck/$$n.log; }; \
+	done; echo "== $(words $(MEMCHECK_TESTS)) suites under memcheck, $$failed failed"; [ $$failed -eq 0 ]
+
 deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS) $(APT_OPTIONAL); \
 	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi

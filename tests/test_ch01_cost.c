@@ -60,8 +60,9 @@ START_TEST(test_cost_refuses_an_mla_config)
 {
     static char out[CAP], err[CAP], cmd[4096];
     snprintf(cmd, sizeof cmd, "cost --config '%s'", kvl_path("ref/configs/deepseek-v3.json"));
-    ck_assert_int_eq(kvl_run(cmd, NULL, out, CAP, err, CAP), 1);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, CAP, err, CAP), 2);
     ck_assert_msg(strstr(err, "deepseek-v3.json") && strstr(err, "MLA"), "%s", err);
+    ck_assert_msg(out[0] == '\0', "a refused config still printed: %s", out);
 }
 END_TEST
 

@@ -108,33 +108,48 @@ static int levers_of(levers *v, const kvl_model *m, size_t n_kv_heads, const cha
     return live_layer_bytes(&v->layer_bytes_live, &c, SWA_STORE_BF16);
 }
 
-/* shown: the path as the reader would type it */
-static int print_model(const char *path, const char *shown)
-{
+/* A model this chapter prices: its config, checked, and its three variants' levers. */
+typedef struct {
     kvl_model m;
-    int rc = kvl_model_load(&m, path);
-    if (rc == KVL_OK && m.generation != KVL_GEN_MHA)
+    const char *shown;       /* the path as the reader would type it */
+    char as_shipped[32];     /* the label of v[0] */
+    levers v[3];             /* as shipped, MHA, MQA */
+} priced;
+
+/* Load and check `path` and measure its levers; nothing is printed, so a bad config leaves no
+ * partial table. On failure p->m is freed. */
+static int price_model(priced *p, const char *path, const char *shown)
+{
+    kvl_model *m = &p->m;
+    int rc = kvl_model_load(m, path);
+    if (rc != KVL_OK) return rc;
+    if (m->generation != KVL_GEN_MHA)
         rc = kvl_fail(KVL_EINVAL, "%s: generation %s; this chapter prices MHA/GQA/MQA", path,
-                      kvl_generation_name(m.generation));
-    if (rc == KVL_OK && m.kv_cache != KVL_CACHE_BF16)
+                      kvl_generation_name(m->generation));
+    if (rc == KVL_OK && m->kv_cache != KVL_CACHE_BF16)
         rc = kvl_fail(KVL_EINVAL, "%s: kv_cache %s; this chapter prices bf16 K and V", path,
-                      kvl_cache_layout_name(m.kv_cache));
-    for (size_t l = 0; rc == KVL_OK && l < m.n_layers; l++)
-        if (!kvl_layer_writes_cache(&m, l)) rc = kvl_fail(KVL_EINVAL, "%s: layer %zu keeps no cache", path, l);
-    if (rc != KVL_OK) { kvl_model_free(&m); return rc; }
+                      kvl_cache_layout_name(m->kv_cache));
+    for (size_t l = 0; rc == KVL_OK && l < m->n_layers; l++)
+        if (!kvl_layer_writes_cache(m, l)) rc = kvl_fail(KVL_EINVAL, "%s: layer %zu keeps no cache", path, l);
+    p->shown = shown;
+    snprintf(p->as_shipped, sizeof p->as_shipped, m->n_kv_heads == m->n_heads ? "MHA (shipped)"
+                                                   : m->n_kv_heads == 1        ? "MQA (shipped)"
+                                                                               : "GQA-%zu (shipped)", m->n_kv_heads);
+    if (rc == KVL_OK) rc = levers_of(&p->v[0], m, m->n_kv_heads, p->as_shipped);
+    if (rc == KVL_OK) rc = levers_of(&p->v[1], m, m->n_heads, "MHA");
+    if (rc == KVL_OK) rc = levers_of(&p->v[2], m, 1, "MQA");
+    if (rc != KVL_OK) kvl_model_free(m);
+    return rc;
+}
 
-    char as_shipped[32];
-    snprintf(as_shipped, sizeof as_shipped, m.n_kv_heads == m.n_heads ? "MHA (shipped)"
-                                            : m.n_kv_heads == 1        ? "MQA (shipped)"
-                                                                       : "GQA-%zu (shipped)", m.n_kv_heads);
-    levers v[3];
-    rc = levers_of(&v[0], &m, m.n_kv_heads, as_shipped);
-    if (rc == KVL_OK) rc = levers_of(&v[1], &m, m.n_heads, "MHA");
-    if (rc == KVL_OK) rc = levers_of(&v[2], &m, 1, "MQA");
-    if (rc != KVL_OK) { kvl_model_free(&m); return rc; }
-
-    printf("\n%s (%s): %zu layers, %zu query heads, %zu KV heads, head dim %zu, bf16\n", m.name, shown, m.n_layers,
-           m.n_heads, m.n_kv_heads, m.head_dim);
+/* The levers table of a priced model; KVL_EINVAL if a live cache disagrees with the formula. */
+static int print_model(const priced *p)
+{
+    const kvl_model *m = &p->m;
+    const levers *v = p->v;
+    int rc = KVL_OK;
+    printf("\n%s (%s): %zu layers, %zu query heads, %zu KV heads, head dim %zu, bf16\n", m->name, p->shown,
+           m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim);
     printf("  %-16s %7s %13s %16s %9s %12s %11s %14s %12s\n", "variant", "layers", "entries/tok", "elements/entry",
            "B/elem", "B/layer", "live B/lyr", "B/token", "KiB/token");
     for (int i = 0; i < 3; i++) {
@@ -144,15 +159,14 @@ static int print_model(const char *path, const char *shown)
                grouped(v[i].elements, a, sizeof a), v[i].bytes, grouped(per_layer, b, sizeof b),
                grouped(v[i].layer_bytes_live, d, sizeof d), grouped(per_token, c, sizeof c), (double)per_token / 1024.0,
                v[i].layer_bytes_live == per_layer ? "" : "  LIVE MISMATCH");
-        if (v[i].layer_bytes_live != per_layer) rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", path);
+        if (v[i].layer_bytes_live != per_layer) rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", m->path);
     }
     size_t shipped = v[0].layers * v[0].elements * v[0].bytes;
     printf("  With %zu query heads sharing each KV head the cache is 1/%zu of MHA's; MQA's is 1/%zu.\n",
-           m.n_heads / m.n_kv_heads, m.n_heads / m.n_kv_heads, m.n_heads);
+           m->n_heads / m->n_kv_heads, m->n_heads / m->n_kv_heads, m->n_heads);
     char total[32];
-    printf("  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n", m.n_kv_heads,
-           m.head_dim, v[0].bytes, m.n_layers, grouped(shipped, total, sizeof total), (double)shipped / 1024.0);
-    kvl_model_free(&m);
+    printf("  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n", m->n_kv_heads,
+           m->head_dim, v[0].bytes, m->n_layers, grouped(shipped, total, sizeof total), (double)shipped / 1024.0);
     return rc;
 }
 
@@ -233,19 +247,32 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("KV cache per token = layers x entries/token/layer x elements/entry x bytes/element\n"
-           "                   =   L    x          1          x    2*Hkv*Dh     x      b\n");
+    /* Every config is read and checked before anything is printed: a bad one exits 2, alone on stderr. */
+    priced models[2];
+    size_t n_models = 0;
     char path[4096];
     const char *const builtin[] = {"ref/configs/deepseek-llm-67b.json", "chapters/01_cost/llama-3-70b.json"};
-    for (int i = 0; i < 2 && !extra; i++) {
-        snprintf(path, sizeof path, "%s/%s", root_dir(), builtin[i]);
-        if (print_model(path, builtin[i]) != KVL_OK) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
+    for (size_t i = 0; i < (extra ? 1 : 2); i++) {
+        snprintf(path, sizeof path, "%s%s%s", extra ? "" : root_dir(), extra ? "" : "/", extra ? extra : builtin[i]);
+        if (price_model(&models[n_models], path, extra ? extra : builtin[i]) != KVL_OK) {
+            fprintf(stderr, "cost: %s\n", kvl_error());
+            while (n_models) kvl_model_free(&models[--n_models].m);
+            return 2;
+        }
+        n_models++;
     }
-    if (extra && print_model(extra, extra) != KVL_OK) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
+
+    printf("KV cache per token = layers x entries/token/layer x elements/entry x bytes/element\n"
+           "                   =   L    x          1          x    2*Hkv*Dh     x      b\n");
+    int ok = 1;
+    for (size_t i = 0; i < n_models; i++) {
+        if (print_model(&models[i]) != KVL_OK) ok = 0;
+        kvl_model_free(&models[i].m);
+    }
+    if (!ok) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
 
     printf("\nLive check: a toy stack (ref/model, d 64, H 4, Dh 16, SwiGLU MLP) after %zu tokens,\n"
            "half prefilled, half decoded; bytes its caches hold against the formula:\n", T);
-    int ok = 1;
     const size_t kv[] = {4, 2, 1};
     const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
     for (int i = 0; i < 3; i++)

@@ -491,6 +491,12 @@ int main(int argc, char **argv)
         kvl_model_free(&m);
         return 2;
     }
+    mla_config checked;   /* dims ref/mla cannot run (a rotary width past KVL_ROPE_MAX_DR) fail before any output */
+    if (mla_config_from_model(&checked, &m) != KVL_OK) {
+        fprintf(stderr, "mla_cost: %s\n", kvl_error());
+        kvl_model_free(&m);
+        return 2;
+    }
     int rc = cache_bytes(&m);
     if (rc == KVL_OK) rc = decode_step(&m, &opt);
     if (rc == KVL_OK) rc = writeup_toy_check();

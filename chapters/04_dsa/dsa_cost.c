@@ -647,6 +647,16 @@ static int fp8_recall(const dsa_config *real)
     return rc;
 }
 
+/* Part (d) runs the FP8 indexer at the config's DI: a width it cannot rotate and quantise is refused
+ * by the library on one zero row, before anything is printed. */
+static int check_fp8_width(const dsa_config *c, const char *path)
+{
+    float *probe = calloc(c->index_head_dim, sizeof *probe);
+    int rc = probe ? dsa_index_quantise(probe, c, 1) : kvl_fail(KVL_ENOMEM, "out of memory");
+    free(probe);
+    return rc == KVL_OK ? rc : kvl_fail(rc, "%s: %s", path, kvl_error());
+}
+
 int main(int argc, char **argv)
 {
     options opt;
@@ -658,7 +668,7 @@ int main(int argc, char **argv)
         return 2;
     }
     dsa_config c;
-    if (dsa_config_from_model(&c, &m) != KVL_OK) {
+    if (dsa_config_from_model(&c, &m) != KVL_OK || check_fp8_width(&c, opt.config) != KVL_OK) {
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         kvl_model_free(&m);
         return 2;

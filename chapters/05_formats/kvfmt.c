@@ -124,11 +124,20 @@ static text code_text(kvf_element f, uint32_t code)
     return t;
 }
 
-/* An offending token, cut to ECHO_MAX characters, for a message. */
+/* An offending token for a message, cut to ECHO_MAX characters; control bytes are written \xNN, so
+ * that the message stays one line and prints nothing the terminal would act on. */
 static text echo(const char *s, size_t len)
 {
     text t;
-    snprintf(t.s, sizeof t.s, "%.*s%s", (int)(len < ECHO_MAX ? len : ECHO_MAX), s, len > ECHO_MAX ? "..." : "");
+    size_t o = 0, i = 0;
+    for (; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int control = c < 0x20 || c == 0x7f;
+        if (o + (control ? 4 : 1) > ECHO_MAX) break;
+        if (control) o += (size_t)snprintf(t.s + o, sizeof t.s - o, "\\x%02x", c);
+        else t.s[o++] = (char)c;
+    }
+    snprintf(t.s + o, sizeof t.s - o, "%s", i < len ? "..." : "");
     return t;
 }
 
@@ -192,8 +201,8 @@ static float *numbers_f32(const numbers *v)
     return out;
 }
 
-/* All of the stream, NUL-terminated; caller frees. */
-static char *read_all(FILE *f)
+/* All of the stream, NUL-terminated, its length in *len; caller frees. */
+static char *read_all(FILE *f, size_t *len)
 {
     size_t n = 0, cap = 4096;
     char *buf = grow(NULL, cap, 1);
@@ -203,7 +212,22 @@ static char *read_all(FILE *f)
         if (cap - n - 1 == 0) buf = grow(buf, cap *= 2, 1);
     }
     buf[n] = '\0';
+    *len = n;
     return buf;
+}
+
+/* All of stdin as text (caller frees), or NULL and *status = 2 when it holds a NUL byte: binary data,
+ * at which the text would otherwise silently end. */
+static char *read_stdin_text(int *status)
+{
+    size_t len;
+    char *txt = read_all(stdin, &len);
+    size_t nul = strlen(txt), line = 1;
+    if (nul == len) return txt;
+    for (size_t i = 0; i < nul; i++) line += txt[i] == '\n';
+    free(txt);
+    *status = bad_input("stdin line %zu: a NUL byte; stdin must be text", line);
+    return NULL;
 }
 
 /* Whitespace-separated numbers of `txt`, whose first line is stdin line `line` → appended to v.
@@ -226,8 +250,10 @@ static int numbers_from_text(numbers *v, const char *txt, size_t line)
 
 static int numbers_from_stdin(numbers *v)
 {
-    char *txt = read_all(stdin);
-    int status = numbers_from_text(v, txt, 1);
+    int status = 0;
+    char *txt = read_stdin_text(&status);
+    if (!txt) return status;
+    status = numbers_from_text(v, txt, 1);
     free(txt);
     return status;
 }
@@ -735,7 +761,8 @@ static int parse_hex_row(uint8_t *row, size_t want, const char *s, size_t len, s
     for (size_t i = 0; i < len; i++) {
         if (strchr(" \t\r", s[i])) continue;
         int d = hex_digit((unsigned char)s[i]);
-        if (d < 0) return bad_input("stdin line %zu, column %zu: '%c' is not a hex digit", line, i + 1, s[i]);
+        if (d < 0)
+            return bad_input("stdin line %zu, column %zu: '%s' is not a hex digit", line, i + 1, echo(s + i, 1).s);
         if (digits / 2 < want) row[digits / 2] = (uint8_t)(digits % 2 ? row[digits / 2] << 4 | d : d);
         digits++;
     }
@@ -776,14 +803,16 @@ static const char *skip_blank_lines(const char *p, size_t *line)
 /* stdin: one line of hex (the packed row), then optionally the row's original values. */
 static int row_unpack(kvf_row r)
 {
-    char *txt = read_all(stdin);
+    int status = 0;
+    char *txt = read_stdin_text(&status);
+    if (!txt) return status;
     size_t line = 1;
     const char *p = skip_blank_lines(txt, &line);
     size_t len = strcspn(p, "\n");
     uint8_t *row = grow(NULL, kvf_row_bytes(r), 1);
     numbers originals = {0};
-    int status = len ? parse_hex_row(row, kvf_row_bytes(r), p, len, line, kvf_row_name(r))
-                     : bad_input("stdin holds no hex line; expected one line of hex bytes, byte 0 first");
+    status = len ? parse_hex_row(row, kvf_row_bytes(r), p, len, line, kvf_row_name(r))
+                 : bad_input("stdin holds no hex line; expected one line of hex bytes, byte 0 first");
     if (!status && p[len]) status = numbers_from_text(&originals, p + len + 1, line + 1);
     if (!status && originals.n && originals.n != kvf_row_values(r))
         status = bad_input("after the hex line stdin has %zu values; a %s row holds %zu", originals.n,

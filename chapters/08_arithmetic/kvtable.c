@@ -6,6 +6,7 @@
  * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,10 +203,13 @@ static int print_json(const row *rows, size_t n)
  * light, so the chart reads on its own. Written to FILE.partial and renamed: no half-written chart. */
 static int write_svg(const char *path, const row *rows, size_t n)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.partial", path) >= (int)sizeof tmp) {
+        fprintf(stderr, "kvtable: --svg: a path of %zu characters is too long\n", strlen(path));
+        return 2;
+    }
     FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "kvtable: --svg %s: cannot write\n", path); return 2; }
+    if (!f) { fprintf(stderr, "kvtable: --svg %s: cannot write: %s\n", path, strerror(errno)); return 2; }
     const double left = 190, right = 760, top = 70, bar = 34, gap = 14;
     double lo = 1e300, hi = 0;
     for (size_t i = 0; i < n; i++) {
@@ -249,8 +253,9 @@ static int write_svg(const char *path, const row *rows, size_t n)
             rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int why = errno;
         unlink(tmp);
-        fprintf(stderr, "kvtable: --svg %s: cannot write\n", path);
+        fprintf(stderr, "kvtable: --svg %s: cannot write: %s\n", path, strerror(why));
         return 2;
     }
     return 0;
@@ -310,9 +315,11 @@ int main(int argc, char **argv)
             else { fprintf(stderr, "kvtable: --format: unknown format \"%s\" (text, markdown, csv, json)\n", f); return 2; }
         } else if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
             svg = argv[++i];
+        } else if (strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "--svg") == 0) {
+            fprintf(stderr, "kvtable: %s needs a value (see --help)\n", argv[i]);
+            return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "kvtable: unknown or incomplete option \"%s\"\n", argv[i]);
-            usage(stderr);
+            fprintf(stderr, "kvtable: unknown option \"%s\" (see --help)\n", argv[i]);
             return 2;
         } else {
             first_config = i;

@@ -14,6 +14,8 @@
 #define MAX_DIM ((size_t)1 << 24)
 #define MAX_LAYERS 4096
 
+#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
+
 typedef struct {
     const char *origin;   /* file name for messages */
     const cJSON *root;
@@ -57,6 +59,21 @@ static const cJSON *find2(const cJSON *obj, const char *hf, const char *ds, cons
     return it;
 }
 
+/* A key or a string from the file, for messages: at most 48 bytes of it, a quote or a control byte
+ * as \xNN, so that the message stays one line. */
+static const char *file_text(const char *s)
+{
+    static _Thread_local char buf[4 * 48 + 4];
+    size_t o = 0, i = 0;
+    for (; s[i] && i < 48; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || c == '"') o += (size_t)snprintf(buf + o, sizeof buf - o, "\\x%02x", c);
+        else buf[o++] = (char)c;
+    }
+    snprintf(buf + o, sizeof buf - o, "%s", s[i] ? "..." : "");
+    return buf;
+}
+
 static int missing(const reader *r, const cJSON *obj, const char *hf, const char *ds)
 {
     const cJSON *best = NULL;
@@ -70,7 +87,7 @@ static int missing(const reader *r, const cJSON *obj, const char *hf, const char
     if (ds) snprintf(alt, sizeof alt, " (or \"%s\")", ds);
     if (best)
         return kvl_fail(KVL_EINVAL, "%s: missing field \"%s\"%s; found \"%s\": is it misspelled?", r->origin,
-                        hf, alt, best->string);
+                        hf, alt, file_text(best->string));
     return kvl_fail(KVL_EINVAL, "%s: missing field \"%s\"%s", r->origin, hf, alt);
 }
 
@@ -78,6 +95,10 @@ static int missing(const reader *r, const cJSON *obj, const char *hf, const char
 static const char *shown(const cJSON *it)
 {
     static _Thread_local char buf[64];
+    if (cJSON_IsNumber(it) && !isfinite(it->valuedouble)) {   /* cJSON prints these as null */
+        snprintf(buf, sizeof buf, "%s (beyond double range)", it->valuedouble > 0 ? "inf" : "-inf");
+        return buf;
+    }
     char *s = cJSON_PrintUnformatted(it);
     snprintf(buf, sizeof buf, "%s", s ? s : "?");
     if (s && strlen(s) >= sizeof buf) strcpy(buf + sizeof buf - 4, "...");
@@ -171,16 +192,54 @@ static int read_list(const reader *r, const cJSON *obj, const char *name, size_t
     return KVL_OK;
 }
 
-static int no_duplicates(const reader *r, const cJSON *obj)
+/* qsort order of object members: by key */
+static int by_key(const void *a, const void *b)
 {
-    for (const cJSON *a = obj->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (strcmp(a->string, b->string) == 0)
-                return kvl_fail(KVL_EINVAL, "%s: field \"%s\" appears twice", r->origin, a->string);
-    return KVL_OK;
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
 }
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
+/* A key the object obj[n] holds twice, or NULL. Sorted, so a large object costs n log n. */
+static const char *repeated_key(const reader *r, const cJSON *obj, size_t n, int *rc)
+{
+    const cJSON **keys = malloc(n * sizeof *keys);
+    if (!keys) {
+        *rc = kvl_fail(KVL_ENOMEM, "%s: out of memory checking for repeated fields", r->origin);
+        return NULL;
+    }
+    size_t i = 0;
+    for (const cJSON *c = obj->child; c; c = c->next) keys[i++] = c;
+    qsort(keys, n, sizeof *keys, by_key);
+    const char *dup = NULL;
+    for (i = 1; i < n && !dup; i++)
+        if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) dup = keys[i]->string;
+    free(keys);
+    return dup;
+}
+
+/* No object anywhere under `it` (at `path`, "" for the top level) holds a key twice: cJSON would
+ * silently read the first, whichever one the author meant. */
+static int no_duplicates(const reader *r, const cJSON *it, const char *path)
+{
+    size_t n = 0;
+    for (const cJSON *c = it->child; c; c = c->next) n++;
+    if (cJSON_IsObject(it) && n > 1) {
+        int rc = KVL_OK;
+        const char *dup = repeated_key(r, it, n, &rc);
+        if (rc != KVL_OK) return rc;
+        if (dup)
+            return kvl_fail(KVL_EINVAL, "%s: field \"%s%s%s\" appears twice", r->origin, path, *path ? "." : "",
+                            file_text(dup));
+    }
+    size_t i = 0;
+    for (const cJSON *c = it->child; c; c = c->next, i++) {
+        if (!c->child) continue;
+        char inner[256];
+        if (cJSON_IsObject(it)) snprintf(inner, sizeof inner, "%s%s%s", path, *path ? "." : "", file_text(c->string));
+        else snprintf(inner, sizeof inner, "%s[%zu]", path, i);
+        TRY(no_duplicates(r, c, inner));
+    }
+    return KVL_OK;
+}
 
 /* ---- the parts of a model ---------------------------------------------------------------------- */
 
@@ -225,6 +284,8 @@ static int read_dims(const reader *r, kvl_model *m)
     TRY(read_size(r, o, (size_field){.hf = "num_key_value_heads", .ds = "n_kv_heads", .lo = 1, .hi = D, .optional = 1,
                                      .dflt = m->generation >= KVL_GEN_V4 ? 1 : m->n_heads}, &m->n_kv_heads));
     TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
+    if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
+        return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
     double theta;
     TRY(read_real(r, o, (real_field){.hf = "rope_theta", .ds = NULL, .lo = 1, .hi = 1e12, .optional = 1, .dflt = 10000}, &theta));
 
@@ -421,7 +482,6 @@ static int read_annotations(const reader *r, kvl_model *m)
     if (!a) return KVL_OK;
     if (!cJSON_IsObject(a))
         return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage\" must be an object, got %s", r->origin, shown(a));
-    TRY(no_duplicates(r, a));
     TRY(read_text(r, a, "name", m->name, sizeof m->name));
     TRY(read_text(r, a, "date", m->date, sizeof m->date));
     TRY(read_text(r, a, "mechanism", m->mechanism, sizeof m->mechanism));
@@ -436,7 +496,7 @@ static int read_annotations(const reader *r, kvl_model *m)
     for (size_t i = 0; i < sizeof cache_names / sizeof *cache_names; i++)
         if (strcmp(cache, cache_names[i]) == 0) { m->kv_cache = (kvl_cache_layout)i; return KVL_OK; }
     return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage.kv_cache\" must be one of bf16, v32-fp8, v4-fp8, v41-fp4, got \"%s\"",
-                    r->origin, cache);
+                    r->origin, file_text(cache));
 }
 
 /* ---- entry points ------------------------------------------------------------------------------ */
@@ -449,24 +509,38 @@ static void where(const char *json, size_t len, const char *at, size_t *line, si
     }
 }
 
+/* The first byte in [p, stop) that is not a JSON blank (a NUL byte counts as text), or NULL. cJSON
+ * stops after one value and ignores the rest, which may be a second object or a half-pasted one. */
+static const char *after_blanks(const char *p, const char *stop)
+{
+    while (p < stop && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p < stop ? p : NULL;
+}
+
 int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *origin)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", origin);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    size_t line, col;
     if (!root) {
-        size_t line, col;
         where(json, len, end ? end : json + len, &line, &col);
         return kvl_fail(KVL_EPARSE, len ? "%s: not valid JSON near line %zu, column %zu" : "%s: empty file", origin,
                         line, col);
+    }
+    const char *rest = after_blanks(end, json + len);
+    if (rest) {
+        cJSON_Delete(root);
+        where(json, len, rest, &line, &col);
+        return kvl_fail(KVL_EPARSE, "%s: text after the JSON object, at line %zu, column %zu", origin, line, col);
     }
     reader r = {origin, root};
     int rc = KVL_OK;
     if (!cJSON_IsObject(root))
         rc = kvl_fail(KVL_EINVAL, "%s: the top level must be a JSON object, got %s", origin,
                       cJSON_IsArray(root) ? "an array" : "a scalar");
-    if (rc == KVL_OK) rc = no_duplicates(&r, root);
+    if (rc == KVL_OK) rc = no_duplicates(&r, root, "");
     if (rc == KVL_OK) {
         m->generation = recognise(root);
         rc = read_dims(&r, m);
@@ -488,7 +562,7 @@ int kvl_model_load(kvl_model *m, const char *path)
     int rc = buf ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
     while (rc == KVL_OK) {
         len += fread(buf + len, 1, cap - len, f);
-        if (ferror(f)) rc = kvl_fail(KVL_EIO, "%s: read error", path);
+        if (ferror(f)) rc = kvl_fail(KVL_EIO, "%s: cannot read: %s", path, strerror(errno));
         else if (len < cap) break;
         else if (cap >= ((size_t)1 << 26)) rc = kvl_fail(KVL_EINVAL, "%s: larger than 64 MiB: not a config", path);
         else {

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Write the fuzz targets' seed corpora under tests/fuzz/corpus/ (committed; the fuzzers and
+tests/test_reliability_fuzz.c read them, neither needs Python).
+
+  config/  the real configs (ref/configs/, chapters/*/*.json) and small toy ones, one per generation
+  kvfmt/   one kvfmt call per command: "ARGS\\nSTDIN" (tests/fuzz/kvfmt_input.h)
+  rows/    per layout: byte 0 = the layout, then a row the library packed from seeded normal values,
+           and the same values as float32 (tests/fuzz/rows_property.h); plus all-zero and ±max rows
+
+Run from the project root after `make` (it packs rows with build/bin/kvfmt):
+  python3 tests/fuzz/gen_corpus.py [path/to/kvfmt]
+"""
+import glob
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+KVFMT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "kvfmt")
+
+LAYOUTS = ["v32-main", "v32-index", "v4-main", "v4-index", "v41-main", "v41-window"]
+VALUES = {"v32-main": 576, "v32-index": 128, "v4-main": 512, "v4-index": 128, "v41-main": 512, "v41-window": 512}
+
+TOY_CONFIGS = {
+    "toy-mha-swa.json": '{"hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4, '
+                        '"num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8}',
+    "toy-mla-no-qlora.json": '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, '
+                             '"q_lora_rank": null, "kv_lora_rank": 32, "qk_nope_head_dim": 16, '
+                             '"qk_rope_head_dim": 8, "v_head_dim": 16, "rope_scaling": {"factor": 40, '
+                             '"original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1, '
+                             '"mscale_all_dim": 1}}',
+    "toy-v41.json": '{"dim": 64, "n_layers": 6, "n_heads": 4, "q_lora_rank": 32, "head_dim": 32, '
+                    '"rope_head_dim": 8, "o_groups": 2, "o_lora_rank": 16, "window_size": 8, '
+                    '"compress_ratios": [0, 2, 2, 1, 1, 1], "kv_source_layers": [1, 3], '
+                    '"index_source_layers": [1, 3, 5], "candidate_source_layer": 3, "candidate_topk_blocks": 2, '
+                    '"candidate_block_size": 4, "index_n_heads": 4, "index_head_dim": 16, "index_topk": 4, '
+                    '"compress_rope_theta": 160000, "rope_factor": 4, "original_seq_len": 64, "beta_fast": 32, '
+                    '"beta_slow": 1, "_kvlineage": {"name": "toy", "kv_cache": "v41-fp4", "headline": false}}',
+}
+
+
+def write(subdir, name, data):
+    path = os.path.join(CORPUS, subdir, name)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def kvfmt(args, stdin):
+    return subprocess.run([KVFMT] + args, input=stdin.encode(), capture_output=True, check=True).stdout.decode()
+
+
+def lines(values):
+    return "".join(f"{float(v)!r}\n" for v in values)
+
+
+def config_corpus():
+    for path in sorted(glob.glob(os.path.join(ROOT, "ref", "configs", "*.json")) +
+                       glob.glob(os.path.join(ROOT, "chapters", "*", "*.json"))):
+        shutil.copy(path, os.path.join(CORPUS, "config", os.path.basename(path)))
+    for name, text in TOY_CONFIGS.items():
+        write("config", name, text.encode())
+
+
+def kvfmt_corpus(rng):
+    def normal(n, scale=1.0):
+        return lines(rng.standard_normal(n) * scale)
+
+    calls = {
+        "encode-args": "encode --format e4m3 1.5 -0 nan inf 0x1p-149 3.4028234663852886e38\n",
+        "encode-stdin-saturate": "encode --saturate --format e5m2\n1\n2.5\n-65536\n1e-7\n",
+        "encode-e8m0": "encode --format=e8m0 0.75 3 1e-45\n",
+        "decode-bf16": "decode --format bf16 0x7f80 0 65535 0x0001\n",
+        "decode-e2m1": "decode --format e2m1 0x7 15 -- 8\n",
+        "table-e2m1": "table --format e2m1\n",
+        "quant-mxfp4": "quant --scheme mxfp4\n" + normal(32),
+        "quant-mxfp8": "quant --scheme mxfp8\n" + normal(32, 100.0),
+        "quant-nvfp4": "quant --scheme nvfp4\n" + normal(16, 1e-3),
+        "quant-nvfp4-noglobal": "quant --scheme nvfp4-noglobal\n" + normal(16),
+        "quant-fp8-128": "quant --scheme fp8-128\n" + normal(128),
+        "quant-bad-count": "quant --scheme mxfp4\n1 2 3\n",
+        "row-map": "row --layout v41-main\n",
+        "row-pack-v4-index": "row --layout v4-index --pack\n" + normal(128),
+        "fp4-demo": "fp4-demo --seed 3\n",
+        "help": "encode -h\n",
+        "bad-option": "encode --format e4m3 --frob 1\n",
+    }
+    for layout in LAYOUTS:
+        values = normal(VALUES[layout])
+        hexrow = kvfmt(["row", "--layout", layout, "--pack"], values)
+        calls[f"row-unpack-{layout}"] = f"row --layout {layout} --unpack\n" + hexrow + values
+    for name, text in calls.items():
+        write("kvfmt", name, text.encode())
+
+
+def rows_corpus(rng):
+    for index, layout in enumerate(LAYOUTS):
+        values = rng.standard_normal(VALUES[layout]).astype(np.float32)
+        hexrow = kvfmt(["row", "--layout", layout, "--pack"], lines(values)).strip()
+        write("rows", f"{layout}-packed", bytes([index]) + bytes.fromhex(hexrow))
+        write("rows", f"{layout}-floats", bytes([index]) + values.astype("<f4").tobytes())
+        write("rows", f"{layout}-zero", bytes([index]) + bytes(4 * VALUES[layout]))
+        extremes = np.resize(np.array([3.4028234663852886e38, -1.401298464324817e-45, -0.0, 448.0], np.float32),
+                             VALUES[layout])
+        write("rows", f"{layout}-extremes", bytes([index]) + extremes.astype("<f4").tobytes())
+    write("rows", "unknown-layout", bytes([6]) + struct.pack("<4f", 1, 2, 3, 4))
+
+
+def main():
+    for subdir in ("config", "kvfmt", "rows"):
+        os.makedirs(os.path.join(CORPUS, subdir), exist_ok=True)
+    rng = np.random.default_rng(20261130)
+    config_corpus()
+    kvfmt_corpus(rng)
+    rows_corpus(rng)
+
+
+if __name__ == "__main__":
+    main()

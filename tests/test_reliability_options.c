@@ -1,0 +1,185 @@
+/* Reliability of every program's command line (cost, mla_cost, swa_reach, dsa_cost, kvfmt, kvtable):
+ * an unknown flag, a flag without its value, a value out of range or not a number, a stray argument
+ * is answered with exit status 2, exactly one line on stderr that starts with the program's name
+ * and names the offending argument, and nothing on stdout. --help prints to stdout and exits 0. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+#define CAP (1 << 16)
+
+static char out[CAP], err[CAP];
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+typedef struct {
+    const char *cmd;    /* the command line, run through /bin/sh */
+    const char *names;  /* a fragment stderr must contain */
+} bad_call;
+
+/* Each call exits 2, prints nothing, and says one line on stderr starting with the first word of its
+ * command and a colon, containing its fragment. */
+static void expect_bad_calls(const bad_call *calls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char prefix[32];
+        size_t word = strcspn(calls[i].cmd, " ");
+        snprintf(prefix, sizeof prefix, "%.*s", (int)word, calls[i].cmd);
+        int rc = kvl_run(calls[i].cmd, "", out, CAP, err, CAP);
+        ck_assert_msg(rc == 2, "%s: exit %d, want 2 (stderr: %s)", calls[i].cmd, rc, err);
+        ck_assert_msg(out[0] == '\0', "%s: printed to stdout: %.200s", calls[i].cmd, out);
+        const int named = strncmp(err, prefix, word) == 0 && (err[word] == ':' || err[word] == ' ');
+        ck_assert_msg(count_lines(err) == 1 && named, "%s: stderr is not one line starting \"%s\": %s", calls[i].cmd,
+                      prefix, err);
+        ck_assert_msg(strstr(err, calls[i].names) != NULL, "%s: stderr does not name \"%s\": %s", calls[i].cmd,
+                      calls[i].names, err);
+    }
+}
+
+#define EXPECT_BAD(calls) expect_bad_calls(calls, sizeof calls / sizeof calls[0])
+
+START_TEST(test_unknown_flags_are_refused_by_every_program)
+{
+    static const bad_call calls[] = {
+        {"cost --colour", "--colour"},
+        {"cost -t 5", "-t"},
+        {"mla_cost --context 1", "--context"},
+        {"swa_reach --layer 2", "--layer"},
+        {"dsa_cost --no-timings", "--no-timings"},
+        {"dsa_cost --no-timing=1", "--no-timing=1"},
+        {"kvtable --colour", "--colour"},
+        {"kvtable --", "--"},
+        {"kvfmt encode --format e4m3 --round 1", "--round"},
+        {"kvfmt --version", "--version"},
+        {"kvfmt quant --scheme mxfp4 --format e4m3", "--format does not apply"},
+        {"kvfmt encode --format e4m3 --saturate=yes 1", "--saturate takes no value"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+START_TEST(test_flags_without_their_values_are_refused_by_every_program)
+{
+    static const bad_call calls[] = {
+        {"cost --tokens", "--tokens"},
+        {"cost --config", "--config"},
+        {"mla_cost --contexts", "--contexts"},
+        {"mla_cost --naive-budget", "--naive-budget"},
+        {"mla_cost --repeats", "--repeats"},
+        {"mla_cost --config", "--config"},
+        {"swa_reach --window", "--window"},
+        {"swa_reach --threshold", "--threshold"},
+        {"dsa_cost --contexts", "--contexts"},
+        {"dsa_cost --repeats", "--repeats"},
+        {"kvtable --format", "--format needs a value"},
+        {"kvtable --format json --svg", "--svg needs a value"},
+        {"kvfmt encode --format", "--format needs a value"},
+        {"kvfmt row --layout", "--layout needs a value"},
+        {"kvfmt fp4-demo --seed", "--seed needs a value"},
+        {"kvfmt encode 1", "--format is required"},
+        {"kvfmt quant", "--scheme is required"},
+        {"kvfmt", "no command"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+START_TEST(test_values_out_of_range_or_not_numbers_are_refused)
+{
+    static const bad_call calls[] = {
+        {"cost --tokens 0", "0"},
+        {"cost --tokens 4097", "4097"},
+        {"cost --tokens -5", "-5"},
+        {"cost --tokens 1e3", "1e3"},
+        {"cost --tokens 99999999999999999999999", "99999999999999999999999"},
+        {"mla_cost --contexts 0", "\"0\""},
+        {"mla_cost --contexts 1025K", "1025K"},
+        {"mla_cost --contexts 1,,2", "1,,2"},
+        {"mla_cost --contexts 4K,", "ends with a comma"},
+        {"mla_cost --contexts ''", "empty list"},
+        {"mla_cost --contexts 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "at most 16"},
+        {"mla_cost --repeats 101", "101"},
+        {"mla_cost --naive-budget nan", "nan"},
+        {"mla_cost --naive-budget -1", "-1"},
+        {"swa_reach --layers 17", "17"},
+        {"swa_reach --window 1", "--window"},
+        {"swa_reach --threshold 1", "--threshold"},
+        {"swa_reach --threshold inf", "inf"},
+        {"swa_reach --seed 4294967296", "4294967296"},
+        {"swa_reach --seed -1", "-1"},
+        {"dsa_cost --contexts 0x10", "0x10"},
+        {"dsa_cost --contexts +5", "+5"},
+        {"dsa_cost --repeats 0", "\"0\""},
+        {"kvtable --format yaml", "yaml"},
+        {"kvfmt encode --format e3m4 1", "unknown format 'e3m4'"},
+        {"kvfmt encode --format= 1", "unknown format ''"},
+        {"kvfmt quant --scheme mxfp5", "unknown scheme 'mxfp5'"},
+        {"kvfmt row --layout v5-main", "unknown layout 'v5-main'"},
+        {"kvfmt fp4-demo --seed 18446744073709551616", "18446744073709551616"},
+        {"kvfmt fp4-demo --seed -1", "'-1'"},
+        {"kvfmt fp4-demo --seed 1.5", "'1.5'"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+START_TEST(test_stray_and_repeated_arguments_are_refused)
+{
+    static const bad_call calls[] = {
+        {"cost extra", "extra"},
+        {"mla_cost extra", "extra"},
+        {"swa_reach extra", "extra"},
+        {"dsa_cost extra", "extra"},
+        {"kvfmt table --format e4m3 extra", "unexpected argument 'extra'"},
+        {"kvfmt frob", "unknown command 'frob'"},
+        {"kvfmt encode --format e4m3 --format e5m2 1", "--format given twice"},
+        {"kvfmt row --layout v4-index --pack --unpack", "--pack or --unpack, not both"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+/* An argument holding a newline or an escape sequence is quoted back with \xNN: the message stays
+ * one line and sends the terminal nothing it would act on. */
+START_TEST(test_control_characters_in_an_argument_are_escaped_in_the_message)
+{
+    static const bad_call calls[] = {
+        {"kvfmt encode --format \"$(printf 'e4m3\\nx')\" 1", "'e4m3\\x0ax'"},
+        {"kvfmt decode --format e4m3 \"$(printf '\\033[31m')\"", "'\\x1b[31m'"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+START_TEST(test_help_goes_to_stdout_with_exit_0_in_every_program)
+{
+    static const char *const programs[] = {"cost", "mla_cost", "swa_reach", "dsa_cost", "kvtable", "kvfmt",
+                                           "kvfmt encode", "kvfmt row"};
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "%s --help", programs[i]);
+        ck_assert_msg(kvl_run(cmd, NULL, out, CAP, err, CAP) == 0, "%s: exit status not 0", cmd);
+        ck_assert_msg(strstr(out, "usage: ") == out && err[0] == '\0', "%s: stdout %.80s, stderr %s", cmd, out, err);
+    }
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("reliability_options");
+    TCase *tc = tcase_create("command_lines");
+    tcase_add_test(tc, test_unknown_flags_are_refused_by_every_program);
+    tcase_add_test(tc, test_flags_without_their_values_are_refused_by_every_program);
+    tcase_add_test(tc, test_values_out_of_range_or_not_numbers_are_refused);
+    tcase_add_test(tc, test_stray_and_repeated_arguments_are_refused);
+    tcase_add_test(tc, test_control_characters_in_an_argument_are_escaped_in_the_message);
+    tcase_add_test(tc, test_help_goes_to_stdout_with_exit_0_in_every_program);
+    suite_add_tcase(s, tc);
+    return s;
+}
