@@ -72,8 +72,8 @@ int nb_figure(const char *name, svg_doc *svg);
  * number it prints (return nb_expect(diff < 1e-12, "...", diff)). */
 int nb_expect(int holds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* v with thousands separators and at most `decimals` decimals, trailing zeros dropped: 389120 →
- * "389,120", 3514.25 → "3,514.25". The text lives in one of 16 rotating buffers, so up to 16 may
+/* v with thousands separators and at most `decimals` decimals, trailing zeros dropped: 1234567 →
+ * "1,234,567", 1234.25 → "1,234.25". The text lives in one of 16 rotating buffers, so up to 16 may
  * appear in one printf. */
 const char *nb_num(double v, int decimals);
 

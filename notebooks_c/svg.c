@@ -135,7 +135,7 @@ void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...
 
 /* ---- number text ------------------------------------------------------------------------------------- */
 
-/* 389120 → "389,120", 3514.25 → "3,514.25": thousands separators, at most two decimals, no trailing zeros */
+/* 1234567 → "1,234,567", 1234.25 → "1,234.25": thousands separators, at most two decimals, no trailing zeros */
 static const char *grouped(double v, char *buf, size_t cap)
 {
     char raw[64];

@@ -59,7 +59,7 @@ static const char *root_dir(void)
     return r && *r ? r : KVL_SOURCE_DIR;
 }
 
-/* 389120 → "389,120" */
+/* 1234567 → "1,234,567" */
 static const char *grouped(size_t v, char *buf, size_t cap)
 {
     char raw[32];

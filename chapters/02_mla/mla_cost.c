@@ -60,7 +60,7 @@ static void usage(FILE *f)
 
 /* ---- number formatting ------------------------------------------------------------------------- */
 
-/* 70272 → "70,272" */
+/* 1234567 → "1,234,567" */
 static const char *grouped(double v, char *buf, size_t cap)
 {
     char raw[64];

@@ -65,7 +65,7 @@ static void usage(FILE *f)
 
 /* ---- number formatting ------------------------------------------------------------------------- */
 
-/* 48068 → "48,068" */
+/* 1234567 → "1,234,567" */
 static const char *grouped(double v, char *buf, size_t cap)
 {
     char raw[64];

@@ -1,5 +1,5 @@
 /* v4_cache: DeepSeek-V4-Flash's KV cache, read off live caches (chapter 6, spec generations.md §5, §8;
- * figures.md c6-sched, c6-3514, c6-window, c6-5504).
+ * figures.md c6-sched, the V4-Flash bytes-per-token row, c6-window, c6-5504).
  *
  * 1. The layer map, from ref/configs/deepseek-v4-flash.json's compress_ratios: window-only, CSA, HCA.
  * 2. Bytes per token rebuilt from what the caches hold: a ref/model stack of that map at the real entry

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 
 /* ---- number formatting ------------------------------------------------------------------------- */
 
-/* 3514.25 → "3,514.25", 890 → "890": thousands separators, at most `decimals` places, no trailing zeros. */
+/* 1234.5 → "1,234.5", 12 → "12": thousands separators, at most `decimals` places, no trailing zeros. */
 static const char *grouped(double v, int decimals, char *buf, size_t cap)
 {
     char raw[64];
