@@ -6,7 +6,8 @@
 // other layers read their entries, re-scoring them with an indexer of their own or reusing another
 // layer's picks. The entries themselves drop to 4 bits. This notebook reads the V4.1-Flash layer map and
 // draws it, prices the 890-byte token, prints the parameter counts of one layer from the config, counts
-// the indexer's work, runs the toy V4.1 stack through both of its paths, and checks the FP4 range bound.
+// the indexer's work, runs the toy V4.1 stack through both of its paths, checks the FP4 range bound, and
+// then serves the toy the V4.1 way: early exit, replay, and a prefix-cache file without window rows.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_07 --step`
 // walks it cell by cell.
@@ -17,12 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ced.h"
 #include "ch07_toy.h"
 #include "config.h"
 #include "csa2_stack.h"
 #include "kvtable.h"
 #include "nb.h"
+#include "prefix_cache.h"
 #include "rng.h"
 #include "rows.h"
 #include "svg.h"
@@ -347,16 +351,231 @@ NB_CELL(cell_fp4)
 }
 
 // %% [markdown]
-// ## Not yet in the code: the encoder–decoder, bounded replay, prefix caching
+// ## The causal encoder–decoder: an early exit that loses nothing
 //
-// The report splits the 40 layers into an encoder (0–19) and a decoder (20–39). Layer 20, the only
-// decoder KV source, takes the encoder's output as its input, so a prefill can stop after layer 19 plus
-// layer 20's compressor and index keys: every decoder layer's global entries exist, only its window rows
-// do not. After a prefix-cache hit the window rows are rebuilt by replaying the prompt's last tokens. An
-// exact rebuild of every layer's window needs L·(W − 1) + 1 tokens; the report's n_win·L is sufficient, not
-// the minimum. Bounded replay recomputes only the last W tokens, L times fewer, and is approximate from the
-// second windowed layer on. These paths (and their costs measured on a live stack) arrive with the
-// encoder–decoder and replay code; the cell below is the arithmetic only.
+// The report splits the layers into an encoder (the first half) and a decoder. The decoder's only KV
+// source, its first layer (20 of 40; 5 of the toy's 10), takes the encoder's output as its input, so a
+// prefill can stop there: run the encoder, then feed that one layer's compressor and index-key projection
+// the encoder's output, and every global entry of the decoder exists. `ced_prefill` does that; the cell
+// checks on the toy that the entries, index keys and compressor tails it leaves are the full prefill's to
+// the bit, and counts the work per prompt token at V4.1-Flash's real widths.
+
+// %%
+enum { RP_P = 100, RP_T = RP_P + 1 };   /* the replay cells' prompt: 12 toy windows, past L·(W − 1) = 70 */
+
+typedef struct {
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    float x[RP_T * TOY_D];
+} replay_toy;
+
+static int replay_toy_make(replay_toy *t)
+{
+    kvl_model m;
+    memset(t, 0, sizeof *t);
+    int rc = ch07_toy_model(&m);
+    if (rc != KVL_OK) return rc;
+    rc = csa2_stack_config_from_model(&t->s, &m);
+    kvl_model_free(&m);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 72);
+    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&t->w, &t->s, &rng);
+    if (rc == KVL_OK) kvl_rng_normal_f32(&rng, t->x, RP_T * TOY_D, 1.0);
+    return rc;
+}
+
+static void replay_toy_free(replay_toy *t)
+{
+    csa2_stack_weights_free(&t->w);
+    csa2_stack_config_free(&t->s);
+}
+
+/* c ← the prompt prefilled in chunks [0, split) and [split, P) (0: one chunk). */
+static int prefill_split(csa2_cache *c, const replay_toy *t, size_t split)
+{
+    static float out[RP_P * TOY_D];
+    int rc = csa2_cache_init(c, &t->s, RP_T, CSA2_CACHE_F32);
+    if (rc == KVL_OK && split) rc = csa2_stack_prefill(out, NULL, &t->s, &t->w, c, t->x, split);
+    if (rc == KVL_OK) rc = csa2_stack_prefill(out, NULL, &t->s, &t->w, c, t->x + split * TOY_D, RP_P - split);
+    return rc;
+}
+
+static int rows_identical(const v4_rows *a, const v4_rows *b)
+{
+    return a->len == b->len && !memcmp(a->bytes, b->bytes, v4_rows_bytes_used(a));
+}
+
+NB_CELL(cell_early_exit)
+{
+    static replay_toy t;
+    static float h_enc[RP_P * TOY_D];
+    csa2_cache full = {0}, early = {0};
+    int rc = replay_toy_make(&t);
+    if (rc == KVL_OK) rc = prefill_split(&full, &t, 0);
+    if (rc == KVL_OK) rc = csa2_cache_init(&early, &t.s, RP_T, CSA2_CACHE_F32);
+    if (rc == KVL_OK) rc = ced_prefill(h_enc, &t.s, &t.w, &early, t.x, RP_P);
+    size_t same = 0, sources = 0;
+    for (size_t l = 0; l < t.s.n_layers && rc == KVL_OK; l++) {
+        if (t.s.layers[l].kind != KVL_LAYER_FULL) continue;
+        sources++;
+        same += rows_identical(&early.entries[l], &full.entries[l]) && rows_identical(&early.keys[l], &full.keys[l]) &&
+                !memcmp(early.state[l].a, full.state[l].a, csa2_compressor_state_bytes(&full.state[l]));
+        printf("KV source %zu (%s): %zu entries, identical to the full prefill's: %s\n", l,
+               l < t.s.n_encoder ? "encoder" : "decoder", early.entries[l].len, same == sources ? "yes" : "no");
+    }
+    if (rc == KVL_OK) rc = nb_expect(same == sources && sources == 2, "%zu of %zu sources identical", same, sources);
+    kvl_model m;
+    csa2_stack_config real = {0};
+    if (rc == KVL_OK) rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    if (rc == KVL_OK) {
+        rc = csa2_stack_config_from_model(&real, &m);
+        kvl_model_free(&m);
+    }
+    if (rc == KVL_OK) {
+        ced_work full_w, early_w;
+        ced_prefill_work(&full_w, &early_w, &real);
+        printf("V4.1-Flash, per prompt token: full prefill %zu layers, %s parameters; early exit %zu layers, %s "
+               "parameters (%.3f)\n", full_w.layers, nb_num((double)full_w.params, 0), early_w.layers,
+               nb_num((double)early_w.params, 0), (double)early_w.params / full_w.params);
+    }
+    csa2_stack_config_free(&real);
+    csa2_cache_free(&full);
+    csa2_cache_free(&early);
+    replay_toy_free(&t);
+    return rc;
+}
+
+// %% [markdown]
+// ## Replay: exact from L·(W − 1) tokens, bounded from W
+//
+// The early exit leaves the decoder without window rows, and a prefix-cache hit (below) leaves every layer
+// without them. Replay rebuilds them: the prompt's last tokens, from a start s, run through the layers with
+// every window cut at s, so query i sees rows [max(s, i − W + 1), i], while the global entries, index keys
+// and compressor tails are read as they are. Layer ℓ's rows come out exact from s + ℓ(W − 1) on, so every
+// window the next token reads is exact when s ≤ P − L(W − 1). Bounded replay takes only the last W tokens.
+// The cell replays the toy's prompt from the exact start and from later starts, one window at a time, and
+// measures the next token's output against the full run. The weights are random: nothing trained makes
+// the far tokens' influence fade, so the errors show what truncation does, not what it does to V4.1.
+
+// %%
+/* The next token after replaying every layer from `from`, against the full run: relative error. */
+static int replay_error(double *err, const replay_toy *t, size_t from)
+{
+    static float h[RP_P * TOY_D], want[TOY_D], got[TOY_D];
+    csa2_cache ref = {0}, c = {0};
+    int rc = prefill_split(&ref, t, from);
+    if (rc == KVL_OK) rc = prefill_split(&c, t, from);
+    memcpy(h, t->x + from * TOY_D, (RP_P - from) * TOY_D * sizeof *h);
+    if (rc == KVL_OK) rc = csa2_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->s.n_layers, from);
+    if (rc == KVL_OK) rc = csa2_stack_decode(want, &t->s, &t->w, &ref, t->x + RP_P * TOY_D);
+    if (rc == KVL_OK) rc = csa2_stack_decode(got, &t->s, &t->w, &c, t->x + RP_P * TOY_D);
+    double e = 0, m = 0;
+    for (size_t i = 0; i < TOY_D; i++) {
+        e = fmax(e, fabs((double)got[i] - want[i]));
+        m = fmax(m, fabs((double)want[i]));
+    }
+    *err = e / m;
+    csa2_cache_free(&ref);
+    csa2_cache_free(&c);
+    return rc;
+}
+
+NB_CELL(cell_replay)
+{
+    static replay_toy t;
+    int rc = replay_toy_make(&t);
+    const size_t L = t.s.n_layers, W = t.s.layers[0].core.window;
+    const size_t exact = ced_exact_replay_start(RP_P, L, W), bounded = ced_bounded_replay_start(RP_P, W);
+    enum { MAX_BARS = 16 };
+    double errs[MAX_BARS];
+    const char *labels[MAX_BARS];
+    static char names[MAX_BARS][40];
+    int emph[MAX_BARS];
+    size_t n = 0;
+    double e0 = 1;
+    if (rc == KVL_OK) rc = replay_error(&e0, &t, exact);
+    if (rc == KVL_OK)
+        printf("prompt %d, L %zu, W %zu: exact replay from %zu (%zu tokens): next-token error %.3g\n", RP_P, L, W, exact,
+               RP_P - exact, e0);
+    for (size_t late = W - 1; exact + late <= bounded && n < MAX_BARS && rc == KVL_OK; late += W - 1, n++) {
+        rc = replay_error(&errs[n], &t, exact + late);
+        snprintf(names[n], sizeof names[n], "from %zu (%zu tokens)", exact + late, RP_P - exact - late);
+        labels[n] = names[n];
+        emph[n] = 0;
+        printf("  replay from %zu, %zu window(s) late: %.3g\n", exact + late, late / (W - 1), errs[n]);
+    }
+    if (rc == KVL_OK && n < MAX_BARS) {
+        rc = replay_error(&errs[n], &t, bounded);
+        snprintf(names[n], sizeof names[n], "bounded, from %zu (W)", bounded);
+        labels[n] = names[n];
+        emph[n++] = 1;
+        printf("bounded replay from %zu (%zu tokens, %zux fewer than the exact %zu): %.3g\n", bounded, W,
+               (RP_P - exact) / W, RP_P - exact, errs[n - 1]);
+    }
+    if (rc == KVL_OK) rc = nb_expect(e0 == 0, "exact replay differs from the full run by %g", e0);
+    if (rc == KVL_OK) {
+        svg_doc svg;
+        svg_bars_log(&svg, "Replay start against the next token's error (toy, random weights)",
+                     "relative error of the next token's output; exact replay (not drawn) gives 0", labels, errs,
+                     emph, n, "");
+        rc = nb_figure("replay_error", &svg);
+    }
+    replay_toy_free(&t);
+    return rc;
+}
+
+// %% [markdown]
+// ## A prefix cache without window rows
+//
+// What V4.1 persists for a prompt is its global KV only: the KV sources' entries, index keys and compressor
+// tails (`csa2_prefix_save`, a versioned file with a checksum). A hit loads it into a fresh cache (every
+// window empty) and replays the encoder, then the decoder, from the exact start: the next token is the full
+// run's to the bit. The file's bytes are the global bytes the cache reports, the tails and a small frame.
+
+// %%
+NB_CELL(cell_prefix_cache)
+{
+    static replay_toy t;
+    static float h[RP_P * TOY_D], want[TOY_D], got[TOY_D];
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/kvl-nb07-%ld.kvp", (long)getpid());
+    csa2_cache full = {0}, hit = {0};
+    int rc = replay_toy_make(&t);
+    const size_t s = ced_exact_replay_start(RP_P, t.s.n_layers, t.s.layers[0].core.window);
+    if (rc == KVL_OK) rc = prefill_split(&full, &t, s);
+    if (rc == KVL_OK) rc = csa2_prefix_save(path, &t.s, &full);
+    if (rc == KVL_OK) rc = csa2_cache_init(&hit, &t.s, RP_T, CSA2_CACHE_F32);
+    if (rc == KVL_OK) rc = csa2_prefix_load(&hit, &t.s, path);
+    prefix_file f = {0};
+    if (rc == KVL_OK) rc = prefix_file_read(&f, path);
+    remove(path);
+    if (rc == KVL_OK)
+        printf("file: %s bytes for %d tokens = global rows %s + tails %s + frame %s; no window row\n",
+               nb_num((double)f.size, 0), RP_P, nb_num((double)csa2_cache_bytes_used(&full), 0),
+               nb_num((double)csa2_cache_state_bytes(&full), 0),
+               nb_num((double)(f.size - csa2_cache_bytes_used(&full) - csa2_cache_state_bytes(&full)), 0));
+    memcpy(h, t.x + s * TOY_D, (RP_P - s) * TOY_D * sizeof *h);
+    if (rc == KVL_OK) rc = ced_encoder_replay(h, &t.s, &t.w, &hit, s);
+    if (rc == KVL_OK) rc = ced_decoder_replay(h, &t.s, &t.w, &hit, s);
+    if (rc == KVL_OK) rc = csa2_stack_decode(want, &t.s, &t.w, &full, t.x + RP_P * TOY_D);
+    if (rc == KVL_OK) rc = csa2_stack_decode(got, &t.s, &t.w, &hit, t.x + RP_P * TOY_D);
+    if (rc == KVL_OK) {
+        const int same = !memcmp(got, want, sizeof got);
+        printf("hit + encoder and decoder replay from %zu: next token identical to the full run's: %s\n", s,
+               same ? "yes" : "no");
+        rc = nb_expect(same, "the next token after a hit differs");
+    }
+    prefix_file_free(&f);
+    csa2_cache_free(&full);
+    csa2_cache_free(&hit);
+    replay_toy_free(&t);
+    return rc;
+}
+
+// %% [markdown]
+// At V4.1-Flash's size the same arithmetic. The next token reads W − 1 rows of each window, exact after a
+// replay of L·(W − 1) tokens; every ring's W rows and the last prompt token's output need one more. The
+// report's n_win·L is enough, not the least. Bounded replay takes W.
 
 // %%
 NB_CELL(cell_replay_arithmetic)
@@ -364,10 +583,13 @@ NB_CELL(cell_replay_arithmetic)
     kvl_model m;
     int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
     if (rc != KVL_OK) return rc;
-    const double L = (double)m.n_layers, W = (double)m.window;
-    printf("exact window rebuild: n_win x L = %s tokens is enough; the minimum is L(W-1)+1 = %s\n", nb_num(W * L, 0),
-           nb_num(L * (W - 1) + 1, 0));
-    printf("bounded replay: the last W = %s tokens, %gx fewer than n_win x L\n", nb_num(W, 0), L);
+    const size_t L = m.n_layers, W = m.window;
+    printf("exact window rebuild: n_win x L = %s tokens is enough; the minimum is L(W-1)+1 = %s for every ring's W "
+           "rows and the last prompt token's output, L(W-1) = %s for the W-1 rows the next token reads (decoder "
+           "only: %s)\n",
+           nb_num((double)(W * L), 0), nb_num((double)(L * (W - 1) + 1), 0), nb_num((double)(L * (W - 1)), 0),
+           nb_num((double)(L / 2 * (W - 1)), 0));
+    printf("bounded replay: the last W = %s tokens, %.0fx fewer than n_win x L\n", nb_num((double)W, 0), (double)L);
     kvl_model_free(&m);
     return KVL_OK;
 }
@@ -384,6 +606,7 @@ int main(int argc, char **argv)
 {
     static const nb_cell cells[] = {NB_RUN(cell_modes), NB_RUN(cell_bytes),     NB_RUN(cell_params),
                                     NB_RUN(cell_work),  NB_RUN(cell_toy_stack), NB_RUN(cell_fp4),
+                                    NB_RUN(cell_early_exit), NB_RUN(cell_replay), NB_RUN(cell_prefix_cache),
                                     NB_RUN(cell_replay_arithmetic)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }

@@ -102,6 +102,21 @@ static size_t weight_table(v4_weight *t, csa2_weights *w, const csa2_config *c)
     return n;
 }
 
+csa2_params csa2_layer_params(const csa2_config *c)
+{
+    csa2_weights w;
+    v4_weight t[CSA2_N_WEIGHTS];
+    const size_t n = weight_table(t, &w, c);
+    csa2_params p = {.core = v4_weights_count(&c->core)};
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t len = (uint64_t)t[i].rows * t[i].cols;
+        if (t[i].field == &w.w_ik || t[i].field == &w.ik_norm) p.index_keys += len;
+        else if (t[i].field == &w.w_iq || t[i].field == &w.w_iw) p.index_query += len;
+        else p.compressor += len;
+    }
+    return p;
+}
+
 int csa2_weights_init_random(csa2_weights *w, const csa2_config *c, kvl_rng *rng)
 {
     memset(w, 0, sizeof *w);

@@ -60,6 +60,15 @@ typedef struct {
     size_t n_floats;
 } csa2_weights;
 
+/* A layer's parameters by role, counted from the sizes tables the initialisers cut (nothing allocated):
+ * core = query latent, query heads, window projection, sinks, grouped output (ref/v4.h); compressor = W_C,
+ * W_Z, gain; index_keys = W_IK, gain; index_query = W_IQ, W_IW. */
+typedef struct {
+    uint64_t core, compressor, index_keys, index_query;
+} csa2_params;
+
+csa2_params csa2_layer_params(const csa2_config *c);
+
 /* Draw core (v4_weights_init_random), then W_C, W_Z (M > 1), gain, W_IK, gain, W_IQ, W_IW in that order. */
 int csa2_weights_init_random(csa2_weights *w, const csa2_config *c, kvl_rng *rng);
 void csa2_weights_free(csa2_weights *w);

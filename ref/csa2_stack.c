@@ -29,6 +29,7 @@ int csa2_stack_config_from_model(csa2_stack_config *s, const kvl_model *m)
     s->candidate_source = m->candidate_source_layer;
     s->pool_block = m->candidate_block_size;
     s->pool_blocks = m->candidate_topk_blocks;
+    s->n_encoder = m->n_layers / 2;
     for (size_t l = 0; l < m->n_layers; l++) {
         int rc = csa2_config_from_model(&s->layers[l], m, l);
         if (rc != KVL_OK) {
@@ -147,6 +148,9 @@ static int reindex_step(float *a, pass *p, const csa2_stack_config *s, const csa
     if (!p->sel[l]) return kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory");
     const csa2_source src = source_of(p, src_l);
     const uint8_t *pool = src_l == s->candidate_source ? p->pool : NULL;
+    if (src_l == s->candidate_source && !pool)
+        return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu needs the candidate pool of layer %zu, outside this run", l,
+                        src_l);
     return csa2_reindex_layer(a, p->sel[l], scored, c, w, &src, pool, ch);
 }
 
@@ -286,10 +290,10 @@ size_t csa2_cache_state_bytes(const csa2_cache *c)
     return b;
 }
 
-/* Push the chunk n[S][d] through source l's compressor, store what it completes (index keys from the latent
- * before the entry is rotated), then give p every stored row back as the cache holds it. */
-static int cache_source(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
-                        const float *n, size_t S)
+/* Push the chunk n[S][d] (layer l's normed input) through source l's compressor and store what it completes:
+ * the index keys from the latent before the entry is rotated, then the entries. */
+static int source_push(csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l, const float *n,
+                       size_t S)
 {
     const size_t Dh = c->core.head_dim, DI = c->indexer.head_dim, first = cache->entries[l].len;
     const size_t n_max = (cache->state[l].pos + S) / c->ratio - cache->state[l].pos / c->ratio + 1;
@@ -303,11 +307,35 @@ static int cache_source(pass *p, csa2_cache *cache, const csa2_config *c, const 
     if (rc == KVL_OK) rc = v4_rows_append(&cache->entries[l], Z, n_new);
     if (rc == KVL_OK) rc = v4_rows_append(&cache->keys[l], K, n_new);
     free(L);
-    const size_t N = cache->entries[l].len;
-    if (rc == KVL_OK) rc = source_alloc(p, c, l, N);
-    if (rc == KVL_OK && N) rc = v4_rows_read(p->entries[l], &cache->entries[l], 0, N);
-    if (rc == KVL_OK && N) rc = v4_rows_read(p->keys[l], &cache->keys[l], 0, N);
     return rc;
+}
+
+/* p's source l ← every entry and index key the cache holds for layer l, as it gives them back. */
+static int source_read(pass *p, const csa2_cache *cache, const csa2_config *c, size_t l)
+{
+    const size_t N = cache->entries[l].len;
+    TRY(source_alloc(p, c, l, N));
+    if (N) TRY(v4_rows_read(p->entries[l], &cache->entries[l], 0, N));
+    if (N) TRY(v4_rows_read(p->keys[l], &cache->keys[l], 0, N));
+    return KVL_OK;
+}
+
+/* How a Full layer's source is made ready for its chunk: fed the chunk (prefill) or taken as it is (replay). */
+typedef int (*source_fill)(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
+                           const float *n, size_t S);
+
+static int fill_by_push(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
+                        const float *n, size_t S)
+{
+    TRY(source_push(cache, c, w, l, n, S));
+    return source_read(p, cache, c, l);
+}
+
+static int fill_as_held(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
+                        const float *n, size_t S)
+{
+    (void)w; (void)n; (void)S;
+    return source_read(p, cache, c, l);
 }
 
 /* win[start + S − win_first][Dh]: held rows win_first … start − 1, then the chunk's rows kv[S][Dh] as stored. */
@@ -320,37 +348,97 @@ static int cache_window(float *win, const v4_rows *ring, const float *kv, size_t
     return v4_rows_round(win + n_old * Dh, ring, S);
 }
 
-int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
-                       csa2_cache *c, const float *x, size_t S)
+/* h[S][d] ← the residual stream after layers l0 … l1 − 1 for h[S][d] entering layer l0 at positions
+ * start … start + S − 1. Layer l's window rows run from the ring's first position (0, or where a replay
+ * restarted it), so query t sees [max(first, t − W + 1), t]; the chunk's rows are appended after it attends. */
+static int run_layers(float *h, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
+                      csa2_cache *c, size_t l0, size_t l1, size_t start, size_t S, source_fill fill)
 {
-    if (!s || !w || !c || !out || !x || S == 0) return kvl_fail(KVL_EINVAL, "csa2_stack_prefill: NULL argument or no tokens");
-    if (c->n_layers != s->n_layers || S > c->max_tokens - c->len)
-        return kvl_fail(KVL_EINVAL, "csa2_stack_prefill: cache of another stack, or %zu tokens after %zu exceed %zu", S,
-                        c->len, c->max_tokens);
-    const size_t d = s->d, Dh = s->layers[0].core.head_dim, W = s->layers[0].core.window, start = c->len;
-    const size_t win_first = start + 1 > W ? start + 1 - W : 0;
+    const size_t d = s->d, Dh = s->layers[0].core.head_dim, W = s->layers[0].core.window;
+    for (size_t l = l0; l < l1; l++)
+        if (c->window[l].len != start)
+            return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu's window ends at position %zu, the chunk starts at %zu",
+                            l, c->window[l].len, start);
     pass p;
     TRY(pass_init(&p, s->n_layers, S, c->fmt == CSA2_CACHE_NATIVE));
     float *n = malloc(S * d * sizeof *n), *a = malloc(S * d * sizeof *a), *kv = malloc(S * Dh * sizeof *kv);
-    float *win = malloc((start - win_first + S) * Dh * sizeof *win);
-    int rc = n && a && kv && win ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2_stack_prefill: out of memory");
-    if (rc == KVL_OK) memcpy(out, x, S * d * sizeof *out);
-    for (size_t l = 0; l < s->n_layers && rc == KVL_OK; l++) {
+    float *win = malloc((W + S) * Dh * sizeof *win);
+    int rc = n && a && kv && win ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory for a chunk of %zu", S);
+    for (size_t l = 0; l < l0 && rc == KVL_OK; l++)  /* sources below the run, read by the layers in it */
+        if (s->layers[l].kind == KVL_LAYER_FULL) rc = source_read(&p, c, &s->layers[l], l);
+    for (size_t l = l0; l < l1 && rc == KVL_OK; l++) {
         const csa2_config *lc = &s->layers[l];
-        kvl_rmsnorm_f32(n, out, w->attn_norm + l * d, S, d, s->norm_eps);
+        const size_t reach = start + 1 > W ? start + 1 - W : 0;
+        const size_t win_first = reach > c->window[l].first ? reach : c->window[l].first;
+        kvl_rmsnorm_f32(n, h, w->attn_norm + l * d, S, d, s->norm_eps);
         rc = v4_kv(kv, &lc->core, &w->layers[l].core, n, S, (int64_t)start + lc->core.rope_offset);
         if (rc == KVL_OK) rc = cache_window(win, &c->window[l], kv, S, start, win_first, Dh);
-        if (rc == KVL_OK && lc->kind == KVL_LAYER_FULL) rc = cache_source(&p, c, lc, &w->layers[l], l, n, S);
+        if (rc == KVL_OK && lc->kind == KVL_LAYER_FULL) rc = fill(&p, c, lc, &w->layers[l], l, n, S);
         const csa2_chunk ch = {.x = n, .S = S, .start = start, .win = win, .win_first = win_first};
         if (rc == KVL_OK) rc = attend_layer(a, &p, s, w, l, &ch, &c->scored[l]);
         if (rc == KVL_OK) rc = v4_rows_append(&c->window[l], kv, S);
-        for (size_t i = 0; i < S * d && rc == KVL_OK; i++) out[i] += a[i];
+        for (size_t i = 0; i < S * d && rc == KVL_OK; i++) h[i] += a[i];
         copy_sel(sel, &p, s, l);
     }
-    if (rc == KVL_OK) c->len += S;
     free(n); free(a); free(kv); free(win);
     pass_free(&p);
     return rc;
+}
+
+static int check_chunk(const char *fn, const csa2_stack_config *s, const csa2_stack_weights *w, const csa2_cache *c,
+                       const void *out, const float *x, size_t S)
+{
+    if (!s || !w || !c || !out || !x || S == 0) return kvl_fail(KVL_EINVAL, "%s: NULL argument or no tokens", fn);
+    if (c->n_layers != s->n_layers || S > c->max_tokens - c->len)
+        return kvl_fail(KVL_EINVAL, "%s: cache of another stack, or %zu tokens after %zu exceed %zu", fn, S, c->len,
+                        c->max_tokens);
+    return KVL_OK;
+}
+
+int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
+                       csa2_cache *c, const float *x, size_t S)
+{
+    TRY(check_chunk("csa2_stack_prefill", s, w, c, out, x, S));
+    memcpy(out, x, S * s->d * sizeof *out);
+    TRY(run_layers(out, sel, s, w, c, 0, s->n_layers, c->len, S, fill_by_push));
+    c->len += S;
+    return KVL_OK;
+}
+
+int csa2_stack_prefill_layers(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
+                              size_t l0, size_t l1, size_t S)
+{
+    TRY(check_chunk("csa2_stack_prefill_layers", s, w, c, h, h, S));
+    if (l0 > l1 || l1 > s->n_layers)
+        return kvl_fail(KVL_EINVAL, "csa2_stack_prefill_layers: layers %zu … %zu of %zu", l0, l1, s->n_layers);
+    return run_layers(h, NULL, s, w, c, l0, l1, c->len, S, fill_by_push);
+}
+
+int csa2_stack_push_source(const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t l,
+                           const float *h, size_t S)
+{
+    TRY(check_chunk("csa2_stack_push_source", s, w, c, h, h, S));
+    if (l >= s->n_layers || s->layers[l].kind != KVL_LAYER_FULL)
+        return kvl_fail(KVL_EINVAL, "csa2_stack_push_source: layer %zu is not a KV source", l);
+    float *n = malloc(S * s->d * sizeof *n);
+    if (!n) return kvl_fail(KVL_ENOMEM, "csa2_stack_push_source: out of memory");
+    kvl_rmsnorm_f32(n, h, w->attn_norm + l * s->d, S, s->d, s->norm_eps);
+    const int rc = source_push(c, &s->layers[l], &w->layers[l], l, n, S);
+    free(n);
+    return rc;
+}
+
+int csa2_stack_replay_layers(float *h, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
+                             csa2_cache *c, size_t l0, size_t l1, size_t from)
+{
+    if (!s || !w || !c || !h || c->n_layers != s->n_layers || l0 > l1 || l1 > s->n_layers)
+        return kvl_fail(KVL_EINVAL, "csa2_stack_replay_layers: NULL argument, cache of another stack or layers %zu … %zu",
+                        l0, l1);
+    if (from >= c->len)
+        return kvl_fail(KVL_EINVAL, "csa2_stack_replay_layers: replay from %zu, but the cache holds %zu tokens", from,
+                        c->len);
+    for (size_t l = l0; l < l1; l++) v4_rows_restart(&c->window[l], from);
+    return run_layers(h, sel, s, w, c, l0, l1, from, c->len - from, fill_as_held);
 }
 
 int csa2_stack_decode(float *out, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,

@@ -31,6 +31,7 @@ typedef struct {
     csa2_config *layers;         /* [L] */
     size_t candidate_source;     /* the layer that publishes the pool */
     size_t pool_block, pool_blocks;  /* B = candidate_block_size, P = candidate_topk_blocks */
+    size_t n_encoder;            /* layers 0 … n_encoder − 1 are the encoder: L/2 (seed 000: 0–19 of 40) */
 } csa2_stack_config;
 
 /* The stack of a loaded V4.1 config at the sizes in m (a caller may shrink m's widths before calling). */
@@ -79,5 +80,26 @@ int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, con
 /* out[d] for x_t[d] at position len. */
 int csa2_stack_decode(float *out, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
                       const float *x_t);
+
+/* ---- pieces of a pass, for the causal encoder–decoder and replay (ref/ced.h) ----------------------------
+ * Every layer's window runs from its ring's first position: 0, or the s where a replay restarted it, so a
+ * query t (replayed or decoded later) sees window rows [max(s, t − W + 1), t]. */
+
+/* h[S][d] ← the residual stream after layers l0 … l1 − 1, for h[S][d] entering layer l0 at positions
+ * len … len + S − 1: their window rows appended, their compressors fed. c->len is left to the caller. */
+int csa2_stack_prefill_layers(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
+                              size_t l0, size_t l1, size_t S);
+
+/* Feed KV source l's compressor the chunk h[S][d] at positions len … len + S − 1 (layer l's pre-norm applied
+ * here) and store the entries and index keys it completes. Nothing attends. */
+int csa2_stack_push_source(const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t l,
+                           const float *h, size_t S);
+
+/* Replay from position `from` < len: h[len − from][d] enters layer l0 at positions from … len − 1 and leaves
+ * layer l1 − 1; each layer's window restarts at `from` and is rebuilt from the replayed tokens. Entries, index
+ * keys and compressor tails are read as the cache holds them (spec §11.6); index sources score again.
+ * sel[L][len − from][K] as in csa2_stack_forward. On failure the restarted windows stay empty. */
+int csa2_stack_replay_layers(float *h, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
+                             csa2_cache *c, size_t l0, size_t l1, size_t from);
 
 #endif

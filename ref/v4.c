@@ -174,6 +174,16 @@ static size_t weight_table(v4_weight *t, v4_weights *w, const v4_config *c)
     return n;
 }
 
+uint64_t v4_weights_count(const v4_config *c)
+{
+    v4_weights w;
+    v4_weight t[MAX_WEIGHTS];
+    const size_t n = weight_table(t, &w, c);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (uint64_t)t[i].rows * t[i].cols;
+    return total;
+}
+
 int v4_weights_alloc(v4_weights *w, const v4_config *c)
 {
     memset(w, 0, sizeof *w);

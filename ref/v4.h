@@ -112,6 +112,9 @@ typedef struct {
     size_t n_floats;  /* its length */
 } v4_weights;
 
+/* The number of floats v4_weights_alloc would allocate for c (a checked config), allocating nothing. */
+uint64_t v4_weights_count(const v4_config *c);
+
 /* Allocate the weights of c, zeroed: the layer's own (the order above), then the compressor's, then the
  * indexer's (ref/v4_compressor.h, ref/v4_indexer.h). KVL_EINVAL (bad config, overflow), KVL_ENOMEM; on
  * failure *w is empty and v4_weights_free is harmless. */

@@ -129,3 +129,31 @@ int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n)
     for (size_t i = 0; i < n; i++) decode(out + i * r->width, r, slot(r, first + i));
     return KVL_OK;
 }
+
+void v4_rows_export(uint8_t *out, const v4_rows *r)
+{
+    const size_t oldest = v4_rows_oldest(r), held = v4_rows_held(r);
+    for (size_t i = 0; i < held; i++) memcpy(out + i * r->row_bytes, slot(r, oldest + i), r->row_bytes);
+}
+
+int v4_rows_import(v4_rows *r, const uint8_t *in, size_t first, size_t n)
+{
+    if (!r->bytes || (n && !in)) return kvl_fail(KVL_EINVAL, "v4_rows_import: NULL rows");
+    if (n > r->slots) return kvl_fail(KVL_EINVAL, "v4_rows_import: %zu rows, the store has %zu slots", n, r->slots);
+    if (first > SIZE_MAX - n) return kvl_fail(KVL_EINVAL, "v4_rows_import: position %zu overflows", first);
+    float *x = malloc(r->width * sizeof *x);
+    if (!x) return kvl_fail(KVL_ENOMEM, "v4_rows_import: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        decode(x, r, in + i * r->row_bytes);
+        if (kvf_check_finite(x, r->width) != KVF_OK) {
+            free(x);
+            return kvl_fail(KVL_EINVAL, "v4_rows_import: %s row %zu (position %zu) decodes to a NaN or infinity",
+                            v4_rows_store_name(r->store), i, first + i);
+        }
+    }
+    free(x);
+    v4_rows_restart(r, first);
+    for (size_t i = 0; i < n; i++) memcpy(slot(r, first + i), in + i * r->row_bytes, r->row_bytes);
+    r->len = first + n;
+    return KVL_OK;
+}

@@ -66,6 +66,13 @@ int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n);
 size_t v4_rows_oldest(const v4_rows *r);
 size_t v4_rows_held(const v4_rows *r);
 
+/* out[held][row_bytes] = the held rows as stored, in position order from v4_rows_oldest (for a file). */
+void v4_rows_export(uint8_t *out, const v4_rows *r);
+
+/* Restart at position `first` and take in[n][row_bytes], rows as stored (n ≤ slots). KVL_EINVAL, nothing
+ * changed, unless every row decodes to finite values. */
+int v4_rows_import(v4_rows *r, const uint8_t *in, size_t first, size_t n);
+
 /* Bytes of the rows held now: held · row_bytes. */
 size_t v4_rows_bytes_used(const v4_rows *r);
 

@@ -1,0 +1,66 @@
+/* V4.1's causal encoder–decoder and bounded replay, on the layer stack of ref/csa2_stack.h (spec
+ * generations.md §6 "Causal encoder–decoder", "Replay"; §9 properties 16–17; §11 items 3 and 6).
+ *
+ * Encoder: layers 0 … E − 1, decoder: E … L − 1, E = L/2. A decoder KV source reads the encoder's final
+ * hidden state h_enc. In V4.1-Flash the only one is layer 20 = E, whose input is h_enc in the ordinary
+ * forward too, so the early exit changes no number: a prefill runs the encoder, then only the decoder KV
+ * source's compressor and index keys on h_enc, and every decoder layer's global branch is complete. Its
+ * window rows are not: they come from decoder replay.
+ *
+ * ced_check refuses a stack with a decoder KV source other than layer E, whose input would depend on
+ * decoder layers the early exit skips. (Spec §11.3 would feed such a source h_enc instead; that changes
+ * the model's forward, which a reference of the published model should not do.)
+ *
+ * Replay from s < len (= P, the tokens cached): the tokens s … P − 1 run through a range of layers with
+ * every window restarted at s, so query i sees window rows [max(s, i − W + 1), i]; entries, index keys and
+ * compressor tails are taken as the cache holds them. Over n layers, layer ℓ's rows are exact from
+ * position s + ℓ(W − 1) on, so
+ *   exact replay     s ≤ P − n(W − 1): every layer's last W − 1 rows, hence the next token, exact;
+ *   bounded replay   s = P − W, the last W tokens (the report's n_win): the first layer's rows exact, the
+ *                    deeper ones approximate. The error is measured (chapter 7), not assumed small:
+ *                    random weights have no trained fading of influence.
+ * Encoder replay rebuilds the encoder's windows after a prefix-cache hit and yields h_enc for the replayed
+ * tokens; decoder replay feeds those h_enc through the decoder to make its windows.
+ *
+ * Letters: S chunk, P tokens cached, s replay start, d width, L layers, E encoder layers, W window. */
+#ifndef KVL_CED_H
+#define KVL_CED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csa2_stack.h"
+
+/* KVL_EINVAL naming the layer unless 0 < E < L and every decoder KV source is layer E. */
+int ced_check(const csa2_stack_config *s);
+
+/* Early-exit prefill of x[S][d] at positions len … len + S − 1: h_enc[S][d] = the encoder's output; the
+ * encoder's windows, entries and keys and every decoder KV source's entries, keys and tail are cached;
+ * the decoder's windows restart empty at len + S (decoder replay fills them). */
+int ced_prefill(float *h_enc, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
+                const float *x, size_t S);
+
+/* Replay of the encoder from `from`: h[P − from][d] enters as the prompt's x and leaves as h_enc. */
+int ced_encoder_replay(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t from);
+
+/* Replay of the decoder from `from`: h[P − from][d] enters as h_enc and leaves as the stack's output. */
+int ced_decoder_replay(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t from);
+
+/* The replay start that rebuilds n_layers windows of W exactly for a prefix of P tokens: P − n(W − 1), 0
+ * when that is negative (replay everything). */
+size_t ced_exact_replay_start(size_t P, size_t n_layers, size_t W);
+
+/* Bounded replay's start: P − W, the last W tokens (0 for a shorter prefix). */
+size_t ced_bounded_replay_start(size_t P, size_t W);
+
+/* The work of a prefill per prompt token: layers whose attention runs, and the parameters it reads. */
+typedef struct {
+    size_t layers;
+    uint64_t params;
+} ced_work;
+
+/* full: every layer (pre-norm and attention); early: the encoder's layers, plus each decoder KV source's
+ * pre-norm, compressor and index-key weights (its attention does not run). From the config's widths. */
+void ced_prefill_work(ced_work *full, ced_work *early, const csa2_stack_config *s);
+
+#endif

@@ -1,0 +1,424 @@
+/* Chapter 7: the causal encoder–decoder and replay (spec generations.md §6; §9 properties 16–17; §11 items
+ * 3 and 6) on the V4.1 toy (L 10, E 5, W 8): the early exit leaves the same global rows as a full prefill,
+ * exact replay rebuilds every window the next token reads, the bound on it is tight, bounded replay is exact
+ * in the first layer only, and decode after an early exit with decoder replay equals decode after a full
+ * prefill. The oracle is the full prefill of the same prompt (itself proven equal to the definition in
+ * test_ch07_csa2). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ced.h"
+#include "ch07_flash.h"
+#include "ch07_toy.h"
+#include "common.h"
+
+#define P 100          /* prompt: 12 windows long, past the exact-replay reach L·(W − 1) = 70 */
+#define N_DECODE 3     /* tokens decoded after the prompt */
+#define MAX_T (P + N_DECODE)
+
+/* Every comparison with the full run is bit for bit: a replay from s runs the very products of the
+ * prefill chunk [s, P) it stands in for (full_prefill splits there). */
+
+typedef struct {
+    kvl_model m;
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    size_t d, W, L, E;
+    float *x;   /* [MAX_T][d] */
+} toy;
+
+static void toy_make(toy *t)
+{
+    ck_assert_msg(ch07_toy_model(&t->m) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(csa2_stack_config_from_model(&t->s, &t->m) == KVL_OK, "%s", kvl_error());
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 8101);
+    ck_assert_msg(csa2_stack_weights_init_random(&t->w, &t->s, &rng) == KVL_OK, "%s", kvl_error());
+    t->d = t->s.d;
+    t->W = t->s.layers[0].core.window;
+    t->L = t->s.n_layers;
+    t->E = t->s.n_encoder;
+    t->x = malloc(MAX_T * t->d * sizeof *t->x);
+    kvl_rng_normal_f32(&rng, t->x, MAX_T * t->d, 1.0);
+}
+
+static void toy_free(toy *t)
+{
+    free(t->x);
+    csa2_stack_weights_free(&t->w);
+    csa2_stack_config_free(&t->s);
+    kvl_model_free(&t->m);
+}
+
+/* A cache after the full prefill of the prompt in two chunks, [0, split) and [split, P) (split 0: one), so
+ * that a replay from split runs the very products the prefill ran; out[P][d] its output when not NULL. */
+static void full_prefill(csa2_cache *c, float *out, const toy *t, size_t split)
+{
+    ck_assert_msg(csa2_cache_init(c, &t->s, MAX_T, CSA2_CACHE_F32) == KVL_OK, "%s", kvl_error());
+    float *o = out ? out : malloc(P * t->d * sizeof *o);
+    if (split) ck_assert_msg(csa2_stack_prefill(o, NULL, &t->s, &t->w, c, t->x, split) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(csa2_stack_prefill(o + split * t->d, NULL, &t->s, &t->w, c, t->x + split * t->d, P - split) == KVL_OK,
+                  "%s", kvl_error());
+    if (!out) free(o);
+}
+
+/* out[N_DECODE][d]: the tokens after the prompt, decoded one by one. */
+static void decode_rest(float *out, csa2_cache *c, const toy *t)
+{
+    for (size_t i = 0; i < N_DECODE; i++)
+        ck_assert_msg(csa2_stack_decode(out + i * t->d, &t->s, &t->w, c, t->x + (P + i) * t->d) == KVL_OK, "%s",
+                      kvl_error());
+}
+
+/* max |a − b| / max |b| over n values */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? e / m : e;
+}
+
+/* rows[n][Dh] = layer l's window rows of positions first … first + n − 1. */
+static float *window_rows(const csa2_cache *c, size_t l, size_t first, size_t n)
+{
+    float *r = malloc(n * c->window[l].width * sizeof *r);
+    ck_assert_msg(v4_rows_read(r, &c->window[l], first, n) == KVL_OK, "%s", kvl_error());
+    return r;
+}
+
+/* Layers l0 … l1 − 1 whose window rows read by the next token differ in any bit. */
+static size_t windows_differing(const csa2_cache *got, const csa2_cache *want, const toy *t, size_t l0, size_t l1)
+{
+    size_t n = 0;
+    for (size_t l = l0; l < l1; l++) {
+        float *g = window_rows(got, l, P - t->W + 1, t->W - 1), *w = window_rows(want, l, P - t->W + 1, t->W - 1);
+        n += memcmp(g, w, (t->W - 1) * got->window[l].width * sizeof *g) != 0;
+        free(g);
+        free(w);
+    }
+    return n;
+}
+
+static void expect_rows_identical(const v4_rows *a, const v4_rows *b, const char *what)
+{
+    ck_assert_uint_eq(a->len, b->len);
+    ck_assert_uint_eq(v4_rows_held(a), v4_rows_held(b));
+    ck_assert_msg(memcmp(a->bytes, b->bytes, v4_rows_held(a) * a->row_bytes) == 0, "%s differ", what);
+}
+
+START_TEST(test_early_exit_global_rows_equal_full_prefill_bit_for_bit)
+{
+    toy t;
+    toy_make(&t);
+    csa2_cache full, early;
+    full_prefill(&full, NULL, &t, 0);
+    ck_assert_int_eq(csa2_cache_init(&early, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
+    float *h_enc = malloc(P * t.d * sizeof *h_enc);
+    ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &early, t.x, P) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(early.len, P);
+    size_t sources = 0;
+    for (size_t l = 0; l < t.L; l++) {
+        if (t.s.layers[l].kind != KVL_LAYER_FULL) continue;
+        sources += l >= t.E;
+        expect_rows_identical(&early.entries[l], &full.entries[l], "entries");
+        expect_rows_identical(&early.keys[l], &full.keys[l], "index keys");
+        ck_assert_uint_eq(early.state[l].pos, full.state[l].pos);
+        ck_assert(memcmp(early.state[l].a, full.state[l].a, csa2_compressor_state_bytes(&full.state[l])) == 0);
+    }
+    ck_assert_uint_eq(sources, 1);   /* the decoder source is there, and was fed h_enc */
+    for (size_t l = 0; l < t.L; l++) ck_assert_uint_eq(v4_rows_held(&early.window[l]), l < t.E ? t.W : 0);
+    ck_assert_uint_eq(csa2_cache_bytes_used(&early), csa2_cache_bytes_used(&full));
+    free(h_enc);
+    csa2_cache_free(&full);
+    csa2_cache_free(&early);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_early_exit_global_rows_equal_full_prefill_native_rows)
+{
+    /* Native rows need the deployed widths (Dh 512, DI 128): the narrowed V4.1-Flash stack. */
+    kvl_model m;
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    ck_assert_msg(ch07_flash_small(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 8102);
+    ck_assert_int_eq(csa2_stack_weights_init_random(&w, &s, &rng), KVL_OK);
+    enum { T = 9 };
+    float *x = malloc(T * s.d * sizeof *x), *o = malloc(T * s.d * sizeof *o);
+    kvl_rng_normal_f32(&rng, x, T * s.d, 1.0);
+    csa2_cache full, early;
+    ck_assert_int_eq(csa2_cache_init(&full, &s, T, CSA2_CACHE_NATIVE), KVL_OK);
+    ck_assert_int_eq(csa2_cache_init(&early, &s, T, CSA2_CACHE_NATIVE), KVL_OK);
+    ck_assert_msg(csa2_stack_prefill(o, NULL, &s, &w, &full, x, T) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(ced_prefill(o, &s, &w, &early, x, T) == KVL_OK, "%s", kvl_error());
+    for (size_t l = 0; l < s.n_layers; l++) {
+        if (s.layers[l].kind != KVL_LAYER_FULL) continue;
+        expect_rows_identical(&early.entries[l], &full.entries[l], "288-byte entries");
+        expect_rows_identical(&early.keys[l], &full.keys[l], "68-byte index keys");
+    }
+    free(x);
+    free(o);
+    csa2_cache_free(&full);
+    csa2_cache_free(&early);
+    csa2_stack_weights_free(&w);
+    csa2_stack_config_free(&s);
+    kvl_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_replay_from_zero_is_the_full_forward)
+{
+    toy t;
+    toy_make(&t);
+    csa2_cache c, ref;
+    float *want = malloc(P * t.d * sizeof *want), *h = malloc(P * t.d * sizeof *h);
+    full_prefill(&c, want, &t, 0);
+    full_prefill(&ref, NULL, &t, 0);
+    memcpy(h, t.x, P * t.d * sizeof *h);
+    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, 0) == KVL_OK, "%s", kvl_error());
+    ck_assert(memcmp(h, want, P * t.d * sizeof *h) == 0);
+    ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, t.L), 0);
+    free(want);
+    free(h);
+    csa2_cache_free(&c);
+    csa2_cache_free(&ref);
+    toy_free(&t);
+}
+END_TEST
+
+typedef struct {
+    size_t layers_differing;  /* layers whose window rows read by the next token differ in any bit */
+    int next_same;            /* the next tokens' outputs equal the full run's bit for bit */
+    double next_err;          /* their relative error otherwise (the first of them) */
+} replay_result;
+
+/* Replay all layers from s over a cache prefilled in chunks [0, s), [s, P); then decode the next tokens
+ * there and after the full run, and compare. */
+static replay_result replay_then_decode(const toy *t, size_t s)
+{
+    csa2_cache ref, c;
+    full_prefill(&ref, NULL, t, s);
+    full_prefill(&c, NULL, t, s);
+    float *h = malloc((P - s) * t->d * sizeof *h), *want = malloc(N_DECODE * t->d * sizeof *want),
+          *got = malloc(N_DECODE * t->d * sizeof *got);
+    memcpy(h, t->x + s * t->d, (P - s) * t->d * sizeof *h);
+    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->L, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(v4_rows_oldest(&c.window[0]), s > P - t->W ? s : P - t->W);
+    replay_result r = {.layers_differing = windows_differing(&c, &ref, t, 0, t->L)};
+    decode_rest(want, &ref, t);
+    decode_rest(got, &c, t);
+    r.next_same = memcmp(got, want, N_DECODE * t->d * sizeof *got) == 0;
+    r.next_err = rel_err(got, want, t->d);
+    free(h); free(want); free(got);
+    csa2_cache_free(&ref);
+    csa2_cache_free(&c);
+    return r;
+}
+
+START_TEST(test_exact_replay_rebuilds_every_window_and_the_next_tokens)
+{
+    toy t;
+    toy_make(&t);
+    const size_t s = ced_exact_replay_start(P, t.L, t.W);
+    ck_assert_uint_eq(s, P - t.L * (t.W - 1));
+    const size_t starts[] = {s, s / 2};
+    for (size_t i = 0; i < 2; i++) {
+        const replay_result r = replay_then_decode(&t, starts[i]);
+        ck_assert_msg(r.layers_differing == 0 && r.next_same, "replay from %zu: %zu layers differ, next tokens %s",
+                      starts[i], r.layers_differing, r.next_same ? "same" : "differ");
+    }
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_exact_replay_bound_is_tight)
+{
+    /* One token later and the last layer's oldest row the next token reads saw a truncated window. */
+    toy t;
+    toy_make(&t);
+    const replay_result r = replay_then_decode(&t, ced_exact_replay_start(P, t.L, t.W) + 1);
+    ck_assert_uint_ge(r.layers_differing, 1);
+    ck_assert(!r.next_same);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_replay_error_rises_past_the_exact_bound)
+{
+    /* Just past the bound a row is wrong only through a chain of oldest rows, one per layer, each weighed
+     * by attention, so the error rises from float noise near the bound to order one at the bounded start.
+     * It is measured here, not assumed to fade. */
+    toy t;
+    toy_make(&t);
+    const size_t s = ced_exact_replay_start(P, t.L, t.W), bounded = ced_bounded_replay_start(P, t.W);
+    printf("ch07 replay from the exact start + k·(W − 1), next-token relative error:");
+    double last = 0;
+    for (size_t late = t.W - 1; s + late <= bounded; late += t.W - 1) {
+        last = replay_then_decode(&t, s + late).next_err;
+        printf(" %.2g", last);
+    }
+    printf("\n");
+    ck_assert_msg(last > 1e-2, "near the bounded start the error is %.3g: the truncation changed nothing", last);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_bounded_replay_exact_in_first_layer_approximate_deeper)
+{
+    toy t;
+    toy_make(&t);
+    const size_t s = ced_bounded_replay_start(P, t.W);
+    ck_assert_uint_eq(s, P - t.W);
+    csa2_cache ref, c;
+    full_prefill(&ref, NULL, &t, s);
+    full_prefill(&c, NULL, &t, s);
+    float *h = malloc(t.W * t.d * sizeof *h);
+    memcpy(h, t.x + s * t.d, t.W * t.d * sizeof *h);
+    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, 1), 0);
+    printf("ch07 bounded replay (W = %zu of P = %d), window-row relative error by layer:", t.W, P);
+    double last = 0;
+    for (size_t l = 0; l < t.L; l++) {
+        float *g = window_rows(&c, l, P - t.W + 1, t.W - 1), *w = window_rows(&ref, l, P - t.W + 1, t.W - 1);
+        last = rel_err(g, w, (t.W - 1) * c.window[l].width);
+        printf(" %.2g", last);
+        free(g);
+        free(w);
+    }
+    printf("\n");
+    ck_assert_msg(last > 1e-2, "the last layer's rows are near exact (%.3g): the truncation did nothing", last);
+    float *got = malloc(N_DECODE * t.d * sizeof *got);
+    decode_rest(got, &c, &t);   /* the truncated windows serve decoding */
+    for (size_t i = 0; i < N_DECODE * t.d; i++) ck_assert(isfinite(got[i]));
+    free(got);
+    free(h);
+    csa2_cache_free(&ref);
+    csa2_cache_free(&c);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_decode_after_early_exit_and_decoder_replay_equals_full_prefill)
+{
+    toy t;
+    toy_make(&t);
+    const size_t s = ced_exact_replay_start(P, t.L - t.E, t.W);
+    ck_assert_uint_eq(s, P - (t.L - t.E) * (t.W - 1));
+    csa2_cache ref, c;
+    full_prefill(&ref, NULL, &t, s);
+    ck_assert_int_eq(csa2_cache_init(&c, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
+    float *h_enc = malloc(P * t.d * sizeof *h_enc);
+    ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &c, t.x, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(ced_prefill(h_enc + s * t.d, &t.s, &t.w, &c, t.x + s * t.d, P - s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(ced_decoder_replay(h_enc + s * t.d, &t.s, &t.w, &c, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, t.L), 0);
+    float *want = malloc(N_DECODE * t.d * sizeof *want), *got = malloc(N_DECODE * t.d * sizeof *got);
+    decode_rest(want, &ref, &t);
+    decode_rest(got, &c, &t);
+    ck_assert(memcmp(got, want, N_DECODE * t.d * sizeof *got) == 0);
+    free(h_enc); free(want); free(got);
+    csa2_cache_free(&ref);
+    csa2_cache_free(&c);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_early_exit_refuses_a_decoder_source_after_the_first_decoder_layer)
+{
+    kvl_model m;
+    char json[sizeof CH07_TOY_JSON + 8];
+    snprintf(json, sizeof json, "%s", CH07_TOY_JSON);
+    const char *from = "\"kv_source_layers\": [2, 5]", *to = "\"kv_source_layers\": [2, 5, 7]";
+    const char *at = strstr(CH07_TOY_JSON, from);
+    ck_assert_ptr_nonnull(at);
+    snprintf(json, sizeof json, "%.*s%s%s", (int)(at - CH07_TOY_JSON), CH07_TOY_JSON, to, at + strlen(from));
+    ck_assert_msg(kvl_model_parse(&m, json, strlen(json), "ch07-toy-late-source") == KVL_OK, "%s", kvl_error());
+    csa2_stack_config s;
+    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
+    ck_assert_int_eq(ced_check(&s), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "layer 7") != NULL, "%s", kvl_error());
+    csa2_stack_config_free(&s);
+    kvl_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_replay_refuses_a_start_past_the_prefix)
+{
+    toy t;
+    toy_make(&t);
+    csa2_cache c;
+    full_prefill(&c, NULL, &t, 0);
+    float h[64];
+    ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, P), KVL_EINVAL);
+    ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 3, 2, 0), KVL_EINVAL);
+    csa2_cache_free(&c);
+    toy_free(&t);
+}
+END_TEST
+
+START_TEST(test_parameter_counts_match_the_allocated_weights)
+{
+    /* Oracle: the floats the initialiser really allocates, layer by layer. */
+    toy t;
+    toy_make(&t);
+    uint64_t full = 0, early = 0;
+    for (size_t l = 0; l < t.L; l++) {
+        const csa2_config *c = &t.s.layers[l];
+        const csa2_weights *w = &t.w.layers[l];
+        const csa2_params p = csa2_layer_params(c);
+        ck_assert_uint_eq(p.core + p.compressor + p.index_keys + p.index_query, w->core.n_floats + w->n_floats);
+        const uint64_t layer = t.d + w->core.n_floats + w->n_floats;
+        full += layer;
+        if (l < t.E) early += layer;
+        else if (c->kind == KVL_LAYER_FULL)   /* pre-norm, W_C (, W_Z), gain, W_IK, gain: not W_IQ, W_IW */
+            early += t.d + w->n_floats - c->indexer.n_heads * c->indexer.head_dim * c->core.q_lora_rank -
+                     c->indexer.n_heads * t.d;
+    }
+    ced_work wf, we;
+    ced_prefill_work(&wf, &we, &t.s);
+    ck_assert_uint_eq(wf.layers, t.L);
+    ck_assert_uint_eq(we.layers, t.E);
+    ck_assert_uint_eq(wf.params, full);
+    ck_assert_uint_eq(we.params, early);
+    toy_free(&t);
+
+    /* Seed 002's parameter check of V4.1-Flash layer 24, a Reindex layer. */
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    csa2_config c;
+    ck_assert_int_eq(csa2_config_from_model(&c, &m, 24), KVL_OK);
+    const csa2_params p = csa2_layer_params(&c);
+    ck_assert_uint_eq(p.core + p.index_query, 132024128u);
+    ck_assert_uint_eq(p.compressor + p.index_keys, 0);
+    kvl_model_free(&m);
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("ch07_replay");
+    TCase *tc = tcase_create("replay");
+    tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
+    tcase_add_test(tc, test_early_exit_global_rows_equal_full_prefill_bit_for_bit);
+    tcase_add_test(tc, test_early_exit_global_rows_equal_full_prefill_native_rows);
+    tcase_add_test(tc, test_replay_from_zero_is_the_full_forward);
+    tcase_add_test(tc, test_exact_replay_rebuilds_every_window_and_the_next_tokens);
+    tcase_add_test(tc, test_exact_replay_bound_is_tight);
+    tcase_add_test(tc, test_replay_error_rises_past_the_exact_bound);
+    tcase_add_test(tc, test_bounded_replay_exact_in_first_layer_approximate_deeper);
+    tcase_add_test(tc, test_decode_after_early_exit_and_decoder_replay_equals_full_prefill);
+    tcase_add_test(tc, test_early_exit_refuses_a_decoder_source_after_the_first_decoder_layer);
+    tcase_add_test(tc, test_replay_refuses_a_start_past_the_prefix);
+    tcase_add_test(tc, test_parameter_counts_match_the_allocated_weights);
+    suite_add_tcase(s, tc);
+    return s;
+}
