@@ -254,12 +254,13 @@ cuda-check: $(if $(NVCC_PATH),cuda $(GPU_TESTS) $(BUILD)/bin/bench_cuda)  ## on 
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_PKGS    := clang libclang-rt-14-dev
-FUZZ_TARGETS := config kvfmt rows prefix
+FUZZ_TARGETS := config kvfmt rows safetensors prefix
 FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) $(INCLUDES) $(DEP_CFLAGS) -fno-sanitize-recover=all
 FUZZ_HEADERS := $(wildcard formats/*.h ref/core/*.h ref/*.h tests/*.h tests/fuzz/*.h)
 FUZZ_SRC_config := ref/core/config.c ref/core/status.c
 FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) ref/core/rng.c
 FUZZ_SRC_rows   := $(FORMATS_SRC)
+FUZZ_SRC_safetensors := ref/core/safetensors.c ref/core/status.c $(FORMATS_SRC)
 FUZZ_SRC_prefix := $(REF_SRC) $(FORMATS_SRC)
 
 # clang with libFuzzer: installed when run as root, otherwise make stops naming the apt-get line.

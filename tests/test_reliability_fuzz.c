@@ -7,6 +7,8 @@
  *   rows    every layout packs and unpacks within its formats' bounds (tests/fuzz/rows_property.h);
  *   prefix  a prefix-cache file loads whole into the toy V4.1 cache or is refused with the cache left
  *           alone (tests/fuzz/prefix_property.h);
+ *   safetensors  kvl_st_parse accepts a file whose tensors tile its data, or fails with one line naming
+ *           the file (tests/fuzz/safetensors_property.h);
  *   kvfmt   the program, run on the input's command line and stdin, exits 0, or 2 with one line on
  *           stderr (tests/fuzz/kvfmt_input.h); a crash, a sanitizer report or a hang fails it. */
 #include <dirent.h>
@@ -22,6 +24,7 @@
 #include "fuzz/kvfmt_input.h"
 #include "fuzz/prefix_property.h"
 #include "fuzz/rows_property.h"
+#include "fuzz/safetensors_property.h"
 
 #define SAVED_INPUT_MAX (1 << 20)
 
@@ -72,6 +75,12 @@ static const char *rows_check(const char *path, const uint8_t *data, size_t size
 {
     (void)path;
     return fuzz_rows_fault(data, size);
+}
+
+static const char *safetensors_check(const char *path, const uint8_t *data, size_t size)
+{
+    (void)path;
+    return fuzz_st_fault(data, size);
 }
 
 static const char *prefix_check(const char *path, const uint8_t *data, size_t size)
@@ -142,6 +151,12 @@ START_TEST(test_every_saved_rows_input_packs_and_unpacks_within_the_formats_boun
 }
 END_TEST
 
+START_TEST(test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_line)
+{
+    replay("safetensors", safetensors_check);
+}
+END_TEST
+
 START_TEST(test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone)
 {
     replay("prefix", prefix_check);
@@ -161,6 +176,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_every_saved_config_input_parses_to_a_consistent_model_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_rows_input_packs_and_unpacks_within_the_formats_bounds);
     tcase_add_test(tc, test_every_saved_kvfmt_input_exits_0_or_2_with_one_line);
+    tcase_add_test(tc, test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone);
     suite_add_tcase(s, tc);
     return s;

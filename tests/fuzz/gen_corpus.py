@@ -4,6 +4,8 @@ tests/test_reliability_fuzz.c read them, neither needs Python).
 
   config/  the real configs (ref/configs/, chapters/*/*.json) and small toy ones, one per generation
   kvfmt/   one kvfmt call per command: "ARGS\\nSTDIN" (tests/fuzz/kvfmt_input.h)
+  safetensors/  small well-formed files: every dtype the reader knows, metadata, a scalar, an empty
+           tensor, an FP8 weight with its block scales, and an empty header
   rows/    per layout: byte 0 = the layout, then a row the library packed from seeded normal values,
            and the same values as float32 (tests/fuzz/rows_property.h); plus all-zero and ±max rows
 
@@ -11,6 +13,7 @@ Run from the project root after `make` (it packs rows with build/bin/kvfmt):
   python3 tests/fuzz/gen_corpus.py [path/to/kvfmt]
 """
 import glob
+import json
 import os
 import shutil
 import struct
@@ -110,13 +113,49 @@ def rows_corpus(rng):
     write("rows", "unknown-layout", bytes([6]) + struct.pack("<4f", 1, 2, 3, 4))
 
 
+def safetensors_file(tensors, metadata=None):
+    """tensors: [(name, dtype, shape, raw bytes)]; the header padded with spaces to a multiple of 8."""
+    header, at = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        at += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(raw for _, _, _, raw in tensors)
+
+
+def safetensors_corpus(rng):
+    def f32(shape):
+        return rng.standard_normal(shape).astype("<f4").tobytes()
+
+    def u8(n):
+        return rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+
+    files = {
+        "all-dtypes": [("a.f32", "F32", [2, 3], f32([2, 3])), ("b.f16", "F16", [4], np.float16([1, -2, 65504, 6e-8]).tobytes()),
+                       ("c.bf16", "BF16", [3], u8(6)), ("d.e4m3", "F8_E4M3", [2, 4], u8(8)),
+                       ("e.e8m0", "F8_E8M0", [2], bytes([127, 130])), ("f.f4", "F4", [2, 4], u8(4)),
+                       ("g.i8", "I8", [4], u8(4)), ("h.u8", "U8", [1], u8(1)), ("i.i32", "I32", [1], u8(4)),
+                       ("j.i64", "I64", [1], u8(8))],
+        "fp8-weight-with-scales": [("layers.0.attn.wq_a.weight", "F8_E4M3", [3, 130], u8(390)),
+                                   ("layers.0.attn.wq_a.scale", "F32", [1, 2], f32([1, 2]))],
+        "scalar-and-empty": [("s", "F32", [], f32([1])), ("z", "BF16", [0, 5], b"")],
+        "empty-header": [],
+    }
+    for name, tensors in files.items():
+        write("safetensors", name, safetensors_file(tensors, {"format": "pt"} if name == "all-dtypes" else None))
+
+
 def main():
-    for subdir in ("config", "kvfmt", "rows"):
+    for subdir in ("config", "kvfmt", "rows", "safetensors"):
         os.makedirs(os.path.join(CORPUS, subdir), exist_ok=True)
     rng = np.random.default_rng(20261130)
     config_corpus()
     kvfmt_corpus(rng)
     rows_corpus(rng)
+    safetensors_corpus(rng)
 
 
 if __name__ == "__main__":

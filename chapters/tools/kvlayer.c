@@ -1,0 +1,262 @@
+/* kvlayer: run one attention layer of a DeepSeek-format checkpoint on hidden states from a file.
+ *
+ *   kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE
+ *           [--prefill P] [--cache native|f32]
+ *
+ * CONFIG is the model's config.json (either spelling, ref/core/config.h); the weights are a
+ * .safetensors file, an index .json, or a directory holding model.safetensors.index.json or
+ * model.safetensors, under the Hugging Face or the inference naming, BF16/F32 or FP8 with block
+ * scales (ref/weights_load.h). The input is x[T][d]: a .npy file ('<f4' or '<f8', C order) or a
+ * .safetensors file's tensor "x" (or its only tensor). The layer prefills the first P tokens (default:
+ * all T) in one chunk and decodes the rest one at a time, through a cache stored as float32 or in the
+ * generation's native layout (bf16 rows for MLA, the 656 + 132-byte FP8 rows for V3.2, which need
+ * Dc 512, Dr 64, DI 128; V4's 584-byte rows and 68-byte index keys, which need Dh 512, Dr 64, DI 128);
+ * decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d]
+ * is written as .npy when its name ends so, else as safetensors (tensor "out").
+ *
+ * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused with
+ * a message: its Reuse and Reindex layers read other layers' entries and picks, so one layer alone is
+ * not the model's layer (ref/csa2_stack.h runs the stack).
+ * Exit status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming it;
+ * 1 out of memory. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "dsa.h"
+#include "mla.h"
+#include "npy.h"
+#include "safetensors.h"
+#include "status.h"
+#include "v4.h"
+#include "weights_load.h"
+
+#define EXIT_BAD_INPUT 2
+
+typedef struct {
+    const char *config, *weights, *input, *output;
+    size_t layer;
+    long long prefill;   /* −1: every token */
+    int native;
+} options;
+
+static int bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_input(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("kvlayer: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_BAD_INPUT;
+}
+
+/* A library failure: out of memory exits 1, anything else is bad input. */
+static int failed(int rc)
+{
+    if (rc == KVL_ENOMEM) {
+        fprintf(stderr, "kvlayer: %s\n", kvl_error());
+        return EXIT_FAILURE;
+    }
+    return bad_input("%s", kvl_error());
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE\n"
+          "               [--prefill P] [--cache native|f32]\n"
+          "  runs attention layer N of the checkpoint on x[T][d] (.npy or safetensors tensor \"x\"): the first P\n"
+          "  tokens (default all) as one prefill, the rest decoded one by one; writes out[T][d] (.npy or safetensors)\n",
+          f);
+}
+
+static int parse_count(long long *out, const char *flag, const char *s)
+{
+    char *end;
+    if (!s || !*s || *s < '0' || *s > '9') return bad_input("%s needs a non-negative integer, got \"%.40s\"", flag, s ? s : "");
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || v > (1ull << 40)) return bad_input("%s needs a non-negative integer, got \"%.40s\"", flag, s);
+    *out = (long long)v;
+    return 0;
+}
+
+static int parse_options(options *o, int argc, char **argv)
+{
+    *o = (options){.prefill = -1};
+    long long layer = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        const char **slot = !strcmp(a, "--config") ? &o->config : !strcmp(a, "--weights") ? &o->weights
+                          : !strcmp(a, "--input") ? &o->input : !strcmp(a, "--output") ? &o->output : NULL;
+        int is_value = slot || !strcmp(a, "--layer") || !strcmp(a, "--prefill") || !strcmp(a, "--cache");
+        if (!is_value) return bad_input("unknown option \"%.40s\" (try --help)", a);
+        if (!v) return bad_input("%s needs a value", a);
+        i++;
+        if (slot) *slot = v;
+        else if (!strcmp(a, "--layer")) { if (parse_count(&layer, a, v)) return EXIT_BAD_INPUT; }
+        else if (!strcmp(a, "--prefill")) { if (parse_count(&o->prefill, a, v)) return EXIT_BAD_INPUT; }
+        else if (!strcmp(v, "native") || !strcmp(v, "f32")) o->native = !strcmp(v, "native");
+        else return bad_input("--cache must be native or f32, got \"%.40s\"", v);
+    }
+    const char *missing = !o->config ? "--config" : !o->weights ? "--weights" : layer < 0 ? "--layer"
+                        : !o->input ? "--input" : !o->output ? "--output" : NULL;
+    if (missing) return bad_input("%s is required (try --help)", missing);
+    o->layer = (size_t)layer;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+/* x[T][d] from a safetensors file: tensor "x", else its only tensor; 2-D. */
+static int read_safetensors_input(float **x, size_t *T, size_t *d, const char *path)
+{
+    kvl_st_file f;
+    int rc = kvl_st_open(&f, path);
+    if (rc != KVL_OK) return rc;
+    const kvl_st_tensor *t = kvl_st_find(&f, "x");
+    if (!t && f.n_tensors == 1) t = &f.tensors[0];
+    if (!t) rc = kvl_fail(KVL_EINVAL, "%s: no tensor \"x\" (and more than one tensor)", path);
+    else if (t->n_dims != 2) rc = kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" has %zu dims, want [T][d]", path, t->name, t->n_dims);
+    else if (!(*x = malloc(t->n_elements * sizeof **x + 1))) rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
+    else {
+        *T = t->shape[0];
+        *d = t->shape[1];
+        rc = kvl_st_read_f32(*x, t, path);
+    }
+    kvl_st_close(&f);
+    return rc;
+}
+
+static int write_output(const options *o, const kvl_model *m, const float *out, size_t T, size_t d)
+{
+    if (ends_with(o->output, ".npy")) return kvl_npy_write(o->output, out, T, d);
+    char layer[32], prefill[32];
+    snprintf(layer, sizeof layer, "%zu", o->layer);
+    snprintf(prefill, sizeof prefill, "%lld", o->prefill);
+    const char *meta[] = {"generation", kvl_generation_name(m->generation), "layer", layer,
+                          "prefill", prefill, "cache", o->native ? "native" : "f32"};
+    kvl_st_entry e = {"out", KVL_ST_F32, 2, {T, d}, out};
+    return kvl_st_write(o->output, &e, 1, meta, 4);
+}
+
+/* ---- the layers ----------------------------------------------------------------------------------- */
+
+static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
+                   size_t T, size_t P)
+{
+    mla_config c;
+    mla_weights w;
+    mla_cache cache;
+    int rc = mla_config_from_model(&c, m);
+    if (rc != KVL_OK) return rc;
+    if ((rc = mla_weights_load(&w, &c, ck, o->layer)) != KVL_OK) return rc;
+    rc = mla_cache_init(&cache, &c, T, o->native ? SWA_STORE_BF16 : SWA_STORE_F32);
+    if (rc == KVL_OK) {
+        if (P) rc = mla_prefill(out, &c, &w, &cache, x, P);
+        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = mla_decode_absorbed(out + t * c.d, &c, &w, &cache, x + t * c.d);
+        mla_cache_free(&cache);
+    }
+    mla_weights_free(&w);
+    return rc;
+}
+
+static int run_dsa(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
+                   size_t T, size_t P)
+{
+    dsa_config c;
+    dsa_weights w;
+    dsa_cache cache;
+    int rc = dsa_config_from_model(&c, m);
+    if (rc != KVL_OK) return rc;
+    if ((rc = dsa_weights_load(&w, &c, ck, o->layer)) != KVL_OK) return rc;
+    rc = dsa_cache_init(&cache, &c, T, o->native ? DSA_CACHE_V32 : DSA_CACHE_F32);
+    if (rc == KVL_OK) {
+        size_t d = c.mla.d;
+        if (P) rc = dsa_prefill(out, NULL, &c, &w, &cache, x, P);
+        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = dsa_decode_masked(out + t * d, NULL, &c, &w, &cache, x + t * d);
+        dsa_cache_free(&cache);
+    }
+    dsa_weights_free(&w);
+    return rc;
+}
+
+static int run_v4(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
+                  size_t T, size_t P)
+{
+    v4_config c;
+    v4_weights w;
+    v4_cache cache;
+    int rc = v4_config_from_model(&c, m, o->layer);
+    if (rc != KVL_OK) return rc;
+    if ((rc = v4_weights_load(&w, &c, ck, o->layer)) != KVL_OK) return rc;
+    rc = v4_cache_init(&cache, &c, T, o->native ? V4_CACHE_NATIVE : V4_CACHE_F32);
+    if (rc == KVL_OK) {
+        if (P) rc = v4_prefill(out, NULL, &c, &w, &cache, x, P);
+        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = v4_decode(out + t * c.d, NULL, &c, &w, &cache, x + t * c.d);
+        v4_cache_free(&cache);
+    }
+    v4_weights_free(&w);
+    return rc;
+}
+
+static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck)
+{
+    float *x = NULL;
+    size_t T = 0, d = 0;
+    int rc = ends_with(o->input, ".npy") ? kvl_npy_read(&x, &T, &d, o->input) : read_safetensors_input(&x, &T, &d, o->input);
+    if (rc != KVL_OK) {
+        free(x);
+        return failed(rc);
+    }
+    int status = 0;
+    float *out = NULL;
+    if (d != m->d) status = bad_input("%s: x is [%zu][%zu], the config's width is %zu", o->input, T, d, m->d);
+    else if (T == 0) status = bad_input("%s: x holds no tokens", o->input);
+    else if (o->prefill > (long long)T) status = bad_input("--prefill %lld exceeds the %zu input tokens", o->prefill, T);
+    else if (!(out = calloc(T * d, sizeof *out))) status = failed(kvl_fail(KVL_ENOMEM, "out of memory"));
+    else {
+        size_t P = o->prefill < 0 ? T : (size_t)o->prefill;
+        rc = m->generation == KVL_GEN_MLA   ? run_mla(out, m, ck, o, x, T, P)
+           : m->generation == KVL_GEN_DSA ? run_dsa(out, m, ck, o, x, T, P)
+                                          : run_v4(out, m, ck, o, x, T, P);
+        if (rc == KVL_OK) rc = write_output(o, m, out, T, d);
+        if (rc != KVL_OK) status = failed(rc);
+    }
+    free(out);
+    free(x);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (parse_options(&o, argc, argv)) return EXIT_BAD_INPUT;
+    kvl_model m;
+    int rc = kvl_model_load(&m, o.config);
+    if (rc != KVL_OK) return failed(rc);
+    int status = 0;
+    if (o.layer >= m.n_layers) status = bad_input("--layer %zu: the config has %zu layers", o.layer, m.n_layers);
+    else if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA && m.generation != KVL_GEN_V4)
+        status = bad_input("%s: generation %s: kvlayer runs MLA (V2/V3), DSA (V3.2) and V4 layers", o.config,
+                           kvl_generation_name(m.generation));
+    else {
+        kvl_st_checkpoint ck;
+        rc = kvl_st_checkpoint_open(&ck, o.weights);
+        status = rc != KVL_OK ? failed(rc) : run(&o, &m, &ck);
+        if (rc == KVL_OK) kvl_st_checkpoint_close(&ck);
+    }
+    kvl_model_free(&m);
+    return status;
+}

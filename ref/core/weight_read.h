@@ -1,0 +1,29 @@
+/* Weights out of a checkpoint as float32: plain (F32, BF16, F16) or DeepSeek's block-scaled FP8.
+ *
+ * DeepSeek's FP8 weights [V3 inference `kernel.py` weight_dequant; HF `quantization_config`
+ * weight_block_size [128, 128]]: W[R][C] stored as float8_e4m3fn codes q, with one scale per 128×128
+ * block, s[⌈R/128⌉][⌈C/128⌉], and W[r][c] = decode(q[r][c]) · s[r/128][c/128]; the edge blocks are
+ * ragged (a 130-row weight has a second block row of 2). The scale tensor is named
+ * `<name without .weight>.weight_scale_inv` in Hugging Face checkpoints and `.scale` in the inference
+ * code's; it is FP32 in V3/V3.2 and float8_e8m0fnu (a power of two) in V4's. Codes decode through
+ * formats/element.h. */
+#ifndef KVL_WEIGHT_READ_H
+#define KVL_WEIGHT_READ_H
+
+#include <stddef.h>
+
+#include "safetensors.h"
+
+#define KVL_WEIGHT_BLOCK 128
+
+/* w[R][C] = decode(q[r][c]) · s[r/128][c/128] for q [R][C] F8_E4M3 and s [⌈R/128⌉][⌈C/128⌉] of any float
+ * dtype. KVL_EINVAL, naming origin, the tensor and the shapes, when q is not 2-D E4M3 or s's shape does
+ * not match. */
+int kvl_dequant_fp8_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor *s, const char *origin);
+
+/* w[shape] = the tensor `name` of c as float32, dequantised through its block scales when it is E4M3.
+ * KVL_EINVAL naming the tensor when it is missing, its shape is not shape[n_dims], or an E4M3 weight has
+ * no scale tensor. */
+int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size_t n_dims, const size_t *shape);
+
+#endif
