@@ -54,7 +54,7 @@ endif
 # ---- flags ---------------------------------------------------------------------------------------
 WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
 OPT      := -O2 -g
-INCLUDES := -Iformats -Iref -Iref/core -Itests
+INCLUDES := -Iformats -Iref -Iref/core -Ichapters/common -Itests
 CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
 LDLIBS   := $(DEP_LIBS) -lm -fopenmp
 ifeq ($(SAN),1)
@@ -75,7 +75,8 @@ endif
 # ---- sources -------------------------------------------------------------------------------------
 FORMATS_SRC := $(wildcard formats/*.c)
 REF_SRC     := $(wildcard ref/core/*.c) $(wildcard ref/*.c)
-PROG_SRC    := $(wildcard chapters/*/*.c)
+CHAPLIB_SRC := $(wildcard chapters/common/*.c)
+PROG_SRC    := $(filter-out $(CHAPLIB_SRC),$(wildcard chapters/*/*.c))
 TEST_SRC    := $(wildcard tests/test_*.c)
 TESTLIB_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 BENCH_SRC   := $(wildcard tests/bench/*.c)
@@ -86,7 +87,8 @@ NBLIB_SRC   := $(filter-out $(NB_SRC) $(NBTOOL_SRC),$(wildcard notebooks_c/*.c))
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
 LIB_REF     := $(BUILD)/lib/libkvref.a
-LIBS        := $(LIB_REF) $(LIB_FORMATS)
+LIB_CHAPTERS := $(BUILD)/lib/libkvchapters.a
+LIBS        := $(LIB_CHAPTERS) $(LIB_REF) $(LIB_FORMATS)
 PROGS       := $(addprefix $(BUILD)/bin/,$(notdir $(PROG_SRC:.c=)))
 TESTS       := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
@@ -106,6 +108,10 @@ $(LIB_FORMATS): $(call obj,$(FORMATS_SRC))
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^
 $(LIB_REF): $(call obj,$(REF_SRC))
+	@mkdir -p $(@D)
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+$(LIB_CHAPTERS): $(call obj,$(CHAPLIB_SRC))
 	@mkdir -p $(@D)
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^

@@ -29,8 +29,25 @@ struct kvl_qlayout {
 
 enum { KVL_ELEM_E4M3, KVL_ELEM_E2M1 };
 
+/* Near float32's maximum (formats/block.h): the largest element magnitude code whose value times the
+ * power-of-two scale s is finite, the element's maximum (E4M3 0x7E, E2M1 7) unless that times s is inf. */
+template <int ELEM> __device__ __forceinline__ uint32_t kvl_finite_magnitude(float s)
+{
+    if constexpr (ELEM == KVL_ELEM_E4M3) {
+        uint32_t m = 0x7Eu;
+        while (m > 0u && isinf(kvl_e4m3_decode(m) * s)) m--;
+        return m;
+    } else {
+        uint32_t m = 7u;
+        while (m > 0u && isinf(kvl_e2m1_decode(m) * s)) m--;
+        return m;
+    }
+}
+
 /* ---- recipes: choose(amax) stores the scale's bytes and returns the divisor; stored(bytes) is the
- * factor a dequantiser multiplies by. `param` is NVFP4's global scale (unused by the others). ---- */
+ * factor a dequantiser multiplies by; top(s) is the largest magnitude code a block of divisor s keeps
+ * (kvl_finite_magnitude for the power-of-two scales, as formats/block.c; every code for the E4M3
+ * scales, whose products stay finite). `param` is NVFP4's global scale (unused by the others). ---- */
 
 /* OCP MX: E8M0 2^(floor(log2 amax) − emax) */
 template <int ELEM, int EMAX> struct kvl_recipe_mx {
@@ -41,6 +58,7 @@ template <int ELEM, int EMAX> struct kvl_recipe_mx {
         return kvl_e8m0_decode(bytes[0]);
     }
     __device__ static float stored(const uint8_t *bytes, float) { return kvl_e8m0_decode(bytes[0]); }
+    __device__ static uint32_t top(float s) { return kvl_finite_magnitude<ELEM>(s); }
 };
 typedef kvl_recipe_mx<KVL_ELEM_E4M3, 8> kvl_recipe_mxfp8;
 typedef kvl_recipe_mx<KVL_ELEM_E2M1, 2> kvl_recipe_mxfp4;
@@ -58,6 +76,7 @@ struct kvl_recipe_nvfp4 {
     {
         return s_global * kvl_e4m3_decode(bytes[0]);
     }
+    __device__ static uint32_t top(float) { return 7u; }
 };
 
 /* DeepSeek V4.1 FP4: E4M3 scale e4m3(max(amax, 6·2^-9) / 6) */
@@ -69,6 +88,7 @@ struct kvl_recipe_fp4_v41 {
         return kvl_e4m3_decode(bytes[0]);
     }
     __device__ static float stored(const uint8_t *bytes, float) { return kvl_e4m3_decode(bytes[0]); }
+    __device__ static uint32_t top(float) { return 7u; }
 };
 
 /* DeepSeek act_quant: 2^ceil(log2(max(amax, 1e-4) / 448)), stored as E8M0 (any power-of-two block) or
@@ -81,6 +101,7 @@ template <int BLOCK> struct kvl_recipe_rceil_e8m0 {
         return kvl_e8m0_decode(bytes[0]);
     }
     __device__ static float stored(const uint8_t *bytes, float) { return kvl_e8m0_decode(bytes[0]); }
+    __device__ static uint32_t top(float s) { return kvl_finite_magnitude<KVL_ELEM_E4M3>(s); }
 };
 
 struct kvl_recipe_ue8m0_f32 {
@@ -96,6 +117,7 @@ struct kvl_recipe_ue8m0_f32 {
     {
         return __uint_as_float(bytes[0] | bytes[1] << 8 | bytes[2] << 16 | static_cast<uint32_t>(bytes[3]) << 24);
     }
+    __device__ static uint32_t top(float s) { return kvl_finite_magnitude<KVL_ELEM_E4M3>(s); }
 };
 
 /* V4 indexer keys: MXFP4 with 2^ceil(log2(max(amax, 6·2^-126) / 6)) */
@@ -107,6 +129,7 @@ struct kvl_recipe_mxfp4_rceil {
         return kvl_e8m0_decode(bytes[0]);
     }
     __device__ static float stored(const uint8_t *bytes, float) { return kvl_e8m0_decode(bytes[0]); }
+    __device__ static uint32_t top(float s) { return kvl_finite_magnitude<KVL_ELEM_E2M1>(s); }
 };
 
 /* ---- kernels ------------------------------------------------------------------------------------------- */
@@ -126,6 +149,17 @@ template <typename T> __global__ void kvl_finite_kernel(unsigned *flags, const T
 __device__ __forceinline__ uint32_t kvl_e2m1x2_encode(float lo, float hi)
 {
     return kvl_e2m1_encode(lo) | kvl_e2m1_encode(hi) << 4;
+}
+
+/* c's `lanes` fields of `width` bits (sign in the top bit), magnitudes above m lowered to m */
+__device__ __forceinline__ uint32_t kvl_cap_magnitudes(uint32_t c, uint32_t m, int width, int lanes)
+{
+    const uint32_t mag_mask = (1u << (width - 1)) - 1u;
+    for (int i = 0; i < lanes; i++) {
+        const uint32_t f = c >> (i * width), mag = f & mag_mask;
+        if (mag > m) c ^= (mag ^ m) << (i * width);
+    }
+    return c;
 }
 
 /* Thread t quantises values 4k … 4k+3 of row r (t = r·n_row/4 + k): rows·n_row/4 = n_threads. */
@@ -148,10 +182,11 @@ __global__ void kvl_quant_kernel(uint8_t *codes, uint8_t *scales, const float *x
     }
     if constexpr (R::elem == KVL_ELEM_E4M3) {
         const uint32_t c = kvl_e4m3x2_satfinite(v.x / s, v.y / s) | kvl_e4m3x2_satfinite(v.z / s, v.w / s) << 16;
-        *reinterpret_cast<uint32_t *>(codes + r * L.code_stride + 4 * k) = c;
+        *reinterpret_cast<uint32_t *>(codes + r * L.code_stride + 4 * k) = kvl_cap_magnitudes(c, R::top(s), 8, 4);
     } else {
         const uint32_t c = kvl_e2m1x2_encode(v.x / s, v.y / s) | kvl_e2m1x2_encode(v.z / s, v.w / s) << 8;
-        *reinterpret_cast<uint16_t *>(codes + r * L.code_stride + 2 * k) = static_cast<uint16_t>(c);
+        *reinterpret_cast<uint16_t *>(codes + r * L.code_stride + 2 * k) =
+            static_cast<uint16_t>(kvl_cap_magnitudes(c, R::top(s), 4, 4));
     }
 }
 

@@ -134,6 +134,43 @@ static void encode_e2m1_block_times(uint8_t *packed, const float *x, size_t k, f
     for (size_t j = 0; j < k / 2; j++) packed[j] = e2m1_pair(x[2 * j] * r, x[2 * j + 1] * r);
 }
 
+/* Near float32's maximum a round-up scale leaves the block's largest codes with no finite decode: with
+ * s = 2^120 (E4M3, amax ≥ 248·2^120) a quotient rounds to 256 and 256·2^120 = 2^128; with s = 2^126
+ * (E2M1, amax ≥ 3.5·2^126) it rounds to 4 and 4·2^126 = 2^128. The scale itself always fits E8M0 and
+ * float32 (ceil(log2(FLT_MAX / 448)) = 120, ceil(log2(FLT_MAX / 6)) = 126). Such codes saturate at the
+ * largest magnitude whose decode is finite (240 and 3 at those scales), as quotients above the element's
+ * maximum saturate at it: decode(encode(x)) stays finite for every finite x. Every other scale keeps
+ * 448·s and 6·s finite and its codes as they are. */
+
+/* the largest magnitude code at most `top` (the element's maximum) whose value times s is finite */
+static uint8_t finite_magnitude(float (*value)(uint8_t), uint8_t top, float s)
+{
+    while (top > 0 && isinf(value(top) * s)) top--;
+    return top;
+}
+
+/* codes[k] of a block with scale s, magnitudes lowered to the largest with a finite decode */
+static void e4m3_block_satfinite(uint8_t *codes, size_t k, float s)
+{
+    if (!isinf(448.0f * s)) return;
+    const uint8_t m = finite_magnitude(e4m3_to_float, 0x7E, s);   /* 448 */
+    for (size_t i = 0; i < k; i++)
+        if ((codes[i] & 0x7Fu) > m) codes[i] = (uint8_t)((codes[i] & 0x80u) | m);
+}
+
+/* packed[k/2] of a block with scale s, both nibbles of each byte as in e4m3_block_satfinite */
+static void e2m1_block_satfinite(uint8_t *packed, size_t k, float s)
+{
+    if (!isinf(6.0f * s)) return;
+    const uint8_t m = finite_magnitude(kvf_e2m1_decode, 7, s);      /* 6 */
+    for (size_t j = 0; j < k / 2; j++) {
+        uint8_t lo = packed[j] & 0x0Fu, hi = packed[j] >> 4;
+        if ((lo & 7u) > m) lo = (uint8_t)((lo & 8u) | m);
+        if ((hi & 7u) > m) hi = (uint8_t)((hi & 8u) | m);
+        packed[j] = e2m1_nibbles(lo, hi);
+    }
+}
+
 /* x[n] in blocks of k, scales[n/k] (E8M0) → codes[n]: every block's E4M3 codes, times the reciprocal of
  * its scale. The scales are all chosen before (a loop of their own), so a block's loop starts from a
  * stored scale instead of waiting on its maximum and its scale rule. */
@@ -142,6 +179,7 @@ static void encode_e4m3_blocks_e8m0(uint8_t *codes, const float *x, size_t n, si
 {
     for (size_t b = 0; b < n / k; b++)
         encode_e4m3_block_times(codes + b * k, x + b * k, k, e8m0_reciprocal(scales[b]));
+    for (size_t b = 0; b < n / k; b++) e4m3_block_satfinite(codes + b * k, k, kvf_e8m0_decode(scales[b]));
 }
 
 /* x[n] in blocks of k, scales[n/k] (E8M0) → packed[n/2]: every block's E2M1 codes, as above. */
@@ -150,6 +188,7 @@ static void encode_e2m1_blocks_e8m0(uint8_t *packed, const float *x, size_t n, s
 {
     for (size_t b = 0; b < n / k; b++)
         encode_e2m1_block_times(packed + b * k / 2, x + b * k, k, e8m0_reciprocal(scales[b]));
+    for (size_t b = 0; b < n / k; b++) e2m1_block_satfinite(packed + b * k / 2, k, kvf_e8m0_decode(scales[b]));
 }
 
 /* The FP4 recipes with an E4M3 scale share one block size. */
@@ -343,6 +382,7 @@ int kvf_quant_fp8_ue8m0(uint8_t *codes, float *scales, const float *x, size_t n)
     for (size_t b = 0; b < n / k; b++) scales[b] = kvf_e8m0_decode(act_quant_scale(block_amax(x + b * k, k)));
     for (size_t b = 0; b < n / k; b++)
         encode_e4m3_block_times(codes + b * k, x + b * k, k, power_of_two_reciprocal(scales[b]));
+    for (size_t b = 0; b < n / k; b++) e4m3_block_satfinite(codes + b * k, k, scales[b]);
     return KVF_OK;
 }
 

@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "grouped.h"
 #include "nb_source.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
+#include "program.h"
 
 typedef enum { MODE_RUN, MODE_STEP, MODE_CELLS } nb_mode;
 
@@ -24,8 +24,7 @@ static struct {
 const char *nb_path(const char *relative)
 {
     static _Thread_local char buf[4096];
-    const char *root = getenv("KVL_ROOT");
-    snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : KVL_SOURCE_DIR, relative);
+    snprintf(buf, sizeof buf, "%s/%s", kvl_root_dir(), relative);
     return buf;
 }
 
@@ -33,22 +32,7 @@ const char *nb_num(double v, int decimals)
 {
     static _Thread_local char bufs[16][48];
     static _Thread_local unsigned next;
-    char *buf = bufs[next++ % 16], raw[40];
-    snprintf(raw, sizeof raw, "%.*f", decimals, v < 0 ? -v : v);
-    char *dot = strchr(raw, '.');
-    if (dot) {
-        char *end = raw + strlen(raw) - 1;
-        while (end > dot && *end == '0') *end-- = '\0';
-        if (end == dot) *end = '\0';
-    }
-    size_t int_len = dot ? (size_t)(dot - raw) : strlen(raw), o = 0;
-    if (v < 0 && strcmp(raw, "0") != 0) buf[o++] = '-';
-    for (size_t i = 0; raw[i] && o + 2 < sizeof bufs[0]; i++) {
-        if (i < int_len && i > 0 && (int_len - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    return kvl_grouped(bufs[next++ % 16], sizeof bufs[0], v, decimals);
 }
 
 int nb_expect(int holds, const char *fmt, ...)
@@ -79,7 +63,9 @@ static int write_figure(const char *path, const svg_doc *svg)
     if (!f) return kvl_fail(KVL_EIO, "figure %s: cannot write: %s", path, strerror(errno));
     int bad = fputs(svg->text, f) < 0;
     bad |= fclose(f) != 0;
-    return bad ? kvl_fail(KVL_EIO, "figure %s: write failed", path) : KVL_OK;
+    if (!bad) return KVL_OK;
+    remove(path);   /* no half-written figure left behind */
+    return kvl_fail(KVL_EIO, "figure %s: write failed", path);
 }
 
 int nb_figure(const char *name, svg_doc *svg)
@@ -193,15 +179,28 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
 {
     const char *slash = strrchr(argv[0], '/');
     run.program = slash ? slash + 1 : argv[0];
-    for (int i = 1; i < argc; i++) {
+    const char *bad = NULL;
+    for (int i = 1; i < argc && !bad; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout, run.program); return 0; }
-        if (!strcmp(argv[i], "--step")) run.mode = MODE_STEP;
-        else if (!strcmp(argv[i], "--cells")) run.mode = MODE_CELLS;
-        else if (!strcmp(argv[i], "--figures") && i + 1 < argc) run.figures = argv[++i];
-        else {
-            fprintf(stderr, "%s: unknown argument \"%s\" (try --help)\n", run.program, argv[i]);
+        if (!strcmp(argv[i], "--step") || !strcmp(argv[i], "--cells")) {
+            const nb_mode mode = argv[i][2] == 's' ? MODE_STEP : MODE_CELLS;
+            bad = run.mode == mode ? "given twice" : run.mode != MODE_RUN ? "--step or --cells, not both" : NULL;
+            run.mode = mode;
+        } else if (!strcmp(argv[i], "--figures")) {
+            bad = i + 1 == argc ? "needs a directory" : run.figures ? "given twice" : NULL;
+            if (!bad) run.figures = argv[++i];
+        } else {
+            bad = "unknown argument (try --help)";
+        }
+        if (bad) {
+            fprintf(stderr, "%s: %s: %s\n", run.program, argv[i], bad);
             return 2;
         }
+    }
+    struct stat st;
+    if (run.figures && (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program, run.figures);
+        return 2;
     }
     return run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grouped.h"
+
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 #define INK "#222"
 #define AXIS "#bbb"
@@ -133,27 +135,6 @@ void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...
     va_end(ap);
 }
 
-/* ---- number text ------------------------------------------------------------------------------------- */
-
-/* 1234567 → "1,234,567", 1234.25 → "1,234.25": thousands separators, at most two decimals, no trailing zeros */
-static const char *grouped(double v, char *buf, size_t cap)
-{
-    char raw[64];
-    snprintf(raw, sizeof raw, "%.2f", fabs(v));
-    char *dot = strchr(raw, '.');
-    char *end = raw + strlen(raw) - 1;
-    while (end > dot && *end == '0') *end-- = '\0';
-    if (end == dot) *end = '\0';
-    size_t int_len = (size_t)(dot - raw), o = 0;
-    if (v < 0) buf[o++] = '-';
-    for (size_t i = 0; raw[i] && o + 2 < cap; i++) {
-        if (i < int_len && i > 0 && (int_len - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 /* ---- bars on a log axis --------------------------------------------------------------------------------- */
 
 void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
@@ -176,7 +157,7 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         double x = left + (e - d0) / (d1 - d0) * (right - left);
         char tick[40];
         svg_line(s, x, top - 8, x, axis_y, AXIS, 1);
-        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s", grouped(pow(10, e), tick, sizeof tick), unit);
+        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s", kvl_grouped(tick, sizeof tick, pow(10, e), 2), unit);
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap);
@@ -184,7 +165,7 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         char v[40];
         svg_text(s, left - 8, y + bar * 0.68, 13, "end", "%s", labels[i]);
         svg_rect(s, left, y, w, bar, !emphasis || emphasis[i] ? DARK : LIGHT);
-        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s", grouped(values[i], v, sizeof v), unit);
+        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s", kvl_grouped(v, sizeof v, values[i], 2), unit);
     }
     svg_end(s);
 }

@@ -425,6 +425,26 @@ static int attend_gathered(float *o, const dsa_config *c, const dsa_weights *w, 
     return mla_values_absorbed(o, &c->mla, &w->mla, scores, g, 1, n);
 }
 
+/* g[*n][Dw] = the rows sel[0 … K − 1] names (−1 skipped), in order, for query i; a position named twice is
+ * KVL_EINVAL (the selection is a set: the masked form reads each position once). taken[N] is scratch, all 0
+ * on entry and on return. */
+static int gather_rows(float *g, size_t *n, unsigned char *taken, const float *rows, size_t Dw, const int32_t *sel,
+                       size_t K, size_t i)
+{
+    int rc = KVL_OK;
+    *n = 0;
+    for (size_t k = 0; k < K && rc == KVL_OK; k++) {
+        if (sel[k] < 0) continue;
+        if (taken[sel[k]])
+            rc = kvl_fail(KVL_EINVAL, "dsa_attend_gather: query %zu selects position %d twice", i, (int)sel[k]);
+        else memcpy(g + (*n)++ * Dw, rows + (size_t)sel[k] * Dw, Dw * sizeof *g);
+        taken[sel[k]] = 1;
+    }
+    for (size_t k = 0; k < K; k++)
+        if (sel[k] >= 0) taken[sel[k]] = 0;
+    return rc;
+}
+
 int dsa_attend_gather(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
                       const int32_t *sel, size_t S, size_t N)
 {
@@ -432,17 +452,21 @@ int dsa_attend_gather(float *o, const dsa_config *c, const dsa_weights *w, const
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const size_t K = c->index_topk, H = c->mla.n_heads, Dw = row_width(c), Dqk = qk_width(c), Dv = c->mla.v_head;
     TRY(check_selection(__func__, sel, S, N, K));
+    const size_t n_max = K < N ? K : N;   /* a query reads at most min(K, N) distinct rows */
     float *g = NULL, *scores = NULL;
-    int rc = alloc_floats(&g, K, Dw, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&scores, H, K, __func__);
+    unsigned char *taken = NULL;          /* taken[N]: the rows this query has gathered */
+    int rc = alloc_floats(&g, n_max, Dw, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&scores, H, n_max, __func__);
+    if (rc == KVL_OK) rc = alloc_n(&taken, N, 1, 1, __func__);
+    if (rc == KVL_OK) memset(taken, 0, N);
     for (size_t i = 0; i < S && rc == KVL_OK; i++) {
-        size_t n = 0;
-        for (size_t k = 0; k < K; k++)
-            if (sel[i * K + k] >= 0) memcpy(g + n++ * Dw, rows + (size_t)sel[i * K + k] * Dw, Dw * sizeof *g);
-        rc = attend_gathered(o + i * H * Dv, c, w, q + i * H * Dqk, g, n, scores);
+        size_t n;
+        rc = gather_rows(g, &n, taken, rows, Dw, sel + i * K, K, i);
+        if (rc == KVL_OK) rc = attend_gathered(o + i * H * Dv, c, w, q + i * H * Dqk, g, n, scores);
     }
     free(g);
     free(scores);
+    free(taken);
     return rc;
 }
 

@@ -136,7 +136,8 @@ int dsa_index_recall(double *recall, const dsa_config *c, const dsa_weights *w, 
 /* ---- the sparse attention, both formulations --------------------------------------------------------
  * o[S][H][Dv] for queries q[S][H][Dnope+Dr] (mla_query) over key rows rows[N][Dc+Dr] (mla_latent),
  * query i reading the rows sel[i][0 … K − 1] (−1 entries skipped; positions index rows). A query with
- * no valid entry gets o = 0. KVL_EINVAL for an entry outside −1 … N − 1. */
+ * no valid entry gets o = 0. KVL_EINVAL for an entry outside −1 … N − 1, and in the gather form for a
+ * position selected twice (it gathers at most min(K, N) distinct rows). */
 
 /* mask[S][N] = 0 at the positions in sel[S][K], −INFINITY elsewhere. */
 int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K);

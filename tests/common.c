@@ -75,6 +75,21 @@ const char *kvl_path(const char *relative)
     return buf;
 }
 
+char *kvl_read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(n > 0 ? (size_t)n + 1 : 1);
+    ck_assert(s != NULL);
+    size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
 static void slurp(FILE *f, char *buf, size_t cap)
 {
     size_t n = cap ? fread(buf, 1, cap - 1, f) : 0;

@@ -29,6 +29,9 @@ void kvl_expect_close_f64(const char *what, const double *got, const double *wan
  * program died of a signal). Programs are found in $KVL_BIN (set by `make test`), else build/bin. */
 int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, char *err, size_t err_cap);
 
+/* The whole file at path, NUL-terminated, in memory the caller frees; NULL if it cannot be opened. */
+char *kvl_read_text(const char *path);
+
 /* Path of a file below the project root ($KVL_ROOT, set by `make test`, else the current directory). */
 const char *kvl_path(const char *relative);
 

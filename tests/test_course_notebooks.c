@@ -54,21 +54,6 @@ static size_t list_notebooks(notebook *nb)
     return n;
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert(s != NULL);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -93,7 +78,7 @@ static void remove_dir(const char *dir)
 /* cells the source holds: `// %%` markers, plus a non-blank unmarked first cell */
 static size_t count_source_cells(const char *source_path, size_t *with_cell_function)
 {
-    char *s = read_text(source_path);
+    char *s = kvl_read_text(source_path);
     ck_assert_msg(s != NULL, "cannot read %s", source_path);
     size_t cells = 0, functions = 0;
     int in_code = 0, counted = 0;
@@ -171,7 +156,7 @@ START_TEST(test_every_notebook_converts_with_one_cell_per_source_cell)
         snprintf(source, sizeof source, "%s/%s.c", kvl_path("notebooks_c"), nb[i].name);
         size_t functions = 0, cells = count_source_cells(source, &functions);
         snprintf(path, sizeof path, "%s/%s.ipynb", dir, nb[i].name);
-        char *text = read_text(path);
+        char *text = kvl_read_text(path);
         ck_assert_msg(text != NULL, "no %s", path);
         cJSON *j = cJSON_Parse(text);
         free(text);
@@ -322,7 +307,7 @@ START_TEST(test_committed_figures_are_what_the_notebooks_draw)
             char p[4600], q[4600];
             snprintf(p, sizeof p, "%s/%s", fresh, name);
             snprintf(q, sizeof q, "%s/%s", committed, name);
-            char *x = read_text(p), *y = read_text(q);
+            char *x = kvl_read_text(p), *y = kvl_read_text(q);
             ck_assert_msg(x && y && !strcmp(x, y), "chapters/%s/figures/%s differs from what nb_%s draws now; "
                           "regenerate with build/bin/nb_%s --figures chapters/%s/figures", nb[i].name, name,
                           nb[i].number, nb[i].number, nb[i].name);
@@ -371,7 +356,7 @@ static cJSON *convert_synthetic(const char *dir, const char *stream, int *rc)
     snprintf(cmd, sizeof cmd, "nb_ipynb '%s' '%s' '%s/out'", src, cells, dir);
     *rc = kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP);
     snprintf(path, sizeof path, "%s/out.ipynb", dir);
-    char *text = *rc == 0 ? read_text(path) : NULL;
+    char *text = *rc == 0 ? kvl_read_text(path) : NULL;
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     free(text);
     return j;

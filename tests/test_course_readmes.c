@@ -22,21 +22,6 @@
 
 static char out[OUT_CAP], err[OUT_CAP];
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert(s != NULL);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 static int by_name(const void *a, const void *b)
 {
     return strcmp(a, b);
@@ -67,7 +52,7 @@ static char *chapter_readme(const char *chapter)
 {
     char rel[128];
     snprintf(rel, sizeof rel, "chapters/%s/README.md", chapter);
-    char *text = read_text(kvl_path(rel));
+    char *text = kvl_read_text(kvl_path(rel));
     ck_assert_msg(text != NULL, "%s is missing", rel);
     return text;
 }
@@ -164,7 +149,7 @@ static size_t extract_commands(command *cmds, const char *text)
 /* Each word after `make` must be a target the Makefile defines. */
 static void check_make(const char *cmd, const char *chapter)
 {
-    char *makefile = read_text(kvl_path("Makefile")), words[256];
+    char *makefile = kvl_read_text(kvl_path("Makefile")), words[256];
     ck_assert(makefile != NULL);
     snprintf(words, sizeof words, "%s", cmd + 4);
     for (char *w = strtok(words, " "); w; w = strtok(NULL, " ")) {
@@ -400,7 +385,7 @@ START_TEST(test_course_map_links_every_chapter_in_order)
 {
     char names[MAX_CHAPTERS][64];
     size_t n = list_chapters(names);
-    char *readme = read_text(kvl_path("README.md"));
+    char *readme = kvl_read_text(kvl_path("README.md"));
     ck_assert(readme != NULL);
     const char *map = strstr(readme, "\n## The course\n");
     ck_assert_msg(map != NULL, "README.md has no course map");

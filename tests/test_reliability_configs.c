@@ -53,15 +53,9 @@ static void write_file(char *path, const char *text, size_t len)
 /* The text of a file below the project root; caller frees. */
 static char *slurp(const char *relative)
 {
-    FILE *f = fopen(kvl_path(relative), "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", kvl_path(relative));
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *copy = strdup(buf);
-    ck_assert(copy != NULL);
-    return copy;
+    char *text = kvl_read_text(kvl_path(relative));
+    ck_assert_msg(text != NULL, "cannot open %s", kvl_path(relative));
+    return text;
 }
 
 /* base (a config below the root) with the field at `dotted` (such as "rope_scaling.factor") set to

@@ -396,6 +396,16 @@ START_TEST(test_dsa_with_k_above_the_context_is_dense_mla_from_one_token_on)
 }
 END_TEST
 
+/* q[2][H][Dnope+Dr] and rows[N][Dc+Dr], standard normal: two queries of c over N key rows */
+static void two_queries(float **q, float **rows, const dsa_config *c, size_t N, kvl_rng *rng)
+{
+    const size_t Dq = 2 * c->mla.n_heads * (c->mla.qk_nope + c->mla.qk_rope), Dw = c->mla.kv_lora_rank + c->mla.qk_rope;
+    *q = xcalloc(Dq, sizeof **q);
+    *rows = xcalloc(N * Dw, sizeof **rows);
+    kvl_rng_normal_f32(rng, *q, Dq, 1.0);
+    kvl_rng_normal_f32(rng, *rows, N * Dw, 1.0);
+}
+
 /* A query whose index scores are all −inf or NaN has no legal position: its selection is all −1 and its
  * attention output exactly 0 in both formulations, never the NaN of a softmax over nothing. */
 START_TEST(test_dsa_with_no_legal_position_selects_nothing_and_attends_to_zero)
@@ -411,10 +421,9 @@ START_TEST(test_dsa_with_no_legal_position_selects_nothing_and_attends_to_zero)
     int32_t sel[2 * K];
     ok(kvl_topk(sel, I, 2, N, K));
     for (size_t k = 0; k < 2 * K; k++) ck_assert_int_eq(sel[k], -1);
-    const size_t H = c.mla.n_heads, Dqk = c.mla.qk_nope + c.mla.qk_rope, Dw = c.mla.kv_lora_rank + c.mla.qk_rope;
-    float *q = xcalloc(2 * H * Dqk, sizeof *q), *rows = xcalloc(N * Dw, sizeof *rows);
-    kvl_rng_normal_f32(&rng, q, 2 * H * Dqk, 1.0);
-    kvl_rng_normal_f32(&rng, rows, N * Dw, 1.0);
+    const size_t H = c.mla.n_heads;
+    float *q, *rows;
+    two_queries(&q, &rows, &c, N, &rng);
     float *o = xcalloc(2 * H * c.mla.v_head, sizeof *o);
     ok(dsa_attend_gather(o, &c, &w, q, rows, sel, 2, N));
     expect_zero("gather with no legal position", o, 2 * H * c.mla.v_head);
@@ -426,6 +435,44 @@ START_TEST(test_dsa_with_no_legal_position_selects_nothing_and_attends_to_zero)
     free(q);
     free(rows);
     free(o);
+    dsa_weights_free(&w);
+}
+END_TEST
+
+/* K far above the context N: the gather form reads at most min(K, N) rows and gives the masked form's
+ * output (test_ch04_dsa proves that one against the definition), whatever order the picks come in; a
+ * position picked twice is refused, as the masked form would read it once. */
+START_TEST(test_dsa_gather_with_k_above_the_context_reads_each_row_once)
+{
+    enum { N = 3, K = 4096 };
+    dsa_config c = dsa_toy(K);
+    dsa_weights w;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 710);
+    ok(dsa_weights_init_random(&w, &c, &rng));
+    const size_t n_out = 2 * c.mla.n_heads * c.mla.v_head;
+    int32_t *sel = xcalloc(2 * K, sizeof *sel);
+    for (size_t k = 0; k < 2 * K; k++) sel[k] = -1;
+    sel[K - 1] = 2, sel[7] = 0, sel[1000] = 1;   /* query 0: all three rows, scattered */
+    sel[K + 5] = 1;                              /* query 1: one row */
+    float *q, *rows;
+    two_queries(&q, &rows, &c, N, &rng);
+    float *got = xcalloc(n_out, sizeof *got), *ref = xcalloc(n_out, sizeof *ref);
+    double *want = xcalloc(n_out, sizeof *want);
+    ok(dsa_attend_gather(got, &c, &w, q, rows, sel, 2, N));
+    ok(dsa_attend_masked_naive(ref, &c, &w, q, rows, sel, 2, N));
+    for (size_t i = 0; i < n_out; i++) want[i] = ref[i];
+    kvl_expect_close("gather against masked, K above N", got, want, n_out, 1e-5, 1e-5, 0);
+    sel[K + 9] = 1;
+    kvl_clear_error();
+    ck_assert_int_eq(dsa_attend_gather(got, &c, &w, q, rows, sel, 2, N), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "query 1 selects position 1 twice") != NULL, "%s", kvl_error());
+    free(sel);
+    free(q);
+    free(rows);
+    free(got);
+    free(ref);
+    free(want);
     dsa_weights_free(&w);
 }
 END_TEST
@@ -534,16 +581,10 @@ END_TEST
 
 /* ---- the formats quantisers on their edge blocks ------------------------------------------------------- */
 
-/* |x| from which a ceil-rule block decodes to ±inf (tests/test_reliability_kvfmt.c has the derivation):
- * E4M3 elements at scale 2^120 round 248 up to 256, E2M1 elements at 2^126 round 3.5 up to 4. */
-#define OVERFLOW_E4M3_CEIL (248.0 * 0x1p120)
-#define OVERFLOW_E2M1_CEIL (3.5 * 0x1p126)
-
 enum { BLOCK_N = 128 };   /* a multiple of every block size: 16, 32, 64, 128 */
 
 typedef struct {
     const char *name;
-    double overflow;   /* 0: never */
     int (*run)(float *xq, const float *x, size_t n);
 } quantiser;
 
@@ -578,14 +619,14 @@ static int rt_nvfp4(float *xq, const float *x, size_t n)
 }
 
 static const quantiser QUANTISERS[] = {
-    {"mxfp8", 0, rt_mxfp8},
-    {"mxfp4", 0, rt_mxfp4},
-    {"nvfp4", 0, rt_nvfp4},
-    {"fp4_v41", 0, rt_fp4_v41},
-    {"fp8_ue8m0", OVERFLOW_E4M3_CEIL, rt_fp8_ue8m0},
-    {"fp8_e8m0_rceil/64", OVERFLOW_E4M3_CEIL, rt_fp8_rceil64},
-    {"fp8_e8m0_rceil/32", OVERFLOW_E4M3_CEIL, rt_fp8_rceil32},
-    {"mxfp4_rceil", OVERFLOW_E2M1_CEIL, rt_mxfp4_rceil},
+    {"mxfp8", rt_mxfp8},
+    {"mxfp4", rt_mxfp4},
+    {"nvfp4", rt_nvfp4},
+    {"fp4_v41", rt_fp4_v41},
+    {"fp8_ue8m0", rt_fp8_ue8m0},
+    {"fp8_e8m0_rceil/64", rt_fp8_rceil64},
+    {"fp8_e8m0_rceil/32", rt_fp8_rceil32},
+    {"mxfp4_rceil", rt_mxfp4_rceil},
 };
 
 static void fill_block(float *x, int pattern)
@@ -612,13 +653,57 @@ START_TEST(test_quantisers_keep_zero_subnormal_and_max_finite_blocks_within_zero
             ck_assert_int_eq(QUANTISERS[q].run(xq, x, BLOCK_N), KVF_OK);
             for (size_t i = 0; i < BLOCK_N; i++) {
                 const double v = x[i], vq = xq[i];
-                int fine = isinf(vq) ? QUANTISERS[q].overflow > 0 && fabs(v) >= QUANTISERS[q].overflow &&
-                                           signbit(vq) == signbit(v)
-                                     : fabs(vq - v) <= fabs(v) && (v != 0 || signbit(vq) == signbit(v));
+                const int fine = fabs(vq - v) <= fabs(v) && (v != 0 || signbit(vq) == signbit(v));
                 ck_assert_msg(fine, "%s on %s: value %zu, %a, dequantised to %a", QUANTISERS[q].name, patterns[p], i,
                               v, vq);
             }
         }
+}
+END_TEST
+
+/* The definition of a round-up block near float32's maximum: s = 2^ceil(log2(amax / max)), and each x
+ * decodes to the element value nearest x/s (ties to the even code) among those whose product with s is
+ * finite, times s. decode(code) lists the element's values by magnitude code 0 … top. */
+static double oracle_round_up(double x, double amax, double max, float (*decode)(uint8_t), uint8_t top)
+{
+    const double s = ldexp(1.0, (int)ceil(log2(amax / max))), q = fabs(x) / s;
+    double best = 0;
+    int best_code = -1;
+    for (int c = 0; c <= top; c++) {
+        const double v = decode((uint8_t)c);
+        if (v * s > FLT_MAX) continue;
+        const double d = fabs(v - q), bd = fabs(best - q);
+        if (best_code < 0 || d < bd || (d == bd && c % 2 == 0)) best = v, best_code = c;
+    }
+    return copysign(best * s, x);
+}
+
+static float e2m1_value(uint8_t c) { return kvf_e2m1_decode(c); }
+
+/* Blocks whose maximum sits where the nearest element times the round-up scale passes FLT_MAX (E4M3 from
+ * 248·2^120, E2M1 from 3.5·2^126) and just below: every element decodes finite, to the definition's
+ * value, the scale as large as the rule says (2^120, 2^126: it fits E8M0 and float32). */
+START_TEST(test_round_up_scales_near_float32_max_decode_finite_to_the_nearest_finite_element)
+{
+    static const double e4m3_amax[] = {240.0 * 0x1p120, 247.9 * 0x1p120, 248.0 * 0x1p120, FLT_MAX};
+    static const double e2m1_amax[] = {3.0 * 0x1p126, 3.49 * 0x1p126, 3.5 * 0x1p126, FLT_MAX};
+    static const double fractions[] = {1.0, -1.0, 0.97, -0.5, 0.3, 1e-3, 0.0, -0.999};
+    for (size_t q = 0; q < sizeof QUANTISERS / sizeof QUANTISERS[0]; q++) {
+        const int e2m1 = strcmp(QUANTISERS[q].name, "mxfp4_rceil") == 0;
+        if (!e2m1 && strncmp(QUANTISERS[q].name, "fp8_", 4) != 0) continue;   /* the round-up rules only */
+        for (size_t a = 0; a < 4; a++) {
+            const double amax = e2m1 ? e2m1_amax[a] : e4m3_amax[a];
+            float x[BLOCK_N], xq[BLOCK_N];
+            for (size_t i = 0; i < BLOCK_N; i++) x[i] = (float)(amax * fractions[i % 8]);
+            ck_assert_int_eq(QUANTISERS[q].run(xq, x, BLOCK_N), KVF_OK);
+            for (size_t i = 0; i < BLOCK_N; i++) {
+                const double want = e2m1 ? oracle_round_up(x[i], amax, 6.0, e2m1_value, 7)
+                                         : oracle_round_up(x[i], amax, 448.0, kvf_e4m3_decode, 0x7E);
+                ck_assert_msg(isfinite(xq[i]) && (double)xq[i] == want, "%s at amax %a: x[%zu] = %a decoded to %a, "
+                              "want %a", QUANTISERS[q].name, amax, i, (double)x[i], (double)xq[i], want);
+            }
+        }
+    }
 }
 END_TEST
 
@@ -666,6 +751,7 @@ Suite *kvl_suite(void)
     tcase_add_test(edges, test_a_ring_wider_than_the_context_holds_every_row_from_the_first);
     tcase_add_test(edges, test_dsa_with_k_above_the_context_is_dense_mla_from_one_token_on);
     tcase_add_test(edges, test_dsa_with_no_legal_position_selects_nothing_and_attends_to_zero);
+    tcase_add_test(edges, test_dsa_gather_with_k_above_the_context_reads_each_row_once);
     suite_add_tcase(s, edges);
     TCase *values = tcase_create("extreme_values");
     tcase_add_test(values, test_all_zero_inputs_give_exactly_zero_in_every_module_path_and_cache);
@@ -675,6 +761,7 @@ Suite *kvl_suite(void)
     TCase *formats = tcase_create("formats");
     tcase_add_test(formats, test_quantisers_keep_zero_subnormal_and_max_finite_blocks_within_zero_of_the_input);
     tcase_add_test(formats, test_quantisers_refuse_nan_before_inf_and_leave_their_outputs_untouched);
+    tcase_add_test(formats, test_round_up_scales_near_float32_max_decode_finite_to_the_nearest_finite_element);
     tcase_add_test(formats, test_element_casts_keep_signed_zero_and_saturate_max_finite);
     suite_add_tcase(s, formats);
     return s;

@@ -1,4 +1,5 @@
-/* Reliability of every program's command line (cost, mla_cost, swa_reach, dsa_cost, kvfmt, kvtable):
+/* Reliability of every program's command line (cost, mla_cost, swa_reach, dsa_cost, kvfmt, v4_cache,
+ * v41_cache, kvtable, the notebooks nb_NN, kvbench):
  * an unknown flag, a flag without its value, a value out of range or not a number, a stray argument
  * is answered with exit status 2, exactly one line on stderr that starts with the program's name
  * and names the offending argument, and nothing on stdout. --help prints to stdout and exits 0. */
@@ -59,6 +60,15 @@ START_TEST(test_unknown_flags_are_refused_by_every_program)
         {"kvfmt --version", "--version"},
         {"kvfmt quant --scheme mxfp4 --format e4m3", "--format does not apply"},
         {"kvfmt encode --format e4m3 --saturate=yes 1", "--saturate takes no value"},
+        {"v4_cache --colour", "--colour"},
+        {"v4_cache -t 5", "-t"},
+        {"v41_cache --max-contexts 64", "--max-contexts"},
+        {"v41_cache --pool 2", "--pool"},
+        {"nb_01 --colour", "--colour"},
+        {"nb_05 --cell", "--cell"},
+        {"nb_08 -s", "-s"},
+        {"kvbench --groups", "'--groups' (argument 1): unknown option"},
+        {"kvbench ceilings -v", "'-v' (argument 2): unknown option"},
     };
     EXPECT_BAD(calls);
 }
@@ -85,6 +95,15 @@ START_TEST(test_flags_without_their_values_are_refused_by_every_program)
         {"kvfmt encode 1", "--format is required"},
         {"kvfmt quant", "--scheme is required"},
         {"kvfmt", "no command"},
+        {"v4_cache --tokens", "--tokens"},
+        {"v4_cache --chunk", "--chunk"},
+        {"v4_cache --replay-window", "--replay-window"},
+        {"v4_cache --seed", "--seed"},
+        {"v41_cache --tokens", "--tokens"},
+        {"v41_cache --pool-blocks", "--pool-blocks"},
+        {"v41_cache --max-context", "--max-context"},
+        {"v41_cache --seed", "--seed"},
+        {"nb_02 --figures", "--figures: needs a directory"},
     };
     EXPECT_BAD(calls);
 }
@@ -124,6 +143,22 @@ START_TEST(test_values_out_of_range_or_not_numbers_are_refused)
         {"kvfmt fp4-demo --seed 18446744073709551616", "18446744073709551616"},
         {"kvfmt fp4-demo --seed -1", "'-1'"},
         {"kvfmt fp4-demo --seed 1.5", "'1.5'"},
+        {"v4_cache --tokens 0", "0"},
+        {"v4_cache --tokens 65537", "65537"},
+        {"v4_cache --chunk -1", "-1"},
+        {"v4_cache --chunk +4", "+4"},
+        {"v4_cache --replay-window 129", "129"},
+        {"v4_cache --seed 4294967296", "4294967296"},
+        {"v4_cache --tokens 1e3", "1e3"},
+        {"v41_cache --tokens 3", "3"},
+        {"v41_cache --tokens 4098", "4098"},
+        {"v41_cache --pool-blocks 0", "0"},
+        {"v41_cache --max-context 15", "15"},
+        {"v41_cache --max-context 513", "513"},
+        {"v41_cache --seed x", "x"},
+        {"nb_03 --figures /nonexistent/kvl", "--figures /nonexistent/kvl: not a directory"},
+        {"nb_04 --figures /dev/null", "--figures /dev/null: not a directory"},
+        {"kvbench fromats", "'fromats' (argument 1): unknown group"},
     };
     EXPECT_BAD(calls);
 }
@@ -136,6 +171,13 @@ START_TEST(test_stray_and_repeated_arguments_are_refused)
         {"mla_cost extra", "extra"},
         {"swa_reach extra", "extra"},
         {"dsa_cost extra", "extra"},
+        {"v4_cache extra", "extra"},
+        {"v41_cache --tokens 8 extra", "extra"},
+        {"nb_06 extra", "extra"},
+        {"nb_07 --step --cells", "--step or --cells, not both"},
+        {"nb_07 --cells --cells", "--cells: given twice"},
+        {"nb_01 --figures /tmp --figures /tmp", "--figures: given twice"},
+        {"kvbench formats formats", "'formats' (argument 2): group given twice"},
         {"kvfmt table --format e4m3 extra", "unexpected argument 'extra'"},
         {"kvfmt frob", "unknown command 'frob'"},
         {"kvfmt encode --format e4m3 --format e5m2 1", "--format given twice"},
@@ -159,8 +201,9 @@ END_TEST
 
 START_TEST(test_help_goes_to_stdout_with_exit_0_in_every_program)
 {
-    static const char *const programs[] = {"cost", "mla_cost", "swa_reach", "dsa_cost", "kvtable", "kvfmt",
-                                           "kvfmt encode", "kvfmt row"};
+    static const char *const programs[] = {"cost",     "mla_cost", "swa_reach", "dsa_cost", "kvtable",
+                                           "kvfmt",    "v4_cache", "v41_cache", "nb_01",    "nb_08",
+                                           "kvbench",  "kvfmt encode", "kvfmt row"};
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "%s --help", programs[i]);

@@ -12,23 +12,20 @@
  *   cost [--tokens N] [--config FILE.json]
  *
  * Configs are found under $KVL_ROOT, else the source tree. */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "grouped.h"
 #include "element.h"
 #include "mha.h"
 #include "model.h"
+#include "program.h"
 #include "rng.h"
 #include "status.h"
 #include "swa.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
 
 #define MAX_TOKENS 4096
 #define DEFAULT_TOKENS 40
@@ -45,32 +42,6 @@ static void usage(FILE *f)
                "The KV cache per token of MHA, GQA and MQA, lever by lever, at DeepSeek LLM 67B and\n"
                "Llama-3-70B (or FILE.json, an MHA/GQA/MQA config), then a live check: a toy stack's cache\n"
                "bytes after N tokens (1..%d, default %d) against the formula.\n", MAX_TOKENS, DEFAULT_TOKENS);
-}
-
-static int bad_usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "cost: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
-
-static const char *root_dir(void)
-{
-    const char *r = getenv("KVL_ROOT");
-    return r && *r ? r : KVL_SOURCE_DIR;
-}
-
-/* 1234567 → "1,234,567" */
-static const char *grouped(size_t v, char *buf, size_t cap)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%zu", v);
-    size_t n = strlen(raw), o = 0;
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
 }
 
 /* ---- the four levers at a real size --------------------------------------------------------------- */
@@ -156,8 +127,9 @@ static int print_model(const priced *p)
         size_t per_layer = v[i].entries * v[i].elements * v[i].bytes, per_token = v[i].layers * per_layer;
         char a[32], b[32], c[32], d[32];
         printf("  %-16s %7zu %13zu %16s %9zu %12s %11s %14s %12.2f%s\n", v[i].label, v[i].layers, v[i].entries,
-               grouped(v[i].elements, a, sizeof a), v[i].bytes, grouped(per_layer, b, sizeof b),
-               grouped(v[i].layer_bytes_live, d, sizeof d), grouped(per_token, c, sizeof c), (double)per_token / 1024.0,
+               kvl_grouped(a, sizeof a, v[i].elements, 0), v[i].bytes, kvl_grouped(b, sizeof b, per_layer, 0),
+               kvl_grouped(d, sizeof d, v[i].layer_bytes_live, 0), kvl_grouped(c, sizeof c, per_token, 0),
+               (double)per_token / 1024.0,
                v[i].layer_bytes_live == per_layer ? "" : "  LIVE MISMATCH");
         if (v[i].layer_bytes_live != per_layer) rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", m->path);
     }
@@ -166,7 +138,8 @@ static int print_model(const priced *p)
            m->n_heads / m->n_kv_heads, m->n_heads / m->n_kv_heads, m->n_heads);
     char total[32];
     printf("  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n", m->n_kv_heads,
-           m->head_dim, v[0].bytes, m->n_layers, grouped(shipped, total, sizeof total), (double)shipped / 1024.0);
+           m->head_dim, v[0].bytes, m->n_layers, kvl_grouped(total, sizeof total, shipped, 0),
+           (double)shipped / 1024.0);
     return rc;
 }
 
@@ -206,8 +179,8 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
         char name[32], g[32], f[32];
         printf("  %-6s %-5s %zu layers x %zu tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
                model_layer_name(name, sizeof name, &c.layers[0]), swa_store_name(store), c.n_layers, T,
-               a->n_kv_heads, a->head_dim, swa_store_bytes(store), grouped(want, f, sizeof f),
-               grouped(got, g, sizeof g), got == want ? "match" : "MISMATCH");
+               a->n_kv_heads, a->head_dim, swa_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
+               kvl_grouped(g, sizeof g, got, 0), got == want ? "match" : "MISMATCH");
         *ok &= got == want;
     }
     free(x);
@@ -220,16 +193,6 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
-static int parse_tokens(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 1 || v > MAX_TOKENS) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     size_t T = DEFAULT_TOKENS;
@@ -237,13 +200,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         if (!strcmp(argv[i], "--tokens")) {
-            if (++i == argc) return bad_usage("--tokens needs a value", NULL);
-            if (parse_tokens(argv[i], &T)) return bad_usage("--tokens must be an integer in [1, 4096]", argv[i]);
+            if (++i == argc) return kvl_bad_usage("cost", "--tokens needs a value", NULL);
+            if (kvl_parse_size(&T, argv[i], 1, MAX_TOKENS))
+                return kvl_bad_usage("cost", "--tokens must be an integer in [1, 4096]", argv[i]);
         } else if (!strcmp(argv[i], "--config")) {
-            if (++i == argc) return bad_usage("--config needs a file", NULL);
+            if (++i == argc) return kvl_bad_usage("cost", "--config needs a file", NULL);
             extra = argv[i];
         } else {
-            return bad_usage("unknown argument", argv[i]);
+            return kvl_bad_usage("cost", "unknown argument", argv[i]);
         }
     }
 
@@ -253,7 +217,8 @@ int main(int argc, char **argv)
     char path[4096];
     const char *const builtin[] = {"ref/configs/deepseek-llm-67b.json", "chapters/01_cost/llama-3-70b.json"};
     for (size_t i = 0; i < (extra ? 1 : 2); i++) {
-        snprintf(path, sizeof path, "%s%s%s", extra ? "" : root_dir(), extra ? "" : "/", extra ? extra : builtin[i]);
+        snprintf(path, sizeof path, "%s%s%s", extra ? "" : kvl_root_dir(), extra ? "" : "/",
+                 extra ? extra : builtin[i]);
         if (price_model(&models[n_models], path, extra ? extra : builtin[i]) != KVL_OK) {
             fprintf(stderr, "cost: %s\n", kvl_error());
             while (n_models) kvl_model_free(&models[--n_models].m);

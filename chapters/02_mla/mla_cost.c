@@ -16,19 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
+#include "contexts.h"
+#include "grouped.h"
 #include "linalg.h"
 #include "mla.h"
+#include "program.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
 #include "swa.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
+#include "timing.h"
 
 #define MAX_CONTEXTS 16
 #define MAX_CONTEXT (1u << 20)
@@ -58,24 +57,7 @@ static void usage(FILE *f)
                "                        (default 2)\n");
 }
 
-/* ---- number formatting ------------------------------------------------------------------------- */
-
-/* 1234567 → "1,234,567" */
-static const char *grouped(double v, char *buf, size_t cap)
-{
-    char raw[64];
-    snprintf(raw, sizeof raw, "%.0f", fabs(v));
-    size_t len = strlen(raw), o = 0;
-    if (v < 0 && o + 1 < cap) buf[o++] = '-';
-    for (size_t i = 0; i < len && o + 1 < cap; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-#define G(v) grouped((double)(v), (char[40]){0}, 40)
+#define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */
 
 /* ---- (a) cache bytes ------------------------------------------------------------------------------ */
 
@@ -162,19 +144,6 @@ static work projection_work(const mla_config *c)
     return (work){2 * floats, sizeof(float) * floats};
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef int (*scores_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *,
                          const float *, size_t, size_t);
 typedef int (*values_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *, size_t,
@@ -186,17 +155,16 @@ static int time_step(double *t, scores_fn scores, values_fn values, const mla_co
 {
     double times[MAX_REPEATS];
     for (size_t r = 0; r < repeats; r++) {
-        const double t0 = now();
+        const double t0 = kvl_seconds();
         int rc = scores(s, c, w, q, rows, NULL, 1, N);
         if (rc != KVL_OK) return rc;
 #pragma omp parallel for schedule(static)
         for (size_t h = 0; h < c->n_heads; h++) kvl_softmax_f32(s + h * N, N);
         rc = values(o, c, w, s, rows, 1, N);
         if (rc != KVL_OK) return rc;
-        times[r] = now() - t0;
+        times[r] = kvl_seconds() - t0;
     }
-    qsort(times, repeats, sizeof *times, cmp_double);
-    *t = repeats % 2 ? times[repeats / 2] : 0.5 * (times[repeats / 2 - 1] + times[repeats / 2]);
+    *t = kvl_median(times, repeats);
     return KVL_OK;
 }
 
@@ -383,57 +351,15 @@ static int writeup_toy_check(void)
 
 /* ---- arguments ----------------------------------------------------------------------------------- */
 
-/* "4K,8K,100" → contexts; 0 on success, else -1 with a message in err */
-static int parse_contexts(options *opt, const char *list, char *err, size_t cap)
-{
-    opt->n_contexts = 0;
-    const char *p = list;
-    while (*p) {
-        if (opt->n_contexts == MAX_CONTEXTS) {
-            snprintf(err, cap, "--contexts: at most %d contexts", MAX_CONTEXTS);
-            return -1;
-        }
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || errno || *p == '-') {
-            snprintf(err, cap, "--contexts: \"%s\" is not a list of token counts", list);
-            return -1;
-        }
-        if (*end == 'K' || *end == 'k') {
-            v = v <= MAX_CONTEXT / 1024 ? v * 1024 : MAX_CONTEXT + 1ull;
-            end++;
-        }
-        if (v == 0 || v > MAX_CONTEXT || (*end && *end != ',')) {
-            snprintf(err, cap, "--contexts: \"%s\": each context must be 1 to %u tokens, comma-separated", list,
-                     MAX_CONTEXT);
-            return -1;
-        }
-        opt->contexts[opt->n_contexts++] = (size_t)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) {
-            snprintf(err, cap, "--contexts: \"%s\" ends with a comma", list);
-            return -1;
-        }
-    }
-    if (opt->n_contexts == 0) {
-        snprintf(err, cap, "--contexts: empty list");
-        return -1;
-    }
-    return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad arguments (message printed) */
 static int parse_args(options *opt, int argc, char **argv)
 {
-    const char *root = getenv("KVL_ROOT");
-    snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.json", root && *root ? root : KVL_SOURCE_DIR);
+    snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.json", kvl_root_dir());
     static const size_t defaults[] = {1024, 4096, 8192, 16384, 32768, 65536, 131072};
     memcpy(opt->contexts, defaults, sizeof defaults);
     opt->n_contexts = sizeof defaults / sizeof defaults[0];
     opt->repeats = 3;
     opt->naive_budget = 2.0;
-    char err[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
@@ -449,8 +375,8 @@ static int parse_args(options *opt, int argc, char **argv)
         if (strcmp(a, "--config") == 0) {
             snprintf(opt->config, sizeof opt->config, "%s", v);
         } else if (strcmp(a, "--contexts") == 0) {
-            if (parse_contexts(opt, v, err, sizeof err) != 0) {
-                fprintf(stderr, "mla_cost: %s\n", err);
+            if (kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK) {
+                fprintf(stderr, "mla_cost: %s\n", kvl_error());
                 return 2;
             }
         } else if (strcmp(a, "--repeats") == 0) {

@@ -22,15 +22,13 @@
 #include <string.h>
 
 #include "config.h"
+#include "grouped.h"
 #include "mha.h"
 #include "model.h"
+#include "program.h"
 #include "rng.h"
 #include "status.h"
 #include "swa.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
 
 #define MAX_LAYERS 16
 #define MAX_WINDOW 64
@@ -56,32 +54,6 @@ static void usage(FILE *f)
                "default 4) of window W (2..%d, default 8), by hop, against the reach L*(W-1); the effective\n"
                "reach is the last position whose change is at least R (default 0.01) of token 0's own.\n"
                "Then the Mistral 7B window figures, computed from %s.\n", MAX_LAYERS, MAX_WINDOW, MISTRAL);
-}
-
-static int bad_usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "swa_reach: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
-
-static const char *root_dir(void)
-{
-    const char *r = getenv("KVL_ROOT");
-    return r && *r ? r : KVL_SOURCE_DIR;
-}
-
-/* 131040 → "131,040" */
-static const char *grouped(size_t v, char *buf, size_t cap)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%zu", v);
-    size_t n = strlen(raw), o = 0;
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
 }
 
 /* ---- the toy stack ---------------------------------------------------------------------------------- */
@@ -222,7 +194,7 @@ static int live_ring_bytes(size_t *out, const mha_config *c, size_t context)
 static int mistral(void)
 {
     char path[4096], a[32], b[32], e[32];
-    snprintf(path, sizeof path, "%s/%s", root_dir(), MISTRAL);
+    snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), MISTRAL);
     kvl_model m;
     size_t C = 0;
     int rc = kvl_model_load(&m, path);
@@ -237,18 +209,19 @@ static int mistral(void)
 
     const size_t L = m.n_layers, W = m.window, row = 2 * c.n_kv_heads * c.head_dim * swa_store_bytes(SWA_STORE_BF16);
     printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m.name, MISTRAL,
-           L, grouped(W, a, sizeof a), c.n_kv_heads, c.head_dim, grouped(C, b, sizeof b));
+           L, kvl_grouped(a, sizeof a, W, 0), c.n_kv_heads, c.head_dim, kvl_grouped(b, sizeof b, C, 0));
     printf("  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
-           grouped(C, a, sizeof a), grouped(C, b, sizeof b), grouped(W, e, sizeof e), C / W, W);
+           kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, C, 0), kvl_grouped(e, sizeof e, W, 0), C / W, W);
     printf("  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
-           grouped(C, a, sizeof a), L, (double)(L * C * row) / 1048576.0, (double)(L * W * row) / 1048576.0,
-           grouped(row, b, sizeof b));
-    printf("  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B %s\n", grouped(C, a, sizeof a),
-           grouped(live, b, sizeof b), grouped(row, e, sizeof e), live == W * row ? "(as the formula says)" : "MISMATCH");
+           kvl_grouped(a, sizeof a, C, 0), L, (double)(L * C * row) / 1048576.0, (double)(L * W * row) / 1048576.0,
+           kvl_grouped(b, sizeof b, row, 0));
+    printf("  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B %s\n", kvl_grouped(a, sizeof a, C, 0),
+           kvl_grouped(b, sizeof b, live, 0), kvl_grouped(e, sizeof e, row, 0),
+           live == W * row ? "(as the formula says)" : "MISMATCH");
     printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
-           grouped(L * (W - 1), a, sizeof a));
+           kvl_grouped(a, sizeof a, L * (W - 1), 0));
     printf("  the write-up's figure:                 L*W     = %zu*%zu = %s positions\n", L, W,
-           grouped(L * W, b, sizeof b));
+           kvl_grouped(b, sizeof b, L * W, 0));
     printf("  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
            "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n", L * W - L * (W - 1));
     kvl_model_free(&m);
@@ -257,16 +230,6 @@ static int mistral(void)
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
-static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     options o = {.layers = 4, .window = 8, .threshold = 1e-2, .seed = 3};
@@ -274,23 +237,26 @@ int main(int argc, char **argv)
         const char *opt = argv[i];
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) { usage(stdout); return 0; }
         if (strcmp(opt, "--layers") && strcmp(opt, "--window") && strcmp(opt, "--threshold") && strcmp(opt, "--seed"))
-            return bad_usage("unknown argument", opt);
-        if (++i == argc) return bad_usage("missing value for", opt);
+            return kvl_bad_usage("swa_reach", "unknown argument", opt);
+        if (++i == argc) return kvl_bad_usage("swa_reach", "missing value for", opt);
         const char *v = argv[i];
         size_t n;
         if (!strcmp(opt, "--layers")) {
-            if (parse_size(v, 1, MAX_LAYERS, &o.layers)) return bad_usage("--layers must be an integer in [1, 16]", v);
+            if (kvl_parse_size(&o.layers, v, 1, MAX_LAYERS))
+                return kvl_bad_usage("swa_reach", "--layers must be an integer in [1, 16]", v);
         } else if (!strcmp(opt, "--window")) {
-            if (parse_size(v, 2, MAX_WINDOW, &o.window)) return bad_usage("--window must be an integer in [2, 64]", v);
+            if (kvl_parse_size(&o.window, v, 2, MAX_WINDOW))
+                return kvl_bad_usage("swa_reach", "--window must be an integer in [2, 64]", v);
         } else if (!strcmp(opt, "--seed")) {
-            if (parse_size(v, 0, UINT32_MAX, &n)) return bad_usage("--seed must be an integer in [0, 2^32)", v);
+            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
+                return kvl_bad_usage("swa_reach", "--seed must be an integer in [0, 2^32)", v);
             o.seed = n;
         } else {
             char *end;
             errno = 0;
             o.threshold = strtod(v, &end);
             if (errno || *end || end == v || !(o.threshold > 0 && o.threshold < 1))
-                return bad_usage("--threshold must be a number in (0, 1)", v);
+                return kvl_bad_usage("swa_reach", "--threshold must be a number in (0, 1)", v);
         }
     }
     if (toy(&o) != KVL_OK || mistral() != KVL_OK) {

@@ -19,21 +19,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
+#include "contexts.h"
+#include "grouped.h"
 #include "dsa.h"
 #include "topk.h"
 #include "mla.h"
+#include "program.h"
 #include "rng.h"
 #include "rows.h"
 #include "softmax.h"
 #include "status.h"
 #include "swa.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
+#include "timing.h"
 
 #define MAX_CONTEXTS 16
 #define MAX_CONTEXT (1u << 20)
@@ -63,24 +62,7 @@ static void usage(FILE *f)
                "  --no-timing      count flop and bytes only\n");
 }
 
-/* ---- number formatting ------------------------------------------------------------------------- */
-
-/* 1234567 → "1,234,567" */
-static const char *grouped(double v, char *buf, size_t cap)
-{
-    char raw[64];
-    snprintf(raw, sizeof raw, "%.0f", fabs(v));
-    size_t len = strlen(raw), o = 0;
-    if (v < 0 && o + 1 < cap) buf[o++] = '-';
-    for (size_t i = 0; i < len && o + 1 < cap; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-#define G(v) grouped((double)(v), (char[40]){0}, 40)
+#define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */
 
 /* ---- (a) the cache ------------------------------------------------------------------------------- */
 
@@ -161,25 +143,6 @@ static double index_projection_flop(const dsa_config *c)
     return 2.0 * (HI * DI * (double)c->mla.q_lora_rank + DI * d + HI * d);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, size_t n)
-{
-    qsort(t, n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* What one float32 step reads: the query q [H][Dnope+Dr], its index query q_idx [HI][DI] and head
  * weights w_idx [HI], the cached rows [T][Dc+Dr] and index keys [T][DI]; scratch for scores and picks. */
 typedef struct {
@@ -253,12 +216,12 @@ static int time_step(double *t, int (*step)(bench *, size_t), bench *b, size_t T
 {
     double times[MAX_REPEATS];
     for (size_t r = 0; r < repeats; r++) {
-        const double t0 = now();
+        const double t0 = kvl_seconds();
         int rc = step(b, T);
         if (rc != KVL_OK) return rc;
-        times[r] = now() - t0;
+        times[r] = kvl_seconds() - t0;
     }
-    *t = median(times, repeats);
+    *t = kvl_median(times, repeats);
     return KVL_OK;
 }
 
@@ -402,7 +365,11 @@ static void restrict_to(double *a, const int32_t *sel, size_t n, size_t K)
     for (size_t s = 0; s < n; s++) a[s] /= sum;
 }
 
-static int cmp_desc(const void *a, const void *b) { return cmp_double(b, a); }
+static int cmp_desc(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
 
 typedef struct {
     double kl_dense, kl_uniform, kl_sparse;      /* summed over queries */
@@ -519,58 +486,16 @@ static int training_target(void)
 
 /* ---- arguments ----------------------------------------------------------------------------------- */
 
-/* "2K,8K,100" → contexts; 0 on success, else -1 with a message in err */
-static int parse_contexts(options *opt, const char *list, char *err, size_t cap)
-{
-    opt->n_contexts = 0;
-    const char *p = list;
-    while (*p) {
-        if (opt->n_contexts == MAX_CONTEXTS) {
-            snprintf(err, cap, "--contexts: at most %d contexts", MAX_CONTEXTS);
-            return -1;
-        }
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || errno || *p == '-' || *p == '+') {
-            snprintf(err, cap, "--contexts: \"%s\" is not a list of token counts", list);
-            return -1;
-        }
-        if (*end == 'K' || *end == 'k') {
-            v = v <= MAX_CONTEXT / 1024 ? v * 1024 : MAX_CONTEXT + 1ull;
-            end++;
-        }
-        if (v == 0 || v > MAX_CONTEXT || (*end && *end != ',')) {
-            snprintf(err, cap, "--contexts: \"%s\": each context must be 1 to %u tokens, comma-separated", list,
-                     MAX_CONTEXT);
-            return -1;
-        }
-        opt->contexts[opt->n_contexts++] = (size_t)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) {
-            snprintf(err, cap, "--contexts: \"%s\" ends with a comma", list);
-            return -1;
-        }
-    }
-    if (opt->n_contexts == 0) {
-        snprintf(err, cap, "--contexts: empty list");
-        return -1;
-    }
-    return 0;
-}
-
 /* 0: run; 1: --help printed; 2: bad arguments (message printed) */
 static int parse_args(options *opt, int argc, char **argv)
 {
-    const char *root = getenv("KVL_ROOT");
     snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.2-exp.json",
-             root && *root ? root : KVL_SOURCE_DIR);
+             kvl_root_dir());
     static const size_t defaults[] = {2048, 4096, 8192, 16384, 32768, 65536, 131072};
     memcpy(opt->contexts, defaults, sizeof defaults);
     opt->n_contexts = sizeof defaults / sizeof defaults[0];
     opt->repeats = 3;
     opt->timing = 1;
-    char err[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
@@ -589,8 +514,8 @@ static int parse_args(options *opt, int argc, char **argv)
         if (strcmp(a, "--config") == 0) {
             snprintf(opt->config, sizeof opt->config, "%s", v);
         } else if (strcmp(a, "--contexts") == 0) {
-            if (parse_contexts(opt, v, err, sizeof err) != 0) {
-                fprintf(stderr, "dsa_cost: %s\n", err);
+            if (kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK) {
+                fprintf(stderr, "dsa_cost: %s\n", kvl_error());
                 return 2;
             }
         } else if (strcmp(a, "--repeats") == 0) {

@@ -20,7 +20,6 @@
  *
  * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections, MTP (they
  * change what enters a layer, not what its cache holds). */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,16 +27,14 @@
 #include <string.h>
 
 #include "config.h"
+#include "grouped.h"
 #include "kvtable.h"
 #include "model.h"
+#include "program.h"
 #include "rng.h"
 #include "rows.h"
 #include "status.h"
 #include "v4.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
 
 static const char FLASH[] = "ref/configs/deepseek-v4-flash.json";
 
@@ -61,37 +58,14 @@ static void usage(FILE *f)
                "default 8; 128 is the real window and takes minutes).\n", FLASH);
 }
 
-static int bad_usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "v4_cache: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
-
-static const char *root_dir(void)
-{
-    const char *r = getenv("KVL_ROOT");
-    return r && *r ? r : KVL_SOURCE_DIR;
-}
-
-/* 131040 → "131,040" */
-static const char *grouped(size_t v, char *buf, size_t cap)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%zu", v);
-    size_t n = strlen(raw), o = 0;
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static int load_flash(kvl_model *m)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", root_dir(), FLASH);
-    return kvl_model_load(m, path);
+    snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), FLASH);
+    int rc = kvl_model_load(m, path);
+    if (rc != KVL_OK || m->generation == KVL_GEN_V4) return rc;
+    kvl_model_free(m);
+    return kvl_fail(KVL_EINVAL, "%s: not a V4 config", path);
 }
 
 /* ---- 1. the layer map ----------------------------------------------------------------------------------- */
@@ -243,18 +217,18 @@ static int live_bytes(const kvl_model *flash, const options *o, double *per_toke
            "model width %zu, 1 head, native rows (%zu-byte main rows, %zu-byte index keys); %s tokens\n"
            "prefilled in chunks of %zu.\n", flash->head_dim, flash->qk_rope_head_dim, flash->index_head_dim,
            flash->window, flash->index_topk, m.d, kvf_row_bytes(KVF_ROW_V4_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX),
-           grouped(T, a, sizeof a), o->chunk);
+           kvl_grouped(a, sizeof a, T, 0), o->chunk);
     printf("  %-12s %6s %16s %18s %22s\n", "kind", "layers", "entries/layer", "bytes/layer", "bytes/token/layer");
     static const char *const names[3] = {"window-only", "CSA", "HCA"};
     size_t total = 0;
     for (size_t i = 0; i < 3; i++) {
-        printf("  %-12s %6zu %16s %18s %22.4f\n", names[i], k[i].layers, grouped(k[i].entries, a, sizeof a),
-               grouped(k[i].bytes, b, sizeof b), (double)k[i].bytes / (double)T);
+        printf("  %-12s %6zu %16s %18s %22.4f\n", names[i], k[i].layers, kvl_grouped(a, sizeof a, k[i].entries, 0),
+               kvl_grouped(b, sizeof b, k[i].bytes, 0), (double)k[i].bytes / (double)T);
         total += k[i].layers * k[i].bytes;
     }
     *per_token = (double)total / (double)T;
-    printf("  all layers: %s bytes held for %s tokens = %.2f bytes per token\n", grouped(total, a, sizeof a),
-           grouped(T, b, sizeof b), *per_token);
+    printf("  all layers: %s bytes held for %s tokens = %.2f bytes per token\n", kvl_grouped(a, sizeof a, total, 0),
+           kvl_grouped(b, sizeof b, T, 0), *per_token);
     stack_free(&s);
     return KVL_OK;
 }
@@ -285,8 +259,9 @@ static void shares(const kvl_model *flash, double per_token, size_t window, size
     const size_t mc = ratio_of(flash, KVL_LAYER_CSA), mh = ratio_of(flash, KVL_LAYER_HCA), Dh = flash->head_dim;
     printf("\nBounded per sequence, read from the same caches: window rows %s B (%zu layers x %zu rows x %zu B),\n"
            "compressor states %s B (float32 kv and gate buffers: %zu CSA layers x (%zux%zu + %zux%zu) x 2 x 4 B,\n"
-           "%zu HCA layers x %zux%zu x 2 x 4 B).\n", grouped(window, a, sizeof a), flash->n_layers, flash->window,
-           kvf_row_bytes(KVF_ROW_V4_MAIN), grouped(state, b, sizeof b), count_kind(flash, KVL_LAYER_CSA), 2 * mc,
+           "%zu HCA layers x %zux%zu x 2 x 4 B).\n", kvl_grouped(a, sizeof a, window, 0), flash->n_layers,
+           flash->window,
+           kvf_row_bytes(KVF_ROW_V4_MAIN), kvl_grouped(b, sizeof b, state, 0), count_kind(flash, KVL_LAYER_CSA), 2 * mc,
            2 * Dh, 2 * mc, 2 * flash->index_head_dim, count_kind(flash, KVL_LAYER_HCA), mh, Dh);
     static const struct { const char *name; size_t tokens; } ctx[] = {{"8K", 8192}, {"128K", 131072}, {"1M", 1048576}};
     printf("  %-6s %12s %16s %14s %14s %22s %20s\n", "context", "tokens", "per-token part", "window rows",
@@ -294,7 +269,7 @@ static void shares(const kvl_model *flash, double per_token, size_t window, size
     for (size_t i = 0; i < 3; i++) {
         const double part = per_token * (double)ctx[i].tokens;
         printf("  %-6s %12s %13.2f MB %11.2f MB %11.2f MB %21.2f%% %19.2f%%\n", ctx[i].name,
-               grouped(ctx[i].tokens, a, sizeof a), part / 1e6, (double)window / 1e6, (double)state / 1e6,
+               kvl_grouped(a, sizeof a, ctx[i].tokens, 0), part / 1e6, (double)window / 1e6, (double)state / 1e6,
                100.0 * (double)window / (part + (double)window),
                100.0 * (double)window / (part + (double)window + (double)state));
     }
@@ -375,8 +350,8 @@ static int replay_stack(int *exact, const kvl_model *m, uint64_t seed)
         rc = replay_once(&r, m, x, P, P - runs[i].n, seed + 1);
         if (rc != KVL_OK) break;
         snprintf(b, sizeof b, "%zu of %zu", r.layers_same, L);
-        printf("  %6zu %6s %-10s %7s %18s %17zu %11.2g %15s\n", L, grouped(P, a, sizeof a), runs[i].name,
-               grouped(runs[i].n, a + 16, sizeof a - 16), b, r.rows_differ, r.max_diff,
+        printf("  %6zu %6s %-10s %7s %18s %17zu %11.2g %15s\n", L, kvl_grouped(a, sizeof a, P, 0), runs[i].name,
+               kvl_grouped(a + 16, sizeof a - 16, runs[i].n, 0), b, r.rows_differ, r.max_diff,
                r.last_same ? "bit-identical" : "differs");
         if (i < 2 && !(r.layers_same == L && r.last_same)) *exact = 0;
     }
@@ -393,7 +368,7 @@ static int replay(const kvl_model *flash, const options *o)
            "truncated at s. A layer's row at p is exact once its input is, which takes W-1 positions per layer\n"
            "below it: all W rows of all L layers (positions P-W..P-1) come back exactly iff s <= P-1 - L*(W-1).\n");
     printf("  %s: L = %zu, W = n_win = %zu: the report's n_win*L = %s tokens; the exact minimum L*(W-1)+1 = %s\n",
-           flash->name, Lf, Wf, grouped(Wf * Lf, a, sizeof a), grouped(Lf * (Wf - 1) + 1, b, sizeof b));
+           flash->name, Lf, Wf, kvl_grouped(a, sizeof a, Wf * Lf, 0), kvl_grouped(b, sizeof b, Lf * (Wf - 1) + 1, 0));
     if (Lf < REPLAY_PREFIX_LAYERS) return kvl_fail(KVL_EINVAL, "v4_cache: %s has fewer than %d layers", FLASH,
                                                    REPLAY_PREFIX_LAYERS);
     kvl_model m = *flash;   /* the same layer map at the toy widths of spec §5, window W */
@@ -424,33 +399,15 @@ static int replay(const kvl_model *flash, const options *o)
 
 /* ---- main ------------------------------------------------------------------------------------------------ */
 
-static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
+static int run(const kvl_model *flash, const options *o)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int run(const options *o)
-{
-    kvl_model flash;
-    int rc = load_flash(&flash);
-    if (rc != KVL_OK) return rc;
-    if (flash.generation != KVL_GEN_V4) {
-        kvl_model_free(&flash);
-        return kvl_fail(KVL_EINVAL, "%s: not a V4 config", FLASH);
-    }
-    print_map(&flash);
+    print_map(flash);
     double per_token = 0;
     size_t window = 0, state = 0;
-    rc = live_bytes(&flash, o, &per_token, &window, &state);
-    if (rc == KVL_OK) rc = formula(&flash, per_token);
-    if (rc == KVL_OK) shares(&flash, per_token, window, state);
-    if (rc == KVL_OK) rc = replay(&flash, o);
-    kvl_model_free(&flash);
+    int rc = live_bytes(flash, o, &per_token, &window, &state);
+    if (rc == KVL_OK) rc = formula(flash, per_token);
+    if (rc == KVL_OK) shares(flash, per_token, window, state);
+    if (rc == KVL_OK) rc = replay(flash, o);
     return rc;
 }
 
@@ -464,23 +421,33 @@ int main(int argc, char **argv)
             return 0;
         }
         if (strcmp(opt, "--tokens") && strcmp(opt, "--chunk") && strcmp(opt, "--replay-window") && strcmp(opt, "--seed"))
-            return bad_usage("unknown argument", opt);
-        if (++i == argc) return bad_usage("missing value for", opt);
+            return kvl_bad_usage("v4_cache", "unknown argument", opt);
+        if (++i == argc) return kvl_bad_usage("v4_cache", "missing value for", opt);
         const char *v = argv[i];
         size_t n;
         if (!strcmp(opt, "--tokens")) {
-            if (parse_size(v, 1, MAX_TOKENS, &o.tokens)) return bad_usage("--tokens must be an integer in [1, 65536]", v);
+            if (kvl_parse_size(&o.tokens, v, 1, MAX_TOKENS))
+                return kvl_bad_usage("v4_cache", "--tokens must be an integer in [1, 65536]", v);
         } else if (!strcmp(opt, "--chunk")) {
-            if (parse_size(v, 1, MAX_TOKENS, &o.chunk)) return bad_usage("--chunk must be an integer in [1, 65536]", v);
+            if (kvl_parse_size(&o.chunk, v, 1, MAX_TOKENS))
+                return kvl_bad_usage("v4_cache", "--chunk must be an integer in [1, 65536]", v);
         } else if (!strcmp(opt, "--replay-window")) {
-            if (parse_size(v, 2, 128, &o.replay_window))
-                return bad_usage("--replay-window must be an integer in [2, 128]", v);
+            if (kvl_parse_size(&o.replay_window, v, 2, 128))
+                return kvl_bad_usage("v4_cache", "--replay-window must be an integer in [2, 128]", v);
         } else {
-            if (parse_size(v, 0, UINT32_MAX, &n)) return bad_usage("--seed must be an integer in [0, 2^32)", v);
+            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
+                return kvl_bad_usage("v4_cache", "--seed must be an integer in [0, 2^32)", v);
             o.seed = n;
         }
     }
-    if (run(&o) != KVL_OK) {
+    kvl_model flash;
+    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read is bad input: 2, before any output */
+        fprintf(stderr, "v4_cache: %s\n", kvl_error());
+        return 2;
+    }
+    const int rc = run(&flash, &o);
+    kvl_model_free(&flash);
+    if (rc != KVL_OK) {
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         return 1;
     }

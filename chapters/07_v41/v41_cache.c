@@ -19,7 +19,6 @@
  *
  * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections, Engram,
  * DSpark, vision (they change what enters a layer, not what its cache holds). */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,77 +27,43 @@
 
 #include "config.h"
 #include "csa2_stack.h"
+#include "grouped.h"
+#include "program.h"
 #include "rng.h"
 #include "rows.h"
 #include "status.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
 
 static const char FLASH[] = "ref/configs/deepseek-v4.1-flash.json";
 
 #define MAX_TOKENS 4096
 #define LIVE_D 64       /* the live stack's model width */
 #define LIVE_TOPK 16    /* its index_topk in the work count (the count does not depend on K) */
+#define MAX_LIVE_CONTEXT 512   /* the live work count's longest context */
 
 typedef struct {
-    size_t tokens, pool_blocks;
+    size_t tokens, pool_blocks, max_context;
     uint64_t seed;
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: v41_cache [--tokens T] [--pool-blocks P] [--seed S]\n"
+    fprintf(f, "usage: v41_cache [--tokens T] [--pool-blocks P] [--max-context N] [--seed S]\n"
                "DeepSeek-V4.1-Flash's attention and cache (%s): the layer-mode map; indexer\n"
                "work per query against context (arithmetic at the real pool, then counted on a live stack whose\n"
-               "pool is P blocks of 8, default 8, at contexts up to 512); the error of the FP4/FP8 cache against\n"
-               "float32 and the bytes per token its live caches hold after T tokens (default 256, even, 2..%d).\n",
-            FLASH, MAX_TOKENS);
-}
-
-static int bad_usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "v41_cache: %s%s%s (try --help)\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
-
-static const char *root_dir(void)
-{
-    const char *r = getenv("KVL_ROOT");
-    return r && *r ? r : KVL_SOURCE_DIR;
-}
-
-static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
-{
-    char *end;
-    errno = 0;
-    if (*s == '-' || *s == '+') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-/* 131040 → "131,040" */
-static const char *grouped(uint64_t v, char *buf, size_t cap)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%llu", (unsigned long long)v);
-    size_t n = strlen(raw), o = 0;
-    for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
+               "pool is P blocks of 8, default 8, at contexts 16, 32, ... up to N, 16..%d, default %d); the error\n"
+               "of the FP4/FP8 cache against float32 and the bytes per token its live caches hold after T tokens\n"
+               "(default 256, even, 2..%d).\n",
+            FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS);
 }
 
 static int load_flash(kvl_model *m)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", root_dir(), FLASH);
-    return kvl_model_load(m, path);
+    snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), FLASH);
+    int rc = kvl_model_load(m, path);
+    if (rc != KVL_OK || m->generation == KVL_GEN_V41) return rc;
+    kvl_model_free(m);
+    return kvl_fail(KVL_EINVAL, "%s: not a V4.1 config", path);
 }
 
 /* m's widths shrunk to a small model, the entry widths kept: the rows, not the model, fix the bytes. */
@@ -164,18 +129,17 @@ static void print_work_formula(const kvl_model *m)
         uint64_t scan, pooled;
         work_formula(m, Ts[i], &scan, &pooled);
         const uint64_t nopool = scan + 4 * (uint64_t)Ts[i];
-        printf("   %9zu %14s %14s %14s %16s\n", Ts[i], grouped(scan, a, sizeof a), grouped(pooled, b, sizeof b),
-               grouped(scan + pooled, c, sizeof c), grouped(nopool, e, sizeof e));
+        printf("   %9zu %14s %14s %14s %16s\n", Ts[i], kvl_grouped(a, sizeof a, scan, 0),
+               kvl_grouped(b, sizeof b, pooled, 0), kvl_grouped(c, sizeof c, scan + pooled, 0),
+               kvl_grouped(e, sizeof e, nopool, 0));
     }
     printf("   = 3*T/2 + T scanned by Full layers 2, 8, 14, 20, plus 4*min(T, pool) by Reindex 24, 28, 32, 36\n");
 }
 
 /* scored[L] ← each layer's indexer work for one decoded query at each checkpoint context */
-static int print_work_live(const options *o)
+static int print_work_live(const kvl_model *flash, const options *o)
 {
-    kvl_model m;
-    int rc = load_flash(&m);
-    if (rc != KVL_OK) return rc;
+    kvl_model m = *flash;   /* the layer map shared, the widths shrunk */
     shrink(&m);
     m.index_topk = LIVE_TOPK;
     m.candidate_topk_blocks = o->pool_blocks;
@@ -184,10 +148,10 @@ static int print_work_live(const options *o)
     csa2_cache c;
     memset(&c, 0, sizeof c);
     memset(&w, 0, sizeof w);
-    rc = csa2_stack_config_from_model(&s, &m);
+    int rc = csa2_stack_config_from_model(&s, &m);
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed);
-    const size_t checks[] = {16, 32, 64, 128, 256, 512}, T = 512;
+    const size_t checks[] = {16, 32, 64, 128, 256, 512}, T = o->max_context;
     if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
     if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, T, CSA2_CACHE_F32);
     float *x = malloc(T * LIVE_D * sizeof *x), *out = malloc(T * LIVE_D * sizeof *out);
@@ -197,7 +161,7 @@ static int print_work_live(const options *o)
     printf("   counted on a live stack (pool %zu blocks of 8 = %zu positions), one decoded query at context T:\n",
            o->pool_blocks, o->pool_blocks * 8);
     printf("   %9s %10s %10s %10s %10s\n", "T", "layer 2", "layer 20", "layer 24", "all Reindex");
-    for (size_t k = 0, pos = 0; k < 6 && rc == KVL_OK; k++) {
+    for (size_t k = 0, pos = 0; k < 6 && checks[k] <= T && rc == KVL_OK; k++) {
         if (checks[k] - 1 > pos) rc = csa2_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
         pos = checks[k] - 1;
         if (rc != KVL_OK) break;
@@ -217,17 +181,14 @@ static int print_work_live(const options *o)
     csa2_cache_free(&c);
     csa2_stack_weights_free(&w);
     csa2_stack_config_free(&s);
-    kvl_model_free(&m);
     return rc;
 }
 
 /* ---- 3, 4. the 4-bit cache ---------------------------------------------------------------------------------- */
 
-static int print_cache(const options *o)
+static int print_cache(const kvl_model *flash, const options *o)
 {
-    kvl_model m;
-    int rc = load_flash(&m);
-    if (rc != KVL_OK) return rc;
+    kvl_model m = *flash;
     shrink(&m);
     const size_t T = o->tokens, d = LIVE_D;
     csa2_stack_config s;
@@ -236,7 +197,7 @@ static int print_cache(const options *o)
     memset(&w, 0, sizeof w);
     memset(&cn, 0, sizeof cn);
     memset(&cf, 0, sizeof cf);
-    rc = csa2_stack_config_from_model(&s, &m);
+    int rc = csa2_stack_config_from_model(&s, &m);
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 1);
     if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
@@ -264,58 +225,67 @@ static int print_cache(const options *o)
         const size_t used = csa2_cache_bytes_used(&cn);
         printf("4. Bytes the live caches hold after %zu tokens\n", T);
         printf("   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
-               grouped(used, a, sizeof a), (double)used / (double)T);
-        printf("   window rows, per sequence: %s B (40 x %zu x 528)\n", grouped(csa2_cache_window_bytes(&cn), b, sizeof b),
+               kvl_grouped(a, sizeof a, used, 0), (double)used / (double)T);
+        printf("   window rows, per sequence: %s B (40 x %zu x 528)\n",
+               kvl_grouped(b, sizeof b, csa2_cache_window_bytes(&cn), 0),
                T < 128 ? T : (size_t)128);
-        printf("   compressor tails, per sequence: %s B\n", grouped(csa2_cache_state_bytes(&cn), c2, sizeof c2));
+        printf("   compressor tails, per sequence: %s B\n", kvl_grouped(c2, sizeof c2, csa2_cache_state_bytes(&cn), 0));
     }
     free(x); free(yn); free(yf);
     csa2_cache_free(&cn);
     csa2_cache_free(&cf);
     csa2_stack_weights_free(&w);
     csa2_stack_config_free(&s);
-    kvl_model_free(&m);
     return rc;
 }
 
-static int run(const options *o)
+static int run(const kvl_model *flash, const options *o)
 {
-    kvl_model m;
-    int rc = load_flash(&m);
-    if (rc != KVL_OK) return rc;
-    print_map(&m);
-    print_work_formula(&m);
-    kvl_model_free(&m);
-    rc = print_work_live(o);
-    if (rc == KVL_OK) rc = print_cache(o);
+    print_map(flash);
+    print_work_formula(flash);
+    int rc = print_work_live(flash, o);
+    if (rc == KVL_OK) rc = print_cache(flash, o);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
-    options o = {.tokens = 256, .pool_blocks = 8, .seed = 7};
+    options o = {.tokens = 256, .pool_blocks = 8, .max_context = MAX_LIVE_CONTEXT, .seed = 7};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(opt, "--tokens") && strcmp(opt, "--pool-blocks") && strcmp(opt, "--seed"))
-            return bad_usage("unknown argument", opt);
-        if (++i == argc) return bad_usage("missing value for", opt);
+        if (strcmp(opt, "--tokens") && strcmp(opt, "--pool-blocks") && strcmp(opt, "--max-context") &&
+            strcmp(opt, "--seed"))
+            return kvl_bad_usage("v41_cache", "unknown argument", opt);
+        if (++i == argc) return kvl_bad_usage("v41_cache", "missing value for", opt);
         const char *v = argv[i];
         size_t n;
         if (!strcmp(opt, "--tokens")) {
-            if (parse_size(v, 2, MAX_TOKENS, &o.tokens) || o.tokens % 2)
-                return bad_usage("--tokens must be an even integer in [2, 4096]", v);
+            if (kvl_parse_size(&o.tokens, v, 2, MAX_TOKENS) || o.tokens % 2)
+                return kvl_bad_usage("v41_cache", "--tokens must be an even integer in [2, 4096]", v);
         } else if (!strcmp(opt, "--pool-blocks")) {
-            if (parse_size(v, 1, 64, &o.pool_blocks)) return bad_usage("--pool-blocks must be an integer in [1, 64]", v);
+            if (kvl_parse_size(&o.pool_blocks, v, 1, 64))
+                return kvl_bad_usage("v41_cache", "--pool-blocks must be an integer in [1, 64]", v);
+        } else if (!strcmp(opt, "--max-context")) {
+            if (kvl_parse_size(&o.max_context, v, 16, MAX_LIVE_CONTEXT))
+                return kvl_bad_usage("v41_cache", "--max-context must be an integer in [16, 512]", v);
         } else {
-            if (parse_size(v, 0, UINT32_MAX, &n)) return bad_usage("--seed must be an integer in [0, 2^32)", v);
+            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
+                return kvl_bad_usage("v41_cache", "--seed must be an integer in [0, 2^32)", v);
             o.seed = n;
         }
     }
-    if (run(&o) != KVL_OK) {
+    kvl_model flash;
+    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read is bad input: 2, before any output */
+        fprintf(stderr, "v41_cache: %s\n", kvl_error());
+        return 2;
+    }
+    const int rc = run(&flash, &o);
+    kvl_model_free(&flash);
+    if (rc != KVL_OK) {
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
         return 1;
     }

@@ -14,12 +14,10 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "grouped.h"
 #include "kvtable.h"
+#include "program.h"
 #include "status.h"
-
-#ifndef KVL_SOURCE_DIR
-#define KVL_SOURCE_DIR "."
-#endif
 
 #define CONTEXT_128K 131072.0
 #define CONTEXT_1M 1048576.0
@@ -39,35 +37,11 @@ static void usage(FILE *f)
                "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
 }
 
-/* ---- number formatting ------------------------------------------------------------------------- */
-
-/* 1234.5 → "1,234.5", 12 → "12": thousands separators, at most `decimals` places, no trailing zeros. */
-static const char *grouped(double v, int decimals, char *buf, size_t cap)
-{
-    char raw[64];
-    snprintf(raw, sizeof raw, "%.*f", decimals, fabs(v));
-    char *dot = strchr(raw, '.');
-    if (dot) {
-        char *end = raw + strlen(raw) - 1;
-        while (end > dot && *end == '0') *end-- = '\0';
-        if (end == dot) *end = '\0';
-    }
-    size_t int_len = dot && *dot ? (size_t)(dot - raw) : strlen(raw);
-    size_t o = 0;
-    if (v < 0 && o + 1 < cap) buf[o++] = '-';
-    for (size_t i = 0; raw[i] && o + 1 < cap; i++) {
-        if (i < int_len && i > 0 && (int_len - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static void entry_text(const row *r, char *buf, size_t cap)
 {
     const kvl_kv_footprint *k = &r->kv;
     char main_row[32];
-    grouped((double)k->main_row_bytes, 0, main_row, sizeof main_row);
+    kvl_grouped(main_row, sizeof main_row, (double)k->main_row_bytes, 0);
     if (!k->index_layers) snprintf(buf, cap, "%s", main_row);
     else if (k->index_layers == k->global_layers) snprintf(buf, cap, "%zu+%zu", k->main_row_bytes, k->index_key_bytes);
     else snprintf(buf, cap, "%zu (+%zu on %zu)", k->main_row_bytes, k->index_key_bytes, k->index_layers);
@@ -89,14 +63,14 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
                  .gen = kvl_generation_name(r->model.generation), .cache = kvl_cache_layout_name(r->model.kv_cache),
                  .entry = entry};
     snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
-    snprintf(c->entries, sizeof c->entries, "%s", grouped(r->kv.entries_per_token, 5, tmp, sizeof tmp));
-    snprintf(c->bpt, sizeof c->bpt, "%s", grouped(r->kv.bytes_per_token, 4, tmp, sizeof tmp));
+    snprintf(c->entries, sizeof c->entries, "%s", kvl_grouped(tmp, sizeof tmp, r->kv.entries_per_token, 5));
+    snprintf(c->bpt, sizeof c->bpt, "%s", kvl_grouped(tmp, sizeof tmp, r->kv.bytes_per_token, 4));
     double prev = i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1;
     double first = rows[0].kv.bytes_per_token / r->kv.bytes_per_token;
     snprintf(c->prev, sizeof c->prev, i ? "%.2fx" : "-", prev);
     snprintf(c->first, sizeof c->first, "%.1fx", first);
     snprintf(c->window, sizeof c->window, "%s", r->kv.window_bytes_per_sequence
-                 ? grouped((double)r->kv.window_bytes_per_sequence, 0, tmp, sizeof tmp) : "-");
+                 ? kvl_grouped(tmp, sizeof tmp, (double)r->kv.window_bytes_per_sequence, 0) : "-");
     snprintf(c->gib128, sizeof c->gib128, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_128K) / GIB);
     snprintf(c->gib1m, sizeof c->gib1m, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_1M) / GIB);
 }
@@ -160,7 +134,8 @@ static void print_notes(const row *rows, size_t n)
         if (rows[i].model.mechanism[0]) printf("  %-20s %s\n", rows[i].model.name, rows[i].model.mechanism);
     char a[32], b[32];
     printf("\n%s -> %s bytes per token: %.1fx over the lineage.\n",
-           grouped(rows[0].kv.bytes_per_token, 4, a, sizeof a), grouped(rows[n - 1].kv.bytes_per_token, 4, b, sizeof b),
+           kvl_grouped(a, sizeof a, rows[0].kv.bytes_per_token, 4),
+           kvl_grouped(b, sizeof b, rows[n - 1].kv.bytes_per_token, 4),
            rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
 }
 
@@ -232,7 +207,7 @@ static int write_svg(const char *path, const row *rows, size_t n)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
                 height - 55);
         fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s B</text>\n", x,
-                height - 38, grouped(pow(10, e), 0, tick, sizeof tick));
+                height - 38, kvl_grouped(tick, sizeof tick, pow(10, e), 0));
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap), v = rows[i].kv.bytes_per_token;
@@ -244,12 +219,13 @@ static int write_svg(const char *path, const row *rows, size_t n)
         fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
                 headline ? "#1f4e8c" : "#a9c1e0");
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (%s)</text>\n", left + w + 6,
-                y + bar * 0.65, headline ? " font-weight=\"bold\"" : "", grouped(v, 2, num, sizeof num),
+                y + bar * 0.65, headline ? " font-weight=\"bold\"" : "", kvl_grouped(num, sizeof num, v, 2),
                 rows[i].model.date);
     }
     char a[32], b[32];
     fprintf(f, "<text x=\"20\" y=\"%.0f\" font-size=\"13\">%s to %s bytes per token: %.1fx</text>\n", height - 12,
-            grouped(rows[0].kv.bytes_per_token, 2, a, sizeof a), grouped(rows[n - 1].kv.bytes_per_token, 2, b, sizeof b),
+            kvl_grouped(a, sizeof a, rows[0].kv.bytes_per_token, 2),
+            kvl_grouped(b, sizeof b, rows[n - 1].kv.bytes_per_token, 2),
             rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
@@ -279,9 +255,8 @@ static int is_json(const char *name)
 /* Paths of the .json files in ref/configs/ under $KVL_ROOT (or the source tree this was built from). */
 static char **default_configs(size_t *n)
 {
-    const char *root = getenv("KVL_ROOT");
     char dir[900];
-    snprintf(dir, sizeof dir, "%s/ref/configs", root && *root ? root : KVL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/ref/configs", kvl_root_dir());
     DIR *d = opendir(dir);
     if (!d) { fprintf(stderr, "kvtable: %s: cannot open the config directory (set KVL_ROOT)\n", dir); exit(2); }
     char **paths = NULL;

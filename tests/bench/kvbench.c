@@ -7,9 +7,9 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
+#include "timing.h"
 
 typedef struct {
     const char *name;
@@ -23,29 +23,16 @@ static const group GROUPS[] = {
 };
 enum { N_GROUPS = sizeof GROUPS / sizeof GROUPS[0] };
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 double kvb_median_seconds(void (*run)(void *ctx), void *ctx)
 {
     double t[KVB_REPEATS];
     run(ctx);
     for (int r = 0; r < KVB_REPEATS; r++) {
-        double start = now();
+        double start = kvl_seconds();
         run(ctx);
-        t[r] = now() - start;
+        t[r] = kvl_seconds() - start;
     }
-    for (int i = 1; i < KVB_REPEATS; i++)   /* insertion sort of five numbers */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double tmp = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = tmp;
-        }
-    return t[KVB_REPEATS / 2];
+    return kvl_median(t, KVB_REPEATS);
 }
 
 double kvb_gbps(size_t bytes, double seconds)
@@ -77,19 +64,36 @@ static const group *find_group(const char *name)
     return NULL;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvbench [GROUP ...]\n"
+               "Measures each GROUP (default: all, in this order) on one thread and prints one table:\n");
+    for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
+}
+
+/* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line, and the status 2 */
+static int bad_argument(const char *arg, int i, const char *what)
+{
+    fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", arg, i, what);
+    for (int k = 0; k < N_GROUPS; k++) fprintf(stderr, " %s", GROUPS[k].name);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     const group *chosen[N_GROUPS];
     int n = 0;
     for (int i = 1; i < argc; i++) {
-        const group *g = find_group(argv[i]);
-        if (!g) {
-            fprintf(stderr, "kvbench: unknown group '%s' (argument %d); groups:", argv[i], i);
-            for (int k = 0; k < N_GROUPS; k++) fprintf(stderr, " %s", GROUPS[k].name);
-            fprintf(stderr, "\n");
-            return 2;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
         }
-        if (n < N_GROUPS) chosen[n++] = g;
+        const group *g = find_group(argv[i]);
+        if (!g) return bad_argument(argv[i], i, argv[i][0] == '-' ? "unknown option" : "unknown group");
+        for (int k = 0; k < n; k++)
+            if (chosen[k] == g) return bad_argument(argv[i], i, "group given twice");
+        chosen[n++] = g;
     }
     for (; argc == 1 && n < N_GROUPS; n++) chosen[n] = &GROUPS[n];
     omp_set_num_threads(1);          /* every figure is one thread's: OpenMP and OpenBLAS pools alike */

@@ -2,6 +2,7 @@
  * decoded, every rounding edge and specials encoded, each block quantiser and dequantiser and every
  * DeepSeek row, compared byte for byte; errors (lengths, NaN, inf, a bad global scale) give the same
  * codes with the outputs untouched. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -386,6 +387,23 @@ START_TEST(test_block_quantisers_match_formats_byte_for_byte)
 }
 END_TEST
 
+/* Blocks whose maximum sits near float32's top, where a round-up scale's largest elements saturate so
+ * that their decode stays finite (formats/block.h): the same bytes and values as formats, every recipe. */
+START_TEST(test_block_quantisers_match_formats_near_float32_max)
+{
+    static const float tops[] = {240.0f * 0x1p120f, 248.0f * 0x1p120f, 3.4f * 0x1p126f, 3.5f * 0x1p126f, FLT_MAX};
+    static const float fractions[] = {1.0f, -1.0f, 0.97f, -0.5f, 0.3f, 1e-3f, 0.0f, -0.999f};
+    enum { N_TOPS = sizeof tops / sizeof tops[0] };
+    for (size_t r = 0; r < N_RECIPES; r++) {
+        const size_t block = RECIPES[r].block, n = N_TOPS * block;
+        float *x = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) x[i] = tops[i / block] * fractions[i % 8];
+        check_recipe(&RECIPES[r], x, n, param_for(&RECIPES[r], x, n, 0));
+        free(x);
+    }
+}
+END_TEST
+
 /* A rejected call returns formats' code and writes nothing: the sentinel stays in codes and scales. */
 static void expect_rejected(const recipe *R, const float *x, size_t n, size_t alloc_n, float param, int want)
 {
@@ -516,6 +534,7 @@ Suite *kvl_suite(void)
     suite_add_tcase(s, te);
     TCase *tb = tcase_create("blocks");
     tcase_add_test(tb, test_block_quantisers_match_formats_byte_for_byte);
+    tcase_add_test(tb, test_block_quantisers_match_formats_near_float32_max);
     tcase_add_test(tb, test_block_quantisers_reject_what_formats_rejects);
     tcase_add_test(tb, test_fp8_rceil_takes_power_of_two_blocks_only);
     suite_add_tcase(s, tb);
