@@ -135,6 +135,17 @@ void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...
     va_end(ap);
 }
 
+/* v as a bar or tick label: grouped with up to two decimals, or two significant digits below 0.01 (an
+ * error of 4e-08 must not read "0") */
+static const char *bar_number(char *buf, size_t cap, double v)
+{
+    if (v != 0 && fabs(v) < 0.01) {
+        snprintf(buf, cap, "%.2g", v);
+        return buf;
+    }
+    return kvl_grouped(buf, cap, v, 2);
+}
+
 /* ---- bars on a log axis --------------------------------------------------------------------------------- */
 
 void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
@@ -157,7 +168,7 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         double x = left + (e - d0) / (d1 - d0) * (right - left);
         char tick[40];
         svg_line(s, x, top - 8, x, axis_y, AXIS, 1);
-        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s", kvl_grouped(tick, sizeof tick, pow(10, e), 2), unit);
+        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s", bar_number(tick, sizeof tick, pow(10, e)), unit);
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap);
@@ -165,7 +176,7 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         char v[40];
         svg_text(s, left - 8, y + bar * 0.68, 13, "end", "%s", labels[i]);
         svg_rect(s, left, y, w, bar, !emphasis || emphasis[i] ? DARK : LIGHT);
-        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s", kvl_grouped(v, sizeof v, values[i], 2), unit);
+        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s", bar_number(v, sizeof v, values[i]), unit);
     }
     svg_end(s);
 }

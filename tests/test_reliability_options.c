@@ -1,5 +1,5 @@
 /* Reliability of every program's command line (cost, mla_cost, swa_reach, dsa_cost, kvfmt, v4_cache,
- * v41_cache, kvtable, the notebooks nb_NN, kvbench):
+ * v41_cache, replay, kvtable, the notebooks nb_NN, kvbench):
  * an unknown flag, a flag without its value, a value out of range or not a number, a stray argument
  * is answered with exit status 2, exactly one line on stderr that starts with the program's name
  * and names the offending argument, and nothing on stdout. --help prints to stdout and exits 0. */
@@ -64,6 +64,7 @@ START_TEST(test_unknown_flags_are_refused_by_every_program)
         {"v4_cache -t 5", "-t"},
         {"v41_cache --max-contexts 64", "--max-contexts"},
         {"v41_cache --pool 2", "--pool"},
+        {"replay --prompt 1K", "--prompt"},
         {"nb_01 --colour", "--colour"},
         {"nb_05 --cell", "--cell"},
         {"nb_08 -s", "-s"},
@@ -103,6 +104,8 @@ START_TEST(test_flags_without_their_values_are_refused_by_every_program)
         {"v41_cache --pool-blocks", "--pool-blocks"},
         {"v41_cache --max-context", "--max-context"},
         {"v41_cache --seed", "--seed"},
+        {"replay --prompts", "--prompts"},
+        {"replay --persist-tokens", "--persist-tokens"},
         {"nb_02 --figures", "--figures: needs a directory"},
     };
     EXPECT_BAD(calls);
@@ -156,6 +159,11 @@ START_TEST(test_values_out_of_range_or_not_numbers_are_refused)
         {"v41_cache --max-context 15", "15"},
         {"v41_cache --max-context 513", "513"},
         {"v41_cache --seed x", "x"},
+        {"replay --prompts 100", "100"},
+        {"replay --prompts 1K,,4K", "1K,,4K"},
+        {"replay --prompts 65537", "65537"},
+        {"replay --persist-tokens 255", "255"},
+        {"replay --seed -1", "-1"},
         {"nb_03 --figures /nonexistent/kvl", "--figures /nonexistent/kvl: not a directory"},
         {"nb_04 --figures /dev/null", "--figures /dev/null: not a directory"},
         {"kvbench fromats", "'fromats' (argument 1): unknown group"},
@@ -173,6 +181,7 @@ START_TEST(test_stray_and_repeated_arguments_are_refused)
         {"dsa_cost extra", "extra"},
         {"v4_cache extra", "extra"},
         {"v41_cache --tokens 8 extra", "extra"},
+        {"replay extra", "extra"},
         {"nb_06 extra", "extra"},
         {"nb_07 --step --cells", "--step or --cells, not both"},
         {"nb_07 --cells --cells", "--cells: given twice"},
@@ -202,7 +211,7 @@ END_TEST
 START_TEST(test_help_goes_to_stdout_with_exit_0_in_every_program)
 {
     static const char *const programs[] = {"cost",     "mla_cost", "swa_reach", "dsa_cost", "kvtable",
-                                           "kvfmt",    "v4_cache", "v41_cache", "nb_01",    "nb_08",
+                                           "kvfmt",    "v4_cache", "v41_cache", "replay", "nb_01",    "nb_08",
                                            "kvbench",  "kvfmt encode", "kvfmt row"};
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
         char cmd[64];
