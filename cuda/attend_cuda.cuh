@@ -1,9 +1,9 @@
-/* Attention of queries over cached rows on the device, the kernel the MHA, SWA and MLA twins share:
- * flash-decoding (the context cut into splits, a partial softmax per split, then one merge) for
+/* Attention of queries over cached rows on the device, the kernels the MHA, SWA, MLA, DSA and V4 twins
+ * share: flash-decoding (the context cut into splits, a partial softmax per split, then one merge) for
  * decode, and tiles of queries over their causal band for prefill.
  *
- * Build: included by cuda/mha_cuda.cu and cuda/mla_cuda.cu (make cuda for nvcc, make test for the
- *        emulator).
+ * Build: included by cuda/mha_cuda.cu, mla_cuda.cu, dsa_cuda.cu and v4_cuda.cu (make cuda for nvcc, make
+ *        test for the emulator).
  * Kernels (one line per version):
  *   kvl_attend_kernel<R, QT>  one block of 128 threads per (split or tile of QT queries, query head,
  *                             sequence). Keys go through shared memory 32 at a time: the K tile is
@@ -12,8 +12,16 @@
  *                             scores (kvl_softmax_extend_warp), the V tile replaces K, and each thread
  *                             updates its (query, channel) sums. Writes the split's partial (unnormalised
  *                             sums, max, denominator). QT = 1 for decode, 4 for prefill.
+ *   kvl_gather_attend_kernel<R, P>  the decode version over keys that a key source P names one by one
+ *                             instead of a range of positions (a sparse selection, or V4's window plus its
+ *                             compressed rows): per tile, 32 threads look up their key's row (NULL: an
+ *                             invalid pick, scored −∞), the rows are read in place (R decodes them) once,
+ *                             as K and, their first Dv channels, as V. One block of 128 threads per (split
+ *                             of the keys, head, query set b).
  *   kvl_attend_merge_kernel   one block per (query, head, sequence): the splits' partials merged with
- *                             kvl_softmax_merge, divided by the merged denominator.
+ *                             kvl_softmax_merge, and a head's sink logit σ_h (if any) merged as one more
+ *                             part {σ_h, 1} with no value (it joins the denominator only), divided by the
+ *                             merged denominator.
  * Keys sit at positions key_first …; position p lives in the ring (slot p mod S of its sequence) when
  * p < ring_end, else in `fresh` rows (a prefill chunk's own, or re-expanded keys). A query at position
  * t sees keys t − W < p ≤ t (W = 0: p ≤ t), as ref/swa.h. Each KV head serves G consecutive query
@@ -25,9 +33,14 @@
 #include "element_cuda.cuh"
 #include "primitives.cuh"
 
+extern "C" {
+#include "rows.h"
+}
+
 #define KVL_ATT_TK 32      /* keys per tile: one per lane of the warp that extends a query's softmax */
 #define KVL_ATT_THREADS 128
 #define KVL_ATT_ACC 8      /* (query, channel) sums per thread: QT·Dv ≤ 8·128 */
+#define KVL_SMEM_OPTIN (227 * 1024) /* shared memory a block may opt into on sm_90 (sm_80: 163 KB, refused there) */
 
 struct kvl_attend_shape {
     size_t B, H, G, Dk, Dv, Q; /* sequences, query heads, query heads per KV head, widths, queries */
@@ -54,6 +67,25 @@ struct kvl_rows_bf16 {
     __device__ static float at(const uint8_t *row, size_t col)
     {
         return kvl_bf16_decode(reinterpret_cast<const uint16_t *>(row)[col]);
+    }
+};
+
+/* The FP32 a row stores little-endian at s (a block's scale) */
+__device__ __forceinline__ float kvl_le_f32(const uint8_t *s)
+{
+    return __uint_as_float(s[0] | s[1] << 8 | s[2] << 16 | static_cast<uint32_t>(s[3]) << 24);
+}
+
+/* Value col of a V3.2 main row (formats/rows.h): col < 512 from the FP8 codes, the rest bf16. */
+struct kvl_rows_v32 {
+    __device__ static float at(const uint8_t *row, size_t col)
+    {
+        if (col < KVF_V32_NOPE) {
+            const float scale = kvl_le_f32(row + offsetof(kvf_row_v32_main, scale) + 4 * (col / KVF_V32_BLOCK));
+            return kvl_e4m3_decode(row[col]) * scale;
+        }
+        const uint8_t *r = row + offsetof(kvf_row_v32_main, rope) + 2 * (col - KVF_V32_NOPE);
+        return kvl_bf16_decode(r[0] | r[1] << 8);
     }
 };
 
@@ -141,21 +173,87 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
     if (warp < nq && lane == 0) part_ml[part + warp * sh.n_splits] = run;
 }
 
-/* o[B][Q][H][Dv] = the merge of every split's partial */
+/* part_o[B][H][n_splits][Dv], part_ml[B][H][n_splits] from q[B][H][Dk] over the keys of query set b: key
+ * k < P::count(b) is the row P::row(b, k) (NULL: an invalid pick, weight 0), one key head whose first Dv
+ * channels are also the value */
+template <typename R, typename P>
+__global__ void __launch_bounds__(KVL_ATT_THREADS)
+    kvl_gather_attend_kernel(float *part_o, kvl_softmax_part *part_ml, const float *q, kvl_attend_shape sh, P keys)
+{
+    KVL_DYNAMIC_SHARED(float, smem);
+    KVL_SHARED(const uint8_t *, rows_s, KVL_ATT_TK);
+    const size_t Dk = sh.Dk, Dv = sh.Dv;
+    kvl_smem<float> q_s = smem, kv_s = q_s + Dk, p_s = kv_s + KVL_ATT_TK * (Dk + 1), f_s = p_s + KVL_ATT_TK;
+    const unsigned t = threadIdx.x, warp = t / KVL_WARP, lane = t % KVL_WARP;
+    const size_t b = blockIdx.z, h = blockIdx.y, split = blockIdx.x, n = keys.count(b), lo = split * sh.split;
+    const size_t hi = lo + sh.split < n ? lo + sh.split : n;
+
+    for (size_t e = t; e < Dk; e += blockDim.x) q_s[e] = q[(b * sh.H + h) * Dk + e];
+    kvl_softmax_part run = kvl_softmax_empty();
+    float acc[KVL_ATT_ACC] = {};
+    for (size_t tile = lo; tile < hi; tile += KVL_ATT_TK) {
+        __syncthreads();
+        if (t < KVL_ATT_TK) rows_s[t] = tile + t < hi ? keys.row(b, tile + t) : NULL;
+        __syncthreads();
+        for (size_t e = t; e < KVL_ATT_TK * Dk; e += blockDim.x) {
+            const uint8_t *row = rows_s[e / Dk];
+            kv_s[e / Dk * (Dk + 1) + e % Dk] = row ? R::at(row, e % Dk) : 0.0f;
+        }
+        __syncthreads();
+        if (t < KVL_ATT_TK) {
+            float s = -INFINITY;
+            if (static_cast<const uint8_t *>(rows_s[t])) {
+                float dot = 0.0f;
+                for (size_t d = 0; d < Dk; d++) dot += q_s[d] * kv_s[t * (Dk + 1) + d];
+                s = dot * sh.scale;
+            }
+            p_s[t] = s;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            float pv, f;
+            run = kvl_softmax_extend_warp(run, p_s[lane], &pv, &f);
+            p_s[lane] = pv;
+            if (lane == 0) f_s[0] = f;
+        }
+        __syncthreads();
+        KVL_UNROLL
+        for (int k = 0; k < KVL_ATT_ACC; k++) {
+            const size_t d = t + static_cast<size_t>(k) * blockDim.x;
+            if (d >= Dv) break;
+            float a = acc[k] * f_s[0];
+            for (size_t j = 0; j < KVL_ATT_TK; j++) a += p_s[j] * kv_s[j * (Dk + 1) + d];
+            acc[k] = a;
+        }
+    }
+    const size_t part = (b * sh.H + h) * sh.n_splits + split;
+    KVL_UNROLL
+    for (int k = 0; k < KVL_ATT_ACC; k++) {
+        const size_t d = t + static_cast<size_t>(k) * blockDim.x;
+        if (d < Dv) part_o[part * Dv + d] = acc[k];
+    }
+    if (t == 0) part_ml[part] = run;
+}
+
+/* o[B][Q][H][Dv] = the merge of every split's partial and of the head's sink sinks[H] (NULL: none); 0 where
+ * nothing was seen (a sparse query that selects no key) */
 template <typename T>
-__global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_softmax_part *part_ml, size_t H, size_t Q,
-                                        size_t Dv, size_t n_splits)
+__global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_softmax_part *part_ml, const float *sinks,
+                                        size_t H, size_t Q, size_t Dv, size_t n_splits)
 {
     const size_t qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z, base = ((b * H + h) * Q + qi) * n_splits;
     for (size_t d = threadIdx.x; d < Dv; d += blockDim.x) {
         kvl_softmax_part run = kvl_softmax_empty();
-        float a = 0.0f;
+        float a = 0.0f, fa, fb;
         for (size_t p = 0; p < n_splits; p++) {
-            float fa, fb;
             run = kvl_softmax_merge(run, part_ml[base + p], &fa, &fb);
             a = a * fa + part_o[(base + p) * Dv + d] * fb;
         }
-        o[((b * Q + qi) * H + h) * Dv + d] = a / run.l;
+        if (sinks) {
+            run = kvl_softmax_merge(run, kvl_softmax_part{sinks[h], 1.0f}, &fa, &fb);
+            a *= fa;
+        }
+        o[((b * Q + qi) * H + h) * Dv + d] = run.l > 0.0f ? a / run.l : 0.0f;
     }
 }
 
@@ -185,8 +283,32 @@ int kvl_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const 
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
     CUDA_CHECK(KVL_LAUNCH(kvl_attend_kernel<R, QT>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh, kv));
     const dim3 merge_grid(static_cast<unsigned>(sh.Q), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
-    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sh.H,
-                          sh.Q, sh.Dv, sh.n_splits));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml,
+                          static_cast<const float *>(NULL), sh.H, sh.Q, sh.Dv, sh.n_splits));
+    return KVL_OK;
+}
+
+/* o[B][H][Dv] = softmax(q·Kᵀ·scale, with the sinks[H] if not NULL)·V over the keys `keys` names for each
+ * query set b (sh.n_keys: the most any set has, sh.Q = 1, sh.G = H); work holds kvl_attend_work_floats. */
+template <typename R, typename P>
+int kvl_gather_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const P &keys, const float *sinks,
+                           float *work)
+{
+    const size_t smem = (sh.Dk + KVL_ATT_TK * (sh.Dk + 1) + KVL_ATT_TK + 1) * sizeof(float);
+    if (sh.Dv > KVL_ATT_ACC * KVL_ATT_THREADS || sh.Dv > sh.Dk || smem > KVL_SMEM_OPTIN || sh.n_splits > 0x7FFFFFFFu ||
+        sh.H > 65535 || sh.B > 65535)
+        return kvl_fail(KVL_EINVAL, "attention: %zu heads of %zu channels over %zu query sets are more than the gather "
+                        "kernel takes", sh.H, sh.Dk, sh.B);
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kvl_gather_attend_kernel<R, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+    float *part_o = work;
+    kvl_softmax_part *part_ml = reinterpret_cast<kvl_softmax_part *>(work + sh.B * sh.H * sh.n_splits * sh.Dv);
+    const dim3 grid(static_cast<unsigned>(sh.n_splits), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_gather_attend_kernel<R, P>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh, keys));
+    const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sinks,
+                          sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
     return KVL_OK;
 }
 

@@ -11,18 +11,6 @@
 #include "ceilings_cuda.h"
 #include "linalg_cuda.h"
 
-#ifdef __CUDACC__
-#include <cublas_v2.h>
-
-#define CUBLAS_CHECK(...)                                                                                  \
-    do {                                                                                                   \
-        cublasStatus_t kvl_s_ = (__VA_ARGS__);                                                             \
-        if (kvl_s_ != CUBLAS_STATUS_SUCCESS)                                                               \
-            return kvl_fail(KVL_ECUDA, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #__VA_ARGS__,    \
-                            static_cast<int>(kvl_s_));                                                     \
-    } while (0)
-#endif
-
 namespace {
 
 struct copy_job {

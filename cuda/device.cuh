@@ -4,6 +4,7 @@
  *
  *   CUDA_CHECK(call)          in a function returning int: a failed call returns KVL_ECUDA, with
  *                             kvl_error() naming the call, file and line (and the emulator's fault)
+ *   CUBLAS_CHECK(call)        the same for a cuBLAS call (the emulator runs its subset as loops)
  *   KVL_LAUNCH(k, g, b, s, …) launch kernel k on grid g, blocks b, s bytes of dynamic shared memory;
  *                             returns the launch's cudaError_t (put it in CUDA_CHECK)
  *   KVL_SHARED(T, name, n)    a __shared__ array T name[n], one per block
@@ -24,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <cublas_v2.h>
 /* the toolkit's header leaves parameters unused in its host code */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -48,6 +50,14 @@ extern "C" {
         if (kvl_e_ != cudaSuccess)                                                                        \
             return kvl_fail(KVL_ECUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #__VA_ARGS__,                 \
                             cudaGetErrorString(kvl_e_));                                                  \
+    } while (0)
+
+#define CUBLAS_CHECK(...)                                                                                  \
+    do {                                                                                                   \
+        cublasStatus_t kvl_s_ = (__VA_ARGS__);                                                             \
+        if (kvl_s_ != CUBLAS_STATUS_SUCCESS)                                                               \
+            return kvl_fail(KVL_ECUDA, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #__VA_ARGS__,    \
+                            static_cast<int>(kvl_s_));                                                     \
     } while (0)
 
 #ifdef __CUDACC__

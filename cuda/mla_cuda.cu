@@ -206,6 +206,18 @@ void mla_cache_free_cuda(mla_cache_cuda *cache)
     memset(cache, 0, sizeof *cache);
 }
 
+int mla_absorb_query_cuda(float *q_hat, const float *q, const mla_config *c, const mla_weights *w, size_t B)
+{
+    TRY(check_config(c, __func__));
+    return absorb(q_hat, q, c, w, B);
+}
+
+int mla_unabsorb_output_cuda(float *o, const float *o_hat, const mla_config *c, const mla_weights *w, size_t B)
+{
+    TRY(check_config(c, __func__));
+    return unabsorb(o, o_hat, c, w, B);
+}
+
 int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
     TRY(check_cache(c, cache, 0, __func__));
@@ -232,8 +244,8 @@ int attend_mma(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, con
                     static_cast<unsigned>(sh.B));
     CUDA_CHECK(KVL_LAUNCH(kvl_mla_mma_kernel<R>, grid, KVL_MMA_THREADS, KVL_MMA_SMEM, part_o, part_ml, q_hat, sh, kv));
     const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
-    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o_hat, part_o, part_ml, sh.H,
-                          static_cast<size_t>(1), sh.Dv, sh.n_splits));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o_hat, part_o, part_ml,
+                          static_cast<const float *>(NULL), sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
     return KVL_OK;
 }
 

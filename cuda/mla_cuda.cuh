@@ -9,7 +9,8 @@
  *                               columns, so those reads coalesce)
  *   kvl_broadcast_cols_kernel   one thread per copied value: a row's k_rope into every head's key
  *   kvl_attend_kernel<kvl_rows_v32, 1> (attend_cuda.cuh) reads the 656-byte row in place: E4M3 codes
- *                               times their block's FP32 scale, then the bf16 RoPE dims
+ *                               times their block's FP32 scale, then the bf16 RoPE dims (the reader
+ *                               kvl_rows_v32 sits with the others in attend_cuda.cuh)
  *   kvl_mla_mma_kernel<R>       the absorbed attention on tensor cores (bf16 mma.sync m16n8k16, float
  *                               sums) for DeepSeek's widths, Dc 512 and Dr 64: one block of eight warps
  *                               per (split, 64 heads, sequence), so every row is read once per 64 heads.
@@ -30,20 +31,6 @@
 extern "C" {
 #include "rows.h"
 }
-
-/* Value col of a V3.2 main row (formats/rows.h): col < 512 from the FP8 codes, the rest bf16. */
-struct kvl_rows_v32 {
-    __device__ static float at(const uint8_t *row, size_t col)
-    {
-        if (col < KVF_V32_NOPE) {
-            const uint8_t *s = row + offsetof(kvf_row_v32_main, scale) + 4 * (col / KVF_V32_BLOCK);
-            const float scale = __uint_as_float(s[0] | s[1] << 8 | s[2] << 16 | static_cast<uint32_t>(s[3]) << 24);
-            return kvl_e4m3_decode(row[col]) * scale;
-        }
-        const uint8_t *r = row + offsetof(kvf_row_v32_main, rope) + 2 * (col - KVF_V32_NOPE);
-        return kvl_bf16_decode(r[0] | r[1] << 8);
-    }
-};
 
 /* Strides of a batch of per-head vectors and matrices (elements). */
 struct kvl_head_product {
@@ -101,8 +88,7 @@ struct kvl_chunks_v32 {
     {
         if (c >= KVF_V32_NOPE / 8)
             return reinterpret_cast<const uint4 *>(row + offsetof(kvf_row_v32_main, rope))[c - KVF_V32_NOPE / 8];
-        const uint8_t *s = row + offsetof(kvf_row_v32_main, scale) + 4 * (8 * c / KVF_V32_BLOCK);
-        const float scale = __uint_as_float(s[0] | s[1] << 8 | s[2] << 16 | static_cast<uint32_t>(s[3]) << 24);
+        const float scale = kvl_le_f32(row + offsetof(kvf_row_v32_main, scale) + 4 * (8 * c / KVF_V32_BLOCK));
         const uint2 q = reinterpret_cast<const uint2 *>(row)[c];
         uint32_t w[4];
         KVL_UNROLL

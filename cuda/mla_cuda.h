@@ -48,6 +48,11 @@ int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w,
 int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache,
                              const float *x);
 
+/* The absorbed form's per-head products alone, for B queries: q_hat[B][H][Dc+Dr] = [W_UK^hᵀ q^C_h | q^R_h]
+ * for q[B][H][Dnope+Dr], and o[B][H][Dv] = W_UV^h ô_h for o_hat[B][H][Dc] (the sparse twins reuse them). */
+int mla_absorb_query_cuda(float *q_hat, const float *q, const mla_config *c, const mla_weights *w, size_t B);
+int mla_unabsorb_output_cuda(float *o, const float *o_hat, const mla_config *c, const mla_weights *w, size_t B);
+
 /* The absorbed form's attention alone, over the rows the cache holds now: o_hat[B][H][Dc] from
  * q_hat[B][H][Dc+Dr] (queries already absorbed and rotated). Two versions:
  *   mla_attend_absorbed_cuda      the float kernel mla_decode_absorbed_cuda runs (any widths, any store)

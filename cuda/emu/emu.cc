@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <new>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -948,4 +949,50 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop)
 {
     *ms = static_cast<float>((stop->t.tv_sec - start->t.tv_sec) * 1e3 + (stop->t.tv_nsec - start->t.tv_nsec) * 1e-6);
     return cudaSuccess;
+}
+
+/* ---- cuBLAS ------------------------------------------------------------------------------------------ */
+
+struct emu_cublas {
+    int unused;
+};
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = new (std::nothrow) emu_cublas{0};
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long strideA,
+                                         const float *B, int ldb, long long strideB, const float *beta, float *C,
+                                         int ldc, long long strideC, int batch)
+{
+    if (!h || m < 0 || n < 0 || k < 0 || batch < 0 || ldc < (m > 1 ? m : 1) ||
+        lda < ((ta == CUBLAS_OP_N ? m : k) > 1 ? (ta == CUBLAS_OP_N ? m : k) : 1) ||
+        ldb < ((tb == CUBLAS_OP_N ? k : n) > 1 ? (tb == CUBLAS_OP_N ? k : n) : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int b = 0; b < batch; b++) {
+        const float *a = A + b * strideA, *x = B + b * strideB;
+        float *c = C + b * strideC;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float acc = 0.0f;
+                for (int l = 0; l < k; l++) {
+                    const long long il = i + static_cast<long long>(l) * lda, li = l + static_cast<long long>(i) * lda;
+                    const long long lj = l + static_cast<long long>(j) * ldb, jl = j + static_cast<long long>(l) * ldb;
+                    const float av = ta == CUBLAS_OP_N ? a[il] : a[li], bv = tb == CUBLAS_OP_N ? x[lj] : x[jl];
+                    acc += av * bv;
+                }
+                float *out = c + i + static_cast<long long>(j) * ldc;
+                *out = *beta == 0.0f ? *alpha * acc : *alpha * acc + *beta * *out;
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
 }

@@ -111,6 +111,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, int stream = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop);
+/* ---- the cuBLAS subset (cublas_v2.h) the twins call, as plain loops on the host ------------------------
+ * Column-major, host-side α and β, float sums in the order of k. */
+typedef struct emu_cublas *cublasHandle_t;
+enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_ALLOC_FAILED = 3, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+cublasStatus_t cublasCreate(cublasHandle_t *h);
+cublasStatus_t cublasDestroy(cublasHandle_t h);
+/* C_i = α·op(A_i)·op(B_i) + β·C_i for i < batch, op(A_i) m×k, op(B_i) k×n, A_i = A + i·strideA (B, C alike) */
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long strideA,
+                                         const float *B, int ldb, long long strideB, const float *beta, float *C,
+                                         int ldc, long long strideC, int batch);
+
 /* Shared memory is a host array here: any size up to emu::SHARED_BYTES is accepted. */
 template <typename F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int value)
 {

@@ -17,6 +17,9 @@ static const char *const ROWS[] = {
     "quant mxfp8_e4m3", "quant mxfp4", "quant nvfp4", "quant fp4_v41", "quant fp8_e8m0_rceil/64",
     "quant mxfp4 + finiteness pass", "v32-main row pack (checked)", "mla absorbed, bf16, tensor cores",
     "mla absorbed, fp8, tensor cores", "mla absorbed, bf16, float kernel", "mha decode step (GQA, bf16)",
+    "dsa indexer scores, fp8 keys", "dsa top-k (radix select)", "dsa sparse decode, fp8 (float)",
+    "v4 attend, HCA, 584-byte rows", "v4 attend, CSA, 584-byte rows", "v4 indexer scores, fp4 keys",
+    "v41 candidate pool",
 };
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* The CPU emulator (cuda/emu/) against the CUDA semantics it stands in for: thread and block indices,
  * shuffles, votes, barriers, shared memory, the warp's matrix product and the conversion intrinsics,
- * in all three thread orders; and each fault it must catch, provoked on purpose, with its report.
+ * in all three thread orders; the cuBLAS subset; and each fault it must catch, provoked on purpose, with
+ * its report.
  * Built only for the emulator (a C++ suite; the GPU runs the twins' suites instead). */
 #include <math.h>
 #include <stdint.h>
@@ -484,6 +485,60 @@ START_TEST(test_fault_shared_index_out_of_bounds)
 }
 END_TEST
 
+/* ---- cuBLAS ---------------------------------------------------------------------------------------- */
+
+/* C_b = α·op(A_b)·op(B_b) + β·C_b column-major, in double, at one batch b */
+static double gemm_definition(cublasOperation_t ta, cublasOperation_t tb, int i, int j, int k, const float *A, int lda,
+                              const float *B, int ldb, double alpha, double beta, double c)
+{
+    double acc = 0;
+    for (int l = 0; l < k; l++)
+        acc += (double)(ta == CUBLAS_OP_N ? A[i + l * lda] : A[l + i * lda]) *
+               (double)(tb == CUBLAS_OP_N ? B[l + j * ldb] : B[j + l * ldb]);
+    return alpha * acc + beta * c;
+}
+
+START_TEST(test_cublas_strided_batched_gemm_equals_the_definition)
+{
+    /* m 5, n 3, k 7 in 4 batches, padded leading dimensions, every transpose pair, β 0 and β ½ */
+    enum { M = 5, N = 3, K = 7, BATCH = 4, LD = 9, STRIDE = LD * LD };
+    float *A = new float[BATCH * STRIDE], *B = new float[BATCH * STRIDE], *C = new float[BATCH * STRIDE];
+    float *C0 = new float[BATCH * STRIDE];
+    for (int i = 0; i < BATCH * STRIDE; i++) {
+        A[i] = (float)((i * 37) % 17 - 8) / 8;
+        B[i] = (float)((i * 53) % 13 - 6) / 4;
+        C0[i] = (float)((i * 11) % 7 - 3);
+    }
+    cublasHandle_t h;
+    ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    const cublasOperation_t ops[2] = {CUBLAS_OP_N, CUBLAS_OP_T};
+    const float alpha = 1.5f, betas[2] = {0.0f, 0.5f};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int e = 0; e < 2; e++) {
+                memcpy(C, C0, BATCH * STRIDE * sizeof *C);
+                ck_assert_int_eq(cublasSgemmStridedBatched(h, ops[a], ops[b], M, N, K, &alpha, A, LD, STRIDE, B, LD,
+                                                           STRIDE, &betas[e], C, LD, STRIDE, BATCH),
+                                 CUBLAS_STATUS_SUCCESS);
+                for (int q = 0; q < BATCH; q++)
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            const double want = gemm_definition(ops[a], ops[b], i, j, K, A + q * STRIDE, LD,
+                                                                B + q * STRIDE, LD, alpha, betas[e],
+                                                                C0[q * STRIDE + i + j * LD]);
+                            ck_assert_msg(fabs(C[q * STRIDE + i + j * LD] - want) <= 1e-5 * (1 + fabs(want)),
+                                          "op %d/%d beta %g batch %d (%d, %d): %g, want %g", a, b, betas[e], q, i, j,
+                                          C[q * STRIDE + i + j * LD], want);
+                        }
+            }
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, A, M - 1, STRIDE, B, LD,
+                                               STRIDE, &betas[0], C, LD, STRIDE, BATCH),
+                     CUBLAS_STATUS_INVALID_VALUE); /* lda below m */
+    ck_assert_int_eq(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+    delete[] A, delete[] B, delete[] C, delete[] C0;
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("cuda_emu");
@@ -497,6 +552,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_mma_equals_matrix_product_in_ptx_fragment_layout);
     tcase_add_test(tc, test_conversions_give_the_gpu_results_on_nan);
     tcase_add_test(tc, test_runtime_rejects_host_pointers_and_bad_launches);
+    tcase_add_test(tc, test_cublas_strided_batched_gemm_equals_the_definition);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("faults");
     tcase_add_test(tf, test_fault_barrier_not_reached_by_an_exited_thread);

@@ -1,0 +1,47 @@
+/* The V4.1 indexer and its hierarchical candidate pool on the GPU: the twins of ref/csa2_indexer.h's
+ * scores (every visible entry, or only the pool's) and of its candidate pool, on device arrays (kernels
+ * in csa2_indexer_cuda.cuh and dsa_cuda.cuh; the picks are kvl_topk_cuda's, cuda/topk_cuda.h).
+ *
+ *   csa2_index_scores_all_cuda   a Full layer: every entry i < ⌊(t+1)/M⌋ scored (the lightning indexer's
+ *                                kernel with M the source's ratio)
+ *   csa2_candidate_pool_cuda     block maxima over blocks of B entries (the newest block, maybe partial,
+ *                                +∞), the top P blocks by kvl_topk_cuda, their entries marked
+ *   csa2_index_scores_pool_cuda  a Reindex layer after the candidate source: only the pool's entries keep
+ *                                their scores, the rest −∞ (the kernel still scores every visible entry and
+ *                                masks: the same result, not yet the saving; gathering the pool's keys by
+ *                                index is what would bring it)
+ * The scored-count the ref keeps (its per-query work) is not kept here. Scores match the ref to float
+ * rounding (the ref sums heads in double), exactly on inputs whose sums are exact; the pool is the ref's
+ * byte for byte (tests/cuda/test_cuda_csa2.c). Functions return KVL_OK, KVL_EINVAL (kvl_error() names the
+ * problem), KVL_ENOMEM or KVL_ECUDA. */
+#ifndef KVL_CSA2_INDEXER_CUDA_H
+#define KVL_CSA2_INDEXER_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "csa2_indexer.h"
+#include "device.h"
+
+/* I[S][N] for queries q_idx[S][HI][DI], w_idx[S][HI] at positions start … over keys[N][DI]. */
+int csa2_index_scores_all_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
+                               const float *keys, size_t S, size_t N, size_t start);
+
+/* I[S][N]: only entries with pool[s][i] ≠ 0 scored. */
+int csa2_index_scores_pool_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
+                                const float *keys, const uint8_t *pool, size_t S, size_t N);
+
+/* pool[S][N] ∈ {0, 1} from the candidate source's scores I[S][N] for queries at start …, ratio M, blocks of
+ * `block` entries, the top n_blocks of them; work holds the block scores and picks. */
+int csa2_candidate_pool_cuda(uint8_t *pool, const float *I, size_t S, size_t N, size_t start, size_t M, size_t block,
+                             size_t n_blocks, kvl_workspace *work);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,125 @@
+/* DeepSeek sparse attention on the GPU (dsa_cuda.h).
+ *
+ * Build: nvcc -std=c++17 -O2 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+ *        -gencode arch=compute_90,code=compute_90 -c dsa_cuda.cu (make cuda); g++ -x c++ for the
+ *        emulator (make test). Kernels: dsa_cuda.cuh, attend_cuda.cuh. */
+#include "dsa_cuda.cuh"
+
+#include "dsa_cuda.h"
+#include "topk_cuda.h"
+
+#define TRY(...)                           \
+    do {                                   \
+        int rc_ = (__VA_ARGS__);           \
+        if (rc_ != KVL_OK) return rc_;     \
+    } while (0)
+
+
+namespace {
+
+int check_config(const dsa_config *c, const char *fn)
+{
+    const int rc = dsa_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", fn, kvl_error());
+    return KVL_OK;
+}
+
+size_t row_width(const dsa_config *c) { return c->mla.kv_lora_rank + c->mla.qk_rope; }
+
+template <typename R>
+int index_scores(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, kvl_index_keys keys, size_t B,
+                 size_t S, size_t N, size_t start, const char *fn)
+{
+    TRY(check_config(c, fn));
+    const kvl_index_shape sh{B, S, N, c->index_n_heads, c->index_head_dim, start, 1};
+    return kvl_index_scores_cuda<R>(I, q_idx, w_idx, sh, keys, fn);
+}
+
+} /* namespace */
+
+int dsa_index_scores_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const float *k_idx,
+                          size_t B, size_t S, size_t N, size_t start)
+{
+    const kvl_index_keys keys{reinterpret_cast<const uint8_t *>(k_idx), c ? c->index_head_dim * sizeof(float) : 0,
+                              NULL};
+    return index_scores<kvl_rows_f32>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
+}
+
+int dsa_index_scores_fp8_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx,
+                              const uint8_t *k_rows, size_t B, size_t S, size_t N, size_t start)
+{
+    if (c && c->index_head_dim != KVF_INDEX_DIM)
+        return kvl_fail(KVL_EINVAL, "%s: the 132-byte index row holds DI %d, the config has %zu", __func__,
+                        KVF_INDEX_DIM, c->index_head_dim);
+    const kvl_index_keys keys{k_rows, kvf_row_bytes(KVF_ROW_V32_INDEX), NULL};
+    return index_scores<kvl_rows_v32_index>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
+}
+
+namespace {
+
+int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn)
+{
+    TRY(check_config(c, fn));
+    const swa_ring_cuda *r = &cache->ring;
+    if (!r->rows || r->width != row_width(c))
+        return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
+                        row_width(c));
+    if (r->slots < r->len) return kvl_fail(KVL_EINVAL, "%s: the cache's ring has wrapped; DSA keeps every row", fn);
+    if (cache->split == 0) return kvl_fail(KVL_EINVAL, "%s: the cache's split is 0", fn);
+    return KVL_OK;
+}
+
+/* The absorbed attention's shape over the K entries of each sequence's selection */
+kvl_attend_shape sparse_shape(const dsa_config *c, const swa_ring_cuda *r, size_t split)
+{
+    const size_t K = c->index_topk;
+    return kvl_attend_shape{r->batch, c->mla.n_heads, c->mla.n_heads, row_width(c), c->mla.kv_lora_rank, 1, 0, 0, K,
+                            split, kvl_div_up(K, split), 0, static_cast<float>(c->mla.softmax_scale)};
+}
+
+/* Floats of workspace: the partials, then the check's flag */
+size_t sparse_work_floats(const kvl_attend_shape &sh) { return kvl_attend_work_floats(sh) + 1; }
+
+/* ô over the selected rows, read as the ring stores them; work holds sparse_work_floats */
+int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const kvl_attend_shape &sh,
+                    const swa_ring_cuda *r, float *work, const char *fn)
+{
+    TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
+                                 reinterpret_cast<unsigned *>(work + kvl_attend_work_floats(sh)), fn));
+    const kvl_attend_kv kv{static_cast<const uint8_t *>(r->rows), r->slots, r->row_bytes, r->len, NULL, 0, 0, 0, 0, 0,
+                           0};
+    const kvl_dsa_picks picks{kv, sel, sh.n_keys};
+    switch (r->store) {
+    case SWA_CUDA_F32: return kvl_gather_attend_cuda<kvl_rows_f32>(o_hat, q_hat, sh, picks, NULL, work);
+    case SWA_CUDA_BF16: return kvl_gather_attend_cuda<kvl_rows_bf16>(o_hat, q_hat, sh, picks, NULL, work);
+    case SWA_CUDA_V32_MAIN: return kvl_gather_attend_cuda<kvl_rows_v32>(o_hat, q_hat, sh, picks, NULL, work);
+    }
+    return kvl_fail(KVL_EINVAL, "%s: unknown cache store %d", fn, static_cast<int>(r->store));
+}
+
+} /* namespace */
+
+int dsa_attend_gather_absorbed_cuda(float *o_hat, const dsa_config *c, const float *q_hat, const int32_t *sel,
+                                    mla_cache_cuda *cache)
+{
+    TRY(check_cache(c, cache, __func__));
+    const kvl_attend_shape sh = sparse_shape(c, &cache->ring, cache->split);
+    TRY(kvl_workspace_reserve(&cache->work, sparse_work_floats(sh) * sizeof(float)));
+    return attend_selected(o_hat, q_hat, sel, sh, &cache->ring, static_cast<float *>(cache->work.p), __func__);
+}
+
+int dsa_attend_gather_cuda(float *o, const dsa_config *c, const mla_weights *w, const float *q, const int32_t *sel,
+                           mla_cache_cuda *cache)
+{
+    TRY(check_cache(c, cache, __func__));
+    const swa_ring_cuda *r = &cache->ring;
+    const kvl_attend_shape sh = sparse_shape(c, r, cache->split);
+    const size_t B = r->batch, H = c->mla.n_heads;
+    TRY(kvl_workspace_reserve(&cache->work, (B * H * (row_width(c) + c->mla.kv_lora_rank) + sparse_work_floats(sh)) *
+                                                sizeof(float)));
+    float *q_hat = static_cast<float *>(cache->work.p), *o_hat = q_hat + B * H * row_width(c);
+    float *part = o_hat + B * H * c->mla.kv_lora_rank;
+    TRY(mla_absorb_query_cuda(q_hat, q, &c->mla, w, B));
+    TRY(attend_selected(o_hat, q_hat, sel, sh, r, part, __func__));
+    return mla_unabsorb_output_cuda(o, o_hat, &c->mla, w, B);
+}
