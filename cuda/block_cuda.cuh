@@ -46,8 +46,8 @@ template <int ELEM> __device__ __forceinline__ uint32_t kvl_finite_magnitude(flo
 
 /* ---- recipes: choose(amax) stores the scale's bytes and returns the divisor; stored(bytes) is the
  * factor a dequantiser multiplies by; top(s) is the largest magnitude code a block of divisor s keeps
- * (kvl_finite_magnitude for the power-of-two scales, as formats/block.c; every code for the E4M3
- * scales, whose products stay finite). `param` is NVFP4's global scale (unused by the others). ---- */
+ * (kvl_finite_magnitude for the power-of-two scales and NVFP4's s_global · E4M3, as formats/block.c;
+ * every code for V4.1's bare E4M3 scales, whose products stay finite). `param` is NVFP4's global scale (unused by the others). ---- */
 
 /* OCP MX: E8M0 2^(floor(log2 amax) − emax) */
 template <int ELEM, int EMAX> struct kvl_recipe_mx {
@@ -76,7 +76,7 @@ struct kvl_recipe_nvfp4 {
     {
         return s_global * kvl_e4m3_decode(bytes[0]);
     }
-    __device__ static uint32_t top(float) { return 7u; }
+    __device__ static uint32_t top(float s) { return kvl_finite_magnitude<KVL_ELEM_E2M1>(s); }
 };
 
 /* DeepSeek V4.1 FP4: E4M3 scale e4m3(max(amax, 6·2^-9) / 6) */

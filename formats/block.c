@@ -139,8 +139,10 @@ static void encode_e2m1_block_times(uint8_t *packed, const float *x, size_t k, f
  * (E2M1, amax ≥ 3.5·2^126) it rounds to 4 and 4·2^126 = 2^128. The scale itself always fits E8M0 and
  * float32 (ceil(log2(FLT_MAX / 448)) = 120, ceil(log2(FLT_MAX / 6)) = 126). Such codes saturate at the
  * largest magnitude whose decode is finite (240 and 3 at those scales), as quotients above the element's
- * maximum saturate at it: decode(encode(x)) stays finite for every finite x. Every other scale keeps
- * 448·s and 6·s finite and its codes as they are. */
+ * maximum saturate at it: decode(encode(x)) stays finite for every finite x. NVFP4's divisor s_global ·
+ * e4m3(scale) can exceed amax/6 by the scale's rounding (up to 1/16), so 6 times it passes FLT_MAX for
+ * amax above about 0.94·FLT_MAX: its codes saturate the same way. Every other scale keeps 448·s and 6·s
+ * finite and its codes as they are. */
 
 /* the largest magnitude code at most `top` (the element's maximum) whose value times s is finite */
 static uint8_t finite_magnitude(float (*value)(uint8_t), uint8_t top, float s)
@@ -323,6 +325,8 @@ int kvf_quant_nvfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n, f
             divisor[b] = s_global * e4m3_to_float(code);
         }
         encode_e2m1_blocks_over(codes + b0 * KVF_NVFP4_BLOCK / 2, x + b0 * KVF_NVFP4_BLOCK, divisor, m);
+        for (size_t b = 0; b < m; b++)   /* s_global · 448 can round a block's divisor above amax/6 near FLT_MAX */
+            e2m1_block_satfinite(codes + (b0 + b) * KVF_NVFP4_BLOCK / 2, KVF_NVFP4_BLOCK, divisor[b]);
     }
     return KVF_OK;
 }

@@ -29,7 +29,9 @@
  * Near float32's maximum (amax ≥ 248·2^120 for the E4M3 round-up rules, ≥ 3.5·2^126 for mxfp4_rceil) the
  * scale still fits (2^120, 2^126), but a quotient would round to an element whose decode is 2^128 = inf:
  * such elements saturate at the largest magnitude with a finite decode (240 and 3 at those scales), so
- * every finite input decodes finite. DeepSeek's kernels would decode inf there; no recipe reaches it.
+ * every finite input decodes finite. NVFP4 likewise above about 0.94·FLT_MAX, where s_global times the
+ * block scale, rounded up by as much as 1/16, makes 6 times the divisor overflow. DeepSeek's kernels
+ * would decode inf there; no recipe reaches it.
  *
  * Packing: E4M3 codes one per byte, in element order. E2M1 codes two per byte: element 2j in the LOW
  * nibble of byte j, element 2j+1 in the HIGH nibble (DeepGEMM, PyTorch float4_e2m1fn_x2). Scales are

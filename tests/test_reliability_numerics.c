@@ -661,21 +661,26 @@ START_TEST(test_quantisers_keep_zero_subnormal_and_max_finite_blocks_within_zero
 }
 END_TEST
 
-/* The definition of a round-up block near float32's maximum: s = 2^ceil(log2(amax / max)), and each x
- * decodes to the element value nearest x/s (ties to the even code) among those whose product with s is
- * finite, times s. decode(code) lists the element's values by magnitude code 0 … top. */
-static double oracle_round_up(double x, double amax, double max, float (*decode)(uint8_t), uint8_t top)
+/* The element value nearest x/s (ties to the even code) among those whose product with s is finite in
+ * float32, times s in float32: how a block of divisor s decodes x. decode(code) lists the element's values by magnitude code 0 … top. */
+static double oracle_nearest_finite(double x, double s, float (*decode)(uint8_t), uint8_t top)
 {
-    const double s = ldexp(1.0, (int)ceil(log2(amax / max))), q = fabs(x) / s;
+    const double q = fabs(x) / s;
     double best = 0;
     int best_code = -1;
     for (int c = 0; c <= top; c++) {
         const double v = decode((uint8_t)c);
-        if (v * s > FLT_MAX) continue;
+        if (isinf((float)(v * s))) continue;   /* the decode is fl32(v·s) */
         const double d = fabs(v - q), bd = fabs(best - q);
         if (best_code < 0 || d < bd || (d == bd && c % 2 == 0)) best = v, best_code = c;
     }
-    return copysign(best * s, x);
+    return copysign((double)(float)(best * s), x);
+}
+
+/* A round-up block near float32's maximum: s = 2^ceil(log2(amax / max)). */
+static double oracle_round_up(double x, double amax, double max, float (*decode)(uint8_t), uint8_t top)
+{
+    return oracle_nearest_finite(x, ldexp(1.0, (int)ceil(log2(amax / max))), decode, top);
 }
 
 static float e2m1_value(uint8_t c) { return kvf_e2m1_decode(c); }
@@ -704,6 +709,35 @@ START_TEST(test_round_up_scales_near_float32_max_decode_finite_to_the_nearest_fi
             }
         }
     }
+}
+END_TEST
+
+/* NVFP4 near float32's maximum: a block whose amax/6/s_global lies just above an E4M3 midpoint (433, between
+ * 416 and 448) gets the scale 448, 3.5% above what it needs, so 6 times the divisor passes FLT_MAX once amax
+ * is above 0.966·FLT_MAX; with the usual global scale (amax / 2,688) it stays below. Every element decodes
+ * finite, to the nearest finite value, either way. */
+START_TEST(test_nvfp4_near_float32_max_decodes_finite_to_the_nearest_finite_element)
+{
+    static const double tops[] = {0.95 * FLT_MAX, 0.97 * FLT_MAX, 0.99 * FLT_MAX, FLT_MAX};
+    static const double fractions[] = {1.0, -1.0, 0.97, -0.5, 0.3, 1e-3, 0.0, -0.999, 0.96, -0.98, 0.9, 0.8,
+                                       -0.7, 0.6, 0.2, -0.1};
+    enum { N = 16 };
+    for (size_t a = 0; a < sizeof tops / sizeof tops[0]; a++)
+        for (int tight = 0; tight < 2; tight++) {
+            float x[N], xq[N];
+            uint8_t codes[N / 2], scale;
+            for (size_t i = 0; i < N; i++) x[i] = (float)(tops[a] * fractions[i]);
+            const float sg = tight ? (float)(tops[a] / (6.0 * 433.0)) : kvf_nvfp4_global_scale((float)tops[a]);
+            ck_assert_int_eq(kvf_quant_nvfp4(codes, &scale, x, N, sg), KVF_OK);
+            ck_assert_int_eq(kvf_dequant_nvfp4(xq, codes, &scale, N, sg), KVF_OK);
+            ck_assert_uint_eq(scale, kvf_encode_sat(KVF_E4M3, (float)tops[a] / 6.0f / sg));
+            const float divisor = sg * kvf_e4m3_decode(scale);
+            for (size_t i = 0; i < N; i++) {
+                const double want = oracle_nearest_finite(x[i], divisor, e2m1_value, 7);
+                ck_assert_msg(isfinite(xq[i]) && (double)xq[i] == want, "nvfp4 at amax %a, s_global %a: x[%zu] = %a "
+                              "decoded to %a, want %a", tops[a], (double)sg, i, (double)x[i], (double)xq[i], want);
+            }
+        }
 }
 END_TEST
 
@@ -762,6 +796,7 @@ Suite *kvl_suite(void)
     tcase_add_test(formats, test_quantisers_keep_zero_subnormal_and_max_finite_blocks_within_zero_of_the_input);
     tcase_add_test(formats, test_quantisers_refuse_nan_before_inf_and_leave_their_outputs_untouched);
     tcase_add_test(formats, test_round_up_scales_near_float32_max_decode_finite_to_the_nearest_finite_element);
+    tcase_add_test(formats, test_nvfp4_near_float32_max_decodes_finite_to_the_nearest_finite_element);
     tcase_add_test(formats, test_element_casts_keep_signed_zero_and_saturate_max_finite);
     suite_add_tcase(s, formats);
     return s;

@@ -401,6 +401,14 @@ START_TEST(test_block_quantisers_match_formats_near_float32_max)
         check_recipe(&RECIPES[r], x, n, param_for(&RECIPES[r], x, n, 0));
         free(x);
     }
+    /* NVFP4 with a global scale that puts amax/6/s_global at 433, rounded up to the scale 448: 6 times
+     * the divisor passes FLT_MAX, and the codes saturate (formats/block.h). */
+    for (size_t r = 0; r < N_RECIPES; r++) {
+        if (RECIPES[r].id != NVFP4) continue;
+        float x[16];
+        for (size_t i = 0; i < 16; i++) x[i] = 0.99f * FLT_MAX * fractions[i % 8];
+        check_recipe(&RECIPES[r], x, 16, 0.99f * FLT_MAX / (6.0f * 433.0f));
+    }
 }
 END_TEST
 
