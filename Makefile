@@ -151,13 +151,16 @@ test: all  ## build and run every Check suite; non-zero exit on any failure
 sanitize:  ## run the whole test suite built with -fsanitize=address,undefined
 	@CK_TIMEOUT_MULTIPLIER=4 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 test
 
-$(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
+# kvbench draws its figure with the notebooks' SVG writer (notebooks_c/svg.c).
+$(BUILD)/obj/tests/bench/%.o: CFLAGS += -Inotebooks_c
+$(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC) notebooks_c/svg.c) $(LIBS)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(call obj,$(BENCH_SRC)) $(LIBS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(call obj,$(BENCH_SRC) notebooks_c/svg.c) $(LIBS) $(LDLIBS) -o $@
 
-bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them (minutes)
-	@$(BUILD)/bin/kvbench
+bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them; also build/bench/results.md and decode.svg (minutes)
+	@mkdir -p $(BUILD)/bench
+	@$(BUILD)/bin/kvbench --out $(BUILD)/bench
 
 # Each notebook prints its cells' outputs between markers (nb --cells); nb_ipynb pairs them with the
 # source's cells. A failing cell stops the target.

@@ -176,9 +176,9 @@ static int attend(float *o, const csa2_config *c, const csa2_weights *w, const f
                   const float *entries, size_t N, const int32_t *sel, size_t K)
 {
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window, nk = W + (sel ? K : 0);
-    float *p = malloc(H * nk * sizeof *p);
+    float *rows = malloc(nk * Dh * sizeof *rows);
     const float **keys = malloc(nk * sizeof *keys);
-    int rc = p && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
+    int rc = rows && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
     for (size_t i = 0; i < ch->S && rc == KVL_OK; i++) {
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
         size_t n = 0;
@@ -189,11 +189,10 @@ static int attend(float *o, const csa2_config *c, const csa2_weights *w, const f
             keys[n++] = e < 0 || e >= (int32_t)N ? NULL : entries + (size_t)e * Dh;
         }
         float *oi = o + i * H * Dh;
-        v4_attend_weights(p, q + i * H * Dh, keys, n, w->core.sinks, H, Dh);
-        v4_attend_values(oi, p, keys, n, H, Dh);
-        v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
+        if (rc == KVL_OK) rc = v4_attend_query(oi, rows, q + i * H * Dh, keys, n, w->core.sinks, H, Dh);
+        if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
     }
-    free(p);
+    free(rows);
     free(keys);
     return rc;
 }

@@ -248,38 +248,24 @@ int mha_prefill(float *out, const mha_config *c, const mha_weights *w, mha_cache
     return rc;
 }
 
-/* o[H·Dh] = attention of q[H·Dh] over every row kv[n][2·Hkv·Dh] (all visible: the ring holds exactly
- * the window of the newest position). */
-static void attend_all(float *o, float *s /*[n]*/, const mha_config *c, const float *q, const float *kv, size_t n)
+/* o[H·Dh] = attention of q[H·Dh] over every row the ring holds: each KV group's G query heads
+ * against the group's K and V columns of the [K | V] rows, tiled (ref/core/attend.h). */
+static int attend_groups(float *o, const mha_config *c, const float *q, const swa_ring *ring)
 {
-    const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, G = H / Hkv, rw = row_width(c);
-    const float scale = (float)(1.0 / sqrt((double)Dh));
-    for (size_t h = 0; h < H; h++) {
-        const float *qh = q + h * Dh, *k = kv + (h / G) * Dh, *v = kv + (Hkv + h / G) * Dh;
-        for (size_t j = 0; j < n; j++) {
-            float dot = 0.0f;
-            for (size_t i = 0; i < Dh; i++) dot += qh[i] * k[j * rw + i];
-            s[j] = dot * scale;
-        }
-        kvl_softmax_f32(s, n);
-        float *oh = o + h * Dh;
-        memset(oh, 0, Dh * sizeof *oh);
-        for (size_t j = 0; j < n; j++)
-            for (size_t i = 0; i < Dh; i++) oh[i] += s[j] * v[j * rw + i];
-    }
+    const size_t Hkv = c->n_kv_heads, Dh = c->head_dim;
+    return swa_ring_attend(o, q, c->n_heads, ring, Hkv, 0, Dh, Hkv * Dh, Dh, (float)(1.0 / sqrt((double)Dh)));
 }
 
 int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache *cache, const float *x_t)
 {
     TRY(check_cache(c, cache, 1));
     const size_t t = cache->ring.len, qw = c->n_heads * c->head_dim, rw = row_width(c);
-    const size_t n = t + 1 < cache->ring.slots ? t + 1 : cache->ring.slots;   /* rows held once t is in */
     size_t need = 0;
-    if (!(grow(&need, 2, qw) && grow(&need, n + 1, rw) && grow(&need, n, 1)))
-        return kvl_fail(KVL_EINVAL, "mha_decode: %zu cached rows is too large", n);
+    if (!(grow(&need, 2, qw) && grow(&need, 1, rw)))
+        return kvl_fail(KVL_EINVAL, "mha_decode: a query of %zu and a row of %zu values is too large", qw, rw);
     float *buf = scratch(need);
-    if (!buf) return kvl_fail(KVL_ENOMEM, "mha_decode: out of memory for %zu cached rows", n);
-    float *q = buf, *o = q + qw, *row = o + qw, *keys = row + rw, *s = keys + n * rw;
+    if (!buf) return kvl_fail(KVL_ENOMEM, "mha_decode: out of memory for a row of %zu values", rw);
+    float *q = buf, *o = q + qw, *row = o + qw;
     int rc = kvl_matvec_f32(q, w->w_q, x_t, qw, c->d);
     if (rc == KVL_OK) rc = kvl_matvec_f32(row, w->w_k, x_t, rw, c->d);   /* w_k then w_v: [K | V] */
     if (rc == KVL_OK) {
@@ -288,11 +274,8 @@ int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache 
             kvl_rope_rotate_half_split(row + g * c->head_dim, &c->rope, (int64_t)t);
         rc = swa_ring_append(&cache->ring, row, 1);
     }
-    if (rc == KVL_OK) rc = swa_ring_read(keys, &cache->ring, swa_ring_oldest(&cache->ring), n);
-    if (rc == KVL_OK) {
-        attend_all(o, s, c, q, keys, n);
-        rc = kvl_matvec_f32(out, w->w_o, o, c->d, qw);
-    }
+    if (rc == KVL_OK) rc = attend_groups(o, c, q, &cache->ring);
+    if (rc == KVL_OK) rc = kvl_matvec_f32(out, w->w_o, o, c->d, qw);
     free(buf);
     return rc;
 }

@@ -15,7 +15,8 @@
  *   mha_prefill   a chunk of S tokens at positions len … len + S − 1 of a cache: keys are the cached
  *                 rows the chunk's first query still sees plus the chunk's own, under the same mask;
  *                 the chunk's rows are then appended;
- *   mha_decode    one token: its row is appended, then it attends over every row the ring holds.
+ *   mha_decode    one token: its row is appended, then it attends over every row the ring holds, in
+ *                 place in its store, per KV group as matrix products over tiles of rows (ref/core/attend.h).
  *
  * Letters: T tokens, S chunk length, H query heads, Hkv KV heads, Dh head dim, W window, d width. */
 #ifndef KVL_MHA_H

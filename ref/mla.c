@@ -357,29 +357,56 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
 
 /* ---- absorbed form -------------------------------------------------------------------------------- */
 
-/* Q̂[S·H][Dc+Dr] = [q^C_h W_UK^h | q^R_h] per head, then scores = Q̂ · rowsᵀ for every head at once. */
-int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
-                        const float *rows, const float *mask, size_t S, size_t N)
+/* q_hat[S·H][Dc+Dr] = [q^C_h W_UK^h | q^R_h] per head: W_UK^h folded into the query. */
+static int absorb_queries(float *q_hat, const mla_config *c, const mla_weights *w, const float *q, size_t S)
 {
-    TRY(check_call(__func__, c, w, q, rows));
-    if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope, Dr = c->qk_rope;
     const size_t Dqk = qk_width(c), Dw = row_width(c);
-    float *q_hat = NULL, *qc_h = NULL, *qhat_h = NULL;
-    int rc = alloc_floats(&q_hat, S * H, Dw, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&qc_h, S, Dn, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&qhat_h, S, Dc, __func__);
+    float *qc_h = NULL, *qhat_h = NULL;
+    int rc = alloc_floats(&qc_h, S, Dn, "mla_absorb");
+    if (rc == KVL_OK) rc = alloc_floats(&qhat_h, S, Dc, "mla_absorb");
     if (rc == KVL_OK) copy_rows(q_hat + Dc, Dw, q + Dn, Dqk, S * H, Dr);
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
         copy_rows(qc_h, Dn, q + h * Dqk, H * Dqk, S, Dn);
         rc = kvl_matmul_ab_f32(qhat_h, qc_h, w_uk(c, w, h), S, Dc, Dn);
         if (rc == KVL_OK) copy_rows(q_hat + h * Dw, H * Dw, qhat_h, Dc, S, Dc);
     }
-    if (rc == KVL_OK) rc = kvl_matmul_abt_f32(scores, q_hat, rows, S * H, N, Dw);
-    if (rc == KVL_OK) scale_and_mask(scores, mask, S, H, N, c->softmax_scale);
-    free(q_hat);
     free(qc_h);
     free(qhat_h);
+    return rc;
+}
+
+/* o[S][H][Dv]: o_h = W_UV^h ô_h for o_hat[S·H][…], head rows ld apart, ô_h its first Dc values. */
+static int expand_values(float *o, const mla_config *c, const mla_weights *w, const float *o_hat, size_t ld,
+                         size_t S)
+{
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head;
+    float *ohat_h = NULL, *o_h = NULL;
+    int rc = alloc_floats(&ohat_h, S, Dc, "mla_expand");
+    if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, "mla_expand");
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        copy_rows(ohat_h, Dc, o_hat + h * ld, H * ld, S, Dc);
+        rc = kvl_matmul_abt_f32(o_h, ohat_h, w_uv(c, w, h), S, Dv, Dc);
+        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
+    }
+    free(ohat_h);
+    free(o_h);
+    return rc;
+}
+
+/* Q̂ = absorbed queries, then scores = Q̂ · rowsᵀ for every head at once. */
+int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
+                        const float *rows, const float *mask, size_t S, size_t N)
+{
+    TRY(check_call(__func__, c, w, q, rows));
+    if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
+    const size_t H = c->n_heads;
+    float *q_hat = NULL;
+    int rc = alloc_floats(&q_hat, S * H, row_width(c), __func__);
+    if (rc == KVL_OK) rc = absorb_queries(q_hat, c, w, q, S);
+    if (rc == KVL_OK) rc = kvl_matmul_abt_f32(scores, q_hat, rows, S * H, N, row_width(c));
+    if (rc == KVL_OK) scale_and_mask(scores, mask, S, H, N, c->softmax_scale);
+    free(q_hat);
     return rc;
 }
 
@@ -391,20 +418,12 @@ int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, con
 {
     TRY(check_call(__func__, c, w, p, rows));
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
-    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head, Dw = row_width(c);
-    float *o_hat = NULL, *ohat_h = NULL, *o_h = NULL;
-    int rc = alloc_floats(&o_hat, S * H, Dw, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&ohat_h, S, Dc, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, __func__);
-    if (rc == KVL_OK) rc = kvl_matmul_ab_f32(o_hat, p, rows, S * H, Dw, N);
-    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
-        copy_rows(ohat_h, Dc, o_hat + h * Dw, H * Dw, S, Dc);
-        rc = kvl_matmul_abt_f32(o_h, ohat_h, w_uv(c, w, h), S, Dv, Dc);
-        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
-    }
+    const size_t Dw = row_width(c);
+    float *o_hat = NULL;
+    int rc = alloc_floats(&o_hat, S * c->n_heads, Dw, __func__);
+    if (rc == KVL_OK) rc = kvl_matmul_ab_f32(o_hat, p, rows, S * c->n_heads, Dw, N);
+    if (rc == KVL_OK) rc = expand_values(o, c, w, o_hat, Dw, S);
     free(o_hat);
-    free(ohat_h);
-    free(o_h);
     return rc;
 }
 
@@ -508,13 +527,11 @@ int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache
     return rc;
 }
 
-/* One decode step up to the scores: the token's query and row, the row appended, and rows[N][Dc+Dr]
- * = every held row in slot order. The ring keeps the last min(len, slots) positions, which after the
- * append are exactly the new query's keys, and they fill slots 0 … N − 1; a float32 ring is read in
- * place, a bf16 ring is widened into `held`. */
+/* One decode step's start: the token's query q[H][Dnope+Dr] and row, the row appended; N = the rows
+ * held after the append, which are exactly the new query's keys (the ring keeps the last
+ * min(len, slots) positions) and fill slots 0 … N − 1. */
 typedef struct {
-    float *q, *row, *held, *scores, *o;
-    const float *rows;
+    float *q, *row, *o;
     size_t N;
 } step;
 
@@ -522,8 +539,6 @@ static void step_free(step *s)
 {
     free(s->q);
     free(s->row);
-    free(s->held);
-    free(s->scores);
     free(s->o);
 }
 
@@ -534,19 +549,35 @@ static int step_begin(step *s, const mla_config *c, const mla_weights *w, mla_ca
     TRY(check_call(fn, c, w, x_t, cache));
     TRY(check_cache(fn, c, cache, 1));
     swa_ring *r = &cache->ring;
-    const size_t H = c->n_heads, Dw = row_width(c), pos = r->len;
+    const size_t pos = r->len;
     s->N = pos + 1 < r->slots ? pos + 1 : r->slots;
-    TRY(alloc_floats(&s->q, H, qk_width(c), fn));
-    TRY(alloc_floats(&s->row, 1, Dw, fn));
-    TRY(alloc_floats(&s->scores, H, s->N, fn));
-    TRY(alloc_floats(&s->o, H, c->v_head, fn));
-    if (r->store == SWA_STORE_BF16) TRY(alloc_floats(&s->held, s->N, Dw, fn));
+    TRY(alloc_floats(&s->q, c->n_heads, qk_width(c), fn));
+    TRY(alloc_floats(&s->row, 1, row_width(c), fn));
+    TRY(alloc_floats(&s->o, c->n_heads, c->v_head, fn));
     TRY(mla_query(s->q, c, w, x_t, 1, pos));
     TRY(mla_latent(s->row, c, w, x_t, 1, pos));
-    TRY(swa_ring_append(r, s->row, 1));
-    if (s->held) kvf_bf16_decode_n(s->held, r->rows, s->N * Dw);
-    s->rows = s->held ? s->held : r->rows;
-    return KVL_OK;
+    return swa_ring_append(r, s->row, 1);
+}
+
+/* The naive form re-expands every head's keys and values from rows[N][Dc+Dr] in float32: a float32
+ * ring is read in place, a bf16 ring widened whole into held. */
+static int decode_naive(float *o, const mla_config *c, const mla_weights *w, const swa_ring *r, const float *q,
+                        size_t N)
+{
+    const size_t Dw = row_width(c);
+    float *held = NULL, *scores = NULL;
+    int rc = alloc_floats(&scores, c->n_heads, N, "mla_decode_naive");
+    if (rc == KVL_OK && r->store == SWA_STORE_BF16) rc = alloc_floats(&held, N, Dw, "mla_decode_naive");
+    if (held) kvf_bf16_decode_n(held, r->rows, N * Dw);
+    const float *rows = held ? held : r->rows;
+    if (rc == KVL_OK) rc = mla_scores_naive(scores, c, w, q, rows, NULL, 1, N);
+    if (rc == KVL_OK) {
+        softmax_rows(scores, c->n_heads, N);
+        rc = mla_values_naive(o, c, w, scores, rows, 1, N);
+    }
+    free(held);
+    free(scores);
+    return rc;
 }
 
 int mla_decode_naive(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x_t)
@@ -554,13 +585,26 @@ int mla_decode_naive(float *out, const mla_config *c, const mla_weights *w, mla_
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     step s;
     int rc = step_begin(&s, c, w, cache, x_t, __func__);
-    if (rc == KVL_OK) rc = mla_scores_naive(s.scores, c, w, s.q, s.rows, NULL, 1, s.N);
-    if (rc == KVL_OK) {
-        softmax_rows(s.scores, c->n_heads, s.N);
-        rc = mla_values_naive(s.o, c, w, s.scores, s.rows, 1, s.N);
-    }
+    if (rc == KVL_OK) rc = decode_naive(s.o, c, w, &cache->ring, s.q, s.N);
     if (rc == KVL_OK) rc = project_out(out, c, w, s.o, 1);
     step_free(&s);
+    return rc;
+}
+
+/* The absorbed form is MQA over the rows as the ring holds them: ô[H][Dc] = attention of
+ * q̂[H][Dc+Dr] against whole rows (keys) and their c_kv (values), tiled (ref/core/attend.h), then
+ * o_h = W_UV^h ô_h. */
+static int decode_absorbed(float *o, const mla_config *c, const mla_weights *w, const swa_ring *r, const float *q)
+{
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dw = row_width(c);
+    float *q_hat = NULL, *o_hat = NULL;
+    int rc = alloc_floats(&q_hat, H, Dw, "mla_decode_absorbed");
+    if (rc == KVL_OK) rc = alloc_floats(&o_hat, H, Dc, "mla_decode_absorbed");
+    if (rc == KVL_OK) rc = absorb_queries(q_hat, c, w, q, 1);
+    if (rc == KVL_OK) rc = swa_ring_attend(o_hat, q_hat, H, r, 1, 0, Dw, 0, Dc, (float)c->softmax_scale);
+    if (rc == KVL_OK) rc = expand_values(o, c, w, o_hat, Dc, 1);
+    free(q_hat);
+    free(o_hat);
     return rc;
 }
 
@@ -570,11 +614,7 @@ int mla_decode_absorbed(float *out, const mla_config *c, const mla_weights *w, m
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     step s;
     int rc = step_begin(&s, c, w, cache, x_t, __func__);
-    if (rc == KVL_OK) rc = mla_scores_absorbed(s.scores, c, w, s.q, s.rows, NULL, 1, s.N);
-    if (rc == KVL_OK) {
-        softmax_rows(s.scores, c->n_heads, s.N);
-        rc = mla_values_absorbed(s.o, c, w, s.scores, s.rows, 1, s.N);
-    }
+    if (rc == KVL_OK) rc = decode_absorbed(s.o, c, w, &cache->ring, s.q);
     if (rc == KVL_OK) rc = project_out(out, c, w, s.o, 1);
     step_free(&s);
     return rc;

@@ -151,7 +151,8 @@ int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache
 
 /* out[d] for one token x_t[d] at the cache's next position: append its row, then attend over every
  * held row (the window, or the whole context). The naive form re-expands K [N][H][Dnope+Dr] and
- * V [N][H][Dv] head by head; the absorbed form reads the rows as they are. */
+ * V [N][H][Dv] head by head; the absorbed form reads the rows as they are, in the ring's store, as
+ * matrix products over tiles of rows with an online softmax (ref/core/attend.h). */
 int mla_decode_naive(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x_t);
 int mla_decode_absorbed(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache,
                         const float *x_t);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "element.h"
 #include "status.h"
 
@@ -112,6 +113,15 @@ int swa_ring_read(float *out, const swa_ring *r, size_t first, size_t n)
     for (size_t i = 0; i < n; i++)
         decode_row(out + i * r->width, slot_row(r, swa_ring_slot(r, first + i)), r->width, r->store);
     return KVL_OK;
+}
+
+int swa_ring_attend(float *o, const float *q, size_t Hq, const swa_ring *r, size_t groups, size_t k_off, size_t Dk,
+                    size_t v_off, size_t Dv, float scale)
+{
+    const kvl_attend_rows rows = {.N = swa_ring_held(r), .stride = r->width, .k_off = k_off, .Dk = Dk,
+                                  .v_off = v_off, .Dv = Dv, .groups = groups};
+    if (r->store == SWA_STORE_BF16) return kvl_attend_bf16(o, q, Hq, r->rows, &rows, scale);
+    return kvl_attend_f32(o, q, Hq, r->rows, &rows, scale);
 }
 
 size_t swa_ring_bytes_used(const swa_ring *r)

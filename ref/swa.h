@@ -84,6 +84,13 @@ int swa_ring_append(swa_ring *r, const float *rows, size_t n);
  * KVL_EINVAL unless all of them are held. */
 int swa_ring_read(float *out, const swa_ring *r, size_t first, size_t n);
 
+/* o[Hq][Dv] = attention of q[Hq][Dk] over every row the ring holds, read in place in its store, tiled
+ * (ref/core/attend.h): the Hq query rows in `groups` groups, group g's keys columns
+ * k_off + g·Dk … of a row and its values v_off + g·Dv …. The held rows fill slots 0 … held − 1; their
+ * slot order is not position order, which softmax does not see. Errors as kvl_attend_f32. */
+int swa_ring_attend(float *o, const float *q, size_t Hq, const swa_ring *r, size_t groups, size_t k_off, size_t Dk,
+                    size_t v_off, size_t Dv, float scale);
+
 /* Bytes of the rows it holds now: held · width · element bytes (what the cache really keeps;
  * a windowed ring stops growing at W rows). */
 size_t swa_ring_bytes_used(const swa_ring *r);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "linalg.h"
 #include "norm.h"
 #include "softmax.h"
@@ -329,10 +330,6 @@ int v4_output(float *out, const v4_config *c, const v4_weights *w, const float *
     return rc;
 }
 
-/* Below this many multiply-adds a chunk's queries run on one thread: starting a parallel region costs
- * about as much as a toy chunk's whole attention. */
-#define V4_PARALLEL_MIN_MACS ((size_t)1 << 20)
-
 /* Keys one query may read at most: its window and, by kind, every entry (HCA) or its K picks (CSA). */
 static size_t max_keys(const v4_config *c, size_t N)
 {
@@ -374,6 +371,17 @@ static int check_attend(const v4_config *c, const float *entries, size_t N, cons
     return KVL_OK;
 }
 
+int v4_attend_query(float *o, float *rows, const float *q, const float *const *keys, size_t n, const float *sinks,
+                    size_t H, size_t Dh)
+{
+    size_t valid = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i]) memcpy(rows + valid++ * Dh, keys[i], Dh * sizeof *rows);
+    const kvl_attend_rows r = {.N = valid, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
+    return kvl_attend_sink_f32(o, q, H, rows, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
+}
+
+/* One query after another, each a few matrix products whose threads OpenBLAS owns (ref/core/attend.h). */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
               const float *entries, size_t N, const int32_t *sel, size_t S, size_t start)
 {
@@ -382,33 +390,22 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
     if (!o || !q || !win) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     TRY(check_attend(c, entries, N, sel, S, start, win_first));
     const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, nk = max_keys(c, N);
-    if (nk > SIZE_MAX / sizeof(float) / H) return kvl_fail(KVL_EINVAL, "%s: %zu keys overflow", __func__, nk);
-    int failed = 0;
-#pragma omp parallel if (S * nk * H * Dh > V4_PARALLEL_MIN_MACS)
-    {
-        float *p = malloc(H * nk * sizeof *p);
-        const float **keys = malloc(nk * sizeof *keys);
-#pragma omp for schedule(dynamic, 4)
-        for (size_t i = 0; i < S; i++) {
-            if (!p || !keys) {
-#pragma omp atomic write
-                failed = 1;
-                continue;
-            }
-            const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
-            size_t n = 0;
-            for (size_t j = j0; j <= t; j++) keys[n++] = win + (j - win_first) * Dh;
-            n += compressed_keys(keys + n, c, entries, sel, i, t);
-            float *oi = o + i * H * Dh;
-            v4_attend_weights(p, q + i * H * Dh, keys, n, w->sinks, H, Dh);
-            v4_attend_values(oi, p, keys, n, H, Dh);
-            v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
-        }
-        free(p);
-        free(keys);
+    if (nk > SIZE_MAX / sizeof(float) / Dh) return kvl_fail(KVL_EINVAL, "%s: %zu keys overflow", __func__, nk);
+    float *rows = malloc((nk ? nk : 1) * Dh * sizeof *rows);
+    const float **keys = malloc((nk ? nk : 1) * sizeof *keys);
+    int rc = rows && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu keys", __func__, nk);
+    for (size_t i = 0; i < S && rc == KVL_OK; i++) {
+        const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
+        size_t n = 0;
+        for (size_t j = j0; j <= t; j++) keys[n++] = win + (j - win_first) * Dh;
+        n += compressed_keys(keys + n, c, entries, sel, i, t);
+        float *oi = o + i * H * Dh;
+        rc = v4_attend_query(oi, rows, q + i * H * Dh, keys, n, w->sinks, H, Dh);
+        if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
     }
-    if (failed) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu keys", __func__, nk);
-    return KVL_OK;
+    free(rows);
+    free(keys);
+    return rc;
 }
 
 /* ---- whole sequence -------------------------------------------------------------------------------- */

@@ -149,6 +149,13 @@ void v4_attend_weights(float *p, const float *q, const float *const *keys, size_
 /* o[H][Dh] = Σ_i p[h][i]·keys[i] (keys[i] = NULL skipped), summed in float32 in key order. */
 void v4_attend_values(float *o, const float *p, const float *const *keys, size_t N, size_t H, size_t Dh);
 
+/* The same two steps as matrix products: o[H][Dh] for one query q[H][Dh] over keys[N] (NULL: an invalid
+ * pick, left out: its weight is exactly 0), the valid rows copied in order into the scratch rows[N][Dh],
+ * then the tiled sink attention of ref/core/attend.h, each row both key and value. Errors as
+ * kvl_attend_sink_f32. */
+int v4_attend_query(float *o, float *rows, const float *q, const float *const *keys, size_t N, const float *sinks,
+                    size_t H, size_t Dh);
+
 /* o[S][H][Dh] for the queries q[S][H][Dh] at positions start … start + S − 1, un-rotated (ō): the core
  * every path runs. Query t reads, in this order,
  *   its window rows: win[(j − win_first)] for j ∈ [max(win_first, t − W + 1), t], win holding the rows
@@ -156,7 +163,9 @@ void v4_attend_values(float *o, const float *p, const float *const *keys, size_t
  *     window, as a replay does);
  *   its compressed rows from entries[N][Dh]: HCA every e < ⌊(t+1)/M⌋, CSA the picks sel[i][0 … K−1]
  *     (−1 skipped; sel[S][K]), none for a window-only layer (entries, sel unused).
- * Queries run in parallel (OpenMP); each is computed the same way whatever chunk it comes in.
+ * Queries run one after another, each as matrix products over its keys gathered into one block, tiled
+ * with an online softmax (ref/core/attend.h; v4_attend_weights and v4_attend_values are the plain-loop
+ * definition); each is computed the same way whatever chunk it comes in.
  * KVL_EINVAL for a pick outside −1 … N − 1, or fewer entries than an HCA query sees. */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
               const float *entries, size_t N, const int32_t *sel, size_t S, size_t start);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "config.h"
 #include "mha.h"
 #include "rng.h"
@@ -256,6 +257,17 @@ START_TEST(test_decode_matches_forward_after_prefill_of_any_prefix)
         expect_cached_is_forward(2, 0, T_TOY, chunk, 1, 90 + p);
         expect_cached_is_forward(1, 8, T_TOY, chunk, 1, 90 + p);   /* windowed: T = 5W */
     }
+}
+END_TEST
+
+/* Caches longer than one tile of the tiled attention (ref/core/attend.h): decode steps at
+ * N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary; a window of
+ * KVL_ATTEND_TILE + 10 wraps its ring while holding more than a tile. */
+START_TEST(test_decode_matches_forward_when_cache_spans_tiles)
+{
+    const size_t prefix[] = {KVL_ATTEND_TILE - 2};
+    expect_cached_is_forward(2, 0, KVL_ATTEND_TILE + 45, prefix, 1, 130);
+    expect_cached_is_forward(4, KVL_ATTEND_TILE + 10, KVL_ATTEND_TILE + 70, prefix, 1, 131);
 }
 END_TEST
 
@@ -530,6 +542,7 @@ Suite *kvl_suite(void)
     TCase *cache = tcase_create("cache_paths");
     tcase_add_test(cache, test_decode_matches_forward_when_token_by_token);
     tcase_add_test(cache, test_decode_matches_forward_after_prefill_of_any_prefix);
+    tcase_add_test(cache, test_decode_matches_forward_when_cache_spans_tiles);
     tcase_add_test(cache, test_prefill_matches_forward_when_chunked);
     tcase_add_test(cache, test_prefill_matches_decode_when_chunk_is_1);
     tcase_add_test(cache, test_decode_matches_forward_when_t_is_1);

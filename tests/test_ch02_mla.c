@@ -10,6 +10,7 @@
  *
  * Toy size (spec §2): d 64, H 4, Dq' 32 (and 0), Dc 32, Dnope 16, Dr 8, Dv 16, T 40; YaRN RoPE with
  * V3's rotary fields at Dr 8 (lo 1, hi 3). Windowed runs use W 8. */
+#include "attend.h"
 #include "common.h"
 #include "config.h"
 #include "element.h"
@@ -424,6 +425,31 @@ END_TEST
 START_TEST(test_decode_absorbed_matches_decode_naive_when_q_lora_rank_zero)
 {
     check_decode_forms(0);
+}
+END_TEST
+
+/* A cache longer than one tile of the tiled attention (ref/core/attend.h): the decode steps at
+ * N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary, in a float32 and a bf16 ring
+ * (the latter against the definition re-run on the bf16-rounded rows). */
+START_TEST(test_decode_absorbed_matches_definition_when_cache_spans_tiles)
+{
+    toy z;
+    const size_t T = KVL_ATTEND_TILE + 45, prefix = KVL_ATTEND_TILE - 2;
+    toy_setup(&z, 32, 0, T, 27);
+    const size_t d = z.c.d, H = z.c.n_heads, Dw = z.c.kv_lora_rank + z.c.qk_rope, n = (T - prefix) * d;
+    float *out = xmalloc(T * d * sizeof *out);
+    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, SWA_STORE_F32);
+    expect_rows("f32 decode_absorbed across tiles", out + prefix * d, z.want.out + prefix * d, n, z.out_tol);
+    oracle_run *r = &z.want;
+    for (size_t i = 0; i < T * Dw; i++) r->rows[i] = kvf_bf16_decode(kvf_bf16_encode((float)r->rows[i]));
+    for (size_t t = prefix; t < T; t++) {
+        for (size_t h = 0; h < H; h++) oracle_attend(r, &z.o, t, h);
+        matvec(r->out + t * d, z.o.w_o, r->o + t * H * z.c.v_head, d, H * z.c.v_head);
+    }
+    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, SWA_STORE_BF16);
+    expect_rows("bf16 decode_absorbed across tiles", out + prefix * d, r->out + prefix * d, n, z.out_tol);
+    free(out);
+    toy_free(&z);
 }
 END_TEST
 
@@ -928,6 +954,7 @@ Suite *kvl_suite(void)
     tcase_add_test(paths, test_forward_matches_definition);
     tcase_add_test(paths, test_decode_absorbed_matches_decode_naive_and_definition);
     tcase_add_test(paths, test_decode_absorbed_matches_decode_naive_when_q_lora_rank_zero);
+    tcase_add_test(paths, test_decode_absorbed_matches_definition_when_cache_spans_tiles);
     tcase_add_test(paths, test_prefill_then_decode_matches_forward_when_any_prefix);
     tcase_add_test(paths, test_chunked_prefill_matches_forward_when_any_split);
     tcase_add_test(paths, test_chunked_prefill_matches_banded_forward_when_windowed);

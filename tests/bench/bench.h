@@ -6,12 +6,14 @@
  * group table in kvbench.c.
  *
  * Every figure is the median of KVB_REPEATS timed runs after one untimed warm-up run (which also
- * faults the pages in), on the calling thread only. Rows report: a BELOW verdict does not fail the
- * program; a group returns non-zero only when it could not run (out of memory). */
+ * faults the pages in), on the calling thread only, except rows marked 2T, which give OpenBLAS two
+ * threads (kvb_set_threads). Rows report: a BELOW verdict does not fail the program; a group returns
+ * non-zero only when it could not run (out of memory, a config that does not load). */
 #ifndef KVB_BENCH_H
 #define KVB_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define KVB_REPEATS 5
 #define KVB_MIB ((size_t)1 << 20)
@@ -20,6 +22,12 @@
 
 /* Median seconds of KVB_REPEATS calls of run(ctx), after one warm-up call. */
 double kvb_median_seconds(void (*run)(void *ctx), void *ctx);
+
+/* The median, fastest and slowest of `repeats` calls of run(ctx) after one warm-up call. */
+typedef struct {
+    double median, min, max;
+} kvb_time;
+kvb_time kvb_time_runs(void (*run)(void *ctx), void *ctx, int repeats);
 
 /* One row of the table. rate and ceiling share `unit`; ceiling 0 means the row is a ceiling itself,
  * target 0 means there is no target. The verdict is PASS when rate / ceiling >= target, else BELOW. */
@@ -31,10 +39,21 @@ typedef struct {
     const char *unit;
     double ceiling;    /* the ceiling's rate, same unit */
     double target;     /* minimum rate / ceiling */
+    double min_s, max_s; /* fastest and slowest run; 0: not reported */
+    double gflop;      /* floating-point work counted, 10^9 operations; 0: not counted */
 } kvb_row;
 
 void kvb_print_header(void);
+/* One row on stdout, and in the Markdown table when kvb_markdown is open. */
 void kvb_print_row(const kvb_row *row);
+
+/* Where the results go besides stdout: the Markdown table (NULL: none) and the folder of the figures
+ * (NULL: none). kvbench.c opens them. */
+extern FILE *kvb_markdown;
+extern const char *kvb_out_dir;
+
+/* Progress on stderr: "kvbench: <what>" on one line. */
+void kvb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* GB/s (10^9 bytes per second) of `bytes` processed in `seconds`. */
 double kvb_gbps(size_t bytes, double seconds);
@@ -42,8 +61,32 @@ double kvb_gbps(size_t bytes, double seconds);
 /* ceilings.c: memcpy(dst, src, bytes) on the calling thread, median seconds. */
 double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
 
+/* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each from
+ * the fastest of its runs:
+ *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read
+ *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
+ *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
+ *   sgemm    the two products of one decode tile at the skinny shape (ceilings.c), GFLOP/s, on 1 and
+ *            on 2 OpenBLAS threads */
+#define KVB_GATHER_ROW 656
+typedef struct {
+    double scan_gbps, copy_gbps, gather_gbps;
+    double sgemm_gflops[2];
+} kvb_ceiling_set;
+const kvb_ceiling_set *kvb_ceilings(void);
+
+/* OpenBLAS's thread count for what follows (OpenMP stays at one). */
+void kvb_set_threads(int n);
+
+/* The roofline of a step that does `flop` over `bytes` read from DRAM on `threads` threads: the
+ * smaller of the sgemm rate and bytes/flop-scaled scan bandwidth, in GFLOP/s. *compute is 1 when
+ * the sgemm rate is the bound. */
+double kvb_roofline_gflops(double flop, double bytes, int threads, int *compute);
+
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */
 int kvb_group_formats(void);    /* bench_formats.c */
+int kvb_group_decode(void);     /* bench_decode.c */
+int kvb_group_peer(void);       /* bench_decode.c, with peer_mla.py */
 
 #endif

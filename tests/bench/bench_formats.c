@@ -127,11 +127,13 @@ int kvb_group_formats(void)
     b.s_global = kvf_nvfp4_global_scale(amax_of(b.x, b.n));
     double copy = kvb_memcpy_seconds(b.y, b.x, bytes);
     double ceiling = kvb_gbps(bytes, copy);
-    kvb_print_row(&(kvb_row){"formats", "memcpy (same bytes)", (double)bytes / KVB_MIB, copy, ceiling, "GB/s", 0, 0});
+    kvb_print_row(&(kvb_row){"formats", "memcpy (same bytes)", (double)bytes / KVB_MIB, copy, ceiling, "GB/s", 0, 0,
+                             0, 0, 0});
     for (int k = 0; k < N_KERNELS; k++) {
-        double s = kvb_median_seconds(KERNELS[k].run, &b);
-        kvb_print_row(&(kvb_row){"formats", KERNELS[k].what, (double)bytes / KVB_MIB, s, kvb_gbps(bytes, s), "GB/s",
-                                 ceiling, KERNELS[k].target});
+        kvb_progress("formats: %s", KERNELS[k].what);
+        kvb_time t = kvb_time_runs(KERNELS[k].run, &b, KVB_REPEATS);
+        kvb_print_row(&(kvb_row){"formats", KERNELS[k].what, (double)bytes / KVB_MIB, t.median,
+                                 kvb_gbps(bytes, t.median), "GB/s", ceiling, KERNELS[k].target, t.min, t.max, 0});
     }
     buffers_free(&b);
     return 0;

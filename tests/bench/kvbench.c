@@ -1,15 +1,16 @@
 /* kvbench: runs the benchmark groups and prints one table (bench.h says how a group is written).
  *
- *   kvbench [GROUP...]     every group, or only those named
+ *   kvbench [--out DIR] [GROUP...]   every group, or only those named; with --out, the table is also
+ *                                    written to DIR/results.md and the figures to DIR (DIR must exist)
  *
- * Exit status: 0; 1 if a group could not run; 2 for an unknown group name. */
+ * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
+ * group name or option. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
-#include "timing.h"
 
 typedef struct {
     const char *name;
@@ -18,43 +19,21 @@ typedef struct {
 } group;
 
 static const group GROUPS[] = {
-    {"ceilings", "this machine's memcpy bandwidth", kvb_group_ceilings},
+    {"ceilings", "this machine's read-scan, copy and random-gather bandwidth, skinny sgemm", kvb_group_ceilings},
     {"formats", "element casts and block quantisers over 256 MiB of float32", kvb_group_formats},
+    {"decode", "each generation's decode attention at 8K, 32K, 128K against its roofline", kvb_group_decode},
+    {"peer", "MLA absorbed decode against the numpy peer (python3 with numpy)", kvb_group_peer},
 };
 enum { N_GROUPS = sizeof GROUPS / sizeof GROUPS[0] };
 
 double kvb_median_seconds(void (*run)(void *ctx), void *ctx)
 {
-    double t[KVB_REPEATS];
-    run(ctx);
-    for (int r = 0; r < KVB_REPEATS; r++) {
-        double start = kvl_seconds();
-        run(ctx);
-        t[r] = kvl_seconds() - start;
-    }
-    return kvl_median(t, KVB_REPEATS);
+    return kvb_time_runs(run, ctx, KVB_REPEATS).median;
 }
 
 double kvb_gbps(size_t bytes, double seconds)
 {
     return (double)bytes / seconds * 1e-9;
-}
-
-void kvb_print_header(void)
-{
-    printf("%-9s %-28s %7s %9s %10s %10s %7s %7s  %s\n", "group", "what", "MiB", "ms", "rate", "ceiling", "ratio",
-           "target", "verdict");
-}
-
-void kvb_print_row(const kvb_row *row)
-{
-    printf("%-9s %-28s %7.0f %9.2f %5.2f %-4s", row->group, row->what, row->mib, row->seconds * 1e3, row->rate,
-           row->unit);
-    if (row->ceiling > 0) printf(" %5.2f %-4s %7.3f", row->ceiling, row->unit, row->rate / row->ceiling);
-    else printf(" %10s %7s", "-", "-");
-    if (row->target > 0) printf(" %7.3f  %s\n", row->target, row->rate / row->ceiling >= row->target ? "PASS" : "BELOW");
-    else printf(" %7s  %s\n", "-", "-");
-    fflush(stdout);
 }
 
 static const group *find_group(const char *name)
@@ -66,8 +45,9 @@ static const group *find_group(const char *name)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvbench [GROUP ...]\n"
-               "Measures each GROUP (default: all, in this order) on one thread and prints one table:\n");
+    fprintf(f, "usage: kvbench [--out DIR] [GROUP ...]\n"
+               "Measures each GROUP (default: all, in this order) and prints one table; with --out, also\n"
+               "DIR/results.md and the figures in DIR:\n");
     for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
 }
 
@@ -89,17 +69,35 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (strcmp(argv[i], "--out") == 0) {
+            if (i + 1 == argc) return bad_argument(argv[i], i, "needs a folder");
+            kvb_out_dir = argv[++i];
+            continue;
+        }
         const group *g = find_group(argv[i]);
         if (!g) return bad_argument(argv[i], i, argv[i][0] == '-' ? "unknown option" : "unknown group");
         for (int k = 0; k < n; k++)
             if (chosen[k] == g) return bad_argument(argv[i], i, "group given twice");
         chosen[n++] = g;
     }
-    for (; argc == 1 && n < N_GROUPS; n++) chosen[n] = &GROUPS[n];
-    omp_set_num_threads(1);          /* every figure is one thread's: OpenMP and OpenBLAS pools alike */
+    if (n == 0)
+        for (; n < N_GROUPS; n++) chosen[n] = &GROUPS[n];
+    if (kvb_out_dir) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/results.md", kvb_out_dir);
+        if (!(kvb_markdown = fopen(path, "w"))) {
+            fprintf(stderr, "kvbench: cannot write %s\n", path);
+            return 1;
+        }
+        fprintf(kvb_markdown, "# kvbench results\n\nEach time is the median of the runs (fastest - slowest); "
+                              "ratio = rate / the ceiling that bounds the step.\n\n");
+    }
+    /* One thread unless a row says 2T: OpenMP and OpenBLAS pools alike. The attention steps use only
+     * OpenBLAS's threads (ref/core/attend.h), which the 2-thread rows raise to two. */
+    omp_set_num_threads(1);
     openblas_set_num_threads(1);
-    printf("kvbench: one thread; each time is the median of %d runs after a warm-up; GB/s = 10^9 bytes/s\n",
-           KVB_REPEATS);
+    printf("kvbench: one thread unless a row says 2T; each time is the median of %d runs after a warm-up "
+           "(min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n", KVB_REPEATS);
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
     kvb_print_header();
     int failed = 0;
@@ -108,5 +106,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvbench: group %s could not run: out of memory\n", chosen[g]->name);
         failed = 1;
     }
+    if (kvb_markdown) fclose(kvb_markdown);
     return failed;
 }

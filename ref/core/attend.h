@@ -1,0 +1,80 @@
+/* Attention of Hq query rows against N cached rows, tile by tile with an online softmax: the decode
+ * step of every generation written as matrix products.
+ *
+ *   s_hj = scale · q_h · k_j^g                 k_j^g = rows[j][k_off + g·Dk … k_off + (g+1)·Dk)
+ *   o_h  = Σ_j softmax_j(s_h + σ_h) · v_j^g    v_j^g = rows[j][v_off + g·Dv … v_off + (g+1)·Dv)
+ *
+ * with g = h / (Hq / groups): the query rows come in `groups` equal groups, each reading its own key
+ * and value columns (GQA's [K_0 … K_{G−1} | V_0 … V_{G−1}] row); one group is MQA (MLA).
+ *
+ * σ_h is the sink logit of head h (spec generations.md §0, ref/core/softmax.h): it joins the
+ * denominator only. The plain entry points have no sink (σ = −∞).
+ *
+ * Every row is visible and their order does not matter (softmax is permutation invariant), so a
+ * ring is read in slot order, in place. Keys and values are column ranges of the same rows: MLA's
+ * key is the whole [c_kv | k_rope] row and its value the first Dc columns (the ranges overlap); a
+ * GQA group's key and value are two Dh-wide ranges of the [K | V] row.
+ *
+ * The tiled form, for each tile of KVL_ATTEND_TILE rows and each group of Gq = Hq/groups query rows
+ * (Milakov & Gimelshein's online softmax, the rescaling FlashAttention and FlashMLA run):
+ *   S[Gq][n]  = Q_g[Gq][Dk] · K_tile^g[n][Dk]ᵀ                               one sgemm
+ *   m'_h      = max(m_h, max_j scale·S_hj);  α_h = exp(m_h − m'_h)
+ *   P_hj      = exp(scale·S_hj − m'_h);      l_h ← α_h·l_h + Σ_j P_hj
+ *   acc_h     ← α_h·acc_h;  acc_g[Gq][Dv] += P[Gq][n] · V_tile^g[n][Dv]       one sgemm
+ * and o_h = acc_h / l_h at the end (l_h counts the sink's exp(σ_h − m_h) too). It is the same
+ * function as the _loop twin, which scores every row, runs kvl_softmax on the whole score row and
+ * sums the weighted values; the two differ by float rounding only.
+ *
+ * bf16 rows (swa_ring's SWA_STORE_BF16) are widened one tile at a time, once for every group, into
+ * a float tile that stays in cache; the whole cache is never widened at once.
+ *
+ * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
+ * kvl_softmax gives; a NaN score makes the head's output NaN.
+ *
+ * Threads: the tile loop is sequential (m and l carry from tile to tile) and the work inside it is
+ * the two products, so OpenBLAS's pool is the one owner of the threads. Nothing here opens an
+ * OpenMP region: OpenMP workers spinning beside BLAS workers on the same cores halve the rate. Call
+ * from outside OpenMP parallel regions; openblas_set_num_threads sets how many cores the step uses. */
+#ifndef KVL_ATTEND_H
+#define KVL_ATTEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows per tile: 256 rows of 576 floats (MLA's row) is 576 KiB, inside a 1 MiB L2 with the score
+ * tile beside it. */
+#define KVL_ATTEND_TILE 256
+
+/* Where keys and values sit in the cached rows. */
+typedef struct {
+    size_t N;       /* rows */
+    size_t stride;  /* elements from one row to the next */
+    size_t k_off;   /* first key column of group 0 */
+    size_t Dk;      /* key width, also the query width */
+    size_t v_off;   /* first value column of group 0 */
+    size_t Dv;      /* value width */
+    size_t groups;  /* groups of query rows, each with its own keys and values; at least 1 */
+} kvl_attend_rows;
+
+/* o[Hq][Dv] = attention of q[Hq][Dk] over rows[N][stride] (float32), tiled (above). KVL_EINVAL for
+ * a NULL array, Dk, Dv or groups of 0, Hq not a multiple of groups, a group's columns past the
+ * stride, a scale that is not finite and positive, or a size past the BLAS integer; KVL_ENOMEM.
+ * N = 0 gives o = 0. */
+int kvl_attend_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r, float scale);
+
+/* The same over bf16 rows[N][stride]. */
+int kvl_attend_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
+                    float scale);
+
+/* The same with a sink logit sigma[Hq] per head (finite or −∞; anything else is KVL_EINVAL). */
+int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
+                        float scale, const float *sigma);
+int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
+                         float scale, const float *sigma);
+
+/* The definition, float32 rows, plain loops: per head, every score, kvl_softmax_sink_f32 on the row
+ * (sigma NULL: kvl_softmax_f32), then Σ_j p_j v_j. The test oracle's twin; same errors. */
+int kvl_attend_f32_loop(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
+                        float scale, const float *sigma);
+
+#endif

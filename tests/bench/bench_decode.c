@@ -1,0 +1,583 @@
+/* Decode: one token's attention over its cache, per generation, at the real head geometry read from
+ * ref/configs, at 8K, 32K and 128K cached tokens, with float32 and bf16 caches.
+ *
+ *   MHA/GQA   DeepSeek LLM 67B (H 64, Hkv 8, Dh 128): per KV group, its query heads against the
+ *             group's K and V columns of the ring (mha_decode's attention)
+ *   MLA       V3 (H 128, Dc 512, Dr 64): absorbed, MQA over the [c_kv | k_rope] rows of the ring
+ *             (mla_decode_absorbed's attention); naive, every head's keys and values rebuilt from the
+ *             rows (mla_scores_naive, softmax, mla_values_naive), float32 at 8K only (its K and V
+ *             expansion costs 2·H·N·Dc·(Dnope + Dv) flop, seconds per token)
+ *   DSA       V3.2 (HI 64, DI 128 indexer; K 2048): the indexer's scores over every key
+ *             (dsa_index_scores), top-k (kvl_topk; a selection, read against the scan bandwidth with
+ *             no target), the K picked rows gathered, absorbed attention over them
+ *   V4        V4-Flash (H 64, Dh 512, W 128, sinks): v4_attend for one token of a window-only, a CSA
+ *             (M 4, top-512 of the compressed entries) and an HCA layer (M 128, every entry), float32
+ *             rows, HCA also at 1M; the CSA indexer is not timed here
+ * The projections around the attention (W_Q, W_UK, W_UV, W_O: the same cost at every context) are
+ * not timed: this group measures what grows with the context.
+ *
+ * Each row counts its flop and the bytes of cache it reads, and is read against its roofline
+ * (kvb_roofline_gflops): compute-bound steps against the skinny-sgemm ceiling (target 0.8), memory-
+ * bound ones against the read-scan bandwidth (target 0.75), the gather against the gather ceiling
+ * (target 0.8). Compute-bound steps run on 1 and on 2 OpenBLAS threads, and a row gives the speedup
+ * against the ideal 2 (target 1.6 of 2); the sgemm ceiling's own speedup says whether the second
+ * core was free. The 1-thread cost of each generation's step is plotted against the context in
+ * decode.svg. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attend.h"
+#include "bench.h"
+#include "config.h"
+#include "dsa.h"
+#include "mha.h"
+#include "mla.h"
+#include "rng.h"
+#include "softmax.h"
+#include "status.h"
+#include "svg.h"
+#include "swa.h"
+#include "topk.h"
+#include "v4.h"
+
+#define COMPUTE_TARGET 0.8
+#define MEMORY_TARGET 0.75
+#define GATHER_TARGET 0.8
+#define SCALING_TARGET 0.8 /* 1.6× of the ideal 2× */
+#define FILL_ROWS 1024     /* distinct random rows, repeated to fill a cache */
+#define NAIVE_REPEATS 3
+
+static const size_t CONTEXTS[] = {8192, 32768, 131072};
+enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
+static const swa_store STORES[] = {SWA_STORE_F32, SWA_STORE_BF16};
+
+/* ---- the figure: 1-thread bf16 cost per step against the context, one line per generation ------- */
+
+enum { LINE_MHA, LINE_MLA, LINE_DSA, LINE_HCA, N_LINES };
+static const char *const LINE_NAME[N_LINES] = {"67B MHA/GQA", "V3 MLA absorbed", "V3.2 DSA (indexer + top-k)",
+                                               "V4-Flash HCA layer (f32)"};
+static const char *const LINE_COLOUR[N_LINES] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd"};
+static double line_ms[N_LINES][N_CONTEXTS];
+
+/* ---- a ring of T random rows ---------------------------------------------------------------------- */
+
+static int ring_fill(swa_ring *r, size_t T, size_t width, swa_store store, kvl_rng *rng)
+{
+    if (swa_ring_init(r, 0, T, width, store) != 0) return 1;
+    float *rows = malloc(FILL_ROWS * width * sizeof *rows);
+    if (!rows) return 1;
+    kvl_rng_uniform_f32(rng, rows, FILL_ROWS * width, -1.0, 1.0);
+    int rc = 0;
+    for (size_t t = 0; t < T && rc == 0; t += FILL_ROWS)
+        rc = swa_ring_append(r, rows, T - t < FILL_ROWS ? T - t : FILL_ROWS);
+    free(rows);
+    return rc;
+}
+
+static float *random_floats(size_t n, kvl_rng *rng)
+{
+    float *x = malloc(n * sizeof *x);
+    if (x) kvl_rng_uniform_f32(rng, x, n, -1.0, 1.0);
+    return x;
+}
+
+/* ---- rows of the table ---------------------------------------------------------------------------- */
+
+static void label(char *what, size_t cap, const char *step, swa_store store, size_t T, int threads)
+{
+    snprintf(what, cap, "%s %s %zuK %dT", step, swa_store_name(store), T / 1024, threads);
+}
+
+/* A step of `flop` over `bytes` of cache, read against its roofline. */
+static void print_step(const char *what, kvb_time t, double flop, double bytes, int threads, double target_mem)
+{
+    int compute;
+    const double roof = kvb_roofline_gflops(flop, bytes, threads, &compute);
+    kvb_print_row(&(kvb_row){"decode", what, bytes / KVB_MIB, t.median, flop * 1e-9 / t.median, "GF/s", roof,
+                             compute ? COMPUTE_TARGET : target_mem, t.min, t.max, flop * 1e-9});
+}
+
+/* Times run(ctx) on 1 thread, and on 2 when the step is compute-bound, printing a row each and the
+ * speedup; returns the 1-thread time. */
+static kvb_time time_step(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
+                          double bytes)
+{
+    char what[96];
+    kvb_time t[2];
+    int compute;
+    kvb_roofline_gflops(flop, bytes, 1, &compute);
+    for (int th = 0; th < 1 + compute; th++) {
+        kvb_progress("decode: %s %s %zuK, %d thread(s)", step, swa_store_name(store), T / 1024, th + 1);
+        kvb_set_threads(th + 1);
+        t[th] = kvb_time_runs(run, ctx, KVB_REPEATS);
+        label(what, sizeof what, step, store, T, th + 1);
+        print_step(what, t[th], flop, bytes, th + 1, MEMORY_TARGET);
+    }
+    kvb_set_threads(1);
+    if (compute) {
+        snprintf(what, sizeof what, "%s %s %zuK 2T/1T", step, swa_store_name(store), T / 1024);
+        kvb_print_row(&(kvb_row){"decode", what, bytes / KVB_MIB, t[1].median, t[0].median / t[1].median, "x", 2.0,
+                                 SCALING_TARGET, 0, 0, 0});
+    }
+    return t[0];
+}
+
+/* ---- MHA/GQA and MLA absorbed: attention over the ring, per group --------------------------------- */
+
+typedef struct {
+    swa_ring ring;
+    float *q, *o;            /* [groups·G][Dk], [groups·G][Dv] */
+    size_t groups, G, Dk, Dv;
+    size_t v_base;           /* first value column of group 0; group g's columns start g·Dk and v_base + g·Dv */
+    float scale;
+} ring_step;
+
+static void run_ring_step(void *ctx)
+{
+    ring_step *s = ctx;
+    swa_ring_attend(s->o, s->q, s->groups * s->G, &s->ring, s->groups, 0, s->Dk, s->v_base, s->Dv, s->scale);
+}
+
+/* One ring step per store and context; its 1-thread bf16 cost goes to the figure's line. */
+static int bench_ring_step(const char *step, ring_step proto, size_t width, int line, kvl_rng *rng)
+{
+    const size_t Hq = proto.groups * proto.G;
+    for (size_t k = 0; k < N_CONTEXTS; k++)
+        for (size_t st = 0; st < 2; st++) {
+            ring_step s = proto;
+            s.q = random_floats(Hq * s.Dk, rng);
+            s.o = malloc(Hq * s.Dv * sizeof *s.o);
+            int rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], width, STORES[st], rng);
+            if (rc == 0) {
+                const double N = (double)CONTEXTS[k];
+                const double flop = 2.0 * (double)Hq * N * (double)(s.Dk + s.Dv);
+                const double bytes = N * (double)width * (double)swa_store_bytes(STORES[st]);
+                kvb_time t = time_step(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes);
+                if (STORES[st] == SWA_STORE_BF16) line_ms[line][k] = t.median * 1e3;
+            }
+            swa_ring_free(&s.ring);
+            free(s.q);
+            free(s.o);
+            if (rc) return 1;
+        }
+    return 0;
+}
+
+static int bench_mha(const kvl_model *m, kvl_rng *rng)
+{
+    const size_t Hkv = m->n_kv_heads, Dh = m->head_dim;
+    ring_step s = {.groups = Hkv, .G = m->n_heads / Hkv, .Dk = Dh, .Dv = Dh, .v_base = Hkv * Dh,
+                   .scale = (float)(1.0 / sqrt((double)Dh))};
+    return bench_ring_step("67B GQA", s, 2 * Hkv * Dh, LINE_MHA, rng);
+}
+
+static int bench_mla_absorbed(const mla_config *c, kvl_rng *rng)
+{
+    const size_t Dw = c->kv_lora_rank + c->qk_rope;
+    ring_step s = {.groups = 1, .G = c->n_heads, .Dk = Dw, .Dv = c->kv_lora_rank, .v_base = 0,
+                   .scale = (float)c->softmax_scale};
+    return bench_ring_step("V3 MLA absorbed", s, Dw, LINE_MLA, rng);
+}
+
+/* ---- MLA naive ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const mla_config *c;
+    mla_weights w;
+    float *q, *rows, *scores, *o;
+    size_t N;
+} naive_step;
+
+static void run_naive(void *ctx)
+{
+    naive_step *s = ctx;
+    mla_scores_naive(s->scores, s->c, &s->w, s->q, s->rows, NULL, 1, s->N);
+    for (size_t h = 0; h < s->c->n_heads; h++) kvl_softmax_f32(s->scores + h * s->N, s->N);
+    mla_values_naive(s->o, s->c, &s->w, s->scores, s->rows, 1, s->N);
+}
+
+static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
+{
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dw = Dc + c->qk_rope, N = CONTEXTS[0];
+    naive_step s = {.c = c, .N = N};
+    int rc = mla_weights_alloc(&s.w, c) != 0;
+    s.q = random_floats(H * (c->qk_nope + c->qk_rope), rng);
+    s.rows = random_floats(N * Dw, rng);
+    s.scores = malloc(H * N * sizeof *s.scores);
+    s.o = malloc(H * c->v_head * sizeof *s.o);
+    rc = rc || !s.q || !s.rows || !s.scores || !s.o;
+    if (rc == 0) {
+        kvl_rng_normal_f32(rng, s.w.w_ukv, H * (c->qk_nope + c->v_head) * Dc, 1.0 / sqrt((double)Dc));
+        const double per_head = 2.0 * (double)N * ((double)Dc * (double)(c->qk_nope + c->v_head) +
+                                                   (double)(c->qk_nope + c->qk_rope) + (double)c->v_head);
+        const double flop = (double)H * per_head, bytes = (double)N * (double)Dw * sizeof(float);
+        kvb_progress("decode: V3 MLA naive f32 %zuK, 1 thread (%d runs of seconds each)", N / 1024, NAIVE_REPEATS);
+        kvb_time t = kvb_time_runs(run_naive, &s, NAIVE_REPEATS);
+        char what[96];
+        label(what, sizeof what, "V3 MLA naive", SWA_STORE_F32, N, 1);
+        print_step(what, t, flop, bytes, 1, MEMORY_TARGET);
+    }
+    mla_weights_free(&s.w);
+    free(s.q);
+    free(s.rows);
+    free(s.scores);
+    free(s.o);
+    return rc;
+}
+
+/* ---- DSA: indexer, top-k, gather, sparse attention ----------------------------------------------- */
+
+typedef struct {
+    const dsa_config *c;
+    swa_ring ring;           /* MLA rows [N][Dc+Dr] */
+    float *q_idx, *w_idx, *k_idx, *scores; /* [HI][DI], [HI], [N][DI], [N] */
+    int32_t *sel;            /* [K] */
+    void *picked;            /* [K][Dc+Dr] rows gathered in the ring's store */
+    float *q_hat, *o_hat;    /* [H][Dc+Dr], [H][Dc] */
+    size_t N;
+} dsa_step;
+
+static void run_index(void *ctx)
+{
+    dsa_step *s = ctx;
+    dsa_index_scores(s->scores, s->c, s->q_idx, s->w_idx, s->k_idx, 1, s->N, s->N - 1);
+}
+
+static void run_topk(void *ctx)
+{
+    dsa_step *s = ctx;
+    kvl_topk(s->sel, s->scores, 1, s->N, s->c->index_topk);
+}
+
+static void run_gather(void *ctx)
+{
+    dsa_step *s = ctx;
+    const size_t row = s->ring.width * swa_store_bytes(s->ring.store);
+    const uint8_t *rows = s->ring.rows;
+    for (size_t i = 0; i < s->c->index_topk; i++)
+        memcpy((uint8_t *)s->picked + i * row, rows + (size_t)s->sel[i] * row, row);
+}
+
+static void run_sparse(void *ctx)
+{
+    dsa_step *s = ctx;
+    const size_t Dc = s->c->mla.kv_lora_rank, Dw = s->ring.width;
+    const kvl_attend_rows r = {s->c->index_topk, Dw, 0, Dw, 0, Dc, 1};
+    const float scale = (float)s->c->mla.softmax_scale;
+    if (s->ring.store == SWA_STORE_BF16) kvl_attend_bf16(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale);
+    else kvl_attend_f32(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale);
+}
+
+static void dsa_step_free(dsa_step *s)
+{
+    swa_ring_free(&s->ring);
+    free(s->q_idx);
+    free(s->w_idx);
+    free(s->k_idx);
+    free(s->scores);
+    free(s->sel);
+    free(s->picked);
+    free(s->q_hat);
+    free(s->o_hat);
+}
+
+static int dsa_step_init(dsa_step *s, const dsa_config *c, size_t N, swa_store store, kvl_rng *rng)
+{
+    const size_t HI = c->index_n_heads, DI = c->index_head_dim, K = c->index_topk, H = c->mla.n_heads;
+    const size_t Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
+    *s = (dsa_step){.c = c, .N = N};
+    s->q_idx = random_floats(HI * DI, rng);
+    s->w_idx = random_floats(HI, rng);
+    s->k_idx = random_floats(N * DI, rng);
+    s->scores = malloc(N * sizeof *s->scores);
+    s->sel = malloc(K * sizeof *s->sel);
+    s->picked = malloc(K * Dw * swa_store_bytes(store));
+    s->q_hat = random_floats(H * Dw, rng);
+    s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
+    if (!s->q_idx || !s->w_idx || !s->k_idx || !s->scores || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
+    if (ring_fill(&s->ring, N, Dw, store, rng)) return 1;
+    run_index(s);
+    run_topk(s);
+    return 0;
+}
+
+static int bench_dsa(const dsa_config *c, kvl_rng *rng)
+{
+    const size_t HI = c->index_n_heads, DI = c->index_head_dim, K = c->index_topk, H = c->mla.n_heads;
+    const size_t Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
+    for (size_t k = 0; k < N_CONTEXTS; k++)
+        for (size_t st = 0; st < 2; st++) {
+            const size_t N = CONTEXTS[k];
+            const swa_store store = STORES[st];
+            dsa_step s;
+            if (dsa_step_init(&s, c, N, store, rng)) {
+                dsa_step_free(&s);
+                return 1;
+            }
+            const double n = (double)N, row = (double)Dw * (double)swa_store_bytes(store);
+            /* the index keys are float32 here (the fp8 cache's dequantised view); the row store varies */
+            const double index_flop = 2.0 * (double)(HI * DI) * n + 3.0 * (double)HI * n; /* dots, ReLU, weights */
+            kvb_time ti = time_step("V3.2 DSA indexer", store, N, run_index, &s, index_flop,
+                                    n * (double)DI * sizeof(float));
+            kvb_progress("decode: V3.2 DSA top-k %s %zuK", swa_store_name(store), N / 1024);
+            kvb_time tk = kvb_time_runs(run_topk, &s, KVB_REPEATS);
+            char what[96];
+            label(what, sizeof what, "V3.2 DSA top-k", store, N, 1);
+            kvb_print_row(&(kvb_row){"decode", what, n * sizeof(float) / KVB_MIB, tk.median,
+                                     kvb_gbps(N * sizeof(float), tk.median), "GB/s", kvb_ceilings()->scan_gbps,
+                                     0, tk.min, tk.max, 0});
+            kvb_progress("decode: V3.2 DSA gather %s %zuK", swa_store_name(store), N / 1024);
+            kvb_time tg = kvb_time_runs(run_gather, &s, KVB_REPEATS);
+            label(what, sizeof what, "V3.2 DSA gather", store, N, 1);
+            kvb_print_row(&(kvb_row){"decode", what, (double)K * row / KVB_MIB, tg.median,
+                                     kvb_gbps((size_t)((double)K * row), tg.median), "GB/s",
+                                     kvb_ceilings()->gather_gbps, GATHER_TARGET, tg.min, tg.max, 0});
+            kvb_time ta = time_step("V3.2 DSA sparse attend", store, N, run_sparse, &s,
+                                    2.0 * (double)H * (double)K * (double)(Dw + Dc), (double)K * row);
+            if (store == SWA_STORE_BF16) line_ms[LINE_DSA][k] = (ti.median + tk.median + tg.median + ta.median) * 1e3;
+            dsa_step_free(&s);
+        }
+    return 0;
+}
+
+/* ---- V4: v4_attend for one token ---------------------------------------------------------------- */
+
+typedef struct {
+    const v4_config *c;
+    v4_weights w;
+    float *q, *win, *entries, *o; /* [H][Dh], [W][Dh], [N][Dh], [H][Dh] */
+    int32_t *sel;                 /* [K] CSA picks */
+    size_t N, T;
+} v4_step;
+
+static void run_v4(void *ctx)
+{
+    v4_step *s = ctx;
+    const size_t W = s->c->window;
+    v4_attend(s->o, s->c, &s->w, s->q, s->win, s->T - W, s->entries, s->N, s->sel, 1, s->T - 1);
+}
+
+/* Keys one token reads: its W window rows, then every entry (HCA) or K picks (CSA). */
+static size_t v4_keys(const v4_config *c, size_t N)
+{
+    return c->window + (c->kind == KVL_LAYER_HCA ? N : c->kind == KVL_LAYER_CSA ? c->indexer.topk : 0);
+}
+
+static int bench_v4_layer(const v4_config *c, const char *step, size_t T, int line, size_t k, kvl_rng *rng)
+{
+    const size_t H = c->n_heads, Dh = c->head_dim, W = c->window;
+    const size_t N = c->kind == KVL_LAYER_WINDOW ? 0 : T / c->compressor.ratio;
+    const size_t K = c->kind == KVL_LAYER_CSA ? c->indexer.topk : 0;
+    v4_step s = {.c = c, .N = N, .T = T};
+    int rc = v4_weights_alloc(&s.w, c) != KVL_OK;
+    s.q = random_floats(H * Dh, rng);
+    s.win = random_floats(W * Dh, rng);
+    s.entries = random_floats((N ? N : 1) * Dh, rng);
+    s.o = malloc(H * Dh * sizeof *s.o);
+    s.sel = malloc((K ? K : 1) * sizeof *s.sel);
+    rc = rc || !s.q || !s.win || !s.entries || !s.o || !s.sel;
+    if (rc == 0) {
+        kvl_rng_normal_f32(rng, s.w.sinks, H, 1.0);
+        for (size_t i = 0; i < K; i++) s.sel[i] = (int32_t)(kvl_rng_next_u64(rng) % N);
+        const double keys = (double)v4_keys(c, N);
+        kvb_time t = time_step(step, SWA_STORE_F32, T, run_v4, &s, 4.0 * (double)(H * Dh) * keys,
+                               keys * (double)Dh * sizeof(float));
+        if (line >= 0) line_ms[line][k] = t.median * 1e3;
+    }
+    v4_weights_free(&s.w);
+    free(s.q);
+    free(s.win);
+    free(s.entries);
+    free(s.o);
+    free(s.sel);
+    return rc;
+}
+
+/* The first layer of `kind` in m, as a config; 1 if there is none. */
+static int v4_layer_of(v4_config *c, const kvl_model *m, kvl_layer_kind kind)
+{
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == kind) return v4_config_from_model(c, m, l) != KVL_OK;
+    return 1;
+}
+
+static int bench_v4(const kvl_model *m, kvl_rng *rng)
+{
+    v4_config win, csa, hca;
+    if (v4_layer_of(&win, m, KVL_LAYER_WINDOW) || v4_layer_of(&csa, m, KVL_LAYER_CSA) ||
+        v4_layer_of(&hca, m, KVL_LAYER_HCA)) {
+        fprintf(stderr, "kvbench: %s: no window, CSA or HCA layer: %s\n", m->path, kvl_error());
+        return 1;
+    }
+    int rc = 0;
+    for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
+        rc = bench_v4_layer(&win, "V4-Flash window", CONTEXTS[k], -1, k, rng);
+        if (rc == 0) rc = bench_v4_layer(&csa, "V4-Flash CSA", CONTEXTS[k], -1, k, rng);
+        if (rc == 0) rc = bench_v4_layer(&hca, "V4-Flash HCA", CONTEXTS[k], LINE_HCA, k, rng);
+    }
+    if (rc == 0) rc = bench_v4_layer(&hca, "V4-Flash HCA", (size_t)1 << 20, -1, 0, rng);
+    return rc;
+}
+
+/* ---- the figure ------------------------------------------------------------------------------------ */
+
+static void write_figure(void)
+{
+    if (!kvb_out_dir) return;
+    const double W = 780, Hh = 440, x0 = 90, x1 = 520, y0 = 380, y1 = 60;
+    double lo = INFINITY, hi = 0;
+    for (int l = 0; l < N_LINES; l++)
+        for (int k = 0; k < N_CONTEXTS; k++)
+            if (line_ms[l][k] > 0) lo = fmin(lo, line_ms[l][k]), hi = fmax(hi, line_ms[l][k]);
+    if (!(hi > 0)) return;
+    const double dlo = floor(log10(lo)), dhi = ceil(log10(hi)) > dlo ? ceil(log10(hi)) : dlo + 1;
+    const double lx0 = log2((double)CONTEXTS[0]), lx1 = log2((double)CONTEXTS[N_CONTEXTS - 1]);
+#define PX(t) (x0 + (log2(t) - lx0) / (lx1 - lx0) * (x1 - x0))
+#define PY(ms) (y0 - (log10(ms) - dlo) / (dhi - dlo) * (y0 - y1))
+    svg_doc s;
+    svg_begin(&s, W, Hh);
+    svg_title(&s, x0, 30, 15, "Attention cost per decode step against context (bf16 cache, 1 thread)");
+    svg_line(&s, x0, y0, x1, y0, "#000", 1);
+    svg_line(&s, x0, y0, x0, y1, "#000", 1);
+    for (double d = dlo; d <= dhi; d++) {
+        svg_line(&s, x0 - 4, PY(pow(10, d)), x1, PY(pow(10, d)), "#ddd", 1);
+        svg_text(&s, x0 - 8, PY(pow(10, d)) + 4, 11, "end", "%g ms", pow(10, d));
+    }
+    for (int k = 0; k < N_CONTEXTS; k++)
+        svg_text(&s, PX((double)CONTEXTS[k]), y0 + 18, 11, "middle", "%zuK", CONTEXTS[k] / 1024);
+    svg_text(&s, (x0 + x1) / 2, y0 + 40, 12, "middle", "cached tokens");
+    for (int l = 0; l < N_LINES; l++) {
+        for (int k = 0; k + 1 < N_CONTEXTS; k++)
+            if (line_ms[l][k] > 0 && line_ms[l][k + 1] > 0)
+                svg_line(&s, PX((double)CONTEXTS[k]), PY(line_ms[l][k]), PX((double)CONTEXTS[k + 1]),
+                         PY(line_ms[l][k + 1]), LINE_COLOUR[l], 2.5);
+        const double ly = y1 + 20 * l;
+        svg_line(&s, x1 + 20, ly, x1 + 44, ly, LINE_COLOUR[l], 2.5);
+        svg_text(&s, x1 + 50, ly + 4, 11, "start", "%s", LINE_NAME[l]);
+    }
+#undef PX
+#undef PY
+    svg_end(&s);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/decode.svg", kvb_out_dir);
+    FILE *f = s.failed ? NULL : fopen(path, "w");
+    if (f) {
+        fputs(s.text, f);
+        fclose(f);
+        kvb_progress("decode: wrote %s", path);
+    } else kvb_progress("decode: could not write %s", path);
+    svg_free(&s);
+}
+
+/* ---- the group ------------------------------------------------------------------------------------- */
+
+static int load(kvl_model *m, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref/configs/%s", KVL_SOURCE_DIR, name);
+    if (kvl_model_load(m, path) == KVL_OK) return 0;
+    fprintf(stderr, "kvbench: %s\n", kvl_error());
+    return 1;
+}
+
+int kvb_group_decode(void)
+{
+    const kvb_ceiling_set *ceil = kvb_ceilings();
+    if (!ceil) return 1;
+    const double scaling = ceil->sgemm_gflops[1] / ceil->sgemm_gflops[0];
+    printf("decode: sgemm on 2 threads runs %.2fx its 1-thread rate: %s\n", scaling,
+           scaling >= 2 * SCALING_TARGET ? "the second core is free, 2T/1T verdicts hold"
+                                         : "the second core is busy, 2T/1T verdicts say nothing about the code");
+    kvl_model m67 = {0}, v3 = {0}, v32 = {0}, v4f = {0};
+    mla_config mla;
+    dsa_config dsa;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 11);
+    int rc = load(&m67, "deepseek-llm-67b.json") || load(&v3, "deepseek-v3.json") ||
+             load(&v32, "deepseek-v3.2-exp.json") || load(&v4f, "deepseek-v4-flash.json");
+    if (rc == 0 && (mla_config_from_model(&mla, &v3) != KVL_OK || dsa_config_from_model(&dsa, &v32) != KVL_OK)) {
+        fprintf(stderr, "kvbench: %s\n", kvl_error());
+        rc = 1;
+    }
+    memset(line_ms, 0, sizeof line_ms);
+    if (rc == 0) rc = bench_mha(&m67, &rng);
+    if (rc == 0) rc = bench_mla_absorbed(&mla, &rng);
+    if (rc == 0) rc = bench_mla_naive(&mla, &rng);
+    if (rc == 0) rc = bench_dsa(&dsa, &rng);
+    if (rc == 0) rc = bench_v4(&v4f, &rng);
+    if (rc == 0) write_figure();
+    kvl_model_free(&m67);
+    kvl_model_free(&v3);
+    kvl_model_free(&v32);
+    kvl_model_free(&v4f);
+    return rc;
+}
+
+/* ---- the numpy peer ------------------------------------------------------------------------------- */
+
+#define PEER_TARGET 5.0 /* the C step at least 5× faster than the peer at 32K */
+#define PEER_TARGET_T 32768
+
+/* peer_s[k] = the peer's median seconds at CONTEXTS[k], from one python3 run; 1 if it did not run. */
+static int run_peer(double peer_s[N_CONTEXTS], const mla_config *c)
+{
+    char cmd[2048];
+    int len = snprintf(cmd, sizeof cmd,
+                       "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
+                       "python3 '%s/tests/bench/peer_mla.py' %zu %zu %zu %.17g %d",
+                       KVL_SOURCE_DIR, c->n_heads, c->kv_lora_rank, c->qk_rope, c->softmax_scale, KVB_REPEATS);
+    for (int k = 0; k < N_CONTEXTS; k++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %zu", CONTEXTS[k]);
+    len += snprintf(cmd + len, sizeof cmd - (size_t)len, " 2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) return 1;
+    int got = 0;
+    size_t T;
+    double med, lo, hi;
+    while (got < N_CONTEXTS && fscanf(p, "%zu %lf %lf %lf", &T, &med, &lo, &hi) == 4)
+        if (T == CONTEXTS[got]) peer_s[got++] = med;
+    return pclose(p) != 0 || got != N_CONTEXTS;
+}
+
+int kvb_group_peer(void)
+{
+    kvl_model v3 = {0};
+    mla_config c;
+    if (load(&v3, "deepseek-v3.json")) return 1;
+    int rc = mla_config_from_model(&c, &v3) != KVL_OK;
+    kvl_model_free(&v3);
+    if (rc) return 1;
+    if (system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+        printf("peer: python3 with numpy not found; the numpy peer is skipped\n");
+        return 0;
+    }
+    kvb_progress("peer: numpy MLA absorbed decode at 8K, 32K, 128K (float64, one thread)");
+    double peer_s[N_CONTEXTS];
+    if (run_peer(peer_s, &c)) {
+        printf("peer: tests/bench/peer_mla.py did not run to the end; the numpy peer is skipped\n");
+        return 0;
+    }
+    const size_t Dw = c.kv_lora_rank + c.qk_rope;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 13);
+    for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
+        ring_step s = {.groups = 1, .G = c.n_heads, .Dk = Dw, .Dv = c.kv_lora_rank, .scale = (float)c.softmax_scale};
+        s.q = random_floats(c.n_heads * Dw, &rng);
+        s.o = malloc(c.n_heads * c.kv_lora_rank * sizeof *s.o);
+        rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], Dw, SWA_STORE_F32, &rng);
+        if (rc == 0) {
+            kvb_progress("peer: C MLA absorbed decode f32 %zuK, 1 thread", CONTEXTS[k] / 1024);
+            kvb_time t = kvb_time_runs(run_ring_step, &s, KVB_REPEATS);
+            char what[96];
+            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy/C", CONTEXTS[k] / 1024);
+            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
+                                     peer_s[k] / t.median, "x", 1.0, CONTEXTS[k] == PEER_TARGET_T ? PEER_TARGET : 0,
+                                     t.min, t.max, 0});
+        }
+        swa_ring_free(&s.ring);
+        free(s.q);
+        free(s.o);
+    }
+    return rc;
+}

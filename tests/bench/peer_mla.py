@@ -1,0 +1,40 @@
+"""The numpy peer of kvbench's MLA absorbed decode: one token's attention over T cached rows, written as
+a reader of the write-up writes it (its absorbed form: q_abs @ C.T, softmax, p @ C), in numpy's default
+float64. kvbench runs it in the same run, at the same sizes, and prints the ratio.
+
+    python3 peer_mla.py n_h d_c d_r scale repeats T...
+
+prints one line per T: "T median_seconds min_seconds max_seconds" (after one warm-up run).
+"""
+import sys
+import time
+
+import numpy as np
+
+
+def decode_absorbed(q_abs, C, d_c, scale):
+    scores = (q_abs @ C.T) * scale                      # (n_h, T): the keys are the whole rows [c_kv | k_rope]
+    p = np.exp(scores - scores.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    return p @ C[:, :d_c]                               # (n_h, d_c): the values are the latents
+
+
+def main():
+    n_h, d_c, d_r = (int(a) for a in sys.argv[1:4])
+    scale, repeats = float(sys.argv[4]), int(sys.argv[5])
+    rng = np.random.default_rng(0)
+    q_abs = rng.standard_normal((n_h, d_c + d_r))
+    for T in (int(a) for a in sys.argv[6:]):
+        C = rng.uniform(-1.0, 1.0, (T, d_c + d_r))
+        decode_absorbed(q_abs, C, d_c, scale)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            decode_absorbed(q_abs, C, d_c, scale)
+            times.append(time.perf_counter() - start)
+        times.sort()
+        print(T, times[len(times) // 2], times[0], times[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+/* The table: timing of repeated runs, one row per measurement on stdout and in the Markdown file,
+ * progress on stderr. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "bench.h"
+#include "timing.h"
+
+FILE *kvb_markdown;
+const char *kvb_out_dir;
+
+kvb_time kvb_time_runs(void (*run)(void *ctx), void *ctx, int repeats)
+{
+    double t[64];
+    const int n = repeats < 1 ? 1 : repeats > 64 ? 64 : repeats;
+    run(ctx);
+    for (int r = 0; r < n; r++) {
+        double start = kvl_seconds();
+        run(ctx);
+        t[r] = kvl_seconds() - start;
+    }
+    kvb_time out = {0, t[0], t[0]};
+    for (int r = 1; r < n; r++) {
+        if (t[r] < out.min) out.min = t[r];
+        if (t[r] > out.max) out.max = t[r];
+    }
+    out.median = kvl_median(t, (size_t)n);
+    return out;
+}
+
+void kvb_progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kvbench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void kvb_print_header(void)
+{
+    printf("%-9s %-34s %7s %9s %19s %8s %12s %12s %7s %7s  %s\n", "group", "what", "MiB", "ms", "(min - max)", "GFLOP",
+           "rate", "ceiling", "ratio", "target", "verdict");
+    if (kvb_markdown)
+        fprintf(kvb_markdown, "| group | what | MiB | ms | min - max | GFLOP | rate | ceiling | ratio | target "
+                              "| verdict |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+}
+
+static const char *verdict(const kvb_row *row)
+{
+    if (!(row->ceiling > 0) || !(row->target > 0)) return "-";
+    return row->rate / row->ceiling >= row->target ? "PASS" : "BELOW";
+}
+
+void kvb_print_row(const kvb_row *row)
+{
+    char range[32] = "-", gflop[16] = "-", ceiling[24] = "-", ratio[16] = "-", target[16] = "-";
+    if (row->max_s > 0) snprintf(range, sizeof range, "(%.2f - %.2f)", row->min_s * 1e3, row->max_s * 1e3);
+    if (row->gflop > 0) snprintf(gflop, sizeof gflop, "%.3f", row->gflop);
+    if (row->ceiling > 0) {
+        snprintf(ceiling, sizeof ceiling, "%.2f %s", row->ceiling, row->unit);
+        snprintf(ratio, sizeof ratio, "%.3f", row->rate / row->ceiling);
+    }
+    if (row->target > 0) snprintf(target, sizeof target, "%.3f", row->target);
+    printf("%-9s %-34s %7.1f %9.2f %19s %8s %7.2f %-4s %12s %7s %7s  %s\n", row->group, row->what, row->mib,
+           row->seconds * 1e3, range, gflop, row->rate, row->unit, ceiling, ratio, target, verdict(row));
+    fflush(stdout);
+    if (kvb_markdown)
+        fprintf(kvb_markdown, "| %s | %s | %.1f | %.2f | %s | %s | %.2f %s | %s | %s | %s | %s |\n", row->group,
+                row->what, row->mib, row->seconds * 1e3, range, gflop, row->rate, row->unit, ceiling, ratio, target,
+                verdict(row));
+}

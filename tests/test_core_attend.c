@@ -1,0 +1,234 @@
+/* ref/core/attend: the tiled attention (matrix products over tiles of rows, online softmax) and its
+ * plain-loop twin against the definition written here in double: per head, every score, softmax
+ * (with the sink in the denominator), the weighted sum of values. Sizes where the tiles straddle:
+ * N = 1, N below one tile, exactly one tile, and several tiles with a ragged last one; keys and values
+ * that overlap in the row (MLA's c_kv inside [c_kv | k_rope]) and that are separate ranges, one group
+ * or several, each with its own K and V columns (GQA's [K | V] row). */
+#include "attend.h"
+#include "common.h"
+#include "element.h"
+#include "rng.h"
+#include "softmax.h"
+#include "status.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U_F32 (FLT_EPSILON / 2)
+
+/* Each score is a Dk-term dot product of values in [−1, 1], scaled: its rounding error is at most
+ * γ_Dk·Dk·scale ≈ Dk²·scale·u. A weight exp(s − m)/l carries that twice (s and m) plus γ_N from the
+ * sum l; the output Σ_j p_j v_j (|v| ≤ 1, Σ p ≤ 1) adds γ_N more. Plus a few roundings of the final
+ * scaling. */
+static double attend_atol(size_t Dk, size_t N, double scale)
+{
+    return (2.0 * (double)(Dk * Dk) * scale + 2.0 * (double)N + 8.0) * U_F32;
+}
+
+#define MIN_COS 0.99999
+
+typedef struct {
+    size_t Hq, N;
+    kvl_attend_rows r;
+    float scale;
+} shape;
+
+/* MLA-like: one group, stride 70, keys [3, 43), values [5, 29) inside them. GQA-like: Hq/3 groups of
+ * three query rows, stride 3 + G·(DK + DV) + 3, group g's keys at 3 + g·DK, its values after every
+ * group's keys (the [K | V] row), with a column to spare at each end. */
+#define DK 40
+#define DV 24
+#define STRIDE 70
+static shape mla_like(size_t Hq, size_t N) { return (shape){Hq, N, {N, STRIDE, 3, DK, 5, DV, 1}, 0.158f}; }
+static shape gqa_like(size_t Hq, size_t N)
+{
+    const size_t G = Hq / 3;
+    return (shape){Hq, N, {N, 3 + G * (DK + DV) + 3, 3, DK, 3 + G * DK, DV, G}, 0.158f};
+}
+
+static const size_t N_STRADDLE[] = {1, 100, KVL_ATTEND_TILE, KVL_ATTEND_TILE + 1, 3 * KVL_ATTEND_TILE - 37};
+#define N_CASES (sizeof N_STRADDLE / sizeof N_STRADDLE[0])
+
+/* want[Hq][Dv]: the definition in double over rows[N][stride] (float32 values), query row h reading
+ * group h / (Hq/groups)'s columns. */
+static void oracle(double *want, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
+                   double scale, const float *sigma)
+{
+    double *p = malloc((r->N ? r->N : 1) * sizeof *p);
+    ck_assert(p != NULL);
+    for (size_t h = 0; h < Hq; h++) {
+        const size_t g = h / (Hq / r->groups), k_off = r->k_off + g * r->Dk, v_off = r->v_off + g * r->Dv;
+        for (size_t j = 0; j < r->N; j++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < r->Dk; i++) dot += (double)q[h * r->Dk + i] * rows[j * r->stride + k_off + i];
+            p[j] = dot * scale;
+        }
+        if (sigma) kvl_softmax_sink_f64(p, r->N, sigma[h]);
+        else kvl_softmax_f64(p, r->N);
+        for (size_t i = 0; i < r->Dv; i++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < r->N; j++) acc += p[j] * rows[j * r->stride + v_off + i];
+            want[h * r->Dv + i] = acc;
+        }
+    }
+    free(p);
+}
+
+static float *uniform(size_t n, kvl_rng *rng)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert(x != NULL);
+    kvl_rng_uniform_f32(rng, x, n, -1.0, 1.0);
+    return x;
+}
+
+/* The tiled form, its loop twin and (rows rounded to bf16) the bf16 form against the oracle. */
+static void check_shape(const shape *sh, const float *sigma, uint64_t seed)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, seed);
+    const kvl_attend_rows *r = &sh->r;
+    float *q = uniform(sh->Hq * r->Dk, &rng), *rows = uniform(sh->N * r->stride, &rng);
+    uint16_t *codes = malloc((sh->N * r->stride + 1) * sizeof *codes);
+    float *got = malloc(sh->Hq * r->Dv * sizeof *got);
+    double *want = malloc(sh->Hq * r->Dv * sizeof *want);
+    ck_assert(codes && got && want);
+    const double atol = attend_atol(r->Dk, sh->N, sh->scale);
+    char what[160];
+    oracle(want, q, sh->Hq, rows, r, sh->scale, sigma);
+
+    ck_assert_int_eq(sigma ? kvl_attend_sink_f32(got, q, sh->Hq, rows, r, sh->scale, sigma)
+                           : kvl_attend_f32(got, q, sh->Hq, rows, r, sh->scale), KVL_OK);
+    snprintf(what, sizeof what, "tiled, Hq %zu, N %zu, v_off %zu%s", sh->Hq, sh->N, r->v_off, sigma ? ", sinks" : "");
+    kvl_expect_close(what, got, want, sh->Hq * r->Dv, atol, 0.0, MIN_COS);
+
+    ck_assert_int_eq(kvl_attend_f32_loop(got, q, sh->Hq, rows, r, sh->scale, sigma), KVL_OK);
+    snprintf(what, sizeof what, "loop, Hq %zu, N %zu, v_off %zu%s", sh->Hq, sh->N, r->v_off, sigma ? ", sinks" : "");
+    kvl_expect_close(what, got, want, sh->Hq * r->Dv, atol, 0.0, MIN_COS);
+
+    kvf_bf16_encode_n(codes, rows, sh->N * r->stride);
+    kvf_bf16_decode_n(rows, codes, sh->N * r->stride);
+    oracle(want, q, sh->Hq, rows, r, sh->scale, sigma);
+    ck_assert_int_eq(sigma ? kvl_attend_sink_bf16(got, q, sh->Hq, codes, r, sh->scale, sigma)
+                           : kvl_attend_bf16(got, q, sh->Hq, codes, r, sh->scale), KVL_OK);
+    snprintf(what, sizeof what, "bf16 tiled, Hq %zu, N %zu, v_off %zu%s", sh->Hq, sh->N, r->v_off,
+             sigma ? ", sinks" : "");
+    kvl_expect_close(what, got, want, sh->Hq * r->Dv, atol, 0.0, MIN_COS);
+    free(q);
+    free(rows);
+    free(codes);
+    free(got);
+    free(want);
+}
+
+START_TEST(test_tiled_attention_matches_definition_when_tiles_straddle)
+{
+    for (size_t i = 0; i < N_CASES; i++) {
+        shape a = mla_like(8, N_STRADDLE[i]), b = gqa_like(3, N_STRADDLE[i]), c = gqa_like(9, N_STRADDLE[i]);
+        check_shape(&a, NULL, 100 + i);
+        check_shape(&b, NULL, 200 + i);
+        check_shape(&c, NULL, 250 + i);
+    }
+}
+END_TEST
+
+START_TEST(test_tiled_attention_with_sinks_matches_definition)
+{
+    const float sigma[5] = {0.5f, -INFINITY, 3.0f, -2.0f, 8.0f}; /* 8 outweighs every score: a sink that dominates */
+    for (size_t i = 0; i < N_CASES; i++) {
+        shape a = mla_like(5, N_STRADDLE[i]);
+        check_shape(&a, sigma, 300 + i);
+    }
+}
+END_TEST
+
+/* Keys whose norm grows along the rows: every tile holds a new running maximum, so every tile
+ * rescales what the earlier ones summed. */
+START_TEST(test_later_tile_with_larger_scores_rescales_earlier_tiles)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 7);
+    shape sh = mla_like(4, 4 * KVL_ATTEND_TILE + 5);
+    const kvl_attend_rows *r = &sh.r;
+    float *q = uniform(sh.Hq * DK, &rng), *rows = uniform(sh.N * STRIDE, &rng);
+    for (size_t h = 0; h < sh.Hq; h++) q[h * DK] = 1.0f;
+    for (size_t j = 0; j < sh.N; j++) rows[j * STRIDE + r->k_off] = 8.0f * (float)j / (float)sh.N;
+    float got[4 * DV];
+    double want[4 * DV];
+    oracle(want, q, sh.Hq, rows, r, sh.scale, NULL);
+    ck_assert_int_eq(kvl_attend_f32(got, q, sh.Hq, rows, r, sh.scale), KVL_OK);
+    kvl_expect_close("rising scores", got, want, sh.Hq * DV, attend_atol(DK, sh.N, sh.scale) + 8 * 8 * U_F32, 0.0,
+                     MIN_COS);
+    free(q);
+    free(rows);
+}
+END_TEST
+
+START_TEST(test_nan_score_makes_every_head_nan_and_no_rows_give_zero)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 9);
+    shape sh = gqa_like(6, 2 * KVL_ATTEND_TILE + 3);
+    float *q = uniform(sh.Hq * DK, &rng), *rows = uniform(sh.N * sh.r.stride, &rng);
+    rows[(KVL_ATTEND_TILE + 2) * sh.r.stride + sh.r.k_off + 1] = NAN; /* group 0's key in the second tile */
+    rows[(KVL_ATTEND_TILE + 3) * sh.r.stride + sh.r.k_off + DK] = NAN; /* group 1's */
+    float got[6 * DV];
+    ck_assert_int_eq(kvl_attend_f32(got, q, sh.Hq, rows, &sh.r, sh.scale), KVL_OK);
+    for (size_t i = 0; i < sh.Hq * DV; i++) ck_assert_msg(isnan(got[i]), "element %zu is %g, not NaN", i, got[i]);
+    sh.r.N = 0;
+    ck_assert_int_eq(kvl_attend_f32(got, q, sh.Hq, rows, &sh.r, sh.scale), KVL_OK);
+    for (size_t i = 0; i < sh.Hq * DV; i++) ck_assert_msg(got[i] == 0.0f, "element %zu is %g, not 0", i, got[i]);
+    free(q);
+    free(rows);
+}
+END_TEST
+
+START_TEST(test_bad_layout_scale_sinks_and_null_arrays_are_errors)
+{
+    float q[DK] = {0}, rows[2 * STRIDE] = {0}, o[DV];
+    const kvl_attend_rows ok = {2, STRIDE, 3, DK, 5, DV, 1};
+    kvl_attend_rows past_k = ok, past_v = ok, no_v = ok, no_groups = ok, two = ok;
+    past_k.k_off = STRIDE - DK + 1;
+    past_v.v_off = STRIDE - DV + 1;
+    no_v.Dv = 0;
+    no_groups.groups = 0;
+    two.groups = 2; /* two groups' keys, 3 + 2·40 columns, pass the stride of 70 */
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &ok, 0.1f), KVL_OK);
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &past_k, 0.1f), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "key columns"));
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &past_v, 0.1f), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "value columns"));
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &no_v, 0.1f), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &no_groups, 0.1f), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &two, 0.1f), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "do not split"));
+    ck_assert_int_eq(kvl_attend_f32(o, q, 2, rows, &two, 0.1f), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "key columns"));
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &ok, 0.0f), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, rows, &ok, NAN), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_f32(o, q, 1, NULL, &ok, 0.1f), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_sink_f32(o, q, 1, rows, &ok, 0.1f, NULL), KVL_EINVAL);
+    const float nan_sink[1] = {NAN}, inf_sink[1] = {INFINITY};
+    ck_assert_int_eq(kvl_attend_sink_f32(o, q, 1, rows, &ok, 0.1f, nan_sink), KVL_EINVAL);
+    ck_assert_int_eq(kvl_attend_sink_f32(o, q, 1, rows, &ok, 0.1f, inf_sink), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "sink 0"));
+    ck_assert_int_eq(kvl_attend_f32_loop(o, NULL, 1, rows, &ok, 0.1f, NULL), KVL_EINVAL);
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("core_attend");
+    TCase *tc = tcase_create("attend");
+    tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
+    tcase_add_test(tc, test_tiled_attention_matches_definition_when_tiles_straddle);
+    tcase_add_test(tc, test_tiled_attention_with_sinks_matches_definition);
+    tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
+    tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
+    tcase_add_test(tc, test_bad_layout_scale_sinks_and_null_arrays_are_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
