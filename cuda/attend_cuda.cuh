@@ -12,12 +12,14 @@
  *                             scores (kvl_softmax_extend_warp), the V tile replaces K, and each thread
  *                             updates its (query, channel) sums. Writes the split's partial (unnormalised
  *                             sums, max, denominator). QT = 1 for decode, 4 for prefill.
- *   kvl_gather_attend_kernel<R, P>  the decode version over keys that a key source P names one by one
+ *   kvl_gather_attend_kernel<RW, RE, P>  the decode version over keys that a key source P names one by one
  *                             instead of a range of positions (a sparse selection, or V4's window plus its
  *                             compressed rows): per tile, 32 threads look up their key's row (NULL: an
- *                             invalid pick, scored −∞), the rows are read in place (R decodes them) once,
- *                             as K and, their first Dv channels, as V. One block of 128 threads per (split
- *                             of the keys, head, query set b).
+ *                             invalid pick, scored −∞), the rows are read in place once, as K and, their
+ *                             first Dv channels, as V. One row source (RW = RE) decodes every key with RW;
+ *                             two (V4.1: FP8 window rows, FP4 entries) decode the first P::n_window(b) keys
+ *                             with RW and the rest with RE. One block of 128 threads per (split of the
+ *                             keys, head, query set b).
  *   kvl_attend_merge_kernel   one block per (query, head, sequence): the splits' partials merged with
  *                             kvl_softmax_merge, and a head's sink logit σ_h (if any) merged as one more
  *                             part {σ_h, 1} with no value (it joins the denominator only), divided by the
@@ -29,6 +31,8 @@
  * Dk and Dv wide. */
 #ifndef KVL_ATTEND_CUDA_CUH
 #define KVL_ATTEND_CUDA_CUH
+
+#include <type_traits>
 
 #include "element_cuda.cuh"
 #include "primitives.cuh"
@@ -173,10 +177,27 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
     if (warp < nq && lane == 0) part_ml[part + warp * sh.n_splits] = run;
 }
 
+/* Keys of query set b that the window's reader RW decodes: all of them for one row source, else the
+ * first P::n_window(b). */
+template <typename RW, typename RE, typename P>
+__device__ __forceinline__ size_t kvl_window_keys(const P &keys, size_t b)
+{
+    if constexpr (std::is_same<RW, RE>::value) return keys.count(b);
+    else return keys.n_window(b);
+}
+
+/* Value col of key k's row: RW's reading below n_win, RE's from there. */
+template <typename RW, typename RE>
+__device__ __forceinline__ float kvl_read_key(const uint8_t *row, size_t k, size_t n_win, size_t col)
+{
+    if constexpr (std::is_same<RW, RE>::value) return RW::at(row, col);
+    else return k < n_win ? RW::at(row, col) : RE::at(row, col);
+}
+
 /* part_o[B][H][n_splits][Dv], part_ml[B][H][n_splits] from q[B][H][Dk] over the keys of query set b: key
- * k < P::count(b) is the row P::row(b, k) (NULL: an invalid pick, weight 0), one key head whose first Dv
- * channels are also the value */
-template <typename R, typename P>
+ * k < P::count(b) is the row P::row(b, k) (NULL: an invalid pick, weight 0), read by RW (k below
+ * kvl_window_keys) or RE, one key head whose first Dv channels are also the value */
+template <typename RW, typename RE, typename P>
 __global__ void __launch_bounds__(KVL_ATT_THREADS)
     kvl_gather_attend_kernel(float *part_o, kvl_softmax_part *part_ml, const float *q, kvl_attend_shape sh, P keys)
 {
@@ -186,7 +207,7 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
     kvl_smem<float> q_s = smem, kv_s = q_s + Dk, p_s = kv_s + KVL_ATT_TK * (Dk + 1), f_s = p_s + KVL_ATT_TK;
     const unsigned t = threadIdx.x, warp = t / KVL_WARP, lane = t % KVL_WARP;
     const size_t b = blockIdx.z, h = blockIdx.y, split = blockIdx.x, n = keys.count(b), lo = split * sh.split;
-    const size_t hi = lo + sh.split < n ? lo + sh.split : n;
+    const size_t hi = lo + sh.split < n ? lo + sh.split : n, n_win = kvl_window_keys<RW, RE>(keys, b);
 
     for (size_t e = t; e < Dk; e += blockDim.x) q_s[e] = q[(b * sh.H + h) * Dk + e];
     kvl_softmax_part run = kvl_softmax_empty();
@@ -197,7 +218,7 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
         __syncthreads();
         for (size_t e = t; e < KVL_ATT_TK * Dk; e += blockDim.x) {
             const uint8_t *row = rows_s[e / Dk];
-            kv_s[e / Dk * (Dk + 1) + e % Dk] = row ? R::at(row, e % Dk) : 0.0f;
+            kv_s[e / Dk * (Dk + 1) + e % Dk] = row ? kvl_read_key<RW, RE>(row, tile + e / Dk, n_win, e % Dk) : 0.0f;
         }
         __syncthreads();
         if (t < KVL_ATT_TK) {
@@ -289,10 +310,11 @@ int kvl_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const 
 }
 
 /* o[B][H][Dv] = softmax(q·Kᵀ·scale, with the sinks[H] if not NULL)·V over the keys `keys` names for each
- * query set b (sh.n_keys: the most any set has, sh.Q = 1, sh.G = H); work holds kvl_attend_work_floats. */
-template <typename R, typename P>
-int kvl_gather_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const P &keys, const float *sinks,
-                           float *work)
+ * query set b (sh.n_keys: the most any set has, sh.Q = 1, sh.G = H), the window's rows read by RW and the
+ * rest by RE; work holds kvl_attend_work_floats. */
+template <typename RW, typename RE, typename P>
+int kvl_gather_attend_two_cuda(float *o, const float *q, const kvl_attend_shape &sh, const P &keys, const float *sinks,
+                               float *work)
 {
     const size_t smem = (sh.Dk + KVL_ATT_TK * (sh.Dk + 1) + KVL_ATT_TK + 1) * sizeof(float);
     if (sh.Dv > KVL_ATT_ACC * KVL_ATT_THREADS || sh.Dv > sh.Dk || smem > KVL_SMEM_OPTIN || sh.n_splits > 0x7FFFFFFFu ||
@@ -300,16 +322,25 @@ int kvl_gather_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh,
         return kvl_fail(KVL_EINVAL, "attention: %zu heads of %zu channels over %zu query sets are more than the gather "
                         "kernel takes", sh.H, sh.Dk, sh.B);
     if (smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kvl_gather_attend_kernel<R, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+        CUDA_CHECK(cudaFuncSetAttribute(kvl_gather_attend_kernel<RW, RE, P>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     float *part_o = work;
     kvl_softmax_part *part_ml = reinterpret_cast<kvl_softmax_part *>(work + sh.B * sh.H * sh.n_splits * sh.Dv);
     const dim3 grid(static_cast<unsigned>(sh.n_splits), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
-    CUDA_CHECK(KVL_LAUNCH(kvl_gather_attend_kernel<R, P>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh, keys));
+    CUDA_CHECK(KVL_LAUNCH(kvl_gather_attend_kernel<RW, RE, P>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh,
+                          keys));
     const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
     CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sinks,
                           sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
     return KVL_OK;
+}
+
+/* The same over keys of one row source, every row read by R. */
+template <typename R, typename P>
+int kvl_gather_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const P &keys, const float *sinks,
+                           float *work)
+{
+    return kvl_gather_attend_two_cuda<R, R>(o, q, sh, keys, sinks, work);
 }
 
 #endif

@@ -7,8 +7,16 @@
 #include "csa2_indexer_cuda.cuh"
 #include "dsa_cuda.cuh"
 
+#include "block_cuda.h"
 #include "csa2_indexer_cuda.h"
+#include "linalg_cuda.h"
+#include "norm_cuda.h"
+#include "rope_cuda.h"
 #include "topk_cuda.h"
+
+extern "C" {
+#include "block.h"
+}
 
 #define TRY(...)                           \
     do {                                   \
@@ -33,6 +41,36 @@ int scores(float *I, const csa2_indexer_config *c, const float *q_idx, const flo
 dim3 grid_of(size_t threads) { return dim3(static_cast<unsigned>(kvl_div_up(threads, POOL_THREADS))); }
 
 } /* namespace */
+
+int csa2_index_keys_cuda(float *keys, const csa2_indexer_config *c, const float *w_ik, const float *ik_norm,
+                         const float *L, size_t n, size_t first)
+{
+    const int rc = csa2_indexer_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
+    if (n == 0) return KVL_OK;
+    if (!keys || !w_ik || !ik_norm || !L) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
+    const size_t DI = c->head_dim;
+    TRY(kvl_matmul_abt_f32_cuda(keys, L, w_ik, n, DI, c->width));
+    TRY(kvl_rmsnorm_f32_cuda(keys, keys, ik_norm, n, DI, DI, c->norm_eps));
+    return kvl_rope_rotate_heads_interleaved_cuda(keys, n, DI, DI - c->rope.Dr, 1, 0, &c->rope,
+                                                  static_cast<int64_t>(first * c->ratio) + c->rope_offset, c->ratio);
+}
+
+int csa2_index_round_mxfp4_cuda(float *v, size_t n, size_t DI, kvl_workspace *work)
+{
+    if (DI % 32) return kvl_fail(KVL_EINVAL, "%s: index_head_dim %zu is not a multiple of 32", __func__, DI);
+    if (n == 0) return KVL_OK;
+    if (!v || !work) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
+    if (n > SIZE_MAX / DI) return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu overflow", __func__, n, DI);
+    const size_t len = n * DI;
+    TRY(kvl_workspace_reserve(work, len / 2 + len / 32));
+    uint8_t *codes = static_cast<uint8_t *>(work->p), *scales = codes + len / 2;
+    int err = kvf_quant_mxfp4_rceil_cuda(codes, scales, v, len);
+    if (err == KVF_OK) err = kvf_dequant_mxfp4_cuda(v, codes, scales, len);
+    if (err < 0) return err;
+    if (err != KVF_OK) return kvl_fail(KVL_EINVAL, "%s: %s", __func__, kvf_strerror(err));
+    return KVL_OK;
+}
 
 int csa2_index_scores_all_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
                                const float *keys, size_t S, size_t N, size_t start)

@@ -2,6 +2,10 @@
  * scores (every visible entry, or only the pool's) and of its candidate pool, on device arrays (kernels
  * in csa2_indexer_cuda.cuh and dsa_cuda.cuh; the picks are kvl_topk_cuda's, cuda/topk_cuda.h).
  *
+ *   csa2_index_keys_cuda         a KV source's index keys: W_IK L as a product, RMSNorm with gain, the
+ *                                trailing Dr channels of entry i rotated at iM + Δ
+ *   csa2_index_round_mxfp4_cuda  the deployed path's MXFP4 round trip of keys or queries (E8M0 per 32,
+ *                                rounded up), by the block quantiser twins (block_cuda.h)
  *   csa2_index_scores_all_cuda   a Full layer: every entry i < ⌊(t+1)/M⌋ scored (the lightning indexer's
  *                                kernel with M the source's ratio)
  *   csa2_candidate_pool_cuda     block maxima over blocks of B entries (the newest block, maybe partial,
@@ -26,6 +30,15 @@ extern "C" {
 
 #include "csa2_indexer.h"
 #include "device.h"
+
+/* keys[n][DI] = RMSNorm(W_IK L[n][Dh]) with gain ik_norm, entry i (global index first + i) rotated at
+ * (first + i)·M + Δ; w_ik [DI][Dh], ik_norm [DI] on the device. */
+int csa2_index_keys_cuda(float *keys, const csa2_indexer_config *c, const float *w_ik, const float *ik_norm,
+                         const float *L, size_t n, size_t first);
+
+/* v[n][DI] ← MXFP4 round trip; work holds the codes and scales. KVL_EINVAL unless DI is a multiple of 32 and
+ * v 16-byte aligned, or for a non-finite value (v unchanged). */
+int csa2_index_round_mxfp4_cuda(float *v, size_t n, size_t DI, kvl_workspace *work);
 
 /* I[S][N] for queries q_idx[S][HI][DI], w_idx[S][HI] at positions start … over keys[N][DI]. */
 int csa2_index_scores_all_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,

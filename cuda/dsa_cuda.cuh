@@ -11,7 +11,7 @@
  *                               four. Keys the query may not see get −∞ and are never read; keys
  *                               outside a candidate pool (V4.1) get −∞. V4's and V4.1's indexers over
  *                               compressed entries (v4_cuda.h, csa2_indexer_cuda.h) run it too.
- *   kvl_gather_attend_kernel<R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention: the K rows a
+ *   kvl_gather_attend_kernel<R, R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention: the K rows a
  *                               selection names, read from the ring in place (R decodes float32, bf16 or
  *                               the 656-byte FP8 row), an entry of −1 scored −∞; splits of the K entries
  *                               merge with kvl_attend_merge_kernel. */

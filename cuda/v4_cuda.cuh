@@ -3,7 +3,7 @@
  *
  * Build: included by cuda/v4_cuda.cu (make cuda for nvcc, make test for the emulator).
  * Kernels (one line per version):
- *   kvl_gather_attend_kernel<R, kvl_v4_keys> (attend_cuda.cuh) V4's attention core: query i's keys are
+ *   kvl_gather_attend_kernel<R, R, kvl_v4_keys> (attend_cuda.cuh) V4's attention core: query i's keys are
  *                               its window rows, then its compressed rows (HCA: every visible entry; CSA:
  *                               its picks, −1 scored −∞); R reads float32 or the 584-byte row (E4M3 code
  *                               times its block's E8M0 scale, then the bf16 RoPE channels); the merge adds

@@ -14,7 +14,8 @@
  * the top-k over its scores taking at most a quarter of its time, and the sparse FP8 decode over the
  * picked rows at batch 64 at least 25% of the GEMM's TFLOP/s; V4's fp4 indexer scan over compressed
  * entries at least 60% of the copy bandwidth. V4's rows use V4-Flash's layers
- * (ref/configs/deepseek-v4-flash.json, found under $KVL_ROOT); V4.1's row times its candidate pool.
+ * (ref/configs/deepseek-v4-flash.json, found under $KVL_ROOT); V4.1's rows time its candidate pool and the
+ * attention core of a Full layer of V4.1-Flash over 528-byte window rows and 288-byte entries.
  * Exit status: 0, 1 if a target is missed, 2 on an error. */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@
 #include "block.h"
 #include "block_cuda.h"
 #include "ceilings_cuda.h"
+#include "csa2.h"
+#include "csa2_cuda.h"
 #include "csa2_indexer_cuda.h"
 #include "device.h"
 #include "dsa.h"
@@ -486,17 +489,19 @@ static int v4_flash_layer(v4_config *c, size_t layer, const sizes *s)
     return v4_config_check(c);
 }
 
-/* dst[n][584]: 64 packed random main rows from host, repeated */
-static int fill_v4_rows(uint8_t *dst, size_t n, const float *host)
+/* dst[n][row bytes of layout]: 64 packed random rows of 512 values from host, repeated */
+static int fill_rows(uint8_t *dst, kvf_row layout, size_t n, const float *host)
 {
-    const size_t R = 64, rb = kvf_row_bytes(KVF_ROW_V4_MAIN);
-    uint8_t packed[64 * sizeof(kvf_row_v4_main)];
-    for (size_t r = 0; r < R; r++)
-        if (kvf_row_pack(KVF_ROW_V4_MAIN, packed + r * rb, host + r * 512) != KVF_OK)
-            return kvl_fail(KVL_EINVAL, "bench: cannot pack V4 row %zu", r);
+    const size_t R = 64, rb = kvf_row_bytes(layout);
+    uint8_t *packed = malloc(R * rb);
+    if (!packed) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
     int rc = KVL_OK;
+    for (size_t r = 0; r < R && rc == KVL_OK; r++)
+        if (kvf_row_pack(layout, packed + r * rb, host + r * 512) != KVF_OK)
+            rc = kvl_fail(KVL_EINVAL, "bench: cannot pack %s row %zu", kvf_row_name(layout), r);
     for (size_t r = 0; r < n && rc == KVL_OK; r += R)
         rc = kvl_cuda_upload(dst + r * rb, packed, (n - r < R ? n - r : R) * rb);
+    free(packed);
     return rc;
 }
 
@@ -525,8 +530,8 @@ static int bench_v4_attend(table *t, const sizes *s, size_t layer, const char *n
     if (rc == KVL_OK) rc = kvl_cuda_upload(q, host, S * H * Dh * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(sinks, host, H * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(sel, host_sel, (S * K + 1) * sizeof *sel);
-    if (rc == KVL_OK) rc = fill_v4_rows(win, W + S, host);
-    if (rc == KVL_OK) rc = fill_v4_rows(entries, N, host);
+    if (rc == KVL_OK) rc = fill_rows(win, KVF_ROW_V4_MAIN, W + S, host);
+    if (rc == KVL_OK) rc = fill_rows(entries, KVF_ROW_V4_MAIN, N, host);
     v4_job j = {&c, o, NULL, sinks, q, NULL, NULL, win, entries, NULL, K ? sel : NULL, N, S, start, &work};
     if (rc == KVL_OK) {
         char shape[48];
@@ -592,7 +597,7 @@ static int bench_v4(table *t, const sizes *s)
     return rc;
 }
 
-/* ---- V4.1: the candidate pool over a candidate source's scores -------------------------------------------- */
+/* ---- V4.1: the candidate pool over a candidate source's scores; the attention core over native rows --------- */
 
 typedef struct {
     uint8_t *pool;
@@ -606,6 +611,82 @@ static int run_pool(void *arg)
 {
     const pool_job *j = arg;
     return csa2_candidate_pool_cuda(j->pool, j->I, j->S, j->N, j->N - j->S, 1, j->B, j->P, j->work);
+}
+
+/* V4.1's attention core over native rows: S queries at start over 528-byte window rows and K picked 288-byte
+ * entries of a Full layer (V4.1-Flash layer 2; at smoke sizes 8 heads, a window of 8 and 4 picks) */
+typedef struct {
+    const csa2_config *c;
+    float *o;
+    const float *sinks, *q;
+    const void *win, *entries;
+    const int32_t *sel;
+    size_t N, S, start;
+    kvl_workspace *work;
+} csa2_job;
+
+static int run_csa2_attend(void *arg)
+{
+    const csa2_job *j = arg;
+    return csa2_attend_cuda(j->o, j->c, j->sinks, j->q, j->win, j->start + 1 - j->c->core.window, j->entries, j->N,
+                            j->sel, j->S, j->start, CSA2_CUDA_NATIVE, j->work);
+}
+
+static int v41_flash_layer(csa2_config *c, size_t layer, const sizes *s)
+{
+    const char *root = getenv("KVL_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref/configs/deepseek-v4.1-flash.json", root ? root : ".");
+    kvl_model m;
+    int rc = kvl_model_load(&m, path);
+    if (rc != KVL_OK) return rc;
+    rc = csa2_config_from_model(c, &m, layer);
+    kvl_model_free(&m);
+    if (rc != KVL_OK || !s->smoke) return rc;
+    c->core.n_heads = c->indexer.n_heads = c->core.window = 8;
+    c->indexer.topk = 4;
+    return csa2_config_check(c);
+}
+
+static int bench_csa2_attend(table *t, const sizes *s, const float *host, size_t n_host)
+{
+    csa2_config c;
+    int rc = v41_flash_layer(&c, 2, s);
+    if (rc != KVL_OK) return rc;
+    const size_t S = s->v4_S, start = s->v4_start, H = c.core.n_heads, Dh = c.core.head_dim, W = c.core.window;
+    const size_t N = (start + S) / c.ratio, K = c.indexer.topk, nk = W + K;
+    const size_t wb = kvf_row_bytes(KVF_ROW_V41_WINDOW), eb = kvf_row_bytes(KVF_ROW_V41_MAIN);
+    float *o = NULL, *q = NULL, *sinks = NULL;
+    uint8_t *win = NULL, *entries = NULL;
+    int32_t *sel = NULL, *host_sel = malloc(S * K * sizeof *host_sel);
+    kvl_workspace work = {0};
+    if (!host_sel) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
+    for (size_t i = 0; i < S * K; i++) host_sel[i] = (int32_t)((i * 7919) % N); /* spread over every entry */
+    if (n_host < S * H * Dh) rc = kvl_fail(KVL_EINVAL, "bench: too few random values");
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&o, S * H * Dh * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&q, S * H * Dh * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&sinks, H * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&win, (W + S) * wb);
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&entries, N * eb);
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&sel, S * K * sizeof *sel);
+    if (rc == KVL_OK) rc = kvl_cuda_upload(q, host, S * H * Dh * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_upload(sinks, host, H * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_upload(sel, host_sel, S * K * sizeof *sel);
+    if (rc == KVL_OK) rc = fill_rows(win, KVF_ROW_V41_WINDOW, W + S, host);
+    if (rc == KVL_OK) rc = fill_rows(entries, KVF_ROW_V41_MAIN, N, host);
+    csa2_job j = {&c, o, sinks, q, win, entries, sel, N, S, start, &work};
+    if (rc == KVL_OK) {
+        char shape[48];
+        snprintf(shape, sizeof shape, "S %zu H %zu keys %zu", S, H, nk);
+        const double bytes = (double)(W + S) * wb + (double)(S * K < N ? S * K : N) * eb + 2.0 * S * H * Dh * 4;
+        row *r = add_row(t, "v41 attend, Full, 528/288-B rows", shape, bytes, 4.0 * S * H * nk * Dh, 0);
+        rc = kvl_cuda_time(&r->ms, run_csa2_attend, &j, s->reps);
+    }
+    kvl_workspace_free(&work);
+    kvl_cuda_free(o), kvl_cuda_free(q), kvl_cuda_free(sinks), kvl_cuda_free(win), kvl_cuda_free(entries);
+    kvl_cuda_free(sel);
+    free(host_sel);
+    return rc;
 }
 
 static int bench_csa2(table *t, const sizes *s)
@@ -630,6 +711,13 @@ static int bench_csa2(table *t, const sizes *s)
     }
     kvl_workspace_free(&work);
     kvl_cuda_free(I), kvl_cuda_free(pool);
+    free(host);
+    if (rc != KVL_OK) return rc;
+    const size_t n_host = s->v4_S * 64 * 512 + 64 * 512;
+    host = malloc(n_host * sizeof *host);
+    if (!host) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
+    kvl_rng_normal_f32(&rng, host, n_host, 1.0);
+    rc = bench_csa2_attend(t, s, host, n_host);
     free(host);
     return rc;
 }

@@ -19,7 +19,7 @@ static const char *const ROWS[] = {
     "mla absorbed, fp8, tensor cores", "mla absorbed, bf16, float kernel", "mha decode step (GQA, bf16)",
     "dsa indexer scores, fp8 keys", "dsa top-k (radix select)", "dsa sparse decode, fp8 (float)",
     "v4 attend, HCA, 584-byte rows", "v4 attend, CSA, 584-byte rows", "v4 indexer scores, fp4 keys",
-    "v41 candidate pool",
+    "v41 candidate pool", "v41 attend, Full, 528/288-B rows",
 };
 
 typedef struct {

@@ -1,0 +1,291 @@
+/* DeepSeek-V4.1 CSA2 on the GPU (csa2_cuda.h).
+ *
+ * Build: nvcc -std=c++17 -O2 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+ *        -gencode arch=compute_90,code=compute_90 -c csa2_cuda.cu (make cuda); g++ -x c++ for the
+ *        emulator (make test). Kernels: csa2_cuda.cuh, attend_cuda.cuh; the rest through the twins' headers. */
+#include "csa2_cuda.cuh"
+
+#include <string.h>
+
+#include "csa2_cuda.h"
+#include "csa2_indexer_cuda.h"
+#include "linalg_cuda.h"
+#include "mha_cuda.h"
+#include "norm_cuda.h"
+#include "rope_cuda.h"
+#include "topk_cuda.h"
+#include "v4_cuda.h"
+
+#define TRY(...)                           \
+    do {                                   \
+        int rc_ = (__VA_ARGS__);           \
+        if (rc_ != KVL_OK) return rc_;     \
+    } while (0)
+
+#define SCALE_THREADS 256
+
+size_t csa2_cuda_window_bytes(csa2_cuda_store s, size_t Dh)
+{
+    return s == CSA2_CUDA_NATIVE ? kvf_row_bytes(KVF_ROW_V41_WINDOW) : Dh * sizeof(float);
+}
+
+size_t csa2_cuda_entry_bytes(csa2_cuda_store s, size_t Dh)
+{
+    return s == CSA2_CUDA_NATIVE ? kvf_row_bytes(KVF_ROW_V41_MAIN) : Dh * sizeof(float);
+}
+
+int csa2_main_entry_cuda(float *Z, const csa2_config *c, const float *L, size_t n, size_t first)
+{
+    const int rc = csa2_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
+    if (n == 0) return KVL_OK;
+    if (!Z || !L) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
+    if (c->ratio == 0) return kvl_fail(KVL_EINVAL, "%s: a window-only layer has no entries", __func__);
+    const size_t Dh = c->core.head_dim;
+    if (Z != L) TRY(kvl_cuda_copy(Z, L, n * Dh * sizeof(float)));
+    return kvl_rope_rotate_heads_interleaved_cuda(Z, n, Dh, Dh - c->core.rope.Dr, 1, 0, &c->core.rope,
+                                                  static_cast<int64_t>(first * c->ratio) + c->core.rope_offset,
+                                                  c->ratio);
+}
+
+int csa2_source_push_cuda(float *Z, float *keys, size_t *n_new, const csa2_config *c, const csa2_weights *w,
+                          csa2_compressor_state_cuda *st, const float *x, size_t S, kvl_workspace *work)
+{
+    const int rc = csa2_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
+    if (c->kind != KVL_LAYER_FULL) return kvl_fail(KVL_EINVAL, "%s: a %s layer is no KV source", __func__,
+                                                   csa2_mode_name(c->kind));
+    if (!n_new || !st || !w || !work) return kvl_fail(KVL_EINVAL, "%s: NULL argument", __func__);
+    *n_new = 0;
+    const size_t M = c->ratio, Dh = c->core.head_dim, first = st->pos / M, n_max = (st->pos + S) / M - first;
+    if (n_max == 0) return csa2_compressor_push_cuda(NULL, n_new, &c->compressor, &w->compressor, st, x, S);
+    if (!Z || !keys) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    if (n_max > SIZE_MAX / sizeof(float) / Dh) return kvl_fail(KVL_EINVAL, "%s: %zu entries overflow", __func__, n_max);
+    TRY(kvl_workspace_reserve(work, n_max * Dh * sizeof(float)));
+    float *L = static_cast<float *>(work->p);
+    size_t n = 0;
+    TRY(csa2_compressor_push_cuda(L, &n, &c->compressor, &w->compressor, st, x, S));
+    TRY(csa2_index_keys_cuda(keys, &c->indexer, w->w_ik, w->ik_norm, L, n, first));
+    TRY(csa2_main_entry_cuda(Z, c, L, n, first));
+    *n_new = n;
+    return KVL_OK;
+}
+
+/* ---- the attention core ------------------------------------------------------------------------------ */
+
+namespace {
+
+int check_attend(const csa2_config *c, const void *entries, size_t N, const int32_t *sel, size_t start,
+                 size_t win_first, csa2_cuda_store store)
+{
+    const int rc = csa2_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "csa2_attend_cuda: %s", kvl_error());
+    if (store != CSA2_CUDA_F32 && store != CSA2_CUDA_NATIVE)
+        return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: unknown store %d", static_cast<int>(store));
+    if (store == CSA2_CUDA_NATIVE && c->core.head_dim != KVF_V41_DIM)
+        return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: the 528- and 288-byte rows hold Dh %d; the config has %zu",
+                        KVF_V41_DIM, c->core.head_dim);
+    if (win_first > start)
+        return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: window rows start at %zu, after the chunk (%zu)", win_first,
+                        start);
+    if (c->kind != KVL_LAYER_WINDOW && !sel)
+        return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: a %s layer needs its picks", csa2_mode_name(c->kind));
+    if (c->kind != KVL_LAYER_WINDOW && N && !entries) return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: NULL entries");
+    return KVL_OK;
+}
+
+} /* namespace */
+
+int csa2_attend_cuda(float *o, const csa2_config *c, const float *sinks, const float *q, const void *win,
+                     size_t win_first, const void *entries, size_t N, const int32_t *sel, size_t S, size_t start,
+                     csa2_cuda_store store, kvl_workspace *work)
+{
+    TRY(check_attend(c, entries, N, sel, start, win_first, store));
+    if (S == 0) return KVL_OK;
+    if (!o || !q || !win || !sinks || !work) return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: NULL array");
+    const size_t H = c->core.n_heads, Dh = c->core.head_dim, K = c->kind == KVL_LAYER_WINDOW ? 0 : c->indexer.topk;
+    const size_t nk = c->core.window + K, split = KVL_DECODE_SPLIT;
+    const kvl_attend_shape sh{S, H, H, Dh, Dh, 1, 0, 0, nk, split, kvl_div_up(nk, split), 0,
+                              static_cast<float>(1.0 / sqrt(static_cast<double>(Dh)))};
+    TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
+    float *part = static_cast<float *>(work->p);
+    if (K) TRY(kvl_selection_check_cuda(sel, S * K, N, reinterpret_cast<unsigned *>(part + kvl_attend_work_floats(sh)),
+                                        "csa2_attend_cuda"));
+    const kvl_csa2_keys keys{static_cast<const uint8_t *>(win), static_cast<const uint8_t *>(entries),
+                             csa2_cuda_window_bytes(store, Dh), csa2_cuda_entry_bytes(store, Dh), win_first, start,
+                             c->core.window, sel, K};
+    TRY(store == CSA2_CUDA_NATIVE
+            ? kvl_gather_attend_two_cuda<kvl_rows_v41_window, kvl_rows_v41_main>(o, q, sh, keys, sinks, part)
+            : kvl_gather_attend_cuda<kvl_rows_f32>(o, q, sh, keys, sinks, part));
+    /* ō: the trailing Dr channels of every head rotated back at the query's rotary position */
+    for (size_t i = 0; i < S; i++)
+        TRY(kvl_rope_rotate_heads_interleaved_cuda(o + i * H * Dh, 1, H * Dh, Dh - c->core.rope.Dr, H, Dh,
+                                                   &c->core.rope,
+                                                   -(static_cast<int64_t>(start + i) + c->core.rope_offset), 0));
+    return KVL_OK;
+}
+
+/* ---- the layer modes ----------------------------------------------------------------------------------- */
+
+void csa2_work_free_cuda(csa2_work_cuda *work)
+{
+    kvl_workspace_free(&work->buffers);
+    kvl_workspace_free(&work->scratch);
+}
+
+namespace {
+
+struct layer_buffers {
+    float *cq, *q, *o;   /* [S][Dq'], [S][H][Dh], [S][H][Dh] */
+    float *q_idx, *w_idx; /* [S][HI][DI], [S][HI] */
+    float *I;            /* [S][N] a Reindex layer's scores */
+};
+
+/* floats rounded up to 16 bytes, so that every buffer cut after them is aligned for the block quantisers */
+size_t aligned(size_t floats) { return (floats + 3) / 4 * 4; }
+
+int buffers_alloc(layer_buffers *b, const csa2_config *c, size_t S, size_t N, kvl_workspace *work)
+{
+    const size_t HD = c->core.n_heads * c->core.head_dim, HI = c->indexer.n_heads, DI = c->indexer.head_dim;
+    const size_t sizes[6] = {aligned(S * c->core.q_lora_rank), aligned(S * HD), aligned(S * HD), aligned(S * HI * DI),
+                             aligned(S * HI), aligned(S * N)};
+    size_t total = 0;
+    for (size_t i = 0; i < 6; i++) {
+        if (sizes[i] > SIZE_MAX / sizeof(float) / 8) return kvl_fail(KVL_EINVAL, "csa2: a chunk of %zu overflows", S);
+        total += sizes[i];
+    }
+    TRY(kvl_workspace_reserve(work, total * sizeof(float)));
+    float *p = static_cast<float *>(work->p);
+    float **fields[6] = {&b->cq, &b->q, &b->o, &b->q_idx, &b->w_idx, &b->I};
+    for (size_t i = 0; i < 6; p += sizes[i], i++) *fields[i] = p;
+    return KVL_OK;
+}
+
+int check_layer(const char *fn, const csa2_config *c, kvl_layer_kind kind, const csa2_weights *w,
+                const csa2_chunk_cuda *ch, const csa2_work_cuda *work)
+{
+    const int rc = csa2_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", fn, kvl_error());
+    if (c->kind != kind) return kvl_fail(KVL_EINVAL, "%s: layer is %s", fn, csa2_mode_name(c->kind));
+    const v4_weights *k = w ? &w->core : NULL;
+    if (!k || !k->w_dq || !k->q_norm || !k->w_uq || !k->sinks || !k->w_oa || !k->w_ob ||
+        (kind != KVL_LAYER_WINDOW && kind != KVL_LAYER_REUSE && (!w->w_iq || !w->w_iw)))
+        return kvl_fail(KVL_EINVAL, "%s: missing weights", fn);
+    if (!ch || !ch->x || !ch->win || ch->S == 0 || ch->win_first > ch->start || !work)
+        return kvl_fail(KVL_EINVAL, "%s: an empty chunk or no workspace", fn);
+    return KVL_OK;
+}
+
+int check_source(const char *fn, const csa2_source_cuda *src, int needs_keys)
+{
+    if (!src || (src->N && (!src->entries || (needs_keys && !src->keys))))
+        return kvl_fail(KVL_EINVAL, "%s: the source has no entries or keys", fn);
+    return KVL_OK;
+}
+
+/* b->cq = RMSNorm(W_DQ x), b->q = W_UQ cq with the trailing Dr of each head rotated at start + i + Δ */
+int queries(layer_buffers *b, const csa2_config *c, const csa2_weights *w, const csa2_chunk_cuda *ch)
+{
+    const v4_config *k = &c->core;
+    const size_t S = ch->S, Dq = k->q_lora_rank, H = k->n_heads, Dh = k->head_dim;
+    TRY(kvl_matmul_abt_f32_cuda(b->cq, ch->x, w->core.w_dq, S, Dq, k->d));
+    TRY(kvl_rmsnorm_f32_cuda(b->cq, b->cq, w->core.q_norm, S, Dq, Dq, k->norm_eps));
+    TRY(kvl_matmul_abt_f32_cuda(b->q, b->cq, w->core.w_uq, S, H * Dh, Dq));
+    return kvl_rope_rotate_heads_interleaved_cuda(b->q, S, H * Dh, Dh - k->rope.Dr, H, Dh, &k->rope,
+                                                  static_cast<int64_t>(ch->start) + k->rope_offset, 1);
+}
+
+/* b->q_idx = W_IQ cq rotated as the queries, b->w_idx = W_IW x·(HI·DI)^−½; rounded like the keys they meet */
+int index_queries(layer_buffers *b, const csa2_config *c, const csa2_weights *w, const csa2_source_cuda *src,
+                  const csa2_chunk_cuda *ch, kvl_workspace *scratch)
+{
+    const csa2_indexer_config *ix = &c->indexer;
+    const size_t S = ch->S, HI = ix->n_heads, DI = ix->head_dim;
+    TRY(kvl_matmul_abt_f32_cuda(b->q_idx, b->cq, w->w_iq, S, HI * DI, ix->q_lora_rank));
+    TRY(kvl_rope_rotate_heads_interleaved_cuda(b->q_idx, S, HI * DI, DI - ix->rope.Dr, HI, DI, &ix->rope,
+                                               static_cast<int64_t>(ch->start) + c->core.rope_offset, 1));
+    TRY(kvl_matmul_abt_f32_cuda(b->w_idx, ch->x, w->w_iw, S, HI, ix->d));
+    const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(HI * DI)));
+    if (kvl_div_up(S * HI, SCALE_THREADS) > 0x7FFFFFFFu)
+        return kvl_fail(KVL_EINVAL, "csa2: %zu index weights are more than one launch takes", S * HI);
+    CUDA_CHECK(KVL_LAUNCH(kvl_scale_kernel, dim3(static_cast<unsigned>(kvl_div_up(S * HI, SCALE_THREADS))),
+                          SCALE_THREADS, 0, b->w_idx, S * HI, scale));
+    return src->keys_mxfp4 ? csa2_index_round_mxfp4_cuda(b->q_idx, S * HI, DI, scratch) : KVL_OK;
+}
+
+/* sel[S][K] = the top-K of I[S][N] (all −1 when there is no entry) */
+int top_k(int32_t *sel, const float *I, size_t S, size_t N, size_t K)
+{
+    if (N == 0) return kvl_cuda_fill(sel, 0xFF, S * K * sizeof(int32_t));
+    return kvl_topk_cuda(sel, I, S, N, K);
+}
+
+/* out[S][d]: attention over the window rows and the picks sel[S][K] (NULL: none), then the grouped output */
+int attend_and_output(float *out, const csa2_config *c, const csa2_weights *w, layer_buffers *b,
+                      const csa2_chunk_cuda *ch, const csa2_source_cuda *src, const int32_t *sel,
+                      csa2_work_cuda *work)
+{
+    TRY(csa2_attend_cuda(b->o, c, w->core.sinks, b->q, ch->win, ch->win_first, src ? src->entries : NULL,
+                         src ? src->N : 0, sel, ch->S, ch->start, ch->store, &work->scratch));
+    return v4_output_cuda(out, &c->core, w->core.w_oa, w->core.w_ob, b->o, ch->S, &work->scratch);
+}
+
+} /* namespace */
+
+int csa2_window_layer_cuda(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk_cuda *ch,
+                           csa2_work_cuda *work)
+{
+    TRY(check_layer(__func__, c, KVL_LAYER_WINDOW, w, ch, work));
+    if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    layer_buffers b;
+    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    TRY(queries(&b, c, w, ch));
+    return attend_and_output(out, c, w, &b, ch, NULL, NULL, work);
+}
+
+int csa2_full_layer_cuda(float *out, int32_t *sel, float *I, const csa2_config *c, const csa2_weights *w,
+                         const csa2_source_cuda *src, const csa2_chunk_cuda *ch, csa2_work_cuda *work)
+{
+    TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch, work));
+    TRY(check_source(__func__, src, 1));
+    if (!out || !sel || (src->N && !I)) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const csa2_indexer_config *ix = &c->indexer;
+    layer_buffers b;
+    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    TRY(queries(&b, c, w, ch));
+    TRY(index_queries(&b, c, w, src, ch, &work->scratch));
+    if (src->N) TRY(csa2_index_scores_all_cuda(I, ix, b.q_idx, b.w_idx, src->keys, ch->S, src->N, ch->start));
+    TRY(top_k(sel, I, ch->S, src->N, ix->topk));
+    return attend_and_output(out, c, w, &b, ch, src, sel, work);
+}
+
+int csa2_reindex_layer_cuda(float *out, int32_t *sel, const csa2_config *c, const csa2_weights *w,
+                            const csa2_source_cuda *src, const uint8_t *pool, const csa2_chunk_cuda *ch,
+                            csa2_work_cuda *work)
+{
+    TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch, work));
+    TRY(check_source(__func__, src, 1));
+    if (!out || !sel) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const csa2_indexer_config *ix = &c->indexer;
+    const size_t S = ch->S, N = src->N;
+    layer_buffers b;
+    TRY(buffers_alloc(&b, c, S, N, &work->buffers));
+    TRY(queries(&b, c, w, ch));
+    TRY(index_queries(&b, c, w, src, ch, &work->scratch));
+    if (N && pool) TRY(csa2_index_scores_pool_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, pool, S, N));
+    if (N && !pool) TRY(csa2_index_scores_all_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, S, N, ch->start));
+    TRY(top_k(sel, b.I, S, N, ix->topk));
+    return attend_and_output(out, c, w, &b, ch, src, sel, work);
+}
+
+int csa2_reuse_layer_cuda(float *out, const csa2_config *c, const csa2_weights *w, const csa2_source_cuda *src,
+                          const int32_t *sel, const csa2_chunk_cuda *ch, csa2_work_cuda *work)
+{
+    TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch, work));
+    TRY(check_source(__func__, src, 0));
+    if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    layer_buffers b;
+    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    TRY(queries(&b, c, w, ch));
+    return attend_and_output(out, c, w, &b, ch, src, sel, work);
+}
