@@ -12,6 +12,7 @@
 
 #include "ced.h"
 #include "ch07_flash.h"
+#include "ch07_stack_toy.h"
 #include "ch07_toy.h"
 #include "common.h"
 
@@ -20,53 +21,12 @@
 #define MAX_T (P + N_DECODE)
 
 /* Every comparison with the full run is bit for bit: a replay from s runs the very products of the
- * prefill chunk [s, P) it stands in for (full_prefill splits there). */
+ * prefill chunk [s, P) it stands in for (ch07_stack_toy_prefill splits there). */
 
-typedef struct {
-    kvl_model m;
-    csa2_stack_config s;
-    csa2_stack_weights w;
-    size_t d, W, L, E;
-    float *x;   /* [MAX_T][d] */
-} toy;
 
-static void toy_make(toy *t)
-{
-    ck_assert_msg(ch07_toy_model(&t->m) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_stack_config_from_model(&t->s, &t->m) == KVL_OK, "%s", kvl_error());
-    kvl_rng rng;
-    kvl_rng_seed(&rng, 8101);
-    ck_assert_msg(csa2_stack_weights_init_random(&t->w, &t->s, &rng) == KVL_OK, "%s", kvl_error());
-    t->d = t->s.d;
-    t->W = t->s.layers[0].core.window;
-    t->L = t->s.n_layers;
-    t->E = t->s.n_encoder;
-    t->x = malloc(MAX_T * t->d * sizeof *t->x);
-    kvl_rng_normal_f32(&rng, t->x, MAX_T * t->d, 1.0);
-}
-
-static void toy_free(toy *t)
-{
-    free(t->x);
-    csa2_stack_weights_free(&t->w);
-    csa2_stack_config_free(&t->s);
-    kvl_model_free(&t->m);
-}
-
-/* A cache after the full prefill of the prompt in two chunks, [0, split) and [split, P) (split 0: one), so
- * that a replay from split runs the very products the prefill ran; out[P][d] its output when not NULL. */
-static void full_prefill(csa2_cache *c, float *out, const toy *t, size_t split)
-{
-    ck_assert_msg(csa2_cache_init(c, &t->s, MAX_T, CSA2_CACHE_F32) == KVL_OK, "%s", kvl_error());
-    float *o = out ? out : malloc(P * t->d * sizeof *o);
-    if (split) ck_assert_msg(csa2_stack_prefill(o, NULL, &t->s, &t->w, c, t->x, split) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_stack_prefill(o + split * t->d, NULL, &t->s, &t->w, c, t->x + split * t->d, P - split) == KVL_OK,
-                  "%s", kvl_error());
-    if (!out) free(o);
-}
 
 /* out[N_DECODE][d]: the tokens after the prompt, decoded one by one. */
-static void decode_rest(float *out, csa2_cache *c, const toy *t)
+static void decode_rest(float *out, csa2_cache *c, const ch07_stack_toy *t)
 {
     for (size_t i = 0; i < N_DECODE; i++)
         ck_assert_msg(csa2_stack_decode(out + i * t->d, &t->s, &t->w, c, t->x + (P + i) * t->d) == KVL_OK, "%s",
@@ -93,7 +53,7 @@ static float *window_rows(const csa2_cache *c, size_t l, size_t first, size_t n)
 }
 
 /* Layers l0 … l1 − 1 whose window rows read by the next token differ in any bit. */
-static size_t windows_differing(const csa2_cache *got, const csa2_cache *want, const toy *t, size_t l0, size_t l1)
+static size_t windows_differing(const csa2_cache *got, const csa2_cache *want, const ch07_stack_toy *t, size_t l0, size_t l1)
 {
     size_t n = 0;
     for (size_t l = l0; l < l1; l++) {
@@ -114,10 +74,10 @@ static void expect_rows_identical(const v4_rows *a, const v4_rows *b, const char
 
 START_TEST(test_early_exit_global_rows_equal_full_prefill_bit_for_bit)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     csa2_cache full, early;
-    full_prefill(&full, NULL, &t, 0);
+    ch07_stack_toy_prefill(&full, NULL, &t, P, 0);
     ck_assert_int_eq(csa2_cache_init(&early, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
     float *h_enc = malloc(P * t.d * sizeof *h_enc);
     ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &early, t.x, P) == KVL_OK, "%s", kvl_error());
@@ -137,7 +97,7 @@ START_TEST(test_early_exit_global_rows_equal_full_prefill_bit_for_bit)
     free(h_enc);
     csa2_cache_free(&full);
     csa2_cache_free(&early);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
@@ -177,12 +137,12 @@ END_TEST
 
 START_TEST(test_replay_from_zero_is_the_full_forward)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     csa2_cache c, ref;
     float *want = malloc(P * t.d * sizeof *want), *h = malloc(P * t.d * sizeof *h);
-    full_prefill(&c, want, &t, 0);
-    full_prefill(&ref, NULL, &t, 0);
+    ch07_stack_toy_prefill(&c, want, &t, P, 0);
+    ch07_stack_toy_prefill(&ref, NULL, &t, P, 0);
     memcpy(h, t.x, P * t.d * sizeof *h);
     ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, 0) == KVL_OK, "%s", kvl_error());
     ck_assert(memcmp(h, want, P * t.d * sizeof *h) == 0);
@@ -191,7 +151,7 @@ START_TEST(test_replay_from_zero_is_the_full_forward)
     free(h);
     csa2_cache_free(&c);
     csa2_cache_free(&ref);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
@@ -203,11 +163,11 @@ typedef struct {
 
 /* Replay all layers from s over a cache prefilled in chunks [0, s), [s, P); then decode the next tokens
  * there and after the full run, and compare. */
-static replay_result replay_then_decode(const toy *t, size_t s)
+static replay_result replay_then_decode(const ch07_stack_toy *t, size_t s)
 {
     csa2_cache ref, c;
-    full_prefill(&ref, NULL, t, s);
-    full_prefill(&c, NULL, t, s);
+    ch07_stack_toy_prefill(&ref, NULL, t, P, s);
+    ch07_stack_toy_prefill(&c, NULL, t, P, s);
     float *h = malloc((P - s) * t->d * sizeof *h), *want = malloc(N_DECODE * t->d * sizeof *want),
           *got = malloc(N_DECODE * t->d * sizeof *got);
     memcpy(h, t->x + s * t->d, (P - s) * t->d * sizeof *h);
@@ -226,8 +186,8 @@ static replay_result replay_then_decode(const toy *t, size_t s)
 
 START_TEST(test_exact_replay_rebuilds_every_window_and_the_next_tokens)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     const size_t s = ced_exact_replay_start(P, t.L, t.W);
     ck_assert_uint_eq(s, P - t.L * (t.W - 1));
     const size_t starts[] = {s, s / 2};
@@ -236,19 +196,19 @@ START_TEST(test_exact_replay_rebuilds_every_window_and_the_next_tokens)
         ck_assert_msg(r.layers_differing == 0 && r.next_same, "replay from %zu: %zu layers differ, next tokens %s",
                       starts[i], r.layers_differing, r.next_same ? "same" : "differ");
     }
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_exact_replay_bound_is_tight)
 {
     /* One token later and the last layer's oldest row the next token reads saw a truncated window. */
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     const replay_result r = replay_then_decode(&t, ced_exact_replay_start(P, t.L, t.W) + 1);
     ck_assert_uint_ge(r.layers_differing, 1);
     ck_assert(!r.next_same);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
@@ -257,8 +217,8 @@ START_TEST(test_replay_error_rises_past_the_exact_bound)
     /* Just past the bound a row is wrong only through a chain of oldest rows, one per layer, each weighed
      * by attention, so the error rises from float noise near the bound to order one at the bounded start.
      * It is measured here, not assumed to fade. */
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     const size_t s = ced_exact_replay_start(P, t.L, t.W), bounded = ced_bounded_replay_start(P, t.W);
     printf("ch07 replay from the exact start + k·(W − 1), next-token relative error:");
     double last = 0;
@@ -268,19 +228,19 @@ START_TEST(test_replay_error_rises_past_the_exact_bound)
     }
     printf("\n");
     ck_assert_msg(last > 1e-2, "near the bounded start the error is %.3g: the truncation changed nothing", last);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_bounded_replay_exact_in_first_layer_approximate_deeper)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     const size_t s = ced_bounded_replay_start(P, t.W);
     ck_assert_uint_eq(s, P - t.W);
     csa2_cache ref, c;
-    full_prefill(&ref, NULL, &t, s);
-    full_prefill(&c, NULL, &t, s);
+    ch07_stack_toy_prefill(&ref, NULL, &t, P, s);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, s);
     float *h = malloc(t.W * t.d * sizeof *h);
     memcpy(h, t.x + s * t.d, t.W * t.d * sizeof *h);
     ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, s) == KVL_OK, "%s", kvl_error());
@@ -303,18 +263,18 @@ START_TEST(test_bounded_replay_exact_in_first_layer_approximate_deeper)
     free(h);
     csa2_cache_free(&ref);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_decode_after_early_exit_and_decoder_replay_equals_full_prefill)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     const size_t s = ced_exact_replay_start(P, t.L - t.E, t.W);
     ck_assert_uint_eq(s, P - (t.L - t.E) * (t.W - 1));
     csa2_cache ref, c;
-    full_prefill(&ref, NULL, &t, s);
+    ch07_stack_toy_prefill(&ref, NULL, &t, P, s);
     ck_assert_int_eq(csa2_cache_init(&c, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
     float *h_enc = malloc(P * t.d * sizeof *h_enc);
     ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &c, t.x, s) == KVL_OK, "%s", kvl_error());
@@ -328,7 +288,7 @@ START_TEST(test_decode_after_early_exit_and_decoder_replay_equals_full_prefill)
     free(h_enc); free(want); free(got);
     csa2_cache_free(&ref);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
@@ -353,23 +313,23 @@ END_TEST
 
 START_TEST(test_replay_refuses_a_start_past_the_prefix)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     csa2_cache c;
-    full_prefill(&c, NULL, &t, 0);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     float h[64];
     ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, P), KVL_EINVAL);
     ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 3, 2, 0), KVL_EINVAL);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_parameter_counts_match_the_allocated_weights)
 {
     /* Oracle: the floats the initialiser really allocates, layer by layer. */
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8101, MAX_T);
     uint64_t full = 0, early = 0;
     for (size_t l = 0; l < t.L; l++) {
         const csa2_config *c = &t.s.layers[l];
@@ -389,7 +349,7 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
     ck_assert_uint_eq(we.layers, t.E);
     ck_assert_uint_eq(wf.params, full);
     ck_assert_uint_eq(we.params, early);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 
     /* Seed 002's parameter check of V4.1-Flash layer 24, a Reindex layer. */
     kvl_model m;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ced.h"
+#include "ch07_stack_toy.h"
 #include "ch07_toy.h"
 #include "common.h"
 #include "prefix_cache.h"
@@ -21,45 +22,7 @@
 #define P 100
 #define MAX_T 104
 
-typedef struct {
-    kvl_model m;
-    csa2_stack_config s;
-    csa2_stack_weights w;
-    size_t d, W, L;
-    float *x;    /* [MAX_T][d] */
-} toy;
 
-static void toy_make(toy *t)
-{
-    ck_assert_msg(ch07_toy_model(&t->m) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_stack_config_from_model(&t->s, &t->m) == KVL_OK, "%s", kvl_error());
-    kvl_rng rng;
-    kvl_rng_seed(&rng, 8201);
-    ck_assert_msg(csa2_stack_weights_init_random(&t->w, &t->s, &rng) == KVL_OK, "%s", kvl_error());
-    t->d = t->s.d;
-    t->W = t->s.layers[0].core.window;
-    t->L = t->s.n_layers;
-    t->x = malloc(MAX_T * t->d * sizeof *t->x);
-    kvl_rng_normal_f32(&rng, t->x, MAX_T * t->d, 1.0);
-}
-
-static void toy_free(toy *t)
-{
-    free(t->x);
-    csa2_stack_weights_free(&t->w);
-    csa2_stack_config_free(&t->s);
-    kvl_model_free(&t->m);
-}
-
-/* The prompt prefilled in chunks [0, split), [split, P) (0: one chunk). */
-static void prefill(csa2_cache *c, const toy *t, size_t split)
-{
-    ck_assert_msg(csa2_cache_init(c, &t->s, MAX_T, CSA2_CACHE_F32) == KVL_OK, "%s", kvl_error());
-    float *o = malloc(P * t->d * sizeof *o);
-    if (split) ck_assert_int_eq(csa2_stack_prefill(o, NULL, &t->s, &t->w, c, t->x, split), KVL_OK);
-    ck_assert_int_eq(csa2_stack_prefill(o, NULL, &t->s, &t->w, c, t->x + split * t->d, P - split), KVL_OK);
-    free(o);
-}
 
 static const char *tmp_path(const char *name)
 {
@@ -115,10 +78,10 @@ static uint64_t cache_hash(const csa2_cache *c)
 
 START_TEST(test_persisted_global_kv_round_trips_bit_for_bit)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8201, MAX_T);
     csa2_cache c, back;
-    prefill(&c, &t, 0);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *path = tmp_path("roundtrip.kvp");
     ck_assert_msg(csa2_prefix_save(path, &t.s, &c) == KVL_OK, "%s", kvl_error());
     ck_assert_int_eq(csa2_cache_init(&back, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
@@ -142,17 +105,17 @@ START_TEST(test_persisted_global_kv_round_trips_bit_for_bit)
     remove(path);
     csa2_cache_free(&c);
     csa2_cache_free(&back);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_prefix_hit_with_encoder_and_decoder_replay_decodes_as_the_full_run)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8201, MAX_T);
     const size_t s = ced_exact_replay_start(P, t.L, t.W);
     csa2_cache full, hit;
-    prefill(&full, &t, s);
+    ch07_stack_toy_prefill(&full, NULL, &t, P, s);
     const char *path = tmp_path("hit.kvp");
     ck_assert_msg(csa2_prefix_save(path, &t.s, &full) == KVL_OK, "%s", kvl_error());
     ck_assert_int_eq(csa2_cache_init(&hit, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
@@ -172,13 +135,13 @@ START_TEST(test_prefix_hit_with_encoder_and_decoder_replay_decodes_as_the_full_r
     free(h);
     csa2_cache_free(&full);
     csa2_cache_free(&hit);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 /* Load `path` into a prefilled cache: refused with KVL_EPARSE (or KVL_EIO), the cache untouched, and the
  * message naming the file. */
-static void expect_refused(const toy *t, csa2_cache *c, const char *path, const char *why)
+static void expect_refused(const ch07_stack_toy *t, csa2_cache *c, const char *path, const char *why)
 {
     const uint64_t before = cache_hash(c);
     const int rc = csa2_prefix_load(c, &t->s, path);
@@ -189,10 +152,10 @@ static void expect_refused(const toy *t, csa2_cache *c, const char *path, const 
 
 START_TEST(test_damaged_truncated_or_foreign_files_are_refused_whole)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8201, MAX_T);
     csa2_cache c;
-    prefill(&c, &t, 0);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *good = tmp_path("good.kvp"), *bad = tmp_path("bad.kvp");
     ck_assert_int_eq(csa2_prefix_save(good, &t.s, &c), KVL_OK);
     size_t n;
@@ -251,16 +214,16 @@ START_TEST(test_damaged_truncated_or_foreign_files_are_refused_whole)
     prefix_file_free(&f);
     free(b);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
 START_TEST(test_write_leaves_no_partial_file)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8201, MAX_T);
     csa2_cache c;
-    prefill(&c, &t, 0);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     ck_assert_int_eq(csa2_prefix_save("/nonexistent-dir/x.kvp", &t.s, &c), KVL_EIO);
     ck_assert_ptr_nonnull(strstr(kvl_error(), "/nonexistent-dir/x.kvp"));
     ck_assert_int_eq(access("/nonexistent-dir/x.kvp.tmp", F_OK), -1);
@@ -268,7 +231,7 @@ START_TEST(test_write_leaves_no_partial_file)
     ck_assert_int_eq(prefix_file_write(tmp_path("tag.kvp"), 1, 0, &bad_tag, 1), KVL_EINVAL);
     ck_assert_int_eq(access(tmp_path("tag.kvp"), F_OK), -1);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
@@ -360,10 +323,10 @@ END_TEST
 
 START_TEST(test_a_v41_file_is_not_a_v4_file)
 {
-    toy t;
-    toy_make(&t);
+    ch07_stack_toy t;
+    ch07_stack_toy_make(&t, 8201, MAX_T);
     csa2_cache c;
-    prefill(&c, &t, 0);
+    ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *path = tmp_path("v41.kvp");
     ck_assert_int_eq(csa2_prefix_save(path, &t.s, &c), KVL_OK);
     v4_stack st;
@@ -377,7 +340,7 @@ START_TEST(test_a_v41_file_is_not_a_v4_file)
     model_cache_free(&mc);
     v4_stack_free(&st);
     csa2_cache_free(&c);
-    toy_free(&t);
+    ch07_stack_toy_free(&t);
 }
 END_TEST
 
