@@ -1,5 +1,6 @@
 #include "dsa.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,9 +15,12 @@
 #include "status.h"
 #include "topk.h"
 
-/* Index scores are formed in blocks of query rows whose [rows·HI][N] dot products stay under this many
- * floats (16 MiB), so a long sequence never needs its whole [T·HI][T] product at once. */
-#define INDEX_BLOCK_FLOATS ((size_t)1 << 22)
+/* Index scores are formed tile by tile: INDEX_KEY_TILE keys against a block of query rows whose
+ * [rows·HI][INDEX_KEY_TILE] dot products stay under INDEX_DOT_FLOATS (256 KiB, inside L2), so each
+ * tile's products are weighed while still in cache and a long sequence never needs its whole
+ * [T·HI][T] product. The keys split into one part per thread (kvl_parts). */
+#define INDEX_KEY_TILE 1024
+#define INDEX_DOT_FLOATS ((size_t)1 << 16)
 
 #define TRY(expr)                          \
     do {                                   \
@@ -200,22 +204,45 @@ int dsa_index_key(float *k_idx, const dsa_config *c, const dsa_weights *w, const
     return KVL_OK;
 }
 
-/* I[S][N] from the dot products dot[S·HI][N]: Σ_j w_j·ReLU(dot_j), −∞ past each query's position. */
-static void weigh_heads(float *I, const float *dot, const float *w_idx, size_t S, size_t HI, size_t N, size_t start)
+/* I[i][s0 … s0 + n) for m query rows (I's rows ld apart) from their dot products dot[m·HI][n]:
+ * Σ_j w_j·ReLU(dot_j) summed head by head in j order, −∞ past query i's position pos + i. */
+static void weigh_heads(float *I, size_t ld, const float *dot, const float *w_idx, size_t m, size_t HI, size_t n,
+                        size_t s0, size_t pos)
 {
-    for (size_t i = 0; i < S; i++)
-        for (size_t s = 0; s < N; s++) {
-            if (s > start + i) {
-                I[i * N + s] = -INFINITY;
-                continue;
-            }
-            float acc = 0.0f;
-            for (size_t j = 0; j < HI; j++) {
-                const float v = dot[(i * HI + j) * N + s];
-                acc += w_idx[i * HI + j] * (v > 0.0f ? v : 0.0f);
-            }
-            I[i * N + s] = acc;
+    for (size_t i = 0; i < m; i++) {
+        float *row = I + i * ld + s0;
+        const size_t last = pos + i + 1, visible = last <= s0 ? 0 : last - s0 < n ? last - s0 : n;
+        for (size_t s = 0; s < visible; s++) row[s] = 0.0f;
+        for (size_t s = visible; s < n; s++) row[s] = -INFINITY;
+        for (size_t j = 0; j < HI; j++) {
+            const float w = w_idx[i * HI + j], *d = dot + (i * HI + j) * n;
+            for (size_t s = 0; s < visible; s++) row[s] += w * (d[s] > 0.0f ? d[s] : 0.0f);
         }
+    }
+}
+
+/* The scan split into parts of the keys, each part tile by tile into its own dot buffer. */
+typedef struct {
+    float *I;
+    const float *q_idx, *w_idx, *k_idx;
+    size_t S, N, HI, DI, start, rows, n_parts;
+    float **dot; /* [n_parts] of [rows·HI][INDEX_KEY_TILE] */
+} index_scan;
+
+/* (The products' sizes were checked against the BLAS integer by dsa_index_scores.) */
+
+static void scan_part(void *ctx, size_t p)
+{
+    const index_scan *x = ctx;
+    const size_t end = x->N * (p + 1) / x->n_parts;
+    for (size_t s0 = x->N * p / x->n_parts; s0 < end; s0 += INDEX_KEY_TILE) {
+        const size_t n = end - s0 < INDEX_KEY_TILE ? end - s0 : INDEX_KEY_TILE;
+        for (size_t i0 = 0; i0 < x->S; i0 += x->rows) {
+            const size_t m = x->S - i0 < x->rows ? x->S - i0 : x->rows;
+            (void)kvl_matmul_abt_f32(x->dot[p], x->q_idx + i0 * x->HI * x->DI, x->k_idx + s0 * x->DI, m * x->HI, n, x->DI);
+            weigh_heads(x->I + i0 * x->N, x->N, x->dot[p], x->w_idx + i0 * x->HI, m, x->HI, n, s0, x->start + i0);
+        }
+    }
 }
 
 int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const float *k_idx,
@@ -226,16 +253,17 @@ int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const fl
     if (!I || !q_idx || !w_idx || !k_idx) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (S == 0 || N == 0) return KVL_OK;
     const size_t HI = c->index_n_heads, DI = c->index_head_dim;
-    const size_t per_query = HI * N, block = per_query >= INDEX_BLOCK_FLOATS ? 1 : INDEX_BLOCK_FLOATS / per_query;
-    const size_t rows = block < S ? block : S;
-    float *dot;
-    TRY(alloc_floats(&dot, rows, per_query, __func__));
-    for (size_t i0 = 0; i0 < S && rc == KVL_OK; i0 += rows) {
-        const size_t n = S - i0 < rows ? S - i0 : rows;
-        rc = kvl_matmul_abt_f32(dot, q_idx + i0 * HI * DI, k_idx, n * HI, N, DI);
-        if (rc == KVL_OK) weigh_heads(I + i0 * N, dot, w_idx + i0 * HI, n, HI, N, start + i0);
-    }
-    free(dot);
+    if (HI > INT_MAX / INDEX_KEY_TILE || DI > INT_MAX)
+        return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu exceed the BLAS integer", __func__, HI, DI);
+    const size_t per_query = HI * INDEX_KEY_TILE, block = per_query >= INDEX_DOT_FLOATS ? 1 : INDEX_DOT_FLOATS / per_query;
+    index_scan x = {I, q_idx, w_idx, k_idx, S, N, HI, DI, start, block < S ? block : S,
+                    kvl_parts(N, INDEX_KEY_TILE / 2), NULL};
+    x.dot = calloc(x.n_parts, sizeof *x.dot);
+    if (!x.dot) return kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
+    for (size_t p = 0; p < x.n_parts && rc == KVL_OK; p++) rc = alloc_floats(&x.dot[p], x.rows * HI, INDEX_KEY_TILE, __func__);
+    if (rc == KVL_OK) kvl_run_parts(scan_part, &x, x.n_parts);
+    for (size_t p = 0; p < x.n_parts; p++) free(x.dot[p]);
+    free(x.dot);
     return rc;
 }
 

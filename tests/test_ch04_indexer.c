@@ -11,6 +11,7 @@
 #include "common.h"
 #include "dsa.h"
 #include "hadamard.h"
+#include "linalg.h"
 #include "oracle_dsa.h"
 #include "rng.h"
 #include "status.h"
@@ -243,6 +244,50 @@ START_TEST(test_index_scores_match_definition_in_value)
            max_abs(z.bound, T * T) / max_abs(z.I, T * T), max_abs(z.I, T * T));
     free(I); free(q); free(wt); free(k); free(Ic);
     toy_free(&z);
+}
+END_TEST
+
+/* The scan over a long context: keys in several tiles (the last ragged), queries in several blocks, the
+ * keys split into 1, 2 and 3 parts, causality cutting a tile, against the definition in double over the
+ * same float inputs: each score within (DI + HI + 1)·FLT_EPSILON·Σ_j |w_j|·‖q_j‖·‖k_s‖. */
+START_TEST(test_index_scan_matches_definition_across_key_tiles_and_threads)
+{
+    const dsa_config c = toy_config(16, TOY_K);
+    const size_t HI = c.index_n_heads, DI = c.index_head_dim, N = 2 * 1024 + 77, S = 37, start = N - S - 300;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 11);
+    float *q = xmalloc(S * HI * DI * sizeof *q), *wt = xmalloc(S * HI * sizeof *wt), *k = xmalloc(N * DI * sizeof *k);
+    float *I = xmalloc(S * N * sizeof *I);
+    double *want = xmalloc(S * N * sizeof *want), *bound = xmalloc(S * N * sizeof *bound);
+    kvl_rng_uniform_f32(&rng, q, S * HI * DI, -1.0, 1.0);
+    kvl_rng_uniform_f32(&rng, wt, S * HI, -1.0, 1.0);
+    kvl_rng_uniform_f32(&rng, k, N * DI, -1.0, 1.0);
+    for (size_t i = 0; i < S; i++)
+        for (size_t t = 0; t < N; t++) {
+            double acc = 0, mag = 0, kk = 0;
+            for (size_t e = 0; e < DI; e++) kk += (double)k[t * DI + e] * k[t * DI + e];
+            for (size_t j = 0; j < HI; j++) {
+                double dot = 0, qq = 0;
+                for (size_t e = 0; e < DI; e++) {
+                    dot += (double)q[(i * HI + j) * DI + e] * k[t * DI + e];
+                    qq += (double)q[(i * HI + j) * DI + e] * q[(i * HI + j) * DI + e];
+                }
+                acc += wt[i * HI + j] * (dot > 0 ? dot : 0);
+                mag += fabs(wt[i * HI + j]) * sqrt(qq) * sqrt(kk);
+            }
+            want[i * N + t] = t > start + i ? -INFINITY : acc;
+            bound[i * N + t] = t > start + i ? 0 : (double)(DI + HI + 1) * FLT_EPSILON * mag;
+        }
+    const int threads = kvl_blas_threads();
+    for (int th = 1; th <= 3; th++) {
+        kvl_set_blas_threads(th);
+        ok(dsa_index_scores(I, &c, q, wt, k, S, N, start));
+        char what[64];
+        snprintf(what, sizeof what, "index scan over %zu keys, %d part(s)", N, th);
+        expect_scores(what, I, want, bound, S * N);
+    }
+    kvl_set_blas_threads(threads);
+    free(q); free(wt); free(k); free(I); free(want); free(bound);
 }
 END_TEST
 
@@ -593,6 +638,7 @@ Suite *kvl_suite(void)
 
     TCase *scores = tcase_create("scores");
     tcase_add_test(scores, test_index_scores_match_definition_in_value);
+    tcase_add_test(scores, test_index_scan_matches_definition_across_key_tiles_and_threads);
     tcase_add_test(scores, test_index_rope_turns_leading_half_split_pairs_only);
     tcase_add_test(scores, test_hadamard_on_queries_and_keys_leaves_index_scores_unchanged);
     suite_add_tcase(s, scores);

@@ -7,6 +7,7 @@
 #include "attend.h"
 #include "common.h"
 #include "element.h"
+#include "linalg.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
@@ -145,6 +146,26 @@ START_TEST(test_tiled_attention_with_sinks_matches_definition)
 }
 END_TEST
 
+/* The rows split into one part per thread (attend.h): 1, 2 and 3 parts, parts that straddle tiles,
+ * a sink only part 0 carries, against the same definition. */
+START_TEST(test_rows_split_across_threads_match_definition)
+{
+    const float sigma[6] = {0.5f, -INFINITY, 3.0f, -2.0f, 8.0f, 1.0f};
+    const size_t N[] = {2 * KVL_ATTEND_PART_ROWS, 3 * KVL_ATTEND_TILE - 37};
+    const int threads = kvl_blas_threads();
+    for (int t = 1; t <= 3; t++) {
+        kvl_set_blas_threads(t);
+        ck_assert_uint_eq(kvl_parts(N[1], KVL_ATTEND_PART_ROWS), (size_t)t);
+        for (size_t i = 0; i < sizeof N / sizeof N[0]; i++) {
+            shape a = mla_like(6, N[i]), b = gqa_like(6, N[i]);
+            check_shape(&a, sigma, 400 + 10 * (uint64_t)t + i);
+            check_shape(&b, NULL, 500 + 10 * (uint64_t)t + i);
+        }
+    }
+    kvl_set_blas_threads(threads);
+}
+END_TEST
+
 /* Keys whose norm grows along the rows: every tile holds a new running maximum, so every tile
  * rescales what the earlier ones summed. */
 START_TEST(test_later_tile_with_larger_scores_rescales_earlier_tiles)
@@ -226,6 +247,7 @@ Suite *kvl_suite(void)
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_tiled_attention_matches_definition_when_tiles_straddle);
     tcase_add_test(tc, test_tiled_attention_with_sinks_matches_definition);
+    tcase_add_test(tc, test_rows_split_across_threads_match_definition);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
     tcase_add_test(tc, test_bad_layout_scale_sinks_and_null_arrays_are_errors);

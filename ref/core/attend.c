@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "element.h"
+#include "linalg.h"
 #include "softmax.h"
 #include "status.h"
 
@@ -40,12 +41,14 @@ static int check_args(const char *fn, const float *o, const float *q, size_t Hq,
 
 /* ---- the tiled form ---------------------------------------------------------------------------- */
 
-/* The running state of Hq heads: m[Hq] the largest scaled score so far, l[Hq] the sum of
- * exp(score − m), acc[Hq][Dv] (the output buffer) the unnormalised weighted sum of values. */
+/* The running state of Hq heads over some of the rows: m[Hq] the largest scaled score so far, l[Hq]
+ * the sum of exp(score − m), acc[Hq][Dv] the unnormalised weighted sum of values. */
 typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
+    float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
     float *tile;   /* [KVL_ATTEND_TILE][stride] a bf16 tile widened; NULL for float32 rows */
+    int owns_acc;
 } online;
 
 static void online_free(online *st)
@@ -54,20 +57,25 @@ static void online_free(online *st)
     free(st->m);
     free(st->l);
     free(st->tile);
+    if (st->owns_acc) free(st->acc);
 }
 
-/* tile_floats: the size of the widening tile, 0 for float32 rows */
+/* acc: the buffer to accumulate in, NULL to allocate one; sigma: the sinks (NULL: none); tile_floats:
+ * the size of the widening tile, 0 for float32 rows. */
 static int online_init(online *st, float *acc, size_t Hq, const kvl_attend_rows *r, const float *sigma,
                        size_t tile_floats, const char *fn)
 {
     memset(st, 0, sizeof *st);
-    if (Hq > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE || r->stride > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE)
+    if (Hq > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE || r->stride > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE ||
+        (Hq && r->Dv > SIZE_MAX / sizeof(float) / Hq))
         return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
     st->s = malloc((Hq ? Hq : 1) * KVL_ATTEND_TILE * sizeof *st->s);
     st->m = malloc((Hq ? Hq : 1) * sizeof *st->m);
     st->l = malloc((Hq ? Hq : 1) * sizeof *st->l);
+    st->owns_acc = acc == NULL;
+    st->acc = acc ? acc : malloc((Hq ? Hq : 1) * r->Dv * sizeof *st->acc);
     if (tile_floats) st->tile = malloc(tile_floats * sizeof *st->tile);
-    if (!st->s || !st->m || !st->l || (tile_floats && !st->tile)) {
+    if (!st->s || !st->m || !st->l || !st->acc || (tile_floats && !st->tile)) {
         online_free(st);
         return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
     }
@@ -75,7 +83,7 @@ static int online_init(online *st, float *acc, size_t Hq, const kvl_attend_rows 
         st->m[h] = sigma ? sigma[h] : -INFINITY;
         st->l[h] = sigma && sigma[h] != -INFINITY ? 1.0 : 0.0; /* exp(σ − m) with m = σ */
     }
-    memset(acc, 0, Hq * r->Dv * sizeof *acc);
+    memset(st->acc, 0, Hq * r->Dv * sizeof *st->acc);
     return KVL_OK;
 }
 
@@ -115,17 +123,33 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
 }
 
 /* One tile of n rows (float32, row stride ld), every group: scores, weights, acc += P·V. */
-static void online_tile(online *st, float *acc, const float *q, size_t Hq, const float *rows, size_t ld, size_t n,
+static void online_tile(online *st, const float *q, size_t Hq, const float *rows, size_t ld, size_t n,
                         const kvl_attend_rows *r, float scale)
 {
     const size_t Gq = Hq / r->groups, Dk = r->Dk, Dv = r->Dv;
     for (size_t g = 0; g < r->groups; g++) {
-        float *acc_g = acc + g * Gq * Dv;
+        float *acc_g = st->acc + g * Gq * Dv;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Gq, (blasint)n, (blasint)Dk, 1.0f,
                     q + g * Gq * Dk, (blasint)Dk, rows + r->k_off + g * Dk, (blasint)ld, 0.0f, st->s, (blasint)n);
         online_weights(st, acc_g, g * Gq, Gq, n, Dv, scale);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Gq, (blasint)Dv, (blasint)n, 1.0f, st->s,
                     (blasint)n, rows + r->v_off + g * Dv, (blasint)ld, 1.0f, acc_g, (blasint)Dv);
+    }
+}
+
+/* Part b folded into part a: the two partial softmaxes rescaled to their common max (FlashDecoding's
+ * split-KV reduction). A part that saw nothing (m = −∞) weighs 0, and 0·NaN keeps a NaN. */
+static void online_merge(online *a, const online *b, size_t Hq, size_t Dv)
+{
+    for (size_t h = 0; h < Hq; h++) {
+        const double m = a->m[h] > b->m[h] ? a->m[h] : b->m[h];
+        const double wa = a->m[h] == -INFINITY ? 0.0 : exp(a->m[h] - m);
+        const double wb = b->m[h] == -INFINITY ? 0.0 : exp(b->m[h] - m);
+        a->l[h] = wa * a->l[h] + wb * b->l[h];
+        a->m[h] = m;
+        float *x = a->acc + h * Dv;
+        const float *y = b->acc + h * Dv;
+        for (size_t i = 0; i < Dv; i++) x[i] = (float)wa * x[i] + (float)wb * y[i];
     }
 }
 
@@ -139,50 +163,76 @@ static void online_finish(float *o, const online *st, size_t Hq, size_t Dv)
     }
 }
 
-static int attend_tiled_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
-                            float scale, const float *sigma, const char *fn)
+/* The rows: float32 read in place, or bf16 widened one tile at a time (exactly one is not NULL). */
+typedef struct {
+    const float *f32;
+    const uint16_t *bf16;
+} row_source;
+
+/* Rows j … j + n − 1 as float32. */
+static const float *tile_rows(float *tile, const row_source *src, size_t j, size_t n, size_t stride)
 {
-    int rc = check_args(fn, o, q, Hq, rows, r, scale);
-    if (rc != KVL_OK) return rc;
-    online st;
-    rc = online_init(&st, o, Hq, r, sigma, 0, fn);
-    if (rc != KVL_OK) return rc;
-    for (size_t j = 0; j < r->N && Hq; j += KVL_ATTEND_TILE) {
-        const size_t n = r->N - j < KVL_ATTEND_TILE ? r->N - j : KVL_ATTEND_TILE;
-        online_tile(&st, o, q, Hq, rows + j * r->stride, r->stride, n, r, scale);
-    }
-    online_finish(o, &st, Hq, r->Dv);
-    online_free(&st);
-    return KVL_OK;
+    if (src->f32) return src->f32 + j * stride;
+    kvf_bf16_decode_n(tile, src->bf16 + j * stride, n * stride);
+    return tile;
 }
 
-static int attend_tiled_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
-                             float scale, const float *sigma, const char *fn)
+/* The rows split into n_parts contiguous parts, part p = rows [N·p/P, N·(p+1)/P), each a tile loop
+ * with its own state. */
+typedef struct {
+    online *parts;
+    size_t n_parts, Hq;
+    const float *q;
+    row_source src;
+    const kvl_attend_rows *r;
+    float scale;
+} split;
+
+static void run_part(void *ctx, size_t p)
 {
-    int rc = check_args(fn, o, q, Hq, rows, r, scale);
-    if (rc != KVL_OK) return rc;
-    online st;
-    rc = online_init(&st, o, Hq, r, sigma, KVL_ATTEND_TILE * r->stride, fn);
-    if (rc != KVL_OK) return rc;
-    for (size_t j = 0; j < r->N && Hq; j += KVL_ATTEND_TILE) {
-        const size_t n = r->N - j < KVL_ATTEND_TILE ? r->N - j : KVL_ATTEND_TILE;
-        kvf_bf16_decode_n(st.tile, rows + j * r->stride, n * r->stride);
-        online_tile(&st, o, q, Hq, st.tile, r->stride, n, r, scale);
+    const split *sp = ctx;
+    const size_t N = sp->r->N, j1 = N * (p + 1) / sp->n_parts;
+    online *st = &sp->parts[p];
+    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
+        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
+        online_tile(st, sp->q, sp->Hq, tile_rows(st->tile, &sp->src, j, n, sp->r->stride), sp->r->stride, n, sp->r,
+                    sp->scale);
     }
-    online_finish(o, &st, Hq, r->Dv);
-    online_free(&st);
-    return KVL_OK;
+}
+
+static int attend_tiled(float *o, const float *q, size_t Hq, row_source src, const kvl_attend_rows *r, float scale,
+                        const float *sigma, const char *fn)
+{
+    int rc = check_args(fn, o, q, Hq, src.f32 ? (const void *)src.f32 : (const void *)src.bf16, r, scale);
+    if (rc != KVL_OK) return rc;
+    const size_t n_parts = Hq ? kvl_parts(r->N, KVL_ATTEND_PART_ROWS) : 1;
+    split sp = {calloc(n_parts, sizeof(online)), n_parts, Hq, q, src, r, scale};
+    if (!sp.parts) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu parts", fn, n_parts);
+    size_t ready = 0;
+    for (; ready < n_parts && rc == KVL_OK; ready++)
+        rc = online_init(&sp.parts[ready], ready ? NULL : o, Hq, r, ready ? NULL : sigma,
+                         src.f32 ? 0 : KVL_ATTEND_TILE * r->stride, fn);
+    if (rc == KVL_OK) {
+        if (Hq) kvl_run_parts(run_part, &sp, n_parts);
+        for (size_t p = 1; p < n_parts; p++) online_merge(&sp.parts[0], &sp.parts[p], Hq, r->Dv);
+        online_finish(o, &sp.parts[0], Hq, r->Dv);
+    } else {
+        ready--; /* the part that failed freed itself */
+    }
+    for (size_t p = 0; p < ready; p++) online_free(&sp.parts[p]);
+    free(sp.parts);
+    return rc;
 }
 
 int kvl_attend_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r, float scale)
 {
-    return attend_tiled_f32(o, q, Hq, rows, r, scale, NULL, __func__);
+    return attend_tiled(o, q, Hq, (row_source){rows, NULL}, r, scale, NULL, __func__);
 }
 
 int kvl_attend_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
                     float scale)
 {
-    return attend_tiled_bf16(o, q, Hq, rows, r, scale, NULL, __func__);
+    return attend_tiled(o, q, Hq, (row_source){NULL, rows}, r, scale, NULL, __func__);
 }
 
 /* Every sink finite or −∞ (softmax.h). */
@@ -199,14 +249,14 @@ int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, 
                         float scale, const float *sigma)
 {
     int rc = check_sinks(__func__, sigma, Hq);
-    return rc != KVL_OK ? rc : attend_tiled_f32(o, q, Hq, rows, r, scale, sigma, __func__);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, (row_source){rows, NULL}, r, scale, sigma, __func__);
 }
 
 int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
                          float scale, const float *sigma)
 {
     int rc = check_sinks(__func__, sigma, Hq);
-    return rc != KVL_OK ? rc : attend_tiled_bf16(o, q, Hq, rows, r, scale, sigma, __func__);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, (row_source){NULL, rows}, r, scale, sigma, __func__);
 }
 
 /* ---- the definition ---------------------------------------------------------------------------- */

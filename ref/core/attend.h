@@ -31,10 +31,14 @@
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.
  *
- * Threads: the tile loop is sequential (m and l carry from tile to tile) and the work inside it is
- * the two products, so OpenBLAS's pool is the one owner of the threads. Nothing here opens an
- * OpenMP region: OpenMP workers spinning beside BLAS workers on the same cores halve the rate. Call
- * from outside OpenMP parallel regions; openblas_set_num_threads sets how many cores the step uses. */
+ * Threads: one token's products are too thin for OpenBLAS to split well across cores (a GQA group
+ * has eight query rows), so the step splits its rows instead, as FlashDecoding and FlashMLA split the
+ * KV sequence: P contiguous parts, each a tile loop with its own m, l and acc on its own OpenMP thread
+ * calling single-threaded BLAS (linalg.h's kvl_run_parts), then the parts merged in order,
+ *   m = max_p m_p,   l = Σ_p e^{m_p − m} l_p,   acc = Σ_p e^{m_p − m} acc_p.
+ * P is the number of threads OpenBLAS was given (openblas_set_num_threads), at most N /
+ * KVL_ATTEND_PART_ROWS; one thread is the single loop above. Results differ between thread counts by
+ * float rounding only. Called inside an OpenMP parallel region, the step runs as one part. */
 #ifndef KVL_ATTEND_H
 #define KVL_ATTEND_H
 
@@ -44,6 +48,10 @@
 /* Rows per tile: 256 rows of 576 floats (MLA's row) is 576 KiB, inside a 1 MiB L2 with the score
  * tile beside it. */
 #define KVL_ATTEND_TILE 256
+
+/* Fewest rows a part gets: a V4 window of 128 rows still splits in two; below that the fork costs
+ * more than it saves. */
+#define KVL_ATTEND_PART_ROWS 64
 
 /* Where keys and values sit in the cached rows. */
 typedef struct {

@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <string.h>
 
 #ifdef OPENBLAS_USE64BITINT
@@ -161,4 +162,33 @@ int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t
 int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, size_t K)
 {
     return kvl_matmul_abt_f64_loop(y, x, W, 1, N, K);
+}
+
+/* ---- a step split into parts ---------------------------------------------------------------------- */
+
+int kvl_blas_threads(void) { return openblas_get_num_threads(); }
+
+void kvl_set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+size_t kvl_parts(size_t n, size_t min_rows)
+{
+    if (omp_in_parallel()) return 1;
+    const int threads = openblas_get_num_threads();
+    const size_t most = min_rows ? n / min_rows : n;
+    size_t parts = threads > 1 ? (size_t)threads : 1;
+    if (parts > most) parts = most;
+    return parts ? parts : 1;
+}
+
+void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts)
+{
+    if (parts <= 1) {
+        run(ctx, 0);
+        return;
+    }
+    const int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel for schedule(static, 1) num_threads((int)parts)
+    for (size_t p = 0; p < parts; p++) run(ctx, p);
+    openblas_set_num_threads(blas_threads);
 }

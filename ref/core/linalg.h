@@ -16,7 +16,10 @@
  *
  * Threads: the Debian OpenBLAS is the pthread build, which starts its own pool. Call these from
  * outside OpenMP parallel regions (parallelise across heads with the _loop twins, or call BLAS once
- * on the stacked heads), or set OPENBLAS_NUM_THREADS=1, so the two pools do not oversubscribe. */
+ * on the stacked heads), or set OPENBLAS_NUM_THREADS=1, so the two pools do not oversubscribe.
+ * A step whose products are too thin for OpenBLAS to split well (one decode token's attention, the
+ * indexer's scan) splits its rows instead, with kvl_run_parts: one OpenMP thread per part, each calling
+ * single-threaded BLAS, so only one of the two pools runs at a time. */
 #ifndef KVL_LINALG_H
 #define KVL_LINALG_H
 
@@ -39,5 +42,18 @@ int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K)
 int kvl_matvec_f32_loop(float *y, const float *W, const float *x, size_t N, size_t K);
 int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t K);
 int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, size_t K);
+
+/* The threads OpenBLAS runs on, and a new count for what follows (openblas_get/set_num_threads). */
+int kvl_blas_threads(void);
+void kvl_set_blas_threads(int n);
+
+/* How many parts a step over n rows splits into: the threads OpenBLAS was given
+ * (openblas_set_num_threads, OPENBLAS_NUM_THREADS), at most n / min_rows, at least 1; 1 inside an
+ * OpenMP parallel region. */
+size_t kvl_parts(size_t n, size_t min_rows);
+
+/* run(ctx, p) for p = 0 … parts − 1, one OpenMP thread each, with OpenBLAS held at one thread meanwhile
+ * and its thread count restored after. parts = 1 runs run(ctx, 0) on the calling thread. */
+void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts);
 
 #endif
