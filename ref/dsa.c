@@ -257,7 +257,7 @@ int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const fl
         return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu exceed the BLAS integer", __func__, HI, DI);
     const size_t per_query = HI * INDEX_KEY_TILE, block = per_query >= INDEX_DOT_FLOATS ? 1 : INDEX_DOT_FLOATS / per_query;
     index_scan x = {I, q_idx, w_idx, k_idx, S, N, HI, DI, start, block < S ? block : S,
-                    kvl_parts(N, INDEX_KEY_TILE / 2), NULL};
+                    kvl_parts(N, INDEX_KEY_TILE / 2, (double)S * (double)N * (double)(HI * DI)), NULL};
     x.dot = calloc(x.n_parts, sizeof *x.dot);
     if (!x.dot) return kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
     for (size_t p = 0; p < x.n_parts && rc == KVL_OK; p++) rc = alloc_floats(&x.dot[p], x.rows * HI, INDEX_KEY_TILE, __func__);

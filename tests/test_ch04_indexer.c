@@ -248,12 +248,12 @@ START_TEST(test_index_scores_match_definition_in_value)
 END_TEST
 
 /* The scan over a long context: keys in several tiles (the last ragged), queries in several blocks, the
- * keys split into 1, 2 and 3 parts, causality cutting a tile, against the definition in double over the
+ * keys split into 1, 2 and 3 parts (the scan is past KVL_SPLIT_MIN_MACS), causality cutting a tile, against the definition in double over the
  * same float inputs: each score within (DI + HI + 1)·FLT_EPSILON·Σ_j |w_j|·‖q_j‖·‖k_s‖. */
 START_TEST(test_index_scan_matches_definition_across_key_tiles_and_threads)
 {
     const dsa_config c = toy_config(16, TOY_K);
-    const size_t HI = c.index_n_heads, DI = c.index_head_dim, N = 2 * 1024 + 77, S = 37, start = N - S - 300;
+    const size_t HI = c.index_n_heads, DI = c.index_head_dim, N = 2 * 1024 + 77, S = 130, start = N - S - 300;
     kvl_rng rng;
     kvl_rng_seed(&rng, 11);
     float *q = xmalloc(S * HI * DI * sizeof *q), *wt = xmalloc(S * HI * sizeof *wt), *k = xmalloc(N * DI * sizeof *k);
@@ -278,15 +278,16 @@ START_TEST(test_index_scan_matches_definition_across_key_tiles_and_threads)
             want[i * N + t] = t > start + i ? -INFINITY : acc;
             bound[i * N + t] = t > start + i ? 0 : (double)(DI + HI + 1) * FLT_EPSILON * mag;
         }
-    const int threads = kvl_blas_threads();
+    const int threads = kvl_threads();
     for (int th = 1; th <= 3; th++) {
-        kvl_set_blas_threads(th);
+        kvl_set_threads(th);
+        ck_assert_uint_eq(kvl_parts(N, 512, (double)(S * N * HI * DI)), (size_t)th);
         ok(dsa_index_scores(I, &c, q, wt, k, S, N, start));
         char what[64];
         snprintf(what, sizeof what, "index scan over %zu keys, %d part(s)", N, th);
         expect_scores(what, I, want, bound, S * N);
     }
-    kvl_set_blas_threads(threads);
+    kvl_set_threads(threads);
     free(q); free(wt); free(k); free(I); free(want); free(bound);
 }
 END_TEST

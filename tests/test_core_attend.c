@@ -147,22 +147,24 @@ START_TEST(test_tiled_attention_with_sinks_matches_definition)
 END_TEST
 
 /* The rows split into one part per thread (attend.h): 1, 2 and 3 parts, parts that straddle tiles,
- * a sink only part 0 carries, against the same definition. */
+ * a sink only part 0 carries, against the same definition, at sizes past KVL_SPLIT_MIN_MACS. */
 START_TEST(test_rows_split_across_threads_match_definition)
 {
-    const float sigma[6] = {0.5f, -INFINITY, 3.0f, -2.0f, 8.0f, 1.0f};
-    const size_t N[] = {2 * KVL_ATTEND_PART_ROWS, 3 * KVL_ATTEND_TILE - 37};
-    const int threads = kvl_blas_threads();
+    enum { HQ = 96 };
+    float sigma[HQ];
+    for (size_t h = 0; h < HQ; h++) sigma[h] = h % 5 == 1 ? -INFINITY : (float)h / 8.0f - 4.0f;
+    const size_t N[] = {11 * KVL_ATTEND_TILE + 1, 12 * KVL_ATTEND_TILE - 37};
+    const int threads = kvl_threads();
     for (int t = 1; t <= 3; t++) {
-        kvl_set_blas_threads(t);
-        ck_assert_uint_eq(kvl_parts(N[1], KVL_ATTEND_PART_ROWS), (size_t)t);
+        kvl_set_threads(t);
         for (size_t i = 0; i < sizeof N / sizeof N[0]; i++) {
-            shape a = mla_like(6, N[i]), b = gqa_like(6, N[i]);
+            shape a = mla_like(HQ, N[i]), b = gqa_like(HQ, N[i]);
+            ck_assert_uint_eq(kvl_parts(N[i], KVL_ATTEND_PART_ROWS, (double)(N[i] * HQ * (DK + DV))), (size_t)t);
             check_shape(&a, sigma, 400 + 10 * (uint64_t)t + i);
             check_shape(&b, NULL, 500 + 10 * (uint64_t)t + i);
         }
     }
-    kvl_set_blas_threads(threads);
+    kvl_set_threads(threads);
 }
 END_TEST
 

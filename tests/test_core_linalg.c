@@ -214,6 +214,50 @@ START_TEST(test_matvec_f64_matches_loop_at_ragged_sizes)
 }
 END_TEST
 
+/* Past KVL_SPLIT_MIN_MACS a product splits C across threads (blocks of rows, or of columns when it has
+ * few rows; linalg.h): at 1, 2 and 3 threads, every element within 2γ_K·K of the loop twin (OpenBLAS's
+ * kernels at a block's edge may sum in another order, so the threads need not agree bit for bit). */
+typedef int (*product_f32)(float *, const float *, const float *, size_t, size_t, size_t);
+
+static int matvec_f32_split(float *y, const float *x, const float *W, size_t M, size_t N, size_t K)
+{
+    ck_assert(M == 1);
+    return kvl_matvec_f32(y, W, x, N, K);
+}
+
+static void check_split(const char *what, product_f32 fn, product_f32 loop, size_t M, size_t N, size_t K)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 41);
+    float *A = rand_f32(M * K, &rng), *B = rand_f32(N * K, &rng), *want = nan_f32(M * N), *got = nan_f32(M * N);
+    ck_assert_int_eq(loop(want, A, B, M, N, K), KVL_OK);
+    const int threads = kvl_threads();
+    for (int t = 1; t <= 3; t++) {
+        kvl_set_threads(t);
+        ck_assert_uint_eq(kvl_parts(M > N ? M : N, 16, (double)(M * N * K)), (size_t)t);
+        ck_assert_int_eq(fn(got, A, B, M, N, K), KVL_OK);
+        double worst = 0;
+        for (size_t i = 0; i < M * N; i++) worst = fmax(worst, fabs((double)got[i] - (double)want[i]));
+        ck_assert_msg(worst <= 2.0 * gamma_k(K, U_F32) * (double)K, "%s %zux%zux%zu on %d threads: %g from the loop",
+                      what, M, N, K, t, worst);
+    }
+    kvl_set_threads(threads);
+    free(A);
+    free(B);
+    free(want);
+    free(got);
+}
+
+START_TEST(test_products_split_across_threads_match_loop)
+{
+    check_split("matmul_abt_f32 by rows", kvl_matmul_abt_f32, kvl_matmul_abt_f32_loop, 300, 259, 217);
+    check_split("matmul_abt_f32 by columns", kvl_matmul_abt_f32, kvl_matmul_abt_f32_loop, 5, 1700, 1999);
+    check_split("matmul_ab_f32 by rows", kvl_matmul_ab_f32, kvl_matmul_ab_f32_loop, 300, 259, 217);
+    check_split("matmul_ab_f32 by columns", kvl_matmul_ab_f32, kvl_matmul_ab_f32_loop, 5, 1700, 1999);
+    check_split("matvec_f32", matvec_f32_split, matvec_f32_loop_as_product, 1, 4099, 4101);
+}
+END_TEST
+
 /* K = 0 is the empty sum: every product writes zeros over whatever the output held. */
 START_TEST(test_products_with_k_zero_write_zeros)
 {
@@ -269,6 +313,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_matmul_ab_f64_matches_loop_at_ragged_sizes);
     tcase_add_test(tc, test_matvec_f32_matches_loop_at_ragged_sizes);
     tcase_add_test(tc, test_matvec_f64_matches_loop_at_ragged_sizes);
+    tcase_add_test(tc, test_products_split_across_threads_match_loop);
     tcase_add_test(tc, test_products_with_k_zero_write_zeros);
     tcase_add_test(tc, test_sizes_beyond_blas_int_are_rejected);
     suite_add_tcase(s, tc);

@@ -205,7 +205,7 @@ static int attend_tiled(float *o, const float *q, size_t Hq, row_source src, con
 {
     int rc = check_args(fn, o, q, Hq, src.f32 ? (const void *)src.f32 : (const void *)src.bf16, r, scale);
     if (rc != KVL_OK) return rc;
-    const size_t n_parts = Hq ? kvl_parts(r->N, KVL_ATTEND_PART_ROWS) : 1;
+    const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
     split sp = {calloc(n_parts, sizeof(online)), n_parts, Hq, q, src, r, scale};
     if (!sp.parts) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu parts", fn, n_parts);
     size_t ready = 0;

@@ -31,14 +31,14 @@
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.
  *
- * Threads: one token's products are too thin for OpenBLAS to split well across cores (a GQA group
- * has eight query rows), so the step splits its rows instead, as FlashDecoding and FlashMLA split the
- * KV sequence: P contiguous parts, each a tile loop with its own m, l and acc on its own OpenMP thread
- * calling single-threaded BLAS (linalg.h's kvl_run_parts), then the parts merged in order,
+ * Threads: one token's products are too thin to split well inside BLAS (a GQA group has eight query
+ * rows), so the step splits its rows instead, as FlashDecoding and FlashMLA split the KV sequence:
+ * P contiguous parts, each a tile loop with its own m, l and acc on its own OpenMP thread calling
+ * single-threaded BLAS (linalg.h's kvl_run_parts), then the parts merged in order,
  *   m = max_p m_p,   l = Σ_p e^{m_p − m} l_p,   acc = Σ_p e^{m_p − m} acc_p.
- * P is the number of threads OpenBLAS was given (openblas_set_num_threads), at most N /
- * KVL_ATTEND_PART_ROWS; one thread is the single loop above. Results differ between thread counts by
- * float rounding only. Called inside an OpenMP parallel region, the step runs as one part. */
+ * P is the number of threads (kvl_threads, OMP_NUM_THREADS), at most N / KVL_ATTEND_PART_ROWS; one
+ * thread is the single loop above. Results differ between thread counts by float rounding only.
+ * Called inside an OpenMP parallel region, the step runs as one part. */
 #ifndef KVL_ATTEND_H
 #define KVL_ATTEND_H
 

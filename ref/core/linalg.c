@@ -29,6 +29,46 @@ static int check_mnk(const char *fn, size_t M, size_t N, size_t K)
     return rc;
 }
 
+/* ---- one product split into parts ------------------------------------------------------------- */
+
+/* Rows (or, for a product with few rows, columns) per part at least. */
+#define SPLIT_MIN_ROWS 16
+
+/* C[M][N] = A[M][K] · op(B), op(B) = B[N][K]ᵀ (trans_b) or B[K][N], in float (f64 = 0) or double,
+ * split by blocks of C's rows, or by blocks of its columns when it has too few rows. */
+typedef struct {
+    int f64, trans_b, by_rows;
+    size_t M, N, K, parts;
+    const void *A, *B;
+    void *C;
+} gemm_job;
+
+static void gemm_part(void *ctx, size_t p)
+{
+    const gemm_job *g = ctx;
+    const size_t total = g->by_rows ? g->M : g->N, lo = total * p / g->parts, hi = total * (p + 1) / g->parts;
+    const size_t m0 = g->by_rows ? lo : 0, m = g->by_rows ? hi - lo : g->M;
+    const size_t n0 = g->by_rows ? 0 : lo, n = g->by_rows ? g->N : hi - lo;
+    if (m == 0 || n == 0) return;
+    const size_t ldb = g->trans_b ? g->K : g->N, b0 = g->trans_b ? n0 * g->K : n0;
+    const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+    if (g->f64)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (blasint)m, (blasint)n, (blasint)g->K, 1.0,
+                    (const double *)g->A + m0 * g->K, (blasint)g->K, (const double *)g->B + b0, (blasint)ldb, 0.0,
+                    (double *)g->C + m0 * g->N + n0, (blasint)g->N);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (blasint)m, (blasint)n, (blasint)g->K, 1.0f,
+                    (const float *)g->A + m0 * g->K, (blasint)g->K, (const float *)g->B + b0, (blasint)ldb, 0.0f,
+                    (float *)g->C + m0 * g->N + n0, (blasint)g->N);
+}
+
+static void gemm_split(gemm_job g)
+{
+    g.parts = kvl_parts(g.M > g.N ? g.M : g.N, SPLIT_MIN_ROWS, (double)g.M * (double)g.N * (double)g.K);
+    g.by_rows = g.M >= g.parts * SPLIT_MIN_ROWS;
+    kvl_run_parts(gemm_part, &g, g.parts);
+}
+
 /* ---- C[M][N] = A[M][K] · B[N][K]^T ------------------------------------------------------------ */
 
 int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
@@ -37,8 +77,7 @@ int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
     if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A,
-                (blasint)K, B, (blasint)K, 0.0f, C, (blasint)N);
+    gemm_split((gemm_job){.f64 = 0, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -59,8 +98,7 @@ int kvl_matmul_abt_f64(double *C, const double *A, const double *B, size_t M, si
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
     if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, A,
-                (blasint)K, B, (blasint)K, 0.0, C, (blasint)N);
+    gemm_split((gemm_job){.f64 = 1, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -83,8 +121,7 @@ int kvl_matmul_ab_f32(float *C, const float *A, const float *B, size_t M, size_t
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
     if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A,
-                (blasint)K, B, (blasint)N, 0.0f, C, (blasint)N);
+    gemm_split((gemm_job){.f64 = 0, .trans_b = 0, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -108,8 +145,7 @@ int kvl_matmul_ab_f64(double *C, const double *A, const double *B, size_t M, siz
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
     if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, A,
-                (blasint)K, B, (blasint)N, 0.0, C, (blasint)N);
+    gemm_split((gemm_job){.f64 = 1, .trans_b = 0, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -128,6 +164,33 @@ int kvl_matmul_ab_f64_loop(double *C, const double *A, const double *B, size_t M
 
 /* ---- y[N] = W[N][K] · x[K] ---------------------------------------------------------------------- */
 
+/* y[N] = W[N][K]·x, split by blocks of W's rows. */
+typedef struct {
+    int f64;
+    size_t N, K, parts;
+    const void *W, *x;
+    void *y;
+} gemv_job;
+
+static void gemv_part(void *ctx, size_t p)
+{
+    const gemv_job *g = ctx;
+    const size_t n0 = g->N * p / g->parts, n = g->N * (p + 1) / g->parts - n0;
+    if (n == 0) return;
+    if (g->f64)
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0, (const double *)g->W + n0 * g->K,
+                    (blasint)g->K, g->x, 1, 0.0, (double *)g->y + n0, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0f, (const float *)g->W + n0 * g->K,
+                    (blasint)g->K, g->x, 1, 0.0f, (float *)g->y + n0, 1);
+}
+
+static void gemv_split(gemv_job g)
+{
+    g.parts = kvl_parts(g.N, SPLIT_MIN_ROWS, (double)g.N * (double)g.K);
+    kvl_run_parts(gemv_part, &g, g.parts);
+}
+
 /* y is cleared first so the result never depends on what y held: gemv's beta = 0 path scales y,
  * and OpenBLAS releases have differed on whether 0·NaN there stays NaN. */
 int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K)
@@ -138,7 +201,7 @@ int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K)
     if (N == 0) return KVL_OK;
     memset(y, 0, N * sizeof *y);
     if (K == 0) return KVL_OK;
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0f, W, (blasint)K, x, 1, 0.0f, y, 1);
+    gemv_split((gemv_job){.f64 = 0, .N = N, .K = K, .W = W, .x = x, .y = y});
     return KVL_OK;
 }
 
@@ -155,7 +218,7 @@ int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t
     if (N == 0) return KVL_OK;
     memset(y, 0, N * sizeof *y);
     if (K == 0) return KVL_OK;
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0, W, (blasint)K, x, 1, 0.0, y, 1);
+    gemv_split((gemv_job){.f64 = 1, .N = N, .K = K, .W = W, .x = x, .y = y});
     return KVL_OK;
 }
 
@@ -166,29 +229,34 @@ int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, s
 
 /* ---- a step split into parts ---------------------------------------------------------------------- */
 
-int kvl_blas_threads(void) { return openblas_get_num_threads(); }
+int kvl_threads(void) { return omp_get_max_threads(); }
 
-void kvl_set_blas_threads(int n) { openblas_set_num_threads(n); }
+void kvl_set_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
 
-size_t kvl_parts(size_t n, size_t min_rows)
+size_t kvl_parts(size_t n, size_t min_rows, double macs)
 {
-    if (omp_in_parallel()) return 1;
-    const int threads = openblas_get_num_threads();
+    if (macs < KVL_SPLIT_MIN_MACS || omp_in_parallel()) return 1;
+    const int threads = omp_get_max_threads();
     const size_t most = min_rows ? n / min_rows : n;
     size_t parts = threads > 1 ? (size_t)threads : 1;
     if (parts > most) parts = most;
     return parts ? parts : 1;
 }
 
+/* OpenBLAS on one thread for good: its pool would otherwise spin between calls on the cores the OpenMP
+ * team is about to use (and the team's spinning workers slow its calls), many times the cost of either. */
+static void blas_on_one_thread(void)
+{
+    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
 void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts)
 {
+    blas_on_one_thread();
     if (parts <= 1) {
         run(ctx, 0);
         return;
     }
-    const int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
 #pragma omp parallel for schedule(static, 1) num_threads((int)parts)
     for (size_t p = 0; p < parts; p++) run(ctx, p);
-    openblas_set_num_threads(blas_threads);
 }

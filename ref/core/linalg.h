@@ -14,12 +14,15 @@
  * so the two agree to within the usual K·eps bound, not bit for bit. The twins accept any size and
  * return KVL_OK; they return int only to keep the signature.
  *
- * Threads: the Debian OpenBLAS is the pthread build, which starts its own pool. Call these from
- * outside OpenMP parallel regions (parallelise across heads with the _loop twins, or call BLAS once
- * on the stacked heads), or set OPENBLAS_NUM_THREADS=1, so the two pools do not oversubscribe.
- * A step whose products are too thin for OpenBLAS to split well (one decode token's attention, the
- * indexer's scan) splits its rows instead, with kvl_run_parts: one OpenMP thread per part, each calling
- * single-threaded BLAS, so only one of the two pools runs at a time. */
+ * Threads: OpenMP owns them, and OpenBLAS runs on one thread (the library sets it so on its first
+ * product). Two pools on the same cores spin against each other: OpenBLAS's workers busy-wait after a
+ * call, OpenMP's after a parallel region, and a decode that alternates products with attention ran
+ * ten times slower on two cores than on one. So a product big enough to share (KVL_SPLIT_MIN_MACS)
+ * splits C into blocks of rows (or of columns, when it has few rows), one single-threaded
+ * BLAS call per OpenMP thread, and attention and the indexer split their rows the same way with
+ * kvl_run_parts. A split changes C by rounding only (OpenBLAS's kernels at a block's edge may sum in
+ * another order), so results can differ between thread counts in the last bits.
+ * OMP_NUM_THREADS, or kvl_set_threads, sets how many threads everything uses. */
 #ifndef KVL_LINALG_H
 #define KVL_LINALG_H
 
@@ -43,17 +46,22 @@ int kvl_matvec_f32_loop(float *y, const float *W, const float *x, size_t N, size
 int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t K);
 int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, size_t K);
 
-/* The threads OpenBLAS runs on, and a new count for what follows (openblas_get/set_num_threads). */
-int kvl_blas_threads(void);
-void kvl_set_blas_threads(int n);
+/* The threads the library's parallel work uses (OpenMP's), and a new count for what follows. */
+int kvl_threads(void);
+void kvl_set_threads(int n);
 
-/* How many parts a step over n rows splits into: the threads OpenBLAS was given
- * (openblas_set_num_threads, OPENBLAS_NUM_THREADS), at most n / min_rows, at least 1; 1 inside an
- * OpenMP parallel region. */
-size_t kvl_parts(size_t n, size_t min_rows);
+/* Work below this many multiply-adds (about a millisecond on one core) stays on one thread. A parallel
+ * region costs microseconds on a quiet machine, but when another process holds a core, every region
+ * waits a scheduler slice (milliseconds) for its second thread: a chapter program forking at 70 µs of
+ * work ran twenty times slower on two threads than on one beside a busy build. */
+#define KVL_SPLIT_MIN_MACS ((double)(1 << 24))
 
-/* run(ctx, p) for p = 0 … parts − 1, one OpenMP thread each, with OpenBLAS held at one thread meanwhile
- * and its thread count restored after. parts = 1 runs run(ctx, 0) on the calling thread. */
+/* How many parts a step of `macs` multiply-adds over n rows splits into: the threads (kvl_threads), at
+ * most n / min_rows, at least 1; 1 below KVL_SPLIT_MIN_MACS or inside an OpenMP parallel region. */
+size_t kvl_parts(size_t n, size_t min_rows, double macs);
+
+/* run(ctx, p) for p = 0 … parts − 1, one OpenMP thread each (parts = 1: on the calling thread), every
+ * BLAS call inside on one thread. */
 void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts);
 
 #endif
