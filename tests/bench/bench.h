@@ -6,14 +6,17 @@
  * group table in kvbench.c.
  *
  * Every figure is the median of KVB_REPEATS timed runs after one untimed warm-up run (which also
- * faults the pages in), on the calling thread only, except rows marked 2T, which give OpenBLAS two
- * threads (kvb_set_threads). Rows report: a BELOW verdict does not fail the program; a group returns
+ * faults the pages in), on the calling thread only, except rows marked 2T, which run on two threads
+ * (kvb_set_threads). Rows report: a BELOW verdict does not fail the program; a group returns
  * non-zero only when it could not run (out of memory, a config that does not load). */
 #ifndef KVB_BENCH_H
 #define KVB_BENCH_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include "config.h"
+#include "rng.h"
 
 #define KVB_REPEATS 5
 #define KVB_MIB ((size_t)1 << 20)
@@ -66,27 +69,64 @@ double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
  *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read
  *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
- *   sgemm    the two products of one decode tile at the skinny shape (ceilings.c), GFLOP/s, on 1 and
- *            on 2 OpenBLAS threads */
+ *   sgemm    the two products of one decode tile at a skinny shape (ceilings.c): MLA's (128 query
+ *            rows over 576-wide rows), and GQA's (8 groups of 8), GFLOP/s, on 1 and on 2 threads */
 #define KVB_GATHER_ROW 656
+typedef enum { KVB_SGEMM_MLA, KVB_SGEMM_GQA, KVB_SGEMM_SHAPES } kvb_sgemm_shape;
 typedef struct {
     double scan_gbps, copy_gbps, gather_gbps;
-    double sgemm_gflops[2];
+    double sgemm_gflops[KVB_SGEMM_SHAPES][2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
 
-/* OpenBLAS's thread count for what follows (OpenMP stays at one). */
+/* The thread count for what follows (kvl_set_threads: OpenMP's; OpenBLAS stays on one). */
 void kvb_set_threads(int n);
 
 /* The roofline of a step that does `flop` over `bytes` read from DRAM on `threads` threads: the
  * smaller of the sgemm rate and bytes/flop-scaled scan bandwidth, in GFLOP/s. *compute is 1 when
  * the sgemm rate is the bound. */
 double kvb_roofline_gflops(double flop, double bytes, int threads, int *compute);
+/* The same against the sgemm ceiling at another shape (GQA's thin products: their own ceiling). */
+double kvb_roofline_at(double flop, double bytes, kvb_sgemm_shape shape, int threads, int *compute);
+
+/* A step of the attention, timed by kvb_time_step: run(ctx) does `flop` over `bytes` read from memory
+ * (the cache's bytes as stored, plus whatever the step writes and reads back). Its rows are labelled
+ * "<step> <T/1024>K <n>T" in `group`, read against kvb_roofline_gflops with compute_target when the
+ * sgemm rate bounds it, else memory_target. */
+#define KVB_SCALING_TARGET 0.8 /* a compute-bound step on 2 threads: 1.6x of the ideal 2x */
+/* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
+ * every run, so a warm-up would change nothing but the time the group takes). */
+#define KVB_COLD (-1)
+typedef struct {
+    const char *group, *step; /* step names the kernel and the cache's store: "V3 MLA absorbed bf16" */
+    size_t T;                 /* context, tokens */
+    void (*run)(void *ctx);
+    void *ctx;
+    double flop, bytes;
+    double compute_target, memory_target;
+    int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
+    kvb_sgemm_shape shape;    /* the sgemm ceiling it is read against (0: MLA's) */
+} kvb_step;
+
+/* Times the step on 1 thread, and on 2 when it is compute-bound, printing a row each and the 2T/1T
+ * speedup against the ideal 2 (target KVB_SCALING_TARGET); returns the 1-thread time. */
+kvb_time kvb_time_step(const kvb_step *s);
+
+/* One row of a step run on `threads` threads that took t (kvb_time_step's row). */
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads);
+
+/* inputs.c: x[n] uniform in [−1, 1) from rng (NULL when out of memory); m = ref/configs/<name> of the source
+ * tree, 1 with the loader's message on stderr when it does not load. */
+float *kvb_random_floats(size_t n, kvl_rng *rng);
+int kvb_load_config(kvl_model *m, const char *name);
 
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */
 int kvb_group_formats(void);    /* bench_formats.c */
 int kvb_group_decode(void);     /* bench_decode.c */
 int kvb_group_peer(void);       /* bench_decode.c, with peer_mla.py */
+int kvb_group_v41(void);        /* bench_v41.c */
+int kvb_group_native(void);     /* bench_native.c */
+int kvb_group_prefill(void);    /* bench_prefill.c */
 
 #endif

@@ -17,12 +17,17 @@
  * not timed: this group measures what grows with the context.
  *
  * Each row counts its flop and the bytes of cache it reads, and is read against its roofline
- * (kvb_roofline_gflops): compute-bound steps against the skinny-sgemm ceiling (target 0.8), memory-
- * bound ones against the read-scan bandwidth (target 0.75), the gather against the gather ceiling
- * (target 0.8). Compute-bound steps run on 1 and on 2 OpenBLAS threads, and a row gives the speedup
- * against the ideal 2 (target 1.6 of 2); the sgemm ceiling's own speedup says whether the second
- * core was free. The 1-thread cost of each generation's step is plotted against the context in
- * decode.svg. */
+ * (kvb_roofline_at): compute-bound steps against the skinny-sgemm ceiling at their products' shape
+ * (target 0.8; MLA's for every step but GQA, whose eight-row products have a ceiling of their own,
+ * ceilings.c), memory-bound ones against the read-scan bandwidth (target 0.75), the gather against
+ * the gather ceiling (target 0.8). Compute-bound steps run on 1 and on 2 threads (the rows split
+ * across them, ref/core/attend.h), and a row gives the speedup against the ideal 2 (target 1.6 of
+ * 2); the sgemm ceiling's own speedup says whether the second core was free. The 1-thread cost of
+ * each generation's step is plotted against the context in decode.svg.
+ *
+ * The peer group times the same MLA step in numpy (peer_mla.py) and prints numpy/C, and beside it
+ * numpy's two matrix products alone over C: the peer spends nearly all its time in its own float64
+ * BLAS, so that second ratio bounds the first for any C step built on a BLAS of the same speed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +50,6 @@
 #define COMPUTE_TARGET 0.8
 #define MEMORY_TARGET 0.75
 #define GATHER_TARGET 0.8
-#define SCALING_TARGET 0.8 /* 1.6× of the ideal 2× */
 #define FILL_ROWS 1024     /* distinct random rows, repeated to fill a cache */
 #define NAIVE_REPEATS 3
 
@@ -76,13 +80,6 @@ static int ring_fill(swa_ring *r, size_t T, size_t width, swa_store store, kvl_r
     return rc;
 }
 
-static float *random_floats(size_t n, kvl_rng *rng)
-{
-    float *x = malloc(n * sizeof *x);
-    if (x) kvl_rng_uniform_f32(rng, x, n, -1.0, 1.0);
-    return x;
-}
-
 /* ---- rows of the table ---------------------------------------------------------------------------- */
 
 static void label(char *what, size_t cap, const char *step, swa_store store, size_t T, int threads)
@@ -90,38 +87,21 @@ static void label(char *what, size_t cap, const char *step, swa_store store, siz
     snprintf(what, cap, "%s %s %zuK %dT", step, swa_store_name(store), T / 1024, threads);
 }
 
-/* A step of `flop` over `bytes` of cache, read against its roofline. */
-static void print_step(const char *what, kvb_time t, double flop, double bytes, int threads, double target_mem)
+/* Times a step on 1 thread, and on 2 when it is compute-bound (kvb_time_step), against the sgemm ceiling
+ * at `shape`; returns the 1-thread time. */
+static kvb_time time_step_at(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
+                             double bytes, kvb_sgemm_shape shape)
 {
-    int compute;
-    const double roof = kvb_roofline_gflops(flop, bytes, threads, &compute);
-    kvb_print_row(&(kvb_row){"decode", what, bytes / KVB_MIB, t.median, flop * 1e-9 / t.median, "GF/s", roof,
-                             compute ? COMPUTE_TARGET : target_mem, t.min, t.max, flop * 1e-9});
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", step, swa_store_name(store));
+    return kvb_time_step(
+        &(kvb_step){"decode", name, T, run, ctx, flop, bytes, COMPUTE_TARGET, MEMORY_TARGET, 0, shape});
 }
 
-/* Times run(ctx) on 1 thread, and on 2 when the step is compute-bound, printing a row each and the
- * speedup; returns the 1-thread time. */
 static kvb_time time_step(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
                           double bytes)
 {
-    char what[96];
-    kvb_time t[2];
-    int compute;
-    kvb_roofline_gflops(flop, bytes, 1, &compute);
-    for (int th = 0; th < 1 + compute; th++) {
-        kvb_progress("decode: %s %s %zuK, %d thread(s)", step, swa_store_name(store), T / 1024, th + 1);
-        kvb_set_threads(th + 1);
-        t[th] = kvb_time_runs(run, ctx, KVB_REPEATS);
-        label(what, sizeof what, step, store, T, th + 1);
-        print_step(what, t[th], flop, bytes, th + 1, MEMORY_TARGET);
-    }
-    kvb_set_threads(1);
-    if (compute) {
-        snprintf(what, sizeof what, "%s %s %zuK 2T/1T", step, swa_store_name(store), T / 1024);
-        kvb_print_row(&(kvb_row){"decode", what, bytes / KVB_MIB, t[1].median, t[0].median / t[1].median, "x", 2.0,
-                                 SCALING_TARGET, 0, 0, 0});
-    }
-    return t[0];
+    return time_step_at(step, store, T, run, ctx, flop, bytes, KVB_SGEMM_MLA);
 }
 
 /* ---- MHA/GQA and MLA absorbed: attention over the ring, per group --------------------------------- */
@@ -132,6 +112,7 @@ typedef struct {
     size_t groups, G, Dk, Dv;
     size_t v_base;           /* first value column of group 0; group g's columns start g·Dk and v_base + g·Dv */
     float scale;
+    kvb_sgemm_shape shape;   /* the sgemm ceiling at its products' shape */
 } ring_step;
 
 static void run_ring_step(void *ctx)
@@ -147,14 +128,14 @@ static int bench_ring_step(const char *step, ring_step proto, size_t width, int 
     for (size_t k = 0; k < N_CONTEXTS; k++)
         for (size_t st = 0; st < 2; st++) {
             ring_step s = proto;
-            s.q = random_floats(Hq * s.Dk, rng);
+            s.q = kvb_random_floats(Hq * s.Dk, rng);
             s.o = malloc(Hq * s.Dv * sizeof *s.o);
             int rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], width, STORES[st], rng);
             if (rc == 0) {
                 const double N = (double)CONTEXTS[k];
                 const double flop = 2.0 * (double)Hq * N * (double)(s.Dk + s.Dv);
                 const double bytes = N * (double)width * (double)swa_store_bytes(STORES[st]);
-                kvb_time t = time_step(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes);
+                kvb_time t = time_step_at(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes, s.shape);
                 if (STORES[st] == SWA_STORE_BF16) line_ms[line][k] = t.median * 1e3;
             }
             swa_ring_free(&s.ring);
@@ -169,7 +150,7 @@ static int bench_mha(const kvl_model *m, kvl_rng *rng)
 {
     const size_t Hkv = m->n_kv_heads, Dh = m->head_dim;
     ring_step s = {.groups = Hkv, .G = m->n_heads / Hkv, .Dk = Dh, .Dv = Dh, .v_base = Hkv * Dh,
-                   .scale = (float)(1.0 / sqrt((double)Dh))};
+                   .scale = (float)(1.0 / sqrt((double)Dh)), .shape = KVB_SGEMM_GQA};
     return bench_ring_step("67B GQA", s, 2 * Hkv * Dh, LINE_MHA, rng);
 }
 
@@ -177,7 +158,7 @@ static int bench_mla_absorbed(const mla_config *c, kvl_rng *rng)
 {
     const size_t Dw = c->kv_lora_rank + c->qk_rope;
     ring_step s = {.groups = 1, .G = c->n_heads, .Dk = Dw, .Dv = c->kv_lora_rank, .v_base = 0,
-                   .scale = (float)c->softmax_scale};
+                   .scale = (float)c->softmax_scale, .shape = KVB_SGEMM_MLA};
     return bench_ring_step("V3 MLA absorbed", s, Dw, LINE_MLA, rng);
 }
 
@@ -203,8 +184,8 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dw = Dc + c->qk_rope, N = CONTEXTS[0];
     naive_step s = {.c = c, .N = N};
     int rc = mla_weights_alloc(&s.w, c) != 0;
-    s.q = random_floats(H * (c->qk_nope + c->qk_rope), rng);
-    s.rows = random_floats(N * Dw, rng);
+    s.q = kvb_random_floats(H * (c->qk_nope + c->qk_rope), rng);
+    s.rows = kvb_random_floats(N * Dw, rng);
     s.scores = malloc(H * N * sizeof *s.scores);
     s.o = malloc(H * c->v_head * sizeof *s.o);
     rc = rc || !s.q || !s.rows || !s.scores || !s.o;
@@ -217,7 +198,9 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         kvb_time t = kvb_time_runs(run_naive, &s, NAIVE_REPEATS);
         char what[96];
         label(what, sizeof what, "V3 MLA naive", SWA_STORE_F32, N, 1);
-        print_step(what, t, flop, bytes, 1, MEMORY_TARGET);
+        kvb_print_step(&(kvb_step){"decode", what, N, run_naive, &s, flop, bytes, COMPUTE_TARGET, MEMORY_TARGET, 0,
+                                   KVB_SGEMM_MLA},
+                       what, t, 1);
     }
     mla_weights_free(&s.w);
     free(s.q);
@@ -288,13 +271,13 @@ static int dsa_step_init(dsa_step *s, const dsa_config *c, size_t N, swa_store s
     const size_t HI = c->index_n_heads, DI = c->index_head_dim, K = c->index_topk, H = c->mla.n_heads;
     const size_t Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
     *s = (dsa_step){.c = c, .N = N};
-    s->q_idx = random_floats(HI * DI, rng);
-    s->w_idx = random_floats(HI, rng);
-    s->k_idx = random_floats(N * DI, rng);
+    s->q_idx = kvb_random_floats(HI * DI, rng);
+    s->w_idx = kvb_random_floats(HI, rng);
+    s->k_idx = kvb_random_floats(N * DI, rng);
     s->scores = malloc(N * sizeof *s->scores);
     s->sel = malloc(K * sizeof *s->sel);
     s->picked = malloc(K * Dw * swa_store_bytes(store));
-    s->q_hat = random_floats(H * Dw, rng);
+    s->q_hat = kvb_random_floats(H * Dw, rng);
     s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
     if (!s->q_idx || !s->w_idx || !s->k_idx || !s->scores || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
     if (ring_fill(&s->ring, N, Dw, store, rng)) return 1;
@@ -372,9 +355,9 @@ static int bench_v4_layer(const v4_config *c, const char *step, size_t T, int li
     const size_t K = c->kind == KVL_LAYER_CSA ? c->indexer.topk : 0;
     v4_step s = {.c = c, .N = N, .T = T};
     int rc = v4_weights_alloc(&s.w, c) != KVL_OK;
-    s.q = random_floats(H * Dh, rng);
-    s.win = random_floats(W * Dh, rng);
-    s.entries = random_floats((N ? N : 1) * Dh, rng);
+    s.q = kvb_random_floats(H * Dh, rng);
+    s.win = kvb_random_floats(W * Dh, rng);
+    s.entries = kvb_random_floats((N ? N : 1) * Dh, rng);
     s.o = malloc(H * Dh * sizeof *s.o);
     s.sel = malloc((K ? K : 1) * sizeof *s.sel);
     rc = rc || !s.q || !s.win || !s.entries || !s.o || !s.sel;
@@ -473,30 +456,21 @@ static void write_figure(void)
 
 /* ---- the group ------------------------------------------------------------------------------------- */
 
-static int load(kvl_model *m, const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/ref/configs/%s", KVL_SOURCE_DIR, name);
-    if (kvl_model_load(m, path) == KVL_OK) return 0;
-    fprintf(stderr, "kvbench: %s\n", kvl_error());
-    return 1;
-}
-
 int kvb_group_decode(void)
 {
     const kvb_ceiling_set *ceil = kvb_ceilings();
     if (!ceil) return 1;
-    const double scaling = ceil->sgemm_gflops[1] / ceil->sgemm_gflops[0];
+    const double scaling = ceil->sgemm_gflops[KVB_SGEMM_MLA][1] / ceil->sgemm_gflops[KVB_SGEMM_MLA][0];
     printf("decode: sgemm on 2 threads runs %.2fx its 1-thread rate: %s\n", scaling,
-           scaling >= 2 * SCALING_TARGET ? "the second core is free, 2T/1T verdicts hold"
+           scaling >= 2 * KVB_SCALING_TARGET ? "the second core is free, 2T/1T verdicts hold"
                                          : "the second core is busy, 2T/1T verdicts say nothing about the code");
     kvl_model m67 = {0}, v3 = {0}, v32 = {0}, v4f = {0};
     mla_config mla;
     dsa_config dsa;
     kvl_rng rng;
     kvl_rng_seed(&rng, 11);
-    int rc = load(&m67, "deepseek-llm-67b.json") || load(&v3, "deepseek-v3.json") ||
-             load(&v32, "deepseek-v3.2-exp.json") || load(&v4f, "deepseek-v4-flash.json");
+    int rc = kvb_load_config(&m67, "deepseek-llm-67b.json") || kvb_load_config(&v3, "deepseek-v3.json") ||
+             kvb_load_config(&v32, "deepseek-v3.2-exp.json") || kvb_load_config(&v4f, "deepseek-v4-flash.json");
     if (rc == 0 && (mla_config_from_model(&mla, &v3) != KVL_OK || dsa_config_from_model(&dsa, &v32) != KVL_OK)) {
         fprintf(stderr, "kvbench: %s\n", kvl_error());
         rc = 1;
@@ -520,8 +494,9 @@ int kvb_group_decode(void)
 #define PEER_TARGET 5.0 /* the C step at least 5× faster than the peer at 32K */
 #define PEER_TARGET_T 32768
 
-/* peer_s[k] = the peer's median seconds at CONTEXTS[k], from one python3 run; 1 if it did not run. */
-static int run_peer(double peer_s[N_CONTEXTS], const mla_config *c)
+/* peer_s[k] = the peer's median seconds at CONTEXTS[k] and blas_s[k] those of its two products alone
+ * (numpy's float64 BLAS, the floor under the peer's time), from one python3 run; 1 if it did not run. */
+static int run_peer(double peer_s[N_CONTEXTS], double blas_s[N_CONTEXTS], const mla_config *c)
 {
     char cmd[2048];
     int len = snprintf(cmd, sizeof cmd,
@@ -534,9 +509,12 @@ static int run_peer(double peer_s[N_CONTEXTS], const mla_config *c)
     if (!p) return 1;
     int got = 0;
     size_t T;
-    double med, lo, hi;
-    while (got < N_CONTEXTS && fscanf(p, "%zu %lf %lf %lf", &T, &med, &lo, &hi) == 4)
-        if (T == CONTEXTS[got]) peer_s[got++] = med;
+    double med, lo, hi, blas;
+    while (got < N_CONTEXTS && fscanf(p, "%zu %lf %lf %lf %lf", &T, &med, &lo, &hi, &blas) == 5)
+        if (T == CONTEXTS[got]) {
+            peer_s[got] = med;
+            blas_s[got++] = blas;
+        }
     return pclose(p) != 0 || got != N_CONTEXTS;
 }
 
@@ -544,7 +522,7 @@ int kvb_group_peer(void)
 {
     kvl_model v3 = {0};
     mla_config c;
-    if (load(&v3, "deepseek-v3.json")) return 1;
+    if (kvb_load_config(&v3, "deepseek-v3.json")) return 1;
     int rc = mla_config_from_model(&c, &v3) != KVL_OK;
     kvl_model_free(&v3);
     if (rc) return 1;
@@ -553,8 +531,8 @@ int kvb_group_peer(void)
         return 0;
     }
     kvb_progress("peer: numpy MLA absorbed decode at 8K, 32K, 128K (float64, one thread)");
-    double peer_s[N_CONTEXTS];
-    if (run_peer(peer_s, &c)) {
+    double peer_s[N_CONTEXTS], blas_s[N_CONTEXTS];
+    if (run_peer(peer_s, blas_s, &c)) {
         printf("peer: tests/bench/peer_mla.py did not run to the end; the numpy peer is skipped\n");
         return 0;
     }
@@ -563,7 +541,7 @@ int kvb_group_peer(void)
     kvl_rng_seed(&rng, 13);
     for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
         ring_step s = {.groups = 1, .G = c.n_heads, .Dk = Dw, .Dv = c.kv_lora_rank, .scale = (float)c.softmax_scale};
-        s.q = random_floats(c.n_heads * Dw, &rng);
+        s.q = kvb_random_floats(c.n_heads * Dw, &rng);
         s.o = malloc(c.n_heads * c.kv_lora_rank * sizeof *s.o);
         rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], Dw, SWA_STORE_F32, &rng);
         if (rc == 0) {
@@ -574,6 +552,9 @@ int kvb_group_peer(void)
             kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
                                      peer_s[k] / t.median, "x", 1.0, CONTEXTS[k] == PEER_TARGET_T ? PEER_TARGET : 0,
                                      t.min, t.max, 0});
+            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy BLAS/C", CONTEXTS[k] / 1024);
+            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
+                                     blas_s[k] / t.median, "x", 1.0, 0, t.min, t.max, 0});
         }
         swa_ring_free(&s.ring);
         free(s.q);

@@ -6,10 +6,16 @@
  *   copy    memcpy of KVB_STREAM_BYTES: bytes copied (each read and written once)
  *   gather  KVB_GATHER_ROWS rows of KVB_GATHER_ROW bytes (V3.2's FP8 cache row) at random positions of
  *           KVB_STREAM_BYTES into a packed buffer: bytes gathered (a top-k read)
- *   sgemm   OpenBLAS at the skinny decode shape: for each tile of KVL_ATTEND_TILE rows of
- *           SGEMM_ROWS cached rows [Dc+Dr], S[H][tile] = Q[H][Dc+Dr]·K_tileᵀ and A[H][Dc] += S·V_tile,
- *           the two products of a tiled MLA decode step at V3's geometry without the softmax
- *           (H 128, Dc 512, Dr 64); on 1 and on 2 threads */
+ *   sgemm   OpenBLAS at a skinny decode shape: for each tile of KVL_ATTEND_TILE cached rows and each
+ *           group of query rows, S[Gq][tile] = Q[Gq][Dk]·K_tileᵀ and A[Gq][Dv] += S·V_tile, the two
+ *           products of a tiled decode step (ref/core/attend.h) without the softmax. Two shapes:
+ *             MLA  V3's absorbed step, one group of 128 query rows over [Dc | Dr] rows (Dk 576, Dv 512)
+ *             GQA  the 67B's step, 8 groups of 8 query rows, each over its own 128 key and 128 value
+ *                  columns of a [K | V] row of 2048
+ *           Eight query rows leave OpenBLAS's 16-row kernel half idle and its packing of each tile
+ *           read by eight rows instead of 128, so GQA's products run well below MLA's on the same
+ *           machine: they are GQA's own ceiling. On 1 thread, and on 2 the way ref/core/attend.h
+ *           threads a step: the rows halved, one single-threaded BLAS caller per half (kvl_run_parts). */
 #include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,13 +23,22 @@
 
 #include "attend.h"
 #include "bench.h"
+#include "linalg.h"
 #include "rng.h"
 
 #define GATHER_ROWS ((size_t)1 << 16)
-#define SGEMM_H 128
-#define SGEMM_DC 512
-#define SGEMM_DW 576
 #define SGEMM_ROWS ((size_t)1 << 15)
+#define SGEMM_PARTS 2
+
+typedef struct {
+    const char *name, *family;
+    size_t Gq, groups, Dk, Dv, stride, v_off; /* group g's keys at g·Dk, its values at v_off + g·Dv */
+} sgemm_shape;
+
+static const sgemm_shape SHAPES[KVB_SGEMM_SHAPES] = {
+    {"MLA H128 576/512", "MLA", 128, 1, 576, 512, 576, 0},
+    {"GQA 8x8 128/128", "GQA", 8, 8, 128, 128, 2048, 1024},
+};
 
 typedef struct {
     void *dst;
@@ -85,26 +100,47 @@ static void run_gather(void *ctx)
 }
 
 typedef struct {
+    const sgemm_shape *sh;
     const float *q, *rows;
-    float *s, *acc;
+    float *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
+    size_t parts;
 } sgemm_job;
+
+/* Part p: rows [R·p/P, R·(p+1)/P), tile by tile, every group. */
+static void sgemm_part(void *ctx, size_t p)
+{
+    const sgemm_job *j = ctx;
+    const sgemm_shape *sh = j->sh;
+    const size_t end = SGEMM_ROWS * (p + 1) / j->parts;
+    for (size_t t = SGEMM_ROWS * p / j->parts; t < end; t += KVL_ATTEND_TILE) {
+        const float *tile = j->rows + t * sh->stride;
+        for (size_t g = 0; g < sh->groups; g++) {
+            float *acc = j->acc[p] + g * sh->Gq * sh->Dv;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sh->Gq, KVL_ATTEND_TILE, (int)sh->Dk, 1.0f,
+                        j->q + g * sh->Gq * sh->Dk, (int)sh->Dk, tile + g * sh->Dk, (int)sh->stride, 0.0f, j->s[p],
+                        KVL_ATTEND_TILE);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sh->Gq, (int)sh->Dv, KVL_ATTEND_TILE, 1.0f,
+                        j->s[p], KVL_ATTEND_TILE, tile + sh->v_off + g * sh->Dv, (int)sh->stride, 1.0f, acc,
+                        (int)sh->Dv);
+        }
+    }
+}
 
 static void run_sgemm(void *ctx)
 {
     sgemm_job *j = ctx;
-    for (size_t t = 0; t < SGEMM_ROWS; t += KVL_ATTEND_TILE) {
-        const float *tile = j->rows + t * SGEMM_DW;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, SGEMM_H, KVL_ATTEND_TILE, SGEMM_DW, 1.0f, j->q, SGEMM_DW,
-                    tile, SGEMM_DW, 0.0f, j->s, KVL_ATTEND_TILE);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SGEMM_H, SGEMM_DC, KVL_ATTEND_TILE, 1.0f, j->s,
-                    KVL_ATTEND_TILE, tile, SGEMM_DW, 1.0f, j->acc, SGEMM_DC);
-    }
+    kvl_run_parts(sgemm_part, j, j->parts);
 }
 
-static double sgemm_gflop(void) { return 2.0 * SGEMM_H * (double)SGEMM_ROWS * (SGEMM_DW + SGEMM_DC) * 1e-9; }
+static double sgemm_gflop(const sgemm_shape *sh)
+{
+    return 2.0 * (double)(sh->Gq * sh->groups) * (double)SGEMM_ROWS * (double)(sh->Dk + sh->Dv) * 1e-9;
+}
+
+static double sgemm_mib(const sgemm_shape *sh) { return (double)SGEMM_ROWS * (double)sh->stride * 4 / KVB_MIB; }
 
 static kvb_ceiling_set measured;
-static kvb_time scan_t, copy_t, gather_t, sgemm_t[2];
+static kvb_time scan_t, copy_t, gather_t, sgemm_t[KVB_SGEMM_SHAPES][2];
 static int have_ceilings;
 
 /* Every buffer the four measurements need, or none. */
@@ -113,14 +149,20 @@ static int measure(void)
     const size_t bytes = KVB_STREAM_BYTES, rows = bytes / KVB_GATHER_ROW;
     uint8_t *src = malloc(bytes), *dst = malloc(bytes);
     size_t *pick = malloc(GATHER_ROWS * sizeof *pick);
-    float *q = malloc(SGEMM_H * SGEMM_DW * sizeof *q), *s = malloc(SGEMM_H * KVL_ATTEND_TILE * sizeof *s);
-    float *acc = calloc(SGEMM_H * SGEMM_DC, sizeof *acc);
-    int ok = src && dst && pick && q && s && acc;
+    /* the largest query block, scores and accumulator of either shape: 128 rows of 576, 128 of 512 */
+    const size_t most = 128 * 576;
+    float *q = malloc(most * sizeof *q), *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
+    int ok = src && dst && pick && q;
+    for (size_t p = 0; p < SGEMM_PARTS; p++) {
+        s[p] = malloc(128 * KVL_ATTEND_TILE * sizeof *s[p]);
+        acc[p] = calloc(most, sizeof *acc[p]);
+        ok = ok && s[p] && acc[p];
+    }
     if (ok) {
         kvl_rng rng;
         kvl_rng_seed(&rng, 3);
         kvl_rng_uniform_f32(&rng, (float *)src, bytes / sizeof(float), -1.0, 1.0);
-        kvl_rng_uniform_f32(&rng, q, SGEMM_H * SGEMM_DW, -1.0, 1.0);
+        kvl_rng_uniform_f32(&rng, q, most, -1.0, 1.0);
         for (size_t i = 0; i < GATHER_ROWS; i++) pick[i] = kvl_rng_next_u64(&rng) % rows;
         kvb_progress("ceilings: read-only scan of %zu MiB", bytes / KVB_MIB);
         scan_t = kvb_time_runs(run_scan, &(scan_job){(const float *)src, bytes / sizeof(float), 0}, KVB_REPEATS);
@@ -128,25 +170,29 @@ static int measure(void)
         copy_t = kvb_time_runs(run_copy, &(copy_job){dst, src, bytes}, KVB_REPEATS);
         kvb_progress("ceilings: random gather of %zu rows of %d bytes", GATHER_ROWS, KVB_GATHER_ROW);
         gather_t = kvb_time_runs(run_gather, &(gather_job){dst, src, pick}, KVB_REPEATS);
-        for (int th = 0; th < 2; th++) {
-            kvb_progress("ceilings: sgemm at the decode shape, %d thread(s)", th + 1);
-            kvb_set_threads(th + 1);
-            sgemm_t[th] = kvb_time_runs(run_sgemm, &(sgemm_job){q, (const float *)src, s, acc}, KVB_REPEATS);
-        }
-        kvb_set_threads(1);
         measured = (kvb_ceiling_set){.scan_gbps = kvb_gbps(bytes, scan_t.min),
                                      .copy_gbps = kvb_gbps(bytes, copy_t.min),
-                                     .gather_gbps = kvb_gbps(GATHER_ROWS * KVB_GATHER_ROW, gather_t.min),
-                                     .sgemm_gflops = {sgemm_gflop() / sgemm_t[0].min,
-                                                      sgemm_gflop() / sgemm_t[1].min}};
+                                     .gather_gbps = kvb_gbps(GATHER_ROWS * KVB_GATHER_ROW, gather_t.min)};
+        for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++)
+            for (int th = 0; th < 2; th++) {
+                kvb_progress("ceilings: sgemm at the %s decode shape, %d thread(s)", SHAPES[k].name, th + 1);
+                kvb_set_threads(th + 1);
+                sgemm_job job = {&SHAPES[k], q, (const float *)src, {s[0], s[1]}, {acc[0], acc[1]},
+                                 kvl_parts(SGEMM_ROWS, KVL_ATTEND_PART_ROWS, sgemm_gflop(&SHAPES[k]) * 5e8)};
+                sgemm_t[k][th] = kvb_time_runs(run_sgemm, &job, KVB_REPEATS);
+                measured.sgemm_gflops[k][th] = sgemm_gflop(&SHAPES[k]) / sgemm_t[k][th].min;
+            }
+        kvb_set_threads(1);
         have_ceilings = 1;
     }
     free(src);
     free(dst);
     free(pick);
     free(q);
-    free(s);
-    free(acc);
+    for (size_t p = 0; p < SGEMM_PARTS; p++) {
+        free(s[p]);
+        free(acc[p]);
+    }
     return ok ? 0 : 1;
 }
 
@@ -156,33 +202,49 @@ const kvb_ceiling_set *kvb_ceilings(void)
     return &measured;
 }
 
-void kvb_set_threads(int n) { openblas_set_num_threads(n); }
+void kvb_set_threads(int n) { kvl_set_threads(n); }
+
+double kvb_roofline_at(double flop, double bytes, kvb_sgemm_shape shape, int threads, int *compute)
+{
+    const kvb_ceiling_set *c = kvb_ceilings();
+    const double sgemm = c->sgemm_gflops[shape][threads > 1], memory = c->scan_gbps * flop / bytes;
+    *compute = sgemm <= memory;
+    return *compute ? sgemm : memory;
+}
 
 double kvb_roofline_gflops(double flop, double bytes, int threads, int *compute)
 {
-    const kvb_ceiling_set *c = kvb_ceilings();
-    const double sgemm = c->sgemm_gflops[threads > 1], memory = c->scan_gbps * flop / bytes;
-    *compute = sgemm <= memory;
-    return *compute ? sgemm : memory;
+    return kvb_roofline_at(flop, bytes, KVB_SGEMM_MLA, threads, compute);
 }
 
 int kvb_group_ceilings(void)
 {
     const kvb_ceiling_set *c = kvb_ceilings();
     if (!c) return 1;
-    const double mib = (double)KVB_STREAM_BYTES / KVB_MIB, tile_mib = (double)SGEMM_ROWS * SGEMM_DW * 4 / KVB_MIB;
+    const double mib = (double)KVB_STREAM_BYTES / KVB_MIB;
     kvb_print_row(&(kvb_row){"ceilings", "read-only scan", mib, scan_t.min, c->scan_gbps, "GB/s", 0, 0,
                              scan_t.min, scan_t.max, 0});
     kvb_print_row(&(kvb_row){"ceilings", "memcpy", mib, copy_t.min, c->copy_gbps, "GB/s", 0, 0, copy_t.min,
                              copy_t.max, 0});
     kvb_print_row(&(kvb_row){"ceilings", "random 656-byte row gather", (double)GATHER_ROWS * KVB_GATHER_ROW / KVB_MIB,
                              gather_t.min, c->gather_gbps, "GB/s", 0, 0, gather_t.min, gather_t.max, 0});
-    for (int th = 0; th < 2; th++)
-        kvb_print_row(&(kvb_row){"ceilings", th ? "sgemm H128 576/512, 2 threads" : "sgemm H128 576/512, 1 thread",
-                                 tile_mib, sgemm_t[th].min, c->sgemm_gflops[th], "GF/s", 0, 0, sgemm_t[th].min,
-                                 sgemm_t[th].max, sgemm_gflop()});
-    /* the machine's own 2-thread speedup: below 1.6 of the ideal 2, the second core was busy */
-    kvb_print_row(&(kvb_row){"ceilings", "sgemm 2 threads / 1 thread", tile_mib, sgemm_t[1].min,
-                             c->sgemm_gflops[1] / c->sgemm_gflops[0], "x", 2.0, 0.8, 0, 0, 0});
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) {
+        const sgemm_shape *sh = &SHAPES[k];
+        char what[64];
+        for (int th = 0; th < 2; th++) {
+            snprintf(what, sizeof what, "sgemm %s, %d thread%s", sh->name, th + 1, th ? "s" : "");
+            kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(sh), sgemm_t[k][th].min, c->sgemm_gflops[k][th],
+                                     "GF/s", 0, 0, sgemm_t[k][th].min, sgemm_t[k][th].max, sgemm_gflop(sh)});
+        }
+        /* the machine's own 2-thread speedup: below 1.6 of the ideal 2, the second core was busy */
+        snprintf(what, sizeof what, "sgemm %s, 2 threads / 1", sh->family);
+        kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(sh), sgemm_t[k][1].min,
+                                 c->sgemm_gflops[k][1] / c->sgemm_gflops[k][0], "x", 2.0, 0.8, 0, 0, 0});
+    }
+    /* how far below MLA's products GQA's thin ones run on this machine */
+    kvb_print_row(&(kvb_row){"ceilings", "sgemm GQA / MLA, 1 thread", sgemm_mib(&SHAPES[KVB_SGEMM_GQA]),
+                             sgemm_t[KVB_SGEMM_GQA][0].min,
+                             c->sgemm_gflops[KVB_SGEMM_GQA][0] / c->sgemm_gflops[KVB_SGEMM_MLA][0], "x", 0, 0, 0, 0,
+                             0});
     return 0;
 }

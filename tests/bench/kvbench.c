@@ -6,7 +6,6 @@
  * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
  * group name or option. */
 #include <cblas.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +22,9 @@ static const group GROUPS[] = {
     {"formats", "element casts and block quantisers over 256 MiB of float32", kvb_group_formats},
     {"decode", "each generation's decode attention at 8K, 32K, 128K against its roofline", kvb_group_decode},
     {"peer", "MLA absorbed decode against the numpy peer (python3 with numpy)", kvb_group_peer},
+    {"v41", "V4.1-Flash's Full, Reindex, Reuse layers at 32K, 128K (f32, native), 1M (native)", kvb_group_v41},
+    {"native", "V3.2 and V4-Flash decode over their FP8/FP4 rows through the ref's native paths", kvb_group_native},
+    {"prefill", "one 4K-token prefill chunk after 28K cached tokens, one layer, real widths", kvb_group_prefill},
 };
 enum { N_GROUPS = sizeof GROUPS / sizeof GROUPS[0] };
 
@@ -92,9 +94,9 @@ int main(int argc, char **argv)
         fprintf(kvb_markdown, "# kvbench results\n\nEach time is the median of the runs (fastest - slowest); "
                               "ratio = rate / the ceiling that bounds the step.\n\n");
     }
-    /* One thread unless a row says 2T: OpenMP and OpenBLAS pools alike. The attention steps use only
-     * OpenBLAS's threads (ref/core/attend.h), which the 2-thread rows raise to two. */
-    omp_set_num_threads(1);
+    /* One thread unless a row says 2T (kvb_set_threads): the library's threads are OpenMP's, and
+     * OpenBLAS stays on one (ref/core/linalg.h). */
+    kvb_set_threads(1);
     openblas_set_num_threads(1);
     printf("kvbench: one thread unless a row says 2T; each time is the median of %d runs after a warm-up "
            "(min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n", KVB_REPEATS);

@@ -4,7 +4,10 @@ float64. kvbench runs it in the same run, at the same sizes, and prints the rati
 
     python3 peer_mla.py n_h d_c d_r scale repeats T...
 
-prints one line per T: "T median_seconds min_seconds max_seconds" (after one warm-up run).
+prints one line per T: "T median_seconds min_seconds max_seconds products_seconds" (after one warm-up
+run), the last the median time of its two matrix products alone (q_abs @ C.T and p @ C, no softmax): what
+numpy's own BLAS needs in float64, the bound on how much faster any float32 code can be than this peer
+short of a faster matrix product.
 """
 import sys
 import time
@@ -19,6 +22,21 @@ def decode_absorbed(q_abs, C, d_c, scale):
     return p @ C[:, :d_c]                               # (n_h, d_c): the values are the latents
 
 
+def products_only(q_abs, C, d_c):
+    scores = q_abs @ C.T
+    return scores @ C[:, :d_c]
+
+
+def sorted_seconds(run, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times
+
+
 def main():
     n_h, d_c, d_r = (int(a) for a in sys.argv[1:4])
     scale, repeats = float(sys.argv[4]), int(sys.argv[5])
@@ -27,13 +45,9 @@ def main():
     for T in (int(a) for a in sys.argv[6:]):
         C = rng.uniform(-1.0, 1.0, (T, d_c + d_r))
         decode_absorbed(q_abs, C, d_c, scale)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            decode_absorbed(q_abs, C, d_c, scale)
-            times.append(time.perf_counter() - start)
-        times.sort()
-        print(T, times[len(times) // 2], times[0], times[-1], flush=True)
+        times = sorted_seconds(lambda: decode_absorbed(q_abs, C, d_c, scale), repeats)
+        products = sorted_seconds(lambda: products_only(q_abs, C, d_c), repeats)
+        print(T, times[len(times) // 2], times[0], times[-1], products[len(products) // 2], flush=True)
 
 
 if __name__ == "__main__":

@@ -71,3 +71,42 @@ void kvb_print_row(const kvb_row *row)
                 row->what, row->mib, row->seconds * 1e3, range, gflop, row->rate, row->unit, ceiling, ratio, target,
                 verdict(row));
 }
+
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads)
+{
+    int compute;
+    const double roof = kvb_roofline_at(s->flop, s->bytes, s->shape, threads, &compute);
+    kvb_print_row(&(kvb_row){s->group, what, s->bytes / KVB_MIB, t.median, s->flop * 1e-9 / t.median, "GF/s", roof,
+                             compute ? s->compute_target : s->memory_target, t.min, t.max, s->flop * 1e-9});
+}
+
+static kvb_time time_once(void (*run)(void *ctx), void *ctx)
+{
+    const double start = kvl_seconds();
+    run(ctx);
+    const double t = kvl_seconds() - start;
+    return (kvb_time){t, t, t};
+}
+
+kvb_time kvb_time_step(const kvb_step *s)
+{
+    char what[128];
+    kvb_time t[2];
+    int compute;
+    kvb_roofline_at(s->flop, s->bytes, s->shape, 1, &compute);
+    for (int th = 0; th < 1 + compute; th++) {
+        kvb_progress("%s: %s %zuK, %d thread(s)", s->group, s->step, s->T / 1024, th + 1);
+        kvb_set_threads(th + 1);
+        t[th] = s->repeats == KVB_COLD ? time_once(s->run, s->ctx)
+                                       : kvb_time_runs(s->run, s->ctx, s->repeats ? s->repeats : KVB_REPEATS);
+        snprintf(what, sizeof what, "%s %zuK %dT", s->step, s->T / 1024, th + 1);
+        kvb_print_step(s, what, t[th], th + 1);
+    }
+    kvb_set_threads(1);
+    if (compute) {
+        snprintf(what, sizeof what, "%s %zuK 2T/1T", s->step, s->T / 1024);
+        kvb_print_row(&(kvb_row){s->group, what, s->bytes / KVB_MIB, t[1].median, t[0].median / t[1].median, "x", 2.0,
+                                 KVB_SCALING_TARGET, 0, 0, 0});
+    }
+    return t[0];
+}

@@ -1,0 +1,347 @@
+/* Native: decode over the deployed FP8/FP4 cache rows at T ≥ 32K, through the ref's native paths.
+ *
+ *   V3.2      DeepSeek-V3.2-Exp, 656-byte main rows and 132-byte index keys (DSA_CACHE_V32):
+ *             dsa_decode_gather, the whole step (projections, the fp8 indexer over every key, top-k,
+ *             the K picks read and decoded, absorbed attention); and its sparse attention alone: the
+ *             K picks unpacked row by row (kvf_row_unpack, what the cache read does per pick) and
+ *             attended (kvl_attend_f32)
+ *   V4-Flash  584-byte main rows, 68-byte MXFP4 index keys (V4_CACHE_NATIVE): v4_decode of a CSA layer
+ *             (M 4, top-512) at 32K and 128K and of an HCA layer (M 128) at 32K, 128K and 1M; and its
+ *             attention alone: the window rows and the entries read decoded (every entry at once for
+ *             HCA, the K picks one row each for CSA), then v4_attend
+ * Each whole step counts 2 flop per weight (every projection weight meets the token once; the absorbed
+ * W_UK, W_UV included) plus the indexer's scores and the attention's two products, and as bytes the
+ * weights, the cache rows as stored and what the path decodes to float32 and reads back.
+ *
+ * Where a path decodes more than the rows it attends at once, a row times that decode alone, against
+ * the read scan (target 0.75): every index key per token (V3.2's read_held, V4's chunk_picks), every
+ * HCA entry per token (V4's chunk_entries). Compute-bound steps are read against the dequantised-cache
+ * target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
+ * decodes one more token onto it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attend.h"
+#include "bench.h"
+#include "config.h"
+#include "dsa.h"
+#include "rng.h"
+#include "rows.h"
+#include "status.h"
+#include "v4.h"
+
+#define NATIVE_TARGET 0.6
+#define MEMORY_TARGET 0.75
+#define FILL_ROWS 1024
+#define SPARE_TOKENS 32   /* room for the warm-up and timed decodes on 1 and 2 threads */
+
+static const size_t CONTEXTS[] = {32768, 131072};
+enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
+#define HCA_LONG ((size_t)1 << 20)
+
+static void print_stream(const char *what, kvb_time t, double bytes)
+{
+    kvb_print_row(&(kvb_row){"native", what, bytes / KVB_MIB, t.median, bytes * 1e-9 / t.median, "GB/s",
+                             kvb_ceilings()->scan_gbps, MEMORY_TARGET, t.min, t.max, 0});
+}
+
+static void time_stream(const char *what, void (*run)(void *), void *ctx, double bytes)
+{
+    kvb_progress("native: %s", what);
+    print_stream(what, kvb_time_runs(run, ctx, KVB_REPEATS), bytes);
+}
+
+static void time_compute(const char *step, size_t T, void (*run)(void *), void *ctx, double flop, double bytes)
+{
+    kvb_time_step(
+        &(kvb_step){"native", step, T, run, ctx, flop, bytes, NATIVE_TARGET, MEMORY_TARGET, 0, KVB_SGEMM_MLA});
+}
+
+/* 1, with the ref's message, when a timed call failed (its row timed an error path). */
+static int report_failure(int failed)
+{
+    if (failed) fprintf(stderr, "kvbench: native: %s\n", kvl_error());
+    return failed;
+}
+
+/* rows[n][bytes]: FILL_ROWS rows packed from random values, repeated. */
+static int fill_packed(uint8_t *rows, kvf_row layout, size_t n, kvl_rng *rng)
+{
+    const size_t width = kvf_row_values(layout), bytes = kvf_row_bytes(layout);
+    float *v = kvb_random_floats(width, rng);
+    int rc = v ? 0 : 1;
+    for (size_t i = 0; i < FILL_ROWS && i < n && rc == 0; i++) {
+        kvl_rng_uniform_f32(rng, v, width, -1.0, 1.0);
+        rc = kvf_row_pack(layout, rows + i * bytes, v) != KVF_OK;
+    }
+    for (size_t i = FILL_ROWS; i < n && rc == 0; i += FILL_ROWS)
+        memcpy(rows + i * bytes, rows, (n - i < FILL_ROWS ? n - i : FILL_ROWS) * bytes);
+    free(v);
+    return rc;
+}
+
+/* ---- V3.2 ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const dsa_config *c;
+    const dsa_weights *w;
+    dsa_cache cache;
+    float *x, *out, *keys;   /* [d], [d], [N][DI] */
+    int32_t *sel;            /* [K] random picks for the sparse attention alone */
+    float *picked, *q_hat, *o_hat; /* [K][Dc+Dr], [H][Dc+Dr], [H][Dc] */
+    size_t T;
+    int failed;              /* a ref call returned an error (kvl_error() says which) */
+} v32_step;
+
+static void run_v32_decode(void *ctx)
+{
+    v32_step *s = ctx;
+    s->failed |= dsa_decode_gather(s->out, NULL, s->c, s->w, &s->cache, s->x) != KVL_OK;
+}
+
+static void run_v32_keys(void *ctx)
+{
+    v32_step *s = ctx;
+    const size_t DI = s->c->index_head_dim, b = kvf_row_bytes(KVF_ROW_V32_INDEX);
+    for (size_t p = 0; p < s->T; p++) kvf_row_unpack(KVF_ROW_V32_INDEX, s->keys + p * DI, s->cache.index_rows + p * b);
+}
+
+static void run_v32_sparse(void *ctx)
+{
+    v32_step *s = ctx;
+    const size_t Dc = s->c->mla.kv_lora_rank, Dw = Dc + s->c->mla.qk_rope, K = s->c->index_topk;
+    const size_t b = kvf_row_bytes(KVF_ROW_V32_MAIN);
+    for (size_t k = 0; k < K; k++)
+        kvf_row_unpack(KVF_ROW_V32_MAIN, s->picked + k * Dw, s->cache.main_rows + (size_t)s->sel[k] * b);
+    const kvl_attend_rows r = {K, Dw, 0, Dw, 0, Dc, 1};
+    const float scale = (float)s->c->mla.softmax_scale;
+    s->failed |= kvl_attend_f32(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale) != KVL_OK;
+}
+
+static void v32_free(v32_step *s)
+{
+    dsa_cache_free(&s->cache);
+    free(s->x); free(s->out); free(s->keys); free(s->sel); free(s->picked); free(s->q_hat); free(s->o_hat);
+}
+
+static int v32_init(v32_step *s, size_t T, kvl_rng *rng)
+{
+    const dsa_config *c = s->c;
+    const size_t d = c->mla.d, H = c->mla.n_heads, Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
+    const size_t K = c->index_topk, DI = c->index_head_dim;
+    s->T = T;
+    if (dsa_cache_init(&s->cache, c, T + SPARE_TOKENS, DSA_CACHE_V32) != KVL_OK) return 1;
+    s->x = kvb_random_floats(d, rng);
+    s->out = malloc(d * sizeof *s->out);
+    s->keys = malloc(T * DI * sizeof *s->keys);
+    s->sel = malloc(K * sizeof *s->sel);
+    s->picked = malloc(K * Dw * sizeof *s->picked);
+    s->q_hat = kvb_random_floats(H * Dw, rng);
+    s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
+    if (!s->x || !s->out || !s->keys || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
+    if (fill_packed(s->cache.main_rows, KVF_ROW_V32_MAIN, T, rng) ||
+        fill_packed(s->cache.index_rows, KVF_ROW_V32_INDEX, T, rng))
+        return 1;
+    s->cache.len = T;
+    for (size_t k = 0; k < K; k++) s->sel[k] = (int32_t)(kvl_rng_next_u64(rng) % T);
+    return 0;
+}
+
+static int bench_v32(const dsa_config *c, kvl_rng *rng)
+{
+    dsa_weights w;
+    kvb_progress("native: random weights of one V3.2 layer");
+    if (dsa_weights_init_random(&w, c, rng) != KVL_OK) return 1;
+    const size_t H = c->mla.n_heads, Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
+    const double K = (double)c->index_topk, HI = (double)c->index_n_heads, DI = (double)c->index_head_dim;
+    const double main_b = (double)kvf_row_bytes(KVF_ROW_V32_MAIN), key_b = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
+    const double attend_flop = 2.0 * (double)H * K * (double)(Dw + Dc);
+    int rc = 0;
+    for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
+        v32_step s = {.c = c, .w = &w};
+        rc = v32_init(&s, CONTEXTS[k], rng);
+        if (rc == 0) {
+            const double N = (double)CONTEXTS[k];
+            const double keys_bytes = N * key_b + 2 * N * DI * sizeof(float); /* stored, decoded, read back */
+            char what[96];
+            snprintf(what, sizeof what, "V3.2 index keys decode v32 %zuK", CONTEXTS[k] / 1024);
+            time_stream(what, run_v32_keys, &s, N * key_b + N * DI * sizeof(float));
+            time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s, attend_flop,
+                         K * (main_b + (double)Dw * sizeof(float)));
+            time_compute("V3.2 dsa_decode_gather v32", CONTEXTS[k], run_v32_decode, &s,
+                         2.0 * (double)w.n_floats + N * HI * (2.0 * DI + 3.0) + attend_flop,
+                         (double)w.n_floats * sizeof(float) + keys_bytes + K * main_b);
+            rc = report_failure(s.failed);
+        }
+        v32_free(&s);
+    }
+    dsa_weights_free(&w);
+    return rc;
+}
+
+/* ---- V4-Flash --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const v4_config *c;
+    const v4_weights *w;
+    v4_cache cache;
+    float *x, *out, *decoded;  /* [d], [d], [N][Dh] or [N][DI] */
+    float *q, *win, *o;        /* [H][Dh], [W][Dh], [H][Dh] */
+    int32_t *sel;              /* [K] random CSA picks */
+    size_t T, N;
+    int failed;                /* a ref call returned an error (kvl_error() says which) */
+} v4_step;
+
+static void run_v4_decode(void *ctx)
+{
+    v4_step *s = ctx;
+    s->failed |= v4_decode(s->out, NULL, s->c, s->w, &s->cache, s->x) != KVL_OK;
+}
+
+/* what the path decodes at once: every index key (CSA) or every entry (HCA) */
+static void run_v4_read_all(void *ctx)
+{
+    v4_step *s = ctx;
+    const v4_rows *all = s->c->kind == KVL_LAYER_CSA ? &s->cache.index_keys : &s->cache.entries;
+    s->failed |= v4_rows_read(s->decoded, all, 0, s->N) != KVL_OK;
+}
+
+/* The attention of the step alone, as v4_decode's native path runs it (chunk_window, chunk_entries,
+ * v4_attend in ref/v4_cache.c): the window rows and the entries it reads decoded, every one at once for
+ * HCA, the picks one row each for CSA, then attended. */
+static void run_v4_attend(void *ctx)
+{
+    v4_step *s = ctx;
+    const v4_config *c = s->c;
+    const size_t W = c->window, Dh = c->head_dim, first = s->T - W;
+    s->failed |= v4_rows_read(s->win, &s->cache.window, first, W) != KVL_OK;
+    if (c->kind == KVL_LAYER_HCA) s->failed |= v4_rows_read(s->decoded, &s->cache.entries, 0, s->N) != KVL_OK;
+    for (size_t k = 0; c->kind == KVL_LAYER_CSA && k < c->indexer.topk; k++)
+        s->failed |= v4_rows_read(s->decoded + (size_t)s->sel[k] * Dh, &s->cache.entries, (size_t)s->sel[k], 1) !=
+                     KVL_OK;
+    s->failed |= v4_attend(s->o, c, s->w, s->q, s->win, first, s->decoded, s->N, s->sel, 1, s->T - 1) != KVL_OK;
+}
+
+static void v4_step_free(v4_step *s)
+{
+    v4_cache_free(&s->cache);
+    free(s->x); free(s->out); free(s->decoded); free(s->q); free(s->win); free(s->o); free(s->sel);
+}
+
+/* rows: n random rows appended (FILL_ROWS distinct, repeated). */
+static int append_rows(v4_rows *rows, size_t n, kvl_rng *rng)
+{
+    float *v = kvb_random_floats(FILL_ROWS * rows->width, rng);
+    int rc = v ? 0 : 1;
+    for (size_t i = 0; i < n && rc == 0; i += FILL_ROWS)
+        rc = v4_rows_append(rows, v, n - i < FILL_ROWS ? n - i : FILL_ROWS) != KVL_OK;
+    free(v);
+    return rc;
+}
+
+/* A native cache that has seen T tokens: W window rows, ⌊T/M⌋ entries (and index keys), the compressors
+ * at position T (T a multiple of M: no block part-way). */
+static int v4_step_init(v4_step *s, size_t T, kvl_rng *rng)
+{
+    const v4_config *c = s->c;
+    const size_t W = c->window, Dh = c->head_dim;
+    s->T = T;
+    s->N = T / c->compressor.ratio;
+    if (v4_cache_init(&s->cache, c, T + SPARE_TOKENS, V4_CACHE_NATIVE) != KVL_OK) return 1;
+    s->x = kvb_random_floats(c->d, rng);
+    s->out = malloc(c->d * sizeof *s->out);
+    s->decoded = malloc(s->N * Dh * sizeof *s->decoded);
+    s->q = kvb_random_floats(c->n_heads * Dh, rng);
+    s->win = malloc(W * Dh * sizeof *s->win);
+    s->o = malloc(c->n_heads * Dh * sizeof *s->o);
+    s->sel = malloc((c->indexer.topk ? c->indexer.topk : 1) * sizeof *s->sel);
+    if (!s->x || !s->out || !s->decoded || !s->q || !s->win || !s->o || !s->sel) return 1;
+    for (size_t k = 0; k < c->indexer.topk; k++) s->sel[k] = (int32_t)(kvl_rng_next_u64(rng) % s->N);
+    v4_rows_restart(&s->cache.window, T - W);
+    if (append_rows(&s->cache.window, W, rng) || append_rows(&s->cache.entries, s->N, rng)) return 1;
+    if (c->kind == KVL_LAYER_CSA && append_rows(&s->cache.index_keys, s->N, rng)) return 1;
+    s->cache.kv_state.pos = T;
+    s->cache.index_state.pos = T;
+    s->cache.len = T;
+    return 0;
+}
+
+static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rng *rng)
+{
+    v4_weights w;
+    if (v4_weights_init_random(&w, c, rng) != KVL_OK) return 1;
+    v4_step s = {.c = c, .w = &w};
+    int rc = v4_step_init(&s, T, rng);
+    if (rc == 0) {
+        const int csa = c->kind == KVL_LAYER_CSA;
+        const double N = (double)s.N, Dh = (double)c->head_dim, H = (double)c->n_heads;
+        const double row_b = (double)s.cache.entries.row_bytes, key_b = csa ? (double)s.cache.index_keys.row_bytes : 0;
+        const double DI = (double)c->indexer.head_dim, HI = (double)c->indexer.n_heads;
+        const double keys = (double)c->window + (csa ? (double)c->indexer.topk : N);
+        const double attend_flop = 4.0 * H * Dh * keys;
+        const double all_width = csa ? DI : Dh, all_b = csa ? key_b : row_b;
+        char what[96];
+        snprintf(what, sizeof what, "%s %s decode all %zuK", name, csa ? "keys" : "entries", T / 1024);
+        time_stream(what, run_v4_read_all, &s, N * all_b + N * all_width * sizeof(float));
+        snprintf(what, sizeof what, "%s attend native", name);
+        time_compute(what, T, run_v4_attend, &s, attend_flop, keys * (row_b + 2 * Dh * sizeof(float)));
+        /* read: weights, the window, the rows decoded at once (stored, decoded, read back), CSA's picks */
+        const double bytes = (double)w.n_floats * sizeof(float) + (double)c->window * row_b +
+                             N * all_b + 2 * N * all_width * sizeof(float) +
+                             (csa ? (double)c->indexer.topk * (row_b + Dh * sizeof(float)) : 0);
+        snprintf(what, sizeof what, "%s v4_decode native", name);
+        time_compute(what, T, run_v4_decode, &s,
+                     2.0 * (double)w.n_floats + (csa ? N * HI * (2.0 * DI + 3.0) : 0) + attend_flop, bytes);
+        rc = report_failure(s.failed);
+    }
+    v4_step_free(&s);
+    v4_weights_free(&w);
+    return rc;
+}
+
+/* The first layer of `kind` in m, as a config; 1 if there is none. */
+static int v4_layer_of(v4_config *c, const kvl_model *m, kvl_layer_kind kind)
+{
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == kind) return v4_config_from_model(c, m, l) != KVL_OK;
+    return 1;
+}
+
+static int bench_v4(const kvl_model *m, kvl_rng *rng)
+{
+    v4_config csa, hca;
+    if (v4_layer_of(&csa, m, KVL_LAYER_CSA) || v4_layer_of(&hca, m, KVL_LAYER_HCA)) {
+        fprintf(stderr, "kvbench: %s: no CSA or HCA layer: %s\n", m->path, kvl_error());
+        return 1;
+    }
+    int rc = 0;
+    kvb_progress("native: V4-Flash CSA and HCA layers (random weights per context)");
+    for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
+        rc = bench_v4_layer(&csa, "V4-Flash CSA", CONTEXTS[k], rng);
+        if (rc == 0) rc = bench_v4_layer(&hca, "V4-Flash HCA", CONTEXTS[k], rng);
+    }
+    if (rc == 0) rc = bench_v4_layer(&hca, "V4-Flash HCA", HCA_LONG, rng);
+    return rc;
+}
+
+/* ---- the group ----------------------------------------------------------------------------------------- */
+
+int kvb_group_native(void)
+{
+    if (!kvb_ceilings()) return 1;
+    kvl_model v32 = {0}, v4f = {0};
+    dsa_config dsa;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 17);
+    int rc = kvb_load_config(&v32, "deepseek-v3.2-exp.json") || kvb_load_config(&v4f, "deepseek-v4-flash.json");
+    if (rc == 0 && dsa_config_from_model(&dsa, &v32) != KVL_OK) {
+        fprintf(stderr, "kvbench: %s\n", kvl_error());
+        rc = 1;
+    }
+    if (rc == 0) rc = bench_v32(&dsa, &rng);
+    if (rc == 0) rc = bench_v4(&v4f, &rng);
+    kvl_model_free(&v32);
+    kvl_model_free(&v4f);
+    return rc;
+}
