@@ -272,7 +272,7 @@ int csa2_reindex_layer_cuda(float *out, int32_t *sel, const csa2_config *c, cons
     TRY(buffers_alloc(&b, c, S, N, &work->buffers));
     TRY(queries(&b, c, w, ch));
     TRY(index_queries(&b, c, w, src, ch, &work->scratch));
-    if (N && pool) TRY(csa2_index_scores_pool_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, pool, S, N));
+    if (N && pool) TRY(csa2_index_scores_pool_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, pool, S, N, &work->scratch));
     if (N && !pool) TRY(csa2_index_scores_all_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, S, N, ch->start));
     TRY(top_k(sel, b.I, S, N, ix->topk));
     return attend_and_output(out, c, w, &b, ch, src, sel, work);
@@ -288,4 +288,64 @@ int csa2_reuse_layer_cuda(float *out, const csa2_config *c, const csa2_weights *
     TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
     TRY(queries(&b, c, w, ch));
     return attend_and_output(out, c, w, &b, ch, src, sel, work);
+}
+
+/* ---- weights on the device ----------------------------------------------------------------------------- */
+
+namespace {
+
+/* a device copy of host[n] (NULL when n is 0) */
+int upload_block(float **dev, const float *host, size_t n)
+{
+    *dev = NULL;
+    if (n == 0) return KVL_OK;
+    TRY(kvl_cuda_alloc(reinterpret_cast<void **>(dev), n * sizeof(float)));
+    const int rc = kvl_cuda_upload(*dev, host, n * sizeof(float));
+    if (rc != KVL_OK) {
+        kvl_cuda_free(*dev);
+        *dev = NULL;
+    }
+    return rc;
+}
+
+/* where p points in the host block, in the device block (NULL stays NULL) */
+float *rebase(const float *p, const float *host_block, float *dev_block)
+{
+    return p ? dev_block + (p - host_block) : NULL;
+}
+
+} /* namespace */
+
+int csa2_weights_to_cuda(csa2_weights *dev, const csa2_weights *host)
+{
+    memset(dev, 0, sizeof *dev);
+    if (!host || !host->core.block) return kvl_fail(KVL_EINVAL, "%s: no host weights", __func__);
+    const v4_weights *hc = &host->core;
+    v4_weights *dc = &dev->core;
+    TRY(upload_block(&dc->block, hc->block, hc->n_floats));
+    const int rc = upload_block(&dev->block, host->block, host->n_floats);
+    if (rc != KVL_OK) {
+        csa2_weights_free_cuda(dev);
+        return rc;
+    }
+    dc->n_floats = hc->n_floats;
+    dev->n_floats = host->n_floats;
+    float *const *core_from[] = {&hc->w_dq, &hc->q_norm, &hc->w_uq, &hc->w_kv, &hc->kv_norm, &hc->sinks, &hc->w_oa,
+                                 &hc->w_ob};
+    float **core_to[] = {&dc->w_dq, &dc->q_norm, &dc->w_uq, &dc->w_kv, &dc->kv_norm, &dc->sinks, &dc->w_oa, &dc->w_ob};
+    for (size_t i = 0; i < sizeof core_from / sizeof core_from[0]; i++)
+        *core_to[i] = rebase(*core_from[i], hc->block, dc->block);
+    float *const *from[] = {&host->compressor.w_c, &host->compressor.w_z, &host->compressor.norm, &host->w_ik,
+                            &host->ik_norm, &host->w_iq, &host->w_iw};
+    float **to[] = {&dev->compressor.w_c, &dev->compressor.w_z, &dev->compressor.norm, &dev->w_ik, &dev->ik_norm,
+                    &dev->w_iq, &dev->w_iw};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) *to[i] = rebase(*from[i], host->block, dev->block);
+    return KVL_OK;
+}
+
+void csa2_weights_free_cuda(csa2_weights *dev)
+{
+    kvl_cuda_free(dev->core.block);
+    kvl_cuda_free(dev->block);
+    memset(dev, 0, sizeof *dev);
 }

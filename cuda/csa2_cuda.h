@@ -95,6 +95,12 @@ typedef struct {
 
 void csa2_work_free_cuda(csa2_work_cuda *work);
 
+/* dev = a device copy of host's weights: core's block and the layer's block each copied whole, every field
+ * pointing where the host's points in its block (the fields the layer modes, the window rows and a KV source
+ * read). On failure *dev is empty. */
+int csa2_weights_to_cuda(csa2_weights *dev, const csa2_weights *host);
+void csa2_weights_free_cuda(csa2_weights *dev);
+
 /* out[S][d] for a window-only layer. */
 int csa2_window_layer_cuda(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk_cuda *ch,
                            csa2_work_cuda *work);

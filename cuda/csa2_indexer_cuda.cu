@@ -2,10 +2,9 @@
  *
  * Build: nvcc -std=c++17 -O2 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
  *        -gencode arch=compute_90,code=compute_90 -c csa2_indexer_cuda.cu (make cuda); g++ -x c++ for the
- *        emulator (make test). Kernels: csa2_indexer_cuda.cuh, dsa_cuda.cuh, topk_cuda.cuh (through
- *        kvl_topk_cuda). */
+ *        emulator (make test). Kernels: csa2_indexer_cuda.cuh (which includes dsa_cuda.cuh), topk_cuda.cuh
+ *        (through kvl_topk_cuda). */
 #include "csa2_indexer_cuda.cuh"
-#include "dsa_cuda.cuh"
 
 #include "block_cuda.h"
 #include "csa2_indexer_cuda.h"
@@ -28,13 +27,13 @@ extern "C" {
 
 namespace {
 
-int scores(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx, const float *keys,
-           const uint8_t *pool, size_t S, size_t N, size_t start, size_t M, const char *fn)
+int scores(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx, const float *keys, size_t S,
+           size_t N, size_t start, size_t M, const char *fn)
 {
     const int rc = csa2_indexer_config_check(c);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", fn, kvl_error());
     const kvl_index_shape sh{1, S, N, c->n_heads, c->head_dim, start, M};
-    const kvl_index_keys k{reinterpret_cast<const uint8_t *>(keys), c->head_dim * sizeof(float), pool};
+    const kvl_index_keys k{reinterpret_cast<const uint8_t *>(keys), c->head_dim * sizeof(float)};
     return kvl_index_scores_cuda<kvl_rows_f32>(I, q_idx, w_idx, sh, k, fn);
 }
 
@@ -75,15 +74,36 @@ int csa2_index_round_mxfp4_cuda(float *v, size_t n, size_t DI, kvl_workspace *wo
 int csa2_index_scores_all_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
                                const float *keys, size_t S, size_t N, size_t start)
 {
-    return scores(I, c, q_idx, w_idx, keys, NULL, S, N, start, c ? c->ratio : 1, __func__);
+    return scores(I, c, q_idx, w_idx, keys, S, N, start, c ? c->ratio : 1, __func__);
 }
 
 int csa2_index_scores_pool_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
-                                const float *keys, const uint8_t *pool, size_t S, size_t N)
+                                const float *keys, const uint8_t *pool, size_t S, size_t N, kvl_workspace *work)
 {
-    if (S && N && !pool) return kvl_fail(KVL_EINVAL, "%s: NULL pool", __func__);
-    /* the pool holds visible entries only: every key counts as visible (position N − 1 + i, ratio 1) */
-    return scores(I, c, q_idx, w_idx, keys, pool, S, N, N, 1, __func__);
+    const int rc = csa2_indexer_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
+    if (S == 0 || N == 0) return KVL_OK;
+    if (!I || !q_idx || !w_idx || !keys || !pool || !work) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
+    const kvl_pool_list_shape p{S, N, kvl_div_up(N, KVL_POOL_CHUNK)};
+    const kvl_pool_scores_shape sh{S, N, c->n_heads, c->head_dim};
+    const size_t smem = kvl_index_smem_floats(sh.HI, sh.DI) * sizeof(float);
+    if (N > INT32_MAX || S > 65535 || smem > KVL_SMEM_OPTIN)
+        return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu channels, %zu entries, %zu queries are more than the "
+                        "kernels take", __func__, sh.HI, sh.DI, N, S);
+    TRY(kvl_workspace_reserve(work, S * (N + p.C + 1) * sizeof(int32_t)));
+    int32_t *list = static_cast<int32_t *>(work->p);
+    unsigned *n_in = reinterpret_cast<unsigned *>(list + S * N), *n_pool = n_in + S * p.C;
+    const dim3 chunks(static_cast<unsigned>(p.C), static_cast<unsigned>(S));
+    CUDA_CHECK(KVL_LAUNCH(kvl_pool_count_kernel, chunks, POOL_THREADS, 0, n_in, pool, p));
+    CUDA_CHECK(KVL_LAUNCH(kvl_pool_list_kernel, chunks, POOL_THREADS, 0, list, n_pool, I, pool, n_in, p));
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kvl_pool_scores_kernel<kvl_rows_f32>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const kvl_index_keys k{reinterpret_cast<const uint8_t *>(keys), sh.DI * sizeof(float)};
+    const dim3 splits(static_cast<unsigned>(kvl_div_up(N, KVL_IDX_SPLIT)), static_cast<unsigned>(S));
+    CUDA_CHECK(KVL_LAUNCH(kvl_pool_scores_kernel<kvl_rows_f32>, splits, KVL_IDX_THREADS, smem, I, q_idx, w_idx, list,
+                          n_pool, sh, k));
+    return KVL_OK;
 }
 
 int csa2_candidate_pool_cuda(uint8_t *pool, const float *I, size_t S, size_t N, size_t start, size_t M, size_t block,

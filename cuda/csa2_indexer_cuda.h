@@ -10,13 +10,15 @@
  *                                kernel with M the source's ratio)
  *   csa2_candidate_pool_cuda     block maxima over blocks of B entries (the newest block, maybe partial,
  *                                +∞), the top P blocks by kvl_topk_cuda, their entries marked
- *   csa2_index_scores_pool_cuda  a Reindex layer after the candidate source: only the pool's entries keep
- *                                their scores, the rest −∞ (the kernel still scores every visible entry and
- *                                masks: the same result, not yet the saving; gathering the pool's keys by
- *                                index is what would bring it)
+ *   csa2_index_scores_pool_cuda  a Reindex layer after the candidate source: the pool compacted into a list
+ *                                of its entries per query (ascending), then only the listed keys gathered and
+ *                                scored, so the keys read and the products done grow with the pool (at most
+ *                                P·B entries), not with N; the rest of I is −∞ (per entry, the pool's byte
+ *                                read twice and one score written)
  * The scored-count the ref keeps (its per-query work) is not kept here. Scores match the ref to float
  * rounding (the ref sums heads in double), exactly on inputs whose sums are exact; the pool is the ref's
- * byte for byte (tests/cuda/test_cuda_csa2.c). Functions return KVL_OK, KVL_EINVAL (kvl_error() names the
+ * byte for byte (tests/cuda/test_cuda_csa2.c; the pool's scores at thousands of entries in
+ * tests/cuda/test_cuda_csa2_pool.c). Functions return KVL_OK, KVL_EINVAL (kvl_error() names the
  * problem), KVL_ENOMEM or KVL_ECUDA. */
 #ifndef KVL_CSA2_INDEXER_CUDA_H
 #define KVL_CSA2_INDEXER_CUDA_H
@@ -44,9 +46,10 @@ int csa2_index_round_mxfp4_cuda(float *v, size_t n, size_t DI, kvl_workspace *wo
 int csa2_index_scores_all_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
                                const float *keys, size_t S, size_t N, size_t start);
 
-/* I[S][N]: only entries with pool[s][i] ≠ 0 scored. */
+/* I[S][N]: only entries with pool[s][i] ≠ 0 scored, the rest −∞; work holds the list (S·N entries at most)
+ * and its counts. KVL_EINVAL for N past int32 or more than 65535 queries. */
 int csa2_index_scores_pool_cuda(float *I, const csa2_indexer_config *c, const float *q_idx, const float *w_idx,
-                                const float *keys, const uint8_t *pool, size_t S, size_t N);
+                                const float *keys, const uint8_t *pool, size_t S, size_t N, kvl_workspace *work);
 
 /* pool[S][N] ∈ {0, 1} from the candidate source's scores I[S][N] for queries at start …, ratio M, blocks of
  * `block` entries, the top n_blocks of them; work holds the block scores and picks. */

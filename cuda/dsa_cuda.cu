@@ -40,8 +40,7 @@ int index_scores(float *I, const dsa_config *c, const float *q_idx, const float 
 int dsa_index_scores_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const float *k_idx,
                           size_t B, size_t S, size_t N, size_t start)
 {
-    const kvl_index_keys keys{reinterpret_cast<const uint8_t *>(k_idx), c ? c->index_head_dim * sizeof(float) : 0,
-                              NULL};
+    const kvl_index_keys keys{reinterpret_cast<const uint8_t *>(k_idx), c ? c->index_head_dim * sizeof(float) : 0};
     return index_scores<kvl_rows_f32>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
 }
 
@@ -51,7 +50,7 @@ int dsa_index_scores_fp8_cuda(float *I, const dsa_config *c, const float *q_idx,
     if (c && c->index_head_dim != KVF_INDEX_DIM)
         return kvl_fail(KVL_EINVAL, "%s: the 132-byte index row holds DI %d, the config has %zu", __func__,
                         KVF_INDEX_DIM, c->index_head_dim);
-    const kvl_index_keys keys{k_rows, kvf_row_bytes(KVF_ROW_V32_INDEX), NULL};
+    const kvl_index_keys keys{k_rows, kvf_row_bytes(KVF_ROW_V32_INDEX)};
     return index_scores<kvl_rows_v32_index>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
 }
 

@@ -8,9 +8,9 @@
  *                               memory 32 at a time (rows decoded by the reader R: float32, or the
  *                               132-byte index row's E4M3 codes times its scale), four threads per key
  *                               each sum w_j·ReLU(q_j·k) over every fourth head, a group sum adds the
- *                               four. Keys the query may not see get −∞ and are never read; keys
- *                               outside a candidate pool (V4.1) get −∞. V4's and V4.1's indexers over
- *                               compressed entries (v4_cuda.h, csa2_indexer_cuda.h) run it too.
+ *                               four (kvl_index_tile_scores, which V4.1's pool scores share). Keys the
+ *                               query may not see get −∞ and are never read. V4's and V4.1's indexers
+ *                               over compressed entries (v4_cuda.h, csa2_indexer_cuda.h) run it too.
  *   kvl_gather_attend_kernel<R, R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention: the K rows a
  *                               selection names, read from the ring in place (R decodes float32, bf16 or
  *                               the 656-byte FP8 row), an entry of −1 scored −∞; splits of the K entries
@@ -31,12 +31,10 @@ struct kvl_index_shape {
     size_t B, S, N, HI, DI, start, M; /* sequences, queries, keys, index heads, head width, query 0's position */
 };
 
-/* keys of sequence b at rows + (b·N + s)·row_bytes; with a pool ([B·S][N], V4.1's candidate pool), query
- * i scores only the visible keys its row of the pool marks, the rest get −∞ */
+/* keys of sequence b at rows + (b·N + s)·row_bytes */
 struct kvl_index_keys {
     const uint8_t *rows;
     size_t row_bytes;
-    const uint8_t *pool;
 };
 
 /* Value col of a V3.2 index row (formats/rows.h): E4M3 code times the row's FP32 scale. */
@@ -48,12 +46,56 @@ struct kvl_rows_v32_index {
     }
 };
 
+/* Shared memory of the indexer's kernels: the query's heads q_s[HI·DI] and weights w_s[HI], a key tile
+ * k_s[TK][DI + 1] (padded against bank conflicts). */
+__host__ __device__ inline size_t kvl_index_smem_floats(size_t HI, size_t DI)
+{
+    return HI * DI + HI + KVL_IDX_TK * (DI + 1);
+}
+
+/* q_s[HI·DI], w_s[HI] ← one query's q[HI][DI], w[HI] */
+__device__ __forceinline__ void kvl_index_query_load(kvl_smem<float> q_s, kvl_smem<float> w_s, const float *q,
+                                                     const float *w, size_t HI, size_t DI)
+{
+    for (size_t e = threadIdx.x; e < HI * DI; e += blockDim.x) q_s[e] = q[e];
+    for (size_t e = threadIdx.x; e < HI; e += blockDim.x) w_s[e] = w[e];
+}
+
+/* Σ_h w_h·ReLU(q_h·k_j) for the n ≤ TK keys of a tile, key r's row at row(r) (decoded by R): thread t holds
+ * key t / LANES's score (every lane of its group); k_s is the tile. */
+template <typename R, typename Row>
+__device__ float kvl_index_tile_scores(kvl_smem<float> k_s, kvl_smem<float> q_s, kvl_smem<float> w_s, const Row &row,
+                                       size_t n, size_t HI, size_t DI)
+{
+    static_assert(KVL_IDX_TK * KVL_IDX_LANES == KVL_IDX_THREADS, "four threads per key of a tile");
+    const unsigned t = threadIdx.x, j = t / KVL_IDX_LANES, part = t % KVL_IDX_LANES;
+    __syncthreads();
+    for (size_t e = t; e < KVL_IDX_TK * DI; e += blockDim.x) {
+        const size_t r = e / DI, d = e % DI;
+        k_s[r * (DI + 1) + d] = r < n ? R::at(row(r), d) : 0.0f;
+    }
+    __syncthreads();
+    float acc = 0.0f;
+    for (size_t h = part; h < HI; h += KVL_IDX_LANES) {
+        float dot = 0.0f;
+        for (size_t d = 0; d < DI; d++) dot += q_s[h * DI + d] * k_s[j * (DI + 1) + d];
+        acc += w_s[h] * (dot > 0.0f ? dot : 0.0f);
+    }
+    return kvl_group_sum<KVL_IDX_LANES>(acc);
+}
+
+/* key r of a run of consecutive rows from `first` */
+struct kvl_index_run {
+    const uint8_t *first;
+    size_t row_bytes;
+    __device__ const uint8_t *operator()(size_t r) const { return first + r * row_bytes; }
+};
+
 /* I[B][S][N] from q_idx[B][S][HI][DI], w_idx[B][S][HI] and the keys */
 template <typename R>
 __global__ void __launch_bounds__(KVL_IDX_THREADS)
     kvl_index_scores_kernel(float *I, const float *q_idx, const float *w_idx, kvl_index_shape sh, kvl_index_keys keys)
 {
-    static_assert(KVL_IDX_TK * KVL_IDX_LANES == KVL_IDX_THREADS, "four threads per key of a tile");
     KVL_DYNAMIC_SHARED(float, smem);
     const size_t HI = sh.HI, DI = sh.DI, i = blockIdx.y, b = blockIdx.z;
     kvl_smem<float> q_s = smem, w_s = q_s + HI * DI, k_s = w_s + HI;
@@ -63,24 +105,11 @@ __global__ void __launch_bounds__(KVL_IDX_THREADS)
     float *out = I + (b * sh.S + i) * sh.N;
     for (size_t s = (lo > seen ? lo : seen) + t; s < hi; s += blockDim.x) out[s] = -INFINITY;
     if (lo >= seen) return;
-    for (size_t e = t; e < HI * DI; e += blockDim.x) q_s[e] = q_idx[(b * sh.S + i) * HI * DI + e];
-    for (size_t e = t; e < HI; e += blockDim.x) w_s[e] = w_idx[(b * sh.S + i) * HI + e];
+    kvl_index_query_load(q_s, w_s, q_idx + (b * sh.S + i) * HI * DI, w_idx + (b * sh.S + i) * HI, HI, DI);
     for (size_t tile = lo; tile < seen; tile += KVL_IDX_TK) {
-        __syncthreads();
-        for (size_t e = t; e < KVL_IDX_TK * DI; e += blockDim.x) {
-            const size_t r = e / DI, d = e % DI, s = tile + r;
-            k_s[r * (DI + 1) + d] = s < seen ? R::at(keys.rows + (b * sh.N + s) * keys.row_bytes, d) : 0.0f;
-        }
-        __syncthreads();
-        float acc = 0.0f;
-        for (size_t h = part; h < HI; h += KVL_IDX_LANES) {
-            float dot = 0.0f;
-            for (size_t d = 0; d < DI; d++) dot += q_s[h * DI + d] * k_s[j * (DI + 1) + d];
-            acc += w_s[h] * (dot > 0.0f ? dot : 0.0f);
-        }
-        acc = kvl_group_sum<KVL_IDX_LANES>(acc);
-        const size_t s = tile + j;
-        if (part == 0 && s < seen) out[s] = keys.pool && !keys.pool[(b * sh.S + i) * sh.N + s] ? -INFINITY : acc;
+        const kvl_index_run row{keys.rows + (b * sh.N + tile) * keys.row_bytes, keys.row_bytes};
+        const float acc = kvl_index_tile_scores<R>(k_s, q_s, w_s, row, seen - tile, HI, DI);
+        if (part == 0 && tile + j < seen) out[tile + j] = acc;
     }
 }
 
@@ -106,7 +135,7 @@ int kvl_index_scores_cuda(float *I, const float *q_idx, const float *w_idx, cons
 {
     if (sh.B == 0 || sh.S == 0 || sh.N == 0) return KVL_OK;
     if (!I || !q_idx || !w_idx || !keys.rows) return kvl_fail(KVL_EINVAL, "%s: NULL array", fn);
-    const size_t smem = (sh.HI * sh.DI + sh.HI + KVL_IDX_TK * (sh.DI + 1)) * sizeof(float);
+    const size_t smem = kvl_index_smem_floats(sh.HI, sh.DI) * sizeof(float);
     const size_t splits = kvl_div_up(sh.N, KVL_IDX_SPLIT);
     if (smem > KVL_SMEM_OPTIN || splits > 0x7FFFFFFFu || sh.S > 65535 || sh.B > 65535)
         return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu channels, %zu keys, %zu queries in %zu sequences are "

@@ -3,9 +3,9 @@
  * warp's bf16 matrix product.
  *
  * Reductions combine lanes with butterfly shuffles (__shfl_xor_sync), so every lane ends with the
- * result (of its group of lanes, for the group forms). Block reductions need blockDim.x a multiple of
- * 32, one-dimensional blocks, and a shared scratch of 32 floats; they end with a barrier, so the scratch
- * can be used again at once. */
+ * result (of its group of lanes, for the group forms); the block's exclusive scan climbs with
+ * __shfl_up_sync. Block reductions and the scan need blockDim.x a multiple of 32, one-dimensional blocks,
+ * and a shared scratch of 32 words; they end with a barrier, so the scratch can be used again at once. */
 #ifndef KVL_PRIMITIVES_CUH
 #define KVL_PRIMITIVES_CUH
 
@@ -78,6 +78,29 @@ __device__ __forceinline__ float kvl_block_sum(float v, kvl_smem<float> scratch)
 __device__ __forceinline__ float kvl_block_max(float v, kvl_smem<float> scratch)
 {
     return kvl_block_reduce<kvl_op_max>(v, scratch);
+}
+
+/* Σ v over the block before this thread (threads in order), and *total over all; scratch[warps]. */
+__device__ __forceinline__ unsigned kvl_block_exclusive_scan(unsigned v, unsigned *total, kvl_smem<unsigned> scratch)
+{
+    const unsigned lane = threadIdx.x % KVL_WARP, warp = threadIdx.x / KVL_WARP, n_warps = blockDim.x / KVL_WARP;
+    unsigned x = v;
+    KVL_UNROLL
+    for (int o = 1; o < KVL_WARP; o *= 2) {
+        const unsigned y = __shfl_up_sync(KVL_FULL_MASK, x, o);
+        if (lane >= static_cast<unsigned>(o)) x += y;
+    }
+    if (lane == KVL_WARP - 1) scratch[warp] = x;
+    __syncthreads();
+    unsigned before = 0, all = 0;
+    for (unsigned w = 0; w < n_warps; w++) {
+        const unsigned c = scratch[w];
+        before += w < warp ? c : 0u;
+        all += c;
+    }
+    __syncthreads();
+    *total = all;
+    return before + x - v;
 }
 
 /* ---- softmax in parts --------------------------------------------------------------------------------

@@ -33,29 +33,6 @@ __device__ __forceinline__ uint32_t kvl_topk_key(float s)
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 
-/* Σ v over the block before this thread (threads in order), and *total over all; scratch[warps]. */
-__device__ unsigned kvl_block_exclusive_scan(unsigned v, unsigned *total, kvl_smem<unsigned> scratch)
-{
-    const unsigned lane = threadIdx.x % KVL_WARP, warp = threadIdx.x / KVL_WARP, n_warps = blockDim.x / KVL_WARP;
-    unsigned x = v;
-    KVL_UNROLL
-    for (int o = 1; o < KVL_WARP; o *= 2) {
-        const unsigned y = __shfl_up_sync(KVL_FULL_MASK, x, o);
-        if (lane >= static_cast<unsigned>(o)) x += y;
-    }
-    if (lane == KVL_WARP - 1) scratch[warp] = x;
-    __syncthreads();
-    unsigned before = 0, all = 0;
-    for (unsigned w = 0; w < n_warps; w++) {
-        const unsigned c = scratch[w];
-        before += w < warp ? c : 0u;
-        all += c;
-    }
-    __syncthreads();
-    *total = all;
-    return before + x - v;
-}
-
 /* totals[BINS] (shared) = Σ over the block of every thread's counts[BINS]; scratch[warps][BINS]. */
 __device__ void kvl_topk_block_counts(kvl_smem<unsigned> totals, const unsigned counts[KVL_TOPK_BINS],
                                       kvl_smem<unsigned> scratch)

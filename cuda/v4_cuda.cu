@@ -126,7 +126,7 @@ int index_scores(float *I, const v4_indexer_config *c, const float *q_idx, const
 int v4_index_scores_cuda(float *I, const v4_indexer_config *c, const float *q_idx, const float *w_idx,
                          const float *keys, size_t S, size_t N, size_t start)
 {
-    const kvl_index_keys k{reinterpret_cast<const uint8_t *>(keys), c ? c->head_dim * sizeof(float) : 0, NULL};
+    const kvl_index_keys k{reinterpret_cast<const uint8_t *>(keys), c ? c->head_dim * sizeof(float) : 0};
     return index_scores<kvl_rows_f32>(I, c, q_idx, w_idx, k, S, N, start, __func__);
 }
 
@@ -136,6 +136,6 @@ int v4_index_scores_fp4_cuda(float *I, const v4_indexer_config *c, const float *
     if (c && c->head_dim != KVF_INDEX_DIM)
         return kvl_fail(KVL_EINVAL, "%s: the 68-byte index row holds DI %d, the config has %zu", __func__,
                         KVF_INDEX_DIM, c->head_dim);
-    const kvl_index_keys k{key_rows, kvf_row_bytes(KVF_ROW_V4_INDEX), NULL};
+    const kvl_index_keys k{key_rows, kvf_row_bytes(KVF_ROW_V4_INDEX)};
     return index_scores<kvl_rows_v4_index>(I, c, q_idx, w_idx, k, S, N, start, __func__);
 }

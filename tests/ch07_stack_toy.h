@@ -21,10 +21,10 @@ typedef struct {
     float *x;               /* [T][d] */
 } ch07_stack_toy;
 
-/* Weights, then x[T][d] ~ N(0, 1), from one generator seeded with `seed`. */
-static inline void ch07_stack_toy_make(ch07_stack_toy *t, uint64_t seed, size_t T)
+/* The stack of the model already in t->m (the toy, or a variant of it): weights, then x[T][d] ~ N(0, 1), from
+ * one generator seeded with `seed`. */
+static inline void ch07_stack_toy_make_from_model(ch07_stack_toy *t, uint64_t seed, size_t T)
 {
-    ck_assert_msg(ch07_toy_model(&t->m) == KVL_OK, "%s", kvl_error());
     ck_assert_msg(csa2_stack_config_from_model(&t->s, &t->m) == KVL_OK, "%s", kvl_error());
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
@@ -37,6 +37,13 @@ static inline void ch07_stack_toy_make(ch07_stack_toy *t, uint64_t seed, size_t 
     t->x = malloc(T * t->d * sizeof *t->x);
     ck_assert_ptr_nonnull(t->x);
     kvl_rng_normal_f32(&rng, t->x, T * t->d, 1.0);
+}
+
+/* The toy's stack, as ch07_stack_toy_make_from_model. */
+static inline void ch07_stack_toy_make(ch07_stack_toy *t, uint64_t seed, size_t T)
+{
+    ck_assert_msg(ch07_toy_model(&t->m) == KVL_OK, "%s", kvl_error());
+    ch07_stack_toy_make_from_model(t, seed, T);
 }
 
 static inline void ch07_stack_toy_free(ch07_stack_toy *t)

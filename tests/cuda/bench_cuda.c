@@ -15,7 +15,12 @@
  * picked rows at batch 64 at least 25% of the GEMM's TFLOP/s; V4's fp4 indexer scan over compressed
  * entries at least 60% of the copy bandwidth. V4's rows use V4-Flash's layers
  * (ref/configs/deepseek-v4-flash.json, found under $KVL_ROOT); V4.1's rows time its candidate pool and the
- * attention core of a Full layer of V4.1-Flash over 528-byte window rows and 288-byte entries.
+ * attention core of a Full layer of V4.1-Flash over 528-byte window rows and 288-byte entries, and its
+ * indexer's float32 scores over every entry (a Full layer) against those over the candidate pool only (a
+ * Reindex layer) at the same N, 1M tokens' entries at full sizes. The causal encoder–decoder's rows time a
+ * prefill of the whole stack, the early-exit prefill (ced_prefill_cuda) and a bounded replay of the last W
+ * tokens on a V4.1-Flash-shaped stack over the deployed rows (tests/ch07_flash.h), and a line gives the early
+ * exit's tokens/s over the full prefill's.
  * Exit status: 0, 1 if a target is missed, 2 on an error. */
 #include <math.h>
 #include <stdint.h>
@@ -25,10 +30,16 @@
 
 #include "block.h"
 #include "block_cuda.h"
+#include "ced.h"
+#include "ced_cuda.h"
 #include "ceilings_cuda.h"
+#include "ch07_flash.h"
+#include "ch07_toy.h"
 #include "csa2.h"
 #include "csa2_cuda.h"
 #include "csa2_indexer_cuda.h"
+#include "csa2_stack.h"
+#include "csa2_stack_cuda.h"
 #include "device.h"
 #include "dsa.h"
 #include "dsa_cuda.h"
@@ -59,26 +70,30 @@ typedef struct {
     size_t dsa_B, dsa_N, dsa_HI, dsa_K, dsa_H;
     size_t v4_S, v4_start; /* queries of one chunk and the position of its first */
     size_t pool_N, pool_B, pool_P; /* V4.1's candidate pool: entries, block size, blocks kept */
+    size_t reindex_N;              /* V4.1's index scores, Full and over the pool: entries */
+    size_t ced_T;                  /* V4.1's causal encoder–decoder: prompt tokens */
 } sizes;
 
 static const sizes FULL = {0, (size_t)1 << 30, 8192, (size_t)1 << 28, (size_t)1 << 18,
                            64, 64, 4096, 16, 2048, 16, 2, 4096, 20, 64, 65536, 64, 2048, 128, 64, 65536,
-                           65536, 8, 2048};
+                           65536, 8, 2048, 262144, 512};
 static const sizes SMOKE = {1, (size_t)1 << 20, 64, (size_t)1 << 12, 16, 2, 4, 40, 2, 32, 4, 2, 20, 1, 2, 300, 4, 16, 4,
-                            2, 520, 300, 8, 4};
+                            2, 520, 300, 8, 4, 600, 5};
 
 typedef struct {
     char name[40], shape[48];
     double bytes, flops, ms, target, gemm_target; /* targets: fractions of the copy's GB/s, of the GEMM's TFLOP/s */
 } row;
 
-#define MAX_ROWS 24
+#define MAX_ROWS 32
 
 typedef struct {
     row rows[MAX_ROWS];
     size_t n;
     double copy_gbps, gemm_tflops;
     double topk_share; /* the DSA top-k's time over its indexer's */
+    double ced_full_ms, ced_early_ms; /* V4.1's prefill, every layer and with the early exit */
+    size_t ced_layers, ced_of;        /* layers that attend in the early exit, of all */
 } table;
 
 static row *add_row(table *t, const char *name, const char *shape, double bytes, double flops, double target)
@@ -689,6 +704,92 @@ static int bench_csa2_attend(table *t, const sizes *s, const float *host, size_t
     return rc;
 }
 
+/* V4.1-Flash layer 2's indexer over float32 keys: S queries at N·M − S … N·M − 1, scored over every visible
+ * entry (Full) or over the candidate pool (Reindex: blocks of pool_B, pool_P of them, taken from the Full
+ * scores as the candidate source's) */
+typedef struct {
+    const csa2_indexer_config *c;
+    float *I;
+    const float *q_idx, *w_idx, *keys;
+    const uint8_t *pool;
+    size_t S, N, start;
+    kvl_workspace *work;
+} reindex_job;
+
+static int run_index_all(void *arg)
+{
+    const reindex_job *j = arg;
+    return csa2_index_scores_all_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->S, j->N, j->start);
+}
+
+static int run_index_pool(void *arg)
+{
+    const reindex_job *j = arg;
+    return csa2_index_scores_pool_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->pool, j->S, j->N, j->work);
+}
+
+/* entries the queries of j see (Full) and the pool holds (pool[S][N] on the device, read back) */
+static int reindex_counts(double *seen, double *pooled, const reindex_job *j)
+{
+    uint8_t *host = malloc(j->S * j->N);
+    if (!host) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
+    const int rc = kvl_cuda_download(host, j->pool, j->S * j->N);
+    *seen = *pooled = 0;
+    for (size_t q = 0; q < j->S; q++) {
+        const size_t n = (j->start + q + 1) / j->c->ratio;
+        *seen += (double)(n < j->N ? n : j->N);
+    }
+    for (size_t i = 0; i < j->S * j->N; i++) *pooled += host[i] != 0;
+    free(host);
+    return rc;
+}
+
+/* the rows: keys read per query, one score written per entry, the queries; the pool's list (its mask read
+ * twice, each listed entry written and read) */
+static int bench_csa2_reindex(table *t, const sizes *s, const float *host, size_t n_host)
+{
+    csa2_config c;
+    int rc = v41_flash_layer(&c, 2, s);
+    if (rc != KVL_OK) return rc;
+    const csa2_indexer_config *ic = &c.indexer;
+    const size_t S = s->v4_S, N = s->reindex_N, HI = ic->n_heads, DI = ic->head_dim, R = 64;
+    float *I = NULL, *q_idx = NULL, *w_idx = NULL, *keys = NULL;
+    uint8_t *pool = NULL;
+    kvl_workspace work = {0};
+    if (n_host < S * HI * DI + R * DI) rc = kvl_fail(KVL_EINVAL, "bench: too few random values");
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&I, S * N * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&q_idx, S * HI * DI * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&w_idx, S * HI * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&keys, N * DI * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&pool, S * N);
+    if (rc == KVL_OK) rc = kvl_cuda_upload(q_idx, host, S * HI * DI * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_upload(w_idx, host + 1, S * HI * sizeof(float));
+    for (size_t r = 0; r < N && rc == KVL_OK; r += R)
+        rc = kvl_cuda_upload(keys + r * DI, host + S * HI * DI, (N - r < R ? N - r : R) * DI * sizeof(float));
+    reindex_job j = {ic, I, q_idx, w_idx, keys, pool, S, N, N * ic->ratio - S, &work};
+    char shape[48];
+    snprintf(shape, sizeof shape, "S %zu HI %zu N %zu P*B %zu", S, HI, N, s->pool_P * s->pool_B);
+    const double qw = (double)S * HI * (DI + 1) * 4, key = DI * 4.0, flop = 2.0 * HI * DI;
+    double seen = 0, pooled = 0;
+    if (rc == KVL_OK) {
+        row *r = add_row(t, "v41 index scores, Full, f32 keys", shape, 0, 0, 0);
+        rc = kvl_cuda_time(&r->ms, run_index_all, &j, s->reps);
+        if (rc == KVL_OK) rc = csa2_candidate_pool_cuda(pool, I, S, N, j.start, ic->ratio, s->pool_B, s->pool_P, &work);
+        if (rc == KVL_OK) rc = reindex_counts(&seen, &pooled, &j);
+        r->bytes = seen * key + (double)S * N * 4 + qw;
+        r->flops = seen * flop;
+    }
+    if (rc == KVL_OK) {
+        const double list = 2.0 * S * N + 2.0 * pooled * 4;
+        row *r = add_row(t, "v41 index scores, Reindex, pool", shape, pooled * key + (double)S * N * 4 + qw + list,
+                         pooled * flop, 0);
+        rc = kvl_cuda_time(&r->ms, run_index_pool, &j, s->reps);
+    }
+    kvl_workspace_free(&work);
+    kvl_cuda_free(I), kvl_cuda_free(q_idx), kvl_cuda_free(w_idx), kvl_cuda_free(keys), kvl_cuda_free(pool);
+    return rc;
+}
+
 static int bench_csa2(table *t, const sizes *s)
 {
     const size_t S = s->v4_S, N = s->pool_N;
@@ -718,6 +819,112 @@ static int bench_csa2(table *t, const sizes *s)
     if (!host) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
     kvl_rng_normal_f32(&rng, host, n_host, 1.0);
     rc = bench_csa2_attend(t, s, host, n_host);
+    if (rc == KVL_OK) rc = bench_csa2_reindex(t, s, host, n_host);
+    free(host);
+    return rc;
+}
+
+/* ---- V4.1's causal encoder–decoder: the early-exit prefill against the full one, and a replay step ---------- */
+
+/* The stack: V4.1-Flash's layer map and entry widths at a small model width (tests/ch07_flash.h), or at smoke
+ * sizes the chapter 7 toy narrowed for the emulator (tests/ch07_toy.h). */
+typedef struct {
+    const csa2_stack_config *s;
+    const csa2_stack_weights *w;
+    csa2_cache_cuda *c;
+    float *h;
+    const float *x;
+    size_t T, from;
+} ced_job;
+
+static int run_full_prefill(void *arg)
+{
+    const ced_job *j = arg;
+    csa2_cache_reset_cuda(j->c);
+    return csa2_stack_prefill_cuda(j->h, NULL, j->s, j->w, j->c, j->x, j->T);
+}
+
+static int run_early_prefill(void *arg)
+{
+    const ced_job *j = arg;
+    csa2_cache_reset_cuda(j->c);
+    return ced_prefill_cuda(j->h, j->s, j->w, j->c, j->x, j->T);
+}
+
+/* every layer replayed from `from` over the prompt's x (the same work at every repetition) */
+static int run_replay(void *arg)
+{
+    const ced_job *j = arg;
+    const size_t n = j->T - j->from;
+    const int rc = kvl_cuda_copy(j->h, j->x + j->from * j->s->d, n * j->s->d * sizeof(float));
+    return rc == KVL_OK ? csa2_stack_replay_layers_cuda(j->h, NULL, j->s, j->w, j->c, 0, j->s->n_layers, j->from) : rc;
+}
+
+static int ced_stack(kvl_model *m, const sizes *s)
+{
+    if (s->smoke) return ch07_toy_narrow_model(m);
+    const char *root = getenv("KVL_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref/configs/deepseek-v4.1-flash.json", root ? root : ".");
+    return ch07_flash_small(m, path);
+}
+
+/* Rows: weights read once, two flops per weight per token (the products; the attention's own work is not
+ * counted), so the rows' TFLOP/s compare as tokens/s do. */
+static int bench_ced_rows(table *t, const sizes *s, ced_job *j, const ced_work *full, const ced_work *early)
+{
+    const size_t T = j->T, W = j->s->layers[0].core.window, L = j->s->n_layers;
+    char shape[48];
+    snprintf(shape, sizeof shape, "L %zu T %zu", L, T);
+    row *r = add_row(t, "v41 prefill, every layer", shape, 4.0 * full->params, 2.0 * full->params * T, 0);
+    int rc = kvl_cuda_time(&r->ms, run_full_prefill, j, s->reps);
+    t->ced_full_ms = r->ms;
+    snprintf(shape, sizeof shape, "L %zu of %zu T %zu", early->layers, L, T);
+    r = add_row(t, "v41 prefill, early exit (CED)", shape, 4.0 * early->params, 2.0 * early->params * T, 0);
+    if (rc == KVL_OK) rc = kvl_cuda_time(&r->ms, run_early_prefill, j, s->reps);
+    t->ced_early_ms = r->ms;
+    if (rc == KVL_OK) rc = run_full_prefill(j); /* the prompt cached, for the replays */
+    j->from = ced_bounded_replay_start(T, W);
+    snprintf(shape, sizeof shape, "L %zu from %zu of %zu", L, j->from, T);
+    r = add_row(t, "v41 replay step, last W tokens", shape, 4.0 * full->params, 2.0 * full->params * (T - j->from), 0);
+    if (rc == KVL_OK) rc = kvl_cuda_time(&r->ms, run_replay, j, s->reps);
+    return rc;
+}
+
+static int bench_ced(table *t, const sizes *s)
+{
+    kvl_model m;
+    csa2_stack_config sc;
+    csa2_stack_weights hw = {0}, dw = {0};
+    csa2_cache_cuda c = {0};
+    float *x = NULL, *h = NULL, *host = NULL;
+    int rc = ced_stack(&m, s);
+    if (rc != KVL_OK) return rc;
+    rc = csa2_stack_config_from_model(&sc, &m);
+    kvl_model_free(&m);
+    if (rc != KVL_OK) return rc;
+    const size_t T = s->ced_T, d = sc.d;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 11);
+    rc = csa2_stack_weights_init_random(&hw, &sc, &rng);
+    host = malloc(T * d * sizeof *host);
+    if (rc == KVL_OK && !host) rc = kvl_fail(KVL_ENOMEM, "bench: out of memory");
+    if (rc == KVL_OK) kvl_rng_normal_f32(&rng, host, T * d, 1.0);
+    if (rc == KVL_OK) rc = csa2_stack_weights_to_cuda(&dw, &hw, &sc);
+    if (rc == KVL_OK) rc = csa2_cache_init_cuda(&c, &sc, T, s->smoke ? CSA2_CUDA_F32 : CSA2_CUDA_NATIVE);
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&x, T * d * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&h, T * d * sizeof(float));
+    if (rc == KVL_OK) rc = kvl_cuda_upload(x, host, T * d * sizeof(float));
+    ced_work full, early;
+    ced_prefill_work(&full, &early, &sc);
+    ced_job j = {&sc, &dw, &c, h, x, T, 0};
+    if (rc == KVL_OK) rc = bench_ced_rows(t, s, &j, &full, &early);
+    t->ced_layers = early.layers, t->ced_of = full.layers;
+    csa2_cache_free_cuda(&c);
+    csa2_stack_weights_free_cuda(&dw);
+    csa2_stack_weights_free(&hw);
+    csa2_stack_config_free(&sc);
+    kvl_cuda_free(x), kvl_cuda_free(h);
     free(host);
     return rc;
 }
@@ -782,6 +989,7 @@ int main(int argc, char **argv)
     if (rc == KVL_OK) rc = bench_dsa(&t, s);
     if (rc == KVL_OK) rc = bench_v4(&t, s);
     if (rc == KVL_OK) rc = bench_csa2(&t, s);
+    if (rc == KVL_OK) rc = bench_ced(&t, s);
     if (rc != KVL_OK) {
         fprintf(stderr, "bench_cuda: %s\n", kvl_error());
         return 2;
@@ -794,6 +1002,8 @@ int main(int argc, char **argv)
     printf("bench_cuda: the dsa top-k takes %.4g of its indexer's time (target <=%.4g%s)\n", t.topk_share, TOPK_SHARE,
            smoke ? ", n/a at smoke sizes" : topk_ok ? ", ok" : ", BELOW");
     below += !smoke && !topk_ok;
+    printf("bench_cuda: the v41 early-exit prefill (%zu of %zu layers attend) runs %.4gx the full prefill's tokens/s\n",
+           t.ced_layers, t.ced_of, t.ced_full_ms / t.ced_early_ms);
     if (!smoke) printf("bench_cuda: %d row%s below target\n", below, below == 1 ? "" : "s");
     return below ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* The benchmark's host logic (tests/cuda/bench_cuda.c), run end to end on the emulator at smoke sizes:
  * it measures its ceilings, runs every kernel it benchmarks, and prints one table whose figures agree
- * with each other (GB/s = MB / ms, fractions of the ceilings). The GPU's own numbers come only from
- * `make cuda-check` on a machine with one. */
+ * with each other (GB/s = MB / ms, fractions of the ceilings, the early exit's speed-up over its two
+ * prefill rows). The GPU's own numbers come only from `make cuda-check` on a machine with one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,9 @@ static const char *const ROWS[] = {
     "mla absorbed, fp8, tensor cores", "mla absorbed, bf16, float kernel", "mha decode step (GQA, bf16)",
     "dsa indexer scores, fp8 keys", "dsa top-k (radix select)", "dsa sparse decode, fp8 (float)",
     "v4 attend, HCA, 584-byte rows", "v4 attend, CSA, 584-byte rows", "v4 indexer scores, fp4 keys",
-    "v41 candidate pool", "v41 attend, Full, 528/288-B rows",
+    "v41 candidate pool", "v41 attend, Full, 528/288-B rows", "v41 index scores, Full, f32 keys",
+    "v41 index scores, Reindex, pool", "v41 prefill, every layer", "v41 prefill, early exit (CED)",
+    "v41 replay step, last W tokens",
 };
 
 typedef struct {
@@ -48,11 +50,16 @@ START_TEST(test_bench_prints_one_consistent_table_on_the_emulator)
     double copy = 0;
     const char *c = strstr(out, "copy ");
     ck_assert(c && sscanf(c, "copy %lf GB/s", &copy) == 1 && copy > 0);
+    double ratio = 0, full_ms = 0, early_ms = 0;
+    const char *q = strstr(out, "layers attend) runs ");
+    ck_assert_msg(q && sscanf(q, "layers attend) runs %lfx", &ratio) == 1 && ratio > 0, "the early exit's ratio is missing");
     size_t found = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         parsed_row r;
         if (!parse_row(&r, line)) continue;
         for (size_t k = 0; k < sizeof ROWS / sizeof ROWS[0]; k++) found += strcmp(r.name, ROWS[k]) == 0;
+        if (strcmp(r.name, "v41 prefill, every layer") == 0) full_ms = r.ms;
+        if (strcmp(r.name, "v41 prefill, early exit (CED)") == 0) early_ms = r.ms;
         ck_assert_msg(r.ms > 0 && r.mb > 0, "%s: %g MB in %g ms", r.name, r.mb, r.ms);
         ck_assert_msg(fabs(r.gbps - r.mb / r.ms) <= PRINT_RTOL * r.gbps, "%s: %g GB/s for %g MB in %g ms", r.name,
                       r.gbps, r.mb, r.ms);
@@ -61,6 +68,8 @@ START_TEST(test_bench_prints_one_consistent_table_on_the_emulator)
         ck_assert_msg(strstr(line, "n/a") || !strstr(line, ">="), "%s: a target judged at smoke sizes", r.name);
     }
     ck_assert_uint_eq(found, sizeof ROWS / sizeof ROWS[0]);
+    ck_assert_msg(fabs(ratio - full_ms / early_ms) <= PRINT_RTOL * ratio, "the early exit runs %gx, but its rows take "
+                  "%g ms and %g ms", ratio, full_ms, early_ms);
 }
 END_TEST
 

@@ -150,11 +150,13 @@ START_TEST(test_pool_scores_cuda_equal_csa2_index_scores_pool)
     CUDA_OK(csa2_index_scores_pool(want, &scored, &c, in.q, in.w, in.k, pool, S, N));
     uint8_t *dpool = dev_upload(pool, S * N);
     float *dI = dev_filled(0x7F, S * N * sizeof(float));
+    kvl_workspace work = {0};
     FOR_EACH_ORDER(order) {
-        CUDA_OK(csa2_index_scores_pool_cuda(dI, &c, in.dq, in.dw, in.dk, dpool, S, N));
+        CUDA_OK(csa2_index_scores_pool_cuda(dI, &c, in.dq, in.dw, in.dk, dpool, S, N, &work));
         dev_download(got, dI, S * N * sizeof *got);
         expect_equal_scores(got, want, S * N, order);
     }
+    kvl_workspace_free(&work);
     kvl_cuda_free(dpool), kvl_cuda_free(dI);
     free(src), free(want), free(got), free(pool);
     inputs_free(&in);
@@ -203,19 +205,6 @@ static void expect_close_f32(const char *what, const float *got, const float *wa
     free(wd);
 }
 
-/* csa2_compressor_weights on the device, field by field */
-static csa2_compressor_weights compressor_to_device(const csa2_compressor_weights *h, const csa2_compressor_config *c)
-{
-    const size_t n = c->width * c->d * sizeof(float);
-    return (csa2_compressor_weights){.w_c = dev_upload(h->w_c, n), .w_z = c->ratio > 1 ? dev_upload(h->w_z, n) : NULL,
-                                     .norm = dev_upload(h->norm, c->width * sizeof(float))};
-}
-
-static void compressor_free_device(csa2_compressor_weights *d)
-{
-    kvl_cuda_free(d->w_c), kvl_cuda_free(d->w_z), kvl_cuda_free(d->norm);
-}
-
 /* T_TOY tokens through both forms of the compressor of toy layer `layer`: the batched twin against
  * csa2_compressor_forward, then the incremental twin in ragged chunks against csa2_compressor_push. */
 static void check_compressor(size_t layer, uint64_t seed)
@@ -227,7 +216,9 @@ static void check_compressor(size_t layer, uint64_t seed)
     const csa2_compressor_config *cc = &c.compressor;
     const size_t cw = cc->width, n_ent = T_TOY / cc->ratio;
     float *x = toy_inputs(T_TOY, cc->d, seed + 1), *want = test_floats(n_ent * cw), *got = test_floats(n_ent * cw);
-    csa2_compressor_weights dw = compressor_to_device(&w.compressor, cc);
+    csa2_weights dl;
+    CUDA_OK(csa2_weights_to_cuda(&dl, &w));
+    const csa2_compressor_weights dw = dl.compressor;
     float *dx = dev_upload(x, T_TOY * cc->d * sizeof *x), *dout = dev_filled(0x7F, n_ent * cw * sizeof(float));
     kvl_workspace work = {0};
     char name[128];
@@ -255,7 +246,7 @@ static void check_compressor(size_t layer, uint64_t seed)
     csa2_compressor_state_free(&ref);
     csa2_compressor_state_free_cuda(&dev);
     kvl_workspace_free(&work);
-    compressor_free_device(&dw);
+    csa2_weights_free_cuda(&dl);
     kvl_cuda_free(dx), kvl_cuda_free(dout);
     free(x), free(want), free(got);
     csa2_weights_free(&w);
@@ -321,9 +312,8 @@ static void check_source_push(size_t layer, uint64_t seed)
     float *x = toy_inputs(T_TOY, d, seed + 1), *L = test_floats(n_max * Dh);
     float *want_z = test_floats(n_max * Dh), *want_k = test_floats(n_max * Di);
     float *got_z = test_floats(n_max * Dh), *got_k = test_floats(n_max * Di);
-    csa2_weights dw = {.compressor = compressor_to_device(&w.compressor, &c.compressor),
-                       .w_ik = dev_upload(w.w_ik, Di * Dh * sizeof(float)),
-                       .ik_norm = dev_upload(w.ik_norm, Di * sizeof(float))};
+    csa2_weights dw;
+    CUDA_OK(csa2_weights_to_cuda(&dw, &w));
     float *dx = dev_upload(x, T_TOY * d * sizeof *x), *dz = dev_filled(0x7F, n_max * Dh * sizeof(float));
     float *dk = dev_filled(0x7F, n_max * Di * sizeof(float));
     csa2_compressor_state ref;
@@ -352,8 +342,8 @@ static void check_source_push(size_t layer, uint64_t seed)
     csa2_compressor_state_free(&ref);
     csa2_compressor_state_free_cuda(&dev);
     kvl_workspace_free(&work);
-    compressor_free_device(&dw.compressor);
-    kvl_cuda_free(dw.w_ik), kvl_cuda_free(dw.ik_norm), kvl_cuda_free(dx), kvl_cuda_free(dz), kvl_cuda_free(dk);
+    csa2_weights_free_cuda(&dw);
+    kvl_cuda_free(dx), kvl_cuda_free(dz), kvl_cuda_free(dk);
     free(x), free(L), free(want_z), free(want_k), free(got_z), free(got_k);
     csa2_weights_free(&w);
 }
@@ -448,30 +438,6 @@ static void *store_rows(float *rows, size_t n, size_t Dh, int native, kvf_row la
     return d;
 }
 
-/* d = the fields of h the layer twins read, on the device (the rest NULL) */
-static void weights_to_device(csa2_weights *d, const csa2_weights *h, const csa2_config *c)
-{
-    const v4_config *k = &c->core;
-    const size_t f = sizeof(float), HD = k->n_heads * k->head_dim, GDo = k->o_groups * k->o_lora_rank;
-    const size_t n_ih = c->indexer.n_heads, Di = c->indexer.head_dim;
-    memset(d, 0, sizeof *d);
-    d->core.w_dq = dev_upload(h->core.w_dq, k->q_lora_rank * k->d * f);
-    d->core.q_norm = dev_upload(h->core.q_norm, k->q_lora_rank * f);
-    d->core.w_uq = dev_upload(h->core.w_uq, HD * k->q_lora_rank * f);
-    d->core.sinks = dev_upload(h->core.sinks, k->n_heads * f);
-    d->core.w_oa = dev_upload(h->core.w_oa, GDo * (HD / k->o_groups) * f);
-    d->core.w_ob = dev_upload(h->core.w_ob, k->d * GDo * f);
-    if (h->w_iq) d->w_iq = dev_upload(h->w_iq, n_ih * Di * k->q_lora_rank * f);
-    if (h->w_iw) d->w_iw = dev_upload(h->w_iw, n_ih * k->d * f);
-}
-
-static void weights_free_device(csa2_weights *d)
-{
-    kvl_cuda_free(d->core.w_dq), kvl_cuda_free(d->core.q_norm), kvl_cuda_free(d->core.w_uq);
-    kvl_cuda_free(d->core.sinks), kvl_cuda_free(d->core.w_oa), kvl_cuda_free(d->core.w_ob);
-    kvl_cuda_free(d->w_iq), kvl_cuda_free(d->w_iw);
-}
-
 /* win_back: window rows start that many positions before the chunk (W − 1: every query's full window;
  * fewer: a window truncated as a replay truncates it) */
 static void case_make(layer_case *lc, kvl_layer_kind kind, int native, size_t win_back, uint64_t seed)
@@ -481,7 +447,7 @@ static void case_make(layer_case *lc, kvl_layer_kind kind, int native, size_t wi
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
     CUDA_OK(csa2_weights_init_random(&lc->w, &lc->c, &rng));
-    weights_to_device(&lc->dw, &lc->w, &lc->c);
+    CUDA_OK(csa2_weights_to_cuda(&lc->dw, &lc->w));
     const size_t d = lc->c.core.d, Dh = lc->c.core.head_dim, Di = lc->c.indexer.head_dim;
     lc->win_first = LSTART - win_back;
     lc->nw = LSTART + LS - lc->win_first;
@@ -510,7 +476,7 @@ static void case_free(layer_case *lc)
     kvl_cuda_free((void *)lc->dsrc.entries), kvl_cuda_free((void *)lc->dsrc.keys);
     kvl_cuda_free((void *)lc->dch.x), kvl_cuda_free((void *)lc->dch.win);
     csa2_work_free_cuda(&lc->work);
-    weights_free_device(&lc->dw);
+    csa2_weights_free_cuda(&lc->dw);
     csa2_weights_free(&lc->w);
     free(lc->x), free(lc->win), free(lc->ent), free(lc->keys);
 }
