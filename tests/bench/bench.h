@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "rng.h"
+#include "v4.h"
 
 #define KVB_REPEATS 5
 #define KVB_MIB ((size_t)1 << 20)
@@ -119,6 +120,8 @@ void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads
  * tree, 1 with the loader's message on stderr when it does not load. */
 float *kvb_random_floats(size_t n, kvl_rng *rng);
 int kvb_load_config(kvl_model *m, const char *name);
+/* c = the first layer of `kind` in m as a V4 layer config; 1 if there is none or it does not convert. */
+int kvb_v4_layer(v4_config *c, const kvl_model *m, kvl_layer_kind kind);
 
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */

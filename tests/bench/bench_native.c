@@ -300,18 +300,10 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
     return rc;
 }
 
-/* The first layer of `kind` in m, as a config; 1 if there is none. */
-static int v4_layer_of(v4_config *c, const kvl_model *m, kvl_layer_kind kind)
-{
-    for (size_t l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == kind) return v4_config_from_model(c, m, l) != KVL_OK;
-    return 1;
-}
-
 static int bench_v4(const kvl_model *m, kvl_rng *rng)
 {
     v4_config csa, hca;
-    if (v4_layer_of(&csa, m, KVL_LAYER_CSA) || v4_layer_of(&hca, m, KVL_LAYER_HCA)) {
+    if (kvb_v4_layer(&csa, m, KVL_LAYER_CSA) || kvb_v4_layer(&hca, m, KVL_LAYER_HCA)) {
         fprintf(stderr, "kvbench: %s: no CSA or HCA layer: %s\n", m->path, kvl_error());
         return 1;
     }

@@ -87,9 +87,7 @@ static int hca_init(hca_prefill *p, kvl_rng *rng)
 static int bench_hca(const kvl_model *m, kvl_rng *rng)
 {
     v4_config c;
-    size_t l = 0;
-    while (l < m->n_layers && m->layers[l].kind != KVL_LAYER_HCA) l++;
-    if (l == m->n_layers || v4_config_from_model(&c, m, l) != KVL_OK) {
+    if (kvb_v4_layer(&c, m, KVL_LAYER_HCA)) {
         fprintf(stderr, "kvbench: %s: no HCA layer\n", m->path);
         return 1;
     }

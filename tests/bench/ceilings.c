@@ -16,7 +16,6 @@
  *           read by eight rows instead of 128, so GQA's products run well below MLA's on the same
  *           machine: they are GQA's own ceiling. On 1 thread, and on 2 the way ref/core/attend.h
  *           threads a step: the rows halved, one single-threaded BLAS caller per half (kvl_run_parts). */
-#include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,9 @@
 #include "bench.h"
 #include "linalg.h"
 #include "rng.h"
+
+/* after the project's headers: cblas.h brings complex.h's macro I, a parameter name in ref/'s */
+#include <cblas.h>
 
 #define GATHER_ROWS ((size_t)1 << 16)
 #define SGEMM_ROWS ((size_t)1 << 15)

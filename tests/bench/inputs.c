@@ -19,3 +19,10 @@ int kvb_load_config(kvl_model *m, const char *name)
     fprintf(stderr, "kvbench: %s\n", kvl_error());
     return 1;
 }
+
+int kvb_v4_layer(v4_config *c, const kvl_model *m, kvl_layer_kind kind)
+{
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == kind) return v4_config_from_model(c, m, l) != KVL_OK;
+    return 1;
+}

@@ -5,7 +5,6 @@
  *
  * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
  * group name or option. */
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,7 +96,6 @@ int main(int argc, char **argv)
     /* One thread unless a row says 2T (kvb_set_threads): the library's threads are OpenMP's, and
      * OpenBLAS stays on one (ref/core/linalg.h). */
     kvb_set_threads(1);
-    openblas_set_num_threads(1);
     printf("kvbench: one thread unless a row says 2T; each time is the median of %d runs after a warm-up "
            "(min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n", KVB_REPEATS);
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
