@@ -135,8 +135,9 @@ NB_CELL(cell_parts)
         }
     printf("; %s entries x (%s + %s) = %s\n", nb_num(entries, 2), nb_num(r288, 0), nb_num(r68, 0),
            nb_num(entries * (r288 + r68), 2));
-    printf("%zu KV-source layers in V4.1 against %zu in V4-Flash; 890 is %.1f%% of V4-Flash's figure\n",
-           v41->kv.global_layers, v4->kv.global_layers, 100 * v41->kv.bytes_per_token / v4->kv.bytes_per_token);
+    printf("%zu KV-source layers in V4.1 against %zu in V4-Flash; %s is %.1f%% of V4-Flash's figure\n",
+           v41->kv.global_layers, v4->kv.global_layers, nb_num(v41->kv.bytes_per_token, 0),
+           100 * v41->kv.bytes_per_token / v4->kv.bytes_per_token);
     printf("with vLLM's %s-byte FP8 row instead of the %s-byte FP4 one: %s x (%s + %s) = %s B/token, %.2fx\n",
            nb_num(r584, 0), nb_num(r288, 0), nb_num(entries, 2), nb_num(r584, 0), nb_num(r68, 0),
            nb_num(entries * (r584 + r68), 2), (r584 + r68) / (r288 + r68));
