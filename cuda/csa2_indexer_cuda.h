@@ -16,8 +16,8 @@
  *                                P·B entries), not with N; the rest of I is −∞ (per entry, the pool's byte
  *                                read twice and one score written)
  * The scored-count the ref keeps (its per-query work) is not kept here. Scores match the ref to float
- * rounding (the ref sums heads in double), exactly on inputs whose sums are exact; the pool is the ref's
- * byte for byte (tests/cuda/test_cuda_csa2.c; the pool's scores at thousands of entries in
+ * rounding (both sum heads in float32, in different orders), exactly on inputs whose sums are exact; the
+ * pool is the ref's byte for byte (tests/cuda/test_cuda_csa2.c; the pool's scores at thousands of entries in
  * tests/cuda/test_cuda_csa2_pool.c). Functions return KVL_OK, KVL_EINVAL (kvl_error() names the
  * problem), KVL_ENOMEM or KVL_ECUDA. */
 #ifndef KVL_CSA2_INDEXER_CUDA_H

@@ -171,30 +171,41 @@ void csa2_main_entry(float *Z, const csa2_config *c, const float *L, size_t n, s
 
 /* ---- the attention core: window rows, then picked entries ------------------------------------------- */
 
-/* o[S][H][Dh] un-rotated, for the queries q[S][H][Dh] of ch; sel[S][K] picks into entries (NULL: none). */
+/* o[S][H][Dh] un-rotated, for the queries q[S][H][Dh] of ch; sel[S][K] picks into the entries (NULL: none),
+ * each read where it is (decoded into picked[K][Dh] when packed). */
 static int attend(float *o, const csa2_config *c, const csa2_weights *w, const float *q, const csa2_chunk *ch,
-                  const float *entries, size_t N, const int32_t *sel, size_t K)
+                  const kvl_row_tiles *entries, const int32_t *sel, size_t K)
 {
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window, nk = W + (sel ? K : 0);
-    float *rows = malloc(nk * Dh * sizeof *rows);
+    const size_t N = entries ? entries->N : 0;
+    float *rows = malloc(nk * Dh * sizeof *rows), *picked = malloc((sel ? K : 1) * Dh * sizeof *picked);
     const float **keys = malloc(nk * sizeof *keys);
-    int rc = rows && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
+    int rc = rows && picked && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
     for (size_t i = 0; i < ch->S && rc == KVL_OK; i++) {
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
         size_t n = 0;
         for (size_t j = j0; j <= t; j++) keys[n++] = ch->win + (j - ch->win_first) * Dh;
-        for (size_t k = 0; sel && k < K; k++) {
+        for (size_t k = 0; sel && k < K && rc == KVL_OK; k++) {
             const int32_t e = sel[i * K + k];
             if (e >= (int32_t)N) rc = kvl_fail(KVL_EINVAL, "csa2: pick %d outside the %zu entries", e, N);
-            keys[n++] = e < 0 || e >= (int32_t)N ? NULL : entries + (size_t)e * Dh;
+            keys[n] = e < 0 || rc != KVL_OK ? NULL : entries->tile(picked + k * Dh, entries, (size_t)e, 1);
+            if (e >= 0 && rc == KVL_OK && !keys[n]) rc = KVL_EINVAL;
+            n++;
         }
         float *oi = o + i * H * Dh;
         if (rc == KVL_OK) rc = v4_attend_query(oi, rows, q + i * H * Dh, keys, n, w->core.sinks, H, Dh);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
     }
     free(rows);
+    free(picked);
     free(keys);
     return rc;
+}
+
+csa2_source csa2_source_f32(const csa2_config *c, const float *entries, const float *keys, size_t N)
+{
+    return (csa2_source){.entries = kvl_row_tiles_f32(entries, N, c->core.head_dim),
+                         .keys = kvl_row_tiles_f32(keys, N, c->indexer.head_dim)};
 }
 
 typedef struct {
@@ -249,6 +260,16 @@ static int check_layer(const char *fn, const csa2_config *c, kvl_layer_kind kind
     return KVL_OK;
 }
 
+static int check_source(const char *fn, const csa2_config *c, const csa2_source *src)
+{
+    if (!src || !src->entries.tile || !src->keys.tile) return kvl_fail(KVL_EINVAL, "%s: no KV source", fn);
+    const size_t Dh = c->core.head_dim, DI = c->indexer.head_dim;
+    if (src->entries.N != src->keys.N || src->entries.width != Dh || src->keys.width != DI)
+        return kvl_fail(KVL_EINVAL, "%s: a source of %zu entries of %zu and %zu keys of %zu; the layer reads %zu and %zu",
+                        fn, src->entries.N, src->entries.width, src->keys.N, src->keys.width, Dh, DI);
+    return KVL_OK;
+}
+
 /* ---- the four modes ------------------------------------------------------------------------------------ */
 
 int csa2_window_layer(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk *ch)
@@ -257,7 +278,7 @@ int csa2_window_layer(float *out, const csa2_config *c, const csa2_weights *w, c
     layer_buffers b;
     TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
-    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, NULL, 0, NULL, 0);
+    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, NULL, NULL, 0);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);
     buffers_free(&b);
     return rc;
@@ -267,14 +288,15 @@ int csa2_full_layer(float *out, int32_t *sel, float *I, uint64_t *scored, const 
                     const csa2_weights *w, const csa2_source *src, const csa2_chunk *ch)
 {
     TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch));
+    TRY(check_source(__func__, c, src));
     const csa2_indexer_config *ix = &c->indexer;
     layer_buffers b;
     TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
     if (rc == KVL_OK) rc = index_queries(&b, c, w, src, ch);
-    if (rc == KVL_OK) rc = csa2_index_scores_all(I, scored, ix, b.q_idx, b.w_idx, src->keys, ch->S, src->N, ch->start);
-    if (rc == KVL_OK) rc = csa2_index_select(sel, ix, I, ch->S, src->N);
-    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, src->entries, src->N, sel, ix->topk);
+    if (rc == KVL_OK) rc = csa2_index_scores_all(I, scored, ix, b.q_idx, b.w_idx, &src->keys, ch->S, ch->start);
+    if (rc == KVL_OK) rc = csa2_index_select(sel, ix, I, ch->S, src->keys.N);
+    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, &src->entries, sel, ix->topk);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);
     buffers_free(&b);
     return rc;
@@ -284,8 +306,9 @@ int csa2_reindex_layer(float *out, int32_t *sel, uint64_t *scored, const csa2_co
                        const csa2_source *src, const uint8_t *pool, const csa2_chunk *ch)
 {
     TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch));
+    TRY(check_source(__func__, c, src));
     const csa2_indexer_config *ix = &c->indexer;
-    float *I = malloc(ch->S * (src->N ? src->N : 1) * sizeof *I);
+    float *I = malloc(ch->S * (src->keys.N ? src->keys.N : 1) * sizeof *I);
     if (!I) return kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
     layer_buffers b;
     int rc = buffers_alloc(&b, c, ch->S);
@@ -295,11 +318,11 @@ int csa2_reindex_layer(float *out, int32_t *sel, uint64_t *scored, const csa2_co
     }
     rc = queries(&b, c, w, ch);
     if (rc == KVL_OK) rc = index_queries(&b, c, w, src, ch);
-    if (rc == KVL_OK && pool) rc = csa2_index_scores_pool(I, scored, ix, b.q_idx, b.w_idx, src->keys, pool, ch->S, src->N);
+    if (rc == KVL_OK && pool) rc = csa2_index_scores_pool(I, scored, ix, b.q_idx, b.w_idx, &src->keys, pool, ch->S);
     if (rc == KVL_OK && !pool)
-        rc = csa2_index_scores_all(I, scored, ix, b.q_idx, b.w_idx, src->keys, ch->S, src->N, ch->start);
-    if (rc == KVL_OK) rc = csa2_index_select(sel, ix, I, ch->S, src->N);
-    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, src->entries, src->N, sel, ix->topk);
+        rc = csa2_index_scores_all(I, scored, ix, b.q_idx, b.w_idx, &src->keys, ch->S, ch->start);
+    if (rc == KVL_OK) rc = csa2_index_select(sel, ix, I, ch->S, src->keys.N);
+    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, &src->entries, sel, ix->topk);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);
     buffers_free(&b);
     free(I);
@@ -310,10 +333,11 @@ int csa2_reuse_layer(float *out, const csa2_config *c, const csa2_weights *w, co
                      const int32_t *sel, const csa2_chunk *ch)
 {
     TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch));
+    TRY(check_source(__func__, c, src));
     layer_buffers b;
     TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
-    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, src->entries, src->N, sel, c->indexer.topk);
+    if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, &src->entries, sel, c->indexer.topk);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);
     buffers_free(&b);
     return rc;

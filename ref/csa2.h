@@ -34,6 +34,7 @@
 #include "csa2_compressor.h"
 #include "csa2_indexer.h"
 #include "rng.h"
+#include "row_tiles.h"
 #include "v4.h"
 
 typedef struct {
@@ -79,13 +80,17 @@ int csa2_query(float *q, const csa2_config *c, const csa2_weights *w, const floa
 /* Z[n][Dh] = L[n][Dh] with the trailing Dr channels of entry first + i rotated at (first + i)·M + Δ. */
 void csa2_main_entry(float *Z, const csa2_config *c, const float *L, size_t n, size_t first);
 
-/* What a KV source publishes to the layers that read it. */
+/* What a KV source publishes to the layers that read it: its N entries and index keys as the cache gives
+ * them back, read where they are (ref/core/row_tiles.h): the keys a tile at a time by the indexer, the
+ * entries one pick at a time by attention, so a packed cache is never decoded whole. */
 typedef struct {
-    const float *entries;   /* [N][Dh] main entries as the cache gives them back */
-    const float *keys;      /* [N][DI] index keys as the cache gives them back */
-    size_t N;
+    kvl_row_tiles entries;  /* N main entries of Dh */
+    kvl_row_tiles keys;     /* N index keys of DI */
     int keys_mxfp4;         /* the keys are stored as MXFP4, so queries are rounded the same way */
 } csa2_source;
+
+/* The source of float32 entries[N][Dh] and keys[N][DI]. */
+csa2_source csa2_source_f32(const csa2_config *c, const float *entries, const float *keys, size_t N);
 
 /* One chunk of queries: x[S][d] at positions start … start + S − 1 (already the layer's normed input) and
  * the window rows win[start + S − win_first][Dh] of positions win_first … start + S − 1. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "index_scan.h"
 #include "linalg.h"
 #include "norm.h"
 #include "status.h"
@@ -56,47 +57,49 @@ int csa2_index_query(float *q_idx, float *w_idx, const csa2_indexer_config *c, c
     return KVL_OK;
 }
 
-/* Σ_j w[j]·ReLU(q[j]·k): dot products in float32, head sum in double, rounded once. */
-static float score(const float *q, const float *w, const float *k, size_t HI, size_t DI)
-{
-    double s = 0;
-    for (size_t j = 0; j < HI; j++) {
-        float dot = 0;
-        for (size_t ch = 0; ch < DI; ch++) dot += q[j * DI + ch] * k[ch];
-        s += (double)w[j] * (dot > 0 ? dot : 0);
-    }
-    return (float)s;
-}
-
 int csa2_index_scores_all(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
-                          const float *w_idx, const float *keys, size_t S, size_t N, size_t start)
+                          const float *w_idx, const kvl_row_tiles *keys, size_t S, size_t start)
 {
     TRY(csa2_indexer_config_check(c));
-    const size_t HI = c->n_heads, DI = c->head_dim;
+    if (!scored || !keys) return kvl_fail(KVL_EINVAL, "csa2_index_scores_all: NULL count or keys");
+    TRY(kvl_index_scores(I, q_idx, w_idx, keys, S, c->n_heads, start, c->ratio));
     for (size_t s = 0; s < S; s++) {
         const size_t n_t = (start + s + 1) / c->ratio;
-        for (size_t i = 0; i < N; i++)
-            I[s * N + i] = i < n_t ? score(q_idx + s * HI * DI, w_idx + s * HI, keys + i * DI, HI, DI) : -INFINITY;
-        *scored += n_t < N ? n_t : N;
+        *scored += n_t < keys->N ? n_t : keys->N;
     }
     return KVL_OK;
+}
+
+/* at[n] ← the entries i with pool[i] ≠ 0, ascending. */
+static size_t pool_list(int32_t *at, const uint8_t *pool, size_t N)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++)
+        if (pool[i]) at[n++] = (int32_t)i;
+    return n;
 }
 
 int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
-                           const float *w_idx, const float *keys, const uint8_t *pool, size_t S, size_t N)
+                           const float *w_idx, const kvl_row_tiles *keys, const uint8_t *pool, size_t S)
 {
     TRY(csa2_indexer_config_check(c));
-    const size_t HI = c->n_heads, DI = c->head_dim;
-    for (size_t s = 0; s < S; s++)
-        for (size_t i = 0; i < N; i++) {
-            if (!pool[s * N + i]) {
-                I[s * N + i] = -INFINITY;
-                continue;
-            }
-            I[s * N + i] = score(q_idx + s * HI * DI, w_idx + s * HI, keys + i * DI, HI, DI);
-            ++*scored;
-        }
-    return KVL_OK;
+    if (!scored || !keys || (S && !pool))
+        return kvl_fail(KVL_EINVAL, "csa2_index_scores_pool: NULL count, keys or pool");
+    const size_t N = keys->N, HI = c->n_heads, DI = c->head_dim;
+    if (N > INT32_MAX) return kvl_fail(KVL_EINVAL, "csa2_index_scores_pool: %zu entries exceed a pick's int32", N);
+    int32_t *at = malloc((N ? N : 1) * sizeof *at);
+    float *got = malloc((N ? N : 1) * sizeof *got);
+    int rc = at && got ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2_index_scores_pool: out of memory");
+    for (size_t s = 0; s < S && rc == KVL_OK; s++) {
+        const size_t n = pool_list(at, pool + s * N, N);
+        rc = kvl_index_scores_listed(got, q_idx + s * HI * DI, w_idx + s * HI, keys, HI, at, n);
+        for (size_t i = 0; i < N; i++) I[s * N + i] = -INFINITY;
+        for (size_t j = 0; j < n; j++) I[s * N + (size_t)at[j]] = got[j];
+        *scored += n;
+    }
+    free(at);
+    free(got);
+    return rc;
 }
 
 int csa2_index_select(int32_t *sel, const csa2_indexer_config *c, const float *I, size_t S, size_t N)

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index_scan.h"
 #include "rope.h"
 
 typedef struct {
@@ -51,13 +52,14 @@ int csa2_index_keys(float *keys, const csa2_indexer_config *c, const float *w_ik
 int csa2_index_query(float *q_idx, float *w_idx, const csa2_indexer_config *c, const float *w_iq,
                      const float *w_iw, const float *cq, const float *x, size_t S, int64_t pos0);
 
-/* I[S][N]: every visible entry i < ⌊(start+s+1)/M⌋ scored, the rest −∞; *scored += scores evaluated. */
+/* I[S][N] over the N = keys->N entries (ref/core/index_scan.h, read a tile at a time): every visible entry
+ * i < ⌊(start+s+1)/M⌋ scored, the rest −∞; *scored += scores evaluated. */
 int csa2_index_scores_all(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
-                          const float *w_idx, const float *keys, size_t S, size_t N, size_t start);
+                          const float *w_idx, const kvl_row_tiles *keys, size_t S, size_t start);
 
 /* I[S][N]: only the pool entries (pool[s][i] ≠ 0) scored, the rest −∞; *scored += scores evaluated. */
 int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
-                           const float *w_idx, const float *keys, const uint8_t *pool, size_t S, size_t N);
+                           const float *w_idx, const kvl_row_tiles *keys, const uint8_t *pool, size_t S);
 
 /* sel[S][K] = top-K of each row of I[S][N] (ascending, −1 padding). */
 int csa2_index_select(int32_t *sel, const csa2_indexer_config *c, const float *I, size_t S, size_t N);

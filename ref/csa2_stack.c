@@ -73,8 +73,8 @@ void csa2_stack_weights_free(csa2_stack_weights *w)
 
 typedef struct {
     size_t L, S;
-    float **entries, **keys;   /* [L] decoded rows of each KV source: [N][Dh], [N][DI] */
-    size_t *N;                 /* [L] */
+    csa2_source *src;          /* [L] each KV source as its layers read it */
+    float **entries, **keys;   /* [L] a whole-sequence pass's own rows of each source: [N][Dh], [N][DI] */
     int32_t **sel;             /* [L] [S][K] picks of each index source */
     uint8_t *pool;             /* [S][N] of the candidate source */
     int keys_mxfp4;
@@ -87,7 +87,7 @@ static void pass_free(pass *p)
         if (p->keys) free(p->keys[l]);
         if (p->sel) free(p->sel[l]);
     }
-    free(p->entries); free(p->keys); free(p->N); free(p->sel); free(p->pool);
+    free(p->src); free(p->entries); free(p->keys); free(p->sel); free(p->pool);
     memset(p, 0, sizeof *p);
 }
 
@@ -99,37 +99,32 @@ static int pass_init(pass *p, size_t L, size_t S, int keys_mxfp4)
     p->keys_mxfp4 = keys_mxfp4;
     p->entries = calloc(L, sizeof *p->entries);
     p->keys = calloc(L, sizeof *p->keys);
-    p->N = calloc(L, sizeof *p->N);
+    p->src = calloc(L, sizeof *p->src);
     p->sel = calloc(L, sizeof *p->sel);
-    if (p->entries && p->keys && p->N && p->sel) return KVL_OK;
+    if (p->entries && p->keys && p->src && p->sel) return KVL_OK;
     pass_free(p);
     return kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory");
 }
 
-/* p->entries[l], p->keys[l] ← room for N rows of source l. */
+/* p->entries[l], p->keys[l] ← room for N rows of source l, which p->src[l] reads. */
 static int source_alloc(pass *p, const csa2_config *c, size_t l, size_t N)
 {
-    p->N[l] = N;
     p->entries[l] = malloc((N ? N : 1) * c->core.head_dim * sizeof(float));
     p->keys[l] = malloc((N ? N : 1) * c->indexer.head_dim * sizeof(float));
-    return p->entries[l] && p->keys[l] ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory for %zu entries", N);
-}
-
-static csa2_source source_of(const pass *p, size_t l)
-{
-    return (csa2_source){.entries = p->entries[l], .keys = p->keys[l], .N = p->N[l], .keys_mxfp4 = p->keys_mxfp4};
+    if (!p->entries[l] || !p->keys[l]) return kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory for %zu entries", N);
+    p->src[l] = csa2_source_f32(c, p->entries[l], p->keys[l], N);
+    return KVL_OK;
 }
 
 static int full_step(float *a, pass *p, const csa2_stack_config *s, const csa2_weights *w, size_t l,
                      const csa2_chunk *ch, uint64_t *scored)
 {
     const csa2_config *c = &s->layers[l];
-    const size_t N = p->N[l], S = ch->S;
+    const size_t N = p->src[l].keys.N, S = ch->S;
     float *I = malloc(S * (N ? N : 1) * sizeof *I);
     p->sel[l] = malloc(S * c->indexer.topk * sizeof *p->sel[l]);
     int rc = I && p->sel[l] ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory");
-    const csa2_source src = source_of(p, l);
-    if (rc == KVL_OK) rc = csa2_full_layer(a, p->sel[l], I, scored, c, w, &src, ch);
+    if (rc == KVL_OK) rc = csa2_full_layer(a, p->sel[l], I, scored, c, w, &p->src[l], ch);
     if (rc == KVL_OK && l == s->candidate_source) {
         p->pool = malloc(S * (N ? N : 1));
         rc = p->pool ? csa2_candidate_pool(p->pool, I, S, N, ch->start, c->ratio, s->pool_block, s->pool_blocks)
@@ -146,12 +141,11 @@ static int reindex_step(float *a, pass *p, const csa2_stack_config *s, const csa
     const size_t src_l = (size_t)c->kv_source;
     p->sel[l] = malloc(ch->S * c->indexer.topk * sizeof *p->sel[l]);
     if (!p->sel[l]) return kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory");
-    const csa2_source src = source_of(p, src_l);
     const uint8_t *pool = src_l == s->candidate_source ? p->pool : NULL;
     if (src_l == s->candidate_source && !pool)
         return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu needs the candidate pool of layer %zu, outside this run", l,
                         src_l);
-    return csa2_reindex_layer(a, p->sel[l], scored, c, w, &src, pool, ch);
+    return csa2_reindex_layer(a, p->sel[l], scored, c, w, &p->src[src_l], pool, ch);
 }
 
 /* a[S][d] = layer l's attention on the chunk, its sources in p already filled. */
@@ -164,9 +158,8 @@ static int attend_layer(float *a, pass *p, const csa2_stack_config *s, const csa
     case KVL_LAYER_FULL: return full_step(a, p, s, lw, l, ch, scored);
     case KVL_LAYER_REINDEX: return reindex_step(a, p, s, lw, l, ch, scored);
     case KVL_LAYER_REUSE: {
-        const csa2_source src = source_of(p, (size_t)c->kv_source);
         if (!p->sel[c->index_source]) return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu reads no top-k", l);
-        return csa2_reuse_layer(a, c, lw, &src, p->sel[c->index_source], ch);
+        return csa2_reuse_layer(a, c, lw, &p->src[c->kv_source], p->sel[c->index_source], ch);
     }
     default: return csa2_window_layer(a, c, lw, ch);
     }
@@ -310,13 +303,11 @@ static int source_push(csa2_cache *cache, const csa2_config *c, const csa2_weigh
     return rc;
 }
 
-/* p's source l ← every entry and index key the cache holds for layer l, as it gives them back. */
-static int source_read(pass *p, const csa2_cache *cache, const csa2_config *c, size_t l)
+/* p's source l ← the entries and index keys the cache holds for layer l, read where they are. */
+static int source_read(pass *p, const csa2_cache *cache, size_t l)
 {
-    const size_t N = cache->entries[l].len;
-    TRY(source_alloc(p, c, l, N));
-    if (N) TRY(v4_rows_read(p->entries[l], &cache->entries[l], 0, N));
-    if (N) TRY(v4_rows_read(p->keys[l], &cache->keys[l], 0, N));
+    p->src[l] = (csa2_source){.entries = v4_rows_tiles(&cache->entries[l]), .keys = v4_rows_tiles(&cache->keys[l]),
+                              .keys_mxfp4 = p->keys_mxfp4};
     return KVL_OK;
 }
 
@@ -328,14 +319,14 @@ static int fill_by_push(pass *p, csa2_cache *cache, const csa2_config *c, const 
                         const float *n, size_t S)
 {
     TRY(source_push(cache, c, w, l, n, S));
-    return source_read(p, cache, c, l);
+    return source_read(p, cache, l);
 }
 
 static int fill_as_held(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
                         const float *n, size_t S)
 {
-    (void)w; (void)n; (void)S;
-    return source_read(p, cache, c, l);
+    (void)c; (void)w; (void)n; (void)S;
+    return source_read(p, cache, l);
 }
 
 /* win[start + S − win_first][Dh]: held rows win_first … start − 1, then the chunk's rows kv[S][Dh] as stored. */
@@ -365,7 +356,7 @@ static int run_layers(float *h, int32_t *sel, const csa2_stack_config *s, const 
     float *win = malloc((W + S) * Dh * sizeof *win);
     int rc = n && a && kv && win ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory for a chunk of %zu", S);
     for (size_t l = 0; l < l0 && rc == KVL_OK; l++)  /* sources below the run, read by the layers in it */
-        if (s->layers[l].kind == KVL_LAYER_FULL) rc = source_read(&p, c, &s->layers[l], l);
+        if (s->layers[l].kind == KVL_LAYER_FULL) rc = source_read(&p, c, l);
     for (size_t l = l0; l < l1 && rc == KVL_OK; l++) {
         const csa2_config *lc = &s->layers[l];
         const size_t reach = start + 1 > W ? start + 1 - W : 0;

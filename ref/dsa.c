@@ -1,6 +1,5 @@
 #include "dsa.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,19 +7,13 @@
 
 #include "block.h"
 #include "hadamard.h"
+#include "index_scan.h"
 #include "linalg.h"
 #include "norm.h"
 #include "rows.h"
 #include "softmax.h"
 #include "status.h"
 #include "topk.h"
-
-/* Index scores are formed tile by tile: INDEX_KEY_TILE keys against a block of query rows whose
- * [rows·HI][INDEX_KEY_TILE] dot products stay under INDEX_DOT_FLOATS (256 KiB, inside L2), so each
- * tile's products are weighed while still in cache and a long sequence never needs its whole
- * [T·HI][T] product. The keys split into one part per thread (kvl_parts). */
-#define INDEX_KEY_TILE 1024
-#define INDEX_DOT_FLOATS ((size_t)1 << 16)
 
 #define TRY(expr)                          \
     do {                                   \
@@ -204,67 +197,14 @@ int dsa_index_key(float *k_idx, const dsa_config *c, const dsa_weights *w, const
     return KVL_OK;
 }
 
-/* I[i][s0 … s0 + n) for m query rows (I's rows ld apart) from their dot products dot[m·HI][n]:
- * Σ_j w_j·ReLU(dot_j) summed head by head in j order, −∞ past query i's position pos + i. */
-static void weigh_heads(float *I, size_t ld, const float *dot, const float *w_idx, size_t m, size_t HI, size_t n,
-                        size_t s0, size_t pos)
-{
-    for (size_t i = 0; i < m; i++) {
-        float *row = I + i * ld + s0;
-        const size_t last = pos + i + 1, visible = last <= s0 ? 0 : last - s0 < n ? last - s0 : n;
-        for (size_t s = 0; s < visible; s++) row[s] = 0.0f;
-        for (size_t s = visible; s < n; s++) row[s] = -INFINITY;
-        for (size_t j = 0; j < HI; j++) {
-            const float w = w_idx[i * HI + j], *d = dot + (i * HI + j) * n;
-            for (size_t s = 0; s < visible; s++) row[s] += w * (d[s] > 0.0f ? d[s] : 0.0f);
-        }
-    }
-}
-
-/* The scan split into parts of the keys, each part tile by tile into its own dot buffer. */
-typedef struct {
-    float *I;
-    const float *q_idx, *w_idx, *k_idx;
-    size_t S, N, HI, DI, start, rows, n_parts;
-    float **dot; /* [n_parts] of [rows·HI][INDEX_KEY_TILE] */
-} index_scan;
-
-/* (The products' sizes were checked against the BLAS integer by dsa_index_scores.) */
-
-static void scan_part(void *ctx, size_t p)
-{
-    const index_scan *x = ctx;
-    const size_t end = x->N * (p + 1) / x->n_parts;
-    for (size_t s0 = x->N * p / x->n_parts; s0 < end; s0 += INDEX_KEY_TILE) {
-        const size_t n = end - s0 < INDEX_KEY_TILE ? end - s0 : INDEX_KEY_TILE;
-        for (size_t i0 = 0; i0 < x->S; i0 += x->rows) {
-            const size_t m = x->S - i0 < x->rows ? x->S - i0 : x->rows;
-            (void)kvl_matmul_abt_f32(x->dot[p], x->q_idx + i0 * x->HI * x->DI, x->k_idx + s0 * x->DI, m * x->HI, n, x->DI);
-            weigh_heads(x->I + i0 * x->N, x->N, x->dot[p], x->w_idx + i0 * x->HI, m, x->HI, n, s0, x->start + i0);
-        }
-    }
-}
-
 int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const float *k_idx,
                      size_t S, size_t N, size_t start)
 {
     int rc = dsa_config_check(c);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
-    if (!I || !q_idx || !w_idx || !k_idx) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
-    if (S == 0 || N == 0) return KVL_OK;
-    const size_t HI = c->index_n_heads, DI = c->index_head_dim;
-    if (HI > INT_MAX / INDEX_KEY_TILE || DI > INT_MAX)
-        return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu exceed the BLAS integer", __func__, HI, DI);
-    const size_t per_query = HI * INDEX_KEY_TILE, block = per_query >= INDEX_DOT_FLOATS ? 1 : INDEX_DOT_FLOATS / per_query;
-    index_scan x = {I, q_idx, w_idx, k_idx, S, N, HI, DI, start, block < S ? block : S,
-                    kvl_parts(N, INDEX_KEY_TILE / 2, (double)S * (double)N * (double)(HI * DI)), NULL};
-    x.dot = calloc(x.n_parts, sizeof *x.dot);
-    if (!x.dot) return kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
-    for (size_t p = 0; p < x.n_parts && rc == KVL_OK; p++) rc = alloc_floats(&x.dot[p], x.rows * HI, INDEX_KEY_TILE, __func__);
-    if (rc == KVL_OK) kvl_run_parts(scan_part, &x, x.n_parts);
-    for (size_t p = 0; p < x.n_parts; p++) free(x.dot[p]);
-    free(x.dot);
-    return rc;
+    if (!k_idx) return kvl_fail(KVL_EINVAL, "%s: NULL keys", __func__);
+    const kvl_row_tiles k = kvl_row_tiles_f32(k_idx, N, c->index_head_dim);
+    return kvl_index_scores(I, q_idx, w_idx, &k, S, c->index_n_heads, start, 1);
 }
 
 int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
@@ -639,8 +579,8 @@ static int commit(dsa_cache *cache, const dsa_config *c, const float *rows, cons
 
 /* ---- incremental ---------------------------------------------------------------------------------- */
 
-/* A chunk at start … start + S − 1 up to its selections. keys[N][DI] holds every position's index key
- * (N = start + S), the chunk's included; fresh[S][Dc+Dr] the chunk's rows, both as the cache stores them. */
+/* A chunk at start … start + S − 1 (N = start + S) up to its selections: keys[S][DI] and fresh[S][Dc+Dr]
+ * are the chunk's own index keys and rows as the cache stores them. */
 typedef struct {
     size_t start, S, N;
     float *fresh, *keys, *q, *q_idx, *w_idx, *I, *o;
@@ -681,13 +621,31 @@ static int chunk_alloc(chunk *k, const dsa_config *c, size_t S, const char *fn)
 {
     const size_t H = c->mla.n_heads, HI = c->index_n_heads, DI = c->index_head_dim;
     TRY(alloc_floats(&k->fresh, S, row_width(c), fn));
-    TRY(alloc_floats(&k->keys, k->N, DI, fn));
+    TRY(alloc_floats(&k->keys, S, DI, fn));
     TRY(alloc_floats(&k->q, S * H, qk_width(c), fn));
     TRY(alloc_floats(&k->q_idx, S * HI, DI, fn));
     TRY(alloc_floats(&k->w_idx, S, HI, fn));
     TRY(alloc_floats(&k->I, S, k->N, fn));
     TRY(alloc_floats(&k->o, S * H, c->mla.v_head, fn));
     return alloc_n(&k->sel, S, c->index_topk, sizeof *k->sel, fn);
+}
+
+/* The index keys a chunk's queries score, read a tile at a time: held positions as the cache gives them
+ * back, the chunk's own from its keys. */
+typedef struct {
+    const dsa_cache *cache;
+    const dsa_config *c;
+    const chunk *k;
+} chunk_keys;
+
+static const float *chunk_key_tile(float *scratch, const kvl_row_tiles *keys, size_t first, size_t n)
+{
+    const chunk_keys *ck = keys->src;
+    const size_t DI = keys->width, start = ck->k->start;
+    const size_t held = first >= start ? 0 : first + n <= start ? n : start - first;
+    if (held && read_held(NULL, scratch, ck->cache, ck->c, first, held) != KVL_OK) return NULL;
+    memcpy(scratch + held * DI, ck->k->keys + (first + held - start) * DI, (n - held) * DI * sizeof *scratch);
+    return scratch;
 }
 
 /* Everything up to the selections, the chunk's keys written before any query is scored. */
@@ -701,15 +659,15 @@ static int chunk_select(chunk *k, const dsa_config *c, const dsa_weights *w, dsa
     k->S = S;
     k->N = k->start + S;
     TRY(chunk_alloc(k, c, S, fn));
-    float *own_keys = k->keys + k->start * c->index_head_dim;
     TRY(mla_latent(k->fresh, &c->mla, &w->mla, x, S, k->start));
-    TRY(dsa_index_key(own_keys, c, w, x, S, k->start));
-    TRY(store_fresh(k->fresh, own_keys, cache, c, k->start, S));
-    TRY(read_held(NULL, k->keys, cache, c, 0, k->start));
+    TRY(dsa_index_key(k->keys, c, w, x, S, k->start));
+    TRY(store_fresh(k->fresh, k->keys, cache, c, k->start, S));
     TRY(mla_query(k->q, &c->mla, &w->mla, x, S, k->start));
     TRY(dsa_index_query(k->q_idx, k->w_idx, c, w, x, S, k->start));
     TRY(match_stored_keys(k->q_idx, cache, c, S));
-    TRY(dsa_index_scores(k->I, c, k->q_idx, k->w_idx, k->keys, S, k->N, k->start));
+    const chunk_keys ck = {cache, c, k};
+    const kvl_row_tiles keys = {.N = k->N, .width = c->index_head_dim, .tile = chunk_key_tile, .src = &ck};
+    TRY(kvl_index_scores(k->I, k->q_idx, k->w_idx, &keys, S, c->index_n_heads, k->start, 1));
     return kvl_topk(k->sel, k->I, S, k->N, c->index_topk);
 }
 
@@ -727,7 +685,7 @@ static int chunk_finish(float *out, int32_t *sel, chunk *k, const dsa_config *c,
 {
     TRY(project_out(out, c, w, k->o, k->S));
     if (sel) memcpy(sel, k->sel, k->S * c->index_topk * sizeof *sel);
-    return commit(cache, c, k->fresh, k->keys + k->start * c->index_head_dim, k->S);
+    return commit(cache, c, k->fresh, k->keys, k->S);
 }
 
 typedef int (*attend_fn)(float *, const dsa_config *, const dsa_weights *, const float *, const float *,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "index_scan.h"
 #include "rows.h"
 #include "status.h"
 
@@ -154,7 +155,7 @@ static int feed_compressors(const v4_config *c, const v4_weights *w, v4_cache *c
 typedef struct {
     float *cq, *q, *kv, *win, *o;  /* [S][Dq'], [S][H][Dh], [S][Dh], [n_win][Dh], [S][H][Dh] */
     float *entries;                /* [N][Dh]: the entries the chunk reads, decoded */
-    float *keys, *q_idx, *w_idx, *I;  /* [N][DI], [S][HI][DI], [S][HI], [S][N] */
+    float *q_idx, *w_idx, *I;      /* [S][HI][DI], [S][HI], [S][N] */
     int32_t *sel;                  /* [S][K] */
     unsigned char *need;           /* [N] */
 } chunk_buffers;
@@ -162,7 +163,7 @@ typedef struct {
 static void chunk_free(chunk_buffers *b)
 {
     free(b->cq); free(b->q); free(b->kv); free(b->win); free(b->o);
-    free(b->entries); free(b->keys); free(b->q_idx); free(b->w_idx); free(b->I); free(b->sel); free(b->need);
+    free(b->entries); free(b->q_idx); free(b->w_idx); free(b->I); free(b->sel); free(b->need);
 }
 
 static int chunk_alloc(chunk_buffers *b, const v4_config *c, size_t S, size_t n_win, size_t N)
@@ -183,12 +184,11 @@ static int chunk_alloc(chunk_buffers *b, const v4_config *c, size_t S, size_t n_
     b->need = calloc(n1, 1);
     int ok = b->cq && b->q && b->kv && b->win && b->o && b->entries && b->need;
     if (csa) {
-        b->keys = malloc(n1 * DI * sizeof *b->keys);
         b->q_idx = malloc(S * HI * DI * sizeof *b->q_idx);
         b->w_idx = malloc(S * HI * sizeof *b->w_idx);
         b->I = malloc(S * n1 * sizeof *b->I);
         b->sel = malloc(S * K * sizeof *b->sel);
-        ok = ok && b->keys && b->q_idx && b->w_idx && b->I && b->sel;
+        ok = ok && b->q_idx && b->w_idx && b->I && b->sel;
     }
     if (ok) return KVL_OK;
     chunk_free(b);
@@ -211,8 +211,9 @@ static int chunk_picks(chunk_buffers *b, const v4_config *c, const v4_weights *w
     const v4_indexer_config *ix = &c->indexer;
     TRY(v4_index_query(b->q_idx, b->w_idx, ix, &w->indexer, b->cq, x, S, (int64_t)start + c->rope_offset));
     TRY(queries_like_keys(b->q_idx, ix, &cache->index_keys, S * ix->n_heads));
-    if (N) TRY(v4_rows_read(b->keys, &cache->index_keys, 0, N));
-    if (N) TRY(v4_index_scores(b->I, ix, b->q_idx, b->w_idx, b->keys, S, N, start));
+    kvl_row_tiles keys = v4_rows_tiles(&cache->index_keys);
+    keys.N = N;
+    TRY(kvl_index_scores(b->I, b->q_idx, b->w_idx, &keys, S, ix->n_heads, start, ix->compressor.ratio));
     return v4_index_select(b->sel, ix, b->I, S, N);
 }
 

@@ -7,14 +7,11 @@
 
 #include "block.h"
 #include "hadamard.h"
+#include "index_scan.h"
 #include "linalg.h"
 #include "status.h"
 #include "topk.h"
 #include "v4_rope.h"
-
-/* Index scores are formed in blocks of query rows whose [rows·HI][N] dot products stay under this many
- * floats (16 MiB), so a long sequence never needs its whole [S·HI][N] product at once. */
-#define INDEX_BLOCK_FLOATS ((size_t)1 << 22)
 
 #define TRY(expr)                          \
     do {                                   \
@@ -71,48 +68,13 @@ int v4_index_query(float *q_idx, float *w_idx, const v4_indexer_config *c, const
     return KVL_OK;
 }
 
-/* I[rows][N] from the block's dot products D[rows·HI][N] */
-static void combine(float *I, const float *D, const float *w_idx, size_t rows, size_t HI, size_t N, size_t first_query,
-                    size_t M)
-{
-    for (size_t i = 0; i < rows; i++) {
-        const size_t legal = (first_query + i + 1) / M;   /* causal threshold ⌊(t+1)/M⌋ */
-        for (size_t e = 0; e < N; e++) {
-            if (e >= legal) {
-                I[i * N + e] = -INFINITY;
-                continue;
-            }
-            double acc = 0;
-            for (size_t j = 0; j < HI; j++) {
-                const float s = D[(i * HI + j) * N + e];
-                acc += (double)w_idx[i * HI + j] * (s > 0.0f ? (double)s : 0.0);
-            }
-            I[i * N + e] = (float)acc;
-        }
-    }
-}
-
 int v4_index_scores(float *I, const v4_indexer_config *c, const float *q_idx, const float *w_idx,
                     const float *keys, size_t S, size_t N, size_t start)
 {
     TRY(check_call(__func__, c));
-    if (S == 0 || N == 0) return KVL_OK;
-    if (!I || !q_idx || !w_idx || !keys) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
-    const size_t HI = c->n_heads, DI = c->head_dim;
-    if (N > SIZE_MAX / sizeof(float) / HI)
-        return kvl_fail(KVL_EINVAL, "%s: %zu entries of %zu heads overflow", __func__, N, HI);
-    const size_t rows = INDEX_BLOCK_FLOATS / HI / N ? INDEX_BLOCK_FLOATS / HI / N : 1;
-    const size_t block = rows < S ? rows : S;
-    float *D = malloc(block * HI * N * sizeof *D);
-    if (!D) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu x %zu scores", __func__, block * HI, N);
-    int rc = KVL_OK;
-    for (size_t i0 = 0; i0 < S && rc == KVL_OK; i0 += block) {
-        const size_t n = S - i0 < block ? S - i0 : block;
-        rc = kvl_matmul_abt_f32(D, q_idx + i0 * HI * DI, keys, n * HI, N, DI);
-        if (rc == KVL_OK) combine(I + i0 * N, D, w_idx + i0 * HI, n, HI, N, start + i0, c->compressor.ratio);
-    }
-    free(D);
-    return rc;
+    if (!keys) return kvl_fail(KVL_EINVAL, "%s: NULL keys", __func__);
+    const kvl_row_tiles k = kvl_row_tiles_f32(keys, N, c->head_dim);
+    return kvl_index_scores(I, q_idx, w_idx, &k, S, c->n_heads, start, c->compressor.ratio);
 }
 
 int v4_index_select(int32_t *sel, const v4_indexer_config *c, const float *I, size_t S, size_t N)

@@ -62,8 +62,8 @@ int v4_index_query(float *q_idx, float *w_idx, const v4_indexer_config *c, const
                    const float *cq, const float *x, size_t S, int64_t pos0);
 
 /* I[S][N] = Σ_j w_idx[i][j]·ReLU(q_idx[i][j]·keys[e]) for the entries e < ⌊(start+i+1)/M⌋ (the query at
- * position start + i), −INFINITY for the others; keys[N][DI]. Dot products in float32, the head sum in
- * double, rounded once. */
+ * position start + i), −INFINITY for the others; keys[N][DI]: ref/core/index_scan.h's scan with ratio M,
+ * the head sum in float32. */
 int v4_index_scores(float *I, const v4_indexer_config *c, const float *q_idx, const float *w_idx,
                     const float *keys, size_t S, size_t N, size_t start);
 

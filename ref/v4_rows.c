@@ -130,6 +130,20 @@ int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n)
     return KVL_OK;
 }
 
+static const float *row_tile(float *scratch, const kvl_row_tiles *view, size_t first, size_t n)
+{
+    const v4_rows *r = view->src;
+    const int in_place = layout_of(r->store) == KVF_N_ROW && first >= v4_rows_oldest(r) && first + n <= r->len &&
+                         first % r->slots + n <= r->slots;
+    if (in_place) return (const float *)slot(r, first);
+    return v4_rows_read(scratch, r, first, n) == KVL_OK ? scratch : NULL;
+}
+
+kvl_row_tiles v4_rows_tiles(const v4_rows *r)
+{
+    return (kvl_row_tiles){.N = r->len, .width = r->width, .tile = row_tile, .src = r};
+}
+
 void v4_rows_export(uint8_t *out, const v4_rows *r)
 {
     const size_t oldest = v4_rows_oldest(r), held = v4_rows_held(r);

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "row_tiles.h"
+
 /* V4_ROWS_V41_MAIN and V4_ROWS_V41_WINDOW serve V4.1 (ref/csa2_stack.h): 288-byte FP4 entries (E2M1, E4M3
  * scale per 16, no tensor scale) and 528-byte FP8 window rows (E4M3, E8M0 scale per 32), all 512 values
  * quantised, RoPE channels included (formats/rows.h). */
@@ -61,6 +63,11 @@ int v4_rows_append(v4_rows *r, const float *x, size_t n);
 
 /* out[n][width] = the rows of positions first … first + n − 1, decoded. KVL_EINVAL unless all are held. */
 int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n);
+
+/* The rows of positions 0 … len − 1 as a view read a tile at a time (ref/core/row_tiles.h; N = len),
+ * packed rows decoded as they are read, float32 rows read in place. For a store that holds them all
+ * (entries and index keys, which never wrap); a tile outside what is held reads as NULL. */
+kvl_row_tiles v4_rows_tiles(const v4_rows *r);
 
 /* Positions held: max(first, len − S) … len − 1. */
 size_t v4_rows_oldest(const v4_rows *r);

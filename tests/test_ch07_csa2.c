@@ -318,7 +318,7 @@ START_TEST(test_reuse_matches_full_style_attention_over_source_entries_and_picks
         }
     float *win = window_rows(c, w, x, T_TOY), *out = malloc(T_TOY * 64 * sizeof *out);
     double *want = malloc(T_TOY * 64 * sizeof *want);
-    const csa2_source src = {.entries = entries, .keys = keys, .N = N};
+    const csa2_source src = csa2_source_f32(c, entries, keys, N);
     const csa2_chunk ch = {.x = x, .S = T_TOY, .start = 0, .win = win, .win_first = 0};
     ck_assert_msg(csa2_reuse_layer(out, c, w, &src, sel, &ch) == KVL_OK, "%s", kvl_error());
     layer_oracle(want, c, w, x, T_TOY, entries, sel, K);
@@ -370,7 +370,7 @@ START_TEST(test_reindex_matches_full_scan_when_pool_covers_every_block)
     int32_t *sel = malloc(T_TOY * K * sizeof *sel), *sel_full = malloc(T_TOY * K * sizeof *sel_full);
     float *win = window_rows(c, w, x, T_TOY), *out = malloc(T_TOY * 64 * sizeof *out);
     float *out_full = malloc(T_TOY * 64 * sizeof *out_full);
-    const csa2_source src = {.entries = entries, .keys = keys, .N = N};
+    const csa2_source src = csa2_source_f32(c, entries, keys, N);
     const csa2_chunk ch = {.x = x, .S = T_TOY, .start = 0, .win = win, .win_first = 0};
     uint64_t scored_pool = 0, scored_full = 0;
     ck_assert_int_eq(csa2_reindex_layer(out, sel, &scored_pool, c, w, &src, pool, &ch), KVL_OK);
@@ -417,7 +417,7 @@ START_TEST(test_reindex_with_source_indexer_weights_and_covering_pool_reproduces
     uint8_t *pool = malloc(T_TOY * N);
     int32_t *sel_f = malloc(T_TOY * K * sizeof *sel_f), *sel_r = malloc(T_TOY * K * sizeof *sel_r);
     float *win = window_rows(cf, wf, x, T_TOY);
-    const csa2_source src = {.entries = entries, .keys = keys, .N = N};
+    const csa2_source src = csa2_source_f32(cf, entries, keys, N);
     const csa2_chunk ch = {.x = x, .S = T_TOY, .start = 0, .win = win, .win_first = 0};
     uint64_t scored = 0;
     ck_assert_int_eq(csa2_full_layer(out, sel_f, I, &scored, cf, wf, &src, &ch), KVL_OK);
@@ -464,7 +464,7 @@ START_TEST(test_small_pool_keeps_newest_block_and_reindex_picks_only_pool_positi
     }
     int32_t *sel = malloc(T_TOY * K * sizeof *sel);
     float *win = window_rows(c, w, x, T_TOY), *out = malloc(T_TOY * 64 * sizeof *out);
-    const csa2_source src = {.entries = entries, .keys = keys, .N = N};
+    const csa2_source src = csa2_source_f32(c, entries, keys, N);
     const csa2_chunk ch = {.x = x, .S = T_TOY, .start = 0, .win = win, .win_first = 0};
     uint64_t scored = 0, pooled = 0;
     ck_assert_int_eq(csa2_reindex_layer(out, sel, &scored, c, w, &src, pool, &ch), KVL_OK);

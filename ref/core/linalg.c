@@ -69,6 +69,33 @@ static void gemm_split(gemm_job g)
     kvl_run_parts(gemm_part, &g, g.parts);
 }
 
+/* y[N] = W[N][K]·x, split by blocks of W's rows. */
+typedef struct {
+    int f64;
+    size_t N, K, parts;
+    const void *W, *x;
+    void *y;
+} gemv_job;
+
+static void gemv_part(void *ctx, size_t p)
+{
+    const gemv_job *g = ctx;
+    const size_t n0 = g->N * p / g->parts, n = g->N * (p + 1) / g->parts - n0;
+    if (n == 0) return;
+    if (g->f64)
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0, (const double *)g->W + n0 * g->K,
+                    (blasint)g->K, g->x, 1, 0.0, (double *)g->y + n0, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0f, (const float *)g->W + n0 * g->K,
+                    (blasint)g->K, g->x, 1, 0.0f, (float *)g->y + n0, 1);
+}
+
+static void gemv_split(gemv_job g)
+{
+    g.parts = kvl_parts(g.N, SPLIT_MIN_ROWS, (double)g.N * (double)g.K);
+    kvl_run_parts(gemv_part, &g, g.parts);
+}
+
 /* ---- C[M][N] = A[M][K] · B[N][K]^T ------------------------------------------------------------ */
 
 int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
@@ -76,8 +103,10 @@ int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_
     int rc = check_mnk(__func__, M, N, K);
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
-    if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    gemm_split((gemm_job){.f64 = 0, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    if (K == 0 || M == 1) memset(C, 0, M * N * sizeof *C);
+    if (K == 0) return KVL_OK;
+    if (M == 1) gemv_split((gemv_job){.f64 = 0, .N = N, .K = K, .W = B, .x = A, .y = C});
+    else gemm_split((gemm_job){.f64 = 0, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -97,8 +126,10 @@ int kvl_matmul_abt_f64(double *C, const double *A, const double *B, size_t M, si
     int rc = check_mnk(__func__, M, N, K);
     if (rc != KVL_OK) return rc;
     if (M == 0 || N == 0) return KVL_OK;
-    if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    gemm_split((gemm_job){.f64 = 1, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    if (K == 0 || M == 1) memset(C, 0, M * N * sizeof *C);
+    if (K == 0) return KVL_OK;
+    if (M == 1) gemv_split((gemv_job){.f64 = 1, .N = N, .K = K, .W = B, .x = A, .y = C});
+    else gemm_split((gemm_job){.f64 = 1, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
     return KVL_OK;
 }
 
@@ -163,33 +194,6 @@ int kvl_matmul_ab_f64_loop(double *C, const double *A, const double *B, size_t M
 }
 
 /* ---- y[N] = W[N][K] · x[K] ---------------------------------------------------------------------- */
-
-/* y[N] = W[N][K]·x, split by blocks of W's rows. */
-typedef struct {
-    int f64;
-    size_t N, K, parts;
-    const void *W, *x;
-    void *y;
-} gemv_job;
-
-static void gemv_part(void *ctx, size_t p)
-{
-    const gemv_job *g = ctx;
-    const size_t n0 = g->N * p / g->parts, n = g->N * (p + 1) / g->parts - n0;
-    if (n == 0) return;
-    if (g->f64)
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0, (const double *)g->W + n0 * g->K,
-                    (blasint)g->K, g->x, 1, 0.0, (double *)g->y + n0, 1);
-    else
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0f, (const float *)g->W + n0 * g->K,
-                    (blasint)g->K, g->x, 1, 0.0f, (float *)g->y + n0, 1);
-}
-
-static void gemv_split(gemv_job g)
-{
-    g.parts = kvl_parts(g.N, SPLIT_MIN_ROWS, (double)g.N * (double)g.K);
-    kvl_run_parts(gemv_part, &g, g.parts);
-}
 
 /* y is cleared first so the result never depends on what y held: gemv's beta = 0 path scales y,
  * and OpenBLAS releases have differed on whether 0·NaN there stays NaN. */

@@ -22,7 +22,10 @@
  * BLAS call per OpenMP thread, and attention and the indexer split their rows the same way with
  * kvl_run_parts. A split changes C by rounding only (OpenBLAS's kernels at a block's edge may sum in
  * another order), so results can differ between thread counts in the last bits.
- * OMP_NUM_THREADS, or kvl_set_threads, sets how many threads everything uses. */
+ * OMP_NUM_THREADS, or kvl_set_threads, sets how many threads everything uses.
+ *
+ * A product with one row of A (a decode token against a weight matrix) is the matrix-vector product
+ * C = B·a and runs as gemv: gemm would first pack all of B, a second pass over a matrix read once. */
 #ifndef KVL_LINALG_H
 #define KVL_LINALG_H
 

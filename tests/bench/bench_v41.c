@@ -7,11 +7,8 @@
  * layer 20 of V4.1-Flash), the first Reuse layer that reads its entries and top-k, and the first
  * Reindex layer that re-scores its entries over its candidate pool. With M 1 the source holds one
  * entry per token: N = T + 1 once the token's own entry is pushed. Rows:
- *   source read   native only: every entry and index key decoded to float32, what csa2_stack_decode does
- *                 for each token before any layer reads them (source_read in ref/csa2_stack.c); bytes
- *                 read as stored plus written as float32, against the read scan
  *   Full scan     csa2_index_scores_all over the N keys: HI·(2·DI + 3) flop a score (dots, ReLU, weight,
- *                 sum), linear in context
+ *                 sum), linear in context; native keys decoded a tile at a time inside the scan
  *   top-k, pool   csa2_index_select and csa2_candidate_pool over the N scores: selections, read against
  *                 the scan with no target
  *   Reindex pool  csa2_index_scores_pool over the candidate pool: at most P·B scores, constant once the
@@ -22,12 +19,14 @@
  *                 (query latent and heads, index queries, grouped output), indexer and attention, flop
  *                 counted from each product; bytes = the weights read plus the keys scored and the rows
  *                 attended
- * The native rows read the decoded rows (as the stack hands them to the layers) with the index queries
- * rounded to MXFP4; their compute-bound verdicts use the dequantised-cache target.
+ * The native rows read the source where the stack leaves it, in its stores (csa2_source over v4_rows
+ * views: keys decoded per tile, entries per pick), with the index queries rounded to MXFP4; their
+ * compute-bound verdicts use the dequantised-cache target.
  *
  * One set of random weights, drawn for the Full layer, serves all three: a Reindex layer reads its index
  * query fields and a Reuse layer only the core, both subsets of a Full layer's. Random rows: FILL_ROWS
- * distinct rows repeated. Peak memory about 3.5 GiB (1M: 2.5 GiB of decoded entries and keys). */
+ * distinct rows repeated. Peak memory about 0.4 GiB (the float32 source at 128K; the native one at 1M is
+ * 356 MiB of stored rows). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,13 +41,13 @@
 #define NATIVE_TARGET 0.6   /* a compute-bound step over a dequantised FP8/FP4 cache */
 #define MEMORY_TARGET 0.75
 #define FILL_ROWS 1024
-/* csa2_index_scores_all is a plain loop: one Full scan of 1M entries takes seconds. So the Full scan runs
- * 3 timed runs at 128K and one at 1M (KVB_COLD: the keys are already in memory), 1M runs only the native
- * cache (the deployed one), and the whole Full layer, which is the scan plus the constant part the
- * Reindex and Reuse rows show, is timed at 32K only. */
+/* One Full scan of 1M entries takes about a second. So the Full scan runs 3 timed runs at 128K and one at
+ * 1M (KVB_COLD: the keys are already in memory), 1M runs only the native cache (the deployed one), and
+ * the whole Full layer, which is the scan plus the constant part the Reindex and Reuse rows show, is timed
+ * up to 128K. */
 #define LONG_REPEATS 3
 #define LONG_T ((size_t)1 << 20)
-#define FULL_LAYER_MAX_T 32768
+#define FULL_LAYER_MAX_T 131072
 
 static const size_t CONTEXTS[] = {32768, 131072, (size_t)1 << 20};
 enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
@@ -61,7 +60,9 @@ typedef struct {
     csa2_cache_format fmt;
     size_t T, N;                  /* cached tokens, entries (the token's own included) */
     v4_rows held_entries, held_keys; /* native: [N][288], [N][68] */
-    float *entries, *keys;        /* [N][Dh], [N][DI] as the cache gives them back */
+    float *entries, *keys;        /* f32: [N][Dh], [N][DI] */
+    csa2_source src;              /* what the layers read: the float32 rows or the native stores */
+    float *picked;                /* [K][Dh] native picks decoded by the attention row */
     float *win, *x, *q, *o, *out; /* [W][Dh], [d], [H][Dh], [H][Dh], [d] */
     float *q_idx, *w_idx, *I;     /* [HI][DI], [HI], [N] */
     float *rows;                  /* [W+K][Dh] scratch of the attention */
@@ -74,17 +75,10 @@ typedef struct {
 
 /* ---- the runs ---------------------------------------------------------------------------------------- */
 
-static void run_source_read(void *ctx)
-{
-    v41_step *p = ctx;
-    p->failed |= v4_rows_read(p->entries, &p->held_entries, 0, p->N) != KVL_OK;
-    p->failed |= v4_rows_read(p->keys, &p->held_keys, 0, p->N) != KVL_OK;
-}
-
 static void run_full_scan(void *ctx)
 {
     v41_step *p = ctx;
-    p->failed |= csa2_index_scores_all(p->I, &p->scored, &p->full->indexer, p->q_idx, p->w_idx, p->keys, 1, p->N,
+    p->failed |= csa2_index_scores_all(p->I, &p->scored, &p->full->indexer, p->q_idx, p->w_idx, &p->src.keys, 1,
                                        p->T) != KVL_OK;
 }
 
@@ -104,8 +98,8 @@ static void run_pool(void *ctx)
 static void run_pool_scan(void *ctx)
 {
     v41_step *p = ctx;
-    p->failed |= csa2_index_scores_pool(p->I, &p->scored, &p->reindex->indexer, p->q_idx, p->w_idx, p->keys, p->pool,
-                                        1, p->N) != KVL_OK;
+    p->failed |= csa2_index_scores_pool(p->I, &p->scored, &p->reindex->indexer, p->q_idx, p->w_idx, &p->src.keys,
+                                        p->pool, 1) != KVL_OK;
 }
 
 static void run_attention(void *ctx)
@@ -114,14 +108,11 @@ static void run_attention(void *ctx)
     const csa2_config *c = p->full;
     const size_t W = c->core.window, K = c->indexer.topk, Dh = c->core.head_dim;
     for (size_t j = 0; j < W; j++) p->key_rows[j] = p->win + j * Dh;
-    for (size_t k = 0; k < K; k++) p->key_rows[W + k] = p->sel[k] < 0 ? NULL : p->entries + (size_t)p->sel[k] * Dh;
+    const kvl_row_tiles *e = &p->src.entries;
+    for (size_t k = 0; k < K; k++)
+        p->key_rows[W + k] = p->sel[k] < 0 ? NULL : e->tile(p->picked + k * Dh, e, (size_t)p->sel[k], 1);
     p->failed |=
         v4_attend_query(p->o, p->rows, p->q, p->key_rows, W + K, p->w->core.sinks, c->core.n_heads, Dh) != KVL_OK;
-}
-
-static csa2_source source(const v41_step *p)
-{
-    return (csa2_source){p->entries, p->keys, p->N, p->fmt == CSA2_CACHE_NATIVE};
 }
 
 static csa2_chunk chunk(const v41_step *p)
@@ -133,25 +124,22 @@ static csa2_chunk chunk(const v41_step *p)
 static void run_full_layer(void *ctx)
 {
     v41_step *p = ctx;
-    const csa2_source src = source(p);
     const csa2_chunk ch = chunk(p);
-    p->failed |= csa2_full_layer(p->out, p->sel, p->I, &p->scored, p->full, p->w, &src, &ch) != KVL_OK;
+    p->failed |= csa2_full_layer(p->out, p->sel, p->I, &p->scored, p->full, p->w, &p->src, &ch) != KVL_OK;
 }
 
 static void run_reindex_layer(void *ctx)
 {
     v41_step *p = ctx;
-    const csa2_source src = source(p);
     const csa2_chunk ch = chunk(p);
-    p->failed |= csa2_reindex_layer(p->out, p->sel2, &p->scored, p->reindex, p->w, &src, p->pool, &ch) != KVL_OK;
+    p->failed |= csa2_reindex_layer(p->out, p->sel2, &p->scored, p->reindex, p->w, &p->src, p->pool, &ch) != KVL_OK;
 }
 
 static void run_reuse_layer(void *ctx)
 {
     v41_step *p = ctx;
-    const csa2_source src = source(p);
     const csa2_chunk ch = chunk(p);
-    p->failed |= csa2_reuse_layer(p->out, p->reuse, p->w, &src, p->sel, &ch) != KVL_OK;
+    p->failed |= csa2_reuse_layer(p->out, p->reuse, p->w, &p->src, p->sel, &ch) != KVL_OK;
 }
 
 /* ---- the work each run does ------------------------------------------------------------------------- */
@@ -199,21 +187,23 @@ static void step_free(v41_step *p)
 {
     v4_rows_free(&p->held_entries);
     v4_rows_free(&p->held_keys);
-    free(p->entries); free(p->keys); free(p->win); free(p->x); free(p->q); free(p->o); free(p->out);
+    free(p->entries); free(p->keys); free(p->picked); free(p->win); free(p->x); free(p->q); free(p->o); free(p->out);
     free(p->q_idx); free(p->w_idx); free(p->I); free(p->rows); free(p->key_rows); free(p->sel); free(p->sel2);
     free(p->pool);
 }
 
-/* dst[n][width]: FILL_ROWS random rows repeated; the native store also takes them, and dst becomes what it
- * gives back. */
+/* n rows of `width`: FILL_ROWS random rows repeated, into dst[n][width] (f32) or the native store held. */
 static int fill_rows(float *dst, v4_rows *held, size_t n, size_t width, kvl_rng *rng)
 {
-    kvl_rng_uniform_f32(rng, dst, FILL_ROWS * width, -1.0, 1.0);
-    for (size_t i = FILL_ROWS; i < n; i += FILL_ROWS)
-        memcpy(dst + i * width, dst, (n - i < FILL_ROWS ? n - i : FILL_ROWS) * width * sizeof *dst);
-    for (size_t i = 0; held->bytes && i < n; i += FILL_ROWS)
-        if (v4_rows_append(held, dst, n - i < FILL_ROWS ? n - i : FILL_ROWS) != KVL_OK) return 1;
-    return held->bytes ? v4_rows_read(dst, held, 0, n) != KVL_OK : 0;
+    float *block = kvb_random_floats(FILL_ROWS * width, rng);
+    int rc = block == NULL;
+    for (size_t i = 0; i < n && rc == 0; i += FILL_ROWS) {
+        const size_t m = n - i < FILL_ROWS ? n - i : FILL_ROWS;
+        if (dst) memcpy(dst + i * width, block, m * width * sizeof *dst);
+        else rc = v4_rows_append(held, block, m) != KVL_OK;
+    }
+    free(block);
+    return rc;
 }
 
 static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
@@ -228,8 +218,10 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     if (native && (v4_rows_init(&p->held_entries, V4_ROWS_V41_MAIN, Dh, p->N) != KVL_OK ||
                    v4_rows_init(&p->held_keys, V4_ROWS_INDEX, DI, p->N) != KVL_OK))
         return 1;
-    p->entries = malloc(p->N * Dh * sizeof *p->entries);
-    p->keys = malloc(p->N * DI * sizeof *p->keys);
+    if (!native && (!(p->entries = malloc(p->N * Dh * sizeof *p->entries)) ||
+                    !(p->keys = malloc(p->N * DI * sizeof *p->keys))))
+        return 1;
+    p->picked = malloc(K * Dh * sizeof *p->picked);
     p->win = kvb_random_floats(W * Dh, rng);
     p->x = kvb_random_floats(d, rng);
     p->q = kvb_random_floats(H * Dh, rng);
@@ -243,11 +235,14 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     p->sel = malloc(K * sizeof *p->sel);
     p->sel2 = malloc(K * sizeof *p->sel2);
     p->pool = malloc(p->N);
-    if (!p->entries || !p->keys || !p->win || !p->x || !p->q || !p->o || !p->out || !p->q_idx || !p->w_idx || !p->I ||
+    if (!p->picked || !p->win || !p->x || !p->q || !p->o || !p->out || !p->q_idx || !p->w_idx || !p->I ||
         !p->rows || !p->key_rows || !p->sel || !p->sel2 || !p->pool)
         return 1;
     if (fill_rows(p->entries, &p->held_entries, p->N, Dh, rng) || fill_rows(p->keys, &p->held_keys, p->N, DI, rng))
         return 1;
+    p->src = native ? (csa2_source){.entries = v4_rows_tiles(&p->held_entries), .keys = v4_rows_tiles(&p->held_keys),
+                                    .keys_mxfp4 = 1}
+                    : csa2_source_f32(c, p->entries, p->keys, p->N);
     if (native) {
         v4_rows win_store;
         int rc = v4_rows_init(&win_store, V4_ROWS_V41_WINDOW, Dh, W);
@@ -292,13 +287,9 @@ static void bench_step(v41_step *p)
 {
     const csa2_config *c = p->full;
     const int long_run = p->T >= LONG_T, scan_repeats = long_run ? KVB_COLD : p->T > CONTEXTS[0] ? LONG_REPEATS : 0;
-    const double N = (double)p->N, Dh = (double)c->core.head_dim, DI = (double)c->indexer.head_dim;
-    const double key_bytes = N * DI * sizeof(float);
-    if (p->fmt == CSA2_CACHE_NATIVE) {
-        const double stored = N * (double)(p->held_entries.row_bytes + p->held_keys.row_bytes);
-        time_stream("V4.1 source read native", p, run_source_read, stored + N * (Dh + DI) * sizeof(float),
-                    MEMORY_TARGET, long_run ? 1 : KVB_REPEATS);
-    }
+    const double N = (double)p->N, DI = (double)c->indexer.head_dim;
+    const double key_row = p->fmt == CSA2_CACHE_NATIVE ? (double)p->held_keys.row_bytes : DI * sizeof(float);
+    const double key_bytes = N * key_row;
     const double full_scored = (double)p->full_scored;
     time_compute("Full scan", p, run_full_scan, score_flop(c, full_scored), key_bytes, scan_repeats);
     time_stream(p->fmt == CSA2_CACHE_NATIVE ? "V4.1 Full top-k native" : "V4.1 Full top-k f32", p, run_topk,
@@ -310,7 +301,7 @@ static void bench_step(v41_step *p)
     const double pool_scored = (double)p->scored;
     printf("v41: at %zuK the Full layer scores %.0f entries, the Reindex layer %.0f (its pool, at most %zu·%zu)\n",
            p->T / 1024, full_scored, pool_scored, p->s->pool_blocks, p->s->pool_block);
-    const double pool_bytes = pool_scored * DI * sizeof(float) + N; /* the keys scored, the pool's N flags */
+    const double pool_bytes = pool_scored * key_row + N; /* the keys scored, the pool's N flags */
     time_compute("Reindex pool", p, run_pool_scan, score_flop(p->reindex, pool_scored), pool_bytes, 0);
     run_topk(p);
     time_compute("attention", p, run_attention, attention_flop(c), attention_bytes(c), 0);

@@ -82,7 +82,8 @@ START_TEST(test_full_scores_cuda_equal_csa2_index_scores_all_and_pick_the_same_e
     float *want = test_floats(S * N), *got = test_floats(S * N);
     int32_t *want_sel = test_ints(S * K), *got_sel = test_ints(S * K);
     uint64_t scored = 0;
-    CUDA_OK(csa2_index_scores_all(want, &scored, &c, in.q, in.w, in.k, S, N, START));
+    const kvl_row_tiles keys = kvl_row_tiles_f32(in.k, N, c.head_dim);
+    CUDA_OK(csa2_index_scores_all(want, &scored, &c, in.q, in.w, &keys, S, START));
     CUDA_OK(csa2_index_select(want_sel, &c, want, S, N));
     float *dI = dev_filled(0x7F, S * N * sizeof(float));
     int32_t *dsel = dev_upload(NULL, S * K * sizeof(int32_t));
@@ -145,9 +146,10 @@ START_TEST(test_pool_scores_cuda_equal_csa2_index_scores_pool)
     uint8_t *pool = malloc(S * N);
     ck_assert(pool != NULL);
     uint64_t scored = 0;
-    CUDA_OK(csa2_index_scores_all(src, &scored, &c, in.q, in.w, in.k, S, N, START));
+    const kvl_row_tiles keys = kvl_row_tiles_f32(in.k, N, c.head_dim);
+    CUDA_OK(csa2_index_scores_all(src, &scored, &c, in.q, in.w, &keys, S, START));
     CUDA_OK(csa2_candidate_pool(pool, src, S, N, START, 2, 3, 2));
-    CUDA_OK(csa2_index_scores_pool(want, &scored, &c, in.q, in.w, in.k, pool, S, N));
+    CUDA_OK(csa2_index_scores_pool(want, &scored, &c, in.q, in.w, &keys, pool, S));
     uint8_t *dpool = dev_upload(pool, S * N);
     float *dI = dev_filled(0x7F, S * N * sizeof(float));
     kvl_workspace work = {0};
@@ -460,7 +462,8 @@ static void case_make(layer_case *lc, kvl_layer_kind kind, int native, size_t wi
         test_vary_blocks(lc->ent, LN, Dh, Dh, KVF_V41_MAIN_BLOCK);
         CUDA_OK(csa2_index_round_mxfp4(lc->keys, LN, Di));
     }
-    lc->src = (csa2_source){.entries = lc->ent, .keys = lc->keys, .N = LN, .keys_mxfp4 = native};
+    lc->src = csa2_source_f32(&lc->c, lc->ent, lc->keys, LN);
+    lc->src.keys_mxfp4 = native;
     lc->ch = (csa2_chunk){.x = lc->x, .S = LS, .start = LSTART, .win = lc->win, .win_first = lc->win_first};
     const csa2_cuda_store store = native ? CSA2_CUDA_NATIVE : CSA2_CUDA_F32;
     lc->dsrc = (csa2_source_cuda){.entries = store_rows(lc->ent, LN, Dh, native, KVF_ROW_V41_MAIN),

@@ -80,7 +80,8 @@ START_TEST(test_pool_scores_cuda_equal_the_refs_over_a_pool_much_smaller_than_th
     float *want = test_floats(S * N), *got = test_floats(S * N);
     int32_t *want_sel = test_ints(S * K), *got_sel = test_ints(S * K);
     uint64_t scored = 0;
-    CUDA_OK(csa2_index_scores_pool(want, &scored, &c, q, w, k, pool, S, N));
+    const kvl_row_tiles keys = kvl_row_tiles_f32(k, N, DI);
+    CUDA_OK(csa2_index_scores_pool(want, &scored, &c, q, w, &keys, pool, S));
     CUDA_OK(csa2_index_select(want_sel, &c, want, S, N));
     float *dq = dev_upload(q, S * HI * DI * sizeof *q), *dw = dev_upload(w, S * HI * sizeof *w);
     float *dk = dev_upload(k, N * DI * sizeof *k), *dI = dev_filled(0x7F, S * N * sizeof(float));

@@ -1,0 +1,27 @@
+#include "row_tiles.h"
+
+#include <string.h>
+
+#include "status.h"
+
+static const float *f32_tile(float *scratch, const kvl_row_tiles *r, size_t first, size_t n)
+{
+    (void)scratch;
+    (void)n;
+    return (const float *)r->src + first * r->width;
+}
+
+kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width)
+{
+    return (kvl_row_tiles){.N = N, .width = width, .tile = f32_tile, .src = rows};
+}
+
+int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n)
+{
+    if (first > r->N || n > r->N - first)
+        return kvl_fail(KVL_EINVAL, "kvl_row_tiles_read: rows [%zu, %zu + %zu) of %zu", first, first, n, r->N);
+    const float *src = r->tile(dst, r, first, n);
+    if (!src) return KVL_EINVAL;
+    if (src != dst) memcpy(dst, src, n * r->width * sizeof *dst);
+    return KVL_OK;
+}

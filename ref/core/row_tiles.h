@@ -1,0 +1,31 @@
+/* Rows read a tile at a time: the view the indexer's scan and the attention cores take of what a cache
+ * holds, so that a store of packed rows (FP8, MXFP4, NVFP4) is decoded one tile at a time as it is
+ * read, never as a whole, and float32 rows are read in place.
+ *
+ * A view is N rows of `width` floats. tile(scratch, view, first, n) gives rows first … first + n − 1 as
+ * float32 [n][width]: a pointer into rows that are already float32, or scratch[n][width] filled by
+ * decoding. NULL (kvl_error() says why) if they cannot be read. Views are read-only: tiles of different
+ * ranges may be read from several threads at once. */
+#ifndef KVL_ROW_TILES_H
+#define KVL_ROW_TILES_H
+
+#include <stddef.h>
+
+typedef struct kvl_row_tiles kvl_row_tiles;
+
+typedef const float *(*kvl_row_tile_fn)(float *scratch, const kvl_row_tiles *r, size_t first, size_t n);
+
+struct kvl_row_tiles {
+    size_t N, width;
+    kvl_row_tile_fn tile;
+    const void *src;   /* what tile reads */
+};
+
+/* rows[N][width] held as float32. */
+kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width);
+
+/* dst[n][width] ← rows first … first + n − 1, copied when the tile is read in place. KVL_EINVAL for a range
+ * past N or a tile that cannot be read. */
+int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n);
+
+#endif
