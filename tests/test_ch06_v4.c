@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linalg.h"
 #include "v4.h"
 
 typedef struct {
@@ -749,6 +750,36 @@ START_TEST(test_rows_hold_the_newest_slots_of_a_run)
 }
 END_TEST
 
+/* A long read of packed rows splits over threads (and a tile view reads the same rows): every row decodes
+ * as it does read alone. 4,096 main rows are 2M values, past the split threshold. */
+START_TEST(test_rows_read_in_parts_decode_each_row_as_read_alone)
+{
+    const size_t n = 4096, Dh = 512;
+    v4_rows r;
+    ck_assert_int_eq(v4_rows_init(&r, V4_ROWS_MAIN, Dh, n), KVL_OK);
+    float *x = malloc(n * Dh * sizeof *x), *all = malloc(n * Dh * sizeof *all), *one = malloc(Dh * sizeof *one);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 61);
+    kvl_rng_uniform_f32(&rng, x, n * Dh, -3.0, 3.0);
+    ck_assert_int_eq(v4_rows_append(&r, x, n), KVL_OK);
+    const int threads = kvl_threads();
+    kvl_set_threads(2);
+    ck_assert_int_eq(v4_rows_read(all, &r, 0, n), KVL_OK);
+    kvl_set_threads(threads);
+    const kvl_row_tiles view = v4_rows_tiles(&r);
+    ck_assert_uint_eq(view.N, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(v4_rows_read(one, &r, i, 1), KVL_OK);
+        ck_assert_mem_eq(all + i * Dh, one, Dh * sizeof *one);
+        ck_assert_int_eq(kvl_row_tiles_read(one, &view, i, 1), KVL_OK);
+        ck_assert_mem_eq(all + i * Dh, one, Dh * sizeof *one);
+    }
+    ck_assert_int_eq(kvl_row_tiles_read(one, &view, n, 1), KVL_EINVAL);
+    v4_rows_free(&r);
+    free(x); free(all); free(one);
+}
+END_TEST
+
 /* The loader's layer map: V4-Flash layers 0–1 window-only, even 2–42 CSA (M 4, top-512), odd 3–41 HCA
  * (M 128); ratio-0 layers rotate with θ 1e4 and the others with the compress rope (θ 1.6e5, YaRN). */
 START_TEST(test_flash_layer_map_and_rotary_choice)
@@ -801,6 +832,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_output_unchanged_when_every_rotary_position_shifts);
     tcase_add_test(tc, test_flash_layer_map_and_rotary_choice);
     tcase_add_test(tc, test_rows_hold_the_newest_slots_of_a_run);
+    tcase_add_test(tc, test_rows_read_in_parts_decode_each_row_as_read_alone);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("cache");
     tcase_add_test(tk, test_decode_matches_forward_across_block_and_window_edges);

@@ -13,10 +13,10 @@
  * W_UK, W_UV included) plus the indexer's scores and the attention's two products, and as bytes the
  * weights, the cache rows as stored and what the path decodes to float32 and reads back.
  *
- * Where a path decodes more than the rows it attends at once, a row times that decode alone, against
- * the read scan (target 0.75): every index key per token (V3.2's read_held, V4's chunk_picks), every
- * HCA entry per token (V4's chunk_entries). Compute-bound steps are read against the dequantised-cache
- * target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
+ * The indexers read their packed keys a tile at a time inside the scan (ref/core/index_scan.h), so
+ * their bytes are the keys as stored. Where a path decodes more than the rows it attends at once, a
+ * row times that decode alone, against the read scan (target 0.75): every HCA entry per token (V4's
+ * chunk_entries). Compute-bound steps are read against the dequantised-cache target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
  * decodes one more token onto it. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,7 +87,7 @@ typedef struct {
     const dsa_config *c;
     const dsa_weights *w;
     dsa_cache cache;
-    float *x, *out, *keys;   /* [d], [d], [N][DI] */
+    float *x, *out;          /* [d], [d] */
     int32_t *sel;            /* [K] random picks for the sparse attention alone */
     float *picked, *q_hat, *o_hat; /* [K][Dc+Dr], [H][Dc+Dr], [H][Dc] */
     size_t T;
@@ -98,13 +98,6 @@ static void run_v32_decode(void *ctx)
 {
     v32_step *s = ctx;
     s->failed |= dsa_decode_gather(s->out, NULL, s->c, s->w, &s->cache, s->x) != KVL_OK;
-}
-
-static void run_v32_keys(void *ctx)
-{
-    v32_step *s = ctx;
-    const size_t DI = s->c->index_head_dim, b = kvf_row_bytes(KVF_ROW_V32_INDEX);
-    for (size_t p = 0; p < s->T; p++) kvf_row_unpack(KVF_ROW_V32_INDEX, s->keys + p * DI, s->cache.index_rows + p * b);
 }
 
 static void run_v32_sparse(void *ctx)
@@ -122,24 +115,23 @@ static void run_v32_sparse(void *ctx)
 static void v32_free(v32_step *s)
 {
     dsa_cache_free(&s->cache);
-    free(s->x); free(s->out); free(s->keys); free(s->sel); free(s->picked); free(s->q_hat); free(s->o_hat);
+    free(s->x); free(s->out); free(s->sel); free(s->picked); free(s->q_hat); free(s->o_hat);
 }
 
 static int v32_init(v32_step *s, size_t T, kvl_rng *rng)
 {
     const dsa_config *c = s->c;
     const size_t d = c->mla.d, H = c->mla.n_heads, Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
-    const size_t K = c->index_topk, DI = c->index_head_dim;
+    const size_t K = c->index_topk;
     s->T = T;
     if (dsa_cache_init(&s->cache, c, T + SPARE_TOKENS, DSA_CACHE_V32) != KVL_OK) return 1;
     s->x = kvb_random_floats(d, rng);
     s->out = malloc(d * sizeof *s->out);
-    s->keys = malloc(T * DI * sizeof *s->keys);
     s->sel = malloc(K * sizeof *s->sel);
     s->picked = malloc(K * Dw * sizeof *s->picked);
     s->q_hat = kvb_random_floats(H * Dw, rng);
     s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
-    if (!s->x || !s->out || !s->keys || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
+    if (!s->x || !s->out || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
     if (fill_packed(s->cache.main_rows, KVF_ROW_V32_MAIN, T, rng) ||
         fill_packed(s->cache.index_rows, KVF_ROW_V32_INDEX, T, rng))
         return 1;
@@ -163,10 +155,7 @@ static int bench_v32(const dsa_config *c, kvl_rng *rng)
         rc = v32_init(&s, CONTEXTS[k], rng);
         if (rc == 0) {
             const double N = (double)CONTEXTS[k];
-            const double keys_bytes = N * key_b + 2 * N * DI * sizeof(float); /* stored, decoded, read back */
-            char what[96];
-            snprintf(what, sizeof what, "V3.2 index keys decode v32 %zuK", CONTEXTS[k] / 1024);
-            time_stream(what, run_v32_keys, &s, N * key_b + N * DI * sizeof(float));
+            const double keys_bytes = N * key_b; /* as stored: decoded a tile at a time inside the scan */
             time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s, attend_flop,
                          K * (main_b + (double)Dw * sizeof(float)));
             time_compute("V3.2 dsa_decode_gather v32", CONTEXTS[k], run_v32_decode, &s,
@@ -199,12 +188,11 @@ static void run_v4_decode(void *ctx)
     s->failed |= v4_decode(s->out, NULL, s->c, s->w, &s->cache, s->x) != KVL_OK;
 }
 
-/* what the path decodes at once: every index key (CSA) or every entry (HCA) */
+/* what the path decodes at once: every entry (HCA) */
 static void run_v4_read_all(void *ctx)
 {
     v4_step *s = ctx;
-    const v4_rows *all = s->c->kind == KVL_LAYER_CSA ? &s->cache.index_keys : &s->cache.entries;
-    s->failed |= v4_rows_read(s->decoded, all, 0, s->N) != KVL_OK;
+    s->failed |= v4_rows_read(s->decoded, &s->cache.entries, 0, s->N) != KVL_OK;
 }
 
 /* The attention of the step alone, as v4_decode's native path runs it (chunk_window, chunk_entries,
@@ -280,16 +268,18 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
         const double DI = (double)c->indexer.head_dim, HI = (double)c->indexer.n_heads;
         const double keys = (double)c->window + (csa ? (double)c->indexer.topk : N);
         const double attend_flop = 4.0 * H * Dh * keys;
-        const double all_width = csa ? DI : Dh, all_b = csa ? key_b : row_b;
         char what[96];
-        snprintf(what, sizeof what, "%s %s decode all %zuK", name, csa ? "keys" : "entries", T / 1024);
-        time_stream(what, run_v4_read_all, &s, N * all_b + N * all_width * sizeof(float));
+        if (!csa) {
+            snprintf(what, sizeof what, "%s entries decode all %zuK", name, T / 1024);
+            time_stream(what, run_v4_read_all, &s, N * row_b + N * Dh * sizeof(float));
+        }
         snprintf(what, sizeof what, "%s attend native", name);
         time_compute(what, T, run_v4_attend, &s, attend_flop, keys * (row_b + 2 * Dh * sizeof(float)));
-        /* read: weights, the window, the rows decoded at once (stored, decoded, read back), CSA's picks */
+        /* read: weights, the window, CSA's keys as stored and its picks, or HCA's entries decoded at once
+         * (stored, decoded, read back) */
         const double bytes = (double)w.n_floats * sizeof(float) + (double)c->window * row_b +
-                             N * all_b + 2 * N * all_width * sizeof(float) +
-                             (csa ? (double)c->indexer.topk * (row_b + Dh * sizeof(float)) : 0);
+                             (csa ? N * key_b + (double)c->indexer.topk * (row_b + Dh * sizeof(float))
+                                  : N * row_b + 2 * N * Dh * sizeof(float));
         snprintf(what, sizeof what, "%s v4_decode native", name);
         time_compute(what, T, run_v4_decode, &s,
                      2.0 * (double)w.n_floats + (csa ? N * HI * (2.0 * DI + 3.0) : 0) + attend_flop, bytes);
