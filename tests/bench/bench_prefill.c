@@ -3,18 +3,22 @@
  *
  *   V4-Flash HCA  v4_prefill of an HCA layer (M 128) over a native cache (584-byte rows): its
  *                 compressor fed, every projection, each query's window and visible entries attended
+ *   V4-Flash CSA  v4_prefill of a CSA layer (M 4, top-512) over a native cache (584-byte rows, 68-byte
+ *                 MXFP4 index keys): both compressors fed, every projection, the indexer's scores of
+ *                 every visible entry for every query (ref/core/index_scan.h), top-k, each query's window
+ *                 and picks attended
  *
- * flop: 2 per weight per token (every projection and compressor weight meets each token once) plus the
- * attention's two products over each query's keys, summed query by query; read against the sgemm
- * ceiling. One run on each thread count, no warm-up (KVB_COLD: a run takes tens of seconds). Each run
+ * flop: 2 per weight per token (every projection and compressor weight meets each token once), plus
+ * the indexer's HI·(2·DI + 3) a visible entry (CSA) and the attention's two products over each query's
+ * keys, summed query by query; read against the sgemm ceiling. One run on each thread count, no warm-up (KVB_COLD: a run takes tens of seconds). Each run
  * rewinds the cache to its 28K tokens first (the window rows put back, the entries and compressor
  * position reset), so every run does the same work.
  *
  * The other entry points are not run at this size; the group prints, computed from the configs, what
  * stops each (`make bench` has to stay within minutes on two cores):
  *   mla_prefill (V3), dsa_prefill (V3.2)  the naive form holds every head's scores, [S][H][N] float32;
- *   v4_prefill of a CSA layer, csa2_stack_prefill (V4.1)  the indexer scores every visible entry for every
- *                 query, S·N·HI·(2·DI + 3) flop in plain loops (the v41 group times that loop). */
+ *   csa2_stack_prefill (V4.1)  a whole stack, its candidate source's indexer alone scoring every visible
+ *                 entry for every query of every layer that scores them all. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +35,7 @@
 #define COMPUTE_TARGET 0.6 /* native rows, dequantised */
 #define MEMORY_TARGET 0.75
 
-/* ---- V4-Flash HCA ------------------------------------------------------------------------------------ */
+/* ---- V4-Flash HCA and CSA ---------------------------------------------------------------------------- */
 
 typedef struct {
     const v4_config *c;
@@ -41,30 +45,43 @@ typedef struct {
     float *x, *out;        /* [S][d] */
     size_t held_entries;
     int failed;            /* a ref call returned an error (kvl_error() says which) */
-} hca_prefill;
+} layer_prefill;
 
 /* The cache back at HELD tokens, then the chunk. */
-static void run_hca(void *ctx)
+static void run_layer(void *ctx)
 {
-    hca_prefill *p = ctx;
+    layer_prefill *p = ctx;
     const size_t W = p->c->window;
     p->failed |= v4_rows_import(&p->cache.window, p->window, HELD - W, W) != KVL_OK;
-    p->cache.entries.len = p->held_entries;
-    p->cache.kv_state.pos = HELD;
+    p->cache.entries.len = p->cache.index_keys.len = p->held_entries;
+    p->cache.kv_state.pos = p->cache.index_state.pos = HELD;
     p->cache.len = HELD;
     p->failed |= v4_prefill(p->out, NULL, p->c, p->w, &p->cache, p->x, CHUNK) != KVL_OK;
 }
 
-/* Keys of query t: its window rows and the entries visible at t; flop 4·H·Dh a key. */
-static double hca_attention_flop(const v4_config *c)
+/* Keys of query t: its window rows and its visible entries (HCA) or at most K of them (CSA); flop 4·H·Dh
+ * a key. */
+static double attention_flop(const v4_config *c)
 {
     double keys = 0;
-    for (size_t t = HELD; t < HELD + CHUNK; t++)
-        keys += (double)(t + 1 < c->window ? t + 1 : c->window) + (double)((t + 1) / c->compressor.ratio);
+    for (size_t t = HELD; t < HELD + CHUNK; t++) {
+        const size_t visible = (t + 1) / c->compressor.ratio;
+        const size_t read = c->kind == KVL_LAYER_CSA && visible > c->indexer.topk ? c->indexer.topk : visible;
+        keys += (double)(t + 1 < c->window ? t + 1 : c->window) + (double)read;
+    }
     return 4.0 * (double)(c->n_heads * c->head_dim) * keys;
 }
 
-static int hca_init(hca_prefill *p, kvl_rng *rng)
+/* The CSA indexer's scores: every visible entry for every query. */
+static double index_flop(const v4_config *c)
+{
+    if (c->kind != KVL_LAYER_CSA) return 0;
+    double scored = 0;
+    for (size_t t = HELD; t < HELD + CHUNK; t++) scored += (double)((t + 1) / c->compressor.ratio);
+    return scored * (double)c->indexer.n_heads * (2.0 * (double)c->indexer.head_dim + 3.0);
+}
+
+static int layer_init(layer_prefill *p, kvl_rng *rng)
 {
     const v4_config *c = p->c;
     const size_t W = c->window, N = HELD / c->compressor.ratio;
@@ -76,32 +93,38 @@ static int hca_init(hca_prefill *p, kvl_rng *rng)
     int rc = !rows || !p->x || !p->out || !p->window;
     v4_rows_restart(&p->cache.window, HELD - W);
     if (rc == 0) rc = v4_rows_append(&p->cache.window, rows, W) != KVL_OK;
-    for (size_t i = 0; i < N && rc == 0; i += FILL_ROWS)
-        rc = v4_rows_append(&p->cache.entries, rows, N - i < FILL_ROWS ? N - i : FILL_ROWS) != KVL_OK;
+    for (size_t i = 0; i < N && rc == 0; i += FILL_ROWS) {
+        const size_t n = N - i < FILL_ROWS ? N - i : FILL_ROWS;
+        rc = v4_rows_append(&p->cache.entries, rows, n) != KVL_OK;
+        if (rc == 0 && c->kind == KVL_LAYER_CSA) rc = v4_rows_append(&p->cache.index_keys, rows, n) != KVL_OK;
+    }
     if (rc == 0) v4_rows_export(p->window, &p->cache.window);
     p->held_entries = N;
     free(rows);
     return rc;
 }
 
-static int bench_hca(const kvl_model *m, kvl_rng *rng)
+static int bench_layer(const kvl_model *m, kvl_layer_kind kind, const char *step, kvl_rng *rng)
 {
     v4_config c;
-    if (kvb_v4_layer(&c, m, KVL_LAYER_HCA)) {
-        fprintf(stderr, "kvbench: %s: no HCA layer\n", m->path);
+    if (kvb_v4_layer(&c, m, kind)) {
+        fprintf(stderr, "kvbench: %s: no %s layer\n", m->path, step);
         return 1;
     }
     v4_weights w;
-    kvb_progress("prefill: random weights of one V4-Flash HCA layer");
+    kvb_progress("prefill: random weights of one %s layer", step);
     if (v4_weights_init_random(&w, &c, rng) != KVL_OK) return 1;
-    hca_prefill p = {.c = &c, .w = &w};
-    int rc = hca_init(&p, rng);
+    layer_prefill p = {.c = &c, .w = &w};
+    int rc = layer_init(&p, rng);
     if (rc == 0) {
-        const double flop = 2.0 * (double)w.n_floats * CHUNK + hca_attention_flop(&c);
+        char what[96];
+        snprintf(what, sizeof what, "%s 4K chunk native", step);
+        const double flop = 2.0 * (double)w.n_floats * CHUNK + index_flop(&c) + attention_flop(&c);
+        const double keys = kind == KVL_LAYER_CSA ? (double)p.held_entries * (double)p.cache.index_keys.row_bytes : 0;
         const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
-                             (double)(p.held_entries + c.window) * (double)p.cache.entries.row_bytes;
-        kvb_time_step(&(kvb_step){"prefill", "V4-Flash HCA 4K chunk native", HELD + CHUNK, run_hca, &p, flop, bytes,
-                                  COMPUTE_TARGET, MEMORY_TARGET, KVB_COLD, KVB_SGEMM_MLA});
+                             (double)(p.held_entries + c.window) * (double)p.cache.entries.row_bytes + keys;
+        kvb_time_step(&(kvb_step){"prefill", what, HELD + CHUNK, run_layer, &p, flop, bytes, COMPUTE_TARGET,
+                                  MEMORY_TARGET, KVB_COLD, KVB_SGEMM_MLA});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;
     }
@@ -115,30 +138,20 @@ static int bench_hca(const kvl_model *m, kvl_rng *rng)
 
 /* ---- what is not run ------------------------------------------------------------------------------------ */
 
-/* M of the first layer of `kind` in m (1 if none). */
-static double ratio_of(const kvl_model *m, kvl_layer_kind kind)
-{
-    for (size_t l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == kind && m->layers[l].compress_ratio) return (double)m->layers[l].compress_ratio;
-    return 1;
-}
-
 /* GFLOP of the chunk's indexer scores over `entries` keys each, at m's index heads and width. */
 static double scan_gflop(const kvl_model *m, double entries)
 {
     return CHUNK * entries * (double)m->index_n_heads * (2.0 * (double)m->index_head_dim + 3) * 1e-9;
 }
 
-static void print_not_run(const kvl_model *v3, const kvl_model *v32, const kvl_model *v4f, const kvl_model *v41)
+static void print_not_run(const kvl_model *v3, const kvl_model *v32, const kvl_model *v41)
 {
     const double S = CHUNK, N = HELD + CHUNK, GiB = 1024.0 * 1024 * 1024;
     const double m41 = (double)v41->layers[v41->candidate_source_layer].compress_ratio;
     printf("prefill: not run at a %d-token chunk after %d:\n", CHUNK, HELD);
     printf("  V3 mla_prefill, V3.2 dsa_prefill: [S][H][N] float32 scores of %.1f GiB and %.1f GiB\n",
            S * (double)v3->n_heads * N * 4 / GiB, S * (double)v32->n_heads * N * 4 / GiB);
-    printf("  V4-Flash CSA v4_prefill: the indexer's plain-loop scores, %.0f GFLOP\n",
-           scan_gflop(v4f, N / ratio_of(v4f, KVL_LAYER_CSA)));
-    printf("  V4.1 csa2_stack_prefill: its candidate source's plain-loop scores, %.0f GFLOP\n",
+    printf("  V4.1 csa2_stack_prefill: a whole stack; its candidate source's scores alone %.0f GFLOP\n",
            scan_gflop(v41, N / m41));
 }
 
@@ -150,8 +163,9 @@ int kvb_group_prefill(void)
     kvl_rng_seed(&rng, 19);
     int rc = kvb_load_config(&v3, "deepseek-v3.json") || kvb_load_config(&v32, "deepseek-v3.2-exp.json") ||
              kvb_load_config(&v4f, "deepseek-v4-flash.json") || kvb_load_config(&v41, "deepseek-v4.1-flash.json");
-    if (rc == 0) rc = bench_hca(&v4f, &rng);
-    if (rc == 0) print_not_run(&v3, &v32, &v4f, &v41);
+    if (rc == 0) rc = bench_layer(&v4f, KVL_LAYER_HCA, "V4-Flash HCA", &rng);
+    if (rc == 0) rc = bench_layer(&v4f, KVL_LAYER_CSA, "V4-Flash CSA", &rng);
+    if (rc == 0) print_not_run(&v3, &v32, &v41);
     kvl_model_free(&v3);
     kvl_model_free(&v32);
     kvl_model_free(&v4f);
