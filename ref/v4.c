@@ -330,39 +330,18 @@ int v4_output(float *out, const v4_config *c, const v4_weights *w, const float *
     return rc;
 }
 
-/* Keys one query may read at most: its window and, by kind, every entry (HCA) or its K picks (CSA). */
-static size_t max_keys(const v4_config *c, size_t N)
-{
-    if (c->kind == KVL_LAYER_CSA) return c->window + c->indexer.topk;
-    if (c->kind == KVL_LAYER_HCA) return c->window + N;
-    return c->window;
-}
-
-/* keys[] ← the compressed rows query t (chunk row i) reads after its window rows; returns how many. */
-static size_t compressed_keys(const float **keys, const v4_config *c, const float *entries, const int32_t *sel,
-                              size_t i, size_t t)
-{
-    const size_t Dh = c->head_dim;
-    size_t n = 0;
-    if (c->kind == KVL_LAYER_HCA)
-        for (size_t e = 0; e < (t + 1) / c->compressor.ratio; e++) keys[n++] = entries + e * Dh;
-    if (c->kind == KVL_LAYER_CSA)
-        for (size_t k = 0; k < c->indexer.topk; k++) {
-            const int32_t e = sel[i * c->indexer.topk + k];
-            keys[n++] = e < 0 ? NULL : entries + (size_t)e * Dh;
-        }
-    return n;
-}
-
-static int check_attend(const v4_config *c, const float *entries, size_t N, const int32_t *sel, size_t S,
+static int check_attend(const v4_config *c, const kvl_row_tiles *entries, const int32_t *sel, size_t S,
                         size_t start, size_t win_first)
 {
     if (win_first > start) return kvl_fail(KVL_EINVAL, "v4_attend: window rows start at %zu, after the chunk (%zu)",
                                            win_first, start);
+    if (c->kind == KVL_LAYER_WINDOW) return KVL_OK;
+    if (!entries || !entries->tile || entries->width != c->head_dim)
+        return kvl_fail(KVL_EINVAL, "v4_attend: no entries of width %zu", c->head_dim);
+    const size_t N = entries->N;
     if (c->kind == KVL_LAYER_HCA && (start + S) / c->compressor.ratio > N)
         return kvl_fail(KVL_EINVAL, "v4_attend: %zu entries given, the chunk sees %zu", N,
                         (start + S) / c->compressor.ratio);
-    if (c->kind != KVL_LAYER_WINDOW && N && !entries) return kvl_fail(KVL_EINVAL, "v4_attend: NULL entries");
     if (c->kind != KVL_LAYER_CSA) return KVL_OK;
     if (!sel) return kvl_fail(KVL_EINVAL, "v4_attend: a CSA layer needs its picks");
     for (size_t i = 0; i < S * c->indexer.topk; i++)
@@ -381,30 +360,72 @@ int v4_attend_query(float *o, float *rows, const float *q, const float *const *k
     return kvl_attend_sink_f32(o, q, H, rows, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
 }
 
-/* One query after another, each a few matrix products whose threads OpenBLAS owns (ref/core/attend.h). */
+/* The rows an HCA or window-only query reads, in order: its n_win window rows win[n_win][Dh] (float32, read
+ * in place), then entries 0 … of the layer's entries, read where they are (decoded a tile at a time when
+ * packed). */
+typedef struct {
+    const float *win;
+    size_t n_win;
+    const kvl_row_tiles *entries;
+} query_rows;
+
+static const float *query_tile(float *scratch, const kvl_row_tiles *v, size_t first, size_t n)
+{
+    const query_rows *qr = v->src;
+    const size_t Dh = v->width;
+    if (first + n <= qr->n_win) return qr->win + first * Dh;
+    if (first >= qr->n_win) return qr->entries->tile(scratch, qr->entries, first - qr->n_win, n);
+    const size_t w = qr->n_win - first;
+    memcpy(scratch, qr->win + first * Dh, w * Dh * sizeof *scratch);
+    return kvl_row_tiles_read(scratch + w * Dh, qr->entries, 0, n - w) == KVL_OK ? scratch : NULL;
+}
+
+/* o[H][Dh] for query q[H][Dh] over its window rows win[n_win][Dh] and the first n_entries entries. */
+static int attend_in_order(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win,
+                           size_t n_win, const kvl_row_tiles *entries, size_t n_entries)
+{
+    const size_t Dh = c->head_dim;
+    const query_rows qr = {win, n_win, entries};
+    const kvl_row_tiles view = {.N = n_win + n_entries, .width = Dh, .tile = query_tile, .src = &qr};
+    const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
+    return kvl_attend_tiles(o, q, c->n_heads, &view, &r, (float)(1.0 / sqrt((double)Dh)), w->sinks);
+}
+
+/* o[H][Dh] for query q[H][Dh] (chunk row i) over its window rows and its picks, gathered into rows[W + K][Dh]
+ * (each pick read where it is, −1 skipped). */
+static int attend_picks(float *o, float *rows, const v4_config *c, const v4_weights *w, const float *q,
+                        const float *win, size_t n_win, const kvl_row_tiles *entries, const int32_t *sel)
+{
+    const size_t Dh = c->head_dim, K = c->indexer.topk;
+    memcpy(rows, win, n_win * Dh * sizeof *rows);
+    size_t n = n_win;
+    for (size_t k = 0; k < K; k++)
+        if (sel[k] >= 0) TRY(kvl_row_tiles_read(rows + n++ * Dh, entries, (size_t)sel[k], 1));
+    const kvl_attend_rows r = {.N = n, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
+    return kvl_attend_sink_f32(o, q, c->n_heads, rows, &r, (float)(1.0 / sqrt((double)Dh)), w->sinks);
+}
+
+/* One query after another, each a few matrix products (ref/core/attend.h). */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
-              const float *entries, size_t N, const int32_t *sel, size_t S, size_t start)
+              const kvl_row_tiles *entries, const int32_t *sel, size_t S, size_t start)
 {
     TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!o || !q || !win) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
-    TRY(check_attend(c, entries, N, sel, S, start, win_first));
-    const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, nk = max_keys(c, N);
-    if (nk > SIZE_MAX / sizeof(float) / Dh) return kvl_fail(KVL_EINVAL, "%s: %zu keys overflow", __func__, nk);
-    float *rows = malloc((nk ? nk : 1) * Dh * sizeof *rows);
-    const float **keys = malloc((nk ? nk : 1) * sizeof *keys);
-    int rc = rows && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu keys", __func__, nk);
+    TRY(check_attend(c, entries, sel, S, start, win_first));
+    const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, K = c->indexer.topk;
+    float *rows = c->kind == KVL_LAYER_CSA ? malloc((W + K) * Dh * sizeof *rows) : NULL;
+    int rc = c->kind != KVL_LAYER_CSA || rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
     for (size_t i = 0; i < S && rc == KVL_OK; i++) {
         const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
-        size_t n = 0;
-        for (size_t j = j0; j <= t; j++) keys[n++] = win + (j - win_first) * Dh;
-        n += compressed_keys(keys + n, c, entries, sel, i, t);
+        const float *wi = win + (j0 - win_first) * Dh, *qi = q + i * H * Dh;
         float *oi = o + i * H * Dh;
-        rc = v4_attend_query(oi, rows, q + i * H * Dh, keys, n, w->sinks, H, Dh);
+        if (c->kind == KVL_LAYER_CSA) rc = attend_picks(oi, rows, c, w, qi, wi, t + 1 - j0, entries, sel + i * K);
+        else rc = attend_in_order(oi, c, w, qi, wi, t + 1 - j0, entries,
+                                  c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
     }
     free(rows);
-    free(keys);
     return rc;
 }
 
@@ -473,7 +494,8 @@ static int forward_layer(float *out, forward_buffers *b, const v4_config *c, con
     if (c->kind != KVL_LAYER_WINDOW)
         TRY(v4_compressor_forward(b->entries, &c->compressor, &w->compressor, x, T, c->rope_offset));
     if (c->kind == KVL_LAYER_CSA) TRY(forward_picks(b, c, w, x, T, N));
-    TRY(v4_attend(b->o, c, w, b->q, b->rows, 0, b->entries, N, b->sel, T, 0));
+    const kvl_row_tiles entries = kvl_row_tiles_f32(b->entries, N, c->head_dim);
+    TRY(v4_attend(b->o, c, w, b->q, b->rows, 0, &entries, b->sel, T, 0));
     return v4_output(out, c, w, b->o, T);
 }
 

@@ -161,14 +161,16 @@ int v4_attend_query(float *o, float *rows, const float *q, const float *const *k
  *   its window rows: win[(j − win_first)] for j ∈ [max(win_first, t − W + 1), t], win holding the rows
  *     of positions win_first … start + S − 1 ([start + S − win_first][Dh]; win_first > 0 truncates the
  *     window, as a replay does);
- *   its compressed rows from entries[N][Dh]: HCA every e < ⌊(t+1)/M⌋, CSA the picks sel[i][0 … K−1]
- *     (−1 skipped; sel[S][K]), none for a window-only layer (entries, sel unused).
- * Queries run one after another, each as matrix products over its keys gathered into one block, tiled
- * with an online softmax (ref/core/attend.h; v4_attend_weights and v4_attend_values are the plain-loop
- * definition); each is computed the same way whatever chunk it comes in.
+ *   its compressed rows from the N entries of Dh (a view, ref/core/row_tiles.h: float32 rows, or a cache's
+ *     packed rows decoded a tile or a pick at a time as they are read): HCA every e < ⌊(t+1)/M⌋, CSA the
+ *     picks sel[i][0 … K−1] (−1 skipped; sel[S][K]), none for a window-only layer (entries, sel unused).
+ * Queries run one after another, each as matrix products tiled with an online softmax (ref/core/attend.h;
+ * v4_attend_weights and v4_attend_values are the plain-loop definition): HCA and window-only queries read
+ * their rows in place, a CSA query's window rows and picks are gathered into one block first. Each query
+ * is computed the same way whatever chunk it comes in.
  * KVL_EINVAL for a pick outside −1 … N − 1, or fewer entries than an HCA query sees. */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
-              const float *entries, size_t N, const int32_t *sel, size_t S, size_t start);
+              const kvl_row_tiles *entries, const int32_t *sel, size_t S, size_t start);
 
 /* out[S][d] = W_OB concat_r W_OA^r concat_{h∈r} o[·][h] for o[S][H][Dh] (already un-rotated). */
 int v4_output(float *out, const v4_config *c, const v4_weights *w, const float *o, size_t S);

@@ -154,16 +154,14 @@ static int feed_compressors(const v4_config *c, const v4_weights *w, v4_cache *c
 
 typedef struct {
     float *cq, *q, *kv, *win, *o;  /* [S][Dq'], [S][H][Dh], [S][Dh], [n_win][Dh], [S][H][Dh] */
-    float *entries;                /* [N][Dh]: the entries the chunk reads, decoded */
     float *q_idx, *w_idx, *I;      /* [S][HI][DI], [S][HI], [S][N] */
     int32_t *sel;                  /* [S][K] */
-    unsigned char *need;           /* [N] */
 } chunk_buffers;
 
 static void chunk_free(chunk_buffers *b)
 {
     free(b->cq); free(b->q); free(b->kv); free(b->win); free(b->o);
-    free(b->entries); free(b->q_idx); free(b->w_idx); free(b->I); free(b->sel); free(b->need);
+    free(b->q_idx); free(b->w_idx); free(b->I); free(b->sel);
 }
 
 static int chunk_alloc(chunk_buffers *b, const v4_config *c, size_t S, size_t n_win, size_t N)
@@ -180,9 +178,7 @@ static int chunk_alloc(chunk_buffers *b, const v4_config *c, size_t S, size_t n_
     b->kv = malloc(S * Dh * sizeof *b->kv);
     b->win = malloc(n_win * Dh * sizeof *b->win);
     b->o = malloc(S * H * Dh * sizeof *b->o);
-    b->entries = malloc(n1 * Dh * sizeof *b->entries);
-    b->need = calloc(n1, 1);
-    int ok = b->cq && b->q && b->kv && b->win && b->o && b->entries && b->need;
+    int ok = b->cq && b->q && b->kv && b->win && b->o;
     if (csa) {
         b->q_idx = malloc(S * HI * DI * sizeof *b->q_idx);
         b->w_idx = malloc(S * HI * sizeof *b->w_idx);
@@ -217,18 +213,6 @@ static int chunk_picks(chunk_buffers *b, const v4_config *c, const v4_weights *w
     return v4_index_select(b->sel, ix, b->I, S, N);
 }
 
-/* b->entries[e] ← entry e decoded, for every e the chunk reads: all N (HCA), the union of the picks (CSA). */
-static int chunk_entries(chunk_buffers *b, const v4_config *c, const v4_cache *cache, size_t S, size_t N)
-{
-    const size_t Dh = c->head_dim;
-    if (c->kind == KVL_LAYER_HCA) return N ? v4_rows_read(b->entries, &cache->entries, 0, N) : KVL_OK;
-    for (size_t i = 0; i < S * c->indexer.topk; i++)
-        if (b->sel[i] >= 0) b->need[b->sel[i]] = 1;
-    for (size_t e = 0; e < N; e++)
-        if (b->need[e]) TRY(v4_rows_read(b->entries + e * Dh, &cache->entries, e, 1));
-    return KVL_OK;
-}
-
 /* b->win[n_win][Dh] = the window rows the chunk's queries read: the held rows of positions win_first …
  * start − 1, then the chunk's own rows b->kv passed through the window's storage. */
 static int chunk_window(chunk_buffers *b, const v4_config *c, const v4_cache *cache, size_t S, size_t start,
@@ -257,8 +241,9 @@ static int attend_chunk(float *out, int32_t *sel, const v4_config *c, const v4_w
     if (rc == KVL_OK) rc = v4_kv(b.kv, c, w, x, S, pos0);
     if (rc == KVL_OK) rc = chunk_window(&b, c, cache, S, start, win_first);
     if (rc == KVL_OK && c->kind == KVL_LAYER_CSA) rc = chunk_picks(&b, c, w, cache, x, S, start, N);
-    if (rc == KVL_OK && c->kind != KVL_LAYER_WINDOW) rc = chunk_entries(&b, c, cache, S, N);
-    if (rc == KVL_OK) rc = v4_attend(b.o, c, w, b.q, b.win, win_first, b.entries, N, b.sel, S, start);
+    kvl_row_tiles entries = v4_rows_tiles(&cache->entries);   /* read where they are: picks, or tile by tile */
+    entries.N = N;
+    if (rc == KVL_OK) rc = v4_attend(b.o, c, w, b.q, b.win, win_first, &entries, b.sel, S, start);
     if (rc == KVL_OK) rc = v4_output(out, c, w, b.o, S);
     if (rc == KVL_OK) rc = v4_rows_append(&cache->window, b.kv, S);
     if (rc == KVL_OK && sel && c->kind == KVL_LAYER_CSA) memcpy(sel, b.sel, S * c->indexer.topk * sizeof *sel);

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "element.h"
 #include "linalg.h"
 #include "v4.h"
+#include "v4_rope.h"
 
 typedef struct {
     v4_config c;
@@ -165,12 +167,14 @@ START_TEST(test_query_sees_entry_iff_its_block_is_complete)
     const size_t T = V4_TOY_T, M = l.c.compressor.ratio, N = T / M + 1, H = l.c.n_heads, Dh = l.c.head_dim;
     float *q = v4_toy_inputs(T * H, Dh, 711), *win = v4_toy_inputs(T, Dh, 712), *ent = v4_toy_inputs(N, Dh, 713);
     float *a = oracle_alloc(T * H * Dh * sizeof *a), *b = oracle_alloc(T * H * Dh * sizeof *b);
-    ck_assert_msg(v4_attend(a, &l.c, &l.w, q, win, 0, ent, N, NULL, T, 0) == KVL_OK, "%s", kvl_error());
+    const kvl_row_tiles entries = kvl_row_tiles_f32(ent, N, Dh);
+    ck_assert_msg(v4_attend(a, &l.c, &l.w, q, win, 0, &entries, NULL, T, 0) == KVL_OK, "%s", kvl_error());
     for (size_t i = 0; i < N; i++) {
         float *changed = oracle_alloc(N * Dh * sizeof *changed);
         memcpy(changed, ent, N * Dh * sizeof *ent);
         for (size_t k = 0; k < Dh; k++) changed[i * Dh + k] += 3.0f;
-        ck_assert_int_eq(v4_attend(b, &l.c, &l.w, q, win, 0, changed, N, NULL, T, 0), KVL_OK);
+        const kvl_row_tiles other = kvl_row_tiles_f32(changed, N, Dh);
+        ck_assert_int_eq(v4_attend(b, &l.c, &l.w, q, win, 0, &other, NULL, T, 0), KVL_OK);
         for (size_t t = 0; t < T; t++) {
             const int sees = (i + 1) * M - 1 <= t;
             const int same = memcmp(a + t * H * Dh, b + t * H * Dh, H * Dh * sizeof *a) == 0;
@@ -750,6 +754,48 @@ START_TEST(test_rows_hold_the_newest_slots_of_a_run)
 }
 END_TEST
 
+/* An HCA query over more rows than one attention tile (8 window rows and 600 entries: tiles that hold both,
+ * and tiles of entries alone) reads its entries where they are: bf16 entries decoded a tile at a time give
+ * the bits of the same values read in place, and both the plain-loop definition (v4_attend_weights and
+ * v4_attend_values) to float rounding. */
+START_TEST(test_hca_attention_reads_packed_entries_tile_by_tile)
+{
+    layer l;
+    v4_toy_layer(&l.c, &l.w, V4_TOY_LAYER_HCA, 3, 740);
+    const size_t M = l.c.compressor.ratio, W = l.c.window, H = l.c.n_heads, Dh = l.c.head_dim;
+    const size_t N = 600, S = 2, start = N * M, win_first = start + 1 - W, n_win = start + S - win_first;
+    float *q = v4_toy_inputs(S * H, Dh, 741), *win = v4_toy_inputs(n_win, Dh, 742), *ent = v4_toy_inputs(N + 1, Dh, 743);
+    uint16_t *codes = malloc((N + 1) * Dh * sizeof *codes);
+    for (size_t i = 0; i < (N + 1) * Dh; i++) {
+        codes[i] = kvf_bf16_encode(ent[i]);
+        ent[i] = kvf_bf16_decode(codes[i]);
+    }
+    const kvl_row_tiles packed = kvl_row_tiles_bf16(codes, N + 1, Dh), plain = kvl_row_tiles_f32(ent, N + 1, Dh);
+    float *a = oracle_alloc(S * H * Dh * sizeof *a), *b = oracle_alloc(S * H * Dh * sizeof *b);
+    ck_assert_msg(v4_attend(a, &l.c, &l.w, q, win, win_first, &packed, NULL, S, start) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(v4_attend(b, &l.c, &l.w, q, win, win_first, &plain, NULL, S, start), KVL_OK);
+    ck_assert_mem_eq(a, b, S * H * Dh * sizeof *a);
+
+    const size_t most = W + (start + S) / M;
+    const float **keys = malloc(most * sizeof *keys);
+    float *p = oracle_alloc(H * most * sizeof *p), *o = oracle_alloc(H * Dh * sizeof *o);
+    double *want = oracle_alloc(S * H * Dh * sizeof *want);
+    for (size_t i = 0; i < S; i++) {
+        const size_t t = start + i;
+        size_t n = 0;
+        for (size_t j = t + 1 - W; j <= t; j++) keys[n++] = win + (j - win_first) * Dh;
+        for (size_t e = 0; e < (t + 1) / M; e++) keys[n++] = ent + e * Dh;
+        v4_attend_weights(p, q + i * H * Dh, keys, n, l.w.sinks, H, Dh);
+        v4_attend_values(o, p, keys, n, H, Dh);
+        v4_unrotate_heads(o, 1, H, Dh, &l.c.rope, (int64_t)t + l.c.rope_offset);
+        for (size_t k = 0; k < H * Dh; k++) want[i * H * Dh + k] = o[k];
+    }
+    const double tol = oracle_f32_tol(Dh + most);
+    kvl_expect_close("HCA over 608 rows", a, want, S * H * Dh, tol, tol, 1 - 1e-6);
+    free(q); free(win); free(ent); free(codes); free(a); free(b); free(keys); free(p); free(o); free(want);
+}
+END_TEST
+
 /* A long read of packed rows splits over threads (and a tile view reads the same rows): every row decodes
  * as it does read alone. 4,096 main rows are 2M values, past the split threshold. */
 START_TEST(test_rows_read_in_parts_decode_each_row_as_read_alone)
@@ -833,6 +879,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_flash_layer_map_and_rotary_choice);
     tcase_add_test(tc, test_rows_hold_the_newest_slots_of_a_run);
     tcase_add_test(tc, test_rows_read_in_parts_decode_each_row_as_read_alone);
+    tcase_add_test(tc, test_hca_attention_reads_packed_entries_tile_by_tile);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("cache");
     tcase_add_test(tk, test_decode_matches_forward_across_block_and_window_edges);

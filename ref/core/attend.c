@@ -47,8 +47,9 @@ typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
-    float *tile;   /* [KVL_ATTEND_TILE][stride] a bf16 tile widened; NULL for float32 rows */
+    float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded; NULL for rows read in place */
     int owns_acc;
+    int rc;        /* KVL_OK, or the status of a tile that could not be read */
 } online;
 
 static void online_free(online *st)
@@ -60,10 +61,10 @@ static void online_free(online *st)
     if (st->owns_acc) free(st->acc);
 }
 
-/* acc: the buffer to accumulate in, NULL to allocate one; sigma: the sinks (NULL: none); tile_floats:
- * the size of the widening tile, 0 for float32 rows. */
+/* acc: the buffer to accumulate in, NULL to allocate one; sigma: the sinks (NULL: none); decodes: the rows
+ * need a tile of scratch. */
 static int online_init(online *st, float *acc, size_t Hq, const kvl_attend_rows *r, const float *sigma,
-                       size_t tile_floats, const char *fn)
+                       int decodes, const char *fn)
 {
     memset(st, 0, sizeof *st);
     if (Hq > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE || r->stride > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE ||
@@ -74,8 +75,8 @@ static int online_init(online *st, float *acc, size_t Hq, const kvl_attend_rows 
     st->l = malloc((Hq ? Hq : 1) * sizeof *st->l);
     st->owns_acc = acc == NULL;
     st->acc = acc ? acc : malloc((Hq ? Hq : 1) * r->Dv * sizeof *st->acc);
-    if (tile_floats) st->tile = malloc(tile_floats * sizeof *st->tile);
-    if (!st->s || !st->m || !st->l || !st->acc || (tile_floats && !st->tile)) {
+    if (decodes) st->tile = malloc((size_t)KVL_ATTEND_TILE * (r->stride ? r->stride : 1) * sizeof *st->tile);
+    if (!st->s || !st->m || !st->l || !st->acc || (decodes && !st->tile)) {
         online_free(st);
         return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
     }
@@ -163,27 +164,13 @@ static void online_finish(float *o, const online *st, size_t Hq, size_t Dv)
     }
 }
 
-/* The rows: float32 read in place, or bf16 widened one tile at a time (exactly one is not NULL). */
-typedef struct {
-    const float *f32;
-    const uint16_t *bf16;
-} row_source;
-
-/* Rows j … j + n − 1 as float32. */
-static const float *tile_rows(float *tile, const row_source *src, size_t j, size_t n, size_t stride)
-{
-    if (src->f32) return src->f32 + j * stride;
-    kvf_bf16_decode_n(tile, src->bf16 + j * stride, n * stride);
-    return tile;
-}
-
 /* The rows split into n_parts contiguous parts, part p = rows [N·p/P, N·(p+1)/P), each a tile loop
  * with its own state. */
 typedef struct {
     online *parts;
     size_t n_parts, Hq;
     const float *q;
-    row_source src;
+    const kvl_row_tiles *rows;
     const kvl_attend_rows *r;
     float scale;
 } split;
@@ -195,44 +182,40 @@ static void run_part(void *ctx, size_t p)
     online *st = &sp->parts[p];
     for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
         const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
-        online_tile(st, sp->q, sp->Hq, tile_rows(st->tile, &sp->src, j, n, sp->r->stride), sp->r->stride, n, sp->r,
-                    sp->scale);
+        const float *tile = sp->rows->tile(st->tile, sp->rows, j, n);
+        if (!tile) {
+            st->rc = KVL_EINVAL;
+            return;
+        }
+        online_tile(st, sp->q, sp->Hq, tile, sp->r->stride, n, sp->r, sp->scale);
     }
 }
 
-static int attend_tiled(float *o, const float *q, size_t Hq, row_source src, const kvl_attend_rows *r, float scale,
-                        const float *sigma, const char *fn)
+static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
+                        float scale, const float *sigma, const char *fn)
 {
-    int rc = check_args(fn, o, q, Hq, src.f32 ? (const void *)src.f32 : (const void *)src.bf16, r, scale);
+    int rc = check_args(fn, o, q, Hq, rows && rows->tile ? rows : NULL, r, scale);
     if (rc != KVL_OK) return rc;
+    if (rows && (rows->N < r->N || rows->width != r->stride))
+        return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
+                        rows->N, rows->width);
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
-    split sp = {calloc(n_parts, sizeof(online)), n_parts, Hq, q, src, r, scale};
+    split sp = {calloc(n_parts, sizeof(online)), n_parts, Hq, q, rows, r, scale};
     if (!sp.parts) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu parts", fn, n_parts);
     size_t ready = 0;
     for (; ready < n_parts && rc == KVL_OK; ready++)
-        rc = online_init(&sp.parts[ready], ready ? NULL : o, Hq, r, ready ? NULL : sigma,
-                         src.f32 ? 0 : KVL_ATTEND_TILE * r->stride, fn);
+        rc = online_init(&sp.parts[ready], ready ? NULL : o, Hq, r, ready ? NULL : sigma, rows && !rows->in_place, fn);
     if (rc == KVL_OK) {
         if (Hq) kvl_run_parts(run_part, &sp, n_parts);
-        for (size_t p = 1; p < n_parts; p++) online_merge(&sp.parts[0], &sp.parts[p], Hq, r->Dv);
-        online_finish(o, &sp.parts[0], Hq, r->Dv);
+        for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = sp.parts[p].rc;
+        for (size_t p = 1; p < n_parts && rc == KVL_OK; p++) online_merge(&sp.parts[0], &sp.parts[p], Hq, r->Dv);
+        if (rc == KVL_OK) online_finish(o, &sp.parts[0], Hq, r->Dv);
     } else {
         ready--; /* the part that failed freed itself */
     }
     for (size_t p = 0; p < ready; p++) online_free(&sp.parts[p]);
     free(sp.parts);
     return rc;
-}
-
-int kvl_attend_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r, float scale)
-{
-    return attend_tiled(o, q, Hq, (row_source){rows, NULL}, r, scale, NULL, __func__);
-}
-
-int kvl_attend_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
-                    float scale)
-{
-    return attend_tiled(o, q, Hq, (row_source){NULL, rows}, r, scale, NULL, __func__);
 }
 
 /* Every sink finite or −∞ (softmax.h). */
@@ -245,18 +228,51 @@ static int check_sinks(const char *fn, const float *sigma, size_t Hq)
     return KVL_OK;
 }
 
+/* The f32 and bf16 entry points: a view of rows[N][stride] (N 0 if r is NULL, checked after). */
+static kvl_row_tiles f32_view(const float *rows, const kvl_attend_rows *r)
+{
+    return kvl_row_tiles_f32(rows, r ? r->N : 0, r ? r->stride : 0);
+}
+
+static kvl_row_tiles bf16_view(const uint16_t *rows, const kvl_attend_rows *r)
+{
+    return kvl_row_tiles_bf16(rows, r ? r->N : 0, r ? r->stride : 0);
+}
+
+int kvl_attend_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r, float scale)
+{
+    const kvl_row_tiles v = f32_view(rows, r);
+    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, __func__);
+}
+
+int kvl_attend_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
+                    float scale)
+{
+    const kvl_row_tiles v = bf16_view(rows, r);
+    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, __func__);
+}
+
+int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
+                     float scale, const float *sigma)
+{
+    int rc = sigma ? check_sinks(__func__, sigma, Hq) : KVL_OK;
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows, r, scale, sigma, __func__);
+}
+
 int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
                         float scale, const float *sigma)
 {
     int rc = check_sinks(__func__, sigma, Hq);
-    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, (row_source){rows, NULL}, r, scale, sigma, __func__);
+    const kvl_row_tiles v = f32_view(rows, r);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, __func__);
 }
 
 int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
                          float scale, const float *sigma)
 {
     int rc = check_sinks(__func__, sigma, Hq);
-    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, (row_source){NULL, rows}, r, scale, sigma, __func__);
+    const kvl_row_tiles v = bf16_view(rows, r);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, __func__);
 }
 
 /* ---- the definition ---------------------------------------------------------------------------- */

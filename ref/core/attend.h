@@ -25,8 +25,10 @@
  * function as the _loop twin, which scores every row, runs kvl_softmax on the whole score row and
  * sums the weighted values; the two differ by float rounding only.
  *
- * bf16 rows (swa_ring's SWA_STORE_BF16) are widened one tile at a time, once for every group, into
- * a float tile that stays in cache; the whole cache is never widened at once.
+ * The rows are read a tile at a time through a view (ref/core/row_tiles.h): float32 rows in place;
+ * bf16 rows (swa_ring's SWA_STORE_BF16) or any packed store (FP8, FP4 rows) decoded one tile at a time,
+ * once for every group, into a float tile that stays in cache; a whole cache is never decoded at once,
+ * and each thread's part decodes its own tiles.
  *
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.
@@ -44,6 +46,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "row_tiles.h"
 
 /* Rows per tile: 256 rows of 576 floats (MLA's row) is 576 KiB, inside a 1 MiB L2 with the score
  * tile beside it. */
@@ -79,6 +83,11 @@ int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, 
                         float scale, const float *sigma);
 int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
                          float scale, const float *sigma);
+
+/* The same over the first r->N rows of a view (rows->width = r->stride; rows->N ≥ r->N), with sinks
+ * sigma[Hq] (NULL: none). KVL_EINVAL also for a view that does not fit r, or a tile it cannot read. */
+int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
+                     float scale, const float *sigma);
 
 /* The definition, float32 rows, plain loops: per head, every score, kvl_softmax_sink_f32 on the row
  * (sigma NULL: kvl_softmax_f32), then Σ_j p_j v_j. The test oracle's twin; same errors. */

@@ -29,7 +29,8 @@ static void weigh_heads(float *row, const float *dot, const float *w, size_t HI,
     }
 }
 
-/* Per-part scratch: the dot products [rows·HI][tile] and a decoded key tile [tile][DI]. */
+/* Per-part scratch: the dot products [rows·HI][tile] and a key tile [tile][DI] (decoded or gathered; none
+ * for keys read in place). */
 typedef struct {
     size_t n_parts;
     float **dot, **keys;
@@ -45,7 +46,7 @@ static void parts_free(parts *p)
     free(p->rc);
 }
 
-static int parts_alloc(parts *p, size_t n_parts, size_t dot_floats, size_t DI, const char *fn)
+static int parts_alloc(parts *p, size_t n_parts, size_t dot_floats, size_t key_floats, const char *fn)
 {
     *p = (parts){.n_parts = n_parts};
     p->dot = calloc(n_parts, sizeof *p->dot);
@@ -54,8 +55,8 @@ static int parts_alloc(parts *p, size_t n_parts, size_t dot_floats, size_t DI, c
     int ok = p->dot && p->keys && p->rc;
     for (size_t i = 0; i < n_parts && ok; i++) {
         p->dot[i] = malloc(dot_floats * sizeof **p->dot);
-        p->keys[i] = malloc((size_t)KVL_INDEX_KEY_TILE * DI * sizeof **p->keys);
-        ok = p->dot[i] && p->keys[i];
+        if (key_floats) p->keys[i] = malloc(key_floats * sizeof **p->keys);
+        ok = p->dot[i] && (!key_floats || p->keys[i]);
     }
     if (ok) return KVL_OK;
     parts_free(p);
@@ -141,7 +142,8 @@ int kvl_index_scores(float *I, const float *q, const float *w, const kvl_row_til
     const size_t block = per_query >= INDEX_DOT_FLOATS ? 1 : INDEX_DOT_FLOATS / per_query;
     scan x = {.I = I, .q = q, .w = w, .k = k, .S = S, .HI = HI, .start = start, .M = M, .rows = block < S ? block : S};
     const double macs = (double)S * (double)k->N * (double)(HI * k->width) / (double)M;
-    TRY(parts_alloc(&x.p, kvl_parts(k->N, KVL_INDEX_KEY_TILE / 2, macs), x.rows * per_query, k->width, __func__));
+    TRY(parts_alloc(&x.p, kvl_parts(k->N, KVL_INDEX_KEY_TILE / 2, macs), x.rows * per_query,
+                    k->in_place ? 0 : KVL_INDEX_KEY_TILE * k->width, __func__));
     kvl_run_parts(scan_part, &x, x.p.n_parts);
     const int rc = parts_status(&x.p);
     parts_free(&x.p);
@@ -198,7 +200,8 @@ int kvl_index_scores_listed(float *I, const float *q, const float *w, const kvl_
                             at[j], j, k->N - 1);
     listed x = {.I = I, .q = q, .w = w, .k = k, .at = at, .n = n, .HI = HI};
     const double macs = (double)n * (double)(HI * k->width);
-    TRY(parts_alloc(&x.p, kvl_parts(n, KVL_INDEX_KEY_TILE / 2, macs), HI * KVL_INDEX_KEY_TILE, k->width, __func__));
+    TRY(parts_alloc(&x.p, kvl_parts(n, KVL_INDEX_KEY_TILE / 2, macs), HI * KVL_INDEX_KEY_TILE,
+                    KVL_INDEX_KEY_TILE * k->width, __func__));
     kvl_run_parts(listed_part, &x, x.p.n_parts);
     const int rc = parts_status(&x.p);
     parts_free(&x.p);

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "element.h"
 #include "status.h"
 
 static const float *f32_tile(float *scratch, const kvl_row_tiles *r, size_t first, size_t n)
@@ -13,7 +14,18 @@ static const float *f32_tile(float *scratch, const kvl_row_tiles *r, size_t firs
 
 kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width)
 {
-    return (kvl_row_tiles){.N = N, .width = width, .tile = f32_tile, .src = rows};
+    return (kvl_row_tiles){.N = N, .width = width, .tile = f32_tile, .src = rows, .in_place = 1};
+}
+
+static const float *bf16_tile(float *scratch, const kvl_row_tiles *r, size_t first, size_t n)
+{
+    kvf_bf16_decode_n(scratch, (const uint16_t *)r->src + first * r->width, n * r->width);
+    return scratch;
+}
+
+kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width)
+{
+    return (kvl_row_tiles){.N = N, .width = width, .tile = bf16_tile, .src = rows};
 }
 
 int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n)

@@ -10,6 +10,7 @@
 #define KVL_ROW_TILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct kvl_row_tiles kvl_row_tiles;
 
@@ -19,10 +20,14 @@ struct kvl_row_tiles {
     size_t N, width;
     kvl_row_tile_fn tile;
     const void *src;   /* what tile reads */
+    int in_place;      /* 1: tile never writes scratch, so a reader needs none (float32 rows); 0: it may */
 };
 
-/* rows[N][width] held as float32. */
+/* rows[N][width] held as float32 (in_place). */
 kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width);
+
+/* rows[N][width] held as bf16 codes (formats/element.h), widened a tile at a time. */
+kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width);
 
 /* dst[n][width] ← rows first … first + n − 1, copied when the tile is read in place. KVL_EINVAL for a range
  * past N or a tile that cannot be read. */

@@ -339,7 +339,8 @@ static void run_v4(void *ctx)
 {
     v4_step *s = ctx;
     const size_t W = s->c->window;
-    v4_attend(s->o, s->c, &s->w, s->q, s->win, s->T - W, s->entries, s->N, s->sel, 1, s->T - 1);
+    const kvl_row_tiles entries = kvl_row_tiles_f32(s->entries, s->N, s->c->head_dim);
+    v4_attend(s->o, s->c, &s->w, s->q, s->win, s->T - W, &entries, s->sel, 1, s->T - 1);
 }
 
 /* Keys one token reads: its W window rows, then every entry (HCA) or K picks (CSA). */

@@ -7,16 +7,14 @@
  *             attended (kvl_attend_f32)
  *   V4-Flash  584-byte main rows, 68-byte MXFP4 index keys (V4_CACHE_NATIVE): v4_decode of a CSA layer
  *             (M 4, top-512) at 32K and 128K and of an HCA layer (M 128) at 32K, 128K and 1M; and its
- *             attention alone: the window rows and the entries read decoded (every entry at once for
- *             HCA, the K picks one row each for CSA), then v4_attend
+ *             attention alone: the window rows read decoded, then v4_attend over the entries where the
+ *             cache holds them (HCA's decoded a tile at a time inside the attention, CSA's K picks one
+ *             row each)
  * Each whole step counts 2 flop per weight (every projection weight meets the token once; the absorbed
  * W_UK, W_UV included) plus the indexer's scores and the attention's two products, and as bytes the
- * weights, the cache rows as stored and what the path decodes to float32 and reads back.
- *
- * The indexers read their packed keys a tile at a time inside the scan (ref/core/index_scan.h), so
- * their bytes are the keys as stored. Where a path decodes more than the rows it attends at once, a
- * row times that decode alone, against the read scan (target 0.75): every HCA entry per token (V4's
- * chunk_entries). Compute-bound steps are read against the dequantised-cache target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
+ * weights and the cache rows as stored: every path decodes its packed rows a tile (or a pick) at a time
+ * into buffers that stay in cache (ref/core/row_tiles.h), the indexers inside their scan, attention
+ * inside its tile loop. Compute-bound steps are read against the dequantised-cache target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
  * decodes one more token onto it. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,18 +37,6 @@
 static const size_t CONTEXTS[] = {32768, 131072};
 enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
 #define HCA_LONG ((size_t)1 << 20)
-
-static void print_stream(const char *what, kvb_time t, double bytes)
-{
-    kvb_print_row(&(kvb_row){"native", what, bytes / KVB_MIB, t.median, bytes * 1e-9 / t.median, "GB/s",
-                             kvb_ceilings()->scan_gbps, MEMORY_TARGET, t.min, t.max, 0});
-}
-
-static void time_stream(const char *what, void (*run)(void *), void *ctx, double bytes)
-{
-    kvb_progress("native: %s", what);
-    print_stream(what, kvb_time_runs(run, ctx, KVB_REPEATS), bytes);
-}
 
 static void time_compute(const char *step, size_t T, void (*run)(void *), void *ctx, double flop, double bytes)
 {
@@ -175,7 +161,7 @@ typedef struct {
     const v4_config *c;
     const v4_weights *w;
     v4_cache cache;
-    float *x, *out, *decoded;  /* [d], [d], [N][Dh] or [N][DI] */
+    float *x, *out;            /* [d], [d] */
     float *q, *win, *o;        /* [H][Dh], [W][Dh], [H][Dh] */
     int32_t *sel;              /* [K] random CSA picks */
     size_t T, N;
@@ -188,33 +174,23 @@ static void run_v4_decode(void *ctx)
     s->failed |= v4_decode(s->out, NULL, s->c, s->w, &s->cache, s->x) != KVL_OK;
 }
 
-/* what the path decodes at once: every entry (HCA) */
-static void run_v4_read_all(void *ctx)
-{
-    v4_step *s = ctx;
-    s->failed |= v4_rows_read(s->decoded, &s->cache.entries, 0, s->N) != KVL_OK;
-}
-
-/* The attention of the step alone, as v4_decode's native path runs it (chunk_window, chunk_entries,
- * v4_attend in ref/v4_cache.c): the window rows and the entries it reads decoded, every one at once for
- * HCA, the picks one row each for CSA, then attended. */
+/* The attention of the step alone, as v4_decode's native path runs it (chunk_window, v4_attend in
+ * ref/v4_cache.c): the window rows read decoded, then the entries read where the cache holds them. */
 static void run_v4_attend(void *ctx)
 {
     v4_step *s = ctx;
     const v4_config *c = s->c;
-    const size_t W = c->window, Dh = c->head_dim, first = s->T - W;
-    s->failed |= v4_rows_read(s->win, &s->cache.window, first, W) != KVL_OK;
-    if (c->kind == KVL_LAYER_HCA) s->failed |= v4_rows_read(s->decoded, &s->cache.entries, 0, s->N) != KVL_OK;
-    for (size_t k = 0; c->kind == KVL_LAYER_CSA && k < c->indexer.topk; k++)
-        s->failed |= v4_rows_read(s->decoded + (size_t)s->sel[k] * Dh, &s->cache.entries, (size_t)s->sel[k], 1) !=
-                     KVL_OK;
-    s->failed |= v4_attend(s->o, c, s->w, s->q, s->win, first, s->decoded, s->N, s->sel, 1, s->T - 1) != KVL_OK;
+    const size_t first = s->T - c->window;
+    s->failed |= v4_rows_read(s->win, &s->cache.window, first, c->window) != KVL_OK;
+    kvl_row_tiles entries = v4_rows_tiles(&s->cache.entries);
+    entries.N = s->N;
+    s->failed |= v4_attend(s->o, c, s->w, s->q, s->win, first, &entries, s->sel, 1, s->T - 1) != KVL_OK;
 }
 
 static void v4_step_free(v4_step *s)
 {
     v4_cache_free(&s->cache);
-    free(s->x); free(s->out); free(s->decoded); free(s->q); free(s->win); free(s->o); free(s->sel);
+    free(s->x); free(s->out); free(s->q); free(s->win); free(s->o); free(s->sel);
 }
 
 /* rows: n random rows appended (FILL_ROWS distinct, repeated). */
@@ -239,12 +215,11 @@ static int v4_step_init(v4_step *s, size_t T, kvl_rng *rng)
     if (v4_cache_init(&s->cache, c, T + SPARE_TOKENS, V4_CACHE_NATIVE) != KVL_OK) return 1;
     s->x = kvb_random_floats(c->d, rng);
     s->out = malloc(c->d * sizeof *s->out);
-    s->decoded = malloc(s->N * Dh * sizeof *s->decoded);
     s->q = kvb_random_floats(c->n_heads * Dh, rng);
     s->win = malloc(W * Dh * sizeof *s->win);
     s->o = malloc(c->n_heads * Dh * sizeof *s->o);
     s->sel = malloc((c->indexer.topk ? c->indexer.topk : 1) * sizeof *s->sel);
-    if (!s->x || !s->out || !s->decoded || !s->q || !s->win || !s->o || !s->sel) return 1;
+    if (!s->x || !s->out || !s->q || !s->win || !s->o || !s->sel) return 1;
     for (size_t k = 0; k < c->indexer.topk; k++) s->sel[k] = (int32_t)(kvl_rng_next_u64(rng) % s->N);
     v4_rows_restart(&s->cache.window, T - W);
     if (append_rows(&s->cache.window, W, rng) || append_rows(&s->cache.entries, s->N, rng)) return 1;
@@ -269,17 +244,10 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
         const double keys = (double)c->window + (csa ? (double)c->indexer.topk : N);
         const double attend_flop = 4.0 * H * Dh * keys;
         char what[96];
-        if (!csa) {
-            snprintf(what, sizeof what, "%s entries decode all %zuK", name, T / 1024);
-            time_stream(what, run_v4_read_all, &s, N * row_b + N * Dh * sizeof(float));
-        }
         snprintf(what, sizeof what, "%s attend native", name);
-        time_compute(what, T, run_v4_attend, &s, attend_flop, keys * (row_b + 2 * Dh * sizeof(float)));
-        /* read: weights, the window, CSA's keys as stored and its picks, or HCA's entries decoded at once
-         * (stored, decoded, read back) */
-        const double bytes = (double)w.n_floats * sizeof(float) + (double)c->window * row_b +
-                             (csa ? N * key_b + (double)c->indexer.topk * (row_b + Dh * sizeof(float))
-                                  : N * row_b + 2 * N * Dh * sizeof(float));
+        time_compute(what, T, run_v4_attend, &s, attend_flop, keys * row_b);
+        /* read: weights, the window, CSA's keys and picks or HCA's entries, as stored */
+        const double bytes = (double)w.n_floats * sizeof(float) + keys * row_b + (csa ? N * key_b : 0);
         snprintf(what, sizeof what, "%s v4_decode native", name);
         time_compute(what, T, run_v4_decode, &s,
                      2.0 * (double)w.n_floats + (csa ? N * HI * (2.0 * DI + 3.0) : 0) + attend_flop, bytes);

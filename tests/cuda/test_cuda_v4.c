@@ -88,7 +88,8 @@ static void check_attend(const v4_config *c, const v4_weights *w, v4_cuda_store 
     void *win_bytes = stored_rows(win, nw, Dh, store), *ent_bytes = stored_rows(ent, N, Dh, store);
     const int csa = c->kind == KVL_LAYER_CSA;
     if (csa) picks(sel, c, S, N, start, seed + 1);
-    CUDA_OK(v4_attend(want, c, w, q, win, win_first, ent, N, csa ? sel : NULL, S, start));
+    const kvl_row_tiles entries = kvl_row_tiles_f32(ent, N, Dh);
+    CUDA_OK(v4_attend(want, c, w, q, win, win_first, &entries, csa ? sel : NULL, S, start));
     double *wd = malloc(S * H * Dh * sizeof *wd);
     for (size_t i = 0; i < S * H * Dh; i++) wd[i] = want[i];
     const size_t rb = v4_cuda_row_bytes(store, Dh);
