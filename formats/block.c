@@ -213,6 +213,7 @@ static void encode_e2m1_block_over(uint8_t *packed, const float *x, float s)
 static void decode_e4m3_block(float *x, const uint8_t *codes, size_t k, float s)
 {
     kvf_e4m3_decode_n(x, codes, k);
+#pragma omp simd
     for (size_t i = 0; i < k; i++) x[i] *= s;
 }
 
@@ -220,6 +221,7 @@ static void decode_e4m3_block(float *x, const uint8_t *codes, size_t k, float s)
 static void decode_e2m1_block(float *x, const uint8_t *packed, size_t k, float s)
 {
     kvf_e2m1_decode_n(x, packed, k);
+#pragma omp simd
     for (size_t i = 0; i < k; i++) x[i] *= s;
 }
 
