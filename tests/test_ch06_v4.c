@@ -793,6 +793,7 @@ START_TEST(test_hca_attention_reads_packed_entries_tile_by_tile)
     const double tol = oracle_f32_tol(Dh + most);
     kvl_expect_close("HCA over 608 rows", a, want, S * H * Dh, tol, tol, 1 - 1e-6);
     free(q); free(win); free(ent); free(codes); free(a); free(b); free(keys); free(p); free(o); free(want);
+    v4_weights_free(&l.w);
 }
 END_TEST
 
