@@ -171,34 +171,21 @@ void csa2_main_entry(float *Z, const csa2_config *c, const float *L, size_t n, s
 
 /* ---- the attention core: window rows, then picked entries ------------------------------------------- */
 
-/* o[S][H][Dh] un-rotated, for the queries q[S][H][Dh] of ch; sel[S][K] picks into the entries (NULL: none),
- * each read where it is (decoded into picked[K][Dh] when packed). */
+/* o[S][H][Dh] un-rotated, for the queries q[S][H][Dh] of ch; sel[S][K] picks into the entries (NULL: none). */
 static int attend(float *o, const csa2_config *c, const csa2_weights *w, const float *q, const csa2_chunk *ch,
                   const kvl_row_tiles *entries, const int32_t *sel, size_t K)
 {
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window, nk = W + (sel ? K : 0);
-    const size_t N = entries ? entries->N : 0;
-    float *rows = malloc(nk * Dh * sizeof *rows), *picked = malloc((sel ? K : 1) * Dh * sizeof *picked);
-    const float **keys = malloc(nk * sizeof *keys);
-    int rc = rows && picked && keys ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
+    float *rows = malloc(nk * Dh * sizeof *rows);
+    int rc = rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
     for (size_t i = 0; i < ch->S && rc == KVL_OK; i++) {
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
-        size_t n = 0;
-        for (size_t j = j0; j <= t; j++) keys[n++] = ch->win + (j - ch->win_first) * Dh;
-        for (size_t k = 0; sel && k < K && rc == KVL_OK; k++) {
-            const int32_t e = sel[i * K + k];
-            if (e >= (int32_t)N) rc = kvl_fail(KVL_EINVAL, "csa2: pick %d outside the %zu entries", e, N);
-            keys[n] = e < 0 || rc != KVL_OK ? NULL : entries->tile(picked + k * Dh, entries, (size_t)e, 1);
-            if (e >= 0 && rc == KVL_OK && !keys[n]) rc = KVL_EINVAL;
-            n++;
-        }
         float *oi = o + i * H * Dh;
-        if (rc == KVL_OK) rc = v4_attend_query(oi, rows, q + i * H * Dh, keys, n, w->core.sinks, H, Dh);
+        rc = v4_attend_query(oi, rows, q + i * H * Dh, ch->win + (j0 - ch->win_first) * Dh, t + 1 - j0, entries,
+                             sel ? sel + i * K : NULL, sel ? K : 0, w->core.sinks, H, Dh);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
     }
     free(rows);
-    free(picked);
-    free(keys);
     return rc;
 }
 

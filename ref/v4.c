@@ -350,13 +350,15 @@ static int check_attend(const v4_config *c, const kvl_row_tiles *entries, const 
     return KVL_OK;
 }
 
-int v4_attend_query(float *o, float *rows, const float *q, const float *const *keys, size_t n, const float *sinks,
-                    size_t H, size_t Dh)
+int v4_attend_query(float *o, float *rows, const float *q, const float *win, size_t n_win,
+                    const kvl_row_tiles *entries, const int32_t *sel, size_t K, const float *sinks, size_t H,
+                    size_t Dh)
 {
-    size_t valid = 0;
-    for (size_t i = 0; i < n; i++)
-        if (keys[i]) memcpy(rows + valid++ * Dh, keys[i], Dh * sizeof *rows);
-    const kvl_attend_rows r = {.N = valid, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
+    size_t picked = 0;
+    if (n_win) memcpy(rows, win, n_win * Dh * sizeof *rows);
+    if (K) TRY(kvl_row_tiles_gather(rows + n_win * Dh, &picked, entries, sel, K));
+    const kvl_attend_rows r = {.N = n_win + picked, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh,
+                               .groups = 1};
     return kvl_attend_sink_f32(o, q, H, rows, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
 }
 
@@ -391,20 +393,6 @@ static int attend_in_order(float *o, const v4_config *c, const v4_weights *w, co
     return kvl_attend_tiles(o, q, c->n_heads, &view, &r, (float)(1.0 / sqrt((double)Dh)), w->sinks);
 }
 
-/* o[H][Dh] for query q[H][Dh] (chunk row i) over its window rows and its picks, gathered into rows[W + K][Dh]
- * (each pick read where it is, −1 skipped). */
-static int attend_picks(float *o, float *rows, const v4_config *c, const v4_weights *w, const float *q,
-                        const float *win, size_t n_win, const kvl_row_tiles *entries, const int32_t *sel)
-{
-    const size_t Dh = c->head_dim, K = c->indexer.topk;
-    memcpy(rows, win, n_win * Dh * sizeof *rows);
-    size_t n = n_win;
-    for (size_t k = 0; k < K; k++)
-        if (sel[k] >= 0) TRY(kvl_row_tiles_read(rows + n++ * Dh, entries, (size_t)sel[k], 1));
-    const kvl_attend_rows r = {.N = n, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
-    return kvl_attend_sink_f32(o, q, c->n_heads, rows, &r, (float)(1.0 / sqrt((double)Dh)), w->sinks);
-}
-
 /* One query after another, each a few matrix products (ref/core/attend.h). */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
               const kvl_row_tiles *entries, const int32_t *sel, size_t S, size_t start)
@@ -420,7 +408,8 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
         const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
         const float *wi = win + (j0 - win_first) * Dh, *qi = q + i * H * Dh;
         float *oi = o + i * H * Dh;
-        if (c->kind == KVL_LAYER_CSA) rc = attend_picks(oi, rows, c, w, qi, wi, t + 1 - j0, entries, sel + i * K);
+        if (c->kind == KVL_LAYER_CSA)
+            rc = v4_attend_query(oi, rows, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh);
         else rc = attend_in_order(oi, c, w, qi, wi, t + 1 - j0, entries,
                                   c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);

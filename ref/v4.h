@@ -149,12 +149,15 @@ void v4_attend_weights(float *p, const float *q, const float *const *keys, size_
 /* o[H][Dh] = Σ_i p[h][i]·keys[i] (keys[i] = NULL skipped), summed in float32 in key order. */
 void v4_attend_values(float *o, const float *p, const float *const *keys, size_t N, size_t H, size_t Dh);
 
-/* The same two steps as matrix products: o[H][Dh] for one query q[H][Dh] over keys[N] (NULL: an invalid
- * pick, left out: its weight is exactly 0), the valid rows copied in order into the scratch rows[N][Dh],
- * then the tiled sink attention of ref/core/attend.h, each row both key and value. Errors as
- * kvl_attend_sink_f32. */
-int v4_attend_query(float *o, float *rows, const float *q, const float *const *keys, size_t N, const float *sinks,
-                    size_t H, size_t Dh);
+/* The same two steps as matrix products, for a query over its window and its picks: o[H][Dh] for q[H][Dh]
+ * over its n_win window rows win[n_win][Dh], then the entries sel[K] of the view (−1: an invalid pick,
+ * left out: its weight is exactly 0), gathered in order into the scratch rows[n_win + K][Dh] (each pick
+ * read where it is, kvl_row_tiles_gather), then the tiled sink attention of ref/core/attend.h, each row
+ * both key and value. V4's CSA layers and all of V4.1's modes (K = 0: the window alone) run it. Errors
+ * as kvl_attend_sink_f32 and kvl_row_tiles_gather. */
+int v4_attend_query(float *o, float *rows, const float *q, const float *win, size_t n_win,
+                    const kvl_row_tiles *entries, const int32_t *sel, size_t K, const float *sinks, size_t H,
+                    size_t Dh);
 
 /* o[S][H][Dh] for the queries q[S][H][Dh] at positions start … start + S − 1, un-rotated (ō): the core
  * every path runs. Query t reads, in this order,

@@ -121,11 +121,6 @@ int v4_rows_append(v4_rows *r, const float *x, size_t n)
     return KVL_OK;
 }
 
-/* Decoding a packed value takes about as long as 32 multiply-adds of a product (584-byte rows decode at
- * about 4 GB/s of output where products run near 30 GFLOP/s), so a long read splits over threads where
- * kvl_parts would split a product of that many multiply-adds. */
-#define DECODE_MACS_PER_VALUE 32.0
-
 typedef struct {
     float *out;
     const v4_rows *r;
@@ -145,7 +140,7 @@ int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n)
     if (first < oldest || first > r->len || n > r->len - first)
         return kvl_fail(KVL_EINVAL, "v4_rows_read: positions [%zu, %zu + %zu) requested, the store holds [%zu, %zu)",
                         first, first, n, oldest, r->len);
-    const double cost = layout_of(r->store) == KVF_N_ROW ? 0.0 : (double)n * (double)r->width * DECODE_MACS_PER_VALUE;
+    const double cost = layout_of(r->store) == KVF_N_ROW ? 0.0 : (double)n * (double)r->width * KVL_DECODE_MACS_PER_VALUE;
     read_job j = {out, r, first, n, kvl_parts(n, 64, cost)};
     kvl_run_parts(read_part, &j, j.parts);
     return KVL_OK;

@@ -23,6 +23,11 @@ struct kvl_row_tiles {
     int in_place;      /* 1: tile never writes scratch, so a reader needs none (float32 rows); 0: it may */
 };
 
+/* Decoding a packed value takes about as long as 32 multiply-adds of a product (584-byte rows decode at
+ * about 4 GB/s of output where products run near 30 GFLOP/s), so a long decode splits over threads where
+ * kvl_parts (ref/core/linalg.h) would split a product of that many multiply-adds. */
+#define KVL_DECODE_MACS_PER_VALUE 32.0
+
 /* rows[N][width] held as float32 (in_place). */
 kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width);
 
@@ -32,5 +37,10 @@ kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width);
 /* dst[n][width] ← rows first … first + n − 1, copied when the tile is read in place. KVL_EINVAL for a range
  * past N or a tile that cannot be read. */
 int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n);
+
+/* dst[got][width] ← the rows at[0 … n) in order, −1 skipped (*got of them): the picks of a sparse
+ * attention, each read where it is; a long gather of packed rows splits over threads. KVL_EINVAL for a
+ * pick outside −1 … N − 1 (nothing read) or a row that cannot be read. */
+int kvl_row_tiles_gather(float *dst, size_t *got, const kvl_row_tiles *r, const int32_t *at, size_t n);
 
 #endif

@@ -62,11 +62,9 @@ typedef struct {
     v4_rows held_entries, held_keys; /* native: [N][288], [N][68] */
     float *entries, *keys;        /* f32: [N][Dh], [N][DI] */
     csa2_source src;              /* what the layers read: the float32 rows or the native stores */
-    float *picked;                /* [K][Dh] native picks decoded by the attention row */
     float *win, *x, *q, *o, *out; /* [W][Dh], [d], [H][Dh], [H][Dh], [d] */
     float *q_idx, *w_idx, *I;     /* [HI][DI], [HI], [N] */
     float *rows;                  /* [W+K][Dh] scratch of the attention */
-    const float **key_rows;       /* [W+K] */
     int32_t *sel, *sel2;          /* [K] Full's picks, Reindex's */
     uint8_t *pool;                /* [N] */
     uint64_t scored, full_scored; /* scores evaluated: running count, one Full scan's */
@@ -107,12 +105,8 @@ static void run_attention(void *ctx)
     v41_step *p = ctx;
     const csa2_config *c = p->full;
     const size_t W = c->core.window, K = c->indexer.topk, Dh = c->core.head_dim;
-    for (size_t j = 0; j < W; j++) p->key_rows[j] = p->win + j * Dh;
-    const kvl_row_tiles *e = &p->src.entries;
-    for (size_t k = 0; k < K; k++)
-        p->key_rows[W + k] = p->sel[k] < 0 ? NULL : e->tile(p->picked + k * Dh, e, (size_t)p->sel[k], 1);
-    p->failed |=
-        v4_attend_query(p->o, p->rows, p->q, p->key_rows, W + K, p->w->core.sinks, c->core.n_heads, Dh) != KVL_OK;
+    p->failed |= v4_attend_query(p->o, p->rows, p->q, p->win, W, &p->src.entries, p->sel, K, p->w->core.sinks,
+                                 c->core.n_heads, Dh) != KVL_OK;
 }
 
 static csa2_chunk chunk(const v41_step *p)
@@ -187,8 +181,8 @@ static void step_free(v41_step *p)
 {
     v4_rows_free(&p->held_entries);
     v4_rows_free(&p->held_keys);
-    free(p->entries); free(p->keys); free(p->picked); free(p->win); free(p->x); free(p->q); free(p->o); free(p->out);
-    free(p->q_idx); free(p->w_idx); free(p->I); free(p->rows); free(p->key_rows); free(p->sel); free(p->sel2);
+    free(p->entries); free(p->keys); free(p->win); free(p->x); free(p->q); free(p->o); free(p->out);
+    free(p->q_idx); free(p->w_idx); free(p->I); free(p->rows); free(p->sel); free(p->sel2);
     free(p->pool);
 }
 
@@ -221,7 +215,6 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     if (!native && (!(p->entries = malloc(p->N * Dh * sizeof *p->entries)) ||
                     !(p->keys = malloc(p->N * DI * sizeof *p->keys))))
         return 1;
-    p->picked = malloc(K * Dh * sizeof *p->picked);
     p->win = kvb_random_floats(W * Dh, rng);
     p->x = kvb_random_floats(d, rng);
     p->q = kvb_random_floats(H * Dh, rng);
@@ -231,12 +224,11 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     p->w_idx = kvb_random_floats(HI, rng);
     p->I = malloc(p->N * sizeof *p->I);
     p->rows = malloc((W + K) * Dh * sizeof *p->rows);
-    p->key_rows = malloc((W + K) * sizeof *p->key_rows);
     p->sel = malloc(K * sizeof *p->sel);
     p->sel2 = malloc(K * sizeof *p->sel2);
     p->pool = malloc(p->N);
-    if (!p->picked || !p->win || !p->x || !p->q || !p->o || !p->out || !p->q_idx || !p->w_idx || !p->I ||
-        !p->rows || !p->key_rows || !p->sel || !p->sel2 || !p->pool)
+    if (!p->win || !p->x || !p->q || !p->o || !p->out || !p->q_idx || !p->w_idx || !p->I ||
+        !p->rows || !p->sel || !p->sel2 || !p->pool)
         return 1;
     if (fill_rows(p->entries, &p->held_entries, p->N, Dh, rng) || fill_rows(p->keys, &p->held_keys, p->N, DI, rng))
         return 1;
