@@ -70,31 +70,49 @@ double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
  *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read
  *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
- *   sgemm    the two products of one decode tile at a skinny shape (ceilings.c): MLA's (128 query
- *            rows over 576-wide rows), and GQA's (8 groups of 8), GFLOP/s, on 1 and on 2 threads */
+ *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
+ *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), and the lightning indexer's
+ *            (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1 and on 2 threads */
 #define KVB_GATHER_ROW 656
-typedef enum { KVB_SGEMM_MLA, KVB_SGEMM_GQA, KVB_SGEMM_SHAPES } kvb_sgemm_shape;
+typedef enum {
+    KVB_SGEMM_MLA,
+    KVB_SGEMM_GQA,
+    KVB_SGEMM_INDEX_H64,
+    KVB_SGEMM_INDEX_H32,
+    KVB_SGEMM_SHAPES
+} kvb_sgemm_shape;
 typedef struct {
     double scan_gbps, copy_gbps, gather_gbps;
     double sgemm_gflops[KVB_SGEMM_SHAPES][2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
 
+/* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
+kvb_sgemm_shape kvb_index_shape(size_t n_heads);
+
 /* The thread count for what follows (kvl_set_threads: OpenMP's; OpenBLAS stays on one). */
 void kvb_set_threads(int n);
 
-/* The roofline of a step that does `flop` over `bytes` read from DRAM on `threads` threads: the
- * smaller of the sgemm rate and bytes/flop-scaled scan bandwidth, in GFLOP/s. *compute is 1 when
- * the sgemm rate is the bound. */
-double kvb_roofline_gflops(double flop, double bytes, int threads, int *compute);
-/* The same against the sgemm ceiling at another shape (GQA's thin products: their own ceiling). */
-double kvb_roofline_at(double flop, double bytes, kvb_sgemm_shape shape, int threads, int *compute);
+/* One phase of a step: `flop` over `bytes` read from memory (the cache's bytes as stored, the weights,
+ * whatever it writes and reads back), its products at `shape`. Its bound on t threads is the larger of
+ * flop / (the sgemm rate at its shape on t threads) and bytes / (the scan bandwidth): compute-bound
+ * when the first is larger. */
+typedef struct {
+    double flop, bytes;
+    kvb_sgemm_shape shape;
+} kvb_phase;
+#define KVB_PHASES 3
 
-/* A step of the attention, timed by kvb_time_step: run(ctx) does `flop` over `bytes` read from memory
- * (the cache's bytes as stored, plus whatever the step writes and reads back). Its rows are labelled
- * "<step> <T/1024>K <n>T" in `group`, read against kvb_roofline_gflops with compute_target when the
- * sgemm rate bounds it, else memory_target. */
-#define KVB_SCALING_TARGET 0.8 /* a compute-bound step on 2 threads: 1.6x of the ideal 2x */
+/* A step of the attention, timed by kvb_time_step: run(ctx) does its phases in turn. Its rows are
+ * labelled "<step> <T/1024>K <n>T" in `group`, the rate is the phases' flop over the time, and the
+ * ceiling is that flop over the step's bound: the sum of its phases' bounds. A whole decode step is
+ * a chain (the projections give the query, the query the scores, the scores the weighted rows, those
+ * the output projection), each phase waiting on the one before, so the bound of a step that streams
+ * weights and then computes over its cache is the sum of the two, not the larger. Each phase is
+ * allowed its bound / its target (compute_target when it is compute-bound, memory_target when it is
+ * memory-bound); the row's target is the bound over the time allowed. A step is compute-bound when
+ * its compute-bound phases take at least half its bound. */
+#define KVB_SCALING_TARGET 0.8 /* a compute-bound step on 2 threads: 0.8 of its ideal speedup */
 /* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
  * every run, so a warm-up would change nothing but the time the group takes). */
 #define KVB_COLD (-1)
@@ -103,14 +121,14 @@ typedef struct {
     size_t T;                 /* context, tokens */
     void (*run)(void *ctx);
     void *ctx;
-    double flop, bytes;
+    kvb_phase phase[KVB_PHASES]; /* in the order run does them; unused ones zero */
     double compute_target, memory_target;
     int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
-    kvb_sgemm_shape shape;    /* the sgemm ceiling it is read against (0: MLA's) */
 } kvb_step;
 
 /* Times the step on 1 thread, and on 2 when it is compute-bound, printing a row each and the 2T/1T
- * speedup against the ideal 2 (target KVB_SCALING_TARGET); returns the 1-thread time. */
+ * speedup against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
+ * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
 kvb_time kvb_time_step(const kvb_step *s);
 
 /* One row of a step run on `threads` threads that took t (kvb_time_step's row). */

@@ -16,14 +16,14 @@
  * The projections around the attention (W_Q, W_UK, W_UV, W_O: the same cost at every context) are
  * not timed: this group measures what grows with the context.
  *
- * Each row counts its flop and the bytes of cache it reads, and is read against its roofline
- * (kvb_roofline_at): compute-bound steps against the skinny-sgemm ceiling at their products' shape
- * (target 0.8; MLA's for every step but GQA, whose eight-row products have a ceiling of their own,
- * ceilings.c), memory-bound ones against the read-scan bandwidth (target 0.75), the gather against
- * the gather ceiling (target 0.8). Compute-bound steps run on 1 and on 2 threads (the rows split
- * across them, ref/core/attend.h), and a row gives the speedup against the ideal 2 (target 1.6 of
- * 2); the sgemm ceiling's own speedup says whether the second core was free. The 1-thread cost of
- * each generation's step is plotted against the context in decode.svg.
+ * Each row counts its flop and the bytes of cache it reads, and is read against its roofline (one
+ * phase, bench.h): compute-bound steps against the skinny-sgemm ceiling at their products' shape
+ * (target 0.8; MLA's for every step but GQA's eight-row products and the indexer's 64-head ones, which
+ * have ceilings of their own, ceilings.c), memory-bound ones against the read-scan bandwidth (target
+ * 0.75), the gather against the gather ceiling (target 0.8). Compute-bound steps run on 1 and on 2
+ * threads (the rows split across them, ref/core/attend.h), and a row gives the speedup against the
+ * ideal 2 (target 1.6 of 2); the sgemm ceiling's own speedup says whether the second core was free.
+ * The 1-thread cost of each generation's step is plotted against the context in decode.svg.
  *
  * The peer group times the same MLA step in numpy (peer_mla.py) and prints numpy/C, and beside it
  * numpy's two matrix products alone over C: the peer spends nearly all its time in its own float64
@@ -94,8 +94,9 @@ static kvb_time time_step_at(const char *step, swa_store store, size_t T, void (
 {
     char name[96];
     snprintf(name, sizeof name, "%s %s", step, swa_store_name(store));
-    return kvb_time_step(
-        &(kvb_step){"decode", name, T, run, ctx, flop, bytes, COMPUTE_TARGET, MEMORY_TARGET, 0, shape});
+    return kvb_time_step(&(kvb_step){.group = "decode", .step = name, .T = T, .run = run, .ctx = ctx,
+                                     .phase = {{flop, bytes, shape}}, .compute_target = COMPUTE_TARGET,
+                                     .memory_target = MEMORY_TARGET});
 }
 
 static kvb_time time_step(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
@@ -198,8 +199,9 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         kvb_time t = kvb_time_runs(run_naive, &s, NAIVE_REPEATS);
         char what[96];
         label(what, sizeof what, "V3 MLA naive", SWA_STORE_F32, N, 1);
-        kvb_print_step(&(kvb_step){"decode", what, N, run_naive, &s, flop, bytes, COMPUTE_TARGET, MEMORY_TARGET, 0,
-                                   KVB_SGEMM_MLA},
+        kvb_print_step(&(kvb_step){.group = "decode", .step = what, .T = N, .run = run_naive, .ctx = &s,
+                                   .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = COMPUTE_TARGET,
+                                   .memory_target = MEMORY_TARGET},
                        what, t, 1);
     }
     mla_weights_free(&s.w);
@@ -302,8 +304,8 @@ static int bench_dsa(const dsa_config *c, kvl_rng *rng)
             const double n = (double)N, row = (double)Dw * (double)swa_store_bytes(store);
             /* the index keys are float32 here (the fp8 cache's dequantised view); the row store varies */
             const double index_flop = 2.0 * (double)(HI * DI) * n + 3.0 * (double)HI * n; /* dots, ReLU, weights */
-            kvb_time ti = time_step("V3.2 DSA indexer", store, N, run_index, &s, index_flop,
-                                    n * (double)DI * sizeof(float));
+            kvb_time ti = time_step_at("V3.2 DSA indexer", store, N, run_index, &s, index_flop,
+                                       n * (double)DI * sizeof(float), kvb_index_shape(HI));
             kvb_progress("decode: V3.2 DSA top-k %s %zuK", swa_store_name(store), N / 1024);
             kvb_time tk = kvb_time_runs(run_topk, &s, KVB_REPEATS);
             char what[96];

@@ -10,12 +10,15 @@
  *             attention alone: the window rows read decoded, then v4_attend over the entries where the
  *             cache holds them (HCA's decoded a tile at a time inside the attention, CSA's K picks one
  *             row each)
- * Each whole step counts 2 flop per weight (every projection weight meets the token once; the absorbed
- * W_UK, W_UV included) plus the indexer's scores and the attention's two products, and as bytes the
- * weights and the cache rows as stored: every path decodes its packed rows a tile (or a pick) at a time
- * into buffers that stay in cache (ref/core/row_tiles.h), the indexers inside their scan, attention
- * inside its tile loop. Compute-bound steps are read against the dequantised-cache target 0.6. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run
- * decodes one more token onto it. */
+ * Each whole step is three phases in turn (bench.h), each counting its flop and the bytes it reads as
+ * stored: the projections, 2 flop per weight over the weights (every projection weight meets the token
+ * once; the absorbed W_UK, W_UV included), memory-bound; the indexer's scores over the index keys, at
+ * the indexer's own sgemm shape; the attention's two products over the rows it reads. Every path
+ * decodes its packed rows a tile (or a pick) at a time into buffers that stay in cache
+ * (ref/core/row_tiles.h), the indexers inside their scan, attention inside its tile loop.
+ * Compute-bound phases are read against the dequantised-cache target 0.6, memory-bound ones against
+ * 0.75. The cache is filled with FILL_ROWS distinct random rows, repeated; each timed run decodes one
+ * more token onto it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +41,14 @@ static const size_t CONTEXTS[] = {32768, 131072};
 enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
 #define HCA_LONG ((size_t)1 << 20)
 
-static void time_compute(const char *step, size_t T, void (*run)(void *), void *ctx, double flop, double bytes)
+/* A step of the phases phase[KVB_PHASES] (bench.h), compute-bound ones read against the dequantised-cache
+ * target. */
+static void time_compute(const char *step, size_t T, void (*run)(void *), void *ctx, const kvb_phase *phase)
 {
-    kvb_time_step(
-        &(kvb_step){"native", step, T, run, ctx, flop, bytes, NATIVE_TARGET, MEMORY_TARGET, 0, KVB_SGEMM_MLA});
+    kvb_step s = {.group = "native", .step = step, .T = T, .run = run, .ctx = ctx, .compute_target = NATIVE_TARGET,
+                  .memory_target = MEMORY_TARGET};
+    for (size_t i = 0; i < KVB_PHASES; i++) s.phase[i] = phase[i];
+    kvb_time_step(&s);
 }
 
 /* 1, with the ref's message, when a timed call failed (its row timed an error path). */
@@ -142,11 +149,13 @@ static int bench_v32(const dsa_config *c, kvl_rng *rng)
         if (rc == 0) {
             const double N = (double)CONTEXTS[k];
             const double keys_bytes = N * key_b; /* as stored: decoded a tile at a time inside the scan */
-            time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s, attend_flop,
-                         K * (main_b + (double)Dw * sizeof(float)));
+            time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s,
+                         (kvb_phase[KVB_PHASES]){{attend_flop, K * (main_b + (double)Dw * sizeof(float)), KVB_SGEMM_MLA}});
             time_compute("V3.2 dsa_decode_gather v32", CONTEXTS[k], run_v32_decode, &s,
-                         2.0 * (double)w.n_floats + N * HI * (2.0 * DI + 3.0) + attend_flop,
-                         (double)w.n_floats * sizeof(float) + keys_bytes + K * main_b);
+                         (kvb_phase[KVB_PHASES]){
+                             {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
+                             {N * HI * (2.0 * DI + 3.0), keys_bytes, kvb_index_shape(c->index_n_heads)},
+                             {attend_flop, K * main_b, KVB_SGEMM_MLA}});
             rc = report_failure(s.failed);
         }
         v32_free(&s);
@@ -245,12 +254,14 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
         const double attend_flop = 4.0 * H * Dh * keys;
         char what[96];
         snprintf(what, sizeof what, "%s attend native", name);
-        time_compute(what, T, run_v4_attend, &s, attend_flop, keys * row_b);
-        /* read: weights, the window, CSA's keys and picks or HCA's entries, as stored */
-        const double bytes = (double)w.n_floats * sizeof(float) + keys * row_b + (csa ? N * key_b : 0);
+        time_compute(what, T, run_v4_attend, &s, (kvb_phase[KVB_PHASES]){{attend_flop, keys * row_b, KVB_SGEMM_MLA}});
+        /* read: weights, CSA's keys, the window and CSA's picks or HCA's entries, as stored */
         snprintf(what, sizeof what, "%s v4_decode native", name);
         time_compute(what, T, run_v4_decode, &s,
-                     2.0 * (double)w.n_floats + (csa ? N * HI * (2.0 * DI + 3.0) : 0) + attend_flop, bytes);
+                     (kvb_phase[KVB_PHASES]){
+                         {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
+                         {csa ? N * HI * (2.0 * DI + 3.0) : 0, csa ? N * key_b : 0, kvb_index_shape(c->indexer.n_heads)},
+                         {attend_flop, keys * row_b, KVB_SGEMM_MLA}});
         rc = report_failure(s.failed);
     }
     v4_step_free(&s);

@@ -123,8 +123,9 @@ static int bench_layer(const kvl_model *m, kvl_layer_kind kind, const char *step
         const double keys = kind == KVL_LAYER_CSA ? (double)p.held_entries * (double)p.cache.index_keys.row_bytes : 0;
         const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
                              (double)(p.held_entries + c.window) * (double)p.cache.entries.row_bytes + keys;
-        kvb_time_step(&(kvb_step){"prefill", what, HELD + CHUNK, run_layer, &p, flop, bytes, COMPUTE_TARGET,
-                                  MEMORY_TARGET, KVB_COLD, KVB_SGEMM_MLA});
+        kvb_time_step(&(kvb_step){.group = "prefill", .step = what, .T = HELD + CHUNK, .run = run_layer, .ctx = &p,
+                                  .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = COMPUTE_TARGET,
+                                  .memory_target = MEMORY_TARGET, .repeats = KVB_COLD});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;
     }

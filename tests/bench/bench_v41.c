@@ -16,9 +16,11 @@
  *   attention     v4_attend_query over the W window rows and the K picks (the core csa2's three modes
  *                 share): 4·H·Dh·(W + K) flop
  *   layer         csa2_full_layer, csa2_reindex_layer, csa2_reuse_layer for the token (S 1): projections
- *                 (query latent and heads, index queries, grouped output), indexer and attention, flop
- *                 counted from each product; bytes = the weights read plus the keys scored and the rows
- *                 attended
+ *                 (query latent and heads, index queries, grouped output), indexer and attention:
+ *                 three phases in turn (bench.h), the weights streamed (2 flop a weight over its bytes),
+ *                 the scan or pool scan above and the attention above; the Reuse layer has no scan
+ * The scans are read against the sgemm ceiling at the indexer's shape (32 index heads), attention
+ * against MLA's.
  * The native rows read the source where the stack leaves it, in its stores (csa2_source over v4_rows
  * views: keys decoded per tile, entries per pick), with the index queries rounded to MXFP4; their
  * compute-bound verdicts use the dequantised-cache target.
@@ -265,13 +267,17 @@ static void time_stream(const char *name, v41_step *p, void (*run)(void *), doub
     print_stream(what, kvb_time_runs(run, p, repeats), bytes, target);
 }
 
-static void time_compute(const char *name, v41_step *p, void (*run)(void *), double flop, double bytes, int repeats)
+/* A step of the phases phase[KVB_PHASES] (bench.h). */
+static void time_compute(const char *name, v41_step *p, void (*run)(void *), const kvb_phase *phase, int repeats)
 {
     char step[96];
     const int native = p->fmt == CSA2_CACHE_NATIVE;
     snprintf(step, sizeof step, "V4.1 %s %s", name, native ? "native" : "f32");
-    kvb_time_step(&(kvb_step){"v41", step, p->T, run, p, flop, bytes, native ? NATIVE_TARGET : COMPUTE_TARGET,
-                              MEMORY_TARGET, repeats, KVB_SGEMM_MLA});
+    kvb_step s = {.group = "v41", .step = step, .T = p->T, .run = run, .ctx = p,
+                  .compute_target = native ? NATIVE_TARGET : COMPUTE_TARGET, .memory_target = MEMORY_TARGET,
+                  .repeats = repeats};
+    for (size_t i = 0; i < KVB_PHASES; i++) s.phase[i] = phase[i];
+    kvb_time_step(&s);
 }
 
 /* Every row of one context and store. */
@@ -283,7 +289,9 @@ static void bench_step(v41_step *p)
     const double key_row = p->fmt == CSA2_CACHE_NATIVE ? (double)p->held_keys.row_bytes : DI * sizeof(float);
     const double key_bytes = N * key_row;
     const double full_scored = (double)p->full_scored;
-    time_compute("Full scan", p, run_full_scan, score_flop(c, full_scored), key_bytes, scan_repeats);
+    const kvb_sgemm_shape index_shape = kvb_index_shape(c->indexer.n_heads);
+    const kvb_phase full_scan = {score_flop(c, full_scored), key_bytes, index_shape};
+    time_compute("Full scan", p, run_full_scan, (kvb_phase[KVB_PHASES]){full_scan}, scan_repeats);
     time_stream(p->fmt == CSA2_CACHE_NATIVE ? "V4.1 Full top-k native" : "V4.1 Full top-k f32", p, run_topk,
                 N * sizeof(float), 0, KVB_REPEATS);
     time_stream(p->fmt == CSA2_CACHE_NATIVE ? "V4.1 pool native" : "V4.1 pool f32", p, run_pool, N * sizeof(float), 0,
@@ -293,19 +301,21 @@ static void bench_step(v41_step *p)
     const double pool_scored = (double)p->scored;
     printf("v41: at %zuK the Full layer scores %.0f entries, the Reindex layer %.0f (its pool, at most %zu·%zu)\n",
            p->T / 1024, full_scored, pool_scored, p->s->pool_blocks, p->s->pool_block);
-    const double pool_bytes = pool_scored * key_row + N; /* the keys scored, the pool's N flags */
-    time_compute("Reindex pool", p, run_pool_scan, score_flop(p->reindex, pool_scored), pool_bytes, 0);
+    /* the keys scored, the pool's N flags */
+    const kvb_phase pool_scan = {score_flop(p->reindex, pool_scored), pool_scored * key_row + N, index_shape};
+    time_compute("Reindex pool", p, run_pool_scan, (kvb_phase[KVB_PHASES]){pool_scan}, 0);
     run_topk(p);
-    time_compute("attention", p, run_attention, attention_flop(c), attention_bytes(c), 0);
-    const double core = 2.0 * core_weights(c), core_bytes = core_weights(c) * sizeof(float);
-    const double iq = index_query_flop(c), iq_bytes = index_query_bytes(c);
+    const kvb_phase attention = {attention_flop(c), attention_bytes(c), KVB_SGEMM_MLA};
+    time_compute("attention", p, run_attention, (kvb_phase[KVB_PHASES]){attention}, 0);
+    /* the products every mode runs (query latent and heads, grouped output), and the index queries */
+    const kvb_phase weights = {2.0 * core_weights(c), core_weights(c) * sizeof(float), KVB_SGEMM_MLA};
+    const kvb_phase index_weights = {weights.flop + index_query_flop(c), weights.bytes + index_query_bytes(c),
+                                     KVB_SGEMM_MLA};
     if (p->T <= FULL_LAYER_MAX_T)
-        time_compute("Full layer", p, run_full_layer, core + iq + score_flop(c, full_scored) + attention_flop(c),
-                     core_bytes + iq_bytes + key_bytes + attention_bytes(c), 0);
-    time_compute("Reindex layer", p, run_reindex_layer,
-                 core + iq + score_flop(p->reindex, pool_scored) + attention_flop(c),
-                 core_bytes + iq_bytes + pool_bytes + attention_bytes(c), 0);
-    time_compute("Reuse layer", p, run_reuse_layer, core + attention_flop(c), core_bytes + attention_bytes(c), 0);
+        time_compute("Full layer", p, run_full_layer, (kvb_phase[KVB_PHASES]){index_weights, full_scan, attention}, 0);
+    time_compute("Reindex layer", p, run_reindex_layer, (kvb_phase[KVB_PHASES]){index_weights, pool_scan, attention},
+                 0);
+    time_compute("Reuse layer", p, run_reuse_layer, (kvb_phase[KVB_PHASES]){weights, attention}, 0);
 }
 
 /* ---- the group ---------------------------------------------------------------------------------------- */

@@ -6,22 +6,27 @@
  *   copy    memcpy of KVB_STREAM_BYTES: bytes copied (each read and written once)
  *   gather  KVB_GATHER_ROWS rows of KVB_GATHER_ROW bytes (V3.2's FP8 cache row) at random positions of
  *           KVB_STREAM_BYTES into a packed buffer: bytes gathered (a top-k read)
- *   sgemm   OpenBLAS at a skinny decode shape: for each tile of KVL_ATTEND_TILE cached rows and each
- *           group of query rows, S[Gq][tile] = Q[Gq][Dk]·K_tileᵀ and A[Gq][Dv] += S·V_tile, the two
- *           products of a tiled decode step (ref/core/attend.h) without the softmax. Two shapes:
- *             MLA  V3's absorbed step, one group of 128 query rows over [Dc | Dr] rows (Dk 576, Dv 512)
- *             GQA  the 67B's step, 8 groups of 8 query rows, each over its own 128 key and 128 value
- *                  columns of a [K | V] row of 2048
- *           Eight query rows leave OpenBLAS's 16-row kernel half idle and its packing of each tile
- *           read by eight rows instead of 128, so GQA's products run well below MLA's on the same
- *           machine: they are GQA's own ceiling. On 1 thread, and on 2 the way ref/core/attend.h
- *           threads a step: the rows halved, one single-threaded BLAS caller per half (kvl_run_parts). */
+ *   sgemm   OpenBLAS at a skinny decode shape: for each tile of cached rows and each group of query rows,
+ *           S[Gq][tile] = Q[Gq][Dk]·K_tileᵀ and, for attention, A[Gq][Dv] += S·V_tile: the products of a
+ *           tiled decode step (ref/core/attend.h) without the softmax, or of the indexer's scan
+ *           (ref/core/index_scan.h) without its weighing. Four shapes:
+ *             MLA    V3's absorbed step, one group of 128 query rows over [Dc | Dr] rows (Dk 576, Dv 512)
+ *             GQA    the 67B's step, 8 groups of 8 query rows, each over its own 128 key and 128 value
+ *                    columns of a [K | V] row of 2048
+ *             index  one token's index queries, 64 heads (V3.2, V4) or 32 (V4.1), against tiles of
+ *                    KVL_INDEX_KEY_TILE 128-wide keys, one product
+ *           Fewer query rows leave OpenBLAS's 16-row kernel partly idle and its packing of each tile
+ *           read by fewer rows, so the thinner products run below MLA's on the same machine: each is
+ *           the ceiling of the steps at its shape (the ratios to MLA's are printed). On 1 thread, and
+ *           on 2 the way ref/core/attend.h threads a step: the rows halved, one single-threaded BLAS
+ *           caller per half (kvl_run_parts). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attend.h"
 #include "bench.h"
+#include "index_scan.h"
 #include "linalg.h"
 #include "rng.h"
 
@@ -34,13 +39,26 @@
 
 typedef struct {
     const char *name, *family;
-    size_t Gq, groups, Dk, Dv, stride, v_off; /* group g's keys at g·Dk, its values at v_off + g·Dv */
+    size_t Gq, groups, Dk, Dv, stride, v_off; /* group g's keys at g·Dk, its values at v_off + g·Dv; Dv 0: no values */
+    size_t tile;                              /* cached rows a product reads */
 } sgemm_shape;
 
 static const sgemm_shape SHAPES[KVB_SGEMM_SHAPES] = {
-    {"MLA H128 576/512", "MLA", 128, 1, 576, 512, 576, 0},
-    {"GQA 8x8 128/128", "GQA", 8, 8, 128, 128, 2048, 1024},
+    [KVB_SGEMM_MLA] = {"MLA H128 576/512", "MLA", 128, 1, 576, 512, 576, 0, KVL_ATTEND_TILE},
+    [KVB_SGEMM_GQA] = {"GQA 8x8 128/128", "GQA", 8, 8, 128, 128, 2048, 1024, KVL_ATTEND_TILE},
+    [KVB_SGEMM_INDEX_H64] = {"index H64 128", "index H64", 64, 1, 128, 0, 128, 0, KVL_INDEX_KEY_TILE},
+    [KVB_SGEMM_INDEX_H32] = {"index H32 128", "index H32", 32, 1, 128, 0, 128, 0, KVL_INDEX_KEY_TILE},
 };
+/* The largest query block, accumulator and score tile of any shape. */
+#define SGEMM_MOST_Q (128 * 576)
+#define SGEMM_MOST_S (64 * KVL_INDEX_KEY_TILE)
+
+kvb_sgemm_shape kvb_index_shape(size_t n_heads)
+{
+    for (int k = KVB_SGEMM_INDEX_H64; k <= KVB_SGEMM_INDEX_H32; k++)
+        if (SHAPES[k].Gq == n_heads) return (kvb_sgemm_shape)k;
+    return KVB_SGEMM_MLA;
+}
 
 typedef struct {
     void *dst;
@@ -115,17 +133,17 @@ static void sgemm_part(void *ctx, size_t p)
 {
     const sgemm_job *j = ctx;
     const sgemm_shape *sh = j->sh;
+    const int n = (int)sh->tile;
     const size_t end = SGEMM_ROWS * (p + 1) / j->parts;
-    for (size_t t = SGEMM_ROWS * p / j->parts; t < end; t += KVL_ATTEND_TILE) {
+    for (size_t t = SGEMM_ROWS * p / j->parts; t < end; t += sh->tile) {
         const float *tile = j->rows + t * sh->stride;
         for (size_t g = 0; g < sh->groups; g++) {
-            float *acc = j->acc[p] + g * sh->Gq * sh->Dv;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sh->Gq, KVL_ATTEND_TILE, (int)sh->Dk, 1.0f,
-                        j->q + g * sh->Gq * sh->Dk, (int)sh->Dk, tile + g * sh->Dk, (int)sh->stride, 0.0f, j->s[p],
-                        KVL_ATTEND_TILE);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sh->Gq, (int)sh->Dv, KVL_ATTEND_TILE, 1.0f,
-                        j->s[p], KVL_ATTEND_TILE, tile + sh->v_off + g * sh->Dv, (int)sh->stride, 1.0f, acc,
-                        (int)sh->Dv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sh->Gq, n, (int)sh->Dk, 1.0f,
+                        j->q + g * sh->Gq * sh->Dk, (int)sh->Dk, tile + g * sh->Dk, (int)sh->stride, 0.0f, j->s[p], n);
+            if (sh->Dv)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sh->Gq, (int)sh->Dv, n, 1.0f, j->s[p], n,
+                            tile + sh->v_off + g * sh->Dv, (int)sh->stride, 1.0f, j->acc[p] + g * sh->Gq * sh->Dv,
+                            (int)sh->Dv);
         }
     }
 }
@@ -153,12 +171,11 @@ static int measure(void)
     const size_t bytes = KVB_STREAM_BYTES, rows = bytes / KVB_GATHER_ROW;
     uint8_t *src = malloc(bytes), *dst = malloc(bytes);
     size_t *pick = malloc(GATHER_ROWS * sizeof *pick);
-    /* the largest query block, scores and accumulator of either shape: 128 rows of 576, 128 of 512 */
-    const size_t most = 128 * 576;
+    const size_t most = SGEMM_MOST_Q;
     float *q = malloc(most * sizeof *q), *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
     int ok = src && dst && pick && q;
     for (size_t p = 0; p < SGEMM_PARTS; p++) {
-        s[p] = malloc(128 * KVL_ATTEND_TILE * sizeof *s[p]);
+        s[p] = malloc(SGEMM_MOST_S * sizeof *s[p]);
         acc[p] = calloc(most, sizeof *acc[p]);
         ok = ok && s[p] && acc[p];
     }
@@ -208,19 +225,6 @@ const kvb_ceiling_set *kvb_ceilings(void)
 
 void kvb_set_threads(int n) { kvl_set_threads(n); }
 
-double kvb_roofline_at(double flop, double bytes, kvb_sgemm_shape shape, int threads, int *compute)
-{
-    const kvb_ceiling_set *c = kvb_ceilings();
-    const double sgemm = c->sgemm_gflops[shape][threads > 1], memory = c->scan_gbps * flop / bytes;
-    *compute = sgemm <= memory;
-    return *compute ? sgemm : memory;
-}
-
-double kvb_roofline_gflops(double flop, double bytes, int threads, int *compute)
-{
-    return kvb_roofline_at(flop, bytes, KVB_SGEMM_MLA, threads, compute);
-}
-
 int kvb_group_ceilings(void)
 {
     const kvb_ceiling_set *c = kvb_ceilings();
@@ -245,10 +249,13 @@ int kvb_group_ceilings(void)
         kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(sh), sgemm_t[k][1].min,
                                  c->sgemm_gflops[k][1] / c->sgemm_gflops[k][0], "x", 2.0, 0.8, 0, 0, 0});
     }
-    /* how far below MLA's products GQA's thin ones run on this machine */
-    kvb_print_row(&(kvb_row){"ceilings", "sgemm GQA / MLA, 1 thread", sgemm_mib(&SHAPES[KVB_SGEMM_GQA]),
-                             sgemm_t[KVB_SGEMM_GQA][0].min,
-                             c->sgemm_gflops[KVB_SGEMM_GQA][0] / c->sgemm_gflops[KVB_SGEMM_MLA][0], "x", 0, 0, 0, 0,
-                             0});
+    /* how far below MLA's products the thinner ones run on this machine */
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) {
+        if (k == KVB_SGEMM_MLA) continue;
+        char what[64];
+        snprintf(what, sizeof what, "sgemm %s / MLA, 1 thread", SHAPES[k].family);
+        kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(&SHAPES[k]), sgemm_t[k][0].min,
+                                 c->sgemm_gflops[k][0] / c->sgemm_gflops[KVB_SGEMM_MLA][0], "x", 0, 0, 0, 0, 0});
+    }
     return 0;
 }

@@ -72,12 +72,57 @@ void kvb_print_row(const kvb_row *row)
                 verdict(row));
 }
 
+/* A step's bound: seconds, the part of them its compute-bound phases take, and the seconds its
+ * targets allow (each phase's bound over its target), on a machine whose sgemm runs at rate[shape]
+ * GFLOP/s and whose scan reads at the measured bandwidth. */
+typedef struct {
+    double seconds, compute_s, allowed_s;
+} step_bound;
+
+static step_bound bound_at(const kvb_step *s, const double rate[KVB_SGEMM_SHAPES])
+{
+    const double scan = kvb_ceilings()->scan_gbps;
+    step_bound b = {0, 0, 0};
+    for (size_t i = 0; i < KVB_PHASES; i++) {
+        const kvb_phase *p = &s->phase[i];
+        const double compute = p->flop * 1e-9 / rate[p->shape], memory = p->bytes * 1e-9 / scan;
+        const double t = compute >= memory ? compute : memory;
+        b.seconds += t;
+        b.compute_s += compute >= memory ? t : 0;
+        b.allowed_s += t / (compute >= memory ? s->compute_target : s->memory_target);
+    }
+    return b;
+}
+
+/* The bound on `threads` threads at the measured sgemm rates; with ideal_2x, the 1-thread rates doubled. */
+static step_bound bound_on(const kvb_step *s, int threads, int ideal_2x)
+{
+    double rate[KVB_SGEMM_SHAPES];
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++)
+        rate[k] = ideal_2x ? 2 * kvb_ceilings()->sgemm_gflops[k][0] : kvb_ceilings()->sgemm_gflops[k][threads > 1];
+    return bound_at(s, rate);
+}
+
+static double step_flop(const kvb_step *s)
+{
+    double f = 0;
+    for (size_t i = 0; i < KVB_PHASES; i++) f += s->phase[i].flop;
+    return f;
+}
+
+static double step_bytes(const kvb_step *s)
+{
+    double b = 0;
+    for (size_t i = 0; i < KVB_PHASES; i++) b += s->phase[i].bytes;
+    return b;
+}
+
 void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads)
 {
-    int compute;
-    const double roof = kvb_roofline_at(s->flop, s->bytes, s->shape, threads, &compute);
-    kvb_print_row(&(kvb_row){s->group, what, s->bytes / KVB_MIB, t.median, s->flop * 1e-9 / t.median, "GF/s", roof,
-                             compute ? s->compute_target : s->memory_target, t.min, t.max, s->flop * 1e-9});
+    const step_bound b = bound_on(s, threads, 0);
+    const double flop = step_flop(s);
+    kvb_print_row(&(kvb_row){s->group, what, step_bytes(s) / KVB_MIB, t.median, flop * 1e-9 / t.median, "GF/s",
+                             flop * 1e-9 / b.seconds, b.seconds / b.allowed_s, t.min, t.max, flop * 1e-9});
 }
 
 static kvb_time time_once(void (*run)(void *ctx), void *ctx)
@@ -92,8 +137,8 @@ kvb_time kvb_time_step(const kvb_step *s)
 {
     char what[128];
     kvb_time t[2];
-    int compute;
-    kvb_roofline_at(s->flop, s->bytes, s->shape, 1, &compute);
+    const step_bound one = bound_on(s, 1, 0);
+    const int compute = 2 * one.compute_s >= one.seconds;
     for (int th = 0; th < 1 + compute; th++) {
         kvb_progress("%s: %s %zuK, %d thread(s)", s->group, s->step, s->T / 1024, th + 1);
         kvb_set_threads(th + 1);
@@ -105,8 +150,8 @@ kvb_time kvb_time_step(const kvb_step *s)
     kvb_set_threads(1);
     if (compute) {
         snprintf(what, sizeof what, "%s %zuK 2T/1T", s->step, s->T / 1024);
-        kvb_print_row(&(kvb_row){s->group, what, s->bytes / KVB_MIB, t[1].median, t[0].median / t[1].median, "x", 2.0,
-                                 KVB_SCALING_TARGET, 0, 0, 0});
+        kvb_print_row(&(kvb_row){s->group, what, step_bytes(s) / KVB_MIB, t[1].median, t[0].median / t[1].median, "x",
+                                 one.seconds / bound_on(s, 1, 1).seconds, KVB_SCALING_TARGET, 0, 0, 0});
     }
     return t[0];
 }
