@@ -6,22 +6,17 @@
 #include "device.cuh"
 
 #include "ced_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 int ced_prefill_cuda(float *h_enc, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache_cuda *c,
                      const float *x, size_t S)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     if (!h_enc || !x || !c || S == 0) return kvl_fail(KVL_EINVAL, "%s: NULL argument or no tokens", __func__);
     const size_t E = s->n_encoder;
-    if (h_enc != x) TRY(kvl_cuda_copy(h_enc, x, S * s->d * sizeof *h_enc));
-    TRY(csa2_stack_prefill_layers_cuda(h_enc, s, w, c, 0, E, S));
-    if (s->layers[E].kind == KVL_LAYER_FULL) TRY(csa2_stack_push_source_cuda(s, w, c, E, h_enc, S));
+    if (h_enc != x) KVL_TRY(kvl_cuda_copy(h_enc, x, S * s->d * sizeof *h_enc));
+    KVL_TRY(csa2_stack_prefill_layers_cuda(h_enc, s, w, c, 0, E, S));
+    if (s->layers[E].kind == KVL_LAYER_FULL) KVL_TRY(csa2_stack_push_source_cuda(s, w, c, E, h_enc, S));
     c->len += S;
     for (size_t l = E; l < s->n_layers; l++) csa2_rows_restart_cuda(&c->window[l], c->len);
     return KVL_OK;
@@ -30,13 +25,13 @@ int ced_prefill_cuda(float *h_enc, const csa2_stack_config *s, const csa2_stack_
 int ced_encoder_replay_cuda(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache_cuda *c,
                             size_t from)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     return csa2_stack_replay_layers_cuda(h, NULL, s, w, c, 0, s->n_encoder, from);
 }
 
 int ced_decoder_replay_cuda(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache_cuda *c,
                             size_t from)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     return csa2_stack_replay_layers_cuda(h, NULL, s, w, c, s->n_encoder, s->n_layers, from);
 }

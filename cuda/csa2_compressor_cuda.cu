@@ -11,12 +11,7 @@
 #include "csa2_compressor_cuda.h"
 #include "linalg_cuda.h"
 #include "norm_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 #define POOL_THREADS 256
 
@@ -34,7 +29,7 @@ int check_call(const char *fn, const csa2_compressor_config *c, const csa2_compr
 int project(float *a, float *z, const csa2_compressor_config *c, const csa2_compressor_weights *w, const float *x,
             size_t S)
 {
-    TRY(kvl_matmul_abt_f32_cuda(a, x, w->w_c, S, c->width, c->d));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(a, x, w->w_c, S, c->width, c->d));
     return c->ratio > 1 ? kvl_matmul_abt_f32_cuda(z, x, w->w_z, S, c->width, c->d) : KVL_OK;
 }
 
@@ -54,18 +49,18 @@ int pool(float *L, const float *a, const float *z, size_t n, size_t c, size_t M,
 int csa2_compressor_forward_cuda(float *L, const csa2_compressor_config *c, const csa2_compressor_weights *w,
                                  const float *x, size_t T, kvl_workspace *work)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, cw = c->width, N = T / M, used = N * M;
     if (N == 0) return KVL_OK;
     if (!L || !x || !work) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (used > SIZE_MAX / sizeof(float) / cw / 2) return kvl_fail(KVL_EINVAL, "%s: %zu tokens overflow", __func__, T);
     if (M == 1) {
-        TRY(project(L, NULL, c, w, x, N));
+        KVL_TRY(project(L, NULL, c, w, x, N));
     } else {
-        TRY(kvl_workspace_reserve(work, 2 * used * cw * sizeof(float)));
+        KVL_TRY(kvl_workspace_reserve(work, 2 * used * cw * sizeof(float)));
         float *a = static_cast<float *>(work->p), *z = a + used * cw;
-        TRY(project(a, z, c, w, x, used));
-        TRY(pool(L, a, z, N, cw, M, __func__));
+        KVL_TRY(project(a, z, c, w, x, used));
+        KVL_TRY(pool(L, a, z, N, cw, M, __func__));
     }
     return kvl_rmsnorm_f32_cuda(L, L, w->norm, N, cw, cw, c->norm_eps);
 }
@@ -78,7 +73,7 @@ int csa2_compressor_state_init_cuda(csa2_compressor_state_cuda *s, const csa2_co
     if (c->ratio > SIZE_MAX / sizeof(float) / c->width / 2)
         return kvl_fail(KVL_EINVAL, "%s: %zu x %zu overflows", __func__, c->ratio, c->width);
     float *a = NULL;
-    TRY(kvl_cuda_alloc(reinterpret_cast<void **>(&a), 2 * c->ratio * c->width * sizeof(float)));
+    KVL_TRY(kvl_cuda_alloc(reinterpret_cast<void **>(&a), 2 * c->ratio * c->width * sizeof(float)));
     const int err = kvl_cuda_fill(a, 0, 2 * c->ratio * c->width * sizeof(float));
     if (err != KVL_OK) {
         kvl_cuda_free(a);
@@ -102,7 +97,7 @@ int csa2_compressor_push_cuda(float *L, size_t *n_new, const csa2_compressor_con
                               const csa2_compressor_weights *w, csa2_compressor_state_cuda *s, const float *x,
                               size_t S)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, cw = c->width;
     if (!n_new || !s || !s->a || s->M != M || s->c != cw)
         return kvl_fail(KVL_EINVAL, "%s: the state was not made for this compressor", __func__);
@@ -110,20 +105,20 @@ int csa2_compressor_push_cuda(float *L, size_t *n_new, const csa2_compressor_con
     if (S == 0) return KVL_OK;
     if (!x || ((s->pos + S) / M > s->pos / M && !L)) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (S > SIZE_MAX / sizeof(float) / cw / 2) return kvl_fail(KVL_EINVAL, "%s: %zu tokens overflow", __func__, S);
-    TRY(kvl_workspace_reserve(&s->work, 2 * S * cw * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&s->work, 2 * S * cw * sizeof(float)));
     float *a = static_cast<float *>(s->work.p), *z = a + S * cw;
-    TRY(project(a, z, c, w, x, S));
+    KVL_TRY(project(a, z, c, w, x, S));
     size_t n = 0;
     for (size_t i = 0; i < S; i++, s->pos++) {
         const size_t r = s->pos % M;
-        TRY(kvl_cuda_copy(s->a + r * cw, a + i * cw, cw * sizeof(float)));
-        if (M > 1) TRY(kvl_cuda_copy(s->z + r * cw, z + i * cw, cw * sizeof(float)));
+        KVL_TRY(kvl_cuda_copy(s->a + r * cw, a + i * cw, cw * sizeof(float)));
+        if (M > 1) KVL_TRY(kvl_cuda_copy(s->z + r * cw, z + i * cw, cw * sizeof(float)));
         if (r + 1 < M) continue;
-        if (M == 1) TRY(kvl_cuda_copy(L + n * cw, s->a, cw * sizeof(float)));
-        else TRY(pool(L + n * cw, s->a, s->z, 1, cw, M, __func__));
+        if (M == 1) KVL_TRY(kvl_cuda_copy(L + n * cw, s->a, cw * sizeof(float)));
+        else KVL_TRY(pool(L + n * cw, s->a, s->z, 1, cw, M, __func__));
         n++;
     }
-    if (n) TRY(kvl_rmsnorm_f32_cuda(L, L, w->norm, n, cw, cw, c->norm_eps));
+    if (n) KVL_TRY(kvl_rmsnorm_f32_cuda(L, L, w->norm, n, cw, cw, c->norm_eps));
     *n_new = n;
     return KVL_OK;
 }

@@ -15,12 +15,7 @@
 #include "rope_cuda.h"
 #include "topk_cuda.h"
 #include "v4_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 #define SCALE_THREADS 256
 
@@ -42,7 +37,7 @@ int csa2_main_entry_cuda(float *Z, const csa2_config *c, const float *L, size_t 
     if (!Z || !L) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (c->ratio == 0) return kvl_fail(KVL_EINVAL, "%s: a window-only layer has no entries", __func__);
     const size_t Dh = c->core.head_dim;
-    if (Z != L) TRY(kvl_cuda_copy(Z, L, n * Dh * sizeof(float)));
+    if (Z != L) KVL_TRY(kvl_cuda_copy(Z, L, n * Dh * sizeof(float)));
     return kvl_rope_rotate_heads_interleaved_cuda(Z, n, Dh, Dh - c->core.rope.Dr, 1, 0, &c->core.rope,
                                                   static_cast<int64_t>(first * c->ratio) + c->core.rope_offset,
                                                   c->ratio);
@@ -61,12 +56,12 @@ int csa2_source_push_cuda(float *Z, float *keys, size_t *n_new, const csa2_confi
     if (n_max == 0) return csa2_compressor_push_cuda(NULL, n_new, &c->compressor, &w->compressor, st, x, S);
     if (!Z || !keys) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     if (n_max > SIZE_MAX / sizeof(float) / Dh) return kvl_fail(KVL_EINVAL, "%s: %zu entries overflow", __func__, n_max);
-    TRY(kvl_workspace_reserve(work, n_max * Dh * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, n_max * Dh * sizeof(float)));
     float *L = static_cast<float *>(work->p);
     size_t n = 0;
-    TRY(csa2_compressor_push_cuda(L, &n, &c->compressor, &w->compressor, st, x, S));
-    TRY(csa2_index_keys_cuda(keys, &c->indexer, w->w_ik, w->ik_norm, L, n, first));
-    TRY(csa2_main_entry_cuda(Z, c, L, n, first));
+    KVL_TRY(csa2_compressor_push_cuda(L, &n, &c->compressor, &w->compressor, st, x, S));
+    KVL_TRY(csa2_index_keys_cuda(keys, &c->indexer, w->w_ik, w->ik_norm, L, n, first));
+    KVL_TRY(csa2_main_entry_cuda(Z, c, L, n, first));
     *n_new = n;
     return KVL_OK;
 }
@@ -100,28 +95,29 @@ int csa2_attend_cuda(float *o, const csa2_config *c, const float *sinks, const f
                      size_t win_first, const void *entries, size_t N, const int32_t *sel, size_t S, size_t start,
                      csa2_cuda_store store, kvl_workspace *work)
 {
-    TRY(check_attend(c, entries, N, sel, start, win_first, store));
+    KVL_TRY(check_attend(c, entries, N, sel, start, win_first, store));
     if (S == 0) return KVL_OK;
     if (!o || !q || !win || !sinks || !work) return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: NULL array");
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, K = c->kind == KVL_LAYER_WINDOW ? 0 : c->indexer.topk;
     const size_t nk = c->core.window + K, split = KVL_DECODE_SPLIT;
     const kvl_attend_shape sh{S, H, H, Dh, Dh, 1, 0, 0, nk, split, kvl_div_up(nk, split), 0,
                               static_cast<float>(1.0 / sqrt(static_cast<double>(Dh)))};
-    TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
     float *part = static_cast<float *>(work->p);
-    if (K) TRY(kvl_selection_check_cuda(sel, S * K, N, reinterpret_cast<unsigned *>(part + kvl_attend_work_floats(sh)),
-                                        "csa2_attend_cuda"));
+    if (K)
+        KVL_TRY(kvl_selection_check_cuda(sel, S * K, N,
+                                         reinterpret_cast<unsigned *>(part + kvl_attend_work_floats(sh)), "csa2_attend_cuda"));
     const kvl_csa2_keys keys{static_cast<const uint8_t *>(win), static_cast<const uint8_t *>(entries),
                              csa2_cuda_window_bytes(store, Dh), csa2_cuda_entry_bytes(store, Dh), win_first, start,
                              c->core.window, sel, K};
-    TRY(store == CSA2_CUDA_NATIVE
-            ? kvl_gather_attend_two_cuda<kvl_rows_v41_window, kvl_rows_v41_main>(o, q, sh, keys, sinks, part)
-            : kvl_gather_attend_cuda<kvl_rows_f32>(o, q, sh, keys, sinks, part));
+    KVL_TRY(store == CSA2_CUDA_NATIVE
+                ? kvl_gather_attend_two_cuda<kvl_rows_v41_window, kvl_rows_v41_main>(o, q, sh, keys, sinks, part)
+                : kvl_gather_attend_cuda<kvl_rows_f32>(o, q, sh, keys, sinks, part));
     /* ō: the trailing Dr channels of every head rotated back at the query's rotary position */
     for (size_t i = 0; i < S; i++)
-        TRY(kvl_rope_rotate_heads_interleaved_cuda(o + i * H * Dh, 1, H * Dh, Dh - c->core.rope.Dr, H, Dh,
-                                                   &c->core.rope,
-                                                   -(static_cast<int64_t>(start + i) + c->core.rope_offset), 0));
+        KVL_TRY(kvl_rope_rotate_heads_interleaved_cuda(o + i * H * Dh, 1, H * Dh, Dh - c->core.rope.Dr, H, Dh,
+                                                       &c->core.rope,
+                                                       -(static_cast<int64_t>(start + i) + c->core.rope_offset), 0));
     return KVL_OK;
 }
 
@@ -154,7 +150,7 @@ int buffers_alloc(layer_buffers *b, const csa2_config *c, size_t S, size_t N, kv
         if (sizes[i] > SIZE_MAX / sizeof(float) / 8) return kvl_fail(KVL_EINVAL, "csa2: a chunk of %zu overflows", S);
         total += sizes[i];
     }
-    TRY(kvl_workspace_reserve(work, total * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, total * sizeof(float)));
     float *p = static_cast<float *>(work->p);
     float **fields[6] = {&b->cq, &b->q, &b->o, &b->q_idx, &b->w_idx, &b->I};
     for (size_t i = 0; i < 6; p += sizes[i], i++) *fields[i] = p;
@@ -188,9 +184,9 @@ int queries(layer_buffers *b, const csa2_config *c, const csa2_weights *w, const
 {
     const v4_config *k = &c->core;
     const size_t S = ch->S, Dq = k->q_lora_rank, H = k->n_heads, Dh = k->head_dim;
-    TRY(kvl_matmul_abt_f32_cuda(b->cq, ch->x, w->core.w_dq, S, Dq, k->d));
-    TRY(kvl_rmsnorm_f32_cuda(b->cq, b->cq, w->core.q_norm, S, Dq, Dq, k->norm_eps));
-    TRY(kvl_matmul_abt_f32_cuda(b->q, b->cq, w->core.w_uq, S, H * Dh, Dq));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(b->cq, ch->x, w->core.w_dq, S, Dq, k->d));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(b->cq, b->cq, w->core.q_norm, S, Dq, Dq, k->norm_eps));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(b->q, b->cq, w->core.w_uq, S, H * Dh, Dq));
     return kvl_rope_rotate_heads_interleaved_cuda(b->q, S, H * Dh, Dh - k->rope.Dr, H, Dh, &k->rope,
                                                   static_cast<int64_t>(ch->start) + k->rope_offset, 1);
 }
@@ -201,10 +197,10 @@ int index_queries(layer_buffers *b, const csa2_config *c, const csa2_weights *w,
 {
     const csa2_indexer_config *ix = &c->indexer;
     const size_t S = ch->S, HI = ix->n_heads, DI = ix->head_dim;
-    TRY(kvl_matmul_abt_f32_cuda(b->q_idx, b->cq, w->w_iq, S, HI * DI, ix->q_lora_rank));
-    TRY(kvl_rope_rotate_heads_interleaved_cuda(b->q_idx, S, HI * DI, DI - ix->rope.Dr, HI, DI, &ix->rope,
-                                               static_cast<int64_t>(ch->start) + c->core.rope_offset, 1));
-    TRY(kvl_matmul_abt_f32_cuda(b->w_idx, ch->x, w->w_iw, S, HI, ix->d));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(b->q_idx, b->cq, w->w_iq, S, HI * DI, ix->q_lora_rank));
+    KVL_TRY(kvl_rope_rotate_heads_interleaved_cuda(b->q_idx, S, HI * DI, DI - ix->rope.Dr, HI, DI, &ix->rope,
+                                                   static_cast<int64_t>(ch->start) + c->core.rope_offset, 1));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(b->w_idx, ch->x, w->w_iw, S, HI, ix->d));
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(HI * DI)));
     if (kvl_div_up(S * HI, SCALE_THREADS) > 0x7FFFFFFFu)
         return kvl_fail(KVL_EINVAL, "csa2: %zu index weights are more than one launch takes", S * HI);
@@ -225,8 +221,8 @@ int attend_and_output(float *out, const csa2_config *c, const csa2_weights *w, l
                       const csa2_chunk_cuda *ch, const csa2_source_cuda *src, const int32_t *sel,
                       csa2_work_cuda *work)
 {
-    TRY(csa2_attend_cuda(b->o, c, w->core.sinks, b->q, ch->win, ch->win_first, src ? src->entries : NULL,
-                         src ? src->N : 0, sel, ch->S, ch->start, ch->store, &work->scratch));
+    KVL_TRY(csa2_attend_cuda(b->o, c, w->core.sinks, b->q, ch->win, ch->win_first, src ? src->entries : NULL,
+                             src ? src->N : 0, sel, ch->S, ch->start, ch->store, &work->scratch));
     return v4_output_cuda(out, &c->core, w->core.w_oa, w->core.w_ob, b->o, ch->S, &work->scratch);
 }
 
@@ -235,27 +231,27 @@ int attend_and_output(float *out, const csa2_config *c, const csa2_weights *w, l
 int csa2_window_layer_cuda(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk_cuda *ch,
                            csa2_work_cuda *work)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_WINDOW, w, ch, work));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_WINDOW, w, ch, work));
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
-    TRY(queries(&b, c, w, ch));
+    KVL_TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    KVL_TRY(queries(&b, c, w, ch));
     return attend_and_output(out, c, w, &b, ch, NULL, NULL, work);
 }
 
 int csa2_full_layer_cuda(float *out, int32_t *sel, float *I, const csa2_config *c, const csa2_weights *w,
                          const csa2_source_cuda *src, const csa2_chunk_cuda *ch, csa2_work_cuda *work)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch, work));
-    TRY(check_source(__func__, src, 1));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch, work));
+    KVL_TRY(check_source(__func__, src, 1));
     if (!out || !sel || (src->N && !I)) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const csa2_indexer_config *ix = &c->indexer;
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
-    TRY(queries(&b, c, w, ch));
-    TRY(index_queries(&b, c, w, src, ch, &work->scratch));
-    if (src->N) TRY(csa2_index_scores_all_cuda(I, ix, b.q_idx, b.w_idx, src->keys, ch->S, src->N, ch->start));
-    TRY(top_k(sel, I, ch->S, src->N, ix->topk));
+    KVL_TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    KVL_TRY(queries(&b, c, w, ch));
+    KVL_TRY(index_queries(&b, c, w, src, ch, &work->scratch));
+    if (src->N) KVL_TRY(csa2_index_scores_all_cuda(I, ix, b.q_idx, b.w_idx, src->keys, ch->S, src->N, ch->start));
+    KVL_TRY(top_k(sel, I, ch->S, src->N, ix->topk));
     return attend_and_output(out, c, w, &b, ch, src, sel, work);
 }
 
@@ -263,30 +259,31 @@ int csa2_reindex_layer_cuda(float *out, int32_t *sel, const csa2_config *c, cons
                             const csa2_source_cuda *src, const uint8_t *pool, const csa2_chunk_cuda *ch,
                             csa2_work_cuda *work)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch, work));
-    TRY(check_source(__func__, src, 1));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch, work));
+    KVL_TRY(check_source(__func__, src, 1));
     if (!out || !sel) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const csa2_indexer_config *ix = &c->indexer;
     const size_t S = ch->S, N = src->N;
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, S, N, &work->buffers));
-    TRY(queries(&b, c, w, ch));
-    TRY(index_queries(&b, c, w, src, ch, &work->scratch));
-    if (N && pool) TRY(csa2_index_scores_pool_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, pool, S, N, &work->scratch));
-    if (N && !pool) TRY(csa2_index_scores_all_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, S, N, ch->start));
-    TRY(top_k(sel, b.I, S, N, ix->topk));
+    KVL_TRY(buffers_alloc(&b, c, S, N, &work->buffers));
+    KVL_TRY(queries(&b, c, w, ch));
+    KVL_TRY(index_queries(&b, c, w, src, ch, &work->scratch));
+    if (N && pool)
+        KVL_TRY(csa2_index_scores_pool_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, pool, S, N, &work->scratch));
+    if (N && !pool) KVL_TRY(csa2_index_scores_all_cuda(b.I, ix, b.q_idx, b.w_idx, src->keys, S, N, ch->start));
+    KVL_TRY(top_k(sel, b.I, S, N, ix->topk));
     return attend_and_output(out, c, w, &b, ch, src, sel, work);
 }
 
 int csa2_reuse_layer_cuda(float *out, const csa2_config *c, const csa2_weights *w, const csa2_source_cuda *src,
                           const int32_t *sel, const csa2_chunk_cuda *ch, csa2_work_cuda *work)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch, work));
-    TRY(check_source(__func__, src, 0));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch, work));
+    KVL_TRY(check_source(__func__, src, 0));
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
-    TRY(queries(&b, c, w, ch));
+    KVL_TRY(buffers_alloc(&b, c, ch->S, 0, &work->buffers));
+    KVL_TRY(queries(&b, c, w, ch));
     return attend_and_output(out, c, w, &b, ch, src, sel, work);
 }
 
@@ -299,7 +296,7 @@ int upload_block(float **dev, const float *host, size_t n)
 {
     *dev = NULL;
     if (n == 0) return KVL_OK;
-    TRY(kvl_cuda_alloc(reinterpret_cast<void **>(dev), n * sizeof(float)));
+    KVL_TRY(kvl_cuda_alloc(reinterpret_cast<void **>(dev), n * sizeof(float)));
     const int rc = kvl_cuda_upload(*dev, host, n * sizeof(float));
     if (rc != KVL_OK) {
         kvl_cuda_free(*dev);
@@ -322,7 +319,7 @@ int csa2_weights_to_cuda(csa2_weights *dev, const csa2_weights *host)
     if (!host || !host->core.block) return kvl_fail(KVL_EINVAL, "%s: no host weights", __func__);
     const v4_weights *hc = &host->core;
     v4_weights *dc = &dev->core;
-    TRY(upload_block(&dc->block, hc->block, hc->n_floats));
+    KVL_TRY(upload_block(&dc->block, hc->block, hc->n_floats));
     const int rc = upload_block(&dev->block, host->block, host->n_floats);
     if (rc != KVL_OK) {
         csa2_weights_free_cuda(dev);

@@ -15,13 +15,8 @@
 
 extern "C" {
 #include "block.h"
+#include "status.h"
 }
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
 
 #define POOL_THREADS 256
 
@@ -49,8 +44,8 @@ int csa2_index_keys_cuda(float *keys, const csa2_indexer_config *c, const float 
     if (n == 0) return KVL_OK;
     if (!keys || !w_ik || !ik_norm || !L) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     const size_t DI = c->head_dim;
-    TRY(kvl_matmul_abt_f32_cuda(keys, L, w_ik, n, DI, c->width));
-    TRY(kvl_rmsnorm_f32_cuda(keys, keys, ik_norm, n, DI, DI, c->norm_eps));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(keys, L, w_ik, n, DI, c->width));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(keys, keys, ik_norm, n, DI, DI, c->norm_eps));
     return kvl_rope_rotate_heads_interleaved_cuda(keys, n, DI, DI - c->rope.Dr, 1, 0, &c->rope,
                                                   static_cast<int64_t>(first * c->ratio) + c->rope_offset, c->ratio);
 }
@@ -62,7 +57,7 @@ int csa2_index_round_mxfp4_cuda(float *v, size_t n, size_t DI, kvl_workspace *wo
     if (!v || !work) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (n > SIZE_MAX / DI) return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu overflow", __func__, n, DI);
     const size_t len = n * DI;
-    TRY(kvl_workspace_reserve(work, len / 2 + len / 32));
+    KVL_TRY(kvl_workspace_reserve(work, len / 2 + len / 32));
     uint8_t *codes = static_cast<uint8_t *>(work->p), *scales = codes + len / 2;
     int err = kvf_quant_mxfp4_rceil_cuda(codes, scales, v, len);
     if (err == KVF_OK) err = kvf_dequant_mxfp4_cuda(v, codes, scales, len);
@@ -90,7 +85,7 @@ int csa2_index_scores_pool_cuda(float *I, const csa2_indexer_config *c, const fl
     if (N > INT32_MAX || S > 65535 || smem > KVL_SMEM_OPTIN)
         return kvl_fail(KVL_EINVAL, "%s: %zu index heads of %zu channels, %zu entries, %zu queries are more than the "
                         "kernels take", __func__, sh.HI, sh.DI, N, S);
-    TRY(kvl_workspace_reserve(work, S * (N + p.C + 1) * sizeof(int32_t)));
+    KVL_TRY(kvl_workspace_reserve(work, S * (N + p.C + 1) * sizeof(int32_t)));
     int32_t *list = static_cast<int32_t *>(work->p);
     unsigned *n_in = reinterpret_cast<unsigned *>(list + S * N), *n_pool = n_in + S * p.C;
     const dim3 chunks(static_cast<unsigned>(p.C), static_cast<unsigned>(S));
@@ -116,11 +111,11 @@ int csa2_candidate_pool_cuda(uint8_t *pool, const float *I, size_t S, size_t N, 
     const kvl_pool_shape_v41 p{S, N, start, M, block, N / block + 1, n_blocks};
     if (kvl_div_up(S * (p.NB > N ? p.NB : N), POOL_THREADS) > 0x7FFFFFFFu)
         return kvl_fail(KVL_EINVAL, "%s: %zu queries over %zu entries are more than one launch takes", __func__, S, N);
-    TRY(kvl_workspace_reserve(work, S * (p.NB * sizeof(float) + n_blocks * sizeof(int32_t))));
+    KVL_TRY(kvl_workspace_reserve(work, S * (p.NB * sizeof(float) + n_blocks * sizeof(int32_t))));
     float *bs = static_cast<float *>(work->p);
     int32_t *pick = reinterpret_cast<int32_t *>(bs + S * p.NB);
     CUDA_CHECK(KVL_LAUNCH(kvl_block_scores_kernel, grid_of(S * p.NB), POOL_THREADS, 0, bs, I, p));
-    TRY(kvl_topk_cuda(pick, bs, S, p.NB, n_blocks));
+    KVL_TRY(kvl_topk_cuda(pick, bs, S, p.NB, n_blocks));
     CUDA_CHECK(KVL_LAUNCH(kvl_pool_mark_kernel, grid_of(S * N), POOL_THREADS, 0, pool, pick, p));
     return KVL_OK;
 }

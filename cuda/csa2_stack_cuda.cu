@@ -17,12 +17,7 @@ extern "C" {
 #include "norm_cuda.h"
 #include "rope_cuda.h"
 #include "rows_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 #define ADD_THREADS 256
 
@@ -87,7 +82,7 @@ int rows_gather(uint8_t *dst, const csa2_rows_cuda *r, size_t first, size_t n)
 {
     for (size_t done = 0; done < n;) {
         const size_t slot = (first + done) % r->slots, run = r->slots - slot < n - done ? r->slots - slot : n - done;
-        TRY(kvl_cuda_copy(dst + done * r->row_bytes, r->bytes + slot * r->row_bytes, run * r->row_bytes));
+        KVL_TRY(kvl_cuda_copy(dst + done * r->row_bytes, r->bytes + slot * r->row_bytes, run * r->row_bytes));
         done += run;
     }
     return KVL_OK;
@@ -99,7 +94,7 @@ int rows_append_stored(csa2_rows_cuda *r, const uint8_t *src, size_t n)
     const size_t skip = n > r->slots ? n - r->slots : 0;
     for (size_t done = skip; done < n;) {
         const size_t slot = (r->len + done) % r->slots, run = r->slots - slot < n - done ? r->slots - slot : n - done;
-        TRY(kvl_cuda_copy(r->bytes + slot * r->row_bytes, src + done * r->row_bytes, run * r->row_bytes));
+        KVL_TRY(kvl_cuda_copy(r->bytes + slot * r->row_bytes, src + done * r->row_bytes, run * r->row_bytes));
         done += run;
     }
     r->len += n;
@@ -119,7 +114,7 @@ int rows_append_values(csa2_rows_cuda *r, const float *x, size_t n)
 {
     if (r->len + n > r->slots)
         return kvl_fail(KVL_EINVAL, "csa2 stack: %zu rows after %zu exceed the %zu slots", n, r->len, r->slots);
-    TRY(rows_pack(r->bytes + r->len * r->row_bytes, r, x, n));
+    KVL_TRY(rows_pack(r->bytes + r->len * r->row_bytes, r, x, n));
     r->len += n;
     return KVL_OK;
 }
@@ -144,8 +139,8 @@ int csa2_rows_read_cuda(float *out, const csa2_rows_cuda *r, size_t first, size_
     if (r->layout == KVF_N_ROW) return rows_gather(reinterpret_cast<uint8_t *>(out), r, first, n);
     for (size_t done = 0; done < n;) {
         const size_t slot = (first + done) % r->slots, run = r->slots - slot < n - done ? r->slots - slot : n - done;
-        TRY(row_status(kvf_row_unpack_cuda(r->layout, out + done * r->width, r->bytes + slot * r->row_bytes, run),
-                       __func__));
+        KVL_TRY(row_status(kvf_row_unpack_cuda(r->layout, out + done * r->width, r->bytes + slot * r->row_bytes, run),
+                           __func__));
         done += run;
     }
     return KVL_OK;
@@ -251,9 +246,9 @@ void pass_free(pass *p)
 int source_read(pass *p, csa2_cache_cuda *c, const csa2_config *lc, size_t l)
 {
     const size_t N = c->entries[l].len, DI = lc->indexer.head_dim;
-    TRY(kvl_workspace_reserve(&c->work.keys[l], (N ? N : 1) * DI * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&c->work.keys[l], (N ? N : 1) * DI * sizeof(float)));
     float *keys = static_cast<float *>(c->work.keys[l].p);
-    TRY(csa2_rows_read_cuda(keys, &c->keys[l], 0, N));
+    KVL_TRY(csa2_rows_read_cuda(keys, &c->keys[l], 0, N));
     p->src[l] = csa2_source_cuda{c->entries[l].bytes, keys, N, c->store == CSA2_CUDA_NATIVE};
     return KVL_OK;
 }
@@ -265,11 +260,11 @@ int source_push(csa2_cache_cuda *c, const csa2_config *lc, const csa2_weights *w
     csa2_compressor_state_cuda *st = &c->state[l];
     const size_t M = lc->ratio, Dh = lc->core.head_dim, DI = lc->indexer.head_dim;
     const size_t n_max = (st->pos + S) / M - st->pos / M;
-    TRY(kvl_workspace_reserve(&c->work.fresh, (aligned(n_max * Dh) + n_max * DI + 1) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&c->work.fresh, (aligned(n_max * Dh) + n_max * DI + 1) * sizeof(float)));
     float *Z = static_cast<float *>(c->work.fresh.p), *K = Z + aligned(n_max * Dh);
     size_t n_new = 0;
-    TRY(csa2_source_push_cuda(Z, K, &n_new, lc, w, st, n, S, &c->work.latents));
-    TRY(rows_append_values(&c->entries[l], Z, n_new));
+    KVL_TRY(csa2_source_push_cuda(Z, K, &n_new, lc, w, st, n, S, &c->work.latents));
+    KVL_TRY(rows_append_values(&c->entries[l], Z, n_new));
     return rows_append_values(&c->keys[l], K, n_new);
 }
 
@@ -280,7 +275,7 @@ typedef int (*source_fill)(pass *p, csa2_cache_cuda *c, const csa2_config *lc, c
 int fill_by_push(pass *p, csa2_cache_cuda *c, const csa2_config *lc, const csa2_weights *w, size_t l, const float *n,
                  size_t S)
 {
-    TRY(source_push(c, lc, w, l, n, S));
+    KVL_TRY(source_push(c, lc, w, l, n, S));
     return source_read(p, c, lc, l);
 }
 
@@ -296,8 +291,8 @@ int fill_as_held(pass *p, csa2_cache_cuda *c, const csa2_config *lc, const csa2_
 int window_rows(float *kv, const v4_config *k, const v4_weights *w, const float *n, size_t S, int64_t pos0)
 {
     const size_t Dh = k->head_dim;
-    TRY(kvl_matmul_abt_f32_cuda(kv, n, w->w_kv, S, Dh, k->d));
-    TRY(kvl_rmsnorm_f32_cuda(kv, kv, w->kv_norm, S, Dh, Dh, k->norm_eps));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(kv, n, w->w_kv, S, Dh, k->d));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(kv, kv, w->kv_norm, S, Dh, Dh, k->norm_eps));
     return kvl_rope_rotate_heads_interleaved_cuda(kv, S, Dh, Dh - k->rope.Dr, 1, 0, &k->rope, pos0, 1);
 }
 
@@ -306,9 +301,9 @@ int gather_window(csa2_cache_cuda *c, size_t l, const float *kv, size_t S, size_
 {
     const csa2_rows_cuda *ring = &c->window[l];
     const size_t n_old = start - win_first;
-    TRY(kvl_workspace_reserve(&c->work.win, (n_old + S) * ring->row_bytes));
+    KVL_TRY(kvl_workspace_reserve(&c->work.win, (n_old + S) * ring->row_bytes));
     uint8_t *win = static_cast<uint8_t *>(c->work.win.p);
-    TRY(rows_gather(win, ring, win_first, n_old));
+    KVL_TRY(rows_gather(win, ring, win_first, n_old));
     return rows_pack(win + n_old * ring->row_bytes, ring, kv, S);
 }
 
@@ -327,17 +322,17 @@ int full_step(float *a, pass *p, csa2_cache_cuda *c, const csa2_stack_config *s,
     const csa2_config *lc = &s->layers[l];
     const size_t S = ch->S, N = p->src[l].N;
     csa2_stack_work_cuda *k = &c->work;
-    TRY(kvl_workspace_reserve(&k->sel[l], S * lc->indexer.topk * sizeof(int32_t)));
-    TRY(kvl_workspace_reserve(&k->scores, S * (N ? N : 1) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&k->sel[l], S * lc->indexer.topk * sizeof(int32_t)));
+    KVL_TRY(kvl_workspace_reserve(&k->scores, S * (N ? N : 1) * sizeof(float)));
     int32_t *sel = static_cast<int32_t *>(k->sel[l].p);
     float *I = static_cast<float *>(k->scores.p);
-    TRY(csa2_full_layer_cuda(a, sel, I, lc, w, &p->src[l], ch, &k->layer));
+    KVL_TRY(csa2_full_layer_cuda(a, sel, I, lc, w, &p->src[l], ch, &k->layer));
     p->sel[l] = sel;
     if (l != s->candidate_source) return KVL_OK;
-    TRY(kvl_workspace_reserve(&k->pool, S * (N ? N : 1)));
+    KVL_TRY(kvl_workspace_reserve(&k->pool, S * (N ? N : 1)));
     uint8_t *pool = static_cast<uint8_t *>(k->pool.p);
-    if (N) TRY(csa2_candidate_pool_cuda(pool, I, S, N, ch->start, lc->ratio, s->pool_block, s->pool_blocks,
-                                        &k->layer.scratch));
+    if (N) KVL_TRY(csa2_candidate_pool_cuda(pool, I, S, N, ch->start, lc->ratio, s->pool_block, s->pool_blocks,
+                                            &k->layer.scratch));
     p->pool = pool;
     return KVL_OK;
 }
@@ -351,9 +346,9 @@ int reindex_step(float *a, pass *p, csa2_cache_cuda *c, const csa2_stack_config 
     if (src_l == s->candidate_source && !pool)
         return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu needs the candidate pool of layer %zu, outside this run", l,
                         src_l);
-    TRY(kvl_workspace_reserve(&c->work.sel[l], ch->S * lc->indexer.topk * sizeof(int32_t)));
+    KVL_TRY(kvl_workspace_reserve(&c->work.sel[l], ch->S * lc->indexer.topk * sizeof(int32_t)));
     int32_t *sel = static_cast<int32_t *>(c->work.sel[l].p);
-    TRY(csa2_reindex_layer_cuda(a, sel, lc, w, &p->src[src_l], pool, ch, &c->work.layer));
+    KVL_TRY(csa2_reindex_layer_cuda(a, sel, lc, w, &p->src[src_l], pool, ch, &c->work.layer));
     p->sel[l] = sel;
     return KVL_OK;
 }
@@ -393,14 +388,14 @@ int run_layer(float *h, pass *p, const csa2_stack_config *s, const csa2_stack_we
     float *n = static_cast<float *>(c->work.chunk.p), *a = n + aligned(S * d), *kv = a + aligned(S * d);
     const size_t reach = start + 1 > W ? start + 1 - W : 0;
     const size_t win_first = reach > c->window[l].first ? reach : c->window[l].first;
-    TRY(kvl_rmsnorm_f32_cuda(n, h, w->attn_norm + l * d, S, d, d, s->norm_eps));
-    TRY(window_rows(kv, &lc->core, &w->layers[l].core, n, S, static_cast<int64_t>(start) + lc->core.rope_offset));
-    TRY(gather_window(c, l, kv, S, start, win_first));
-    if (lc->kind == KVL_LAYER_FULL) TRY(fill(p, c, lc, &w->layers[l], l, n, S));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(n, h, w->attn_norm + l * d, S, d, d, s->norm_eps));
+    KVL_TRY(window_rows(kv, &lc->core, &w->layers[l].core, n, S, static_cast<int64_t>(start) + lc->core.rope_offset));
+    KVL_TRY(gather_window(c, l, kv, S, start, win_first));
+    if (lc->kind == KVL_LAYER_FULL) KVL_TRY(fill(p, c, lc, &w->layers[l], l, n, S));
     const csa2_chunk_cuda ch{n, S, start, c->work.win.p, win_first, c->store};
-    TRY(attend_layer(a, p, c, s, w, l, &ch));
+    KVL_TRY(attend_layer(a, p, c, s, w, l, &ch));
     const uint8_t *win = static_cast<const uint8_t *>(c->work.win.p);
-    TRY(rows_append_stored(&c->window[l], win + (start - win_first) * c->window[l].row_bytes, S));
+    KVL_TRY(rows_append_stored(&c->window[l], win + (start - win_first) * c->window[l].row_bytes, S));
     return residual_add(h, a, S * d);
 }
 
@@ -415,7 +410,7 @@ int run_layers(float *h, int32_t *sel, const csa2_stack_config *s, const csa2_st
                             l, c->window[l].len, start);
     size_t Dh = 0;
     for (size_t l = l0; l < l1; l++) Dh = s->layers[l].core.head_dim > Dh ? s->layers[l].core.head_dim : Dh;
-    TRY(kvl_workspace_reserve(&c->work.chunk, (2 * aligned(S * s->d) + S * Dh) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&c->work.chunk, (2 * aligned(S * s->d) + S * Dh) * sizeof(float)));
     pass p;
     int rc = pass_init(&p, s->n_layers);
     for (size_t l = 0; l < l0 && rc == KVL_OK; l++) /* sources below the run, read by the layers in it */
@@ -443,9 +438,9 @@ int check_chunk(const char *fn, const csa2_stack_config *s, const csa2_stack_wei
 int csa2_stack_prefill_cuda(float *out, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
                             csa2_cache_cuda *c, const float *x, size_t S)
 {
-    TRY(check_chunk(__func__, s, w, c, out, x, S));
-    if (out != x) TRY(kvl_cuda_copy(out, x, S * s->d * sizeof *out));
-    TRY(run_layers(out, sel, s, w, c, 0, s->n_layers, c->len, S, fill_by_push));
+    KVL_TRY(check_chunk(__func__, s, w, c, out, x, S));
+    if (out != x) KVL_TRY(kvl_cuda_copy(out, x, S * s->d * sizeof *out));
+    KVL_TRY(run_layers(out, sel, s, w, c, 0, s->n_layers, c->len, S, fill_by_push));
     c->len += S;
     return KVL_OK;
 }
@@ -459,7 +454,7 @@ int csa2_stack_decode_cuda(float *out, const csa2_stack_config *s, const csa2_st
 int csa2_stack_prefill_layers_cuda(float *h, const csa2_stack_config *s, const csa2_stack_weights *w,
                                    csa2_cache_cuda *c, size_t l0, size_t l1, size_t S)
 {
-    TRY(check_chunk(__func__, s, w, c, h, h, S));
+    KVL_TRY(check_chunk(__func__, s, w, c, h, h, S));
     if (l0 > l1 || l1 > s->n_layers)
         return kvl_fail(KVL_EINVAL, "%s: layers %zu … %zu of %zu", __func__, l0, l1, s->n_layers);
     return run_layers(h, NULL, s, w, c, l0, l1, c->len, S, fill_by_push);
@@ -468,12 +463,12 @@ int csa2_stack_prefill_layers_cuda(float *h, const csa2_stack_config *s, const c
 int csa2_stack_push_source_cuda(const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache_cuda *c,
                                 size_t l, const float *h, size_t S)
 {
-    TRY(check_chunk(__func__, s, w, c, h, h, S));
+    KVL_TRY(check_chunk(__func__, s, w, c, h, h, S));
     if (l >= s->n_layers || s->layers[l].kind != KVL_LAYER_FULL)
         return kvl_fail(KVL_EINVAL, "%s: layer %zu is not a KV source", __func__, l);
-    TRY(kvl_workspace_reserve(&c->work.chunk, S * s->d * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&c->work.chunk, S * s->d * sizeof(float)));
     float *n = static_cast<float *>(c->work.chunk.p);
-    TRY(kvl_rmsnorm_f32_cuda(n, h, w->attn_norm + l * s->d, S, s->d, s->d, s->norm_eps));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(n, h, w->attn_norm + l * s->d, S, s->d, s->d, s->norm_eps));
     return source_push(c, &s->layers[l], &w->layers[l], l, n, S);
 }
 

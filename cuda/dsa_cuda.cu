@@ -7,12 +7,7 @@
 
 #include "dsa_cuda.h"
 #include "topk_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 
 namespace {
@@ -30,7 +25,7 @@ template <typename R>
 int index_scores(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, kvl_index_keys keys, size_t B,
                  size_t S, size_t N, size_t start, const char *fn)
 {
-    TRY(check_config(c, fn));
+    KVL_TRY(check_config(c, fn));
     const kvl_index_shape sh{B, S, N, c->index_n_heads, c->index_head_dim, start, 1};
     return kvl_index_scores_cuda<R>(I, q_idx, w_idx, sh, keys, fn);
 }
@@ -58,7 +53,7 @@ namespace {
 
 int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn)
 {
-    TRY(check_config(c, fn));
+    KVL_TRY(check_config(c, fn));
     const swa_ring_cuda *r = &cache->ring;
     if (!r->rows || r->width != row_width(c))
         return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
@@ -83,8 +78,8 @@ size_t sparse_work_floats(const kvl_attend_shape &sh) { return kvl_attend_work_f
 int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const kvl_attend_shape &sh,
                     const swa_ring_cuda *r, float *work, const char *fn)
 {
-    TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
-                                 reinterpret_cast<unsigned *>(work + kvl_attend_work_floats(sh)), fn));
+    KVL_TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
+                                     reinterpret_cast<unsigned *>(work + kvl_attend_work_floats(sh)), fn));
     const kvl_attend_kv kv{static_cast<const uint8_t *>(r->rows), r->slots, r->row_bytes, r->len, NULL, 0, 0, 0, 0, 0,
                            0};
     const kvl_dsa_picks picks{kv, sel, sh.n_keys};
@@ -101,24 +96,24 @@ int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const 
 int dsa_attend_gather_absorbed_cuda(float *o_hat, const dsa_config *c, const float *q_hat, const int32_t *sel,
                                     mla_cache_cuda *cache)
 {
-    TRY(check_cache(c, cache, __func__));
+    KVL_TRY(check_cache(c, cache, __func__));
     const kvl_attend_shape sh = sparse_shape(c, &cache->ring, cache->split);
-    TRY(kvl_workspace_reserve(&cache->work, sparse_work_floats(sh) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, sparse_work_floats(sh) * sizeof(float)));
     return attend_selected(o_hat, q_hat, sel, sh, &cache->ring, static_cast<float *>(cache->work.p), __func__);
 }
 
 int dsa_attend_gather_cuda(float *o, const dsa_config *c, const mla_weights *w, const float *q, const int32_t *sel,
                            mla_cache_cuda *cache)
 {
-    TRY(check_cache(c, cache, __func__));
+    KVL_TRY(check_cache(c, cache, __func__));
     const swa_ring_cuda *r = &cache->ring;
     const kvl_attend_shape sh = sparse_shape(c, r, cache->split);
     const size_t B = r->batch, H = c->mla.n_heads;
-    TRY(kvl_workspace_reserve(&cache->work, (B * H * (row_width(c) + c->mla.kv_lora_rank) + sparse_work_floats(sh)) *
-                                                sizeof(float)));
+    const size_t work_floats = B * H * (row_width(c) + c->mla.kv_lora_rank) + sparse_work_floats(sh);
+    KVL_TRY(kvl_workspace_reserve(&cache->work, work_floats * sizeof(float)));
     float *q_hat = static_cast<float *>(cache->work.p), *o_hat = q_hat + B * H * row_width(c);
     float *part = o_hat + B * H * c->mla.kv_lora_rank;
-    TRY(mla_absorb_query_cuda(q_hat, q, &c->mla, w, B));
-    TRY(attend_selected(o_hat, q_hat, sel, sh, r, part, __func__));
+    KVL_TRY(mla_absorb_query_cuda(q_hat, q, &c->mla, w, B));
+    KVL_TRY(attend_selected(o_hat, q_hat, sel, sh, r, part, __func__));
     return mla_unabsorb_output_cuda(o, o_hat, &c->mla, w, B);
 }

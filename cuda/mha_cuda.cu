@@ -13,12 +13,7 @@
 #include "linalg_cuda.h"
 #include "mha_cuda.h"
 #include "rope_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 namespace {
 
@@ -69,10 +64,10 @@ template <int QT> int attend(float *o, const float *q, const kvl_attend_shape &s
 int project_qkv(float *q, float *kv, const mha_config *c, const mha_weights *w, const float *x, size_t T, size_t start,
                 size_t pos_step)
 {
-    TRY(kvl_matmul_abt_f32_cuda(q, x, w->w_q, T, q_width(c), c->d));
-    TRY(kvl_matmul_abt_f32_cuda(kv, x, w->w_k, T, row_width(c), c->d)); /* w_k then w_v: [K | V] */
-    TRY(kvl_rope_rotate_heads_half_split_cuda(q, T, q_width(c), 0, c->n_heads, c->head_dim, &c->rope,
-                                              static_cast<int64_t>(start), pos_step));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(q, x, w->w_q, T, q_width(c), c->d));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(kv, x, w->w_k, T, row_width(c), c->d)); /* w_k then w_v: [K | V] */
+    KVL_TRY(kvl_rope_rotate_heads_half_split_cuda(q, T, q_width(c), 0, c->n_heads, c->head_dim, &c->rope,
+                                                  static_cast<int64_t>(start), pos_step));
     return kvl_rope_rotate_heads_half_split_cuda(kv, T, row_width(c), 0, c->n_kv_heads, c->head_dim, &c->rope,
                                                  static_cast<int64_t>(start), pos_step);
 }
@@ -104,7 +99,7 @@ void mha_weights_free_cuda(mha_weights *dev)
 int mha_cache_init_cuda(mha_cache_cuda *cache, const mha_config *c, size_t max_tokens, swa_store store, size_t batch)
 {
     memset(cache, 0, sizeof *cache);
-    TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), swa_cuda_store_of(store), batch));
+    KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), swa_cuda_store_of(store), batch));
     cache->window = c->window;
     cache->split = KVL_DECODE_SPLIT;
     return KVL_OK;
@@ -121,16 +116,16 @@ void mha_cache_free_cuda(mha_cache_cuda *cache)
 
 int mha_decode_cuda(float *out, const mha_config *c, const mha_weights *w, mha_cache_cuda *cache, const float *x)
 {
-    TRY(check_cache(c, cache, 1, __func__));
+    KVL_TRY(check_cache(c, cache, 1, __func__));
     swa_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, t = r->len, n = t + 1 < r->slots ? t + 1 : r->slots;
     const kvl_attend_shape sh = shape_of(c, B, 1, t, t + 1 - n, n, cache->split);
     const size_t qw = q_width(c), floats = 2 * B * qw + B * row_width(c) + kvl_attend_work_floats(sh);
-    TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
     float *q = static_cast<float *>(cache->work.p), *o = q + B * qw, *row = o + B * qw, *part = row + B * row_width(c);
-    TRY(project_qkv(q, row, c, w, x, B, t, 0));
-    TRY(swa_ring_append_cuda(r, row, 1));
-    TRY(attend<1>(o, q, sh, kv_of(c, r, t + 1, NULL, 0), r, part));
+    KVL_TRY(project_qkv(q, row, c, w, x, B, t, 0));
+    KVL_TRY(swa_ring_append_cuda(r, row, 1));
+    KVL_TRY(attend<1>(o, q, sh, kv_of(c, r, t + 1, NULL, 0), r, part));
     return kvl_matmul_abt_f32_cuda(out, o, w->w_o, B, c->d, qw);
 }
 
@@ -138,7 +133,7 @@ int mha_prefill_cuda(float *out, const mha_config *c, const mha_weights *w, mha_
                      size_t S)
 {
     if (S == 0) return kvl_fail(KVL_EINVAL, "mha_prefill_cuda: S must be positive");
-    TRY(check_cache(c, cache, S, __func__));
+    KVL_TRY(check_cache(c, cache, S, __func__));
     swa_ring_cuda *r = &cache->ring;
     if (r->batch != 1)
         return kvl_fail(KVL_EINVAL, "mha_prefill_cuda: a prefill runs one sequence, the cache has %zu", r->batch);
@@ -146,17 +141,17 @@ int mha_prefill_cuda(float *out, const mha_config *c, const mha_weights *w, mha_
     const kvl_attend_shape sh = shape_of(c, 1, S, start, first, start + S - first, start + S - first);
     const size_t qw = q_width(c), rw = row_width(c);
     const size_t floats = 2 * S * qw + S * rw + S * rw + kvl_attend_work_floats(sh);
-    TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
     float *q = static_cast<float *>(cache->work.p), *o = q + S * qw, *own = o + S * qw, *stored = own + S * rw;
     float *part = stored + S * rw;
-    TRY(project_qkv(q, own, c, w, x, S, start, 1));
+    KVL_TRY(project_qkv(q, own, c, w, x, S, start, 1));
     /* the chunk's rows as the ring will hold them, so each query sees what the cache keeps */
     const void *fresh = own;
     if (r->store == SWA_CUDA_BF16) {
-        TRY(kvf_bf16_encode_n_cuda(reinterpret_cast<uint16_t *>(stored), own, S * rw));
+        KVL_TRY(kvf_bf16_encode_n_cuda(reinterpret_cast<uint16_t *>(stored), own, S * rw));
         fresh = stored;
     }
-    TRY(attend<4>(o, q, sh, kv_of(c, r, start, fresh, S), r, part));
-    TRY(kvl_matmul_abt_f32_cuda(out, o, w->w_o, S, c->d, qw));
+    KVL_TRY(attend<4>(o, q, sh, kv_of(c, r, start, fresh, S), r, part));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(out, o, w->w_o, S, c->d, qw));
     return swa_ring_append_cuda(r, own, S);
 }

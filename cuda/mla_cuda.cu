@@ -13,12 +13,7 @@
 #include "mla_cuda.h"
 #include "norm_cuda.h"
 #include "rope_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 #define MLA_THREADS 128
 
@@ -37,7 +32,7 @@ int check_config(const mla_config *c, const char *fn)
 
 int check_cache(const mla_config *c, const mla_cache_cuda *cache, size_t n, const char *fn)
 {
-    TRY(check_config(c, fn));
+    KVL_TRY(check_config(c, fn));
     const swa_ring_cuda *r = &cache->ring;
     if (!r->rows || r->width != row_width(c))
         return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
@@ -76,11 +71,11 @@ int query(float *q, float *cq, const mla_config *c, const mla_weights *w, const 
 {
     const size_t H = c->n_heads, Dqk = qk_width(c), Dq = c->q_lora_rank;
     if (Dq) {
-        TRY(kvl_matmul_abt_f32_cuda(cq, x, w->w_dq, B, Dq, c->d));
-        TRY(kvl_rmsnorm_f32_cuda(cq, cq, w->q_norm, B, Dq, Dq, c->norm_eps));
-        TRY(kvl_matmul_abt_f32_cuda(q, cq, w->w_uq, B, H * Dqk, Dq));
+        KVL_TRY(kvl_matmul_abt_f32_cuda(cq, x, w->w_dq, B, Dq, c->d));
+        KVL_TRY(kvl_rmsnorm_f32_cuda(cq, cq, w->q_norm, B, Dq, Dq, c->norm_eps));
+        KVL_TRY(kvl_matmul_abt_f32_cuda(q, cq, w->w_uq, B, H * Dqk, Dq));
     } else {
-        TRY(kvl_matmul_abt_f32_cuda(q, x, w->w_q, B, H * Dqk, c->d));
+        KVL_TRY(kvl_matmul_abt_f32_cuda(q, x, w->w_q, B, H * Dqk, c->d));
     }
     return kvl_rope_rotate_heads_interleaved_cuda(q, 1, B * H * Dqk, c->qk_nope, B * H, Dqk, &c->rope,
                                                   static_cast<int64_t>(pos), 0);
@@ -90,8 +85,8 @@ int query(float *q, float *cq, const mla_config *c, const mla_weights *w, const 
 int latent(float *rows, const mla_config *c, const mla_weights *w, const float *x, size_t B, size_t pos)
 {
     const size_t Dw = row_width(c), Dc = c->kv_lora_rank;
-    TRY(kvl_matmul_abt_f32_cuda(rows, x, w->w_dkv, B, Dw, c->d));
-    TRY(kvl_rmsnorm_f32_cuda(rows, rows, w->kv_norm, B, Dc, Dw, c->norm_eps));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(rows, x, w->w_dkv, B, Dw, c->d));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(rows, rows, w->kv_norm, B, Dc, Dw, c->norm_eps));
     return kvl_rope_rotate_heads_interleaved_cuda(rows, B, Dw, Dc, 1, 0, &c->rope, static_cast<int64_t>(pos), 0);
 }
 
@@ -103,7 +98,7 @@ int absorb(float *q_hat, const float *q, const mla_config *c, const mla_weights 
 {
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dw = row_width(c), Dqk = qk_width(c);
     const kvl_head_product p{B, H, Dc, c->qk_nope, head_block(c), 1, Dc, H * Dqk, Dqk, H * Dw, Dw};
-    TRY(head_matvec(q_hat, w->w_ukv, q, p));
+    KVL_TRY(head_matvec(q_hat, w->w_ukv, q, p));
     return broadcast_cols(q_hat + Dc, Dw, 0, q + c->qk_nope, Dqk, B * H, 1, c->qk_rope);
 }
 
@@ -146,8 +141,8 @@ int step_begin(float *q, float *cq, float *row, const mla_config *c, const mla_w
                const float *x)
 {
     swa_ring_cuda *r = &cache->ring;
-    TRY(query(q, cq, c, w, x, r->batch, r->len));
-    TRY(latent(row, c, w, x, r->batch, r->len));
+    KVL_TRY(query(q, cq, c, w, x, r->batch, r->len));
+    KVL_TRY(latent(row, c, w, x, r->batch, r->len));
     return swa_ring_append_cuda(r, row, 1);
 }
 
@@ -156,7 +151,7 @@ int step_begin(float *q, float *cq, float *row, const mla_config *c, const mla_w
 int mla_weights_to_cuda(mla_weights *dev, const mla_weights *host, const mla_config *c)
 {
     memset(dev, 0, sizeof *dev);
-    TRY(check_config(c, __func__));
+    KVL_TRY(check_config(c, __func__));
     float *block = NULL;
     CUDA_CHECK(cudaMalloc(&block, host->n_floats * sizeof(float)));
     cudaError_t e = cudaMemcpy(block, host->block, host->n_floats * sizeof(float), cudaMemcpyHostToDevice);
@@ -185,15 +180,15 @@ int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_t
                         size_t batch)
 {
     memset(cache, 0, sizeof *cache);
-    TRY(check_config(c, __func__));
-    TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), store, batch));
+    KVL_TRY(check_config(c, __func__));
+    KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), store, batch));
     cache->split = KVL_DECODE_SPLIT;
     return KVL_OK;
 }
 
 int mla_cache_append_cuda(mla_cache_cuda *cache, const mla_config *c, const float *rows, size_t n)
 {
-    TRY(check_cache(c, cache, n, __func__));
+    KVL_TRY(check_cache(c, cache, n, __func__));
     return swa_ring_append_cuda(&cache->ring, rows, n);
 }
 
@@ -208,22 +203,22 @@ void mla_cache_free_cuda(mla_cache_cuda *cache)
 
 int mla_absorb_query_cuda(float *q_hat, const float *q, const mla_config *c, const mla_weights *w, size_t B)
 {
-    TRY(check_config(c, __func__));
+    KVL_TRY(check_config(c, __func__));
     return absorb(q_hat, q, c, w, B);
 }
 
 int mla_unabsorb_output_cuda(float *o, const float *o_hat, const mla_config *c, const mla_weights *w, size_t B)
 {
-    TRY(check_config(c, __func__));
+    KVL_TRY(check_config(c, __func__));
     return unabsorb(o, o_hat, c, w, B);
 }
 
 int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
-    TRY(check_cache(c, cache, 0, __func__));
+    KVL_TRY(check_cache(c, cache, 0, __func__));
     if (cache->ring.len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", __func__);
     const kvl_attend_shape sh = absorbed_shape(c, &cache->ring, cache->split);
-    TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     return attend_rows(o_hat, q_hat, sh, &cache->ring, static_cast<float *>(cache->work.p));
 }
 
@@ -253,7 +248,7 @@ int attend_mma(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, con
 
 int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
-    TRY(check_cache(c, cache, 0, __func__));
+    KVL_TRY(check_cache(c, cache, 0, __func__));
     const swa_ring_cuda *r = &cache->ring;
     if (c->kv_lora_rank != KVL_MMA_DV || c->qk_rope != KVL_MMA_DK - KVL_MMA_DV || r->store == SWA_CUDA_F32)
         return kvl_fail(KVL_EINVAL, "%s: the tensor-core kernel takes Dc %d and Dr %d over bf16 or FP8 rows (got "
@@ -261,7 +256,7 @@ int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_con
                         c->qk_rope, r->store == SWA_CUDA_F32 ? "float32" : r->store == SWA_CUDA_BF16 ? "bf16" : "FP8");
     if (r->len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", __func__);
     const kvl_attend_shape sh = absorbed_shape(c, r, cache->split);
-    TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
     return r->store == SWA_CUDA_BF16 ? attend_mma<kvl_chunks_bf16>(o_hat, q_hat, sh, r, work)
                                      : attend_mma<kvl_chunks_v32>(o_hat, q_hat, sh, r, work);
@@ -270,26 +265,26 @@ int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_con
 int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache,
                              const float *x)
 {
-    TRY(check_cache(c, cache, 1, __func__));
+    KVL_TRY(check_cache(c, cache, 1, __func__));
     const swa_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank;
     const size_t held = r->len + 1 < r->slots ? r->len + 1 : r->slots;
     const kvl_attend_shape future{B, H, H, Dw, Dc, 1, 0, 0, held, cache->split, kvl_div_up(held, cache->split), 0, 0};
     const size_t floats = B * (H * qk_width(c) + c->q_lora_rank + Dw + H * Dw + H * Dc + H * c->v_head) +
                           kvl_attend_work_floats(future);
-    TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
     float *q = static_cast<float *>(cache->work.p), *cq = q + B * H * qk_width(c), *row = cq + B * c->q_lora_rank;
     float *q_hat = row + B * Dw, *o_hat = q_hat + B * H * Dw, *o = o_hat + B * H * Dc, *part = o + B * H * c->v_head;
-    TRY(step_begin(q, cq, row, c, w, cache, x));
-    TRY(absorb(q_hat, q, c, w, B));
-    TRY(attend_rows(o_hat, q_hat, absorbed_shape(c, r, cache->split), r, part));
-    TRY(unabsorb(o, o_hat, c, w, B));
+    KVL_TRY(step_begin(q, cq, row, c, w, cache, x));
+    KVL_TRY(absorb(q_hat, q, c, w, B));
+    KVL_TRY(attend_rows(o_hat, q_hat, absorbed_shape(c, r, cache->split), r, part));
+    KVL_TRY(unabsorb(o, o_hat, c, w, B));
     return kvl_matmul_abt_f32_cuda(out, o, w->w_o, B, c->d, H * c->v_head);
 }
 
 int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache, const float *x)
 {
-    TRY(check_cache(c, cache, 1, __func__));
+    KVL_TRY(check_cache(c, cache, 1, __func__));
     const swa_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank, Dn = c->qk_nope;
     const size_t Dqk = qk_width(c), Dv = c->v_head, Dkv = Dqk + Dv;
@@ -298,20 +293,20 @@ int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w,
                               c->window, static_cast<float>(c->softmax_scale)};
     const size_t floats =
         B * (H * Dqk + c->q_lora_rank + Dw + N * Dw + N * H * Dkv + H * Dv) + kvl_attend_work_floats(sh);
-    TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
     float *q = static_cast<float *>(cache->work.p), *cq = q + B * H * Dqk, *row = cq + B * c->q_lora_rank;
     float *lat = row + B * Dw, *kv = lat + B * N * Dw, *o = kv + B * N * H * Dkv, *part = o + B * H * Dv;
-    TRY(step_begin(q, cq, row, c, w, cache, x));
+    KVL_TRY(step_begin(q, cq, row, c, w, cache, x));
     /* every held row re-expanded, head by head: kv[B·N][H][Dnope + Dr + Dv] = [c W_UK^hᵀ | k_rope | c W_UV^hᵀ] */
-    TRY(swa_ring_read_cuda(lat, r, t + 1 - N, N));
+    KVL_TRY(swa_ring_read_cuda(lat, r, t + 1 - N, N));
     for (size_t h = 0; h < H; h++) {
         const float *w_uk = w->w_ukv + h * head_block(c);
-        TRY(kvl_matmul_abt_strided_cuda(kv + h * Dkv, H * Dkv, lat, Dw, w_uk, Dc, B * N, Dn, Dc));
-        TRY(kvl_matmul_abt_strided_cuda(kv + h * Dkv + Dqk, H * Dkv, lat, Dw, w_uk + Dn * Dc, Dc, B * N, Dv, Dc));
+        KVL_TRY(kvl_matmul_abt_strided_cuda(kv + h * Dkv, H * Dkv, lat, Dw, w_uk, Dc, B * N, Dn, Dc));
+        KVL_TRY(kvl_matmul_abt_strided_cuda(kv + h * Dkv + Dqk, H * Dkv, lat, Dw, w_uk + Dn * Dc, Dc, B * N, Dv, Dc));
     }
-    TRY(broadcast_cols(kv + Dn, H * Dkv, Dkv, lat + Dc, Dw, B * N, H, c->qk_rope));
+    KVL_TRY(broadcast_cols(kv + Dn, H * Dkv, Dkv, lat + Dc, Dw, B * N, H, c->qk_rope));
     const kvl_attend_kv fresh{NULL, 0, 0, t + 1 - N, reinterpret_cast<const uint8_t *>(kv), N, H * Dkv * sizeof(float),
                               0, Dkv, Dqk, Dkv};
-    TRY(kvl_attend_cuda<kvl_rows_f32, 1>(o, q, sh, fresh, part));
+    KVL_TRY(kvl_attend_cuda<kvl_rows_f32, 1>(o, q, sh, fresh, part));
     return kvl_matmul_abt_f32_cuda(out, o, w->w_o, B, c->d, H * Dv);
 }

@@ -12,12 +12,7 @@
 #include "norm_cuda.h"
 #include "rope_cuda.h"
 #include "v4_compressor_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 #define COMPRESS_THREADS 256
 
@@ -45,9 +40,9 @@ int project(float *a, float *z, const v4_compressor_config *c, const v4_compress
             size_t pos, const char *fn)
 {
     const size_t wide = (1 + c->overlap) * c->width;
-    TRY(kvl_matmul_abt_f32_cuda(a, x, w->w_kv, S, wide, c->d));
-    TRY(kvl_matmul_abt_f32_cuda(z, x, w->w_gate, S, wide, c->d));
-    TRY(check_launch(S * wide, fn));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(a, x, w->w_kv, S, wide, c->d));
+    KVL_TRY(kvl_matmul_abt_f32_cuda(z, x, w->w_gate, S, wide, c->d));
+    KVL_TRY(check_launch(S * wide, fn));
     CUDA_CHECK(KVL_LAUNCH(kvl_gate_bias_kernel, grid_of(S * wide), COMPRESS_THREADS, 0, z, w->ape, S, wide, pos,
                           c->ratio));
     return KVL_OK;
@@ -55,7 +50,7 @@ int project(float *a, float *z, const v4_compressor_config *c, const v4_compress
 
 int pool(float *out, const float *a, const float *z, const kvl_pool_shape &p, const char *fn)
 {
-    TRY(check_launch(p.n * p.c, fn));
+    KVL_TRY(check_launch(p.n * p.c, fn));
     CUDA_CHECK(KVL_LAUNCH(kvl_compress_pool_kernel, grid_of(p.n * p.c), COMPRESS_THREADS, 0, out, a, z, p));
     return KVL_OK;
 }
@@ -66,7 +61,7 @@ int finish(float *entries, const v4_compressor_config *c, const v4_compressor_we
 {
     if (n == 0) return KVL_OK;
     const size_t cw = c->width;
-    TRY(kvl_rmsnorm_f32_cuda(entries, entries, w->norm, n, cw, cw, c->norm_eps));
+    KVL_TRY(kvl_rmsnorm_f32_cuda(entries, entries, w->norm, n, cw, cw, c->norm_eps));
     return kvl_rope_rotate_heads_interleaved_cuda(entries, n, cw, cw - c->rope.Dr, 1, 0, &c->rope,
                                                   static_cast<int64_t>(first * c->ratio) + rope_offset, c->ratio);
 }
@@ -76,17 +71,17 @@ int finish(float *entries, const v4_compressor_config *c, const v4_compressor_we
 int v4_compressor_forward_cuda(float *entries, const v4_compressor_config *c, const v4_compressor_weights *w,
                                const float *x, size_t T, int64_t rope_offset, kvl_workspace *work)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, ov = c->overlap, wide = (1 + ov) * c->width, N = T / M, used = N * M;
     if (N == 0) return KVL_OK;
     if (!entries || !x || !work) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (used > SIZE_MAX / sizeof(float) / wide / 2) return kvl_fail(KVL_EINVAL, "%s: %zu tokens overflow", __func__, T);
-    TRY(kvl_workspace_reserve(work, 2 * used * wide * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, 2 * used * wide * sizeof(float)));
     float *a = static_cast<float *>(work->p), *z = a + used * wide;
-    TRY(project(a, z, c, w, x, used, 0, __func__));
+    KVL_TRY(project(a, z, c, w, x, used, 0, __func__));
     /* entry i's slots: block i − ov (rows from (i − ov)·M, absent below 0), then block i for ov = 1 */
     const kvl_pool_shape p{N, c->width, M, (1 + ov) * M, wide, -static_cast<int64_t>(ov * M), M};
-    TRY(pool(entries, a, z, p, __func__));
+    KVL_TRY(pool(entries, a, z, p, __func__));
     return finish(entries, c, w, N, 0, rope_offset);
 }
 
@@ -99,7 +94,7 @@ int v4_compressor_state_init_cuda(v4_compressor_state_cuda *s, const v4_compress
     if (rows > SIZE_MAX / sizeof(float) / cols / 2)
         return kvl_fail(KVL_EINVAL, "%s: a state of %zu x %zu overflows", __func__, rows, cols);
     float *kv = NULL;
-    TRY(kvl_cuda_alloc(reinterpret_cast<void **>(&kv), 2 * rows * cols * sizeof(float)));
+    KVL_TRY(kvl_cuda_alloc(reinterpret_cast<void **>(&kv), 2 * rows * cols * sizeof(float)));
     float *gate = kv + rows * cols, *empty = static_cast<float *>(malloc(rows * cols * sizeof(float)));
     int err = empty ? kvl_cuda_fill(kv, 0, rows * cols * sizeof(float))
                     : kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu x %zu", __func__, rows, cols);
@@ -128,7 +123,7 @@ int v4_compressor_push_cuda(float *entries, size_t *n_new, const v4_compressor_c
                             const v4_compressor_weights *w, v4_compressor_state_cuda *s, const float *x, size_t S,
                             int64_t rope_offset)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, ov = c->overlap, cw = c->width, wide = (1 + ov) * cw;
     if (!n_new || !s || !s->kv || s->rows != (1 + ov) * M || s->cols != wide)
         return kvl_fail(KVL_EINVAL, "%s: the state does not belong to this compressor", __func__);
@@ -136,24 +131,24 @@ int v4_compressor_push_cuda(float *entries, size_t *n_new, const v4_compressor_c
     if (S == 0) return KVL_OK;
     if (!x || ((s->pos + S) / M > s->pos / M && !entries)) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (S > SIZE_MAX / sizeof(float) / wide / 2) return kvl_fail(KVL_EINVAL, "%s: %zu tokens overflow", __func__, S);
-    TRY(kvl_workspace_reserve(&s->work, 2 * S * wide * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(&s->work, 2 * S * wide * sizeof(float)));
     float *a = static_cast<float *>(s->work.p), *z = a + S * wide;
     const size_t first_block = s->pos / M;
-    TRY(project(a, z, c, w, x, S, s->pos, __func__));
+    KVL_TRY(project(a, z, c, w, x, S, s->pos, __func__));
     const kvl_pool_shape p{1, cw, M, s->rows, wide, 0, 0};
     size_t n = 0;
     for (size_t i = 0; i < S; i++, s->pos++) {
         const size_t row = ov * M + s->pos % M;
-        TRY(kvl_cuda_copy(s->kv + row * wide, a + i * wide, wide * sizeof(float)));
-        TRY(kvl_cuda_copy(s->gate + row * wide, z + i * wide, wide * sizeof(float)));
+        KVL_TRY(kvl_cuda_copy(s->kv + row * wide, a + i * wide, wide * sizeof(float)));
+        KVL_TRY(kvl_cuda_copy(s->gate + row * wide, z + i * wide, wide * sizeof(float)));
         if ((s->pos + 1) % M) continue;
-        TRY(pool(entries + n++ * cw, s->kv, s->gate, p, __func__));
+        KVL_TRY(pool(entries + n++ * cw, s->kv, s->gate, p, __func__));
         if (ov) { /* the carry-over: this block is the next entry's first half */
-            TRY(kvl_cuda_copy(s->kv, s->kv + M * wide, M * wide * sizeof(float)));
-            TRY(kvl_cuda_copy(s->gate, s->gate + M * wide, M * wide * sizeof(float)));
+            KVL_TRY(kvl_cuda_copy(s->kv, s->kv + M * wide, M * wide * sizeof(float)));
+            KVL_TRY(kvl_cuda_copy(s->gate, s->gate + M * wide, M * wide * sizeof(float)));
         }
     }
-    TRY(finish(entries, c, w, n, first_block, rope_offset));
+    KVL_TRY(finish(entries, c, w, n, first_block, rope_offset));
     *n_new = n;
     return KVL_OK;
 }

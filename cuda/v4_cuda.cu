@@ -10,12 +10,7 @@
 #include "rope_cuda.h"
 #include "topk_cuda.h"
 #include "v4_cuda.h"
-
-#define TRY(...)                           \
-    do {                                   \
-        int rc_ = (__VA_ARGS__);           \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
+#include "status.h"
 
 size_t v4_cuda_row_bytes(v4_cuda_store s, size_t Dh)
 {
@@ -59,26 +54,27 @@ int v4_attend_cuda(float *o, const v4_config *c, const float *sinks, const float
                    const void *entries, size_t N, const int32_t *sel, size_t S, size_t start, v4_cuda_store store,
                    kvl_workspace *work)
 {
-    TRY(check_attend(c, entries, N, sel, S, start, win_first, store));
+    KVL_TRY(check_attend(c, entries, N, sel, S, start, win_first, store));
     if (S == 0) return KVL_OK;
     if (!o || !q || !win || !sinks || !work) return kvl_fail(KVL_EINVAL, "v4_attend_cuda: NULL array");
     const size_t H = c->n_heads, Dh = c->head_dim, K = c->kind == KVL_LAYER_CSA ? c->indexer.topk : 0;
     const size_t nk = max_keys(c, S, start), split = KVL_DECODE_SPLIT;
     const kvl_attend_shape sh{S, H, H, Dh, Dh, 1, 0, 0, nk, split, kvl_div_up(nk, split), 0,
                               static_cast<float>(1.0 / sqrt(static_cast<double>(Dh)))};
-    TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
     float *part = static_cast<float *>(work->p);
-    if (K) TRY(kvl_selection_check_cuda(sel, S * K, N, reinterpret_cast<unsigned *>(part + kvl_attend_work_floats(sh)),
-                                        "v4_attend_cuda"));
+    if (K)
+        KVL_TRY(kvl_selection_check_cuda(sel, S * K, N,
+                                         reinterpret_cast<unsigned *>(part + kvl_attend_work_floats(sh)), "v4_attend_cuda"));
     const kvl_v4_keys keys{static_cast<const uint8_t *>(win), static_cast<const uint8_t *>(entries),
                            v4_cuda_row_bytes(store, Dh), win_first, start, c->window,
                            c->kind == KVL_LAYER_WINDOW ? 1 : c->compressor.ratio, sel, K, c->kind};
-    TRY(store == V4_CUDA_MAIN ? kvl_gather_attend_cuda<kvl_rows_v4_main>(o, q, sh, keys, sinks, part)
-                              : kvl_gather_attend_cuda<kvl_rows_f32>(o, q, sh, keys, sinks, part));
+    KVL_TRY(store == V4_CUDA_MAIN ? kvl_gather_attend_cuda<kvl_rows_v4_main>(o, q, sh, keys, sinks, part)
+                                  : kvl_gather_attend_cuda<kvl_rows_f32>(o, q, sh, keys, sinks, part));
     /* ō: the trailing Dr channels of every head rotated back at the query's rotary position */
     for (size_t i = 0; i < S; i++)
-        TRY(kvl_rope_rotate_heads_interleaved_cuda(o + i * H * Dh, 1, H * Dh, Dh - c->rope.Dr, H, Dh, &c->rope,
-                                                   -(static_cast<int64_t>(start + i) + c->rope_offset), 0));
+        KVL_TRY(kvl_rope_rotate_heads_interleaved_cuda(o + i * H * Dh, 1, H * Dh, Dh - c->rope.Dr, H, Dh, &c->rope,
+                                                       -(static_cast<int64_t>(start + i) + c->rope_offset), 0));
     return KVL_OK;
 }
 
@@ -93,7 +89,7 @@ int v4_output_cuda(float *out, const v4_config *c, const float *w_oa, const floa
     if (S > INT32_MAX || H * Dh > INT32_MAX || G * Do > INT32_MAX || Do * gw > INT32_MAX)
         return kvl_fail(KVL_EINVAL, "v4_output_cuda: %zu tokens of %zu heads are more than one cuBLAS call takes", S,
                         H);
-    TRY(kvl_workspace_reserve(work, S * G * Do * sizeof(float)));
+    KVL_TRY(kvl_workspace_reserve(work, S * G * Do * sizeof(float)));
     float *u = static_cast<float *>(work->p);
     /* column-major: u_r^T [Do][S] (ld G·Do, r·Do apart) = (W_OA^r as [gw][Do])^T · (o's group r as [gw][S],
      * ld H·Dh) */

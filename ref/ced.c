@@ -5,12 +5,6 @@
 
 #include "status.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 int ced_check(const csa2_stack_config *s)
 {
     if (!s || !s->layers) return kvl_fail(KVL_EINVAL, "ced: no stack");
@@ -29,12 +23,12 @@ int ced_check(const csa2_stack_config *s)
 int ced_prefill(float *h_enc, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
                 const float *x, size_t S)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     if (!h_enc || !x || !c || S == 0) return kvl_fail(KVL_EINVAL, "ced_prefill: NULL argument or no tokens");
     const size_t E = s->n_encoder;
     memcpy(h_enc, x, S * s->d * sizeof *h_enc);
-    TRY(csa2_stack_prefill_layers(h_enc, s, w, c, 0, E, S));
-    if (s->layers[E].kind == KVL_LAYER_FULL) TRY(csa2_stack_push_source(s, w, c, E, h_enc, S));
+    KVL_TRY(csa2_stack_prefill_layers(h_enc, s, w, c, 0, E, S));
+    if (s->layers[E].kind == KVL_LAYER_FULL) KVL_TRY(csa2_stack_push_source(s, w, c, E, h_enc, S));
     c->len += S;
     for (size_t l = E; l < s->n_layers; l++) v4_rows_restart(&c->window[l], c->len);
     return KVL_OK;
@@ -42,13 +36,13 @@ int ced_prefill(float *h_enc, const csa2_stack_config *s, const csa2_stack_weigh
 
 int ced_encoder_replay(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t from)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     return csa2_stack_replay_layers(h, NULL, s, w, c, 0, s->n_encoder, from);
 }
 
 int ced_decoder_replay(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t from)
 {
-    TRY(ced_check(s));
+    KVL_TRY(ced_check(s));
     return csa2_stack_replay_layers(h, NULL, s, w, c, s->n_encoder, s->n_layers, from);
 }
 

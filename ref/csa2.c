@@ -8,12 +8,6 @@
 #include "status.h"
 #include "v4_rope.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config --------------------------------------------------------------------------------------- */
 
 const char *csa2_mode_name(kvl_layer_kind kind)
@@ -69,11 +63,11 @@ int csa2_config_check(const csa2_config *c)
     if (c->kind != KVL_LAYER_WINDOW && c->kind != KVL_LAYER_FULL && c->kind != KVL_LAYER_REINDEX &&
         c->kind != KVL_LAYER_REUSE)
         return kvl_fail(KVL_EINVAL, "csa2: layer kind %s is not a V4.1 mode", kvl_layer_kind_name(c->kind));
-    TRY(v4_config_check(&c->core));
+    KVL_TRY(v4_config_check(&c->core));
     if (c->kind == KVL_LAYER_WINDOW) return KVL_OK;
     if (c->ratio == 0) return kvl_fail(KVL_EINVAL, "csa2: a %s layer needs a compress ratio", csa2_mode_name(c->kind));
-    if (c->kind == KVL_LAYER_FULL) TRY(csa2_compressor_config_check(&c->compressor));
-    if (c->kind == KVL_LAYER_FULL || c->kind == KVL_LAYER_REINDEX) TRY(csa2_indexer_config_check(&c->indexer));
+    if (c->kind == KVL_LAYER_FULL) KVL_TRY(csa2_compressor_config_check(&c->compressor));
+    if (c->kind == KVL_LAYER_FULL || c->kind == KVL_LAYER_REINDEX) KVL_TRY(csa2_indexer_config_check(&c->indexer));
     if (c->compressor.width != c->core.head_dim || c->indexer.width != c->core.head_dim ||
         c->compressor.ratio != c->ratio || c->indexer.ratio != c->ratio)
         return kvl_fail(KVL_EINVAL, "csa2: compressor and indexer must read width head_dim and the layer's ratio");
@@ -120,8 +114,8 @@ csa2_params csa2_layer_params(const csa2_config *c)
 int csa2_weights_init_random(csa2_weights *w, const csa2_config *c, kvl_rng *rng)
 {
     memset(w, 0, sizeof *w);
-    TRY(csa2_config_check(c));
-    TRY(v4_weights_init_random(&w->core, &c->core, rng));
+    KVL_TRY(csa2_config_check(c));
+    KVL_TRY(v4_weights_init_random(&w->core, &c->core, rng));
     v4_weight t[CSA2_N_WEIGHTS];
     const size_t n = weight_table(t, w, c);
     size_t total = 0;
@@ -152,10 +146,10 @@ void csa2_weights_free(csa2_weights *w)
 
 int csa2_query(float *q, const csa2_config *c, const csa2_weights *w, const float *cq, size_t S, int64_t pos0)
 {
-    TRY(csa2_config_check(c));
+    KVL_TRY(csa2_config_check(c));
     const size_t H = c->core.n_heads, Dh = c->core.head_dim;
     if (S == 0) return KVL_OK;
-    TRY(kvl_matmul_abt_f32(q, cq, w->core.w_uq, S, H * Dh, c->core.q_lora_rank));
+    KVL_TRY(kvl_matmul_abt_f32(q, cq, w->core.w_uq, S, H * Dh, c->core.q_lora_rank));
     v4_rotate_heads(q, S, H, Dh, &c->core.rope, pos0);
     return KVL_OK;
 }
@@ -222,7 +216,7 @@ static int buffers_alloc(layer_buffers *b, const csa2_config *c, size_t S)
 /* b->cq, b->q: the chunk's query latent and heads. */
 static int queries(layer_buffers *b, const csa2_config *c, const csa2_weights *w, const csa2_chunk *ch)
 {
-    TRY(v4_query_latent(b->cq, &c->core, &w->core, ch->x, ch->S));
+    KVL_TRY(v4_query_latent(b->cq, &c->core, &w->core, ch->x, ch->S));
     return csa2_query(b->q, c, w, b->cq, ch->S, (int64_t)ch->start + c->core.rope_offset);
 }
 
@@ -231,8 +225,8 @@ static int index_queries(layer_buffers *b, const csa2_config *c, const csa2_weig
                          const csa2_chunk *ch)
 {
     const csa2_indexer_config *ix = &c->indexer;
-    TRY(csa2_index_query(b->q_idx, b->w_idx, ix, w->w_iq, w->w_iw, b->cq, ch->x, ch->S,
-                         (int64_t)ch->start + c->core.rope_offset));
+    KVL_TRY(csa2_index_query(b->q_idx, b->w_idx, ix, w->w_iq, w->w_iw, b->cq, ch->x, ch->S,
+                             (int64_t)ch->start + c->core.rope_offset));
     return src->keys_mxfp4 ? csa2_index_round_mxfp4(b->q_idx, ch->S * ix->n_heads, ix->head_dim) : KVL_OK;
 }
 
@@ -261,9 +255,9 @@ static int check_source(const char *fn, const csa2_config *c, const csa2_source 
 
 int csa2_window_layer(float *out, const csa2_config *c, const csa2_weights *w, const csa2_chunk *ch)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_WINDOW, w, ch));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_WINDOW, w, ch));
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S));
+    KVL_TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
     if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, NULL, NULL, 0);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);
@@ -274,11 +268,11 @@ int csa2_window_layer(float *out, const csa2_config *c, const csa2_weights *w, c
 int csa2_full_layer(float *out, int32_t *sel, float *I, uint64_t *scored, const csa2_config *c,
                     const csa2_weights *w, const csa2_source *src, const csa2_chunk *ch)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch));
-    TRY(check_source(__func__, c, src));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_FULL, w, ch));
+    KVL_TRY(check_source(__func__, c, src));
     const csa2_indexer_config *ix = &c->indexer;
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S));
+    KVL_TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
     if (rc == KVL_OK) rc = index_queries(&b, c, w, src, ch);
     if (rc == KVL_OK) rc = csa2_index_scores_all(I, scored, ix, b.q_idx, b.w_idx, &src->keys, ch->S, ch->start);
@@ -292,8 +286,8 @@ int csa2_full_layer(float *out, int32_t *sel, float *I, uint64_t *scored, const 
 int csa2_reindex_layer(float *out, int32_t *sel, uint64_t *scored, const csa2_config *c, const csa2_weights *w,
                        const csa2_source *src, const uint8_t *pool, const csa2_chunk *ch)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch));
-    TRY(check_source(__func__, c, src));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_REINDEX, w, ch));
+    KVL_TRY(check_source(__func__, c, src));
     const csa2_indexer_config *ix = &c->indexer;
     float *I = malloc(ch->S * (src->keys.N ? src->keys.N : 1) * sizeof *I);
     if (!I) return kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
@@ -319,10 +313,10 @@ int csa2_reindex_layer(float *out, int32_t *sel, uint64_t *scored, const csa2_co
 int csa2_reuse_layer(float *out, const csa2_config *c, const csa2_weights *w, const csa2_source *src,
                      const int32_t *sel, const csa2_chunk *ch)
 {
-    TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch));
-    TRY(check_source(__func__, c, src));
+    KVL_TRY(check_layer(__func__, c, KVL_LAYER_REUSE, w, ch));
+    KVL_TRY(check_source(__func__, c, src));
     layer_buffers b;
-    TRY(buffers_alloc(&b, c, ch->S));
+    KVL_TRY(buffers_alloc(&b, c, ch->S));
     int rc = queries(&b, c, w, ch);
     if (rc == KVL_OK) rc = attend(b.o, c, w, b.q, ch, &src->entries, sel, c->indexer.topk);
     if (rc == KVL_OK) rc = v4_output(out, &c->core, &w->core, b.o, ch->S);

@@ -11,12 +11,6 @@
 #include "status.h"
 #include "topk.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 int csa2_indexer_config_check(const csa2_indexer_config *c)
 {
     if (!c) return kvl_fail(KVL_EINVAL, "csa2 indexer: config is NULL");
@@ -32,10 +26,10 @@ int csa2_indexer_config_check(const csa2_indexer_config *c)
 int csa2_index_keys(float *keys, const csa2_indexer_config *c, const float *w_ik, const float *ik_norm,
                     const float *L, size_t n, size_t first)
 {
-    TRY(csa2_indexer_config_check(c));
+    KVL_TRY(csa2_indexer_config_check(c));
     if (n == 0) return KVL_OK;
     const size_t DI = c->head_dim, Dr = c->rope.Dr;
-    TRY(kvl_matmul_abt_f32(keys, L, w_ik, n, DI, c->width));
+    KVL_TRY(kvl_matmul_abt_f32(keys, L, w_ik, n, DI, c->width));
     kvl_rmsnorm_f32(keys, keys, ik_norm, n, DI, c->norm_eps);
     for (size_t i = 0; i < n; i++)
         kvl_rope_rotate_interleaved(keys + i * DI + DI - Dr, &c->rope, (int64_t)((first + i) * c->ratio) + c->rope_offset);
@@ -45,13 +39,13 @@ int csa2_index_keys(float *keys, const csa2_indexer_config *c, const float *w_ik
 int csa2_index_query(float *q_idx, float *w_idx, const csa2_indexer_config *c, const float *w_iq,
                      const float *w_iw, const float *cq, const float *x, size_t S, int64_t pos0)
 {
-    TRY(csa2_indexer_config_check(c));
+    KVL_TRY(csa2_indexer_config_check(c));
     if (S == 0) return KVL_OK;
     const size_t HI = c->n_heads, DI = c->head_dim;
-    TRY(kvl_matmul_abt_f32(q_idx, cq, w_iq, S, HI * DI, c->q_lora_rank));
+    KVL_TRY(kvl_matmul_abt_f32(q_idx, cq, w_iq, S, HI * DI, c->q_lora_rank));
     for (size_t h = 0; h < HI; h++)
         kvl_rope_rotate_rows_interleaved(q_idx, S, HI * DI, h * DI + DI - c->rope.Dr, &c->rope, pos0);
-    TRY(kvl_matmul_abt_f32(w_idx, x, w_iw, S, HI, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w_iw, S, HI, c->d));
     const float scale = (float)(1.0 / sqrt((double)(HI * DI)));
     for (size_t i = 0; i < S * HI; i++) w_idx[i] *= scale;
     return KVL_OK;
@@ -60,9 +54,9 @@ int csa2_index_query(float *q_idx, float *w_idx, const csa2_indexer_config *c, c
 int csa2_index_scores_all(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
                           const float *w_idx, const kvl_row_tiles *keys, size_t S, size_t start)
 {
-    TRY(csa2_indexer_config_check(c));
+    KVL_TRY(csa2_indexer_config_check(c));
     if (!scored || !keys) return kvl_fail(KVL_EINVAL, "csa2_index_scores_all: NULL count or keys");
-    TRY(kvl_index_scores(I, q_idx, w_idx, keys, S, c->n_heads, start, c->ratio));
+    KVL_TRY(kvl_index_scores(I, q_idx, w_idx, keys, S, c->n_heads, start, c->ratio));
     for (size_t s = 0; s < S; s++) {
         const size_t n_t = (start + s + 1) / c->ratio;
         *scored += n_t < keys->N ? n_t : keys->N;
@@ -82,7 +76,7 @@ static size_t pool_list(int32_t *at, const uint8_t *pool, size_t N)
 int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
                            const float *w_idx, const kvl_row_tiles *keys, const uint8_t *pool, size_t S)
 {
-    TRY(csa2_indexer_config_check(c));
+    KVL_TRY(csa2_indexer_config_check(c));
     if (!scored || !keys || (S && !pool))
         return kvl_fail(KVL_EINVAL, "csa2_index_scores_pool: NULL count, keys or pool");
     const size_t N = keys->N, HI = c->n_heads, DI = c->head_dim;
@@ -104,7 +98,7 @@ int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config
 
 int csa2_index_select(int32_t *sel, const csa2_indexer_config *c, const float *I, size_t S, size_t N)
 {
-    TRY(csa2_indexer_config_check(c));
+    KVL_TRY(csa2_indexer_config_check(c));
     if (N == 0) {
         for (size_t i = 0; i < S * c->topk; i++) sel[i] = -1;
         return KVL_OK;
@@ -125,7 +119,7 @@ static int pool_row(uint8_t *pool, const float *I, size_t N, size_t n_t, size_t 
         bscore[b] = m;
     }
     bscore[(n_t - 1) / B] = INFINITY;
-    TRY(kvl_topk(pick, bscore, 1, nb, P));
+    KVL_TRY(kvl_topk(pick, bscore, 1, nb, P));
     for (size_t k = 0; k < P && pick[k] >= 0; k++)
         for (size_t i = (size_t)pick[k] * B; i < ((size_t)pick[k] + 1) * B && i < n_t; i++) pool[i] = 1;
     return KVL_OK;

@@ -8,12 +8,6 @@
 #include "rows.h"
 #include "status.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config and weights ------------------------------------------------------------------------------ */
 
 int csa2_stack_config_from_model(csa2_stack_config *s, const kvl_model *m)
@@ -178,7 +172,7 @@ static void copy_sel(int32_t *sel, const pass *p, const csa2_stack_config *s, si
 static int forward_source(pass *p, const csa2_config *c, const csa2_weights *w, size_t l, const float *n, size_t T)
 {
     const size_t N = T / c->ratio;
-    TRY(source_alloc(p, c, l, N));
+    KVL_TRY(source_alloc(p, c, l, N));
     float *L = malloc((N ? N : 1) * c->core.head_dim * sizeof *L);
     if (!L) return kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory");
     int rc = csa2_compressor_forward(L, &c->compressor, &w->compressor, n, T);
@@ -194,7 +188,7 @@ int csa2_stack_forward(float *out, int32_t *sel, uint64_t *scored, const csa2_st
     if (!s || !w || !out || !x || T == 0) return kvl_fail(KVL_EINVAL, "csa2_stack_forward: NULL argument or no tokens");
     const size_t d = s->d;
     pass p;
-    TRY(pass_init(&p, s->n_layers, T, 0));
+    KVL_TRY(pass_init(&p, s->n_layers, T, 0));
     float *n = malloc(T * d * sizeof *n), *a = malloc(T * d * sizeof *a);
     float *win = malloc(T * s->layers[0].core.head_dim * sizeof *win);
     int rc = n && a && win ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2_stack_forward: out of memory");
@@ -318,7 +312,7 @@ typedef int (*source_fill)(pass *p, csa2_cache *cache, const csa2_config *c, con
 static int fill_by_push(pass *p, csa2_cache *cache, const csa2_config *c, const csa2_weights *w, size_t l,
                         const float *n, size_t S)
 {
-    TRY(source_push(cache, c, w, l, n, S));
+    KVL_TRY(source_push(cache, c, w, l, n, S));
     return source_read(p, cache, l);
 }
 
@@ -334,7 +328,7 @@ static int cache_window(float *win, const v4_rows *ring, const float *kv, size_t
                         size_t Dh)
 {
     const size_t n_old = start - win_first;
-    if (n_old) TRY(v4_rows_read(win, ring, win_first, n_old));
+    if (n_old) KVL_TRY(v4_rows_read(win, ring, win_first, n_old));
     memcpy(win + n_old * Dh, kv, S * Dh * sizeof *win);
     return v4_rows_round(win + n_old * Dh, ring, S);
 }
@@ -351,7 +345,7 @@ static int run_layers(float *h, int32_t *sel, const csa2_stack_config *s, const 
             return kvl_fail(KVL_EINVAL, "csa2 stack: layer %zu's window ends at position %zu, the chunk starts at %zu",
                             l, c->window[l].len, start);
     pass p;
-    TRY(pass_init(&p, s->n_layers, S, c->fmt == CSA2_CACHE_NATIVE));
+    KVL_TRY(pass_init(&p, s->n_layers, S, c->fmt == CSA2_CACHE_NATIVE));
     float *n = malloc(S * d * sizeof *n), *a = malloc(S * d * sizeof *a), *kv = malloc(S * Dh * sizeof *kv);
     float *win = malloc((W + S) * Dh * sizeof *win);
     int rc = n && a && kv && win ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2 stack: out of memory for a chunk of %zu", S);
@@ -389,9 +383,9 @@ static int check_chunk(const char *fn, const csa2_stack_config *s, const csa2_st
 int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
                        csa2_cache *c, const float *x, size_t S)
 {
-    TRY(check_chunk("csa2_stack_prefill", s, w, c, out, x, S));
+    KVL_TRY(check_chunk("csa2_stack_prefill", s, w, c, out, x, S));
     memcpy(out, x, S * s->d * sizeof *out);
-    TRY(run_layers(out, sel, s, w, c, 0, s->n_layers, c->len, S, fill_by_push));
+    KVL_TRY(run_layers(out, sel, s, w, c, 0, s->n_layers, c->len, S, fill_by_push));
     c->len += S;
     return KVL_OK;
 }
@@ -399,7 +393,7 @@ int csa2_stack_prefill(float *out, int32_t *sel, const csa2_stack_config *s, con
 int csa2_stack_prefill_layers(float *h, const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c,
                               size_t l0, size_t l1, size_t S)
 {
-    TRY(check_chunk("csa2_stack_prefill_layers", s, w, c, h, h, S));
+    KVL_TRY(check_chunk("csa2_stack_prefill_layers", s, w, c, h, h, S));
     if (l0 > l1 || l1 > s->n_layers)
         return kvl_fail(KVL_EINVAL, "csa2_stack_prefill_layers: layers %zu … %zu of %zu", l0, l1, s->n_layers);
     return run_layers(h, NULL, s, w, c, l0, l1, c->len, S, fill_by_push);
@@ -408,7 +402,7 @@ int csa2_stack_prefill_layers(float *h, const csa2_stack_config *s, const csa2_s
 int csa2_stack_push_source(const csa2_stack_config *s, const csa2_stack_weights *w, csa2_cache *c, size_t l,
                            const float *h, size_t S)
 {
-    TRY(check_chunk("csa2_stack_push_source", s, w, c, h, h, S));
+    KVL_TRY(check_chunk("csa2_stack_push_source", s, w, c, h, h, S));
     if (l >= s->n_layers || s->layers[l].kind != KVL_LAYER_FULL)
         return kvl_fail(KVL_EINVAL, "csa2_stack_push_source: layer %zu is not a KV source", l);
     float *n = malloc(S * s->d * sizeof *n);

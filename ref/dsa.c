@@ -15,18 +15,12 @@
 #include "status.h"
 #include "topk.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config --------------------------------------------------------------------------------------- */
 
 int dsa_config_check(const dsa_config *c)
 {
     if (!c) return kvl_fail(KVL_EINVAL, "dsa: config is NULL");
-    TRY(mla_config_check(&c->mla));
+    KVL_TRY(mla_config_check(&c->mla));
     if (c->mla.window) return kvl_fail(KVL_EINVAL, "dsa: config field window must be 0, got %zu", c->mla.window);
     if (c->mla.q_lora_rank == 0)
         return kvl_fail(KVL_EINVAL, "dsa: config field q_lora_rank must be positive (the indexer reads c^Q), got 0");
@@ -51,7 +45,7 @@ int dsa_config_from_model(dsa_config *c, const kvl_model *m)
                         kvl_generation_name(m->generation));
     *c = (dsa_config){.index_n_heads = m->index_n_heads, .index_head_dim = m->index_head_dim,
                       .index_topk = m->index_topk, .index_norm_eps = DSA_INDEX_NORM_EPS};
-    TRY(mla_config_from_model(&c->mla, m));
+    KVL_TRY(mla_config_from_model(&c->mla, m));
     int rc = dsa_config_check(c);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
     return KVL_OK;
@@ -120,7 +114,7 @@ int dsa_weights_alloc(dsa_weights *w, const dsa_config *c)
     int rc = dsa_config_check(c);
     if (rc != KVL_OK) return kvl_fail(rc, "dsa_weights_alloc: %s", kvl_error());
     size_t total;
-    TRY(mla_weights_size(&total, &c->mla));
+    KVL_TRY(mla_weights_size(&total, &c->mla));
     const size_t n_mla = total;
     weight_entry t[N_INDEX_WEIGHTS];
     weight_table(t, w, c);
@@ -145,7 +139,7 @@ int dsa_weights_alloc(dsa_weights *w, const dsa_config *c)
 
 int dsa_weights_init_random(dsa_weights *w, const dsa_config *c, kvl_rng *rng)
 {
-    TRY(dsa_weights_alloc(w, c));
+    KVL_TRY(dsa_weights_alloc(w, c));
     mla_weights_draw(&w->mla, &c->mla, rng);
     weight_entry t[N_INDEX_WEIGHTS];
     weight_table(t, w, c);
@@ -169,18 +163,18 @@ void dsa_weights_free(dsa_weights *w)
 int dsa_index_query(float *q_idx, float *w_idx, const dsa_config *c, const dsa_weights *w, const float *x,
                     size_t S, size_t start)
 {
-    TRY(check_call(__func__, c, w, q_idx, x));
+    KVL_TRY(check_call(__func__, c, w, q_idx, x));
     if (!w_idx) return kvl_fail(KVL_EINVAL, "%s: NULL head weights", __func__);
     const size_t HI = c->index_n_heads, DI = c->index_head_dim;
     float *cq;
-    TRY(alloc_floats(&cq, S, c->mla.q_lora_rank, __func__));
+    KVL_TRY(alloc_floats(&cq, S, c->mla.q_lora_rank, __func__));
     int rc = mla_query_latent(cq, &c->mla, &w->mla, x, S);
     if (rc == KVL_OK) rc = kvl_matmul_abt_f32(q_idx, cq, w->w_iq, S, HI * DI, c->mla.q_lora_rank);
     free(cq);
-    TRY(rc);
+    KVL_TRY(rc);
     for (size_t h = 0; h < HI; h++)
         kvl_rope_rotate_rows_half_split(q_idx, S, HI * DI, h * DI, &c->mla.rope, (int64_t)start);
-    TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->mla.d));
+    KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->mla.d));
     /* HI^−½ on the head weights, DI^−½ for the dot products ([V32] weights_proj · n_heads^−½ · softmax_scale) */
     const float scale = (float)(1.0 / sqrt((double)HI * (double)DI));
     for (size_t i = 0; i < S * HI; i++) w_idx[i] *= scale;
@@ -189,9 +183,9 @@ int dsa_index_query(float *q_idx, float *w_idx, const dsa_config *c, const dsa_w
 
 int dsa_index_key(float *k_idx, const dsa_config *c, const dsa_weights *w, const float *x, size_t S, size_t start)
 {
-    TRY(check_call(__func__, c, w, k_idx, x));
+    KVL_TRY(check_call(__func__, c, w, k_idx, x));
     const size_t DI = c->index_head_dim;
-    TRY(kvl_matmul_abt_f32(k_idx, x, w->w_ik, S, DI, c->mla.d));
+    KVL_TRY(kvl_matmul_abt_f32(k_idx, x, w->w_ik, S, DI, c->mla.d));
     kvl_layernorm_f32(k_idx, k_idx, w->k_norm, w->k_bias, S, DI, c->index_norm_eps);
     kvl_rope_rotate_rows_half_split(k_idx, S, DI, 0, &c->mla.rope, (int64_t)start);
     return KVL_OK;
@@ -209,7 +203,7 @@ int dsa_index_scores(float *I, const dsa_config *c, const float *q_idx, const fl
 
 int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
 {
-    TRY(dsa_config_check(c));
+    KVL_TRY(dsa_config_check(c));
     const size_t DI = c->index_head_dim;
     if (!kvl_hadamard_size_ok(DI) || DI % KVF_FP8_UE8M0_BLOCK != 0)
         return kvl_fail(KVL_EINVAL, "dsa_index_quantise: index_head_dim %zu must be a power of two and a multiple of %d",
@@ -219,7 +213,7 @@ int dsa_index_quantise(float *v, const dsa_config *c, size_t n)
     if (finite != KVF_OK) return kvl_fail(KVL_EINVAL, "dsa_index_quantise: %s", kvf_strerror(finite));
     uint8_t *codes;
     float *scales = NULL;
-    TRY(alloc_n(&codes, 1, DI, 1, __func__));
+    KVL_TRY(alloc_n(&codes, 1, DI, 1, __func__));
     int rc = alloc_floats(&scales, 1, DI / KVF_FP8_UE8M0_BLOCK, __func__);
     if (rc == KVL_OK) rc = kvl_hadamard_rotate_rows_f32(v, n, DI);
     for (size_t r = 0; r < n && rc == KVL_OK; r++) {
@@ -249,16 +243,16 @@ static int index_inputs_build(index_inputs *in, const dsa_config *c, const dsa_w
 {
     memset(in, 0, sizeof *in);
     const size_t HI = c->index_n_heads, DI = c->index_head_dim;
-    TRY(alloc_floats(&in->q_idx, T * HI, DI, "dsa_indexer"));
-    TRY(alloc_floats(&in->w_idx, T, HI, "dsa_indexer"));
-    TRY(alloc_floats(&in->k_idx, T, DI, "dsa_indexer"));
-    TRY(dsa_index_query(in->q_idx, in->w_idx, c, w, x, T, 0));
+    KVL_TRY(alloc_floats(&in->q_idx, T * HI, DI, "dsa_indexer"));
+    KVL_TRY(alloc_floats(&in->w_idx, T, HI, "dsa_indexer"));
+    KVL_TRY(alloc_floats(&in->k_idx, T, DI, "dsa_indexer"));
+    KVL_TRY(dsa_index_query(in->q_idx, in->w_idx, c, w, x, T, 0));
     return dsa_index_key(in->k_idx, c, w, x, T, 0);
 }
 
 int dsa_indexer_f32(float *I, const dsa_config *c, const dsa_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w, I, x));
+    KVL_TRY(check_call(__func__, c, w, I, x));
     index_inputs in;
     int rc = index_inputs_build(&in, c, w, x, T);
     if (rc == KVL_OK) rc = dsa_index_scores(I, c, in.q_idx, in.w_idx, in.k_idx, T, T, 0);
@@ -268,7 +262,7 @@ int dsa_indexer_f32(float *I, const dsa_config *c, const dsa_weights *w, const f
 
 int dsa_indexer_fp8(float *I, const dsa_config *c, const dsa_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w, I, x));
+    KVL_TRY(check_call(__func__, c, w, I, x));
     index_inputs in;
     int rc = index_inputs_build(&in, c, w, x, T);
     if (rc == KVL_OK) rc = dsa_index_quantise(in.q_idx, c, T * c->index_n_heads);
@@ -292,7 +286,7 @@ static size_t common_picks(const int32_t *a, const int32_t *b, size_t K)
 
 int dsa_index_recall(double *recall, const dsa_config *c, const dsa_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w, recall, x));
+    KVL_TRY(check_call(__func__, c, w, recall, x));
     const size_t K = c->index_topk;
     float *I = NULL;
     int32_t *ref = NULL, *got = NULL;
@@ -331,7 +325,7 @@ static int check_selection(const char *fn, const int32_t *sel, size_t S, size_t 
 
 int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K)
 {
-    TRY(check_selection(__func__, sel, S, N, K));
+    KVL_TRY(check_selection(__func__, sel, S, N, K));
     if (S && N && !mask) return kvl_fail(KVL_EINVAL, "%s: NULL mask", __func__);
     for (size_t i = 0; i < S * N; i++) mask[i] = -INFINITY;
     for (size_t i = 0; i < S; i++)
@@ -349,7 +343,7 @@ typedef int (*values_fn)(float *, const mla_config *, const mla_weights *, const
 static int attend_masked(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
                          const int32_t *sel, size_t S, size_t N, scores_fn scores, values_fn values, const char *fn)
 {
-    TRY(check_call(fn, c, w, q, rows));
+    KVL_TRY(check_call(fn, c, w, q, rows));
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", fn);
     const size_t H = c->mla.n_heads;
     float *mask = NULL, *s = NULL;
@@ -388,7 +382,7 @@ static int attend_gathered(float *o, const dsa_config *c, const dsa_weights *w, 
         memset(o, 0, H * c->mla.v_head * sizeof *o);
         return KVL_OK;
     }
-    TRY(mla_scores_absorbed(scores, &c->mla, &w->mla, q, g, NULL, 1, n));
+    KVL_TRY(mla_scores_absorbed(scores, &c->mla, &w->mla, q, g, NULL, 1, n));
     for (size_t h = 0; h < H; h++) kvl_softmax_f32(scores + h * n, n);
     return mla_values_absorbed(o, &c->mla, &w->mla, scores, g, 1, n);
 }
@@ -416,10 +410,10 @@ static int gather_rows(float *g, size_t *n, unsigned char *taken, const float *r
 int dsa_attend_gather(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
                       const int32_t *sel, size_t S, size_t N)
 {
-    TRY(check_call(__func__, c, w, q, rows));
+    KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const size_t K = c->index_topk, H = c->mla.n_heads, Dw = row_width(c), Dqk = qk_width(c), Dv = c->mla.v_head;
-    TRY(check_selection(__func__, sel, S, N, K));
+    KVL_TRY(check_selection(__func__, sel, S, N, K));
     const size_t n_max = K < N ? K : N;   /* a query reads at most min(K, N) distinct rows */
     float *g = NULL, *scores = NULL;
     unsigned char *taken = NULL;          /* taken[N]: the rows this query has gathered */
@@ -442,7 +436,7 @@ int dsa_attend_gather(float *o, const dsa_config *c, const dsa_weights *w, const
 
 int dsa_forward(float *out, int32_t *sel, const dsa_config *c, const dsa_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w, out, x));
+    KVL_TRY(check_call(__func__, c, w, out, x));
     const size_t H = c->mla.n_heads, K = c->index_topk;
     float *q = NULL, *rows = NULL, *I = NULL, *o = NULL;
     int32_t *s = NULL;
@@ -480,13 +474,13 @@ static int init_v32(dsa_cache *cache, const dsa_config *c, size_t max_tokens)
                         "dsa_cache_init: the v32 rows hold Dc %d, Dr %d and DI %d; the config has %zu, %zu and %zu",
                         KVF_V32_NOPE, KVF_V32_ROPE, KVF_INDEX_DIM, c->mla.kv_lora_rank, c->mla.qk_rope,
                         c->index_head_dim);
-    TRY(alloc_n(&cache->main_rows, max_tokens, main_row_bytes(), 1, "dsa_cache_init"));
+    KVL_TRY(alloc_n(&cache->main_rows, max_tokens, main_row_bytes(), 1, "dsa_cache_init"));
     return alloc_n(&cache->index_rows, max_tokens, index_row_bytes(), 1, "dsa_cache_init");
 }
 
 static int init_f32(dsa_cache *cache, const dsa_config *c, size_t max_tokens)
 {
-    TRY(mla_cache_init(&cache->latent, &c->mla, max_tokens, SWA_STORE_F32));
+    KVL_TRY(mla_cache_init(&cache->latent, &c->mla, max_tokens, SWA_STORE_F32));
     return swa_ring_init(&cache->index_keys, 0, max_tokens, c->index_head_dim, SWA_STORE_F32);
 }
 
@@ -527,7 +521,7 @@ void dsa_cache_free(dsa_cache *cache)
 static int read_held(float *rows, float *keys, const dsa_cache *cache, const dsa_config *c, size_t first, size_t n)
 {
     if (cache->fmt == DSA_CACHE_F32) {
-        if (rows) TRY(swa_ring_read(rows, &cache->latent.ring, first, n));
+        if (rows) KVL_TRY(swa_ring_read(rows, &cache->latent.ring, first, n));
         return keys ? swa_ring_read(keys, &cache->index_keys, first, n) : KVL_OK;
     }
     for (size_t i = 0; i < n; i++) {
@@ -546,7 +540,7 @@ static int store_fresh(float *rows, float *keys, dsa_cache *cache, const dsa_con
 {
     if (cache->fmt == DSA_CACHE_F32) return KVL_OK;
     const size_t Dw = row_width(c), DI = c->index_head_dim;
-    TRY(kvl_hadamard_rotate_rows_f32(keys, S, DI));
+    KVL_TRY(kvl_hadamard_rotate_rows_f32(keys, S, DI));
     for (size_t i = 0; i < S; i++) {
         uint8_t *row = cache->main_rows + (start + i) * main_row_bytes();
         uint8_t *key = cache->index_rows + (start + i) * index_row_bytes();
@@ -570,8 +564,8 @@ static int match_stored_keys(float *q_idx, const dsa_cache *cache, const dsa_con
 static int commit(dsa_cache *cache, const dsa_config *c, const float *rows, const float *keys, size_t S)
 {
     if (cache->fmt == DSA_CACHE_F32) {
-        TRY(mla_cache_append(&cache->latent, &c->mla, rows, S));
-        TRY(swa_ring_append(&cache->index_keys, keys, S));
+        KVL_TRY(mla_cache_append(&cache->latent, &c->mla, rows, S));
+        KVL_TRY(swa_ring_append(&cache->index_keys, keys, S));
     }
     cache->len += S;
     return KVL_OK;
@@ -620,13 +614,13 @@ static int check_cache(const char *fn, const dsa_config *c, const dsa_cache *cac
 static int chunk_alloc(chunk *k, const dsa_config *c, size_t S, const char *fn)
 {
     const size_t H = c->mla.n_heads, HI = c->index_n_heads, DI = c->index_head_dim;
-    TRY(alloc_floats(&k->fresh, S, row_width(c), fn));
-    TRY(alloc_floats(&k->keys, S, DI, fn));
-    TRY(alloc_floats(&k->q, S * H, qk_width(c), fn));
-    TRY(alloc_floats(&k->q_idx, S * HI, DI, fn));
-    TRY(alloc_floats(&k->w_idx, S, HI, fn));
-    TRY(alloc_floats(&k->I, S, k->N, fn));
-    TRY(alloc_floats(&k->o, S * H, c->mla.v_head, fn));
+    KVL_TRY(alloc_floats(&k->fresh, S, row_width(c), fn));
+    KVL_TRY(alloc_floats(&k->keys, S, DI, fn));
+    KVL_TRY(alloc_floats(&k->q, S * H, qk_width(c), fn));
+    KVL_TRY(alloc_floats(&k->q_idx, S * HI, DI, fn));
+    KVL_TRY(alloc_floats(&k->w_idx, S, HI, fn));
+    KVL_TRY(alloc_floats(&k->I, S, k->N, fn));
+    KVL_TRY(alloc_floats(&k->o, S * H, c->mla.v_head, fn));
     return alloc_n(&k->sel, S, c->index_topk, sizeof *k->sel, fn);
 }
 
@@ -653,28 +647,28 @@ static int chunk_select(chunk *k, const dsa_config *c, const dsa_weights *w, dsa
                         size_t S, const char *fn)
 {
     memset(k, 0, sizeof *k);
-    TRY(check_call(fn, c, w, x, cache));
-    TRY(check_cache(fn, c, cache, S));
+    KVL_TRY(check_call(fn, c, w, x, cache));
+    KVL_TRY(check_cache(fn, c, cache, S));
     k->start = cache->len;
     k->S = S;
     k->N = k->start + S;
-    TRY(chunk_alloc(k, c, S, fn));
-    TRY(mla_latent(k->fresh, &c->mla, &w->mla, x, S, k->start));
-    TRY(dsa_index_key(k->keys, c, w, x, S, k->start));
-    TRY(store_fresh(k->fresh, k->keys, cache, c, k->start, S));
-    TRY(mla_query(k->q, &c->mla, &w->mla, x, S, k->start));
-    TRY(dsa_index_query(k->q_idx, k->w_idx, c, w, x, S, k->start));
-    TRY(match_stored_keys(k->q_idx, cache, c, S));
+    KVL_TRY(chunk_alloc(k, c, S, fn));
+    KVL_TRY(mla_latent(k->fresh, &c->mla, &w->mla, x, S, k->start));
+    KVL_TRY(dsa_index_key(k->keys, c, w, x, S, k->start));
+    KVL_TRY(store_fresh(k->fresh, k->keys, cache, c, k->start, S));
+    KVL_TRY(mla_query(k->q, &c->mla, &w->mla, x, S, k->start));
+    KVL_TRY(dsa_index_query(k->q_idx, k->w_idx, c, w, x, S, k->start));
+    KVL_TRY(match_stored_keys(k->q_idx, cache, c, S));
     const chunk_keys ck = {cache, c, k};
     const kvl_row_tiles keys = {.N = k->N, .width = c->index_head_dim, .tile = chunk_key_tile, .src = &ck};
-    TRY(kvl_index_scores(k->I, k->q_idx, k->w_idx, &keys, S, c->index_n_heads, k->start, 1));
+    KVL_TRY(kvl_index_scores(k->I, k->q_idx, k->w_idx, &keys, S, c->index_n_heads, k->start, 1));
     return kvl_topk(k->sel, k->I, S, k->N, c->index_topk);
 }
 
 /* rows[N][Dc+Dr]: the held rows, then the chunk's */
 static int chunk_rows(float *rows, const chunk *k, const dsa_cache *cache, const dsa_config *c)
 {
-    TRY(read_held(rows, NULL, cache, c, 0, k->start));
+    KVL_TRY(read_held(rows, NULL, cache, c, 0, k->start));
     memcpy(rows + k->start * row_width(c), k->fresh, k->S * row_width(c) * sizeof *rows);
     return KVL_OK;
 }
@@ -683,7 +677,7 @@ static int chunk_rows(float *rows, const chunk *k, const dsa_cache *cache, const
 static int chunk_finish(float *out, int32_t *sel, chunk *k, const dsa_config *c, const dsa_weights *w,
                         dsa_cache *cache)
 {
-    TRY(project_out(out, c, w, k->o, k->S));
+    KVL_TRY(project_out(out, c, w, k->o, k->S));
     if (sel) memcpy(sel, k->sel, k->S * c->index_topk * sizeof *sel);
     return commit(cache, c, k->fresh, k->keys, k->S);
 }
@@ -729,7 +723,7 @@ static int gather_from_cache(float *g, size_t *n, const int32_t *sel, const chun
     for (size_t j = 0; j < c->index_topk && sel[j] >= 0; j++) {
         const size_t p = (size_t)sel[j];
         float *dst = g + (*n)++ * Dw;
-        if (p < k->start) TRY(read_held(dst, NULL, cache, c, p, 1));
+        if (p < k->start) KVL_TRY(read_held(dst, NULL, cache, c, p, 1));
         else memcpy(dst, k->fresh + (p - k->start) * Dw, Dw * sizeof *dst);
     }
     return KVL_OK;

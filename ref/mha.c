@@ -9,8 +9,6 @@
 #include "softmax.h"
 #include "status.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
-
 /* ---- config ---------------------------------------------------------------------------------------- */
 
 int mha_config_init(mha_config *c, size_t d, size_t n_heads, size_t n_kv_heads, size_t head_dim, size_t window,
@@ -100,7 +98,7 @@ void mha_weights_free(mha_weights *w)
 int mha_cache_init(mha_cache *cache, const mha_config *c, size_t max_tokens, swa_store store)
 {
     memset(cache, 0, sizeof *cache);
-    TRY(swa_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store));
+    KVL_TRY(swa_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store));
     cache->window = c->window;
     return KVL_OK;
 }
@@ -133,8 +131,8 @@ static int project_qkv(float *q, float *kv, const mha_config *c, const mha_weigh
                        size_t start)
 {
     const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
-    TRY(kvl_matmul_abt_f32(q, x, w->w_q, S, H * Dh, c->d));
-    TRY(kvl_matmul_abt_f32(kv, x, w->w_k, S, 2 * Hkv * Dh, c->d));   /* w_k then w_v: rows [K | V] */
+    KVL_TRY(kvl_matmul_abt_f32(q, x, w->w_q, S, H * Dh, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(kv, x, w->w_k, S, 2 * Hkv * Dh, c->d));   /* w_k then w_v: rows [K | V] */
     for (size_t h = 0; h < H; h++)
         kvl_rope_rotate_rows_half_split(q, S, H * Dh, h * Dh, &c->rope, (int64_t)start);
     for (size_t g = 0; g < Hkv; g++)
@@ -172,7 +170,7 @@ static int attend_head(float *oh, float *p, const float *qh, const float *kg, co
                        size_t S, size_t n, size_t Dh)
 {
     const float scale = (float)(1.0 / sqrt((double)Dh));
-    TRY(kvl_matmul_abt_f32(p, qh, kg, S, n, Dh));
+    KVL_TRY(kvl_matmul_abt_f32(p, qh, kg, S, n, Dh));
     for (size_t i = 0; i < S * n; i++) p[i] = p[i] * scale + mask[i];
     for (size_t i = 0; i < S; i++) kvl_softmax_f32(p + i * n, n);
     return kvl_matmul_ab_f32(oh, p, vg, S, Dh, n);
@@ -228,7 +226,7 @@ int mha_forward(float *out, const mha_config *c, const mha_weights *w, const flo
 int mha_prefill(float *out, const mha_config *c, const mha_weights *w, mha_cache *cache, const float *x, size_t S)
 {
     if (S == 0) return kvl_fail(KVL_EINVAL, "mha_prefill: S must be positive");
-    TRY(check_cache(c, cache, S));
+    KVL_TRY(check_cache(c, cache, S));
     const size_t start = cache->ring.len, first = swa_first_visible(start, c->window), n_old = start - first;
     const size_t qw = c->n_heads * c->head_dim, rw = row_width(c);
     size_t need = 0;
@@ -258,7 +256,7 @@ static int attend_groups(float *o, const mha_config *c, const float *q, const sw
 
 int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache *cache, const float *x_t)
 {
-    TRY(check_cache(c, cache, 1));
+    KVL_TRY(check_cache(c, cache, 1));
     const size_t t = cache->ring.len, qw = c->n_heads * c->head_dim, rw = row_width(c);
     size_t need = 0;
     if (!(grow(&need, 2, qw) && grow(&need, 1, rw)))

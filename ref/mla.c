@@ -15,12 +15,6 @@
  * about as much as starting a parallel region). */
 #define SOFTMAX_PARALLEL_MIN 65536
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config --------------------------------------------------------------------------------------- */
 
 int mla_config_check(const mla_config *c)
@@ -186,7 +180,7 @@ int mla_weights_alloc(mla_weights *w, const mla_config *c)
 {
     memset(w, 0, sizeof *w);
     size_t total;
-    TRY(mla_weights_size(&total, c));
+    KVL_TRY(mla_weights_size(&total, c));
     float *block = calloc(total, sizeof *block);
     if (!block) return kvl_fail(KVL_ENOMEM, "mla_weights_alloc: out of memory for %zu floats", total);
     mla_weights_cut(w, c, block);
@@ -195,7 +189,7 @@ int mla_weights_alloc(mla_weights *w, const mla_config *c)
 
 int mla_weights_init_random(mla_weights *w, const mla_config *c, kvl_rng *rng)
 {
-    TRY(mla_weights_alloc(w, c));
+    KVL_TRY(mla_weights_alloc(w, c));
     mla_weights_draw(w, c, rng);
     return KVL_OK;
 }
@@ -218,7 +212,7 @@ int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, swa
 
 int mla_cache_append(mla_cache *cache, const mla_config *c, const float *rows, size_t n)
 {
-    TRY(mla_config_check(c));
+    KVL_TRY(mla_config_check(c));
     if (cache->ring.width != row_width(c))
         return kvl_fail(KVL_EINVAL, "mla_cache_append: cache rows hold %zu values, the config's Dc+Dr is %zu",
                         cache->ring.width, row_width(c));
@@ -233,9 +227,9 @@ void mla_cache_free(mla_cache *cache) { swa_ring_free(&cache->ring); }
 
 int mla_query_latent(float *cq, const mla_config *c, const mla_weights *w, const float *x, size_t S)
 {
-    TRY(check_call(__func__, c, w, cq, x));
+    KVL_TRY(check_call(__func__, c, w, cq, x));
     if (c->q_lora_rank == 0) return kvl_fail(KVL_EINVAL, "%s: q_lora_rank is 0, there is no query latent", __func__);
-    TRY(kvl_matmul_abt_f32(cq, x, w->w_dq, S, c->q_lora_rank, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(cq, x, w->w_dq, S, c->q_lora_rank, c->d));
     kvl_rmsnorm_f32(cq, cq, w->q_norm, S, c->q_lora_rank, c->norm_eps);
     return KVL_OK;
 }
@@ -244,7 +238,7 @@ int mla_query_latent(float *cq, const mla_config *c, const mla_weights *w, const
 static int query_through_latent(float *q, const mla_config *c, const mla_weights *w, const float *x, size_t S)
 {
     float *cq;
-    TRY(alloc_floats(&cq, S, c->q_lora_rank, "mla_query"));
+    KVL_TRY(alloc_floats(&cq, S, c->q_lora_rank, "mla_query"));
     int rc = mla_query_latent(cq, c, w, x, S);
     if (rc == KVL_OK) rc = kvl_matmul_abt_f32(q, cq, w->w_uq, S, c->n_heads * qk_width(c), c->q_lora_rank);
     free(cq);
@@ -259,9 +253,9 @@ static int query_direct(float *q, const mla_config *c, const mla_weights *w, con
 
 int mla_query(float *q, const mla_config *c, const mla_weights *w, const float *x, size_t S, size_t start)
 {
-    TRY(check_call(__func__, c, w, q, x));
+    KVL_TRY(check_call(__func__, c, w, q, x));
     const size_t H = c->n_heads, Dqk = qk_width(c);
-    TRY(c->q_lora_rank ? query_through_latent(q, c, w, x, S) : query_direct(q, c, w, x, S));
+    KVL_TRY(c->q_lora_rank ? query_through_latent(q, c, w, x, S) : query_direct(q, c, w, x, S));
     for (size_t h = 0; h < H; h++)
         kvl_rope_rotate_rows_interleaved(q, S, H * Dqk, h * Dqk + c->qk_nope, &c->rope, (int64_t)start);
     return KVL_OK;
@@ -269,9 +263,9 @@ int mla_query(float *q, const mla_config *c, const mla_weights *w, const float *
 
 int mla_latent(float *rows, const mla_config *c, const mla_weights *w, const float *x, size_t S, size_t start)
 {
-    TRY(check_call(__func__, c, w, rows, x));
+    KVL_TRY(check_call(__func__, c, w, rows, x));
     const size_t Dc = c->kv_lora_rank, Dw = row_width(c);
-    TRY(kvl_matmul_abt_f32(rows, x, w->w_dkv, S, Dw, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(rows, x, w->w_dkv, S, Dw, c->d));
     for (size_t i = 0; i < S; i++) kvl_rmsnorm_f32(rows + i * Dw, rows + i * Dw, w->kv_norm, 1, Dc, c->norm_eps);
     kvl_rope_rotate_rows_interleaved(rows, S, Dw, Dc, &c->rope, (int64_t)start);
     return KVL_OK;
@@ -297,7 +291,7 @@ static int project_out(float *out, const mla_config *c, const mla_weights *w, co
 int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                      const float *rows, const float *mask, size_t S, size_t N)
 {
-    TRY(check_call(__func__, c, w, q, rows));
+    KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope, Dr = c->qk_rope;
     const size_t Dqk = qk_width(c), Dw = row_width(c);
@@ -332,7 +326,7 @@ int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, c
 int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const float *p, const float *rows,
                      size_t S, size_t N)
 {
-    TRY(check_call(__func__, c, w, p, rows));
+    KVL_TRY(check_call(__func__, c, w, p, rows));
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head, Dw = row_width(c);
     float *latent = NULL, *v = NULL, *p_h = NULL, *o_h = NULL;
@@ -398,7 +392,7 @@ static int expand_values(float *o, const mla_config *c, const mla_weights *w, co
 int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                         const float *rows, const float *mask, size_t S, size_t N)
 {
-    TRY(check_call(__func__, c, w, q, rows));
+    KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
     const size_t H = c->n_heads;
     float *q_hat = NULL;
@@ -416,7 +410,7 @@ int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w
 int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, const float *p,
                         const float *rows, size_t S, size_t N)
 {
-    TRY(check_call(__func__, c, w, p, rows));
+    KVL_TRY(check_call(__func__, c, w, p, rows));
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     const size_t Dw = row_width(c);
     float *o_hat = NULL;
@@ -431,7 +425,7 @@ int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, con
 
 int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w, out, x));
+    KVL_TRY(check_call(__func__, c, w, out, x));
     const size_t H = c->n_heads;
     float *q = NULL, *rows = NULL, *mask = NULL, *scores = NULL, *o = NULL;
     int rc = alloc_floats(&q, T * H, qk_width(c), __func__);
@@ -495,24 +489,24 @@ static int chunk_build(chunk *k, const mla_config *c, const mla_weights *w, cons
     k->key_start = swa_first_visible(start, c->window);
     const size_t n_old = start - k->key_start;
     k->N = n_old + S;
-    TRY(alloc_floats(&k->keys, k->N, Dw, "mla_prefill"));
-    TRY(alloc_floats(&k->q, S * H, qk_width(c), "mla_prefill"));
-    TRY(alloc_floats(&k->mask, S, k->N, "mla_prefill"));
-    TRY(alloc_floats(&k->scores, S * H, k->N, "mla_prefill"));
-    TRY(alloc_floats(&k->o, S * H, c->v_head, "mla_prefill"));
-    TRY(swa_ring_read(k->keys, &cache->ring, k->key_start, n_old));
+    KVL_TRY(alloc_floats(&k->keys, k->N, Dw, "mla_prefill"));
+    KVL_TRY(alloc_floats(&k->q, S * H, qk_width(c), "mla_prefill"));
+    KVL_TRY(alloc_floats(&k->mask, S, k->N, "mla_prefill"));
+    KVL_TRY(alloc_floats(&k->scores, S * H, k->N, "mla_prefill"));
+    KVL_TRY(alloc_floats(&k->o, S * H, c->v_head, "mla_prefill"));
+    KVL_TRY(swa_ring_read(k->keys, &cache->ring, k->key_start, n_old));
     float *fresh = k->keys + n_old * Dw;
-    TRY(mla_latent(fresh, c, w, x, S, start));
+    KVL_TRY(mla_latent(fresh, c, w, x, S, start));
     swa_store_round(fresh, S * Dw, cache->ring.store);
-    TRY(mla_query(k->q, c, w, x, S, start));
+    KVL_TRY(mla_query(k->q, c, w, x, S, start));
     swa_mask_rows(k->mask, start, S, k->key_start, k->N, c->window);
     return KVL_OK;
 }
 
 int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x, size_t S)
 {
-    TRY(check_call(__func__, c, w, out, x));
-    TRY(check_cache(__func__, c, cache, S));
+    KVL_TRY(check_call(__func__, c, w, out, x));
+    KVL_TRY(check_cache(__func__, c, cache, S));
     const size_t H = c->n_heads;
     chunk k = {0};
     int rc = chunk_build(&k, c, w, cache, x, S);
@@ -546,16 +540,16 @@ static int step_begin(step *s, const mla_config *c, const mla_weights *w, mla_ca
                       const char *fn)
 {
     memset(s, 0, sizeof *s);
-    TRY(check_call(fn, c, w, x_t, cache));
-    TRY(check_cache(fn, c, cache, 1));
+    KVL_TRY(check_call(fn, c, w, x_t, cache));
+    KVL_TRY(check_cache(fn, c, cache, 1));
     swa_ring *r = &cache->ring;
     const size_t pos = r->len;
     s->N = pos + 1 < r->slots ? pos + 1 : r->slots;
-    TRY(alloc_floats(&s->q, c->n_heads, qk_width(c), fn));
-    TRY(alloc_floats(&s->row, 1, row_width(c), fn));
-    TRY(alloc_floats(&s->o, c->n_heads, c->v_head, fn));
-    TRY(mla_query(s->q, c, w, x_t, 1, pos));
-    TRY(mla_latent(s->row, c, w, x_t, 1, pos));
+    KVL_TRY(alloc_floats(&s->q, c->n_heads, qk_width(c), fn));
+    KVL_TRY(alloc_floats(&s->row, 1, row_width(c), fn));
+    KVL_TRY(alloc_floats(&s->o, c->n_heads, c->v_head, fn));
+    KVL_TRY(mla_query(s->q, c, w, x_t, 1, pos));
+    KVL_TRY(mla_latent(s->row, c, w, x_t, 1, pos));
     return swa_ring_append(r, s->row, 1);
 }
 

@@ -10,8 +10,6 @@
 #include "norm.h"
 #include "status.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
-
 /* ---- config ---------------------------------------------------------------------------------------- */
 
 static int layer_from_model(model_layer_config *lc, const kvl_model *m, size_t i)
@@ -272,7 +270,7 @@ int model_cache_drop_windows(model_cache *cache, size_t s)
 {
     for (size_t l = 0; l < cache->n_layers; l++)
         if (!is_v4(cache, l)) return kvl_fail(KVL_EINVAL, "model_cache_drop_windows: layer %zu is not a V4 layer", l);
-    for (size_t l = 0; l < cache->n_layers; l++) TRY(v4_cache_drop_window(&cache->v4[l], s));
+    for (size_t l = 0; l < cache->n_layers; l++) KVL_TRY(v4_cache_drop_window(&cache->v4[l], s));
     return KVL_OK;
 }
 
@@ -283,8 +281,8 @@ static int mlp_swiglu(float *y, float *g, float *u, const model_config *c, const
                       const float *n, size_t S)
 {
     const size_t F = c->d_ff;
-    TRY(kvl_matmul_abt_f32(g, n, lw->w_gate, S, F, c->d));
-    TRY(kvl_matmul_abt_f32(u, n, lw->w_up, S, F, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(g, n, lw->w_gate, S, F, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(u, n, lw->w_up, S, F, c->d));
     for (size_t i = 0; i < S * F; i++) g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
     return kvl_matmul_abt_f32(y, g, lw->w_down, S, c->d, F);
 }
@@ -294,7 +292,7 @@ static int mlp_gelu(float *y, float *u, const model_config *c, const model_layer
                     size_t S)
 {
     const size_t F = c->d_ff;
-    TRY(kvl_matmul_abt_f32(u, n, lw->w_up, S, F, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(u, n, lw->w_up, S, F, c->d));
     for (size_t i = 0; i < S * F; i++) u[i] = (float)(0.5 * u[i] * (1.0 + erf(u[i] / sqrt(2.0))));
     return kvl_matmul_abt_f32(y, u, lw->w_down, S, c->d, F);
 }
@@ -358,11 +356,11 @@ static int run_layer(float *h, const scratch *s, const model_config *c, const mo
 {
     const model_layer_weights *lw = &w->layers[l];
     kvl_rmsnorm_f32(s->n, h, lw->attn_norm, S, c->d, c->norm_eps);
-    TRY(attend(s->y, c, w, cache, l, s->n, S));
+    KVL_TRY(attend(s->y, c, w, cache, l, s->n, S));
     add_rows(h, s->y, S * c->d);
     if (c->d_ff == 0) return KVL_OK;
     kvl_rmsnorm_f32(s->n, h, lw->mlp_norm, S, c->d, c->norm_eps);
-    TRY(c->mlp == MODEL_MLP_GELU ? mlp_gelu(s->y, s->f1, c, lw, s->n, S) : mlp_swiglu(s->y, s->f1, s->f2, c, lw, s->n, S));
+    KVL_TRY(c->mlp == MODEL_MLP_GELU ? mlp_gelu(s->y, s->f1, c, lw, s->n, S) : mlp_swiglu(s->y, s->f1, s->f2, c, lw, s->n, S));
     add_rows(h, s->y, S * c->d);
     return KVL_OK;
 }
@@ -395,13 +393,13 @@ int model_forward(float *out, const model_config *c, const model_weights *w, con
 int model_prefill(float *out, const model_config *c, const model_weights *w, model_cache *cache, const float *x,
                   size_t S)
 {
-    TRY(check_cache(c, cache, S));
+    KVL_TRY(check_cache(c, cache, S));
     return run_stack(out, c, w, cache, x, S, attend_prefill);
 }
 
 int model_decode(float *out, const model_config *c, const model_weights *w, model_cache *cache, const float *x_t)
 {
-    TRY(check_cache(c, cache, 1));
+    KVL_TRY(check_cache(c, cache, 1));
     return run_stack(out, c, w, cache, x_t, 1, attend_decode);
 }
 

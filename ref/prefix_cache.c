@@ -8,12 +8,6 @@
 #include "prefix_file.h"
 #include "status.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- building a file: a list of sections that owns its bytes ---------------------------------------- */
 
 typedef struct {
@@ -98,8 +92,8 @@ static int import_rows(v4_rows *r, const prefix_file *f, const char *tag, size_t
                        const char *path)
 {
     const prefix_section *s;
-    TRY(find_section(&s, f, tag, layer, path));
-    TRY(check_shape(s, r->store, r->row_bytes, n, first, path));
+    KVL_TRY(find_section(&s, f, tag, layer, path));
+    KVL_TRY(check_shape(s, r->store, r->row_bytes, n, first, path));
     const int rc = v4_rows_import(r, s->bytes, first, n);
     if (rc != KVL_OK) return kvl_fail(KVL_EPARSE, "%s: section \"%s\" of layer %zu: %s", path, tag, layer, kvl_error());
     return KVL_OK;
@@ -111,8 +105,8 @@ static int import_floats(float *x, size_t rows, size_t cols, uint64_t first, con
                          size_t layer, const char *path)
 {
     const prefix_section *s;
-    TRY(find_section(&s, f, tag, layer, path));
-    TRY(check_shape(s, V4_ROWS_F32, cols * sizeof(float), rows, first, path));
+    KVL_TRY(find_section(&s, f, tag, layer, path));
+    KVL_TRY(check_shape(s, V4_ROWS_F32, cols * sizeof(float), rows, first, path));
     memcpy(x, s->bytes, rows * cols * sizeof *x);
     for (size_t i = 0; i < rows * cols; i++)
         if (isnan(x[i])) return kvl_fail(KVL_EPARSE, "%s: section \"%s\" of layer %zu holds a NaN", path, tag, layer);
@@ -175,9 +169,9 @@ static int csa2_fill(csa2_cache *tmp, const csa2_stack_config *s, const prefix_f
         if (lc->kind != KVL_LAYER_FULL) continue;
         const size_t N = P / lc->ratio;
         csa2_compressor_state *t = &tmp->state[l];
-        TRY(import_rows(&tmp->entries[l], f, "entries", l, 0, N, path));
-        TRY(import_rows(&tmp->keys[l], f, "keys", l, 0, N, path));
-        TRY(import_floats(t->a, 2 * t->M, t->c, P, f, "tail", l, path));
+        KVL_TRY(import_rows(&tmp->entries[l], f, "entries", l, 0, N, path));
+        KVL_TRY(import_rows(&tmp->keys[l], f, "keys", l, 0, N, path));
+        KVL_TRY(import_floats(t->a, 2 * t->M, t->c, P, f, "tail", l, path));
         t->pos = P;
         expected += 3;
     }
@@ -208,7 +202,7 @@ int csa2_prefix_load(csa2_cache *c, const csa2_stack_config *s, const char *path
 {
     if (!c || !s || !path) return kvl_fail(KVL_EINVAL, "csa2_prefix_load: NULL argument");
     prefix_file f;
-    TRY(prefix_file_read(&f, path));
+    KVL_TRY(prefix_file_read(&f, path));
     const int rc = csa2_prefix_restore(c, s, &f, path);
     prefix_file_free(&f);
     return rc;
@@ -245,19 +239,19 @@ static int add_v4_global(section_list *L, const model_config *mc, const model_ca
         const v4_cache *v = &cache->v4[l];
         const kvl_layer_kind kind = mc->layers[l].v4.kind;
         if (kind == KVL_LAYER_WINDOW) continue;
-        TRY(add_rows(L, "entries", l, &v->entries));
-        TRY(add_floats(L, "kvtail", l, v->kv_state.kv, 2 * v->kv_state.rows, v->kv_state.cols, v->kv_state.pos));
+        KVL_TRY(add_rows(L, "entries", l, &v->entries));
+        KVL_TRY(add_floats(L, "kvtail", l, v->kv_state.kv, 2 * v->kv_state.rows, v->kv_state.cols, v->kv_state.pos));
         if (kind != KVL_LAYER_CSA) continue;
-        TRY(add_rows(L, "keys", l, &v->index_keys));
-        TRY(add_floats(L, "ixtail", l, v->index_state.kv, 2 * v->index_state.rows, v->index_state.cols,
-                       v->index_state.pos));
+        KVL_TRY(add_rows(L, "keys", l, &v->index_keys));
+        KVL_TRY(add_floats(L, "ixtail", l, v->index_state.kv, 2 * v->index_state.rows, v->index_state.cols,
+                           v->index_state.pos));
     }
     return KVL_OK;
 }
 
 static int add_v4_window(section_list *L, const model_config *mc, const model_cache *cache)
 {
-    for (size_t l = 0; l < mc->n_layers; l++) TRY(add_rows(L, "window", l, &cache->v4[l].window));
+    for (size_t l = 0; l < mc->n_layers; l++) KVL_TRY(add_rows(L, "window", l, &cache->v4[l].window));
     return KVL_OK;
 }
 
@@ -268,7 +262,7 @@ static int write_v4(const char *path, const model_config *mc, const model_cache 
 
 int v4_prefix_save(const char *path, const model_config *mc, const model_cache *cache)
 {
-    TRY(check_v4("v4_prefix_save", mc, cache));
+    KVL_TRY(check_v4("v4_prefix_save", mc, cache));
     section_list L = {0};
     int rc = add_v4_global(&L, mc, cache);
     if (rc == KVL_OK) rc = write_v4(path, mc, cache, &L);
@@ -278,7 +272,7 @@ int v4_prefix_save(const char *path, const model_config *mc, const model_cache *
 
 int v4_prefix_save_with_window(const char *path, const model_config *mc, const model_cache *cache)
 {
-    TRY(check_v4("v4_prefix_save_with_window", mc, cache));
+    KVL_TRY(check_v4("v4_prefix_save_with_window", mc, cache));
     section_list L = {0};
     int rc = add_v4_global(&L, mc, cache);
     if (rc == KVL_OK) rc = add_v4_window(&L, mc, cache);
@@ -295,13 +289,13 @@ static int v4_fill_global(v4_cache *v, const v4_config *c, size_t l, const prefi
     v->len = P;
     if (c->kind == KVL_LAYER_WINDOW) return KVL_OK;
     const size_t N = P / c->compressor.ratio;
-    TRY(import_rows(&v->entries, f, "entries", l, 0, N, path));
-    TRY(import_floats(v->kv_state.kv, 2 * v->kv_state.rows, v->kv_state.cols, P, f, "kvtail", l, path));
+    KVL_TRY(import_rows(&v->entries, f, "entries", l, 0, N, path));
+    KVL_TRY(import_floats(v->kv_state.kv, 2 * v->kv_state.rows, v->kv_state.cols, P, f, "kvtail", l, path));
     v->kv_state.pos = P;
     *n_sections += 2;
     if (c->kind != KVL_LAYER_CSA) return KVL_OK;
-    TRY(import_rows(&v->index_keys, f, "keys", l, 0, N, path));
-    TRY(import_floats(v->index_state.kv, 2 * v->index_state.rows, v->index_state.cols, P, f, "ixtail", l, path));
+    KVL_TRY(import_rows(&v->index_keys, f, "keys", l, 0, N, path));
+    KVL_TRY(import_floats(v->index_state.kv, 2 * v->index_state.rows, v->index_state.cols, P, f, "ixtail", l, path));
     v->index_state.pos = P;
     *n_sections += 2;
     return KVL_OK;
@@ -324,9 +318,9 @@ static int v4_fill_window(v4_cache *v, size_t l, const prefix_file *f, const cha
 
 int v4_prefix_load(model_cache *cache, const model_config *mc, const char *path)
 {
-    TRY(check_v4("v4_prefix_load", mc, cache));
+    KVL_TRY(check_v4("v4_prefix_load", mc, cache));
     prefix_file f;
-    TRY(prefix_file_read(&f, path));
+    KVL_TRY(prefix_file_read(&f, path));
     const v4_cache_format fmt = cache->v4[0].fmt;
     const size_t max_tokens = cache->v4[0].max_tokens;
     model_cache tmp = {0};

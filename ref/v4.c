@@ -13,12 +13,6 @@
 #include "status.h"
 #include "v4_rope.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config --------------------------------------------------------------------------------------- */
 
 static int same_rope(const kvl_rope *a, const kvl_rope *b)
@@ -83,9 +77,9 @@ int v4_config_check(const v4_config *c)
     if (c->kind != KVL_LAYER_WINDOW && c->kind != KVL_LAYER_CSA && c->kind != KVL_LAYER_HCA)
         return kvl_fail(KVL_EINVAL, "v4: layer kind %s is not a V4 kind (window, CSA, HCA)",
                         kvl_layer_kind_name(c->kind));
-    TRY(check_widths(c));
-    if (c->kind != KVL_LAYER_WINDOW) TRY(check_compressor(c));
-    if (c->kind == KVL_LAYER_CSA) TRY(check_indexer(c));
+    KVL_TRY(check_widths(c));
+    if (c->kind != KVL_LAYER_WINDOW) KVL_TRY(check_compressor(c));
+    if (c->kind == KVL_LAYER_CSA) KVL_TRY(check_indexer(c));
     return KVL_OK;
 }
 
@@ -212,7 +206,7 @@ int v4_weights_alloc(v4_weights *w, const v4_config *c)
 
 int v4_weights_init_random(v4_weights *w, const v4_config *c, kvl_rng *rng)
 {
-    TRY(v4_weights_alloc(w, c));
+    KVL_TRY(v4_weights_alloc(w, c));
     v4_weight t[MAX_WEIGHTS];
     const size_t n = weight_table(t, w, c);
     for (size_t i = 0; i < n; i++) {
@@ -234,10 +228,10 @@ void v4_weights_free(v4_weights *w)
 
 int v4_query_latent(float *cq, const v4_config *c, const v4_weights *w, const float *x, size_t S)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!cq || !x) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
-    TRY(kvl_matmul_abt_f32(cq, x, w->w_dq, S, c->q_lora_rank, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(cq, x, w->w_dq, S, c->q_lora_rank, c->d));
     kvl_rmsnorm_f32(cq, cq, w->q_norm, S, c->q_lora_rank, c->norm_eps);
     return KVL_OK;
 }
@@ -246,11 +240,11 @@ void v4_query_head_norm(float *q, size_t n, size_t Dh, double eps) { kvl_rmsnorm
 
 int v4_query(float *q, const v4_config *c, const v4_weights *w, const float *cq, size_t S, int64_t pos0)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!q || !cq) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     const size_t H = c->n_heads, Dh = c->head_dim;
-    TRY(kvl_matmul_abt_f32(q, cq, w->w_uq, S, H * Dh, c->q_lora_rank));
+    KVL_TRY(kvl_matmul_abt_f32(q, cq, w->w_uq, S, H * Dh, c->q_lora_rank));
     v4_query_head_norm(q, S * H, Dh, c->norm_eps);
     v4_rotate_heads(q, S, H, Dh, &c->rope, pos0);
     return KVL_OK;
@@ -258,11 +252,11 @@ int v4_query(float *q, const v4_config *c, const v4_weights *w, const float *cq,
 
 int v4_kv(float *rows, const v4_config *c, const v4_weights *w, const float *x, size_t S, int64_t pos0)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!rows || !x) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     const size_t Dh = c->head_dim;
-    TRY(kvl_matmul_abt_f32(rows, x, w->w_kv, S, Dh, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(rows, x, w->w_kv, S, Dh, c->d));
     kvl_rmsnorm_f32(rows, rows, w->kv_norm, S, Dh, c->norm_eps);
     v4_rotate_heads(rows, S, 1, Dh, &c->rope, pos0);
     return KVL_OK;
@@ -310,7 +304,7 @@ void v4_attend_values(float *o, const float *p, const float *const *keys, size_t
 
 int v4_output(float *out, const v4_config *c, const v4_weights *w, const float *o, size_t S)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!out || !o) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     const size_t H = c->n_heads, Dh = c->head_dim, G = c->o_groups, Do = c->o_lora_rank, gw = H / G * Dh;
@@ -356,7 +350,7 @@ int v4_attend_query(float *o, float *rows, const float *q, const float *win, siz
 {
     size_t picked = 0;
     if (n_win) memcpy(rows, win, n_win * Dh * sizeof *rows);
-    if (K) TRY(kvl_row_tiles_gather(rows + n_win * Dh, &picked, entries, sel, K));
+    if (K) KVL_TRY(kvl_row_tiles_gather(rows + n_win * Dh, &picked, entries, sel, K));
     const kvl_attend_rows r = {.N = n_win + picked, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh,
                                .groups = 1};
     return kvl_attend_sink_f32(o, q, H, rows, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
@@ -397,10 +391,10 @@ static int attend_in_order(float *o, const v4_config *c, const v4_weights *w, co
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
               const kvl_row_tiles *entries, const int32_t *sel, size_t S, size_t start)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (S == 0) return KVL_OK;
     if (!o || !q || !win) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
-    TRY(check_attend(c, entries, sel, S, start, win_first));
+    KVL_TRY(check_attend(c, entries, sel, S, start, win_first));
     const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, K = c->indexer.topk;
     float *rows = c->kind == KVL_LAYER_CSA ? malloc((W + K) * Dh * sizeof *rows) : NULL;
     int rc = c->kind != KVL_LAYER_CSA || rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
@@ -468,34 +462,34 @@ static int forward_picks(forward_buffers *b, const v4_config *c, const v4_weight
                          size_t N)
 {
     const v4_indexer_config *ix = &c->indexer;
-    TRY(v4_compressor_forward(b->keys, &ix->compressor, &w->indexer.compressor, x, T, c->rope_offset));
-    TRY(v4_index_query(b->q_idx, b->w_idx, ix, &w->indexer, b->cq, x, T, c->rope_offset));
-    TRY(v4_index_scores(b->I, ix, b->q_idx, b->w_idx, b->keys, T, N, 0));
+    KVL_TRY(v4_compressor_forward(b->keys, &ix->compressor, &w->indexer.compressor, x, T, c->rope_offset));
+    KVL_TRY(v4_index_query(b->q_idx, b->w_idx, ix, &w->indexer, b->cq, x, T, c->rope_offset));
+    KVL_TRY(v4_index_scores(b->I, ix, b->q_idx, b->w_idx, b->keys, T, N, 0));
     return v4_index_select(b->sel, ix, b->I, T, N);
 }
 
 static int forward_layer(float *out, forward_buffers *b, const v4_config *c, const v4_weights *w, const float *x,
                          size_t T, size_t N)
 {
-    TRY(v4_query_latent(b->cq, c, w, x, T));
-    TRY(v4_query(b->q, c, w, b->cq, T, c->rope_offset));
-    TRY(v4_kv(b->rows, c, w, x, T, c->rope_offset));
+    KVL_TRY(v4_query_latent(b->cq, c, w, x, T));
+    KVL_TRY(v4_query(b->q, c, w, b->cq, T, c->rope_offset));
+    KVL_TRY(v4_kv(b->rows, c, w, x, T, c->rope_offset));
     if (c->kind != KVL_LAYER_WINDOW)
-        TRY(v4_compressor_forward(b->entries, &c->compressor, &w->compressor, x, T, c->rope_offset));
-    if (c->kind == KVL_LAYER_CSA) TRY(forward_picks(b, c, w, x, T, N));
+        KVL_TRY(v4_compressor_forward(b->entries, &c->compressor, &w->compressor, x, T, c->rope_offset));
+    if (c->kind == KVL_LAYER_CSA) KVL_TRY(forward_picks(b, c, w, x, T, N));
     const kvl_row_tiles entries = kvl_row_tiles_f32(b->entries, N, c->head_dim);
-    TRY(v4_attend(b->o, c, w, b->q, b->rows, 0, &entries, b->sel, T, 0));
+    KVL_TRY(v4_attend(b->o, c, w, b->q, b->rows, 0, &entries, b->sel, T, 0));
     return v4_output(out, c, w, b->o, T);
 }
 
 int v4_forward(float *out, int32_t *sel, const v4_config *c, const v4_weights *w, const float *x, size_t T)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     if (T == 0) return kvl_fail(KVL_EINVAL, "%s: no tokens", __func__);
     if (!out || !x) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     const size_t N = c->kind == KVL_LAYER_WINDOW ? 0 : v4_compressor_entries(&c->compressor, T);
     forward_buffers b;
-    TRY(forward_alloc(&b, c, T, N));
+    KVL_TRY(forward_alloc(&b, c, T, N));
     int rc = forward_layer(out, &b, c, w, x, T, N);
     if (rc == KVL_OK && sel && c->kind == KVL_LAYER_CSA) memcpy(sel, b.sel, T * c->indexer.topk * sizeof *sel);
     forward_free(&b);

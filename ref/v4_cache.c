@@ -11,12 +11,6 @@
 #include "rows.h"
 #include "status.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 const char *v4_cache_format_name(v4_cache_format f) { return f == V4_CACHE_NATIVE ? "native" : "f32"; }
 
 /* ---- init, bytes, free ------------------------------------------------------------------------------ */
@@ -35,14 +29,14 @@ static int check_native(const v4_config *c)
 static int cache_parts(v4_cache *cache, const v4_config *c, size_t max_tokens, v4_cache_format fmt)
 {
     const int native = fmt == V4_CACHE_NATIVE;
-    TRY(v4_rows_init(&cache->window, native ? V4_ROWS_MAIN : V4_ROWS_F32, c->head_dim,
-                     c->window < max_tokens ? c->window : max_tokens));
+    KVL_TRY(v4_rows_init(&cache->window, native ? V4_ROWS_MAIN : V4_ROWS_F32, c->head_dim,
+                         c->window < max_tokens ? c->window : max_tokens));
     if (c->kind == KVL_LAYER_WINDOW) return KVL_OK;
     const size_t n = max_tokens / c->compressor.ratio ? max_tokens / c->compressor.ratio : 1;
-    TRY(v4_rows_init(&cache->entries, native ? V4_ROWS_MAIN : V4_ROWS_F32, c->head_dim, n));
-    TRY(v4_compressor_state_init(&cache->kv_state, &c->compressor));
+    KVL_TRY(v4_rows_init(&cache->entries, native ? V4_ROWS_MAIN : V4_ROWS_F32, c->head_dim, n));
+    KVL_TRY(v4_compressor_state_init(&cache->kv_state, &c->compressor));
     if (c->kind != KVL_LAYER_CSA) return KVL_OK;
-    TRY(v4_rows_init(&cache->index_keys, native ? V4_ROWS_INDEX : V4_ROWS_F32, c->indexer.head_dim, n));
+    KVL_TRY(v4_rows_init(&cache->index_keys, native ? V4_ROWS_INDEX : V4_ROWS_F32, c->indexer.head_dim, n));
     return v4_compressor_state_init(&cache->index_state, &c->indexer.compressor);
 }
 
@@ -54,7 +48,7 @@ int v4_cache_init(v4_cache *cache, const v4_config *c, size_t max_tokens, v4_cac
     if (max_tokens == 0) return kvl_fail(KVL_EINVAL, "v4_cache_init: max_tokens must be positive");
     if (fmt != V4_CACHE_F32 && fmt != V4_CACHE_NATIVE)
         return kvl_fail(KVL_EINVAL, "v4_cache_init: unknown format %d", fmt);
-    if (fmt == V4_CACHE_NATIVE) TRY(check_native(c));
+    if (fmt == V4_CACHE_NATIVE) KVL_TRY(check_native(c));
     cache->fmt = fmt;
     cache->max_tokens = max_tokens;
     rc = cache_parts(cache, c, max_tokens, fmt);
@@ -142,10 +136,10 @@ static int feed(v4_rows *rows, v4_compressor_state *state, const v4_compressor_c
 static int feed_compressors(const v4_config *c, const v4_weights *w, v4_cache *cache, const float *x, size_t S)
 {
     if (c->kind != KVL_LAYER_WINDOW)
-        TRY(feed(&cache->entries, &cache->kv_state, &c->compressor, &w->compressor, NULL, x, S, c->rope_offset));
+        KVL_TRY(feed(&cache->entries, &cache->kv_state, &c->compressor, &w->compressor, NULL, x, S, c->rope_offset));
     if (c->kind == KVL_LAYER_CSA)
-        TRY(feed(&cache->index_keys, &cache->index_state, &c->indexer.compressor, &w->indexer.compressor, &c->indexer,
-                 x, S, c->rope_offset));
+        KVL_TRY(feed(&cache->index_keys, &cache->index_state, &c->indexer.compressor, &w->indexer.compressor,
+                     &c->indexer, x, S, c->rope_offset));
     cache->len += S;
     return KVL_OK;
 }
@@ -196,7 +190,7 @@ static int chunk_alloc(chunk_buffers *b, const v4_config *c, size_t S, size_t n_
 static int queries_like_keys(float *q_idx, const v4_indexer_config *ix, const v4_rows *keys, size_t n)
 {
     if (keys->store != V4_ROWS_INDEX) return KVL_OK;
-    TRY(v4_index_rotate(q_idx, ix, n));
+    KVL_TRY(v4_index_rotate(q_idx, ix, n));
     return v4_index_round_mxfp4(q_idx, ix, n);
 }
 
@@ -205,11 +199,11 @@ static int chunk_picks(chunk_buffers *b, const v4_config *c, const v4_weights *w
                        const float *x, size_t S, size_t start, size_t N)
 {
     const v4_indexer_config *ix = &c->indexer;
-    TRY(v4_index_query(b->q_idx, b->w_idx, ix, &w->indexer, b->cq, x, S, (int64_t)start + c->rope_offset));
-    TRY(queries_like_keys(b->q_idx, ix, &cache->index_keys, S * ix->n_heads));
+    KVL_TRY(v4_index_query(b->q_idx, b->w_idx, ix, &w->indexer, b->cq, x, S, (int64_t)start + c->rope_offset));
+    KVL_TRY(queries_like_keys(b->q_idx, ix, &cache->index_keys, S * ix->n_heads));
     kvl_row_tiles keys = v4_rows_tiles(&cache->index_keys);
     keys.N = N;
-    TRY(kvl_index_scores(b->I, b->q_idx, b->w_idx, &keys, S, ix->n_heads, start, ix->compressor.ratio));
+    KVL_TRY(kvl_index_scores(b->I, b->q_idx, b->w_idx, &keys, S, ix->n_heads, start, ix->compressor.ratio));
     return v4_index_select(b->sel, ix, b->I, S, N);
 }
 
@@ -219,7 +213,7 @@ static int chunk_window(chunk_buffers *b, const v4_config *c, const v4_cache *ca
                         size_t win_first)
 {
     const size_t Dh = c->head_dim, n_old = start - win_first;
-    TRY(v4_rows_read(b->win, &cache->window, win_first, n_old));
+    KVL_TRY(v4_rows_read(b->win, &cache->window, win_first, n_old));
     memcpy(b->win + n_old * Dh, b->kv, S * Dh * sizeof *b->win);
     return v4_rows_round(b->win + n_old * Dh, &cache->window, S);
 }
@@ -235,7 +229,7 @@ static int attend_chunk(float *out, int32_t *sel, const v4_config *c, const v4_w
     const size_t N = c->kind == KVL_LAYER_WINDOW ? 0 : v4_compressor_entries(&c->compressor, start + S);
     const int64_t pos0 = (int64_t)start + c->rope_offset;
     chunk_buffers b;
-    TRY(chunk_alloc(&b, c, S, start - win_first + S, N));
+    KVL_TRY(chunk_alloc(&b, c, S, start - win_first + S, N));
     int rc = v4_query_latent(b.cq, c, w, x, S);
     if (rc == KVL_OK) rc = v4_query(b.q, c, w, b.cq, S, pos0);
     if (rc == KVL_OK) rc = v4_kv(b.kv, c, w, x, S, pos0);
@@ -256,14 +250,14 @@ static int attend_chunk(float *out, int32_t *sel, const v4_config *c, const v4_w
 int v4_prefill(float *out, int32_t *sel, const v4_config *c, const v4_weights *w, v4_cache *cache, const float *x,
                size_t S)
 {
-    TRY(check_chunk(__func__, c, w, cache, out, x, S));
+    KVL_TRY(check_chunk(__func__, c, w, cache, out, x, S));
     if (cache->window.len != cache->len)
         return kvl_fail(KVL_EINVAL, "%s: the window holds positions up to %zu, the cache %zu: replay first", __func__,
                         cache->window.len, cache->len);
     if (S > cache->max_tokens - cache->len)
         return kvl_fail(KVL_EINVAL, "%s: %zu tokens after %zu exceed the cache's %zu positions", __func__, S, cache->len,
                         cache->max_tokens);
-    TRY(feed_compressors(c, w, cache, x, S));
+    KVL_TRY(feed_compressors(c, w, cache, x, S));
     return attend_chunk(out, sel, c, w, cache, x, S);
 }
 
@@ -275,7 +269,7 @@ int v4_decode(float *out, int32_t *sel, const v4_config *c, const v4_weights *w,
 int v4_replay(float *out, int32_t *sel, const v4_config *c, const v4_weights *w, v4_cache *cache, const float *x,
               size_t S)
 {
-    TRY(check_chunk(__func__, c, w, cache, out, x, S));
+    KVL_TRY(check_chunk(__func__, c, w, cache, out, x, S));
     if (S > cache->len - cache->window.len)
         return kvl_fail(KVL_EINVAL, "%s: %zu tokens from position %zu pass the %zu the cache's global part covers",
                         __func__, S, cache->window.len, cache->len);

@@ -10,12 +10,6 @@
 #include "status.h"
 #include "v4_rope.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* ---- config and weights ---------------------------------------------------------------------------- */
 
 int v4_compressor_config_check(const v4_compressor_config *c)
@@ -62,8 +56,8 @@ static int project(float *a, float *z, const v4_compressor_config *c, const v4_c
                    const float *x, size_t S, size_t pos)
 {
     const size_t wide = (1 + c->overlap) * c->width;
-    TRY(kvl_matmul_abt_f32(a, x, w->w_kv, S, wide, c->d));
-    TRY(kvl_matmul_abt_f32(z, x, w->w_gate, S, wide, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(a, x, w->w_kv, S, wide, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(z, x, w->w_gate, S, wide, c->d));
     for (size_t i = 0; i < S; i++) {
         const float *b = w->ape + ((pos + i) % c->ratio) * wide;
         for (size_t ch = 0; ch < wide; ch++) z[i * wide + ch] += b[ch];
@@ -104,7 +98,7 @@ static void finish(float *entries, const v4_compressor_config *c, const v4_compr
 int v4_compressor_forward(float *entries, const v4_compressor_config *c, const v4_compressor_weights *w,
                           const float *x, size_t T, int64_t rope_offset)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, ov = c->overlap, cw = c->width, wide = (1 + ov) * cw;
     const size_t N = v4_compressor_entries(c, T);
     if (N == 0) return KVL_OK;
@@ -182,7 +176,7 @@ int v4_compressor_push(float *entries, size_t *n_new, const v4_compressor_config
                        const v4_compressor_weights *w, v4_compressor_state *s, const float *x, size_t S,
                        int64_t rope_offset)
 {
-    TRY(check_call(__func__, c, w));
+    KVL_TRY(check_call(__func__, c, w));
     const size_t M = c->ratio, ov = c->overlap, cw = c->width, wide = (1 + ov) * cw;
     if (!n_new || !s || !s->kv || s->rows != (1 + ov) * M || s->cols != wide)
         return kvl_fail(KVL_EINVAL, "%s: the state does not belong to this compressor", __func__);

@@ -13,12 +13,6 @@
 #include "topk.h"
 #include "v4_rope.h"
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 int v4_indexer_config_check(const v4_indexer_config *c)
 {
     if (!c) return kvl_fail(KVL_EINVAL, "v4 indexer: config is NULL");
@@ -55,14 +49,14 @@ static int check_call(const char *fn, const v4_indexer_config *c)
 int v4_index_query(float *q_idx, float *w_idx, const v4_indexer_config *c, const v4_indexer_weights *w,
                    const float *cq, const float *x, size_t S, int64_t pos0)
 {
-    TRY(check_call(__func__, c));
+    KVL_TRY(check_call(__func__, c));
     if (S == 0) return KVL_OK;
     if (!q_idx || !w_idx || !cq || !x || !w || !w->w_iq || !w->w_iw)
         return kvl_fail(KVL_EINVAL, "%s: NULL weights or array", __func__);
     const size_t HI = c->n_heads, DI = c->head_dim;
-    TRY(kvl_matmul_abt_f32(q_idx, cq, w->w_iq, S, HI * DI, c->q_lora_rank));
+    KVL_TRY(kvl_matmul_abt_f32(q_idx, cq, w->w_iq, S, HI * DI, c->q_lora_rank));
     v4_rotate_heads(q_idx, S, HI, DI, &c->compressor.rope, pos0);
-    TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->d));
+    KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->d));
     const float scale = (float)(1.0 / (sqrt((double)HI) * sqrt((double)DI)));
     for (size_t i = 0; i < S * HI; i++) w_idx[i] *= scale;
     return KVL_OK;
@@ -71,7 +65,7 @@ int v4_index_query(float *q_idx, float *w_idx, const v4_indexer_config *c, const
 int v4_index_scores(float *I, const v4_indexer_config *c, const float *q_idx, const float *w_idx,
                     const float *keys, size_t S, size_t N, size_t start)
 {
-    TRY(check_call(__func__, c));
+    KVL_TRY(check_call(__func__, c));
     if (!keys) return kvl_fail(KVL_EINVAL, "%s: NULL keys", __func__);
     const kvl_row_tiles k = kvl_row_tiles_f32(keys, N, c->head_dim);
     return kvl_index_scores(I, q_idx, w_idx, &k, S, c->n_heads, start, c->compressor.ratio);
@@ -79,7 +73,7 @@ int v4_index_scores(float *I, const v4_indexer_config *c, const float *q_idx, co
 
 int v4_index_select(int32_t *sel, const v4_indexer_config *c, const float *I, size_t S, size_t N)
 {
-    TRY(check_call(__func__, c));
+    KVL_TRY(check_call(__func__, c));
     const size_t K = c->topk;
     if (S && !sel) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     if (N == 0) {
@@ -91,7 +85,7 @@ int v4_index_select(int32_t *sel, const v4_indexer_config *c, const float *I, si
 
 int v4_index_rotate(float *v, const v4_indexer_config *c, size_t n)
 {
-    TRY(check_call(__func__, c));
+    KVL_TRY(check_call(__func__, c));
     int rc = kvl_hadamard_rotate_rows_f32(v, n, c->head_dim);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: index_head_dim: %s", __func__, kvl_error());
     return KVL_OK;
@@ -99,7 +93,7 @@ int v4_index_rotate(float *v, const v4_indexer_config *c, size_t n)
 
 int v4_index_round_mxfp4(float *v, const v4_indexer_config *c, size_t n)
 {
-    TRY(check_call(__func__, c));
+    KVL_TRY(check_call(__func__, c));
     const size_t DI = c->head_dim;
     if (DI % KVF_MXFP4_RCEIL_BLOCK)
         return kvl_fail(KVL_EINVAL, "%s: index_head_dim %zu is not a multiple of the MXFP4 block %d", __func__, DI,

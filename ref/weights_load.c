@@ -6,8 +6,6 @@
 #include "status.h"
 #include "weight_read.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
-
 /* One tensor to read: destination, leaf under each naming (NULL: the same), and shape. */
 typedef struct {
     float *dst;
@@ -36,7 +34,7 @@ static int read_fields(const field *f, size_t n, const kvl_st_checkpoint *c, con
         if (!f[i].dst) continue;
         char name[256];
         snprintf(name, sizeof name, "%s%s", prefix, hf || !f[i].ds ? f[i].hf : f[i].ds);
-        TRY(kvl_read_weight(f[i].dst, c, name, f[i].n_dims, f[i].shape));
+        KVL_TRY(kvl_read_weight(f[i].dst, c, name, f[i].n_dims, f[i].shape));
     }
     return KVL_OK;
 }
@@ -60,7 +58,7 @@ static int read_mla(mla_weights *w, const mla_config *m, const kvl_st_checkpoint
 int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_st_checkpoint *c, size_t layer)
 {
     char prefix[96];
-    TRY(mla_weights_alloc(w, cfg));
+    KVL_TRY(mla_weights_alloc(w, cfg));
     int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight");
     if (rc == KVL_OK) rc = read_mla(w, cfg, c, prefix, prefix[0] == 'm');
     if (rc != KVL_OK) mla_weights_free(w);
@@ -70,7 +68,7 @@ int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_st_checkpo
 int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_st_checkpoint *c, size_t layer)
 {
     char prefix[96];
-    TRY(dsa_weights_alloc(w, cfg));
+    KVL_TRY(dsa_weights_alloc(w, cfg));
     size_t HI = cfg->index_n_heads, DI = cfg->index_head_dim, d = cfg->mla.d;
     const field f[] = {
         {w->w_iq, "indexer.wq_b.weight", NULL, 2, {HI * DI, cfg->mla.q_lora_rank}},
@@ -121,16 +119,16 @@ static int read_v4(v4_weights *w, const v4_config *v, const kvl_st_checkpoint *c
         {w->w_oa, "o_a_proj.weight", "wo_a.weight", 2, {GDo, H / v->o_groups * Dh}},
         {w->w_ob, "o_b_proj.weight", "wo_b.weight", 2, {v->d, GDo}},
     };
-    TRY(read_fields(f, sizeof f / sizeof f[0], c, prefix, hf));
+    KVL_TRY(read_fields(f, sizeof f / sizeof f[0], c, prefix, hf));
     if (v->kind == KVL_LAYER_WINDOW) return KVL_OK;
-    TRY(read_v4_compressor(&w->compressor, &v->compressor, v->d, c, prefix, hf, "compressor.", "compressor."));
+    KVL_TRY(read_v4_compressor(&w->compressor, &v->compressor, v->d, c, prefix, hf, "compressor.", "compressor."));
     if (v->kind != KVL_LAYER_CSA) return KVL_OK;
     const v4_indexer_config *ic = &v->indexer;
     const field g[] = {
         {w->indexer.w_iq, "compressor.indexer.q_b_proj.weight", "indexer.wq_b.weight", 2, {ic->n_heads * ic->head_dim, ic->q_lora_rank}},
         {w->indexer.w_iw, "compressor.indexer.scorer.weights_proj.weight", "indexer.weights_proj.weight", 2, {ic->n_heads, v->d}},
     };
-    TRY(read_fields(g, sizeof g / sizeof g[0], c, prefix, hf));
+    KVL_TRY(read_fields(g, sizeof g / sizeof g[0], c, prefix, hf));
     return read_v4_compressor(&w->indexer.compressor, &ic->compressor, v->d, c, prefix, hf, "compressor.indexer.",
                               "indexer.compressor.");
 }
@@ -138,7 +136,7 @@ static int read_v4(v4_weights *w, const v4_config *v, const kvl_st_checkpoint *c
 int v4_weights_load(v4_weights *w, const v4_config *cfg, const kvl_st_checkpoint *c, size_t layer)
 {
     char prefix[96];
-    TRY(v4_weights_alloc(w, cfg));
+    KVL_TRY(v4_weights_alloc(w, cfg));
     int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_proj.weight", "wkv.weight");
     if (rc == KVL_OK) rc = read_v4(w, cfg, c, prefix, prefix[0] == 'm');
     if (rc != KVL_OK) v4_weights_free(w);
@@ -175,7 +173,7 @@ int csa2_weights_load(csa2_weights *w, const csa2_config *cfg, const kvl_st_chec
     /* csa2.h allocates only through its random initialiser; every field it draws is overwritten here. */
     kvl_rng rng;
     kvl_rng_seed(&rng, 0);
-    TRY(csa2_weights_init_random(w, cfg, &rng));
+    KVL_TRY(csa2_weights_init_random(w, cfg, &rng));
     char prefix[96];
     snprintf(prefix, sizeof prefix, "layers.%zu.attn.", layer);
     int rc = read_csa2(w, cfg, c, prefix);

@@ -45,12 +45,6 @@ static const char V4[] = "ref/configs/deepseek-v4-flash.json";
 static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};   /* window layers whose error is shown */
 #define N_DEPTHS (sizeof DEPTHS / sizeof *DEPTHS)
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 typedef struct {
     size_t prompts[MAX_PROMPTS], n_prompts, persist_tokens;
     uint64_t seed;
@@ -131,10 +125,10 @@ typedef struct {
 static int stack_make(stack *st, kvl_model *m, uint64_t seed)
 {
     memset(st, 0, sizeof *st);
-    TRY(csa2_stack_config_from_model(&st->s, m));
+    KVL_TRY(csa2_stack_config_from_model(&st->s, m));
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
-    TRY(csa2_stack_weights_init_random(&st->w, &st->s, &rng));
+    KVL_TRY(csa2_stack_weights_init_random(&st->w, &st->s, &rng));
     st->d = st->s.d;
     st->L = st->s.n_layers;
     st->E = st->s.n_encoder;
@@ -159,7 +153,7 @@ typedef struct {
 static int read_windows(float *rows, const csa2_cache *c, const stack *st, size_t P)
 {
     const size_t n = st->W - 1, Dh = st->s.layers[0].core.head_dim;
-    for (size_t l = 0; l < st->L; l++) TRY(v4_rows_read(rows + l * n * Dh, &c->window[l], P - n, n));
+    for (size_t l = 0; l < st->L; l++) KVL_TRY(v4_rows_read(rows + l * n * Dh, &c->window[l], P - n, n));
     return KVL_OK;
 }
 
@@ -182,7 +176,7 @@ static int measure(replay_error *e, csa2_cache *c, const stack *st, const float 
 /* A prefix hit on `file`, then encoder and decoder replay of x[from … P − 1]. */
 static int hit_and_replay(csa2_cache *c, const stack *st, const char *file, const float *x, size_t P, size_t from)
 {
-    TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
+    KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
     float *h = malloc((P - from) * st->d * sizeof *h);
     if (!h) return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     memcpy(h, x + from * st->d, (P - from) * st->d * sizeof *h);
@@ -205,7 +199,7 @@ static int truth(float *rows, float *next, double *secs, const stack *st, const 
                  const char *file)
 {
     csa2_cache c;
-    TRY(csa2_cache_init(&c, &st->s, P + 1, CSA2_CACHE_F32));
+    KVL_TRY(csa2_cache_init(&c, &st->s, P + 1, CSA2_CACHE_F32));
     float *h = malloc(P * st->d * sizeof *h);
     int rc = h ? KVL_OK : kvl_fail(KVL_ENOMEM, "replay: out of memory");
     const double t0 = kvl_seconds();
@@ -223,7 +217,7 @@ static int truth(float *rows, float *next, double *secs, const stack *st, const 
 /* A fresh prompt served the V4.1 way: early exit (timed into *secs), then decoder replay from `from`. */
 static int early_exit_and_replay(csa2_cache *c, double *secs, const stack *st, const float *x, size_t P, size_t from)
 {
-    TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
+    KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
     float *h = malloc(P * st->d * sizeof *h);
     if (!h) return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     const double t0 = kvl_seconds();
@@ -289,7 +283,7 @@ static int print_replay(const stack *st, const float *x, const options *o)
     for (size_t i = 0; i < o->n_prompts; i++) {
         const size_t P = o->prompts[i];
         prompt_result r;
-        TRY(run_prompt(&r, st, x, P, file));
+        KVL_TRY(run_prompt(&r, st, x, P, file));
         print_error_row("hit, exact replay", P, r.exact_tokens, &r.exact);
         print_error_row("hit, bounded replay", P, r.bounded_tokens, &r.bounded);
         print_error_row("early exit, bounded dec.", P, r.bounded_tokens, &r.early_bounded);
@@ -320,7 +314,7 @@ typedef struct {
 static int measure_file(file_bytes *b, const char *path)
 {
     prefix_file f;
-    TRY(prefix_file_read(&f, path));
+    KVL_TRY(prefix_file_read(&f, path));
     *b = (file_bytes){.total = f.size};
     for (size_t i = 0; i < f.n; i++) {
         const prefix_section *s = &f.sections[i];
@@ -338,7 +332,7 @@ static int measure_file(file_bytes *b, const char *path)
 static int v41_file(file_bytes *bytes, const options *o, const char *path)
 {
     kvl_model m;
-    TRY(load(&m, V41));
+    KVL_TRY(load(&m, V41));
     m.d = 64, m.n_heads = 2, m.q_lora_rank = 32, m.o_groups = 1, m.o_lora_rank = 16, m.index_n_heads = 2;
     stack st;
     int rc = stack_make(&st, &m, o->seed + 1);
@@ -365,7 +359,7 @@ static int v4_files(file_bytes *global, file_bytes *with_window, const options *
                     const char *path_w)
 {
     kvl_model m;
-    TRY(load(&m, V4));
+    KVL_TRY(load(&m, V4));
     m.d = 32, m.n_heads = 1, m.o_groups = 1, m.q_lora_rank = 16, m.o_lora_rank = 16, m.index_n_heads = 1;
     model_config mc;
     model_weights w = {0};
@@ -438,7 +432,7 @@ static int print_files(const options *o)
 static int run(const options *o)
 {
     kvl_model m;
-    TRY(load(&m, V41));
+    KVL_TRY(load(&m, V41));
     stack real, st;
     int rc = csa2_stack_config_from_model(&real.s, &m);
     if (rc == KVL_OK) {

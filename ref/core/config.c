@@ -14,8 +14,6 @@
 #define MAX_DIM ((size_t)1 << 24)
 #define MAX_LAYERS 4096
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
-
 typedef struct {
     const char *origin;   /* file name for messages */
     const cJSON *root;
@@ -236,7 +234,7 @@ static int no_duplicates(const reader *r, const cJSON *it, const char *path)
         char inner[256];
         if (cJSON_IsObject(it)) snprintf(inner, sizeof inner, "%s%s%s", path, *path ? "." : "", file_text(c->string));
         else snprintf(inner, sizeof inner, "%s[%zu]", path, i);
-        TRY(no_duplicates(r, c, inner));
+        KVL_TRY(no_duplicates(r, c, inner));
     }
     return KVL_OK;
 }
@@ -262,12 +260,12 @@ static int read_rope(const reader *r, double theta, kvl_rope_config *rope)
                         shown(scaling));
     const cJSON *src = scaling ? scaling : r->root;
     rope->theta = theta;
-    TRY(read_real(r, src, (real_field){.hf = "factor", .ds = scaling ? NULL : "rope_factor", .lo = 1, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->factor));
+    KVL_TRY(read_real(r, src, (real_field){.hf = "factor", .ds = scaling ? NULL : "rope_factor", .lo = 1, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->factor));
     int yarn = rope->factor > 1;
-    TRY(read_real(r, src, (real_field){.hf = "original_max_position_embeddings", .ds = scaling ? NULL : "original_seq_len", .lo = 1, .hi = 1e9, .optional = !yarn, .dflt = 4096}, &rope->original_len));
-    TRY(read_real(r, src, (real_field){.hf = "beta_fast", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 32}, &rope->beta_fast));
-    TRY(read_real(r, src, (real_field){.hf = "beta_slow", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 1}, &rope->beta_slow));
-    TRY(read_real(r, src, (real_field){.hf = scaling ? "mscale_all_dim" : "mscale", .ds = NULL, .lo = 0, .hi = 1e3, .optional = 1, .dflt = 1}, &rope->mscale));
+    KVL_TRY(read_real(r, src, (real_field){.hf = "original_max_position_embeddings", .ds = scaling ? NULL : "original_seq_len", .lo = 1, .hi = 1e9, .optional = !yarn, .dflt = 4096}, &rope->original_len));
+    KVL_TRY(read_real(r, src, (real_field){.hf = "beta_fast", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 32}, &rope->beta_fast));
+    KVL_TRY(read_real(r, src, (real_field){.hf = "beta_slow", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 1}, &rope->beta_slow));
+    KVL_TRY(read_real(r, src, (real_field){.hf = scaling ? "mscale_all_dim" : "mscale", .ds = NULL, .lo = 0, .hi = 1e3, .optional = 1, .dflt = 1}, &rope->mscale));
     if (yarn && !(rope->beta_fast > rope->beta_slow))
         return kvl_fail(KVL_EINVAL, "%s: field \"beta_fast\" (%g) must exceed \"beta_slow\" (%g)", r->origin,
                         rope->beta_fast, rope->beta_slow);
@@ -278,53 +276,58 @@ static int read_dims(const reader *r, kvl_model *m)
 {
     const cJSON *o = r->root;
     const size_t D = MAX_DIM;
-    TRY(read_size(r, o, (size_field){.hf = "hidden_size", .ds = "dim", .lo = 1, .hi = D}, &m->d));
-    TRY(read_size(r, o, (size_field){.hf = "num_hidden_layers", .ds = "n_layers", .lo = 1, .hi = MAX_LAYERS}, &m->n_layers));
-    TRY(read_size(r, o, (size_field){.hf = "num_attention_heads", .ds = "n_heads", .lo = 1, .hi = D}, &m->n_heads));
-    TRY(read_size(r, o, (size_field){.hf = "num_key_value_heads", .ds = "n_kv_heads", .lo = 1, .hi = D, .optional = 1,
-                                     .dflt = m->generation >= KVL_GEN_V4 ? 1 : m->n_heads}, &m->n_kv_heads));
-    TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "hidden_size", .ds = "dim", .lo = 1, .hi = D}, &m->d));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_hidden_layers", .ds = "n_layers", .lo = 1, .hi = MAX_LAYERS}, &m->n_layers));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_attention_heads", .ds = "n_heads", .lo = 1, .hi = D}, &m->n_heads));
+    KVL_TRY(read_size(r, o,
+                      (size_field){.hf = "num_key_value_heads", .ds = "n_kv_heads", .lo = 1, .hi = D, .optional = 1,
+                                   .dflt = m->generation >= KVL_GEN_V4 ? 1 : m->n_heads},
+                      &m->n_kv_heads));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
     if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
         return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
     double theta;
-    TRY(read_real(r, o, (real_field){.hf = "rope_theta", .ds = NULL, .lo = 1, .hi = 1e12, .optional = 1, .dflt = 10000}, &theta));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "rope_theta", .ds = NULL, .lo = 1, .hi = 1e12, .optional = 1, .dflt = 10000}, &theta));
 
     switch (m->generation) {
     case KVL_GEN_MHA:
         if (m->d % m->n_heads)
             return kvl_fail(KVL_EINVAL, "%s: field \"num_attention_heads\" (%zu) does not divide \"hidden_size\" (%zu)",
                             r->origin, m->n_heads, m->d);
-        TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D, .optional = 1, .dflt = m->d / m->n_heads}, &m->head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D, .optional = 1, .dflt = m->d / m->n_heads}, &m->head_dim));
         m->qk_rope_head_dim = m->head_dim;
         m->v_head_dim = m->head_dim;
-        TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
-        TRY(read_rope(r, theta, &m->rope));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
+        KVL_TRY(read_rope(r, theta, &m->rope));
         break;
     case KVL_GEN_DSA:
-        TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
-        TRY(read_size(r, o, (size_field){.hf = "index_head_dim", .ds = NULL, .lo = 2, .hi = D}, &m->index_head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "index_topk", .ds = NULL, .lo = 1, .hi = D}, &m->index_topk));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_head_dim", .ds = NULL, .lo = 2, .hi = D},
+                          &m->index_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_topk", .ds = NULL, .lo = 1, .hi = D}, &m->index_topk));
         __attribute__((fallthrough));  /* DSA is MLA plus an indexer */
     case KVL_GEN_MLA:
-        TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->q_lora_rank));
-        TRY(read_size(r, o, (size_field){.hf = "kv_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->kv_lora_rank));
-        TRY(read_size(r, o, (size_field){.hf = "qk_nope_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->qk_nope_head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "v_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->v_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->q_lora_rank));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "kv_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->kv_lora_rank));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_nope_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->qk_nope_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "v_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->v_head_dim));
         m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
-        TRY(read_rope(r, theta, &m->rope));
+        KVL_TRY(read_rope(r, theta, &m->rope));
         break;
     case KVL_GEN_V4:
     case KVL_GEN_V41:
-        TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D}, &m->head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->q_lora_rank));
-        TRY(read_size(r, o, (size_field){.hf = "o_groups", .ds = NULL, .lo = 1, .hi = D}, &m->o_groups));
-        TRY(read_size(r, o, (size_field){.hf = "o_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->o_lora_rank));
-        TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 1, .hi = D}, &m->window));
-        TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
-        TRY(read_size(r, o, (size_field){.hf = "index_head_dim", .ds = NULL, .lo = 2, .hi = D}, &m->index_head_dim));
-        TRY(read_size(r, o, (size_field){.hf = "index_topk", .ds = NULL, .lo = 1, .hi = D}, &m->index_topk));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D}, &m->head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->q_lora_rank));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "o_groups", .ds = NULL, .lo = 1, .hi = D}, &m->o_groups));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "o_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->o_lora_rank));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 1, .hi = D},
+                          &m->window));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_head_dim", .ds = NULL, .lo = 2, .hi = D},
+                          &m->index_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "index_topk", .ds = NULL, .lo = 1, .hi = D}, &m->index_topk));
         m->v_head_dim = m->head_dim;
         if (m->n_kv_heads != 1)
             return kvl_fail(KVL_EINVAL, "%s: field \"num_key_value_heads\" must be 1 (one shared key-value entry), got %zu",
@@ -333,8 +336,8 @@ static int read_dims(const reader *r, kvl_model *m)
             return kvl_fail(KVL_EINVAL, "%s: field \"o_groups\" (%zu) does not divide the %zu heads", r->origin,
                             m->o_groups, m->n_heads);
         double ctheta;
-        TRY(read_real(r, o, (real_field){.hf = "compress_rope_theta", .ds = NULL, .lo = 1, .hi = 1e12}, &ctheta));
-        TRY(read_rope(r, ctheta, &m->compress_rope));
+        KVL_TRY(read_real(r, o, (real_field){.hf = "compress_rope_theta", .ds = NULL, .lo = 1, .hi = 1e12}, &ctheta));
+        KVL_TRY(read_rope(r, ctheta, &m->compress_rope));
         m->rope = (kvl_rope_config){.theta = theta, .factor = 1, .original_len = m->compress_rope.original_len,
                                     .beta_fast = m->compress_rope.beta_fast, .beta_slow = m->compress_rope.beta_slow,
                                     .mscale = 1};
@@ -359,9 +362,9 @@ static int read_dims(const reader *r, kvl_model *m)
 static int read_ratios(const reader *r, const kvl_model *m, size_t **ratios)
 {
     size_t n_extra, n;
-    TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0},
-                  &n_extra));
-    TRY(read_list(r, r->root, "compress_ratios", MAX_DIM, 0, ratios, &n));
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0},
+                      &n_extra));
+    KVL_TRY(read_list(r, r->root, "compress_ratios", MAX_DIM, 0, ratios, &n));
     if (n != m->n_layers && n != m->n_layers + n_extra) {
         free(*ratios);
         *ratios = NULL;
@@ -374,7 +377,7 @@ static int read_ratios(const reader *r, const kvl_model *m, size_t **ratios)
 static int layers_v4(const reader *r, kvl_model *m)
 {
     size_t *ratio;
-    TRY(read_ratios(r, m, &ratio));
+    KVL_TRY(read_ratios(r, m, &ratio));
     for (size_t i = 0; i < m->n_layers; i++) {
         kvl_layer *l = &m->layers[i];
         /* Ratio 4 overlaps blocks and carries an indexer (CSA); any other positive ratio pools whole
@@ -482,16 +485,16 @@ static int read_annotations(const reader *r, kvl_model *m)
     if (!a) return KVL_OK;
     if (!cJSON_IsObject(a))
         return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage\" must be an object, got %s", r->origin, shown(a));
-    TRY(read_text(r, a, "name", m->name, sizeof m->name));
-    TRY(read_text(r, a, "date", m->date, sizeof m->date));
-    TRY(read_text(r, a, "mechanism", m->mechanism, sizeof m->mechanism));
+    KVL_TRY(read_text(r, a, "name", m->name, sizeof m->name));
+    KVL_TRY(read_text(r, a, "date", m->date, sizeof m->date));
+    KVL_TRY(read_text(r, a, "mechanism", m->mechanism, sizeof m->mechanism));
     const cJSON *headline = find(a, "headline");
     if (headline && !cJSON_IsBool(headline))
         return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage.headline\" must be true or false, got %s", r->origin,
                         shown(headline));
     m->headline = cJSON_IsTrue(headline);
     char cache[16] = "";
-    TRY(read_text(r, a, "kv_cache", cache, sizeof cache));
+    KVL_TRY(read_text(r, a, "kv_cache", cache, sizeof cache));
     if (!cache[0]) return KVL_OK;
     for (size_t i = 0; i < sizeof cache_names / sizeof *cache_names; i++)
         if (strcmp(cache, cache_names[i]) == 0) { m->kv_cache = (kvl_cache_layout)i; return KVL_OK; }

@@ -10,12 +10,6 @@
 /* The dot products of one tile, [rows·HI][KVL_INDEX_KEY_TILE], stay under this many floats (256 KiB). */
 #define INDEX_DOT_FLOATS ((size_t)1 << 16)
 
-#define TRY(expr)                          \
-    do {                                   \
-        int rc_ = (expr);                  \
-        if (rc_ != KVL_OK) return rc_;     \
-    } while (0)
-
 /* row[0 … n) = Σ_j w_j·ReLU(dot_j[0 … visible)) head by head in j order, −∞ from visible on, for one
  * query's dot products dot[HI][n] (lanes independent, so the simd loop gives the scalar loop's bits). */
 static void weigh_heads(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible)
@@ -102,7 +96,7 @@ static int scan_block(const scan *x, size_t p, const float *keys, size_t i0, siz
 {
     const size_t N = x->k->N, HI = x->HI, DI = x->k->width, reach = visible(x, i0 + m - 1);
     const size_t cols = reach <= s0 ? 0 : reach - s0 < n ? reach - s0 : n;
-    if (cols) TRY(kvl_matmul_abt_f32(x->p.dot[p], x->q + i0 * HI * DI, keys, m * HI, cols, DI));
+    if (cols) KVL_TRY(kvl_matmul_abt_f32(x->p.dot[p], x->q + i0 * HI * DI, keys, m * HI, cols, DI));
     for (size_t i = 0; i < m; i++) {
         const size_t v = visible(x, i0 + i), seen = v <= s0 ? 0 : v - s0 < cols ? v - s0 : cols;
         float *row = x->I + (i0 + i) * N + s0;
@@ -120,7 +114,7 @@ static int scan_range(const scan *x, size_t p, size_t first, size_t end)
         const float *keys = need ? x->k->tile(x->p.keys[p], x->k, s0, need < n ? need : n) : NULL;
         if (need && !keys) return KVL_EINVAL;
         for (size_t i0 = 0; i0 < x->S; i0 += x->rows)
-            TRY(scan_block(x, p, keys, i0, x->S - i0 < x->rows ? x->S - i0 : x->rows, s0, n));
+            KVL_TRY(scan_block(x, p, keys, i0, x->S - i0 < x->rows ? x->S - i0 : x->rows, s0, n));
     }
     return KVL_OK;
 }
@@ -135,15 +129,15 @@ static void scan_part(void *ctx, size_t p)
 int kvl_index_scores(float *I, const float *q, const float *w, const kvl_row_tiles *k, size_t S, size_t HI,
                      size_t start, size_t M)
 {
-    TRY(check_scan(__func__, I, q, w, k, HI));
+    KVL_TRY(check_scan(__func__, I, q, w, k, HI));
     if (!M) return kvl_fail(KVL_EINVAL, "%s: compression ratio 0", __func__);
     if (S == 0 || k->N == 0) return KVL_OK;
     const size_t per_query = HI * KVL_INDEX_KEY_TILE;
     const size_t block = per_query >= INDEX_DOT_FLOATS ? 1 : INDEX_DOT_FLOATS / per_query;
     scan x = {.I = I, .q = q, .w = w, .k = k, .S = S, .HI = HI, .start = start, .M = M, .rows = block < S ? block : S};
     const double macs = (double)S * (double)k->N * (double)(HI * k->width) / (double)M;
-    TRY(parts_alloc(&x.p, kvl_parts(k->N, KVL_INDEX_KEY_TILE / 2, macs), x.rows * per_query,
-                    k->in_place ? 0 : KVL_INDEX_KEY_TILE * k->width, __func__));
+    KVL_TRY(parts_alloc(&x.p, kvl_parts(k->N, KVL_INDEX_KEY_TILE / 2, macs), x.rows * per_query,
+                        k->in_place ? 0 : KVL_INDEX_KEY_TILE * k->width, __func__));
     kvl_run_parts(scan_part, &x, x.p.n_parts);
     const int rc = parts_status(&x.p);
     parts_free(&x.p);
@@ -166,7 +160,7 @@ static int gather(float *keys, const kvl_row_tiles *k, const int32_t *at, size_t
 {
     for (size_t j = 0, run; j < m; j += run) {
         for (run = 1; j + run < m && at[j + run] == at[j] + (int32_t)run; run++) {}
-        TRY(kvl_row_tiles_read(keys + j * k->width, k, (size_t)at[j], run));
+        KVL_TRY(kvl_row_tiles_read(keys + j * k->width, k, (size_t)at[j], run));
     }
     return KVL_OK;
 }
@@ -175,8 +169,8 @@ static int listed_range(const listed *x, size_t p, size_t first, size_t end)
 {
     for (size_t t0 = first; t0 < end; t0 += KVL_INDEX_KEY_TILE) {
         const size_t m = end - t0 < KVL_INDEX_KEY_TILE ? end - t0 : KVL_INDEX_KEY_TILE;
-        TRY(gather(x->p.keys[p], x->k, x->at + t0, m));
-        TRY(kvl_matmul_abt_f32(x->p.dot[p], x->q, x->p.keys[p], x->HI, m, x->k->width));
+        KVL_TRY(gather(x->p.keys[p], x->k, x->at + t0, m));
+        KVL_TRY(kvl_matmul_abt_f32(x->p.dot[p], x->q, x->p.keys[p], x->HI, m, x->k->width));
         weigh_heads(x->I + t0, x->p.dot[p], x->w, x->HI, m, m);
     }
     return KVL_OK;
@@ -191,7 +185,7 @@ static void listed_part(void *ctx, size_t p)
 int kvl_index_scores_listed(float *I, const float *q, const float *w, const kvl_row_tiles *k, size_t HI,
                             const int32_t *at, size_t n)
 {
-    TRY(check_scan(__func__, I, q, w, k, HI));
+    KVL_TRY(check_scan(__func__, I, q, w, k, HI));
     if (n == 0) return KVL_OK;
     if (!at) return kvl_fail(KVL_EINVAL, "%s: NULL list", __func__);
     for (size_t j = 0; j < n; j++)
@@ -200,8 +194,8 @@ int kvl_index_scores_listed(float *I, const float *q, const float *w, const kvl_
                             at[j], j, k->N - 1);
     listed x = {.I = I, .q = q, .w = w, .k = k, .at = at, .n = n, .HI = HI};
     const double macs = (double)n * (double)(HI * k->width);
-    TRY(parts_alloc(&x.p, kvl_parts(n, KVL_INDEX_KEY_TILE / 2, macs), HI * KVL_INDEX_KEY_TILE,
-                    KVL_INDEX_KEY_TILE * k->width, __func__));
+    KVL_TRY(parts_alloc(&x.p, kvl_parts(n, KVL_INDEX_KEY_TILE / 2, macs), HI * KVL_INDEX_KEY_TILE,
+                        KVL_INDEX_KEY_TILE * k->width, __func__));
     kvl_run_parts(listed_part, &x, x.p.n_parts);
     const int rc = parts_status(&x.p);
     parts_free(&x.p);

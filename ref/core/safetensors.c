@@ -14,7 +14,6 @@
 #include "element.h"
 #include "status.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
 /* Largest integer a JSON number (a double in cJSON) holds exactly. */
 #define MAX_EXACT 9007199254740992.0
 #define INDEX_NAME "model.safetensors.index.json"
@@ -215,12 +214,12 @@ static int read_header(kvl_st_file *f, const cJSON *root, const uint8_t *data, s
     if (!f->tensors) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu tensors", o, n);
     for (const cJSON *it = root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
-            TRY(read_metadata(f, it));
+            KVL_TRY(read_metadata(f, it));
             continue;
         }
         int rc = read_entry(&f->tensors[f->n_tensors], it, o, data_len);
         if (f->tensors[f->n_tensors].name) f->n_tensors++;
-        TRY(rc);
+        KVL_TRY(rc);
     }
     return place_tensors(f, data, data_len);
 }
@@ -403,7 +402,7 @@ static char *header_json(const kvl_st_entry *e, size_t n, const char *const *met
 
 int kvl_st_write(const char *path, const kvl_st_entry *entries, size_t n, const char *const *meta, size_t n_meta)
 {
-    TRY(check_entries(entries, n, path));
+    KVL_TRY(check_entries(entries, n, path));
     for (size_t i = 0; i < 2 * n_meta; i++)
         if (!meta[i]) return kvl_fail(KVL_EINVAL, "%s: metadata item %zu is NULL", path, i);
     char *text = header_json(entries, n, meta, n_meta);
@@ -447,7 +446,7 @@ static int open_single(kvl_st_checkpoint *c, const char *path)
 {
     c->files = calloc(1, sizeof *c->files);
     if (!c->files) return kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
-    TRY(kvl_st_open(&c->files[0], path));
+    KVL_TRY(kvl_st_open(&c->files[0], path));
     c->n_files = 1;
     return KVL_OK;
 }
@@ -486,7 +485,7 @@ static int open_shard(kvl_st_checkpoint *c, const cJSON *it, const char *index, 
         return kvl_fail(KVL_EINVAL, "%s: shard path too long", index);
     for (size_t i = 0; i < c->n_files; i++)
         if (strcmp(c->files[i].origin, path) == 0) return KVL_OK;
-    TRY(kvl_st_open(&c->files[c->n_files], path));
+    KVL_TRY(kvl_st_open(&c->files[c->n_files], path));
     c->n_files++;
     return KVL_OK;
 }
@@ -504,7 +503,7 @@ static int open_index_map(kvl_st_checkpoint *c, const cJSON *root, const char *i
     size_t n = (size_t)cJSON_GetArraySize(map);
     c->files = calloc(n + 1, sizeof *c->files);
     if (!c->files) return kvl_fail(KVL_ENOMEM, "%s: out of memory", index);
-    for (const cJSON *it = map->child; it; it = it->next) TRY(open_shard(c, it, index, dir));
+    for (const cJSON *it = map->child; it; it = it->next) KVL_TRY(open_shard(c, it, index, dir));
     for (const cJSON *it = map->child; it; it = it->next) {
         const kvl_st_file *in = NULL;
         char path[4096];
@@ -519,7 +518,7 @@ static int open_index_map(kvl_st_checkpoint *c, const cJSON *root, const char *i
 static int open_index(kvl_st_checkpoint *c, const char *index)
 {
     char *text = NULL;
-    TRY(slurp(&text, index));
+    KVL_TRY(slurp(&text, index));
     cJSON *root = cJSON_Parse(text);
     free(text);
     int rc = cJSON_IsObject(root) ? open_index_map(c, root, index)

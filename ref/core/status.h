@@ -24,4 +24,12 @@ int kvl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Forget any previous message. */
 void kvl_clear_error(void);
 
+/* Evaluate a call that returns a status and return its code from the calling function unless it is
+ * KVL_OK (its message stays in kvl_error()). Variadic, so a C++ template argument's comma is allowed. */
+#define KVL_TRY(...)                                   \
+    do {                                               \
+        const int kvl_try_rc_ = (__VA_ARGS__);         \
+        if (kvl_try_rc_ != KVL_OK) return kvl_try_rc_; \
+    } while (0)
+
 #endif

@@ -7,8 +7,6 @@
 #include "element.h"
 #include "status.h"
 
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != KVL_OK) return rc_; } while (0)
-
 static size_t blocks(size_t n) { return (n + KVL_WEIGHT_BLOCK - 1) / KVL_WEIGHT_BLOCK; }
 
 int kvl_dequant_fp8_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor *s, const char *origin)
@@ -18,7 +16,7 @@ int kvl_dequant_fp8_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor
                         origin, q->name, q->n_dims, kvl_st_dtype_name(q->dtype));
     size_t R = q->shape[0], C = q->shape[1];
     const size_t want[2] = {blocks(R), blocks(C)};
-    TRY(kvl_st_expect_shape(s, origin, 2, want));
+    KVL_TRY(kvl_st_expect_shape(s, origin, 2, want));
     float *scale = malloc((want[0] * want[1] + 1) * sizeof *scale);
     if (!scale) return kvl_fail(KVL_ENOMEM, "%s: out of memory for the scales of \"%.64s\"", origin, q->name);
     int rc = kvl_st_read_f32(scale, s, origin);
@@ -53,7 +51,7 @@ int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size
     const kvl_st_tensor *t = kvl_st_checkpoint_find(c, name, &in);
     const char *where = c->n_files ? c->files[0].origin : "checkpoint";
     if (!t) return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" not found", where, name);
-    TRY(kvl_st_expect_shape(t, in->origin, n_dims, shape));
+    KVL_TRY(kvl_st_expect_shape(t, in->origin, n_dims, shape));
     if (t->dtype != KVL_ST_F8_E4M3) return kvl_st_read_f32(w, t, in->origin);
     const kvl_st_tensor *s = find_scale(c, name);
     if (!s)
