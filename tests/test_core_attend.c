@@ -21,12 +21,12 @@
 #define U_F32 (FLT_EPSILON / 2)
 
 /* Each score is a Dk-term dot product of values in [−1, 1], scaled: its rounding error is at most
- * γ_Dk·Dk·scale ≈ Dk²·scale·u. A weight exp(s − m)/l carries that twice (s and m) plus γ_N from the
- * sum l; the output Σ_j p_j v_j (|v| ≤ 1, Σ p ≤ 1) adds γ_N more. Plus a few roundings of the final
- * scaling. */
+ * γ_Dk·Dk·scale ≈ Dk²·scale·u. A weight exp(s − m)/l carries that twice (s and m), the exponential's
+ * own error (KVL_EXP_F32_ULP, in the weight and again in l) and γ_N from the sum l; the output
+ * Σ_j p_j v_j (|v| ≤ 1, Σ p ≤ 1) adds γ_N more. Plus a few roundings of the final scaling. */
 static double attend_atol(size_t Dk, size_t N, double scale)
 {
-    return (2.0 * (double)(Dk * Dk) * scale + 2.0 * (double)N + 8.0) * U_F32;
+    return (2.0 * (double)(Dk * Dk) * scale + 4.0 * KVL_EXP_F32_ULP + 2.0 * (double)N + 8.0) * U_F32;
 }
 
 #define MIN_COS 0.99999

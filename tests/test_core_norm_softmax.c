@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,6 +524,84 @@ START_TEST(test_nan_score_makes_the_row_nan)
 }
 END_TEST
 
+/* ---- the tiled softmax's exponentials --------------------------------------------------------------- */
+
+/* |got − e^x| in units in the last place of e^x as a float; x ≥ −87.3, where e^x is a normal float. */
+static double exp_ulps(float x, float got)
+{
+    ck_assert_msg(x >= -87.3f, "e^%g is not a normal float", (double)x);
+    const double want = exp((double)x);
+    return fabs((double)got - want) / ldexp(1.0, ilogb(want) - 23);
+}
+
+/* Every 97th float from −0 down to −87.3, which samples every binade of small and large |x| alike, and
+ * 2^22 evenly spaced points of [−87.3, 88]: each within KVL_EXP_F32_ULP of e^x. */
+START_TEST(test_exp_f32_is_within_its_ulp_bound_over_its_range)
+{
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    const float lowest = -87.3f;
+    uint32_t lowest_bits;
+    memcpy(&lowest_bits, &lowest, sizeof lowest_bits);
+    for (uint32_t b = 0x80000000u; b <= lowest_bits; b += 97) {
+        float x;
+        memcpy(&x, &b, sizeof x);
+        const double u = exp_ulps(x, kvl_exp_f32(x));
+        if (u > worst) worst = u, worst_x = x;
+    }
+    const size_t n = (size_t)1 << 22;
+    for (size_t i = 0; i <= n; i++) {
+        const float x = (float)(-87.3 + (88.0 + 87.3) * (double)i / (double)n);
+        const double u = exp_ulps(x, kvl_exp_f32(x));
+        if (u > worst) worst = u, worst_x = x;
+    }
+    ck_assert_msg(worst <= KVL_EXP_F32_ULP, "e^%.9g is %.3f ulp off", (double)worst_x, worst);
+}
+END_TEST
+
+START_TEST(test_exp_f32_special_values)
+{
+    ck_assert_float_eq(kvl_exp_f32(0.0f), 1.0f);
+    ck_assert_float_eq(kvl_exp_f32(-0.0f), 1.0f);
+    ck_assert_float_eq(kvl_exp_f32(-INFINITY), 0.0f);
+    ck_assert_float_eq(kvl_exp_f32(-87.31f), 0.0f);
+    ck_assert_float_eq(kvl_exp_f32(-1000.0f), 0.0f);
+    ck_assert_msg(kvl_exp_f32(-87.3f) >= FLT_MIN, "e^-87.3 = %g", (double)kvl_exp_f32(-87.3f));
+    ck_assert_msg(isnan(kvl_exp_f32(NAN)), "e^NaN = %g", (double)kvl_exp_f32(NAN));
+}
+END_TEST
+
+/* A row of 1,003 scores (three past a multiple of any vector width; every fifth masked) against its
+ * running max: each weight e^{s − m} within the exp's bound of the double value, a masked score's 0, and
+ * the returned sum within γ_n of the double sum of the weights returned. A NaN score makes its weight
+ * and the sum NaN. */
+START_TEST(test_softmax_exp_f32_gives_each_weight_and_their_sum)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 29);
+    const size_t n = 1003;
+    float *s = scores_f32(&rng, n, 0.0f), *x = xmalloc(n * sizeof *x);
+    float m = -INFINITY;
+    for (size_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    memcpy(x, s, n * sizeof *x);
+    const float sum = kvl_softmax_exp_f32(s, n, m);
+    double want_sum = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        want_sum += s[j];
+        if (x[j] == -INFINITY) ck_assert_float_eq(s[j], 0.0f);
+        else ck_assert_msg(exp_ulps(x[j] - m, s[j]) <= KVL_EXP_F32_ULP, "weight %zu: e^(%g) = %g", j,
+                           (double)(x[j] - m), (double)s[j]);
+    }
+    ck_assert_msg(fabs((double)sum - want_sum) <= (double)n * ONE_FLOAT_ROUNDING * want_sum, "sum %g, want %g",
+                  (double)sum, want_sum);
+    memcpy(s, x, n * sizeof *s);
+    s[500] = NAN;
+    ck_assert_msg(isnan(kvl_softmax_exp_f32(s, n, m)) && isnan(s[500]), "a NaN score gave a sum %g", (double)s[500]);
+    free(s);
+    free(x);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_norm_softmax");
@@ -547,6 +626,9 @@ Suite *kvl_suite(void)
     tcase_add_test(softmax, test_masked_row_equals_softmax_of_its_valid_entries);
     tcase_add_test(softmax, test_row_without_valid_entry_is_zero_with_and_without_sink);
     tcase_add_test(softmax, test_nan_score_makes_the_row_nan);
+    tcase_add_test(softmax, test_exp_f32_is_within_its_ulp_bound_over_its_range);
+    tcase_add_test(softmax, test_exp_f32_special_values);
+    tcase_add_test(softmax, test_softmax_exp_f32_gives_each_weight_and_their_sum);
     suite_add_tcase(s, softmax);
     return s;
 }

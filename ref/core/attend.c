@@ -108,12 +108,7 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
             continue;
         }
         const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
-        const float mf = (float)m;
-        float sum = 0.0f;
-        for (size_t j = 0; j < n; j++) {
-            s[j] = expf(s[j] - mf);
-            sum += s[j];
-        }
+        const float sum = kvl_softmax_exp_f32(s, n, (float)m);
         st->l[h] = st->l[h] * alpha + sum;
         st->m[h] = m;
         if (alpha != 1.0) {

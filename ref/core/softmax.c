@@ -1,6 +1,8 @@
 #include "softmax.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Plain softmax is the sink form with σ = −∞: exp(σ − μ) = 0 adds nothing to the denominator and
  * μ = max(−∞, max s) = max s, so both public functions share one row routine. A NaN score (or σ)
@@ -48,3 +50,45 @@ void kvl_softmax_f64(double *s, size_t n) { softmax_row_f64(s, n, -INFINITY); }
 void kvl_softmax_sink_f32(float *s, size_t n, float sigma) { softmax_row_f32(s, n, (double)sigma); }
 
 void kvl_softmax_sink_f64(double *s, size_t n, double sigma) { softmax_row_f64(s, n, sigma); }
+
+/* ---- the tiled softmax's exponentials ---------------------------------------------------------------- */
+
+#define EXP_LOWEST (-87.3f) /* below it e^x is under 2^−126 */
+
+static inline float exp_f32(float x_in)
+{
+    const float x = __builtin_isless(x_in, EXP_LOWEST) ? EXP_LOWEST : x_in;
+    /* n = round(x·log2 e): adding 1.5·2^23 leaves the integer in the low mantissa bits of t */
+    const float round_bias = 12582912.0f;
+    const float t = x * 1.44269504088896341f + round_bias;
+    const float n = t - round_bias;
+    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f; /* ln 2 = 0.693359375 − 2.12194440e−4 */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float e_r = p * r * r + r + 1.0f;
+    uint32_t t_bits, bias_bits, scale_bits;
+    memcpy(&t_bits, &t, sizeof t_bits);
+    memcpy(&bias_bits, &round_bias, sizeof bias_bits);
+    scale_bits = (t_bits - bias_bits + 127u) << 23; /* 2^n: the biased exponent n + 127 */
+    float scale;
+    memcpy(&scale, &scale_bits, sizeof scale);
+    const float e = e_r * scale;
+    return __builtin_isless(x_in, EXP_LOWEST) ? 0.0f : e;
+}
+
+float kvl_exp_f32(float x) { return exp_f32(x); }
+
+float kvl_softmax_exp_f32(float *s, size_t n, float m)
+{
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (size_t j = 0; j < n; j++) {
+        s[j] = exp_f32(s[j] - m);
+        sum += s[j];
+    }
+    return sum;
+}
