@@ -18,7 +18,7 @@ START_TEST(test_help_lists_every_group)
     ck_assert_int_eq(run("kvbench --help", out, err), 0);
     /* each group on its own line ("  NAME  about"): a name inside another's description does not count */
     const char *groups[] = {"\n  ceilings ", "\n  formats ", "\n  decode ", "\n  peer ", "\n  v41 ",
-                            "\n  native ",   "\n  prefill ", "--out DIR"};
+                            "\n  native ",   "\n  prefill ", "\n  recheck ", "--out DIR"};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         ck_assert_msg(strstr(out, groups[i]), "kvbench --help does not mention %s:\n%s", groups[i], out);
 }

@@ -149,5 +149,6 @@ int kvb_group_peer(void);       /* bench_decode.c, with peer_mla.py */
 int kvb_group_v41(void);        /* bench_v41.c */
 int kvb_group_native(void);     /* bench_native.c */
 int kvb_group_prefill(void);    /* bench_prefill.c */
+int kvb_group_recheck(void);    /* ceilings.c */
 
 #endif
