@@ -67,7 +67,7 @@ double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
 
 /* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each from
  * the fastest of its runs:
- *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read
+ *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read, on 1 and on 2 threads
  *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
@@ -82,7 +82,7 @@ typedef enum {
     KVB_SGEMM_SHAPES
 } kvb_sgemm_shape;
 typedef struct {
-    double scan_gbps, copy_gbps, gather_gbps;
+    double scan_gbps[2], copy_gbps, gather_gbps;
     double sgemm_gflops[KVB_SGEMM_SHAPES][2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
@@ -95,8 +95,8 @@ void kvb_set_threads(int n);
 
 /* One phase of a step: `flop` over `bytes` read from memory (the cache's bytes as stored, the weights,
  * whatever it writes and reads back), its products at `shape`. Its bound on t threads is the larger of
- * flop / (the sgemm rate at its shape on t threads) and bytes / (the scan bandwidth): compute-bound
- * when the first is larger. */
+ * flop / (the sgemm rate at its shape on t threads) and bytes / (the scan bandwidth on t threads):
+ * compute-bound when the first is larger. */
 typedef struct {
     double flop, bytes;
     kvb_sgemm_shape shape;

@@ -311,7 +311,7 @@ static int bench_dsa(const dsa_config *c, kvl_rng *rng)
             char what[96];
             label(what, sizeof what, "V3.2 DSA top-k", store, N, 1);
             kvb_print_row(&(kvb_row){"decode", what, n * sizeof(float) / KVB_MIB, tk.median,
-                                     kvb_gbps(N * sizeof(float), tk.median), "GB/s", kvb_ceilings()->scan_gbps,
+                                     kvb_gbps(N * sizeof(float), tk.median), "GB/s", kvb_ceilings()->scan_gbps[0],
                                      0, tk.min, tk.max, 0});
             kvb_progress("decode: V3.2 DSA gather %s %zuK", swa_store_name(store), N / 1024);
             kvb_time tg = kvb_time_runs(run_gather, &s, KVB_REPEATS);

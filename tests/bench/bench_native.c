@@ -150,7 +150,8 @@ static int bench_v32(const dsa_config *c, kvl_rng *rng)
             const double N = (double)CONTEXTS[k];
             const double keys_bytes = N * key_b; /* as stored: decoded a tile at a time inside the scan */
             time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s,
-                         (kvb_phase[KVB_PHASES]){{attend_flop, K * (main_b + (double)Dw * sizeof(float)), KVB_SGEMM_MLA}});
+                         (kvb_phase[KVB_PHASES]){
+                             {attend_flop, K * (main_b + (double)Dw * sizeof(float)), KVB_SGEMM_MLA}});
             time_compute("V3.2 dsa_decode_gather v32", CONTEXTS[k], run_v32_decode, &s,
                          (kvb_phase[KVB_PHASES]){
                              {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
@@ -260,7 +261,8 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
         time_compute(what, T, run_v4_decode, &s,
                      (kvb_phase[KVB_PHASES]){
                          {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
-                         {csa ? N * HI * (2.0 * DI + 3.0) : 0, csa ? N * key_b : 0, kvb_index_shape(c->indexer.n_heads)},
+                         {csa ? N * HI * (2.0 * DI + 3.0) : 0, csa ? N * key_b : 0,
+                          kvb_index_shape(c->indexer.n_heads)},
                          {attend_flop, keys * row_b, KVB_SGEMM_MLA}});
         rc = report_failure(s.failed);
     }

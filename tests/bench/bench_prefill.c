@@ -10,9 +10,10 @@
  *
  * flop: 2 per weight per token (every projection and compressor weight meets each token once), plus
  * the indexer's HI·(2·DI + 3) a visible entry (CSA) and the attention's two products over each query's
- * keys, summed query by query; read against the sgemm ceiling. One run on each thread count, no warm-up (KVB_COLD: a run takes tens of seconds). Each run
- * rewinds the cache to its 28K tokens first (the window rows put back, the entries and compressor
- * position reset), so every run does the same work.
+ * keys, summed query by query; read against the sgemm ceiling (one phase: the chunk's projections are
+ * products of 4,096 rows, not a weight stream). One run on each thread count, no warm-up (KVB_COLD: a
+ * run takes tens of seconds). Each run rewinds the cache to its 28K tokens first (the window rows put
+ * back, the entries and compressor position reset), so every run does the same work.
  *
  * The other entry points are not run at this size; the group prints, computed from the configs, what
  * stops each (`make bench` has to stay within minutes on two cores):

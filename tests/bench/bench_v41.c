@@ -256,7 +256,7 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
 static void print_stream(const char *what, kvb_time t, double bytes, double target)
 {
     kvb_print_row(&(kvb_row){"v41", what, bytes / KVB_MIB, t.median, bytes * 1e-9 / t.median, "GB/s",
-                             kvb_ceilings()->scan_gbps, target, t.min, t.max, 0});
+                             kvb_ceilings()->scan_gbps[0], target, t.min, t.max, 0});
 }
 
 static void time_stream(const char *name, v41_step *p, void (*run)(void *), double bytes, double target, int repeats)

@@ -74,14 +74,13 @@ void kvb_print_row(const kvb_row *row)
 
 /* A step's bound: seconds, the part of them its compute-bound phases take, and the seconds its
  * targets allow (each phase's bound over its target), on a machine whose sgemm runs at rate[shape]
- * GFLOP/s and whose scan reads at the measured bandwidth. */
+ * GFLOP/s and whose scan reads `scan` GB/s. */
 typedef struct {
     double seconds, compute_s, allowed_s;
 } step_bound;
 
-static step_bound bound_at(const kvb_step *s, const double rate[KVB_SGEMM_SHAPES])
+static step_bound bound_at(const kvb_step *s, const double rate[KVB_SGEMM_SHAPES], double scan)
 {
-    const double scan = kvb_ceilings()->scan_gbps;
     step_bound b = {0, 0, 0};
     for (size_t i = 0; i < KVB_PHASES; i++) {
         const kvb_phase *p = &s->phase[i];
@@ -94,13 +93,15 @@ static step_bound bound_at(const kvb_step *s, const double rate[KVB_SGEMM_SHAPES
     return b;
 }
 
-/* The bound on `threads` threads at the measured sgemm rates; with ideal_2x, the 1-thread rates doubled. */
+/* The bound on `threads` threads at the measured rates; with ideal_2x, on 2 threads with the 1-thread sgemm
+ * rates doubled. */
 static step_bound bound_on(const kvb_step *s, int threads, int ideal_2x)
 {
+    const kvb_ceiling_set *c = kvb_ceilings();
     double rate[KVB_SGEMM_SHAPES];
     for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++)
-        rate[k] = ideal_2x ? 2 * kvb_ceilings()->sgemm_gflops[k][0] : kvb_ceilings()->sgemm_gflops[k][threads > 1];
-    return bound_at(s, rate);
+        rate[k] = ideal_2x ? 2 * c->sgemm_gflops[k][0] : c->sgemm_gflops[k][threads > 1];
+    return bound_at(s, rate, c->scan_gbps[ideal_2x || threads > 1]);
 }
 
 static double step_flop(const kvb_step *s)
