@@ -8,6 +8,7 @@
 
 #include "element.h"
 #include "linalg.h"
+#include "scratch.h"
 #include "softmax.h"
 #include "status.h"
 
@@ -42,50 +43,52 @@ static int check_args(const char *fn, const float *o, const float *q, size_t Hq,
 /* ---- the tiled form ---------------------------------------------------------------------------- */
 
 /* The running state of Hq heads over some of the rows: m[Hq] the largest scaled score so far, l[Hq]
- * the sum of exp(score − m), acc[Hq][Dv] the unnormalised weighted sum of values. */
+ * the sum of exp(score − m), acc[Hq][Dv] the unnormalised weighted sum of values. Every part's state
+ * lives in the calling thread's scratch block (ref/core/scratch.h), kept from one step to the next. */
 typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
     float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded; NULL for rows read in place */
-    int owns_acc;
     int rc;        /* KVL_OK, or the status of a tile that could not be read */
 } online;
 
-static void online_free(online *st)
+/* Bytes of one part's state: m and l, the scores, its own acc (own_acc), a tile of scratch (decodes),
+ * each piece aligned; 0 if that does not fit a size_t (each piece is kept under a quarter of it). */
+static size_t part_bytes(size_t Hq, const kvl_attend_rows *r, int own_acc, int decodes)
 {
-    free(st->s);
-    free(st->m);
-    free(st->l);
-    free(st->tile);
-    if (st->owns_acc) free(st->acc);
+    const size_t h = Hq ? Hq : 1, quarter = SIZE_MAX / 4 - KVL_SCRATCH_ALIGN;
+    if (h > quarter / sizeof(float) / KVL_ATTEND_TILE || r->stride > quarter / sizeof(float) / KVL_ATTEND_TILE ||
+        r->Dv > quarter / sizeof(float) / h)
+        return 0;
+    return kvl_scratch_round(2 * h * sizeof(double)) + kvl_scratch_round(h * KVL_ATTEND_TILE * sizeof(float)) +
+           (own_acc ? kvl_scratch_round(h * r->Dv * sizeof(float)) : 0) +
+           (decodes ? kvl_scratch_round(KVL_ATTEND_TILE * r->stride * sizeof(float)) : 0);
 }
 
-/* acc: the buffer to accumulate in, NULL to allocate one; sigma: the sinks (NULL: none); decodes: the rows
- * need a tile of scratch. */
-static int online_init(online *st, float *acc, size_t Hq, const kvl_attend_rows *r, const float *sigma,
-                       int decodes, const char *fn)
+/* st laid out at mem (part_bytes of it), starting from nothing: acc the buffer to accumulate in, NULL
+ * for one of its own at mem; sigma the sinks (NULL: none); decodes: the rows need a tile of scratch. */
+static void online_init(online *st, char *mem, float *acc, size_t Hq, const kvl_attend_rows *r, const float *sigma,
+                        int decodes)
 {
-    memset(st, 0, sizeof *st);
-    if (Hq > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE || r->stride > SIZE_MAX / sizeof(float) / KVL_ATTEND_TILE ||
-        (Hq && r->Dv > SIZE_MAX / sizeof(float) / Hq))
-        return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
-    st->s = malloc((Hq ? Hq : 1) * KVL_ATTEND_TILE * sizeof *st->s);
-    st->m = malloc((Hq ? Hq : 1) * sizeof *st->m);
-    st->l = malloc((Hq ? Hq : 1) * sizeof *st->l);
-    st->owns_acc = acc == NULL;
-    st->acc = acc ? acc : malloc((Hq ? Hq : 1) * r->Dv * sizeof *st->acc);
-    if (decodes) st->tile = malloc((size_t)KVL_ATTEND_TILE * (r->stride ? r->stride : 1) * sizeof *st->tile);
-    if (!st->s || !st->m || !st->l || !st->acc || (decodes && !st->tile)) {
-        online_free(st);
-        return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
+    const size_t h = Hq ? Hq : 1;
+    *st = (online){.rc = KVL_OK};
+    st->m = (double *)mem;
+    st->l = st->m + h;
+    mem += kvl_scratch_round(2 * h * sizeof(double));
+    st->s = (float *)mem;
+    mem += kvl_scratch_round(h * KVL_ATTEND_TILE * sizeof(float));
+    st->acc = acc;
+    if (!acc) {
+        st->acc = (float *)mem;
+        mem += kvl_scratch_round(h * r->Dv * sizeof(float));
     }
-    for (size_t h = 0; h < Hq; h++) {
-        st->m[h] = sigma ? sigma[h] : -INFINITY;
-        st->l[h] = sigma && sigma[h] != -INFINITY ? 1.0 : 0.0; /* exp(σ − m) with m = σ */
+    st->tile = decodes ? (float *)mem : NULL;
+    for (size_t i = 0; i < Hq; i++) {
+        st->m[i] = sigma ? sigma[i] : -INFINITY;
+        st->l[i] = sigma && sigma[i] != -INFINITY ? 1.0 : 0.0; /* exp(σ − m) with m = σ */
     }
     memset(st->acc, 0, Hq * r->Dv * sizeof *st->acc);
-    return KVL_OK;
 }
 
 /* For heads h0 … h0 + Gq − 1: s[Gq][n] ← exp(scale·s − m'), with m' the new running max, and
@@ -195,21 +198,26 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
                         rows->N, rows->width);
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
-    split sp = {calloc(n_parts, sizeof(online)), n_parts, Hq, q, rows, r, scale};
-    if (!sp.parts) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu parts", fn, n_parts);
-    size_t ready = 0;
-    for (; ready < n_parts && rc == KVL_OK; ready++)
-        rc = online_init(&sp.parts[ready], ready ? NULL : o, Hq, r, ready ? NULL : sigma, rows && !rows->in_place, fn);
-    if (rc == KVL_OK) {
-        if (Hq) kvl_run_parts(run_part, &sp, n_parts);
-        for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = sp.parts[p].rc;
-        for (size_t p = 1; p < n_parts && rc == KVL_OK; p++) online_merge(&sp.parts[0], &sp.parts[p], Hq, r->Dv);
-        if (rc == KVL_OK) online_finish(o, &sp.parts[0], Hq, r->Dv);
-    } else {
-        ready--; /* the part that failed freed itself */
+    const int decodes = rows && !rows->in_place;
+    const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
+    if (!first || !other || other > (SIZE_MAX - first) / n_parts)
+        return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
+    char *mem = kvl_scratch(KVL_SCRATCH_ATTEND, first + (n_parts - 1) * other);
+    online *parts = calloc(n_parts, sizeof *parts);
+    if (!mem || !parts) {
+        free(parts);
+        return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
     }
-    for (size_t p = 0; p < ready; p++) online_free(&sp.parts[p]);
-    free(sp.parts);
+    for (size_t p = 0; p < n_parts; p++) {
+        online_init(&parts[p], mem, p ? NULL : o, Hq, r, p ? NULL : sigma, decodes);
+        mem += p ? other : first;
+    }
+    split sp = {parts, n_parts, Hq, q, rows, r, scale};
+    if (Hq) kvl_run_parts(run_part, &sp, n_parts);
+    for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
+    for (size_t p = 1; p < n_parts && rc == KVL_OK; p++) online_merge(&parts[0], &parts[p], Hq, r->Dv);
+    if (rc == KVL_OK) online_finish(o, &parts[0], Hq, r->Dv);
+    free(parts);
     return rc;
 }
 

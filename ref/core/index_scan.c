@@ -2,9 +2,11 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "linalg.h"
+#include "scratch.h"
 #include "status.h"
 
 /* The dot products of one tile, [rows·HI][KVL_INDEX_KEY_TILE], stay under this many floats (256 KiB). */
@@ -24,7 +26,7 @@ static void weigh_heads(float *row, const float *dot, const float *w, size_t HI,
 }
 
 /* Per-part scratch: the dot products [rows·HI][tile] and a key tile [tile][DI] (decoded or gathered; none
- * for keys read in place). */
+ * for keys read in place), carved from the calling thread's scratch block (ref/core/scratch.h). */
 typedef struct {
     size_t n_parts;
     float **dot, **keys;
@@ -33,8 +35,6 @@ typedef struct {
 
 static void parts_free(parts *p)
 {
-    for (size_t i = 0; i < p->n_parts && p->dot; i++) free(p->dot[i]);
-    for (size_t i = 0; i < p->n_parts && p->keys; i++) free(p->keys[i]);
     free(p->dot);
     free(p->keys);
     free(p->rc);
@@ -43,18 +43,25 @@ static void parts_free(parts *p)
 static int parts_alloc(parts *p, size_t n_parts, size_t dot_floats, size_t key_floats, const char *fn)
 {
     *p = (parts){.n_parts = n_parts};
+    const size_t most = SIZE_MAX / 4 / sizeof(float) / n_parts;
+    if (dot_floats > most || key_floats > most)
+        return kvl_fail(KVL_EINVAL, "%s: a tile of %zu products or %zu key values overflows", fn, dot_floats,
+                        key_floats);
+    const size_t dot_bytes = kvl_scratch_round(dot_floats * sizeof(float));
+    const size_t part_bytes = dot_bytes + kvl_scratch_round(key_floats * sizeof(float));
+    char *mem = kvl_scratch(KVL_SCRATCH_INDEX_SCAN, n_parts * part_bytes);
     p->dot = calloc(n_parts, sizeof *p->dot);
     p->keys = calloc(n_parts, sizeof *p->keys);
     p->rc = calloc(n_parts, sizeof *p->rc);
-    int ok = p->dot && p->keys && p->rc;
-    for (size_t i = 0; i < n_parts && ok; i++) {
-        p->dot[i] = malloc(dot_floats * sizeof **p->dot);
-        if (key_floats) p->keys[i] = malloc(key_floats * sizeof **p->keys);
-        ok = p->dot[i] && (!key_floats || p->keys[i]);
+    if (!mem || !p->dot || !p->keys || !p->rc) {
+        parts_free(p);
+        return kvl_fail(KVL_ENOMEM, "%s: out of memory", fn);
     }
-    if (ok) return KVL_OK;
-    parts_free(p);
-    return kvl_fail(KVL_ENOMEM, "%s: out of memory", fn);
+    for (size_t i = 0; i < n_parts; i++) {
+        p->dot[i] = (float *)(mem + i * part_bytes);
+        p->keys[i] = key_floats ? (float *)(mem + i * part_bytes + dot_bytes) : NULL;
+    }
+    return KVL_OK;
 }
 
 static int parts_status(const parts *p)
