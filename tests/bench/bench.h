@@ -65,8 +65,8 @@ double kvb_gbps(size_t bytes, double seconds);
 /* ceilings.c: memcpy(dst, src, bytes) on the calling thread, median seconds. */
 double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
 
-/* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each from
- * the fastest of its runs:
+/* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each the
+ * fastest of its runs in three rounds a few seconds apart:
  *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read, on 1 and on 2 threads
  *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
