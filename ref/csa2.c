@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "linalg.h"
+#include "scratch.h"
 #include "status.h"
 #include "v4_rope.h"
 
@@ -170,7 +171,7 @@ static int attend(float *o, const csa2_config *c, const csa2_weights *w, const f
                   const kvl_row_tiles *entries, const int32_t *sel, size_t K)
 {
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window, nk = W + (sel ? K : 0);
-    float *rows = malloc(nk * Dh * sizeof *rows);
+    float *rows = kvl_scratch(KVL_SCRATCH_QUERY_ROWS, nk * Dh * sizeof *rows);
     int rc = rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
     for (size_t i = 0; i < ch->S && rc == KVL_OK; i++) {
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
@@ -179,7 +180,6 @@ static int attend(float *o, const csa2_config *c, const csa2_weights *w, const f
                              sel ? sel + i * K : NULL, sel ? K : 0, w->core.sinks, H, Dh);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
     }
-    free(rows);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include "attend.h"
 #include "linalg.h"
 #include "norm.h"
+#include "scratch.h"
 #include "softmax.h"
 #include "status.h"
 #include "v4_rope.h"
@@ -396,7 +397,7 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
     if (!o || !q || !win) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     KVL_TRY(check_attend(c, entries, sel, S, start, win_first));
     const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, K = c->indexer.topk;
-    float *rows = c->kind == KVL_LAYER_CSA ? malloc((W + K) * Dh * sizeof *rows) : NULL;
+    float *rows = c->kind == KVL_LAYER_CSA ? kvl_scratch(KVL_SCRATCH_QUERY_ROWS, (W + K) * Dh * sizeof *rows) : NULL;
     int rc = c->kind != KVL_LAYER_CSA || rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
     for (size_t i = 0; i < S && rc == KVL_OK; i++) {
         const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
@@ -408,7 +409,6 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
                                   c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
     }
-    free(rows);
     return rc;
 }
 
