@@ -82,13 +82,22 @@ static inline float exp_f32(float x_in)
 
 float kvl_exp_f32(float x) { return exp_f32(x); }
 
+/* The sum in eight running sums, s[j] into sum j mod 8, added pairwise at the end: the same bits whether
+ * or not the compiler vectorises it (an `omp simd` reduction's order is the compiler's, and a build with
+ * the sanitizers, which does not vectorise, would sum in another order than the optimised one). */
+static float sum_in_eights(const float *s, size_t n)
+{
+    float part[8] = {0};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (size_t k = 0; k < 8; k++) part[k] += s[j + k];
+    for (size_t k = 0; j < n; j++, k++) part[k] += s[j];
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 float kvl_softmax_exp_f32(float *s, size_t n, float m)
 {
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (size_t j = 0; j < n; j++) {
-        s[j] = exp_f32(s[j] - m);
-        sum += s[j];
-    }
-    return sum;
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) s[j] = exp_f32(s[j] - m);
+    return sum_in_eights(s, n);
 }

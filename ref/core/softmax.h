@@ -28,9 +28,9 @@ void kvl_softmax_sink_f32(float *s, size_t n, float sigma);
 void kvl_softmax_sink_f64(double *s, size_t n, double sigma);
 
 /* The exponentials of a tiled softmax (ref/core/attend.h), whose running max m is at least every
- * score: s[j] ← e^{s[j] − m} by kvl_exp_f32 for j < n, and their float sum returned (summed in
- * vector lanes, so in another order than one running sum). A score of −∞ gives 0; a NaN stays NaN
- * and makes the sum NaN. */
+ * score: s[j] ← e^{s[j] − m} by kvl_exp_f32 for j < n, and their float sum returned (in eight running
+ * sums, s[j] into sum j mod 8, added pairwise: one order on every build). A score of −∞ gives 0; a NaN
+ * stays NaN and makes the sum NaN. */
 float kvl_softmax_exp_f32(float *s, size_t n, float m);
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0
