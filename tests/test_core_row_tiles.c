@@ -1,5 +1,5 @@
 /* ref/core/row_tiles: views that read rows a tile at a time. Float32 rows are read in place; bf16 rows
- * are decoded into the reader's scratch; a gather of picks (−1 skipped, order kept) gives each row as
+ * are decoded into the reader's scratch, whole or a column range; a gather of picks (−1 skipped, order kept) gives each row as
  * reading it alone does, also when a long gather of packed rows splits over threads. */
 #include "common.h"
 #include "element.h"
@@ -29,6 +29,23 @@ START_TEST(test_f32_rows_are_read_in_place_and_bf16_rows_decoded)
     ck_assert_int_eq(kvl_row_tiles_read(got, &f32, 5, 3), KVL_OK);
     ck_assert_mem_eq(got, rows + 5 * WIDTH, sizeof got);
     ck_assert_int_eq(kvl_row_tiles_read(got, &f32, N - 2, 3), KVL_EINVAL);
+}
+END_TEST
+
+/* A GQA group's read: some columns of some rows, the same values a whole tile gives there; float32
+ * rows, read in place, have no column read. */
+START_TEST(test_bf16_column_read_gives_the_tile_columns)
+{
+    enum { N = 40, WIDTH = 24, FIRST = 5, ROWS = 30, C0 = 7, W = 9 };
+    float rows[N * WIDTH], tile[ROWS * WIDTH], cols[ROWS * W];
+    uint16_t codes[N * WIDTH];
+    for (size_t i = 0; i < N * WIDTH; i++) codes[i] = kvf_bf16_encode((float)i * 0.37f - 100.0f);
+    const kvl_row_tiles f32 = kvl_row_tiles_f32(rows, N, WIDTH), bf16 = kvl_row_tiles_bf16(codes, N, WIDTH);
+    ck_assert_ptr_null(f32.cols);
+    ck_assert_ptr_eq(bf16.cols(cols, &bf16, FIRST, ROWS, C0, W), cols);
+    ck_assert_ptr_eq(bf16.tile(tile, &bf16, FIRST, ROWS), tile);
+    for (size_t i = 0; i < ROWS; i++)
+        ck_assert_mem_eq(cols + i * W, tile + i * WIDTH + C0, W * sizeof *cols);
 }
 END_TEST
 
@@ -75,6 +92,7 @@ Suite *kvl_suite(void)
     TCase *tc = tcase_create("row_tiles");
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_f32_rows_are_read_in_place_and_bf16_rows_decoded);
+    tcase_add_test(tc, test_bf16_column_read_gives_the_tile_columns);
     tcase_add_test(tc, test_gather_keeps_pick_order_skips_minus_one_and_splits_over_threads);
     suite_add_tcase(s, tc);
     return s;

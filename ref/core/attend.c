@@ -49,7 +49,8 @@ typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
-    float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded; NULL for rows read in place */
+    float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded (or a group's columns, [n][Dk + Dv] with
+                      Dk + Dv ≤ stride); NULL for rows read in place */
     int rc;        /* KVL_OK, or the status of a tile that could not be read */
 } online;
 
@@ -121,19 +122,27 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
     }
 }
 
-/* One tile of n rows (float32, row stride ld), every group: scores, weights, acc += P·V. */
+/* One tile of n rows, group g's Gq heads: scores against K[n][Dk] (row stride ldk), weights,
+ * acc_g += P·V[n][Dv] (row stride ldv). */
+static void online_group(online *st, const float *q, size_t g, size_t Gq, const float *K, size_t ldk,
+                         const float *V, size_t ldv, size_t n, const kvl_attend_rows *r, float scale)
+{
+    const size_t Dk = r->Dk, Dv = r->Dv;
+    float *acc_g = st->acc + g * Gq * Dv;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Gq, (blasint)n, (blasint)Dk, 1.0f,
+                q + g * Gq * Dk, (blasint)Dk, K, (blasint)ldk, 0.0f, st->s, (blasint)n);
+    online_weights(st, acc_g, g * Gq, Gq, n, Dv, scale);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Gq, (blasint)Dv, (blasint)n, 1.0f, st->s,
+                (blasint)n, V, (blasint)ldv, 1.0f, acc_g, (blasint)Dv);
+}
+
+/* One tile of n whole rows (float32, row stride ld), every group. */
 static void online_tile(online *st, const float *q, size_t Hq, const float *rows, size_t ld, size_t n,
                         const kvl_attend_rows *r, float scale)
 {
-    const size_t Gq = Hq / r->groups, Dk = r->Dk, Dv = r->Dv;
-    for (size_t g = 0; g < r->groups; g++) {
-        float *acc_g = st->acc + g * Gq * Dv;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Gq, (blasint)n, (blasint)Dk, 1.0f,
-                    q + g * Gq * Dk, (blasint)Dk, rows + r->k_off + g * Dk, (blasint)ld, 0.0f, st->s, (blasint)n);
-        online_weights(st, acc_g, g * Gq, Gq, n, Dv, scale);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Gq, (blasint)Dv, (blasint)n, 1.0f, st->s,
-                    (blasint)n, rows + r->v_off + g * Dv, (blasint)ld, 1.0f, acc_g, (blasint)Dv);
-    }
+    const size_t Gq = Hq / r->groups;
+    for (size_t g = 0; g < r->groups; g++)
+        online_group(st, q, g, Gq, rows + r->k_off + g * r->Dk, ld, rows + r->v_off + g * r->Dv, ld, n, r, scale);
 }
 
 /* Part b folded into part a: the two partial softmaxes rescaled to their common max (FlashDecoding's
@@ -173,7 +182,8 @@ typedef struct {
     float scale;
 } split;
 
-static void run_part(void *ctx, size_t p)
+/* Part p read a tile of whole rows at a time: in place, or decoded once for every group. */
+static void run_part_rows(void *ctx, size_t p)
 {
     const split *sp = ctx;
     const size_t N = sp->r->N, j1 = N * (p + 1) / sp->n_parts;
@@ -186,6 +196,30 @@ static void run_part(void *ctx, size_t p)
             return;
         }
         online_tile(st, sp->q, sp->Hq, tile, sp->r->stride, n, sp->r, sp->scale);
+    }
+}
+
+/* Part p read a group's key and value columns at a time (a view with cols, several groups): each
+ * group decodes only its own n·(Dk + Dv) values, which stay in cache for its two products, where a
+ * whole decoded tile of GQA rows (256 × 2,048 floats, 2 MiB) would not. */
+static void run_part_groups(void *ctx, size_t p)
+{
+    const split *sp = ctx;
+    const kvl_attend_rows *r = sp->r;
+    const size_t N = r->N, j1 = N * (p + 1) / sp->n_parts, Gq = sp->Hq / r->groups;
+    online *st = &sp->parts[p];
+    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
+        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
+        for (size_t g = 0; g < r->groups; g++) {
+            const float *K = sp->rows->cols(st->tile, sp->rows, j, n, r->k_off + g * r->Dk, r->Dk);
+            const float *V = K ? sp->rows->cols(st->tile + n * r->Dk, sp->rows, j, n, r->v_off + g * r->Dv, r->Dv)
+                               : NULL;
+            if (!V) {
+                st->rc = KVL_EINVAL;
+                return;
+            }
+            online_group(st, sp->q, g, Gq, K, r->Dk, V, r->Dv, n, r, sp->scale);
+        }
     }
 }
 
@@ -213,7 +247,7 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         mem += p ? other : first;
     }
     split sp = {parts, n_parts, Hq, q, rows, r, scale};
-    if (Hq) kvl_run_parts(run_part, &sp, n_parts);
+    if (Hq) kvl_run_parts(decodes && rows->cols && r->groups > 1 ? run_part_groups : run_part_rows, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     for (size_t p = 1; p < n_parts && rc == KVL_OK; p++) online_merge(&parts[0], &parts[p], Hq, r->Dv);
     if (rc == KVL_OK) online_finish(o, &parts[0], Hq, r->Dv);

@@ -26,9 +26,11 @@
  * sums the weighted values; the two differ by float rounding only.
  *
  * The rows are read a tile at a time through a view (ref/core/row_tiles.h): float32 rows in place;
- * bf16 rows (swa_ring's SWA_STORE_BF16) or any packed store (FP8, FP4 rows) decoded one tile at a time,
- * once for every group, into a float tile that stays in cache; a whole cache is never decoded at once,
- * and each thread's part decodes its own tiles.
+ * bf16 rows (swa_ring's SWA_STORE_BF16) or any packed store (FP8, FP4 rows) decoded one tile at a time
+ * into a float tile that stays in cache: once for every group, or, where there are several groups and
+ * the view reads column ranges (bf16), each group's key and value columns on their own (a GQA tile of
+ * whole rows is 2 MiB, a group's columns 256 KiB). A whole cache is never decoded at once, and each
+ * thread's part decodes its own tiles.
  *
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.

@@ -16,11 +16,17 @@ typedef struct kvl_row_tiles kvl_row_tiles;
 
 typedef const float *(*kvl_row_tile_fn)(float *scratch, const kvl_row_tiles *r, size_t first, size_t n);
 
+/* Columns c0 … c0 + w − 1 of rows first … first + n − 1 as float32 scratch[n][w]. */
+typedef const float *(*kvl_row_cols_fn)(float *scratch, const kvl_row_tiles *r, size_t first, size_t n, size_t c0,
+                                        size_t w);
+
 struct kvl_row_tiles {
     size_t N, width;
     kvl_row_tile_fn tile;
     const void *src;   /* what tile reads */
     int in_place;      /* 1: tile never writes scratch, so a reader needs none (float32 rows); 0: it may */
+    kvl_row_cols_fn cols; /* NULL, or a read of some columns only, for rows that decode value by value (bf16):
+                             a GQA group reads its 2·128 of 2,048 columns and the tile stays in L2 */
 };
 
 /* Decoding a packed value takes about as long as 32 multiply-adds of a product (584-byte rows decode at
@@ -31,7 +37,7 @@ struct kvl_row_tiles {
 /* rows[N][width] held as float32 (in_place). */
 kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width);
 
-/* rows[N][width] held as bf16 codes (formats/element.h), widened a tile at a time. */
+/* rows[N][width] held as bf16 codes (formats/element.h), widened a tile (or a column range) at a time. */
 kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width);
 
 /* dst[n][width] ← rows first … first + n − 1, copied when the tile is read in place. KVL_EINVAL for a range
