@@ -1,6 +1,7 @@
 #include "csa2_indexer.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,13 +65,31 @@ int csa2_index_scores_all(float *I, uint64_t *scored, const csa2_indexer_config 
     return KVL_OK;
 }
 
-/* at[n] ← the entries i with pool[i] ≠ 0, ascending. */
+/* at[n] ← the entries i with pool[i] ≠ 0, ascending. A pool is a few thousand blocks of up to a million
+ * entries, mostly zeros: it is read eight entries at a time and a word of zeros passed over whole (a
+ * byte at a time it took a millisecond at 1M, a quarter of the scan of the pool's keys). */
 static size_t pool_list(int32_t *at, const uint8_t *pool, size_t N)
 {
     size_t n = 0;
-    for (size_t i = 0; i < N; i++)
-        if (pool[i]) at[n++] = (int32_t)i;
+    for (size_t i = 0; i < N; i += 8) {
+        const size_t end = N - i < 8 ? N : i + 8;
+        uint64_t word = 1;
+        if (end - i == 8) memcpy(&word, pool + i, sizeof word);
+        if (!word) continue;
+        for (size_t j = i; j < end; j++)
+            if (pool[j]) at[n++] = (int32_t)j;
+    }
     return n;
+}
+
+/* Rows of at least this many entries are filled by every thread (1 MiB of float32). */
+#define UNSCORED_SPLIT ((size_t)1 << 18)
+
+/* row[N] ← −∞: at 1M entries, 4 MB written, as long as listing the pool and scoring a tenth of its keys. */
+static void unscored(float *row, size_t N)
+{
+#pragma omp parallel for simd schedule(static) if (N >= UNSCORED_SPLIT && !omp_in_parallel())
+    for (size_t i = 0; i < N; i++) row[i] = -INFINITY;
 }
 
 int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config *c, const float *q_idx,
@@ -87,7 +106,7 @@ int csa2_index_scores_pool(float *I, uint64_t *scored, const csa2_indexer_config
     for (size_t s = 0; s < S && rc == KVL_OK; s++) {
         const size_t n = pool_list(at, pool + s * N, N);
         rc = kvl_index_scores_listed(got, q_idx + s * HI * DI, w_idx + s * HI, keys, HI, at, n);
-        for (size_t i = 0; i < N; i++) I[s * N + i] = -INFINITY;
+        unscored(I + s * N, N);
         for (size_t j = 0; j < n; j++) I[s * N + (size_t)at[j]] = got[j];
         *scored += n;
     }

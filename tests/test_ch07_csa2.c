@@ -8,6 +8,7 @@
 #include "ch07_toy.h"
 #include "common.h"
 #include "csa2_stack.h"
+#include "linalg.h"
 #include "norm.h"
 #include "status.h"
 
@@ -478,6 +479,54 @@ START_TEST(test_small_pool_keeps_newest_block_and_reindex_picks_only_pool_positi
 }
 END_TEST
 
+/* A pool that is a sliver of a context past a million-entry scale's split: scattered blocks of 8, single
+ * entries, the first and the last (in a partial word of the list). Each pool entry scores as the full
+ * scan scores it, every other entry is exactly −∞, and the work counted is the pool's, on 1 and 2 threads. */
+START_TEST(test_pool_scores_equal_the_full_scan_on_the_pool_and_minus_inf_elsewhere)
+{
+    toy t;
+    toy_make(&t, 741);
+    const csa2_indexer_config *c = &t.s.layers[9].indexer;
+    const size_t N = 300007, HI = c->n_heads, DI = c->head_dim;
+    float *q = draw(HI * DI, 742), *w = draw(HI, 743), *keys = draw(N * DI, 744);
+    float *all = malloc(N * sizeof *all), *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+    double *want_d = malloc(N * sizeof *want_d);
+    uint8_t *pool = calloc(N, 1);
+    ck_assert(all && got && want && want_d && pool);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 745);
+    for (size_t b = 0; b < 500; b++) memset(pool + kvl_rng_next_u64(&rng) % (N - 8), 1, 8);
+    for (size_t i = 0; i < 300; i++) pool[kvl_rng_next_u64(&rng) % N] = 1;
+    pool[0] = pool[N - 1] = 1;
+    const kvl_row_tiles view = kvl_row_tiles_f32(keys, N, DI);
+    uint64_t scored_all = 0;
+    ck_assert_msg(csa2_index_scores_all(all, &scored_all, c, q, w, &view, 1, N * c->ratio - 1) == KVL_OK, "%s",
+                  kvl_error());
+    ck_assert_uint_eq(scored_all, N);
+    const int threads = kvl_threads();
+    for (int th = 1; th <= 2; th++) {
+        kvl_set_threads(th);
+        uint64_t scored = 0, pooled = 0;
+        ck_assert_msg(csa2_index_scores_pool(got, &scored, c, q, w, &view, pool, 1) == KVL_OK, "%s", kvl_error());
+        size_t n = 0;
+        for (size_t i = 0; i < N; i++) {
+            pooled += pool[i];
+            if (!pool[i]) ck_assert_msg(got[i] == -INFINITY, "entry %zu outside the pool scored %g", i, (double)got[i]);
+            else {
+                want[n] = got[i];
+                want_d[n++] = all[i];
+            }
+        }
+        ck_assert_uint_eq(scored, pooled);
+        ck_assert_uint_gt(pooled, 3000);
+        kvl_expect_close("pool scores against the full scan", want, want_d, n, F32_ATOL, F32_RTOL, F32_COS);
+    }
+    kvl_set_threads(threads);
+    free(q); free(w); free(keys); free(all); free(got); free(want); free(want_d); free(pool);
+    toy_free(&t);
+}
+END_TEST
+
 /* ---- cache vs definition (property 2) for every mode --------------------------------------------------------- */
 
 static void decode_vs_forward(const size_t *cuts, size_t n_cuts)
@@ -590,6 +639,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_reindex_matches_full_scan_when_pool_covers_every_block);
     tcase_add_test(tc, test_reindex_with_source_indexer_weights_and_covering_pool_reproduces_source_selection);
     tcase_add_test(tc, test_small_pool_keeps_newest_block_and_reindex_picks_only_pool_positions);
+    tcase_add_test(tc, test_pool_scores_equal_the_full_scan_on_the_pool_and_minus_inf_elsewhere);
     tcase_add_test(tc, test_decode_matches_forward_for_every_mode_token_by_token);
     tcase_add_test(tc, test_prefill_matches_forward_for_every_mode_in_ragged_chunks);
     tcase_add_test(tc, test_stack_reuse_layer_matches_oracle_over_its_sources_picks);
