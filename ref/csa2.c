@@ -170,13 +170,12 @@ void csa2_main_entry(float *Z, const csa2_config *c, const float *L, size_t n, s
 static int attend(float *o, const csa2_config *c, const csa2_weights *w, const float *q, const csa2_chunk *ch,
                   const kvl_row_tiles *entries, const int32_t *sel, size_t K)
 {
-    const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window, nk = W + (sel ? K : 0);
-    float *rows = kvl_scratch(KVL_SCRATCH_QUERY_ROWS, nk * Dh * sizeof *rows);
-    int rc = rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "csa2: out of memory for %zu keys", nk);
+    const size_t H = c->core.n_heads, Dh = c->core.head_dim, W = c->core.window;
+    int rc = KVL_OK;
     for (size_t i = 0; i < ch->S && rc == KVL_OK; i++) {
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
         float *oi = o + i * H * Dh;
-        rc = v4_attend_query(oi, rows, q + i * H * Dh, ch->win + (j0 - ch->win_first) * Dh, t + 1 - j0, entries,
+        rc = v4_attend_query(oi, q + i * H * Dh, ch->win + (j0 - ch->win_first) * Dh, t + 1 - j0, entries,
                              sel ? sel + i * K : NULL, sel ? K : 0, w->core.sinks, H, Dh);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
     }

@@ -345,47 +345,65 @@ static int check_attend(const v4_config *c, const kvl_row_tiles *entries, const 
     return KVL_OK;
 }
 
-int v4_attend_query(float *o, float *rows, const float *q, const float *win, size_t n_win,
-                    const kvl_row_tiles *entries, const int32_t *sel, size_t K, const float *sinks, size_t H,
-                    size_t Dh)
-{
-    size_t picked = 0;
-    if (n_win) memcpy(rows, win, n_win * Dh * sizeof *rows);
-    if (K) KVL_TRY(kvl_row_tiles_gather(rows + n_win * Dh, &picked, entries, sel, K));
-    const kvl_attend_rows r = {.N = n_win + picked, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh,
-                               .groups = 1};
-    return kvl_attend_sink_f32(o, q, H, rows, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
-}
-
-/* The rows an HCA or window-only query reads, in order: its n_win window rows win[n_win][Dh] (float32, read
- * in place), then entries 0 … of the layer's entries, read where they are (decoded a tile at a time when
- * packed). */
+/* The rows one query reads, in order: its n_win window rows win[n_win][Dh] (float32, read in place), then
+ * entries of the layer's view, 0, 1, … (at NULL: HCA) or the picks at[0 … ) (CSA), each read where it is
+ * (decoded a tile or a pick at a time when packed) by the thread whose part of the attention reads it:
+ * the picks are never gathered first on one thread for the other to read back. */
 typedef struct {
     const float *win;
     size_t n_win;
     const kvl_row_tiles *entries;
+    const int32_t *at;
 } query_rows;
+
+/* dst[n][Dh] ← entries e0 … e0 + n − 1 of the query's list. */
+static int read_entries(float *dst, const query_rows *qr, size_t e0, size_t n)
+{
+    if (!qr->at) return kvl_row_tiles_read(dst, qr->entries, e0, n);
+    for (size_t i = 0; i < n; i++)
+        KVL_TRY(kvl_row_tiles_read(dst + i * qr->entries->width, qr->entries, (size_t)qr->at[e0 + i], 1));
+    return KVL_OK;
+}
 
 static const float *query_tile(float *scratch, const kvl_row_tiles *v, size_t first, size_t n)
 {
     const query_rows *qr = v->src;
     const size_t Dh = v->width;
     if (first + n <= qr->n_win) return qr->win + first * Dh;
-    if (first >= qr->n_win) return qr->entries->tile(scratch, qr->entries, first - qr->n_win, n);
-    const size_t w = qr->n_win - first;
-    memcpy(scratch, qr->win + first * Dh, w * Dh * sizeof *scratch);
-    return kvl_row_tiles_read(scratch + w * Dh, qr->entries, 0, n - w) == KVL_OK ? scratch : NULL;
+    if (first >= qr->n_win && !qr->at) return qr->entries->tile(scratch, qr->entries, first - qr->n_win, n);
+    const size_t w = first < qr->n_win ? qr->n_win - first : 0;
+    if (w) memcpy(scratch, qr->win + first * Dh, w * Dh * sizeof *scratch);
+    return read_entries(scratch + w * Dh, qr, first + w - qr->n_win, n - w) == KVL_OK ? scratch : NULL;
 }
 
-/* o[H][Dh] for query q[H][Dh] over its window rows win[n_win][Dh] and the first n_entries entries. */
-static int attend_in_order(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win,
-                           size_t n_win, const kvl_row_tiles *entries, size_t n_entries)
+/* o[H][Dh] for q[H][Dh] over its window rows win[n_win][Dh] and n_entries entries (at NULL: the first
+ * n_entries; else at[0 … n_entries), each in range). */
+static int attend_rows(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
+                       const int32_t *at, size_t n_entries, const float *sinks, size_t H, size_t Dh)
 {
-    const size_t Dh = c->head_dim;
-    const query_rows qr = {win, n_win, entries};
+    const query_rows qr = {win, n_win, entries, at};
     const kvl_row_tiles view = {.N = n_win + n_entries, .width = Dh, .tile = query_tile, .src = &qr};
     const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
-    return kvl_attend_tiles(o, q, c->n_heads, &view, &r, (float)(1.0 / sqrt((double)Dh)), w->sinks);
+    return kvl_attend_tiles(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
+}
+
+int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
+                    const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh)
+{
+    if (K && (!sel || !entries || !entries->tile))
+        return kvl_fail(KVL_EINVAL, "%s: %zu picks without a list or entries", __func__, K);
+    if (K && entries->width != Dh)
+        return kvl_fail(KVL_EINVAL, "%s: entries of width %zu, the heads' is %zu", __func__, entries->width, Dh);
+    int32_t *at = K ? kvl_scratch(KVL_SCRATCH_QUERY_PICKS, K * sizeof *at) : NULL;
+    if (K && !at) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu picks", __func__, K);
+    size_t picked = 0;
+    for (size_t k = 0; k < K; k++) {
+        if (sel[k] < -1 || (sel[k] >= 0 && (size_t)sel[k] >= entries->N))
+            return kvl_fail(KVL_EINVAL, "%s: pick %d (entry %zu) outside -1 … %zu", __func__, sel[k], k,
+                            entries->N ? entries->N - 1 : 0);
+        if (sel[k] >= 0) at[picked++] = sel[k];
+    }
+    return attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh);
 }
 
 /* One query after another, each a few matrix products (ref/core/attend.h). */
@@ -397,16 +415,15 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
     if (!o || !q || !win) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
     KVL_TRY(check_attend(c, entries, sel, S, start, win_first));
     const size_t H = c->n_heads, Dh = c->head_dim, W = c->window, K = c->indexer.topk;
-    float *rows = c->kind == KVL_LAYER_CSA ? kvl_scratch(KVL_SCRATCH_QUERY_ROWS, (W + K) * Dh * sizeof *rows) : NULL;
-    int rc = c->kind != KVL_LAYER_CSA || rows ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", __func__);
+    int rc = KVL_OK;
     for (size_t i = 0; i < S && rc == KVL_OK; i++) {
         const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
         const float *wi = win + (j0 - win_first) * Dh, *qi = q + i * H * Dh;
         float *oi = o + i * H * Dh;
         if (c->kind == KVL_LAYER_CSA)
-            rc = v4_attend_query(oi, rows, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh);
-        else rc = attend_in_order(oi, c, w, qi, wi, t + 1 - j0, entries,
-                                  c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0);
+            rc = v4_attend_query(oi, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh);
+        else rc = attend_rows(oi, qi, wi, t + 1 - j0, entries, NULL,
+                              c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0, w->sinks, H, Dh);
         if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
     }
     return rc;

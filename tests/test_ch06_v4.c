@@ -797,6 +797,72 @@ START_TEST(test_hca_attention_reads_packed_entries_tile_by_tile)
 }
 END_TEST
 
+/* A CSA query's picks, read where they are by the part of the attention that reads them: 8 window rows
+ * and 1,100 picks (unsorted, repeated, −1 among them) of 2,000 bf16 entries, 64 heads of 128, past the
+ * split threshold so two threads share the rows, tiles holding window rows and picks and tiles of picks
+ * alone. Packed entries give the bits of the same values read in place, on 1 and 2 threads alike to float
+ * rounding, and both match the definition in double (softmax with the sink over the valid rows). A pick
+ * past the entries is refused by name. */
+START_TEST(test_csa_query_reads_its_picks_in_place_on_every_thread)
+{
+    const size_t H = 64, Dh = 128, N = 2000, n_win = 8, K = 1100;
+    float *q = v4_toy_inputs(H, Dh, 761), *win = v4_toy_inputs(n_win, Dh, 762), *ent = v4_toy_inputs(N, Dh, 763);
+    float *sinks = v4_toy_inputs(1, H, 764);
+    uint16_t *codes = malloc(N * Dh * sizeof *codes);
+    int32_t *sel = malloc(K * sizeof *sel);
+    for (size_t i = 0; i < N * Dh; i++) {
+        codes[i] = kvf_bf16_encode(ent[i]);
+        ent[i] = kvf_bf16_decode(codes[i]);
+    }
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 765);
+    for (size_t k = 0; k < K; k++) sel[k] = k % 11 == 4 ? -1 : (int32_t)(kvl_rng_next_u64(&rng) % N);
+    const kvl_row_tiles packed = kvl_row_tiles_bf16(codes, N, Dh), plain = kvl_row_tiles_f32(ent, N, Dh);
+    float *a = oracle_alloc(H * Dh * sizeof *a), *b = oracle_alloc(H * Dh * sizeof *b);
+    float *two = oracle_alloc(H * Dh * sizeof *two);
+    double *want = oracle_alloc(H * Dh * sizeof *want), *p = oracle_alloc((n_win + K) * sizeof *p);
+    const float **rows = malloc((n_win + K) * sizeof *rows);
+    const int threads = kvl_threads();
+    kvl_set_threads(1);
+    ck_assert_msg(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(v4_attend_query(b, q, win, n_win, &plain, sel, K, sinks, H, Dh), KVL_OK);
+    ck_assert_mem_eq(a, b, H * Dh * sizeof *a);
+    kvl_set_threads(2);
+    ck_assert_int_eq(v4_attend_query(two, q, win, n_win, &packed, sel, K, sinks, H, Dh), KVL_OK);
+    kvl_set_threads(threads);
+
+    size_t n = 0;
+    for (size_t j = 0; j < n_win; j++) rows[n++] = win + j * Dh;
+    for (size_t k = 0; k < K; k++)
+        if (sel[k] >= 0) rows[n++] = ent + (size_t)sel[k] * Dh;
+    for (size_t h = 0; h < H; h++) {
+        double m = sinks[h], l = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < Dh; i++) dot += (double)q[h * Dh + i] * rows[j][i];
+            p[j] = dot / sqrt((double)Dh);
+            if (p[j] > m) m = p[j];
+        }
+        l = exp(sinks[h] - m);
+        for (size_t j = 0; j < n; j++) l += p[j] = exp(p[j] - m);
+        for (size_t i = 0; i < Dh; i++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < n; j++) acc += p[j] / l * rows[j][i];
+            want[h * Dh + i] = acc;
+        }
+    }
+    const double tol = oracle_f32_tol(Dh + n);
+    kvl_expect_close("CSA query over 8 window rows and its picks, 1 thread", a, want, H * Dh, tol, tol, 1 - 1e-6);
+    kvl_expect_close("the same on 2 threads", two, want, H * Dh, tol, tol, 1 - 1e-6);
+
+    sel[K - 1] = (int32_t)N;
+    ck_assert_int_eq(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "2000") && strstr(kvl_error(), "1099"), "names the pick: %s", kvl_error());
+    free(q); free(win); free(ent); free(sinks); free(codes); free(sel); free(a); free(b); free(two); free(want);
+    free(p); free(rows);
+}
+END_TEST
+
 /* A long read of packed rows splits over threads (and a tile view reads the same rows): every row decodes
  * as it does read alone. 4,096 main rows are 2M values, past the split threshold. */
 START_TEST(test_rows_read_in_parts_decode_each_row_as_read_alone)
@@ -879,6 +945,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_output_unchanged_when_every_rotary_position_shifts);
     tcase_add_test(tc, test_flash_layer_map_and_rotary_choice);
     tcase_add_test(tc, test_rows_hold_the_newest_slots_of_a_run);
+    tcase_add_test(tc, test_csa_query_reads_its_picks_in_place_on_every_thread);
     tcase_add_test(tc, test_rows_read_in_parts_decode_each_row_as_read_alone);
     tcase_add_test(tc, test_hca_attention_reads_packed_entries_tile_by_tile);
     suite_add_tcase(s, tc);

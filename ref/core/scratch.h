@@ -20,9 +20,9 @@
 #define KVL_SCRATCH_ALIGN 64
 
 typedef enum {
-    KVL_SCRATCH_ATTEND,     /* ref/core/attend.c: the state of every part of one step */
-    KVL_SCRATCH_INDEX_SCAN, /* ref/core/index_scan.c: every part's products and decoded keys */
-    KVL_SCRATCH_QUERY_ROWS, /* ref/v4.c, ref/csa2.c: the window rows and picks one query attends */
+    KVL_SCRATCH_ATTEND,      /* ref/core/attend.c: the state of every part of one step */
+    KVL_SCRATCH_INDEX_SCAN,  /* ref/core/index_scan.c: every part's products and decoded keys */
+    KVL_SCRATCH_QUERY_PICKS, /* ref/v4.c: the valid picks of one query (V4's CSA, V4.1's modes) */
     KVL_SCRATCH_SLOTS
 } kvl_scratch_slot;
 

@@ -66,7 +66,6 @@ typedef struct {
     csa2_source src;              /* what the layers read: the float32 rows or the native stores */
     float *win, *x, *q, *o, *out; /* [W][Dh], [d], [H][Dh], [H][Dh], [d] */
     float *q_idx, *w_idx, *I;     /* [HI][DI], [HI], [N] */
-    float *rows;                  /* [W+K][Dh] scratch of the attention */
     int32_t *sel, *sel2;          /* [K] Full's picks, Reindex's */
     uint8_t *pool;                /* [N] */
     uint64_t scored, full_scored; /* scores evaluated: running count, one Full scan's */
@@ -107,7 +106,7 @@ static void run_attention(void *ctx)
     v41_step *p = ctx;
     const csa2_config *c = p->full;
     const size_t W = c->core.window, K = c->indexer.topk, Dh = c->core.head_dim;
-    p->failed |= v4_attend_query(p->o, p->rows, p->q, p->win, W, &p->src.entries, p->sel, K, p->w->core.sinks,
+    p->failed |= v4_attend_query(p->o, p->q, p->win, W, &p->src.entries, p->sel, K, p->w->core.sinks,
                                  c->core.n_heads, Dh) != KVL_OK;
 }
 
@@ -184,7 +183,7 @@ static void step_free(v41_step *p)
     v4_rows_free(&p->held_entries);
     v4_rows_free(&p->held_keys);
     free(p->entries); free(p->keys); free(p->win); free(p->x); free(p->q); free(p->o); free(p->out);
-    free(p->q_idx); free(p->w_idx); free(p->I); free(p->rows); free(p->sel); free(p->sel2);
+    free(p->q_idx); free(p->w_idx); free(p->I); free(p->sel); free(p->sel2);
     free(p->pool);
 }
 
@@ -225,12 +224,11 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     p->q_idx = kvb_random_floats(HI * DI, rng);
     p->w_idx = kvb_random_floats(HI, rng);
     p->I = malloc(p->N * sizeof *p->I);
-    p->rows = malloc((W + K) * Dh * sizeof *p->rows);
     p->sel = malloc(K * sizeof *p->sel);
     p->sel2 = malloc(K * sizeof *p->sel2);
     p->pool = malloc(p->N);
     if (!p->win || !p->x || !p->q || !p->o || !p->out || !p->q_idx || !p->w_idx || !p->I ||
-        !p->rows || !p->sel || !p->sel2 || !p->pool)
+        !p->sel || !p->sel2 || !p->pool)
         return 1;
     if (fill_rows(p->entries, &p->held_entries, p->N, Dh, rng) || fill_rows(p->keys, &p->held_keys, p->N, DI, rng))
         return 1;
