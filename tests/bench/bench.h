@@ -5,9 +5,12 @@
  * measured in the same run (ceilings.c). To add a group, declare it below and add a line to the
  * group table in kvbench.c.
  *
- * Every figure is the median of KVB_REPEATS timed runs after one untimed warm-up run (which also
- * faults the pages in), on the calling thread only, except rows marked 2T, which run on two threads
- * (kvb_set_threads). Rows report: a BELOW verdict does not fail the program; a group returns
+ * Every figure is the median of KVB_REPEATS timed runs, or of as many more as KVB_TIMED_SECONDS holds
+ * (at most KVB_MOST_REPEATS), after untimed warm-up runs for KVB_WARM_SECONDS (at least one, which also
+ * faults the pages in; at most KVB_MOST_REPEATS), on the calling thread only, except rows marked 2T, which run on two threads
+ * (kvb_set_threads). A step of a millisecond or two is so timed in its steady state, as a decode loop
+ * runs it: on the README's VM the first tens of milliseconds of two-thread work after a quiet spell ran
+ * up to twice as slow, and five runs of a short step all fell inside that. Rows report: a BELOW verdict does not fail the program; a group returns
  * non-zero only when it could not run (out of memory, a config that does not load). */
 #ifndef KVB_BENCH_H
 #define KVB_BENCH_H
@@ -20,14 +23,17 @@
 #include "v4.h"
 
 #define KVB_REPEATS 5
+#define KVB_MOST_REPEATS 64
+#define KVB_WARM_SECONDS 0.05
+#define KVB_TIMED_SECONDS 0.1
 #define KVB_MIB ((size_t)1 << 20)
 /* The working set of the streaming groups: far past every cache, so rates are DRAM rates. */
 #define KVB_STREAM_BYTES (256 * KVB_MIB)
 
-/* Median seconds of KVB_REPEATS calls of run(ctx), after one warm-up call. */
+/* Median seconds of KVB_REPEATS or more calls of run(ctx), after the warm-up (above). */
 double kvb_median_seconds(void (*run)(void *ctx), void *ctx);
 
-/* The median, fastest and slowest of `repeats` calls of run(ctx) after one warm-up call. */
+/* The median, fastest and slowest of `repeats` or more calls of run(ctx) (above), after the warm-up. */
 typedef struct {
     double median, min, max;
 } kvb_time;

@@ -97,8 +97,9 @@ int main(int argc, char **argv)
     /* One thread unless a row says 2T (kvb_set_threads): the library's threads are OpenMP's, and
      * OpenBLAS stays on one (ref/core/linalg.h). */
     kvb_set_threads(1);
-    printf("kvbench: one thread unless a row says 2T; each time is the median of %d runs after a warm-up "
-           "(min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n", KVB_REPEATS);
+    printf("kvbench: one thread unless a row says 2T; each time is the median of at least %d runs (more for "
+           "a step under %.0f ms) after %.0f ms of warm-up (min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n",
+           KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3);
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
     kvb_print_header();
     int failed = 0;

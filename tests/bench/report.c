@@ -11,13 +11,16 @@ const char *kvb_out_dir;
 
 kvb_time kvb_time_runs(void (*run)(void *ctx), void *ctx, int repeats)
 {
-    double t[64];
-    const int n = repeats < 1 ? 1 : repeats > 64 ? 64 : repeats;
-    run(ctx);
-    for (int r = 0; r < n; r++) {
+    double t[KVB_MOST_REPEATS];
+    const int least = repeats < 1 ? 1 : repeats > KVB_MOST_REPEATS ? KVB_MOST_REPEATS : repeats;
+    const double warm_from = kvl_seconds();
+    for (int w = 0; w == 0 || (w < KVB_MOST_REPEATS && kvl_seconds() - warm_from < KVB_WARM_SECONDS); w++) run(ctx);
+    int n = 0;
+    for (double timed = 0.0; n < least || (timed < KVB_TIMED_SECONDS && n < KVB_MOST_REPEATS); n++) {
         double start = kvl_seconds();
         run(ctx);
-        t[r] = kvl_seconds() - start;
+        t[n] = kvl_seconds() - start;
+        timed += t[n];
     }
     kvb_time out = {0, t[0], t[0]};
     for (int r = 1; r < n; r++) {
