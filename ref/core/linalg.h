@@ -53,11 +53,13 @@ int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, s
 int kvl_threads(void);
 void kvl_set_threads(int n);
 
-/* Work below this many multiply-adds (about a millisecond on one core) stays on one thread. A parallel
- * region costs microseconds on a quiet machine, but when another process holds a core, every region
- * waits a scheduler slice (milliseconds) for its second thread: a chapter program forking at 70 µs of
- * work ran twenty times slower on two threads than on one beside a busy build. */
-#define KVL_SPLIT_MIN_MACS ((double)(1 << 24))
+/* Work below this many multiply-adds (a quarter to half a millisecond on one core) stays on one thread.
+ * A parallel region costs microseconds on a quiet machine, but when another process holds a core, every
+ * region waits a scheduler slice (milliseconds) for its second thread: a chapter program forking at
+ * 70 µs of work ran twenty times slower on two threads than on one beside a busy build. At 2^23, V4's
+ * window step (64 heads over 128 rows of 512, exactly 2^23) splits: 0.67 → 0.42 ms on two threads of the
+ * README's quiet VM, 192 rows 0.97 → 0.57 ms. */
+#define KVL_SPLIT_MIN_MACS ((double)(1 << 23))
 
 /* How many parts a step of `macs` multiply-adds over n rows splits into: the threads (kvl_threads), at
  * most n / min_rows, at least 1; 1 below KVL_SPLIT_MIN_MACS or inside an OpenMP parallel region. */
