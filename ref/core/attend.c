@@ -145,11 +145,11 @@ static void online_tile(online *st, const float *q, size_t Hq, const float *rows
         online_group(st, q, g, Gq, rows + r->k_off + g * r->Dk, ld, rows + r->v_off + g * r->Dv, ld, n, r, scale);
 }
 
-/* Part b folded into part a: the two partial softmaxes rescaled to their common max (FlashDecoding's
- * split-KV reduction). A part that saw nothing (m = −∞) weighs 0, and 0·NaN keeps a NaN. */
-static void online_merge(online *a, const online *b, size_t Hq, size_t Dv)
+/* Heads h0 … h1 − 1 of part b folded into part a: the two partial softmaxes rescaled to their common max
+ * (FlashDecoding's split-KV reduction). A part that saw nothing (m = −∞) weighs 0, and 0·NaN keeps a NaN. */
+static void online_merge(online *a, const online *b, size_t h0, size_t h1, size_t Dv)
 {
-    for (size_t h = 0; h < Hq; h++) {
+    for (size_t h = h0; h < h1; h++) {
         const double m = a->m[h] > b->m[h] ? a->m[h] : b->m[h];
         const double wa = a->m[h] == -INFINITY ? 0.0 : exp(a->m[h] - m);
         const double wb = b->m[h] == -INFINITY ? 0.0 : exp(b->m[h] - m);
@@ -161,10 +161,10 @@ static void online_merge(online *a, const online *b, size_t Hq, size_t Dv)
     }
 }
 
-/* o[Hq][Dv] = acc / l; a head with l = 0 (nothing visible) stays 0. */
-static void online_finish(float *o, const online *st, size_t Hq, size_t Dv)
+/* o[h][Dv] = acc / l for heads h0 … h1 − 1; a head with l = 0 (nothing visible) stays 0. */
+static void online_finish(float *o, const online *st, size_t h0, size_t h1, size_t Dv)
 {
-    for (size_t h = 0; h < Hq; h++) {
+    for (size_t h = h0; h < h1; h++) {
         const float inv = st->l[h] > 0.0 ? (float)(1.0 / st->l[h]) : 0.0f;
         if (isnan(st->l[h])) for (size_t i = 0; i < Dv; i++) o[h * Dv + i] = NAN;
         else for (size_t i = 0; i < Dv; i++) o[h * Dv + i] *= inv;
@@ -181,6 +181,17 @@ typedef struct {
     const kvl_attend_rows *r;
     float scale;
 } split;
+
+/* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
+ * reduction split by heads, so that each thread reads half of the other parts' accumulators (a 128-row
+ * V4 window step spent a tenth of its two-thread time merging on one thread). */
+static void merge_part(void *ctx, size_t p)
+{
+    const split *sp = ctx;
+    const size_t h0 = sp->Hq * p / sp->n_parts, h1 = sp->Hq * (p + 1) / sp->n_parts;
+    for (size_t b = 1; b < sp->n_parts; b++) online_merge(&sp->parts[0], &sp->parts[b], h0, h1, sp->r->Dv);
+    online_finish(sp->parts[0].acc, &sp->parts[0], h0, h1, sp->r->Dv);
+}
 
 /* Part p read a tile of whole rows at a time: in place, or decoded once for every group. */
 static void run_part_rows(void *ctx, size_t p)
@@ -249,8 +260,7 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
     split sp = {parts, n_parts, Hq, q, rows, r, scale};
     if (Hq) kvl_run_parts(decodes && rows->cols && r->groups > 1 ? run_part_groups : run_part_rows, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
-    for (size_t p = 1; p < n_parts && rc == KVL_OK; p++) online_merge(&parts[0], &parts[p], Hq, r->Dv);
-    if (rc == KVL_OK) online_finish(o, &parts[0], Hq, r->Dv);
+    if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);
     free(parts);
     return rc;
 }

@@ -39,7 +39,8 @@
  * rows), so the step splits its rows instead, as FlashDecoding and FlashMLA split the KV sequence:
  * P contiguous parts, each a tile loop with its own m, l and acc on its own OpenMP thread calling
  * single-threaded BLAS (linalg.h's kvl_run_parts), then the parts merged in order,
- *   m = max_p m_p,   l = Σ_p e^{m_p − m} l_p,   acc = Σ_p e^{m_p − m} acc_p.
+ *   m = max_p m_p,   l = Σ_p e^{m_p − m} l_p,   acc = Σ_p e^{m_p − m} acc_p,
+ * each thread merging and finishing its share of the heads.
  * P is the number of threads (kvl_threads, OMP_NUM_THREADS), at most N / KVL_ATTEND_PART_ROWS; one
  * thread is the single loop above. Results differ between thread counts by float rounding only.
  * Called inside an OpenMP parallel region, the step runs as one part. */
