@@ -1,14 +1,10 @@
 /* ref/core/row_tiles: views that read rows a tile at a time. Float32 rows are read in place; bf16 rows
- * are decoded into the reader's scratch, whole or a column range; a gather of picks (−1 skipped, order kept) gives each row as
- * reading it alone does, also when a long gather of packed rows splits over threads. */
+ * are decoded into the reader's scratch, whole or a column range. */
 #include "common.h"
 #include "element.h"
-#include "linalg.h"
-#include "rng.h"
 #include "row_tiles.h"
 #include "status.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 START_TEST(test_f32_rows_are_read_in_place_and_bf16_rows_decoded)
@@ -49,43 +45,6 @@ START_TEST(test_bf16_column_read_gives_the_tile_columns)
 }
 END_TEST
 
-START_TEST(test_gather_keeps_pick_order_skips_minus_one_and_splits_over_threads)
-{
-    /* 2,048 picks of 512-wide bf16 rows decode past the split threshold: two threads share them. */
-    const size_t N = 3000, WIDTH = 512, K = 2048;
-    float *values = malloc(N * WIDTH * sizeof *values), *dst = malloc(K * WIDTH * sizeof *dst);
-    float *one = malloc(WIDTH * sizeof *one);
-    uint16_t *codes = malloc(N * WIDTH * sizeof *codes);
-    int32_t *at = malloc(K * sizeof *at);
-    kvl_rng rng;
-    kvl_rng_seed(&rng, 83);
-    kvl_rng_uniform_f32(&rng, values, N * WIDTH, -2.0, 2.0);
-    for (size_t i = 0; i < N * WIDTH; i++) codes[i] = kvf_bf16_encode(values[i]);
-    size_t valid = 0;
-    for (size_t k = 0; k < K; k++) {
-        at[k] = k % 7 == 3 ? -1 : (int32_t)(kvl_rng_next_u64(&rng) % N);
-        valid += at[k] >= 0;
-    }
-    const kvl_row_tiles view = kvl_row_tiles_bf16(codes, N, WIDTH);
-    const int threads = kvl_threads();
-    kvl_set_threads(2);
-    size_t got = 0;
-    ck_assert_int_eq(kvl_row_tiles_gather(dst, &got, &view, at, K), KVL_OK);
-    kvl_set_threads(threads);
-    ck_assert_uint_eq(got, valid);
-    for (size_t k = 0, j = 0; k < K; k++) {
-        if (at[k] < 0) continue;
-        ck_assert_int_eq(kvl_row_tiles_read(one, &view, (size_t)at[k], 1), KVL_OK);
-        ck_assert_mem_eq(dst + j++ * WIDTH, one, WIDTH * sizeof *one);
-    }
-    at[K - 1] = (int32_t)N;
-    ck_assert_int_eq(kvl_row_tiles_gather(dst, &got, &view, at, K), KVL_EINVAL);
-    ck_assert_uint_eq(got, 0);
-    ck_assert_msg(strstr(kvl_error(), "3000") != NULL, "message names the pick: %s", kvl_error());
-    free(values); free(dst); free(one); free(codes); free(at);
-}
-END_TEST
-
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_row_tiles");
@@ -93,7 +52,6 @@ Suite *kvl_suite(void)
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_f32_rows_are_read_in_place_and_bf16_rows_decoded);
     tcase_add_test(tc, test_bf16_column_read_gives_the_tile_columns);
-    tcase_add_test(tc, test_gather_keeps_pick_order_skips_minus_one_and_splits_over_threads);
     suite_add_tcase(s, tc);
     return s;
 }

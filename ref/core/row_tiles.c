@@ -1,10 +1,8 @@
 #include "row_tiles.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "element.h"
-#include "linalg.h"
 #include "status.h"
 
 static const float *f32_tile(float *scratch, const kvl_row_tiles *r, size_t first, size_t n)
@@ -55,54 +53,5 @@ int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t 
     const float *src = r->tile(dst, r, first, n);
     if (!src) return KVL_EINVAL;
     if (src != dst) memcpy(dst, src, n * r->width * sizeof *dst);
-    return KVL_OK;
-}
-
-typedef struct {
-    float *dst;
-    const kvl_row_tiles *r;
-    const int32_t *at;  /* the valid picks, compacted */
-    size_t n, parts;
-    int *rc;            /* [parts] */
-} gather_job;
-
-static void gather_part(void *ctx, size_t p)
-{
-    const gather_job *g = ctx;
-    const size_t lo = g->n * p / g->parts, hi = g->n * (p + 1) / g->parts, width = g->r->width;
-    for (size_t i = lo; i < hi && g->rc[p] == KVL_OK; i++)
-        g->rc[p] = kvl_row_tiles_read(g->dst + i * width, g->r, (size_t)g->at[i], 1);
-}
-
-int kvl_row_tiles_gather(float *dst, size_t *got, const kvl_row_tiles *r, const int32_t *at, size_t n)
-{
-    *got = 0;
-    if (n && (!dst || !at)) return kvl_fail(KVL_EINVAL, "kvl_row_tiles_gather: NULL array");
-    int32_t *valid = malloc((n ? n : 1) * sizeof *valid);
-    if (!valid) return kvl_fail(KVL_ENOMEM, "kvl_row_tiles_gather: out of memory for %zu picks", n);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (at[i] < -1 || (at[i] >= 0 && (size_t)at[i] >= r->N)) {
-            free(valid);
-            return kvl_fail(KVL_EINVAL, "kvl_row_tiles_gather: pick %d (entry %zu) outside -1 … %zu", at[i], i,
-                            r->N ? r->N - 1 : 0);
-        }
-        if (at[i] >= 0) valid[m++] = at[i];
-    }
-    const double cost = r->in_place ? 0.0 : (double)m * (double)r->width * KVL_DECODE_MACS_PER_VALUE;
-    const size_t parts = kvl_parts(m, 16, cost);
-    int *rc = calloc(parts, sizeof *rc);
-    if (!rc) {
-        free(valid);
-        return kvl_fail(KVL_ENOMEM, "kvl_row_tiles_gather: out of memory");
-    }
-    gather_job g = {dst, r, valid, m, parts, rc};
-    kvl_run_parts(gather_part, &g, parts);
-    int status = KVL_OK;
-    for (size_t p = 0; p < parts && status == KVL_OK; p++) status = rc[p];
-    free(rc);
-    free(valid);
-    if (status != KVL_OK) return status;
-    *got = m;
     return KVL_OK;
 }

@@ -44,9 +44,4 @@ kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width);
  * past N or a tile that cannot be read. */
 int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n);
 
-/* dst[got][width] ← the rows at[0 … n) in order, −1 skipped (*got of them): the picks of a sparse
- * attention, each read where it is; a long gather of packed rows splits over threads. KVL_EINVAL for a
- * pick outside −1 … N − 1 (nothing read) or a row that cannot be read. */
-int kvl_row_tiles_gather(float *dst, size_t *got, const kvl_row_tiles *r, const int32_t *at, size_t n);
-
 #endif
