@@ -77,12 +77,14 @@ double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
  *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
- *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), and the lightning indexer's
- *            (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1 and on 2 threads */
+ *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), V4's (64 heads over 512-wide
+ *            rows) and the lightning indexer's (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1
+ *            and on 2 threads */
 #define KVB_GATHER_ROW 656
 typedef enum {
     KVB_SGEMM_MLA,
     KVB_SGEMM_GQA,
+    KVB_SGEMM_V4,
     KVB_SGEMM_INDEX_H64,
     KVB_SGEMM_INDEX_H32,
     KVB_SGEMM_SHAPES

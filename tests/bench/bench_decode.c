@@ -368,8 +368,8 @@ static int bench_v4_layer(const v4_config *c, const char *step, size_t T, int li
         kvl_rng_normal_f32(rng, s.w.sinks, H, 1.0);
         for (size_t i = 0; i < K; i++) s.sel[i] = (int32_t)(kvl_rng_next_u64(rng) % N);
         const double keys = (double)v4_keys(c, N);
-        kvb_time t = time_step(step, SWA_STORE_F32, T, run_v4, &s, 4.0 * (double)(H * Dh) * keys,
-                               keys * (double)Dh * sizeof(float));
+        kvb_time t = time_step_at(step, SWA_STORE_F32, T, run_v4, &s, 4.0 * (double)(H * Dh) * keys,
+                                  keys * (double)Dh * sizeof(float), KVB_SGEMM_V4);
         if (line >= 0) line_ms[line][k] = t.median * 1e3;
     }
     v4_weights_free(&s.w);

@@ -255,7 +255,7 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
         const double attend_flop = 4.0 * H * Dh * keys;
         char what[96];
         snprintf(what, sizeof what, "%s attend native", name);
-        time_compute(what, T, run_v4_attend, &s, (kvb_phase[KVB_PHASES]){{attend_flop, keys * row_b, KVB_SGEMM_MLA}});
+        time_compute(what, T, run_v4_attend, &s, (kvb_phase[KVB_PHASES]){{attend_flop, keys * row_b, KVB_SGEMM_V4}});
         /* read: weights, CSA's keys, the window and CSA's picks or HCA's entries, as stored */
         snprintf(what, sizeof what, "%s v4_decode native", name);
         time_compute(what, T, run_v4_decode, &s,
@@ -263,7 +263,7 @@ static int bench_v4_layer(const v4_config *c, const char *name, size_t T, kvl_rn
                          {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
                          {csa ? N * HI * (2.0 * DI + 3.0) : 0, csa ? N * key_b : 0,
                           kvb_index_shape(c->indexer.n_heads)},
-                         {attend_flop, keys * row_b, KVB_SGEMM_MLA}});
+                         {attend_flop, keys * row_b, KVB_SGEMM_V4}});
         rc = report_failure(s.failed);
     }
     v4_step_free(&s);

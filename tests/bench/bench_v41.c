@@ -303,7 +303,7 @@ static void bench_step(v41_step *p)
     const kvb_phase pool_scan = {score_flop(p->reindex, pool_scored), pool_scored * key_row + N, index_shape};
     time_compute("Reindex pool", p, run_pool_scan, (kvb_phase[KVB_PHASES]){pool_scan}, 0);
     run_topk(p);
-    const kvb_phase attention = {attention_flop(c), attention_bytes(c), KVB_SGEMM_MLA};
+    const kvb_phase attention = {attention_flop(c), attention_bytes(c), KVB_SGEMM_V4};
     time_compute("attention", p, run_attention, (kvb_phase[KVB_PHASES]){attention}, 0);
     /* the products every mode runs (query latent and heads, grouped output), and the index queries */
     const kvb_phase weights = {2.0 * core_weights(c), core_weights(c) * sizeof(float), KVB_SGEMM_MLA};

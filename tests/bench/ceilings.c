@@ -9,10 +9,12 @@
  *   sgemm   OpenBLAS at a skinny decode shape: for each tile of cached rows and each group of query rows,
  *           S[Gq][tile] = Q[Gq][Dk]·K_tileᵀ and, for attention, A[Gq][Dv] += S·V_tile: the products of a
  *           tiled decode step (ref/core/attend.h) without the softmax, or of the indexer's scan
- *           (ref/core/index_scan.h) without its weighing. Four shapes:
+ *           (ref/core/index_scan.h) without its weighing. Five shapes:
  *             MLA    V3's absorbed step, one group of 128 query rows over [Dc | Dr] rows (Dk 576, Dv 512)
  *             GQA    the 67B's step, 8 groups of 8 query rows, each over its own 128 key and 128 value
  *                    columns of a [K | V] row of 2048
+ *             V4     V4-Flash's and V4.1-Flash's attention, 64 query rows over rows of 512 that are both
+ *                    key and value (window rows, picked or compressed entries)
  *             index  one token's index queries, 64 heads (V3.2, V4) or 32 (V4.1), against tiles of
  *                    KVL_INDEX_KEY_TILE 128-wide keys, one product
  *           Fewer query rows leave OpenBLAS's 16-row kernel partly idle and its packing of each tile
@@ -52,6 +54,7 @@ typedef struct {
 static const sgemm_shape SHAPES[KVB_SGEMM_SHAPES] = {
     [KVB_SGEMM_MLA] = {"MLA H128 576/512", "MLA", 128, 1, 576, 512, 576, 0, KVL_ATTEND_TILE},
     [KVB_SGEMM_GQA] = {"GQA 8x8 128/128", "GQA", 8, 8, 128, 128, 2048, 1024, KVL_ATTEND_TILE},
+    [KVB_SGEMM_V4] = {"V4 H64 512/512", "V4", 64, 1, 512, 512, 512, 0, KVL_ATTEND_TILE},
     [KVB_SGEMM_INDEX_H64] = {"index H64 128", "index H64", 64, 1, 128, 0, 128, 0, KVL_INDEX_KEY_TILE},
     [KVB_SGEMM_INDEX_H32] = {"index H32 128", "index H32", 32, 1, 128, 0, 128, 0, KVL_INDEX_KEY_TILE},
 };
