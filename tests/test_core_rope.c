@@ -544,6 +544,36 @@ START_TEST(test_rows_rotation_matches_vector_rotation_row_by_row)
 }
 END_TEST
 
+
+/* V4's heads: H vectors at one position, stride Dh, the trailing Dr channels rotated. */
+START_TEST(test_heads_rotation_matches_vector_rotation_head_by_head)
+{
+    enum { H = 64, Dh = 512, Dr = 64 };
+    static float x[H * Dh], heads[H * Dh], one[H * Dh];
+    kvl_rope r;
+    ck_assert_int_eq(kvl_rope_init(&r, Dr, 10000.0), KVL_OK);
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 39);
+    kvl_rng_normal_f32(&rng, x, H * Dh, 1.0);
+    for (size_t p = 0; p < sizeof POSITIONS / sizeof *POSITIONS; p++)
+        for (int inverse = 0; inverse < 2; inverse++) {
+            memcpy(heads, x, sizeof x);
+            memcpy(one, x, sizeof x);
+            if (inverse) kvl_rope_unrotate_heads_interleaved(heads + Dh - Dr, H, Dh, &r, POSITIONS[p]);
+            else kvl_rope_rotate_heads_interleaved(heads + Dh - Dr, H, Dh, &r, POSITIONS[p]);
+            for (size_t h = 0; h < H; h++) {
+                float *v = one + h * Dh + Dh - Dr;
+                if (inverse) kvl_rope_unrotate_interleaved(v, &r, POSITIONS[p]);
+                else kvl_rope_rotate_interleaved(v, &r, POSITIONS[p]);
+                ck_assert(memcmp(heads + h * Dh, x + h * Dh, (Dh - Dr) * sizeof *x) == 0);
+            }
+            ck_assert_msg(memcmp(heads, one, sizeof heads) == 0, "position %lld inverse %d",
+                          (long long)POSITIONS[p], inverse);
+            if (POSITIONS[p] != 0) ck_assert(memcmp(heads, x, sizeof x) != 0);
+        }
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_rope");
@@ -565,6 +595,7 @@ Suite *kvl_suite(void)
     tcase_add_test(rot, test_interleaved_matches_half_split_when_channels_are_permuted);
     tcase_add_test(rot, test_qk_dot_unchanged_when_both_positions_shift);
     tcase_add_test(rot, test_rows_rotation_matches_vector_rotation_row_by_row);
+    tcase_add_test(rot, test_heads_rotation_matches_vector_rotation_head_by_head);
     suite_add_tcase(s, rot);
     return s;
 }

@@ -152,17 +152,45 @@ int kvl_rope_init_yarn(kvl_rope *r, size_t Dr, double base, double factor, doubl
  * Each output is one explicit fused multiply-add over one rounded product, a·cos − b·sin =
  * fma(a, cos, −(b·sin)): the compiler has nothing left to fuse, so every caller (one vector, rows,
  * either pairing) gets the same bits for the same pair whatever the -march flags, and a kernel that
- * writes the same fmaf gets them too, given the same cos and sin. */
-static void rotate_f32(float *x, const kvl_rope *r, double pos, size_t step, size_t mate)
+ * writes the same fmaf gets them too, given the same cos and sin.
+ *
+ * turn_f32 turns x's pairs by the angles of cos c[half] and sin s[half]. It is built twice and the
+ * machine picks at load: with FMA the fmaf is one instruction, without it a call to libm's; the bits
+ * are the same (fmaf is exact either way), the first three times faster (a token's 64 heads of V4:
+ * 15 µs → 5; computing the angles once for the heads, not per head, took it from 70 µs to 15). */
+__attribute__((target_clones("fma", "default")))
+static void turn_f32(float *x, const float *c, const float *s, size_t half, size_t step, size_t mate)
+{
+    for (size_t i = 0; i < half; i++) {
+        float *a = x + i * step, *b = a + mate;
+        const float u = *a, v = *b;
+        *a = fmaf(u, c[i], -(v * s[i]));
+        *b = fmaf(u, s[i], v * c[i]);
+    }
+}
+
+/* c[Dr/2], s[Dr/2]: cos and sin of each pair's angle at pos, rounded to float. */
+static void angles_f32(float *c, float *s, const kvl_rope *r, double pos)
 {
     for (size_t i = 0; i < r->Dr / 2; i++) {
         const double angle = pos * (double)r->theta[i];
-        const float c = (float)cos(angle), s = (float)sin(angle);
-        float *a = x + i * step, *b = a + mate;
-        const float u = *a, v = *b;
-        *a = fmaf(u, c, -(v * s));
-        *b = fmaf(u, s, v * c);
+        c[i] = (float)cos(angle);
+        s[i] = (float)sin(angle);
     }
+}
+
+/* n vectors x + k·stride at one position: the angles once, the pairs of each vector turned by them. */
+static void rotate_f32_n(float *x, size_t n, size_t stride, const kvl_rope *r, double pos, size_t step,
+                         size_t mate)
+{
+    float c[KVL_ROPE_MAX_DR / 2], s[KVL_ROPE_MAX_DR / 2];
+    angles_f32(c, s, r, pos);
+    for (size_t k = 0; k < n; k++) turn_f32(x + k * stride, c, s, r->Dr / 2, step, mate);
+}
+
+static void rotate_f32(float *x, const kvl_rope *r, double pos, size_t step, size_t mate)
+{
+    rotate_f32_n(x, 1, 0, r, pos, step, mate);
 }
 
 static void rotate_f64(double *x, const kvl_rope *r, double pos, size_t step, size_t mate)
@@ -195,6 +223,16 @@ void kvl_rope_rotate_half_split(float *x, const kvl_rope *r, int64_t pos)
 void kvl_rope_unrotate_half_split(float *x, const kvl_rope *r, int64_t pos)
 {
     rotate_f32(x, r, -(double)pos, 1, r->Dr / 2);
+}
+
+void kvl_rope_rotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos)
+{
+    rotate_f32_n(x, n, stride, r, (double)pos, 2, 1);
+}
+
+void kvl_rope_unrotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos)
+{
+    rotate_f32_n(x, n, stride, r, -(double)pos, 2, 1);
 }
 
 void kvl_rope_rotate_interleaved_f64(double *x, const kvl_rope *r, int64_t pos)

@@ -80,6 +80,11 @@ void kvl_rope_unrotate_interleaved(float *x, const kvl_rope *r, int64_t pos);
 void kvl_rope_rotate_half_split(float *x, const kvl_rope *r, int64_t pos);
 void kvl_rope_unrotate_half_split(float *x, const kvl_rope *r, int64_t pos);
 
+/* n vectors' rotary channels x + k·stride, k < n, all at position pos (a token's heads): the same bits
+ * as n calls above, each pair's cos and sin computed once for all n. */
+void kvl_rope_rotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos);
+void kvl_rope_unrotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos);
+
 void kvl_rope_rotate_interleaved_f64(double *x, const kvl_rope *r, int64_t pos);
 void kvl_rope_unrotate_interleaved_f64(double *x, const kvl_rope *r, int64_t pos);
 void kvl_rope_rotate_half_split_f64(double *x, const kvl_rope *r, int64_t pos);
