@@ -92,18 +92,23 @@ static void online_init(online *st, char *mem, float *acc, size_t Hq, const kvl_
     memset(st->acc, 0, Hq * r->Dv * sizeof *st->acc);
 }
 
-/* For heads h0 … h0 + Gq − 1: s[Gq][n] ← exp(scale·s − m'), with m' the new running max, and
- * acc[Gq][Dv], l rescaled to m'. A NaN score is passed over by the max and turns its exp, and so l,
+/* y[n] ← a·y, vectorised (each element on its own: the same values as the plain loop). */
+static void scale_floats(float *restrict y, float a, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] *= a;
+}
+
+/* For heads h0 … h0 + Gq − 1: s[Gq][n] (scaled scores) ← exp(s − m'), with m' the new running max,
+ * and acc[Gq][Dv], l rescaled to m'. A NaN score is passed over by the max and turns its exp, and so l,
  * into NaN; online_finish then gives the head NaN. */
-static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv, float scale)
+static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
 {
     for (size_t r = 0; r < Gq; r++) {
         const size_t h = h0 + r;
         float *s = st->s + r * n, tile_max = -INFINITY;
-        for (size_t j = 0; j < n; j++) {
-            s[j] *= scale;
+        for (size_t j = 0; j < n; j++)
             if (s[j] > tile_max) tile_max = s[j];
-        }
         const double m = tile_max > st->m[h] ? tile_max : st->m[h];
         if (m == -INFINITY) { /* nothing visible yet: every weight 0 (a NaN stays NaN), nothing to rescale */
             float nan_sum = 0.0f;
@@ -115,23 +120,20 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
         const float sum = kvl_softmax_exp_f32(s, n, (float)m);
         st->l[h] = st->l[h] * alpha + sum;
         st->m[h] = m;
-        if (alpha != 1.0) {
-            float *a = acc + r * Dv;
-            for (size_t i = 0; i < Dv; i++) a[i] *= (float)alpha;
-        }
+        if (alpha != 1.0) scale_floats(acc + r * Dv, (float)alpha, Dv);
     }
 }
 
-/* One tile of n rows, group g's Gq heads: scores against K[n][Dk] (row stride ldk), weights,
+/* One tile of n rows, group g's Gq heads: scaled scores against K[n][Dk] (row stride ldk), weights,
  * acc_g += P·V[n][Dv] (row stride ldv). */
 static void online_group(online *st, const float *q, size_t g, size_t Gq, const float *K, size_t ldk,
                          const float *V, size_t ldv, size_t n, const kvl_attend_rows *r, float scale)
 {
     const size_t Dk = r->Dk, Dv = r->Dv;
     float *acc_g = st->acc + g * Gq * Dv;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Gq, (blasint)n, (blasint)Dk, 1.0f,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Gq, (blasint)n, (blasint)Dk, scale,
                 q + g * Gq * Dk, (blasint)Dk, K, (blasint)ldk, 0.0f, st->s, (blasint)n);
-    online_weights(st, acc_g, g * Gq, Gq, n, Dv, scale);
+    online_weights(st, acc_g, g * Gq, Gq, n, Dv);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Gq, (blasint)Dv, (blasint)n, 1.0f, st->s,
                 (blasint)n, V, (blasint)ldv, 1.0f, acc_g, (blasint)Dv);
 }
@@ -155,9 +157,11 @@ static void online_merge(online *a, const online *b, size_t h0, size_t h1, size_
         const double wb = b->m[h] == -INFINITY ? 0.0 : exp(b->m[h] - m);
         a->l[h] = wa * a->l[h] + wb * b->l[h];
         a->m[h] = m;
-        float *x = a->acc + h * Dv;
-        const float *y = b->acc + h * Dv;
-        for (size_t i = 0; i < Dv; i++) x[i] = (float)wa * x[i] + (float)wb * y[i];
+        float *restrict x = a->acc + h * Dv;
+        const float *restrict y = b->acc + h * Dv;
+        const float fa = (float)wa, fb = (float)wb;
+#pragma omp simd
+        for (size_t i = 0; i < Dv; i++) x[i] = fa * x[i] + fb * y[i];
     }
 }
 
@@ -167,7 +171,7 @@ static void online_finish(float *o, const online *st, size_t h0, size_t h1, size
     for (size_t h = h0; h < h1; h++) {
         const float inv = st->l[h] > 0.0 ? (float)(1.0 / st->l[h]) : 0.0f;
         if (isnan(st->l[h])) for (size_t i = 0; i < Dv; i++) o[h * Dv + i] = NAN;
-        else for (size_t i = 0; i < Dv; i++) o[h * Dv + i] *= inv;
+        else scale_floats(o + h * Dv, inv, Dv);
     }
 }
 

@@ -17,9 +17,9 @@
  *
  * The tiled form, for each tile of KVL_ATTEND_TILE rows and each group of Gq = Hq/groups query rows
  * (Milakov & Gimelshein's online softmax, the rescaling FlashAttention and FlashMLA run):
- *   S[Gq][n]  = Q_g[Gq][Dk] · K_tile^g[n][Dk]ᵀ                               one sgemm
- *   m'_h      = max(m_h, max_j scale·S_hj);  α_h = exp(m_h − m'_h)
- *   P_hj      = exp(scale·S_hj − m'_h);      l_h ← α_h·l_h + Σ_j P_hj
+ *   S[Gq][n]  = scale · Q_g[Gq][Dk] · K_tile^g[n][Dk]ᵀ                       one sgemm
+ *   m'_h      = max(m_h, max_j S_hj);        α_h = exp(m_h − m'_h)
+ *   P_hj      = exp(S_hj − m'_h);            l_h ← α_h·l_h + Σ_j P_hj
  *   acc_h     ← α_h·acc_h;  acc_g[Gq][Dv] += P[Gq][n] · V_tile^g[n][Dv]       one sgemm
  * and o_h = acc_h / l_h at the end (l_h counts the sink's exp(σ_h − m_h) too). It is the same
  * function as the _loop twin, which scores every row, runs kvl_softmax on the whole score row and
