@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "block.h"
 #include "hadamard.h"
 #include "index_scan.h"
@@ -713,20 +714,54 @@ int dsa_decode_masked(float *out, int32_t *sel, const dsa_config *c, const dsa_w
     return run_masked(out, sel, c, w, cache, x_t, 1, dsa_attend_masked_absorbed, __func__);
 }
 
-/* g[n][Dc+Dr] = the rows of the n valid positions in sel[K]: held ones read from the cache, the chunk's
- * own from its fresh rows */
-static int gather_from_cache(float *g, size_t *n, const int32_t *sel, const chunk *k, const dsa_cache *cache,
-                             const dsa_config *c)
+/* The rows one query picked, sel[0 … n) (−1 ends the list), read where they are by the thread whose part
+ * of the attention reads them: held positions from the cache (a V32 row decoded a pick at a time), the
+ * chunk's own (k; NULL for none) from its fresh rows. */
+typedef struct {
+    const dsa_cache *cache;
+    const dsa_config *c;
+    const chunk *k;
+    const int32_t *sel;
+} picked_rows;
+
+static const float *picked_tile(float *scratch, const kvl_row_tiles *v, size_t first, size_t n)
 {
-    const size_t Dw = row_width(c);
-    *n = 0;
-    for (size_t j = 0; j < c->index_topk && sel[j] >= 0; j++) {
-        const size_t p = (size_t)sel[j];
-        float *dst = g + (*n)++ * Dw;
-        if (p < k->start) KVL_TRY(read_held(dst, NULL, cache, c, p, 1));
-        else memcpy(dst, k->fresh + (p - k->start) * Dw, Dw * sizeof *dst);
+    const picked_rows *pr = v->src;
+    const size_t Dw = v->width, held = pr->k ? pr->k->start : pr->cache->len;
+    for (size_t i = 0; i < n; i++) {
+        const size_t p = (size_t)pr->sel[first + i];
+        float *dst = scratch + i * Dw;
+        if (p >= held) memcpy(dst, pr->k->fresh + (p - held) * Dw, Dw * sizeof *dst);
+        else if (read_held(dst, NULL, pr->cache, pr->c, p, 1) != KVL_OK) return NULL;
     }
-    return KVL_OK;
+    return scratch;
+}
+
+/* ô[H][Dc] for q̂[H][Dc+Dr] over the picked rows: MQA over whole rows (keys) and their c_kv (values). */
+static int attend_picked(float *o_hat, const dsa_config *c, const float *q_hat, const picked_rows *pr)
+{
+    size_t n = 0;
+    while (n < c->index_topk && pr->sel[n] >= 0) n++;
+    const size_t Dw = row_width(c);
+    const kvl_row_tiles rows = {.N = n, .width = Dw, .tile = picked_tile, .src = pr};
+    const kvl_attend_rows r = {.N = n, .stride = Dw, .k_off = 0, .Dk = Dw, .v_off = 0, .Dv = c->mla.kv_lora_rank,
+                               .groups = 1};
+    return kvl_attend_tiles(o_hat, q_hat, c->mla.n_heads, &rows, &r, (float)c->mla.softmax_scale, NULL);
+}
+
+int dsa_attend_picks(float *o_hat, const dsa_config *c, const float *q_hat, const dsa_cache *cache,
+                     const int32_t *sel)
+{
+    int rc = dsa_config_check(c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", __func__, kvl_error());
+    if (!o_hat || !q_hat || !sel) return kvl_fail(KVL_EINVAL, "%s: NULL array", __func__);
+    KVL_TRY(check_cache(__func__, c, cache, 0));
+    for (size_t k = 0; k < c->index_topk && sel[k] != -1; k++)
+        if (sel[k] < -1 || (size_t)sel[k] >= cache->len)
+            return kvl_fail(KVL_EINVAL, "%s: pick %zu is position %d, the cache holds 0 … %zu", __func__, k,
+                            (int)sel[k], cache->len ? cache->len - 1 : 0);
+    const picked_rows pr = {cache, c, NULL, sel};
+    return attend_picked(o_hat, c, q_hat, &pr);
 }
 
 int dsa_decode_gather(float *out, int32_t *sel, const dsa_config *c, const dsa_weights *w, dsa_cache *cache,
@@ -734,16 +769,17 @@ int dsa_decode_gather(float *out, int32_t *sel, const dsa_config *c, const dsa_w
 {
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     chunk k;
-    float *g = NULL, *scores = NULL;
-    size_t n = 0;
+    float *q_hat = NULL, *o_hat = NULL;
     int rc = chunk_select(&k, c, w, cache, x_t, 1, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&g, c->index_topk, row_width(c), __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&scores, c->mla.n_heads, c->index_topk, __func__);
-    if (rc == KVL_OK) rc = gather_from_cache(g, &n, k.sel, &k, cache, c);
-    if (rc == KVL_OK) rc = attend_gathered(k.o, c, w, k.q, g, n, scores);
+    if (rc == KVL_OK) rc = alloc_floats(&q_hat, c->mla.n_heads, row_width(c), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o_hat, c->mla.n_heads, c->mla.kv_lora_rank, __func__);
+    if (rc == KVL_OK) rc = mla_absorb_query(q_hat, &c->mla, &w->mla, k.q, 1);
+    const picked_rows pr = {cache, c, &k, k.sel};
+    if (rc == KVL_OK) rc = attend_picked(o_hat, c, q_hat, &pr);
+    if (rc == KVL_OK) rc = mla_expand_output(k.o, &c->mla, &w->mla, o_hat, 1);
     if (rc == KVL_OK) rc = chunk_finish(out, sel, &k, c, w, cache);
-    free(g);
-    free(scores);
+    free(q_hat);
+    free(o_hat);
     chunk_free(&k);
     return rc;
 }

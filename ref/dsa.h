@@ -200,8 +200,17 @@ void dsa_cache_free(dsa_cache *cache);
 int dsa_prefill(float *out, int32_t *sel, const dsa_config *c, const dsa_weights *w, dsa_cache *cache,
                 const float *x, size_t S);
 
+/* ô[H][Dc] = attention of one absorbed query q_hat[H][Dc+Dr] (mla_absorb_query) over the held rows
+ * sel[K] names, as kvl_topk lists them (positions, then −1; positions in any order, each < cache->len):
+ * dsa_decode_gather's sparse attention. Tiled (ref/core/attend.h); each thread's part reads its picks
+ * where the cache holds them, a V32 row decoded a pick at a time, so nothing is gathered first.
+ * KVL_EINVAL for a NULL array, a bad config or cache, a position < −1 or past the held ones. */
+int dsa_attend_picks(float *o_hat, const dsa_config *c, const float *q_hat, const dsa_cache *cache,
+                     const int32_t *sel);
+
 /* out[d] for one token x_t[d]: masked absorbed attention over every held row (the reference decode),
- * or absorbed attention over the K selected rows read from the cache by index (what kernels run). */
+ * or absorbed attention over the K selected rows read from the cache by index (what kernels run; its
+ * own row is among them when picked), as dsa_attend_picks reads them. */
 int dsa_decode_masked(float *out, int32_t *sel, const dsa_config *c, const dsa_weights *w, dsa_cache *cache,
                       const float *x_t);
 int dsa_decode_gather(float *out, int32_t *sel, const dsa_config *c, const dsa_weights *w, dsa_cache *cache,

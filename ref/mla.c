@@ -421,6 +421,18 @@ int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, con
     return rc;
 }
 
+int mla_absorb_query(float *q_hat, const mla_config *c, const mla_weights *w, const float *q, size_t S)
+{
+    KVL_TRY(check_call(__func__, c, w, q_hat, q));
+    return absorb_queries(q_hat, c, w, q, S);
+}
+
+int mla_expand_output(float *o, const mla_config *c, const mla_weights *w, const float *o_hat, size_t S)
+{
+    KVL_TRY(check_call(__func__, c, w, o, o_hat));
+    return expand_values(o, c, w, o_hat, c->kv_lora_rank, S);
+}
+
 /* ---- whole sequence --------------------------------------------------------------------------------- */
 
 int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T)

@@ -15,6 +15,7 @@
 #include "dsa.h"
 #include "element.h"
 #include "hadamard.h"
+#include "linalg.h"
 #include "mla.h"
 #include "oracle_dsa.h"
 #include "rng.h"
@@ -634,6 +635,67 @@ START_TEST(test_native_decode_matches_definition_over_decoded_rows)
 }
 END_TEST
 
+/* dsa_attend_picks over deployed rows: 1,100 picks of 2,000 held positions, unsorted and some repeated,
+ * then −1s, read where the cache holds them by each thread's part (16 heads: the step splits on two),
+ * against the definition in double over the rows the format library decodes; a bad pick is refused. */
+START_TEST(test_attend_picks_reads_held_rows_where_they_are_on_every_thread)
+{
+    enum { T = 2000, K = 1100, H = 16, Dc = 512, Dw = 576 };
+    dsa_config c = native_config(K);
+    c.mla.n_heads = H;
+    dsa_cache cache;
+    ok(dsa_cache_init(&cache, &c, T, DSA_CACHE_V32));
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 77);
+    float *x = xmalloc(T * Dw * sizeof *x), *q = xmalloc(H * Dw * sizeof *q);
+    float *one = xmalloc(H * Dc * sizeof *one), *two = xmalloc(H * Dc * sizeof *two);
+    kvl_rng_normal_f32(&rng, x, T * Dw, 1.0);
+    kvl_rng_normal_f32(&rng, q, H * Dw, 0.05);
+    const size_t b = kvf_row_bytes(KVF_ROW_V32_MAIN);
+    for (size_t t = 0; t < T; t++) {
+        ck_assert_int_eq(kvf_row_pack(KVF_ROW_V32_MAIN, cache.main_rows + t * b, x + t * Dw), KVF_OK);
+        ck_assert_int_eq(kvf_row_unpack(KVF_ROW_V32_MAIN, x + t * Dw, cache.main_rows + t * b), KVF_OK);
+    }
+    cache.len = T;
+    int32_t *sel = xmalloc(K * sizeof *sel);
+    for (size_t k = 0; k < K; k++) sel[k] = k + 5 >= K ? -1 : (int32_t)(kvl_rng_next_u64(&rng) % (k % 7 ? T : 40));
+    const int threads = kvl_threads();
+    kvl_set_threads(1);
+    ok(dsa_attend_picks(one, &c, q, &cache, sel));
+    kvl_set_threads(2);
+    ok(dsa_attend_picks(two, &c, q, &cache, sel));
+    kvl_set_threads(threads);
+
+    const size_t n = K - 5;
+    double *want = xmalloc(H * Dc * sizeof *want), *p = xmalloc(n * sizeof *p);
+    for (size_t h = 0; h < H; h++) {
+        double m = -INFINITY, l = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            const float *row = x + (size_t)sel[j] * Dw;
+            double dot = 0.0;
+            for (size_t i = 0; i < Dw; i++) dot += (double)q[h * Dw + i] * row[i];
+            p[j] = dot * c.mla.softmax_scale;
+            m = fmax(m, p[j]);
+        }
+        for (size_t j = 0; j < n; j++) l += p[j] = exp(p[j] - m);
+        for (size_t i = 0; i < Dc; i++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < n; j++) acc += p[j] / l * x[(size_t)sel[j] * Dw + i];
+            want[h * Dc + i] = acc;
+        }
+    }
+    const double tol = oracle_f32_tol(Dw + n);
+    kvl_expect_close("1,095 picks of V32 rows, 1 thread", one, want, H * Dc, tol, tol, 1 - 1e-6);
+    kvl_expect_close("the same on 2 threads", two, want, H * Dc, tol, tol, 1 - 1e-6);
+
+    sel[3] = T;
+    ck_assert_int_eq(dsa_attend_picks(one, &c, q, &cache, sel), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "pick 3") && strstr(kvl_error(), "2000"), "names the pick: %s", kvl_error());
+    dsa_cache_free(&cache);
+    free(x); free(q); free(one); free(two); free(sel); free(want); free(p);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------------------------------------- */
 
 START_TEST(test_bad_config_and_full_cache_are_errors)
@@ -783,6 +845,7 @@ Suite *kvl_suite(void)
     tcase_add_test(cache, test_native_rows_dequantise_within_format_bounds);
     tcase_add_test(cache, test_native_prefill_selects_as_the_fp8_indexer);
     tcase_add_test(cache, test_native_decode_matches_definition_over_decoded_rows);
+    tcase_add_test(cache, test_attend_picks_reads_held_rows_where_they_are_on_every_thread);
     suite_add_tcase(s, cache);
 
     TCase *errors = tcase_create("errors");

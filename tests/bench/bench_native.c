@@ -2,9 +2,9 @@
  *
  *   V3.2      DeepSeek-V3.2-Exp, 656-byte main rows and 132-byte index keys (DSA_CACHE_V32):
  *             dsa_decode_gather, the whole step (projections, the fp8 indexer over every key, top-k,
- *             the K picks read and decoded, absorbed attention); and its sparse attention alone: the
- *             K picks unpacked row by row (kvf_row_unpack, what the cache read does per pick) and
- *             attended (kvl_attend_f32)
+ *             the K picks read and decoded, absorbed attention); and its sparse attention alone
+ *             (dsa_attend_picks: the K picks read where the cache holds them, each decoded by the
+ *             thread whose part of the attention reads it)
  *   V4-Flash  584-byte main rows, 68-byte MXFP4 index keys (V4_CACHE_NATIVE): v4_decode of a CSA layer
  *             (M 4, top-512) at 32K and 128K and of an HCA layer (M 128) at 32K, 128K and 1M; and its
  *             attention alone: the window rows read decoded, then v4_attend over the entries where the
@@ -82,7 +82,7 @@ typedef struct {
     dsa_cache cache;
     float *x, *out;          /* [d], [d] */
     int32_t *sel;            /* [K] random picks for the sparse attention alone */
-    float *picked, *q_hat, *o_hat; /* [K][Dc+Dr], [H][Dc+Dr], [H][Dc] */
+    float *q_hat, *o_hat;    /* [H][Dc+Dr], [H][Dc] */
     size_t T;
     int failed;              /* a ref call returned an error (kvl_error() says which) */
 } v32_step;
@@ -96,19 +96,13 @@ static void run_v32_decode(void *ctx)
 static void run_v32_sparse(void *ctx)
 {
     v32_step *s = ctx;
-    const size_t Dc = s->c->mla.kv_lora_rank, Dw = Dc + s->c->mla.qk_rope, K = s->c->index_topk;
-    const size_t b = kvf_row_bytes(KVF_ROW_V32_MAIN);
-    for (size_t k = 0; k < K; k++)
-        kvf_row_unpack(KVF_ROW_V32_MAIN, s->picked + k * Dw, s->cache.main_rows + (size_t)s->sel[k] * b);
-    const kvl_attend_rows r = {K, Dw, 0, Dw, 0, Dc, 1};
-    const float scale = (float)s->c->mla.softmax_scale;
-    s->failed |= kvl_attend_f32(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale) != KVL_OK;
+    s->failed |= dsa_attend_picks(s->o_hat, s->c, s->q_hat, &s->cache, s->sel) != KVL_OK;
 }
 
 static void v32_free(v32_step *s)
 {
     dsa_cache_free(&s->cache);
-    free(s->x); free(s->out); free(s->sel); free(s->picked); free(s->q_hat); free(s->o_hat);
+    free(s->x); free(s->out); free(s->sel); free(s->q_hat); free(s->o_hat);
 }
 
 static int v32_init(v32_step *s, size_t T, kvl_rng *rng)
@@ -121,10 +115,9 @@ static int v32_init(v32_step *s, size_t T, kvl_rng *rng)
     s->x = kvb_random_floats(d, rng);
     s->out = malloc(d * sizeof *s->out);
     s->sel = malloc(K * sizeof *s->sel);
-    s->picked = malloc(K * Dw * sizeof *s->picked);
     s->q_hat = kvb_random_floats(H * Dw, rng);
     s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
-    if (!s->x || !s->out || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
+    if (!s->x || !s->out || !s->sel || !s->q_hat || !s->o_hat) return 1;
     if (fill_packed(s->cache.main_rows, KVF_ROW_V32_MAIN, T, rng) ||
         fill_packed(s->cache.index_rows, KVF_ROW_V32_INDEX, T, rng))
         return 1;
@@ -151,7 +144,7 @@ static int bench_v32(const dsa_config *c, kvl_rng *rng)
             const double keys_bytes = N * key_b; /* as stored: decoded a tile at a time inside the scan */
             time_compute("V3.2 DSA sparse attend v32", CONTEXTS[k], run_v32_sparse, &s,
                          (kvb_phase[KVB_PHASES]){
-                             {attend_flop, K * (main_b + (double)Dw * sizeof(float)), KVB_SGEMM_MLA}});
+                             {attend_flop, K * main_b, KVB_SGEMM_MLA}});
             time_compute("V3.2 dsa_decode_gather v32", CONTEXTS[k], run_v32_decode, &s,
                          (kvb_phase[KVB_PHASES]){
                              {2.0 * (double)w.n_floats, (double)w.n_floats * sizeof(float), KVB_SGEMM_MLA},
