@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attend.h"
 #include "bench.h"
 #include "config.h"
 #include "dsa.h"
