@@ -43,8 +43,7 @@ int csa2_index_query(float *q_idx, float *w_idx, const csa2_indexer_config *c, c
     if (S == 0) return KVL_OK;
     const size_t HI = c->n_heads, DI = c->head_dim;
     KVL_TRY(kvl_matmul_abt_f32(q_idx, cq, w_iq, S, HI * DI, c->q_lora_rank));
-    for (size_t h = 0; h < HI; h++)
-        kvl_rope_rotate_rows_interleaved(q_idx, S, HI * DI, h * DI + DI - c->rope.Dr, &c->rope, pos0);
+    kvl_rope_rotate_heads_interleaved(q_idx, S, HI * DI, DI - c->rope.Dr, HI, DI, &c->rope, pos0);
     KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w_iw, S, HI, c->d));
     const float scale = (float)(1.0 / sqrt((double)(HI * DI)));
     for (size_t i = 0; i < S * HI; i++) w_idx[i] *= scale;

@@ -173,8 +173,7 @@ int dsa_index_query(float *q_idx, float *w_idx, const dsa_config *c, const dsa_w
     if (rc == KVL_OK) rc = kvl_matmul_abt_f32(q_idx, cq, w->w_iq, S, HI * DI, c->mla.q_lora_rank);
     free(cq);
     KVL_TRY(rc);
-    for (size_t h = 0; h < HI; h++)
-        kvl_rope_rotate_rows_half_split(q_idx, S, HI * DI, h * DI, &c->mla.rope, (int64_t)start);
+    kvl_rope_rotate_heads_half_split(q_idx, S, HI * DI, 0, HI, DI, &c->mla.rope, (int64_t)start);
     KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->mla.d));
     /* HI^−½ on the head weights, DI^−½ for the dot products ([V32] weights_proj · n_heads^−½ · softmax_scale) */
     const float scale = (float)(1.0 / sqrt((double)HI * (double)DI));

@@ -133,10 +133,8 @@ static int project_qkv(float *q, float *kv, const mha_config *c, const mha_weigh
     const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
     KVL_TRY(kvl_matmul_abt_f32(q, x, w->w_q, S, H * Dh, c->d));
     KVL_TRY(kvl_matmul_abt_f32(kv, x, w->w_k, S, 2 * Hkv * Dh, c->d));   /* w_k then w_v: rows [K | V] */
-    for (size_t h = 0; h < H; h++)
-        kvl_rope_rotate_rows_half_split(q, S, H * Dh, h * Dh, &c->rope, (int64_t)start);
-    for (size_t g = 0; g < Hkv; g++)
-        kvl_rope_rotate_rows_half_split(kv, S, 2 * Hkv * Dh, g * Dh, &c->rope, (int64_t)start);
+    kvl_rope_rotate_heads_half_split(q, S, H * Dh, 0, H, Dh, &c->rope, (int64_t)start);
+    kvl_rope_rotate_heads_half_split(kv, S, 2 * Hkv * Dh, 0, Hkv, Dh, &c->rope, (int64_t)start);
     return KVL_OK;
 }
 

@@ -256,8 +256,7 @@ int mla_query(float *q, const mla_config *c, const mla_weights *w, const float *
     KVL_TRY(check_call(__func__, c, w, q, x));
     const size_t H = c->n_heads, Dqk = qk_width(c);
     KVL_TRY(c->q_lora_rank ? query_through_latent(q, c, w, x, S) : query_direct(q, c, w, x, S));
-    for (size_t h = 0; h < H; h++)
-        kvl_rope_rotate_rows_interleaved(q, S, H * Dqk, h * Dqk + c->qk_nope, &c->rope, (int64_t)start);
+    kvl_rope_rotate_heads_interleaved(q, S, H * Dqk, c->qk_nope, H, Dqk, &c->rope, (int64_t)start);
     return KVL_OK;
 }
 

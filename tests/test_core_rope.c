@@ -545,31 +545,43 @@ START_TEST(test_rows_rotation_matches_vector_rotation_row_by_row)
 END_TEST
 
 
-/* V4's heads: H vectors at one position, stride Dh, the trailing Dr channels rotated. */
+/* A [T][H][Dh] tensor's heads rotated token by token (V4's 64 heads of 512, rotary the trailing 64;
+ * 70 tokens, past the parallel threshold): the same bits as each head rotated alone, every other
+ * channel untouched, in both pairings and directions. */
 START_TEST(test_heads_rotation_matches_vector_rotation_head_by_head)
 {
-    enum { H = 64, Dh = 512, Dr = 64 };
-    static float x[H * Dh], heads[H * Dh], one[H * Dh];
+    enum { T = 70, H = 64, Dh = 512, Dr = 64, STRIDE = H * Dh };
+    static float x[T * STRIDE], heads[T * STRIDE], one[T * STRIDE];
     kvl_rope r;
     ck_assert_int_eq(kvl_rope_init(&r, Dr, 10000.0), KVL_OK);
     kvl_rng rng;
     kvl_rng_seed(&rng, 39);
-    kvl_rng_normal_f32(&rng, x, H * Dh, 1.0);
-    for (size_t p = 0; p < sizeof POSITIONS / sizeof *POSITIONS; p++)
-        for (int inverse = 0; inverse < 2; inverse++) {
+    kvl_rng_normal_f32(&rng, x, T * STRIDE, 1.0);
+    const int64_t starts[] = {0, -7, 163840};
+    for (size_t si = 0; si < 3; si++)
+        for (int kind = 0; kind < 3; kind++) {
+            const int64_t start = starts[si];
             memcpy(heads, x, sizeof x);
             memcpy(one, x, sizeof x);
-            if (inverse) kvl_rope_unrotate_heads_interleaved(heads + Dh - Dr, H, Dh, &r, POSITIONS[p]);
-            else kvl_rope_rotate_heads_interleaved(heads + Dh - Dr, H, Dh, &r, POSITIONS[p]);
-            for (size_t h = 0; h < H; h++) {
-                float *v = one + h * Dh + Dh - Dr;
-                if (inverse) kvl_rope_unrotate_interleaved(v, &r, POSITIONS[p]);
-                else kvl_rope_rotate_interleaved(v, &r, POSITIONS[p]);
-                ck_assert(memcmp(heads + h * Dh, x + h * Dh, (Dh - Dr) * sizeof *x) == 0);
+            switch (kind) {
+            case 0: kvl_rope_rotate_heads_interleaved(heads, T, STRIDE, Dh - Dr, H, Dh, &r, start); break;
+            case 1: kvl_rope_unrotate_heads_interleaved(heads, T, STRIDE, Dh - Dr, H, Dh, &r, start); break;
+            default: kvl_rope_rotate_heads_half_split(heads, T, STRIDE, Dh - Dr, H, Dh, &r, start); break;
             }
-            ck_assert_msg(memcmp(heads, one, sizeof heads) == 0, "position %lld inverse %d",
-                          (long long)POSITIONS[p], inverse);
-            if (POSITIONS[p] != 0) ck_assert(memcmp(heads, x, sizeof x) != 0);
+            for (size_t t = 0; t < T; t++)
+                for (size_t h = 0; h < H; h++) {
+                    float *v = one + t * STRIDE + h * Dh + Dh - Dr;
+                    const int64_t pos = start + (int64_t)t;
+                    switch (kind) {
+                    case 0: kvl_rope_rotate_interleaved(v, &r, pos); break;
+                    case 1: kvl_rope_unrotate_interleaved(v, &r, pos); break;
+                    default: kvl_rope_rotate_half_split(v, &r, pos); break;
+                    }
+                    const size_t at = t * STRIDE + h * Dh;
+                    ck_assert(memcmp(heads + at, x + at, (Dh - Dr) * sizeof *x) == 0);
+                }
+            ck_assert_msg(memcmp(heads, one, sizeof heads) == 0, "kind %d start %lld", kind, (long long)start);
+            ck_assert(memcmp(heads, x, sizeof x) != 0);
         }
 }
 END_TEST

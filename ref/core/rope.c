@@ -4,8 +4,9 @@
 
 #include <math.h>
 
-/* Below this many rows a batch runs on one thread: a row is Dr/2 sincos calls (about a microsecond
- * at Dr = 64), comparable to the cost of starting a parallel region. */
+/* Below this many rows a batch runs on one thread: a row is at least Dr/2 sincos calls (about a
+ * microsecond at Dr = 64; its heads' turns add a few nanoseconds a pair), comparable to the cost of
+ * starting a parallel region. */
 #define ROPE_PARALLEL_MIN_ROWS 64
 
 /* ---- frequency tables --------------------------------------------------------------------------- */
@@ -225,16 +226,6 @@ void kvl_rope_unrotate_half_split(float *x, const kvl_rope *r, int64_t pos)
     rotate_f32(x, r, -(double)pos, 1, r->Dr / 2);
 }
 
-void kvl_rope_rotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos)
-{
-    rotate_f32_n(x, n, stride, r, (double)pos, 2, 1);
-}
-
-void kvl_rope_unrotate_heads_interleaved(float *x, size_t n, size_t stride, const kvl_rope *r, int64_t pos)
-{
-    rotate_f32_n(x, n, stride, r, -(double)pos, 2, 1);
-}
-
 void kvl_rope_rotate_interleaved_f64(double *x, const kvl_rope *r, int64_t pos)
 {
     rotate_f64(x, r, (double)pos, 2, 1);
@@ -255,35 +246,54 @@ void kvl_rope_unrotate_half_split_f64(double *x, const kvl_rope *r, int64_t pos)
     rotate_f64(x, r, -(double)pos, 1, r->Dr / 2);
 }
 
-/* x[T][stride]; row t at position start + t, or at −(start + t) when sign is −1 (the inverse). */
-static void rotate_rows_f32(float *x, size_t T, size_t stride, size_t offset, const kvl_rope *r, int64_t start,
-                            double sign, size_t step, size_t mate)
+/* x[T][stride], H vectors a row at offset + h·head_stride; row t at position start + t, or at −(start + t)
+ * when sign is −1 (the inverse). */
+static void rotate_rows_f32(float *x, size_t T, size_t stride, size_t offset, size_t H, size_t head_stride,
+                            const kvl_rope *r, int64_t start, double sign, size_t step, size_t mate)
 {
 #pragma omp parallel for schedule(static) if (T >= ROPE_PARALLEL_MIN_ROWS)
     for (size_t t = 0; t < T; t++)
-        rotate_f32(x + t * stride + offset, r, sign * (double)(start + (int64_t)t), step, mate);
+        rotate_f32_n(x + t * stride + offset, H, head_stride, r, sign * (double)(start + (int64_t)t), step, mate);
 }
 
 void kvl_rope_rotate_rows_interleaved(float *x, size_t T, size_t stride, size_t offset, const kvl_rope *r,
                                       int64_t start)
 {
-    rotate_rows_f32(x, T, stride, offset, r, start, 1.0, 2, 1);
+    rotate_rows_f32(x, T, stride, offset, 1, 0, r, start, 1.0, 2, 1);
 }
 
 void kvl_rope_unrotate_rows_interleaved(float *x, size_t T, size_t stride, size_t offset, const kvl_rope *r,
                                         int64_t start)
 {
-    rotate_rows_f32(x, T, stride, offset, r, start, -1.0, 2, 1);
+    rotate_rows_f32(x, T, stride, offset, 1, 0, r, start, -1.0, 2, 1);
 }
 
 void kvl_rope_rotate_rows_half_split(float *x, size_t T, size_t stride, size_t offset, const kvl_rope *r,
                                      int64_t start)
 {
-    rotate_rows_f32(x, T, stride, offset, r, start, 1.0, 1, r->Dr / 2);
+    rotate_rows_f32(x, T, stride, offset, 1, 0, r, start, 1.0, 1, r->Dr / 2);
 }
 
 void kvl_rope_unrotate_rows_half_split(float *x, size_t T, size_t stride, size_t offset, const kvl_rope *r,
                                        int64_t start)
 {
-    rotate_rows_f32(x, T, stride, offset, r, start, -1.0, 1, r->Dr / 2);
+    rotate_rows_f32(x, T, stride, offset, 1, 0, r, start, -1.0, 1, r->Dr / 2);
+}
+
+void kvl_rope_rotate_heads_interleaved(float *x, size_t T, size_t stride, size_t offset, size_t H,
+                                       size_t head_stride, const kvl_rope *r, int64_t start)
+{
+    rotate_rows_f32(x, T, stride, offset, H, head_stride, r, start, 1.0, 2, 1);
+}
+
+void kvl_rope_unrotate_heads_interleaved(float *x, size_t T, size_t stride, size_t offset, size_t H,
+                                         size_t head_stride, const kvl_rope *r, int64_t start)
+{
+    rotate_rows_f32(x, T, stride, offset, H, head_stride, r, start, -1.0, 2, 1);
+}
+
+void kvl_rope_rotate_heads_half_split(float *x, size_t T, size_t stride, size_t offset, size_t H,
+                                      size_t head_stride, const kvl_rope *r, int64_t start)
+{
+    rotate_rows_f32(x, T, stride, offset, H, head_stride, r, start, 1.0, 1, r->Dr / 2);
 }
