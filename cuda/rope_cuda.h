@@ -1,8 +1,8 @@
-/* RoPE on the GPU: the twins of ref/core/rope.h's row rotations, every head of a row in one launch
- * (kernel in rope_cuda.cuh). x is a device buffer [T][stride]; the rotary channels of head h start at
- * offset + h·head_stride, and row t is at position start + t·pos_step. With pos_step 1 one call equals
- * n_heads calls of the ref function with offsets offset + h·head_stride; pos_step 0 rotates a batch of
- * rows that share one position (B sequences decoding in step). Computed as the ref does: the angle
+/* RoPE on the GPU: the twins of ref/core/rope.h's heads rotations (kvl_rope_rotate_heads_*), every head
+ * of a row in one launch (kernel in rope_cuda.cuh). x is a device buffer [T][stride]; the rotary channels
+ * of head h start at offset + h·head_stride, and row t is at position start + t·pos_step. With pos_step 1
+ * one call equals the ref's call with the same arguments; pos_step 0 rotates a batch of rows that share
+ * one position (B sequences decoding in step). Computed as the ref does: the angle
  * p·θ_i in double, cos and sin in double rounded to float, the pair rotated with one fmaf each. */
 #ifndef KVL_ROPE_CUDA_H
 #define KVL_ROPE_CUDA_H
