@@ -624,17 +624,20 @@ static int chunk_alloc(chunk *k, const dsa_config *c, size_t S, const char *fn)
     return alloc_n(&k->sel, S, c->index_topk, sizeof *k->sel, fn);
 }
 
-/* The index keys a chunk's queries score, read a tile at a time: held positions as the cache gives them
- * back, the chunk's own from its keys. */
+/* What a chunk reads through a row view (ref/core/row_tiles.h): held positions as the cache gives them
+ * back, the chunk's own (k; NULL for none) from its fresh keys or rows; sel a list of positions, or NULL
+ * for positions 0, 1, … */
 typedef struct {
     const dsa_cache *cache;
     const dsa_config *c;
     const chunk *k;
-} chunk_keys;
+    const int32_t *sel;
+} chunk_view;
 
+/* The index keys a chunk's queries score, a tile at a time. */
 static const float *chunk_key_tile(float *scratch, const kvl_row_tiles *keys, size_t first, size_t n)
 {
-    const chunk_keys *ck = keys->src;
+    const chunk_view *ck = keys->src;
     const size_t DI = keys->width, start = ck->k->start;
     const size_t held = first >= start ? 0 : first + n <= start ? n : start - first;
     if (held && read_held(NULL, scratch, ck->cache, ck->c, first, held) != KVL_OK) return NULL;
@@ -659,7 +662,7 @@ static int chunk_select(chunk *k, const dsa_config *c, const dsa_weights *w, dsa
     KVL_TRY(mla_query(k->q, &c->mla, &w->mla, x, S, k->start));
     KVL_TRY(dsa_index_query(k->q_idx, k->w_idx, c, w, x, S, k->start));
     KVL_TRY(match_stored_keys(k->q_idx, cache, c, S));
-    const chunk_keys ck = {cache, c, k};
+    const chunk_view ck = {cache, c, k, NULL};
     const kvl_row_tiles keys = {.N = k->N, .width = c->index_head_dim, .tile = chunk_key_tile, .src = &ck};
     KVL_TRY(kvl_index_scores(k->I, k->q_idx, k->w_idx, &keys, S, c->index_n_heads, k->start, 1));
     return kvl_topk(k->sel, k->I, S, k->N, c->index_topk);
@@ -714,18 +717,10 @@ int dsa_decode_masked(float *out, int32_t *sel, const dsa_config *c, const dsa_w
 }
 
 /* The rows one query picked, sel[0 … n) (−1 ends the list), read where they are by the thread whose part
- * of the attention reads them: held positions from the cache (a V32 row decoded a pick at a time), the
- * chunk's own (k; NULL for none) from its fresh rows. */
-typedef struct {
-    const dsa_cache *cache;
-    const dsa_config *c;
-    const chunk *k;
-    const int32_t *sel;
-} picked_rows;
-
+ * of the attention reads them (a V32 row decoded a pick at a time). */
 static const float *picked_tile(float *scratch, const kvl_row_tiles *v, size_t first, size_t n)
 {
-    const picked_rows *pr = v->src;
+    const chunk_view *pr = v->src;
     const size_t Dw = v->width, held = pr->k ? pr->k->start : pr->cache->len;
     for (size_t i = 0; i < n; i++) {
         const size_t p = (size_t)pr->sel[first + i];
@@ -737,7 +732,7 @@ static const float *picked_tile(float *scratch, const kvl_row_tiles *v, size_t f
 }
 
 /* ô[H][Dc] for q̂[H][Dc+Dr] over the picked rows: MQA over whole rows (keys) and their c_kv (values). */
-static int attend_picked(float *o_hat, const dsa_config *c, const float *q_hat, const picked_rows *pr)
+static int attend_picked(float *o_hat, const dsa_config *c, const float *q_hat, const chunk_view *pr)
 {
     size_t n = 0;
     while (n < c->index_topk && pr->sel[n] >= 0) n++;
@@ -759,7 +754,7 @@ int dsa_attend_picks(float *o_hat, const dsa_config *c, const float *q_hat, cons
         if (sel[k] < -1 || (size_t)sel[k] >= cache->len)
             return kvl_fail(KVL_EINVAL, "%s: pick %zu is position %d, the cache holds 0 … %zu", __func__, k,
                             (int)sel[k], cache->len ? cache->len - 1 : 0);
-    const picked_rows pr = {cache, c, NULL, sel};
+    const chunk_view pr = {cache, c, NULL, sel};
     return attend_picked(o_hat, c, q_hat, &pr);
 }
 
@@ -773,7 +768,7 @@ int dsa_decode_gather(float *out, int32_t *sel, const dsa_config *c, const dsa_w
     if (rc == KVL_OK) rc = alloc_floats(&q_hat, c->mla.n_heads, row_width(c), __func__);
     if (rc == KVL_OK) rc = alloc_floats(&o_hat, c->mla.n_heads, c->mla.kv_lora_rank, __func__);
     if (rc == KVL_OK) rc = mla_absorb_query(q_hat, &c->mla, &w->mla, k.q, 1);
-    const picked_rows pr = {cache, c, &k, k.sel};
+    const chunk_view pr = {cache, c, &k, k.sel};
     if (rc == KVL_OK) rc = attend_picked(o_hat, c, q_hat, &pr);
     if (rc == KVL_OK) rc = mla_expand_output(k.o, &c->mla, &w->mla, o_hat, 1);
     if (rc == KVL_OK) rc = chunk_finish(out, sel, &k, c, w, cache);
