@@ -155,11 +155,18 @@ int kvl_rope_init_yarn(kvl_rope *r, size_t Dr, double base, double factor, doubl
  * either pairing) gets the same bits for the same pair whatever the -march flags, and a kernel that
  * writes the same fmaf gets them too, given the same cos and sin.
  *
- * turn_f32 turns x's pairs by the angles of cos c[half] and sin s[half]. It is built twice and the
- * machine picks at load: with FMA the fmaf is one instruction, without it a call to libm's; the bits
- * are the same (fmaf is exact either way), the first three times faster (a token's 64 heads of V4:
- * 15 µs → 5; computing the angles once for the heads, not per head, took it from 70 µs to 15). */
-__attribute__((target_clones("fma", "default")))
+ * turn_f32 turns x's pairs by the angles of cos c[half] and sin s[half]. On x86-64 it is built twice
+ * and the machine picks at load: with FMA the fmaf is one instruction, without it a call to libm's; the
+ * bits are the same (fmaf is exact either way), the first three times faster (a token's 64 heads of V4:
+ * 15 µs → 5; computing the angles once for the heads, not per head, took it from 70 µs to 15). Other
+ * machines (ARMv8 has FMA in its base set) build it once. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define FMA_CLONES
+#endif
+
+FMA_CLONES
 static void turn_f32(float *x, const float *c, const float *s, size_t half, size_t step, size_t mate)
 {
     for (size_t i = 0; i < half; i++) {
