@@ -323,53 +323,70 @@ static int check_selection(const char *fn, const int32_t *sel, size_t S, size_t 
     return KVL_OK;
 }
 
-int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K)
+/* mask[S][N] = 0 at the positions in sel[S][K] (each < N), −INFINITY elsewhere */
+static void fill_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K)
 {
-    KVL_TRY(check_selection(__func__, sel, S, N, K));
-    if (S && N && !mask) return kvl_fail(KVL_EINVAL, "%s: NULL mask", __func__);
     for (size_t i = 0; i < S * N; i++) mask[i] = -INFINITY;
     for (size_t i = 0; i < S; i++)
         for (size_t k = 0; k < K; k++)
             if (sel[i * K + k] >= 0) mask[i * N + (size_t)sel[i * K + k]] = 0.0f;
+}
+
+int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K)
+{
+    KVL_TRY(check_selection(__func__, sel, S, N, K));
+    if (S && N && !mask) return kvl_fail(KVL_EINVAL, "%s: NULL mask", __func__);
+    fill_mask(mask, sel, S, N, K);
     return KVL_OK;
 }
 
-typedef int (*scores_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *,
-                         const float *, size_t, size_t);
-typedef int (*values_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *, size_t,
-                         size_t);
+/* The selection as mla_attend_naive's mask, a block of queries at a time: the rows up to the block's
+ * furthest pick. */
+typedef struct {
+    const int32_t *sel; /* [S][K], checked */
+    size_t K;
+} picks_mask;
 
-/* o[S][H][Dv]: MLA scores [S][H][N] in one form under the selection mask, softmax, values in the same form */
-static int attend_masked(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
-                         const int32_t *sel, size_t S, size_t N, scores_fn scores, values_fn values, const char *fn)
+static size_t mask_picks(float *mask, size_t first, size_t b, const void *ctx)
 {
-    KVL_TRY(check_call(fn, c, w, q, rows));
-    if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", fn);
-    const size_t H = c->mla.n_heads;
-    float *mask = NULL, *s = NULL;
-    int rc = alloc_floats(&mask, S, N, fn);
-    if (rc == KVL_OK) rc = alloc_floats(&s, S * H, N, fn);
-    if (rc == KVL_OK) rc = dsa_index_mask(mask, sel, S, N, c->index_topk);
-    if (rc == KVL_OK) rc = scores(s, &c->mla, &w->mla, q, rows, mask, S, N);
-    if (rc == KVL_OK) {
-        for (size_t r = 0; r < S * H; r++) kvl_softmax_f32(s + r * N, N);
-        rc = values(o, &c->mla, &w->mla, s, rows, S, N);
-    }
-    free(mask);
-    free(s);
-    return rc;
+    const picks_mask *p = ctx;
+    const int32_t *sel = p->sel + first * p->K;
+    size_t n = 0;
+    for (size_t i = 0; i < b * p->K; i++)
+        if (sel[i] >= 0 && (size_t)sel[i] >= n) n = (size_t)sel[i] + 1;
+    fill_mask(mask, sel, b, n, p->K);
+    return n;
 }
 
 int dsa_attend_masked_naive(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
                             const int32_t *sel, size_t S, size_t N)
 {
-    return attend_masked(o, c, w, q, rows, sel, S, N, mla_scores_naive, mla_values_naive, __func__);
+    KVL_TRY(check_call(__func__, c, w, q, rows));
+    if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    KVL_TRY(check_selection(__func__, sel, S, N, c->index_topk));
+    const picks_mask mask = {.sel = sel, .K = c->index_topk};
+    return mla_attend_naive(o, &c->mla, &w->mla, q, rows, S, N, mask_picks, &mask);
 }
 
+/* The whole [S][H][N] scores of the absorbed form under the selection mask, softmax, values. */
 int dsa_attend_masked_absorbed(float *o, const dsa_config *c, const dsa_weights *w, const float *q,
                                const float *rows, const int32_t *sel, size_t S, size_t N)
 {
-    return attend_masked(o, c, w, q, rows, sel, S, N, mla_scores_absorbed, mla_values_absorbed, __func__);
+    KVL_TRY(check_call(__func__, c, w, q, rows));
+    if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const size_t H = c->mla.n_heads;
+    float *mask = NULL, *s = NULL;
+    int rc = alloc_floats(&mask, S, N, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&s, S * H, N, __func__);
+    if (rc == KVL_OK) rc = dsa_index_mask(mask, sel, S, N, c->index_topk);
+    if (rc == KVL_OK) rc = mla_scores_absorbed(s, &c->mla, &w->mla, q, rows, mask, S, N);
+    if (rc == KVL_OK) {
+        for (size_t r = 0; r < S * H; r++) kvl_softmax_f32(s + r * N, N);
+        rc = mla_values_absorbed(o, &c->mla, &w->mla, s, rows, S, N);
+    }
+    free(mask);
+    free(s);
+    return rc;
 }
 
 /* o[H][Dv] for one query q[H][Dnope+Dr] over its gathered rows g[n][Dc+Dr], absorbed, no mask;

@@ -24,7 +24,8 @@
  *
  * Two formulations of the sparse attention, equal in exact arithmetic:
  *   masked  the additive mask over the full [S][N] score matrix (0 on S_t, −∞ elsewhere), what the
- *           reference runs: its prefill in MLA's naive per-head form, its decode in the absorbed form;
+ *           reference runs: its prefill in MLA's naive per-head form (a block of queries at a time),
+ *           its decode in the absorbed form;
  *   gather  the chosen rows copied out by index, then absorbed attention over those K rows only, what
  *           the sparse kernels run (FlashMLA's sparse decode).
  *
@@ -142,7 +143,8 @@ int dsa_index_recall(double *recall, const dsa_config *c, const dsa_weights *w, 
 /* mask[S][N] = 0 at the positions in sel[S][K], −INFINITY elsewhere. */
 int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K);
 
-/* The masked formulation, MLA's naive form (the reference prefill) and absorbed form (its decode). */
+/* The masked formulation, MLA's naive form (the reference prefill; mla_attend_naive, a block of queries
+ * at a time against the rows up to the block's furthest pick) and absorbed form (its decode). */
 int dsa_attend_masked_naive(float *o, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
                             const int32_t *sel, size_t S, size_t N);
 int dsa_attend_masked_absorbed(float *o, const dsa_config *c, const dsa_weights *w, const float *q,

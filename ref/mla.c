@@ -1,6 +1,7 @@
 #include "mla.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,13 +287,29 @@ static int project_out(float *out, const mla_config *c, const mla_weights *w, co
 
 /* ---- naive form ----------------------------------------------------------------------------------- */
 
+/* The naive form's keys of head h, k[N][Dnope+Dr] = [latent_j W_UK^hᵀ | k_rope_j], for latent[N][Dc] (the
+ * rows' c_kv, packed) and rows[N][Dc+Dr]. keys_rope fills the k_rope columns, the same in every head,
+ * once; head_keys the rest for one head, through k_nope[N][Dnope]. */
+static void keys_rope(float *k, const mla_config *c, const float *rows, size_t N)
+{
+    copy_rows(k + c->qk_nope, qk_width(c), rows + c->kv_lora_rank, row_width(c), N, c->qk_rope);
+}
+
+static int head_keys(float *k, float *k_nope, const mla_config *c, const mla_weights *w, const float *latent,
+                     size_t N, size_t h)
+{
+    KVL_TRY(kvl_matmul_abt_f32(k_nope, latent, w_uk(c, w, h), N, c->qk_nope, c->kv_lora_rank));
+    copy_rows(k, qk_width(c), k_nope, c->qk_nope, N, c->qk_nope);
+    return KVL_OK;
+}
+
 /* Per head: K_h[N][Dnope+Dr] = [c_j W_UK^hᵀ | k_rope_j], then scores = Q_h K_hᵀ. */
 int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                      const float *rows, const float *mask, size_t S, size_t N)
 {
     KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!scores) return kvl_fail(KVL_EINVAL, "%s: NULL scores", __func__);
-    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope, Dr = c->qk_rope;
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dn = c->qk_nope;
     const size_t Dqk = qk_width(c), Dw = row_width(c);
     float *latent = NULL, *k_nope = NULL, *k = NULL, *q_h = NULL, *s_h = NULL;
     int rc = alloc_floats(&latent, N, Dc, __func__);
@@ -302,12 +319,11 @@ int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, c
     if (rc == KVL_OK) rc = alloc_floats(&s_h, S, N, __func__);
     if (rc == KVL_OK) {
         copy_rows(latent, Dc, rows, Dw, N, Dc);
-        copy_rows(k + Dn, Dqk, rows + Dc, Dw, N, Dr); /* k_rope: the same in every head's key */
+        keys_rope(k, c, rows, N);
     }
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
-        rc = kvl_matmul_abt_f32(k_nope, latent, w_uk(c, w, h), N, Dn, Dc);
+        rc = head_keys(k, k_nope, c, w, latent, N, h);
         if (rc != KVL_OK) break;
-        copy_rows(k, Dqk, k_nope, Dn, N, Dn);
         copy_rows(q_h, Dqk, q + h * Dqk, H * Dqk, S, Dqk);
         rc = kvl_matmul_abt_f32(s_h, q_h, k, S, N, Dqk);
         if (rc == KVL_OK) copy_rows(scores + h * N, H * N, s_h, N, S, N);
@@ -345,6 +361,148 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
     free(v);
     free(p_h);
     free(o_h);
+    return rc;
+}
+
+/* Head by head, block by block: what mla_scores_naive, the softmax and mla_values_naive compute, with a
+ * head's keys k[N][Dnope+Dr] and values v[N][Dv] expanded once and the scores s[b][n] of one block of
+ * queries q_b[b][Dnope+Dr] against the n rows it sees. The heads are split among the threads (part p
+ * takes heads p, p + P, …), each part with its own scratch and every product inside it on one thread,
+ * so the masks and softmaxes run in parallel too. */
+typedef struct {
+    float *k_nope, *k, *v;    /* [N][Dnope], [N][Dnope+Dr], [N][Dv] */
+    float *q_b, *s, *m, *o_b; /* [B][Dnope+Dr], [B][N], [B][N], [B][Dv] */
+} head_scratch;
+
+typedef struct {
+    const mla_config *c;
+    const mla_weights *w;
+    const float *q;      /* [S][H][Dnope+Dr] */
+    const float *rows;   /* [N][Dc+Dr] */
+    const float *latent; /* [N][Dc], the rows' c_kv packed */
+    float *o;            /* [S][H][Dv] */
+    mla_block_mask mask;
+    const void *ctx;
+    size_t S, N, B, parts;
+    float *scratch;      /* [parts][scratch_floats(…)] */
+    int rc;              /* the first failure of a part, its message in why */
+    char why[256];
+} naive_job;
+
+static size_t scratch_floats(const mla_config *c, size_t N, size_t B)
+{
+    return N * (c->qk_nope + qk_width(c) + c->v_head) + B * (qk_width(c) + 2 * N + c->v_head);
+}
+
+static head_scratch scratch_of(const naive_job *j, size_t p)
+{
+    const mla_config *c = j->c;
+    const size_t N = j->N, B = j->B;
+    float *f = j->scratch + p * scratch_floats(c, N, B);
+    head_scratch t;
+    t.k_nope = f;
+    t.k = t.k_nope + N * c->qk_nope;
+    t.v = t.k + N * qk_width(c);
+    t.q_b = t.v + N * c->v_head;
+    t.s = t.q_b + B * qk_width(c);
+    t.m = t.s + B * N;
+    t.o_b = t.m + B * N;
+    return t;
+}
+
+/* x[n] ← a·x */
+static void scale_floats(float *x, size_t n, float a)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+/* s[b][n] ← softmax of each row of s + m (m additive: 0 or −INFINITY), in float with the tiled softmax's
+ * vectorised exponentials (kvl_softmax_exp_f32); a row masked whole becomes zeros, as kvl_softmax_f32
+ * gives, and a NaN score makes its row NaN. */
+static void softmax_masked_rows(float *s, const float *m, size_t b, size_t n)
+{
+    for (size_t r = 0; r < b; r++) {
+        float *row = s + r * n, mu = -INFINITY;
+        const float *mask = m + r * n;
+#pragma omp simd reduction(max : mu)
+        for (size_t i = 0; i < n; i++) {
+            row[i] += mask[i];
+            mu = row[i] > mu ? row[i] : mu;
+        }
+        if (mu == -INFINITY) { /* every score masked, or NaN */
+            float fill = 0.0f;
+            for (size_t i = 0; i < n; i++) fill = isnan(row[i]) ? row[i] : fill;
+            for (size_t i = 0; i < n; i++) row[i] = fill;
+            continue;
+        }
+        scale_floats(row, n, 1.0f / kvl_softmax_exp_f32(row, n, mu));
+    }
+}
+
+/* o rows first … first + b − 1, head h = softmax((scale · q_b) kᵀ + mask) · v over the rows they see */
+static int attend_head_block(const naive_job *j, const head_scratch *t, size_t h, size_t first, size_t b)
+{
+    const mla_config *c = j->c;
+    const size_t H = c->n_heads, Dqk = qk_width(c), Dv = c->v_head;
+    const size_t n = j->mask(t->m, first, b, j->ctx);
+    if (n > j->N) return kvl_fail(KVL_EINVAL, "mla_attend_naive: a mask block sees %zu of %zu rows", n, j->N);
+    copy_rows(t->q_b, Dqk, j->q + (first * H + h) * Dqk, H * Dqk, b, Dqk);
+    scale_floats(t->q_b, b * Dqk, (float)c->softmax_scale);
+    KVL_TRY(kvl_matmul_abt_f32(t->s, t->q_b, t->k, b, n, Dqk));
+    softmax_masked_rows(t->s, t->m, b, n);
+    KVL_TRY(kvl_matmul_ab_f32(t->o_b, t->s, t->v, b, Dv, n));
+    copy_rows(j->o + (first * H + h) * Dv, H * Dv, t->o_b, Dv, b, Dv);
+    return KVL_OK;
+}
+
+static int attend_head(const naive_job *j, const head_scratch *t, size_t h)
+{
+    const mla_config *c = j->c;
+    KVL_TRY(head_keys(t->k, t->k_nope, c, j->w, j->latent, j->N, h));
+    KVL_TRY(kvl_matmul_abt_f32(t->v, j->latent, w_uv(c, j->w, h), j->N, c->v_head, c->kv_lora_rank));
+    for (size_t first = 0; first < j->S; first += j->B)
+        KVL_TRY(attend_head_block(j, t, h, first, j->S - first < j->B ? j->S - first : j->B));
+    return KVL_OK;
+}
+
+static void attend_heads(void *ctx, size_t p)
+{
+    naive_job *j = ctx;
+    const head_scratch t = scratch_of(j, p);
+    keys_rope(t.k, j->c, j->rows, j->N);
+    int rc = KVL_OK;
+    for (size_t h = p; h < j->c->n_heads && rc == KVL_OK; h += j->parts) rc = attend_head(j, &t, h);
+    if (rc == KVL_OK) return;
+#pragma omp critical(mla_attend_naive)
+    if (j->rc == KVL_OK) {
+        j->rc = rc;
+        snprintf(j->why, sizeof j->why, "%s", kvl_error());
+    }
+}
+
+int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
+                     size_t S, size_t N, mla_block_mask mask, const void *ctx)
+{
+    KVL_TRY(check_call(__func__, c, w, q, rows));
+    if (!o || !mask) return kvl_fail(KVL_EINVAL, "%s: NULL output or mask", __func__);
+    if (S == 0) return KVL_OK;
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, B = S < MLA_QUERY_BLOCK ? S : MLA_QUERY_BLOCK;
+    const double macs = (double)H * (double)N * ((double)Dc * (double)(c->qk_nope + c->v_head) +
+                                                 (double)S * (double)(qk_width(c) + c->v_head));
+    naive_job j = {.c = c, .w = w, .q = q, .rows = rows, .o = o, .mask = mask, .ctx = ctx, .S = S, .N = N, .B = B,
+                   .parts = kvl_parts(H, 1, macs)};
+    float *latent = NULL;
+    int rc = alloc_floats(&latent, N, Dc, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&j.scratch, j.parts, scratch_floats(c, N, B), __func__);
+    if (rc == KVL_OK) {
+        copy_rows(latent, Dc, rows, row_width(c), N, Dc);
+        j.latent = latent;
+        kvl_run_parts(attend_heads, &j, j.parts);
+        if (j.rc != KVL_OK) rc = kvl_fail(j.rc, "%s", j.why);
+    }
+    free(latent);
+    free(j.scratch);
     return rc;
 }
 
@@ -434,31 +592,33 @@ int mla_expand_output(float *o, const mla_config *c, const mla_weights *w, const
 
 /* ---- whole sequence --------------------------------------------------------------------------------- */
 
+/* The causal mask, banded under a window, of queries at positions start + i over keys at key_start + j. */
+typedef struct {
+    size_t start, key_start, window;
+} causal_mask;
+
+static size_t mask_causal(float *mask, size_t first, size_t b, const void *ctx)
+{
+    const causal_mask *m = ctx;
+    const size_t n = m->start + first + b - m->key_start;
+    swa_mask_rows(mask, m->start + first, b, m->key_start, n, m->window);
+    return n;
+}
+
 int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T)
 {
     KVL_TRY(check_call(__func__, c, w, out, x));
-    const size_t H = c->n_heads;
-    float *q = NULL, *rows = NULL, *mask = NULL, *scores = NULL, *o = NULL;
-    int rc = alloc_floats(&q, T * H, qk_width(c), __func__);
+    float *q = NULL, *rows = NULL, *o = NULL;
+    int rc = alloc_floats(&q, T * c->n_heads, qk_width(c), __func__);
     if (rc == KVL_OK) rc = alloc_floats(&rows, T, row_width(c), __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&mask, T, T, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&scores, T * H, T, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&o, T * H, c->v_head, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o, T * c->n_heads, c->v_head, __func__);
     if (rc == KVL_OK) rc = mla_query(q, c, w, x, T, 0);
     if (rc == KVL_OK) rc = mla_latent(rows, c, w, x, T, 0);
-    if (rc == KVL_OK) {
-        swa_mask_rows(mask, 0, T, 0, T, c->window);
-        rc = mla_scores_naive(scores, c, w, q, rows, mask, T, T);
-    }
-    if (rc == KVL_OK) {
-        softmax_rows(scores, T * H, T);
-        rc = mla_values_naive(o, c, w, scores, rows, T, T);
-    }
+    const causal_mask mask = {.start = 0, .key_start = 0, .window = c->window};
+    if (rc == KVL_OK) rc = mla_attend_naive(o, c, w, q, rows, T, T, mask_causal, &mask);
     if (rc == KVL_OK) rc = project_out(out, c, w, o, T);
     free(q);
     free(rows);
-    free(mask);
-    free(scores);
     free(o);
     return rc;
 }
@@ -480,7 +640,7 @@ static int check_cache(const char *fn, const mla_config *c, const mla_cache *cac
 /* Keys of a chunk at start … start + S − 1: the cached rows from the first position its first query
  * sees, then the chunk's own rows, keys[N][Dc+Dr] in position order from key_start. */
 typedef struct {
-    float *keys, *q, *mask, *scores, *o;
+    float *keys, *q, *o;
     size_t key_start, N;
 } chunk;
 
@@ -488,8 +648,6 @@ static void chunk_free(chunk *k)
 {
     free(k->keys);
     free(k->q);
-    free(k->mask);
-    free(k->scores);
     free(k->o);
 }
 
@@ -502,30 +660,22 @@ static int chunk_build(chunk *k, const mla_config *c, const mla_weights *w, cons
     k->N = n_old + S;
     KVL_TRY(alloc_floats(&k->keys, k->N, Dw, "mla_prefill"));
     KVL_TRY(alloc_floats(&k->q, S * H, qk_width(c), "mla_prefill"));
-    KVL_TRY(alloc_floats(&k->mask, S, k->N, "mla_prefill"));
-    KVL_TRY(alloc_floats(&k->scores, S * H, k->N, "mla_prefill"));
     KVL_TRY(alloc_floats(&k->o, S * H, c->v_head, "mla_prefill"));
     KVL_TRY(swa_ring_read(k->keys, &cache->ring, k->key_start, n_old));
     float *fresh = k->keys + n_old * Dw;
     KVL_TRY(mla_latent(fresh, c, w, x, S, start));
     swa_store_round(fresh, S * Dw, cache->ring.store);
-    KVL_TRY(mla_query(k->q, c, w, x, S, start));
-    swa_mask_rows(k->mask, start, S, k->key_start, k->N, c->window);
-    return KVL_OK;
+    return mla_query(k->q, c, w, x, S, start);
 }
 
 int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x, size_t S)
 {
     KVL_TRY(check_call(__func__, c, w, out, x));
     KVL_TRY(check_cache(__func__, c, cache, S));
-    const size_t H = c->n_heads;
     chunk k = {0};
     int rc = chunk_build(&k, c, w, cache, x, S);
-    if (rc == KVL_OK) rc = mla_scores_naive(k.scores, c, w, k.q, k.keys, k.mask, S, k.N);
-    if (rc == KVL_OK) {
-        softmax_rows(k.scores, S * H, k.N);
-        rc = mla_values_naive(k.o, c, w, k.scores, k.keys, S, k.N);
-    }
+    const causal_mask mask = {.start = cache->ring.len, .key_start = k.key_start, .window = c->window};
+    if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, mask_causal, &mask);
     if (rc == KVL_OK) rc = project_out(out, c, w, k.o, S);
     if (rc == KVL_OK) rc = swa_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
     chunk_free(&k);

@@ -131,6 +131,23 @@ int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, c
 int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const float *p, const float *rows,
                      size_t S, size_t N);
 
+/* The naive form a block of queries at a time, for chunks too long for [S][H][N] scores (a 4K chunk of V3's
+ * 128 heads after 28K tokens would hold 64 GiB of them): o[S][H][Dv] for q[S][H][Dnope+Dr] over
+ * rows[N][Dc+Dr], head by head (its keys and values expanded once), MLA_QUERY_BLOCK queries at a time
+ * against the leading rows the block sees, under the mask `mask` gives for the block; the softmax in float
+ * with kvl_softmax_exp_f32's exponentials. The same function as mla_scores_naive, kvl_softmax_f32 and
+ * mla_values_naive under the whole mask, to float rounding, in memory O(N·(Dc + Dnope + Dr + Dv) +
+ * MLA_QUERY_BLOCK·N) a thread. The heads are split among the threads (kvl_parts), so `mask` is called
+ * from several threads at once. KVL_EINVAL also for a mask block wider than N. */
+#define MLA_QUERY_BLOCK 64
+
+/* Fills mask[b][n] (additive: 0 or −INFINITY) for queries first … first + b − 1 of the chunk and returns
+ * n ≤ N, the number of leading rows any of them sees (every later row is masked for all of them). */
+typedef size_t (*mla_block_mask)(float *mask, size_t first, size_t b, const void *ctx);
+
+int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
+                     size_t S, size_t N, mla_block_mask mask, const void *ctx);
+
 int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                         const float *rows, const float *mask, size_t S, size_t N);
 int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, const float *p,
@@ -144,13 +161,14 @@ int mla_expand_output(float *o, const mla_config *c, const mla_weights *w, const
 
 /* ---- whole sequence and incremental ---------------------------------------------------------------- */
 
-/* out[T][d] for x[T][d] at positions 0 … T − 1: the definition (naive form, causal or banded mask). */
+/* out[T][d] for x[T][d] at positions 0 … T − 1: the definition (naive form, causal or banded mask, run
+ * by mla_attend_naive). */
 int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T);
 
 /* out[S][d] for a chunk x[S][d] at the cache's next positions start … start + S − 1 (start = tokens
  * cached so far), naive form: the chunk's queries see the cached rows in their window and the chunk's
- * own rows under the mask [S][start+S] with j ≤ start + i; then the chunk's rows are appended. Any
- * split of a sequence into chunks gives the forward's rows. The chunk's rows pass through the cache's
+ * own rows under the mask [S][start+S] with j ≤ start + i (mla_attend_naive); then the chunk's rows are
+ * appended. Any split of a sequence into chunks gives the forward's rows. The chunk's rows pass through the cache's
  * storage before any query reads them, as they would from the cache. */
 int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache, const float *x,
                 size_t S);

@@ -14,6 +14,7 @@
 #include "common.h"
 #include "config.h"
 #include "element.h"
+#include "linalg.h"
 #include "mla.h"
 #include "rng.h"
 #include "softmax.h"
@@ -543,6 +544,37 @@ START_TEST(test_chunked_prefill_matches_banded_forward_when_windowed)
 }
 END_TEST
 
+/* Chunks longer than a query block of mla_attend_naive (ref/mla.h): 6·MLA_QUERY_BLOCK + 31 tokens as 10,
+ * then one chunk whose blocks straddle the first chunk's end and whose last is partial, then as one chunk;
+ * causal and behind the window of 8, on one thread and on two (the heads split between them: the
+ * chunk's work is past KVL_SPLIT_MIN_MACS). */
+START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
+{
+    const size_t T = 6 * MLA_QUERY_BLOCK + 31;
+    const size_t split[] = {10, T - 10}, whole[] = {T};
+    const int threads = kvl_threads();
+    for (size_t window = 0; window <= TOY_W; window += TOY_W) {
+        toy z;
+        toy_setup(&z, 32, window, T, 29);
+        const size_t n = T * z.c.d;
+        float *out = xmalloc(n * sizeof *out);
+        for (int th = 1; th <= 2; th++) {
+            char what[96];
+            kvl_set_threads(th);
+            run_chunks(out, &z, split, N_OF(split), SWA_STORE_F32);
+            snprintf(what, sizeof what, "chunks 10+%zu, W = %zu, %d thread(s)", T - 10, window, th);
+            expect_rows(what, out, z.want.out, n, z.out_tol);
+            run_chunks(out, &z, whole, N_OF(whole), SWA_STORE_F32);
+            snprintf(what, sizeof what, "one chunk of %zu, W = %zu, %d thread(s)", T, window, th);
+            expect_rows(what, out, z.want.out, n, z.out_tol);
+        }
+        kvl_set_threads(threads);
+        free(out);
+        toy_free(&z);
+    }
+}
+END_TEST
+
 START_TEST(test_decode_matches_banded_forward_when_windowed)
 {
     toy z;
@@ -959,6 +991,7 @@ Suite *kvl_suite(void)
     tcase_add_test(paths, test_chunked_prefill_matches_forward_when_any_split);
     tcase_add_test(paths, test_chunked_prefill_matches_banded_forward_when_windowed);
     tcase_add_test(paths, test_decode_matches_banded_forward_when_windowed);
+    tcase_add_test(paths, test_prefill_matches_definition_when_chunk_spans_query_blocks);
     tcase_add_test(paths, test_single_token_matches_definition_when_T_is_1);
     suite_add_tcase(s, paths);
 

@@ -312,12 +312,13 @@ START_TEST(test_gather_matches_mask_for_indexer_selection)
 END_TEST
 
 /* Any selection, not only the indexer's: random subsets with gaps, −1 anywhere in a row, empty rows
- * (output 0 in every formulation). */
+ * (output 0 in every formulation), over 2·MLA_QUERY_BLOCK + 31 queries, so that the masked naive form
+ * runs blocks of queries that each read up to their furthest pick (ref/mla.h). */
 START_TEST(test_gather_matches_mask_for_any_selection)
 {
     toy z;
-    toy_setup(&z, TOY_K, TOY_T, 14);
-    const size_t T = TOY_T, K = TOY_K;
+    const size_t T = 2 * MLA_QUERY_BLOCK + 31, K = TOY_K;
+    toy_setup_config(&z, toy_config(K), T, 14);
     int32_t *sel = xmalloc(T * K * sizeof *sel);
     kvl_rng rng;
     kvl_rng_seed(&rng, 44);
