@@ -1,23 +1,31 @@
 /* Prefill: one 4K-token chunk through a generation's ref prefill entry point at the real widths, one
- * layer, after a cache already holding 28K tokens, so that the chunk's last query reads 32K positions.
+ * layer.
  *
- *   V4-Flash HCA  v4_prefill of an HCA layer (M 128) over a native cache (584-byte rows): its
- *                 compressor fed, every projection, each query's window and visible entries attended
- *   V4-Flash CSA  v4_prefill of a CSA layer (M 4, top-512) over a native cache (584-byte rows, 68-byte
- *                 MXFP4 index keys): both compressors fed, every projection, the indexer's scores of
- *                 every visible entry for every query (ref/core/index_scan.h), top-k, each query's window
- *                 and picks attended
+ *   V3 MLA        mla_prefill of the chunk into an empty cache (so its last query reads 4K positions): every
+ *                 projection, each head's keys and values expanded from the chunk's latents, the naive
+ *                 form's causal attention a block of queries at a time (mla_attend_naive)
+ *   V4-Flash HCA  v4_prefill of an HCA layer (M 128) after a native cache (584-byte rows) already holding
+ *                 28K tokens, so that the chunk's last query reads 32K positions: its compressor fed, every
+ *                 projection, each query's window and visible entries attended
+ *   V4-Flash CSA  v4_prefill of a CSA layer (M 4, top-512) after the same 28K (584-byte rows, 68-byte MXFP4
+ *                 index keys): both compressors fed, every projection, the indexer's scores of every
+ *                 visible entry for every query (ref/core/index_scan.h), top-k, each query's window and
+ *                 picks attended
  *
- * flop: 2 per weight per token (every projection and compressor weight meets each token once), plus
- * the indexer's HI·(2·DI + 3) a visible entry (CSA) and the attention's two products over each query's
- * keys, summed query by query; read against the sgemm ceiling (one phase: the chunk's projections are
- * products of 4,096 rows, not a weight stream). One run on each thread count, no warm-up (KVB_COLD: a
- * run takes tens of seconds). Each run rewinds the cache to its 28K tokens first (the window rows put
- * back, the entries and compressor position reset), so every run does the same work.
+ * flop: 2 per weight per token (every projection and compressor weight meets each token once; MLA's
+ * W_UKV expands every head's keys and values from each of the chunk's latents), plus MLA's two products
+ * over each query block's rows, or V4's indexer, HI·(2·DI + 3) a visible entry (CSA), and the
+ * attention's two products over each query's keys, summed query by query; read against the sgemm
+ * ceiling (one phase: the chunk's projections are products of 4,096 rows, not a weight stream). One run
+ * on each thread count, no warm-up (KVB_COLD: a run takes tens of seconds). Each V4 run rewinds the
+ * cache to its 28K tokens first (the window rows put back, the entries and compressor position reset),
+ * and each V3 run empties its cache, so every run does the same work.
  *
  * The other entry points are not run at this size; the group prints, computed from the configs, what
- * stops each (`make bench` has to stay within minutes on two cores):
- *   mla_prefill (V3), dsa_prefill (V3.2)  the naive form holds every head's scores, [S][H][N] float32;
+ * each would cost (`make bench` has to stay within minutes on two cores):
+ *   mla_prefill (V3) after 28K  the naive form's attention of the chunk over 32K positions;
+ *   dsa_prefill (V3.2)  V3's attention under the selection mask (the masked reference form computes every
+ *                 visible score) plus its indexer, so the V3 row bounds it from below;
  *   csa2_stack_prefill (V4.1)  a whole stack, its candidate source's indexer alone scoring every visible
  *                 entry for every query of every layer that scores them all. */
 #include <stdint.h>
@@ -26,6 +34,7 @@
 
 #include "bench.h"
 #include "config.h"
+#include "mla.h"
 #include "rng.h"
 #include "status.h"
 #include "v4.h"
@@ -33,7 +42,8 @@
 #define CHUNK 4096
 #define HELD 28672
 #define FILL_ROWS 1024
-#define COMPUTE_TARGET 0.6 /* native rows, dequantised */
+#define NATIVE_TARGET 0.6 /* native rows, dequantised */
+#define F32_TARGET 0.8    /* float32 rows */
 #define MEMORY_TARGET 0.75
 
 /* ---- V4-Flash HCA and CSA ---------------------------------------------------------------------------- */
@@ -125,7 +135,7 @@ static int bench_layer(const kvl_model *m, kvl_layer_kind kind, const char *step
         const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
                              (double)(p.held_entries + c.window) * (double)p.cache.entries.row_bytes + keys;
         kvb_time_step(&(kvb_step){.group = "prefill", .step = what, .T = HELD + CHUNK, .run = run_layer, .ctx = &p,
-                                  .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = COMPUTE_TARGET,
+                                  .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = NATIVE_TARGET,
                                   .memory_target = MEMORY_TARGET, .repeats = KVB_COLD});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;
@@ -138,6 +148,65 @@ static int bench_layer(const kvl_model *m, kvl_layer_kind kind, const char *step
     return rc;
 }
 
+/* ---- V3 MLA ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const mla_config *c;
+    const mla_weights *w;
+    mla_cache cache;
+    float *x, *out; /* [S][d] */
+    int failed;
+} mla_run;
+
+static void run_mla(void *ctx)
+{
+    mla_run *p = ctx;
+    p->cache.ring.len = 0;
+    p->failed |= mla_prefill(p->out, p->c, p->w, &p->cache, p->x, CHUNK) != KVL_OK;
+}
+
+/* mla_prefill's work from an empty cache: 2 flop per weight per token (W_UKV's too: it expands every head's
+ * key and value from each of the chunk's CHUNK rows) and each head's two products over the rows each
+ * block of MLA_QUERY_BLOCK queries sees (its last query's position + 1). */
+static double mla_flop(const mla_config *c, const mla_weights *w)
+{
+    const double H = (double)c->n_heads, Dqk = (double)(c->qk_nope + c->qk_rope), Dv = (double)c->v_head;
+    double pairs = 0;
+    for (size_t first = 0; first < CHUNK; first += MLA_QUERY_BLOCK)
+        pairs += (double)MLA_QUERY_BLOCK * (double)(first + MLA_QUERY_BLOCK);
+    return 2.0 * (double)w->n_floats * CHUNK + 2.0 * H * (Dqk + Dv) * pairs;
+}
+
+static int bench_mla(const kvl_model *m, kvl_rng *rng)
+{
+    mla_config c;
+    mla_weights w;
+    if (mla_config_from_model(&c, m) != KVL_OK) {
+        fprintf(stderr, "kvbench: %s\n", kvl_error());
+        return 1;
+    }
+    kvb_progress("prefill: random weights of one V3 MLA layer");
+    if (mla_weights_init_random(&w, &c, rng) != KVL_OK) return 1;
+    mla_run p = {.c = &c, .w = &w, .x = kvb_random_floats(CHUNK * c.d, rng),
+                 .out = malloc(CHUNK * c.d * sizeof(float))};
+    int rc = !p.x || !p.out || mla_cache_init(&p.cache, &c, CHUNK, SWA_STORE_F32) != KVL_OK;
+    if (rc == 0) {
+        const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
+                             CHUNK * (double)(c.kv_lora_rank + c.qk_rope) * sizeof(float);
+        kvb_time_step(&(kvb_step){.group = "prefill", .step = "V3 MLA 4K chunk f32", .T = CHUNK, .run = run_mla,
+                                  .ctx = &p, .phase = {{mla_flop(&c, &w), bytes, KVB_SGEMM_MLA}},
+                                  .compute_target = F32_TARGET, .memory_target = MEMORY_TARGET,
+                                  .repeats = KVB_COLD});
+        if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
+        rc = p.failed;
+    }
+    mla_cache_free(&p.cache);
+    free(p.x);
+    free(p.out);
+    mla_weights_free(&w);
+    return rc;
+}
+
 /* ---- what is not run ------------------------------------------------------------------------------------ */
 
 /* GFLOP of the chunk's indexer scores over `entries` keys each, at m's index heads and width. */
@@ -146,15 +215,24 @@ static double scan_gflop(const kvl_model *m, double entries)
     return CHUNK * entries * (double)m->index_n_heads * (2.0 * (double)m->index_head_dim + 3) * 1e-9;
 }
 
+/* GFLOP of the naive form's attention of the chunk over HELD + CHUNK positions, causal: each head's two
+ * products, 2·(Dqk + Dv) a query, head and visible row. */
+static double naive_attention_gflop(const kvl_model *m)
+{
+    const double width = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim);
+    const double per_pair = 2.0 * (double)m->n_heads * width;
+    return per_pair * CHUNK * (HELD + (CHUNK + 1) / 2.0) * 1e-9;
+}
+
 static void print_not_run(const kvl_model *v3, const kvl_model *v32, const kvl_model *v41)
 {
-    const double S = CHUNK, N = HELD + CHUNK, GiB = 1024.0 * 1024 * 1024;
     const double m41 = (double)v41->layers[v41->candidate_source_layer].compress_ratio;
     printf("prefill: not run at a %d-token chunk after %d:\n", CHUNK, HELD);
-    printf("  V3 mla_prefill, V3.2 dsa_prefill: [S][H][N] float32 scores of %.1f GiB and %.1f GiB\n",
-           S * (double)v3->n_heads * N * 4 / GiB, S * (double)v32->n_heads * N * 4 / GiB);
+    printf("  V3 mla_prefill: the naive form's attention alone %.0f GFLOP\n", naive_attention_gflop(v3));
+    printf("  V3.2 dsa_prefill: the same masked (%.0f GFLOP) and its indexer's scores %.0f GFLOP\n",
+           naive_attention_gflop(v32), scan_gflop(v32, HELD + (CHUNK + 1) / 2.0));
     printf("  V4.1 csa2_stack_prefill: a whole stack; its candidate source's scores alone %.0f GFLOP\n",
-           scan_gflop(v41, N / m41));
+           scan_gflop(v41, (HELD + CHUNK) / m41));
 }
 
 int kvb_group_prefill(void)
@@ -165,6 +243,7 @@ int kvb_group_prefill(void)
     kvl_rng_seed(&rng, 19);
     int rc = kvb_load_config(&v3, "deepseek-v3.json") || kvb_load_config(&v32, "deepseek-v3.2-exp.json") ||
              kvb_load_config(&v4f, "deepseek-v4-flash.json") || kvb_load_config(&v41, "deepseek-v4.1-flash.json");
+    if (rc == 0) rc = bench_mla(&v3, &rng);
     if (rc == 0) rc = bench_layer(&v4f, KVL_LAYER_HCA, "V4-Flash HCA", &rng);
     if (rc == 0) rc = bench_layer(&v4f, KVL_LAYER_CSA, "V4-Flash CSA", &rng);
     if (rc == 0) print_not_run(&v3, &v32, &v41);

@@ -23,7 +23,7 @@ static const group GROUPS[] = {
     {"peer", "MLA absorbed decode against the numpy peer (python3 with numpy)", kvb_group_peer},
     {"v41", "V4.1-Flash's Full, Reindex, Reuse layers at 32K, 128K (f32, native), 1M (native)", kvb_group_v41},
     {"native", "V3.2 and V4-Flash decode over their FP8/FP4 rows through the ref's native paths", kvb_group_native},
-    {"prefill", "one 4K-token prefill chunk after 28K cached tokens, one layer, real widths", kvb_group_prefill},
+    {"prefill", "a 4K-token chunk, one layer, real widths: V3 from empty, V4-Flash after 28K", kvb_group_prefill},
     {"recheck", "the ceilings measured again, against the first: did the machine change?", kvb_group_recheck},
 };
 enum { N_GROUPS = sizeof GROUPS / sizeof GROUPS[0] };
