@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "linalg.h"
-#include "softmax.h"
 #include "status.h"
 
 /* ---- config ---------------------------------------------------------------------------------------- */
@@ -162,25 +162,14 @@ static int grow(size_t *total, size_t a, size_t b)
 /* One allocation of n floats for a call's scratch. */
 static float *scratch(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
 
-/* oh[S][Dh] = softmax(qh·kgᵀ·scale + mask)·vg for one head: qh[S][Dh] against kg, vg [n][Dh], with
- * the additive mask[S][n]; p[S][n] is scratch. */
-static int attend_head(float *oh, float *p, const float *qh, const float *kg, const float *vg, const float *mask,
-                       size_t S, size_t n, size_t Dh)
-{
-    const float scale = (float)(1.0 / sqrt((double)Dh));
-    KVL_TRY(kvl_matmul_abt_f32(p, qh, kg, S, n, Dh));
-    for (size_t i = 0; i < S * n; i++) p[i] = p[i] * scale + mask[i];
-    for (size_t i = 0; i < S; i++) kvl_softmax_f32(p + i * n, n);
-    return kvl_matmul_ab_f32(oh, p, vg, S, Dh, n);
-}
-
 /* o[S][H·Dh] = attention of q[S][H·Dh] (query positions start + i) over the cache rows kv[n][2·Hkv·Dh]
  * (key positions key_start + j), masked by the window rule. Each head is two matrix products,
- * P = softmax(Q_h·K_gᵀ/√Dh + mask) and O_h = P·V_g, with g = h / (H/Hkv). */
+ * P = softmax(Q_h·K_gᵀ/√Dh + mask) and O_h = P·V_g, with g = h / (H/Hkv) (kvl_attend_masked_block). */
 static int attend_masked(float *o, const mha_config *c, const float *q, size_t S, size_t start, const float *kv,
                          size_t n, size_t key_start)
 {
     const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, G = H / Hkv;
+    const float scale = (float)(1.0 / sqrt((double)Dh));
     size_t need = 0;
     if (!(grow(&need, 2 * S, n) && grow(&need, 2 * S, Dh) && grow(&need, 2 * n, Dh)))
         return kvl_fail(KVL_EINVAL, "mha: %zu queries against %zu keys is too large", S, n);
@@ -194,7 +183,7 @@ static int attend_masked(float *o, const mha_config *c, const float *q, size_t S
         gather_cols(vg, kv, n, 2 * Hkv * Dh, (Hkv + g) * Dh, Dh);
         for (size_t h = g * G; h < (g + 1) * G && rc == KVL_OK; h++) {
             gather_cols(qh, q, S, H * Dh, h * Dh, Dh);
-            rc = attend_head(oh, p, qh, kg, vg, mask, S, n, Dh);
+            rc = kvl_attend_masked_block(oh, p, qh, kg, vg, mask, S, n, Dh, Dh, scale);
             if (rc == KVL_OK) scatter_cols(o, oh, S, H * Dh, h * Dh, Dh);
         }
     }

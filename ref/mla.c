@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "element.h"
 #include "linalg.h"
 #include "norm.h"
@@ -410,37 +411,7 @@ static head_scratch scratch_of(const naive_job *j, size_t p)
     return t;
 }
 
-/* x[n] ← a·x */
-static void scale_floats(float *x, size_t n, float a)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] *= a;
-}
-
-/* s[b][n] ← softmax of each row of s + m (m additive: 0 or −INFINITY), in float with the tiled softmax's
- * vectorised exponentials (kvl_softmax_exp_f32); a row masked whole becomes zeros, as kvl_softmax_f32
- * gives, and a NaN score makes its row NaN. */
-static void softmax_masked_rows(float *s, const float *m, size_t b, size_t n)
-{
-    for (size_t r = 0; r < b; r++) {
-        float *row = s + r * n, mu = -INFINITY;
-        const float *mask = m + r * n;
-#pragma omp simd reduction(max : mu)
-        for (size_t i = 0; i < n; i++) {
-            row[i] += mask[i];
-            mu = row[i] > mu ? row[i] : mu;
-        }
-        if (mu == -INFINITY) { /* every score masked, or NaN */
-            float fill = 0.0f;
-            for (size_t i = 0; i < n; i++) fill = isnan(row[i]) ? row[i] : fill;
-            for (size_t i = 0; i < n; i++) row[i] = fill;
-            continue;
-        }
-        scale_floats(row, n, 1.0f / kvl_softmax_exp_f32(row, n, mu));
-    }
-}
-
-/* o rows first … first + b − 1, head h = softmax((scale · q_b) kᵀ + mask) · v over the rows they see */
+/* o rows first … first + b − 1, head h = softmax(scale · q_b kᵀ + mask) · v over the rows they see */
 static int attend_head_block(const naive_job *j, const head_scratch *t, size_t h, size_t first, size_t b)
 {
     const mla_config *c = j->c;
@@ -448,10 +419,8 @@ static int attend_head_block(const naive_job *j, const head_scratch *t, size_t h
     const size_t n = j->mask(t->m, first, b, j->ctx);
     if (n > j->N) return kvl_fail(KVL_EINVAL, "mla_attend_naive: a mask block sees %zu of %zu rows", n, j->N);
     copy_rows(t->q_b, Dqk, j->q + (first * H + h) * Dqk, H * Dqk, b, Dqk);
-    scale_floats(t->q_b, b * Dqk, (float)c->softmax_scale);
-    KVL_TRY(kvl_matmul_abt_f32(t->s, t->q_b, t->k, b, n, Dqk));
-    softmax_masked_rows(t->s, t->m, b, n);
-    KVL_TRY(kvl_matmul_ab_f32(t->o_b, t->s, t->v, b, Dv, n));
+    KVL_TRY(kvl_attend_masked_block(t->o_b, t->s, t->q_b, t->k, t->v, t->m, b, n, Dqk, Dv,
+                                    (float)c->softmax_scale));
     copy_rows(j->o + (first * H + h) * Dv, H * Dv, t->o_b, Dv, b, Dv);
     return KVL_OK;
 }

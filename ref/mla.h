@@ -134,8 +134,8 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
 /* The naive form a block of queries at a time, for chunks too long for [S][H][N] scores (a 4K chunk of V3's
  * 128 heads after 28K tokens would hold 64 GiB of them): o[S][H][Dv] for q[S][H][Dnope+Dr] over
  * rows[N][Dc+Dr], head by head (its keys and values expanded once), MLA_QUERY_BLOCK queries at a time
- * against the leading rows the block sees, under the mask `mask` gives for the block; the softmax in float
- * with kvl_softmax_exp_f32's exponentials. The same function as mla_scores_naive, kvl_softmax_f32 and
+ * against the leading rows the block sees, under the mask `mask` gives for the block
+ * (kvl_attend_masked_block: the softmax in float). The same function as mla_scores_naive, kvl_softmax_f32 and
  * mla_values_naive under the whole mask, to float rounding, in memory O(N·(Dc + Dnope + Dr + Dv) +
  * MLA_QUERY_BLOCK·N) a thread. The heads are split among the threads (kvl_parts), so `mask` is called
  * from several threads at once. KVL_EINVAL also for a mask block wider than N. */

@@ -209,6 +209,45 @@ START_TEST(test_nan_score_makes_every_head_nan_and_no_rows_give_zero)
 }
 END_TEST
 
+/* kvl_attend_masked_block against the definition in double: 7 queries over 3 tiles' worth of keys less
+ * 37, under a mask that hides a random third of the keys (a causal band in query 0, every key in query
+ * 3: its output is 0); then a NaN key makes every row NaN, as kvl_softmax_f32 over the masked scores. */
+START_TEST(test_masked_block_matches_definition_and_masked_rows_give_zero)
+{
+    enum { B = 7, N = 3 * KVL_ATTEND_TILE - 37 };
+    const float scale = 0.158f;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 12);
+    float *q = uniform(B * DK, &rng), *k = uniform(N * DK, &rng), *v = uniform(N * DV, &rng);
+    float *mask = uniform(B * N, &rng), *s = malloc(B * N * sizeof *s), got[B * DV];
+    double want[B * DV], *p = malloc(N * sizeof *p);
+    ck_assert(s && p);
+    for (size_t i = 0; i < B * N; i++) mask[i] = mask[i] < -1.0f / 3 || (i < N && i > 100) ? -INFINITY : 0.0f;
+    for (size_t j = 0; j < N; j++) mask[3 * N + j] = -INFINITY;
+    for (size_t r = 0; r < B; r++) {
+        for (size_t j = 0; j < N; j++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < DK; i++) dot += (double)q[r * DK + i] * k[j * DK + i];
+            p[j] = dot * scale + mask[r * N + j];
+        }
+        kvl_softmax_f64(p, N);
+        for (size_t i = 0; i < DV; i++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < N; j++) acc += p[j] * v[j * DV + i];
+            want[r * DV + i] = acc;
+        }
+    }
+    ck_assert_int_eq(kvl_attend_masked_block(got, s, q, k, v, mask, B, N, DK, DV, scale), KVL_OK);
+    kvl_expect_close("masked block", got, want, B * DV, attend_atol(DK, N, scale), 0.0, MIN_COS);
+    for (size_t i = 0; i < DV; i++) ck_assert_msg(got[3 * DV + i] == 0.0f, "masked row: %g", got[3 * DV + i]);
+
+    k[50 * DK + 1] = NAN; /* an additive mask cannot hide it: NaN + (−∞) is NaN, in every row */
+    ck_assert_int_eq(kvl_attend_masked_block(got, s, q, k, v, mask, B, N, DK, DV, scale), KVL_OK);
+    for (size_t i = 0; i < B * DV; i++) ck_assert_msg(isnan(got[i]), "element %zu is %g, not NaN", i, got[i]);
+    free(q); free(k); free(v); free(mask); free(s); free(p);
+}
+END_TEST
+
 START_TEST(test_bad_layout_scale_sinks_and_null_arrays_are_errors)
 {
     float q[DK] = {0}, rows[2 * STRIDE] = {0}, o[DV];
@@ -252,6 +291,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_rows_split_across_threads_match_definition);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
+    tcase_add_test(tc, test_masked_block_matches_definition_and_masked_rows_give_zero);
     tcase_add_test(tc, test_bad_layout_scale_sinks_and_null_arrays_are_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -326,6 +326,38 @@ int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *ro
     return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, __func__);
 }
 
+/* ---- a masked block, one head ----------------------------------------------------------------------- */
+
+/* s[b][n] ← softmax of each row of scale·s + mask; a row masked whole becomes zeros and a NaN score makes
+ * its row NaN, as kvl_softmax_f32 gives. */
+static void softmax_masked_rows(float *s, const float *mask, size_t b, size_t n, float scale)
+{
+    for (size_t r = 0; r < b; r++) {
+        float *row = s + r * n, mu = -INFINITY;
+        const float *m = mask + r * n;
+#pragma omp simd reduction(max : mu)
+        for (size_t i = 0; i < n; i++) {
+            row[i] = row[i] * scale + m[i];
+            mu = row[i] > mu ? row[i] : mu;
+        }
+        if (mu == -INFINITY) { /* every score masked, or NaN */
+            float fill = 0.0f;
+            for (size_t i = 0; i < n; i++) fill = isnan(row[i]) ? row[i] : fill;
+            for (size_t i = 0; i < n; i++) row[i] = fill;
+            continue;
+        }
+        scale_floats(row, 1.0f / kvl_softmax_exp_f32(row, n, mu), n);
+    }
+}
+
+int kvl_attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v, const float *mask,
+                            size_t b, size_t n, size_t Dk, size_t Dv, float scale)
+{
+    KVL_TRY(kvl_matmul_abt_f32(s, q, k, b, n, Dk));
+    softmax_masked_rows(s, mask, b, n, scale);
+    return kvl_matmul_ab_f32(o, s, v, b, Dv, n);
+}
+
 /* ---- the definition ---------------------------------------------------------------------------- */
 
 int kvl_attend_f32_loop(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,

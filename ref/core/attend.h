@@ -92,6 +92,14 @@ int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *ro
 int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                      float scale, const float *sigma);
 
+/* The masked attention of a block of b queries for one head, the prefill's form (MHA's, MLA's naive):
+ *   o[b][Dv] = softmax_j(scale · q[b][Dk] · k[n][Dk]ᵀ + mask[b][n]) · v[n][Dv]
+ * every array packed, s[b][n] scratch; two products and a row softmax in float with
+ * kvl_softmax_exp_f32's exponentials. mask is additive (0 or −INFINITY); a row masked whole gives
+ * o = 0 and a NaN score a NaN row, as kvl_softmax_f32. KVL_EINVAL for a size past the BLAS integer. */
+int kvl_attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v, const float *mask,
+                            size_t b, size_t n, size_t Dk, size_t Dv, float scale);
+
 /* The definition, float32 rows, plain loops: per head, every score, kvl_softmax_sink_f32 on the row
  * (sigma NULL: kvl_softmax_f32), then Σ_j p_j v_j. The test oracle's twin; same errors. */
 int kvl_attend_f32_loop(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
