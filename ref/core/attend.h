@@ -1,5 +1,6 @@
 /* Attention of Hq query rows against N cached rows, tile by tile with an online softmax: the decode
- * step of every generation written as matrix products.
+ * step of every generation written as matrix products. (At the end, kvl_attend_masked_block: the
+ * prefill's masked block of queries for one head, which MHA's and MLA's naive prefill run.)
  *
  *   s_hj = scale · q_h · k_j^g                 k_j^g = rows[j][k_off + g·Dk … k_off + (g+1)·Dk)
  *   o_h  = Σ_j softmax_j(s_h + σ_h) · v_j^g    v_j^g = rows[j][v_off + g·Dv … v_off + (g+1)·Dv)
