@@ -340,20 +340,21 @@ int dsa_index_mask(float *mask, const int32_t *sel, size_t S, size_t N, size_t K
     return KVL_OK;
 }
 
-/* The selection as mla_attend_naive's mask, a block of queries at a time: the rows up to the block's
- * furthest pick. */
+/* The selection as a kvl_block_mask for mla_attend_naive, a block of queries at a time: the rows up to
+ * the block's furthest pick. */
 typedef struct {
     const int32_t *sel; /* [S][K], checked */
     size_t K;
 } picks_mask;
 
-static size_t mask_picks(float *mask, size_t first, size_t b, const void *ctx)
+static size_t mask_picks(float *mask, size_t first, size_t b, size_t N, const void *ctx)
 {
     const picks_mask *p = ctx;
     const int32_t *sel = p->sel + first * p->K;
     size_t n = 0;
     for (size_t i = 0; i < b * p->K; i++)
         if (sel[i] >= 0 && (size_t)sel[i] >= n) n = (size_t)sel[i] + 1;
+    if (n > N) return n;
     fill_mask(mask, sel, b, n, p->K);
     return n;
 }

@@ -94,13 +94,6 @@ static int check_call(const char *fn, const mla_config *c, const mla_weights *w,
     return KVL_OK;
 }
 
-/* dst[n][cols] (rows dst_stride apart) = src[n][cols] (rows src_stride apart): a block of columns
- * moved between a packed array and one row slice of a wider one. */
-static void copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride, size_t n, size_t cols)
-{
-    for (size_t i = 0; i < n; i++) memcpy(dst + i * dst_stride, src + i * src_stride, cols * sizeof *dst);
-}
-
 /* s[rows][n] ← softmax of each row */
 static void softmax_rows(float *s, size_t rows, size_t n)
 {
@@ -293,14 +286,14 @@ static int project_out(float *out, const mla_config *c, const mla_weights *w, co
  * once; head_keys the rest for one head, through k_nope[N][Dnope]. */
 static void keys_rope(float *k, const mla_config *c, const float *rows, size_t N)
 {
-    copy_rows(k + c->qk_nope, qk_width(c), rows + c->kv_lora_rank, row_width(c), N, c->qk_rope);
+    kvl_copy_block(k + c->qk_nope, qk_width(c), rows + c->kv_lora_rank, row_width(c), N, c->qk_rope);
 }
 
 static int head_keys(float *k, float *k_nope, const mla_config *c, const mla_weights *w, const float *latent,
                      size_t N, size_t h)
 {
     KVL_TRY(kvl_matmul_abt_f32(k_nope, latent, w_uk(c, w, h), N, c->qk_nope, c->kv_lora_rank));
-    copy_rows(k, qk_width(c), k_nope, c->qk_nope, N, c->qk_nope);
+    kvl_copy_block(k, qk_width(c), k_nope, c->qk_nope, N, c->qk_nope);
     return KVL_OK;
 }
 
@@ -319,15 +312,15 @@ int mla_scores_naive(float *scores, const mla_config *c, const mla_weights *w, c
     if (rc == KVL_OK) rc = alloc_floats(&q_h, S, Dqk, __func__);
     if (rc == KVL_OK) rc = alloc_floats(&s_h, S, N, __func__);
     if (rc == KVL_OK) {
-        copy_rows(latent, Dc, rows, Dw, N, Dc);
+        kvl_copy_block(latent, Dc, rows, Dw, N, Dc);
         keys_rope(k, c, rows, N);
     }
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
         rc = head_keys(k, k_nope, c, w, latent, N, h);
         if (rc != KVL_OK) break;
-        copy_rows(q_h, Dqk, q + h * Dqk, H * Dqk, S, Dqk);
+        kvl_copy_block(q_h, Dqk, q + h * Dqk, H * Dqk, S, Dqk);
         rc = kvl_matmul_abt_f32(s_h, q_h, k, S, N, Dqk);
-        if (rc == KVL_OK) copy_rows(scores + h * N, H * N, s_h, N, S, N);
+        if (rc == KVL_OK) kvl_copy_block(scores + h * N, H * N, s_h, N, S, N);
     }
     if (rc == KVL_OK) scale_and_mask(scores, mask, S, H, N, c->softmax_scale);
     free(latent);
@@ -350,13 +343,13 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
     if (rc == KVL_OK) rc = alloc_floats(&v, N, Dv, __func__);
     if (rc == KVL_OK) rc = alloc_floats(&p_h, S, N, __func__);
     if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, __func__);
-    if (rc == KVL_OK) copy_rows(latent, Dc, rows, Dw, N, Dc);
+    if (rc == KVL_OK) kvl_copy_block(latent, Dc, rows, Dw, N, Dc);
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
         rc = kvl_matmul_abt_f32(v, latent, w_uv(c, w, h), N, Dv, Dc);
         if (rc != KVL_OK) break;
-        copy_rows(p_h, N, p + h * N, H * N, S, N);
+        kvl_copy_block(p_h, N, p + h * N, H * N, S, N);
         rc = kvl_matmul_ab_f32(o_h, p_h, v, S, Dv, N);
-        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
+        if (rc == KVL_OK) kvl_copy_block(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
     }
     free(latent);
     free(v);
@@ -365,14 +358,14 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
     return rc;
 }
 
-/* Head by head, block by block: what mla_scores_naive, the softmax and mla_values_naive compute, with a
- * head's keys k[N][Dnope+Dr] and values v[N][Dv] expanded once and the scores s[b][n] of one block of
- * queries q_b[b][Dnope+Dr] against the n rows it sees. The heads are split among the threads (part p
- * takes heads p, p + P, …), each part with its own scratch and every product inside it on one thread,
- * so the masks and softmaxes run in parallel too. */
+/* Head by head: what mla_scores_naive, the softmax and mla_values_naive compute, with a head's keys
+ * k[N][Dnope+Dr] and values v[N][Dv] expanded once, then its queries a block at a time against the rows
+ * each block sees (kvl_attend_chunk_head). The heads are split among the threads (part p takes heads
+ * p, p + P, …), each part with its own scratch and every product inside it on one thread, so the masks
+ * and softmaxes run in parallel too. */
 typedef struct {
-    float *k_nope, *k, *v;    /* [N][Dnope], [N][Dnope+Dr], [N][Dv] */
-    float *q_b, *s, *m, *o_b; /* [B][Dnope+Dr], [B][N], [B][N], [B][Dv] */
+    float *k_nope, *k, *v; /* [N][Dnope], [N][Dnope+Dr], [N][Dv] */
+    float *blocks;         /* kvl_attend_chunk_head's */
 } head_scratch;
 
 typedef struct {
@@ -382,93 +375,65 @@ typedef struct {
     const float *rows;   /* [N][Dc+Dr] */
     const float *latent; /* [N][Dc], the rows' c_kv packed */
     float *o;            /* [S][H][Dv] */
-    mla_block_mask mask;
-    const void *ctx;
-    size_t S, N, B, parts;
+    kvl_chunk_head chunk;
+    size_t parts;
     float *scratch;      /* [parts][scratch_floats(…)] */
-    int rc;              /* the first failure of a part, its message in why */
-    char why[256];
 } naive_job;
 
-static size_t scratch_floats(const mla_config *c, size_t N, size_t B)
+static size_t scratch_floats(const mla_config *c, const kvl_chunk_head *chunk)
 {
-    return N * (c->qk_nope + qk_width(c) + c->v_head) + B * (qk_width(c) + 2 * N + c->v_head);
+    return chunk->N * (c->qk_nope + qk_width(c) + c->v_head) + kvl_chunk_head_floats(chunk);
 }
 
 static head_scratch scratch_of(const naive_job *j, size_t p)
 {
     const mla_config *c = j->c;
-    const size_t N = j->N, B = j->B;
-    float *f = j->scratch + p * scratch_floats(c, N, B);
+    const size_t N = j->chunk.N;
     head_scratch t;
-    t.k_nope = f;
+    t.k_nope = j->scratch + p * scratch_floats(c, &j->chunk);
     t.k = t.k_nope + N * c->qk_nope;
     t.v = t.k + N * qk_width(c);
-    t.q_b = t.v + N * c->v_head;
-    t.s = t.q_b + B * qk_width(c);
-    t.m = t.s + B * N;
-    t.o_b = t.m + B * N;
+    t.blocks = t.v + N * c->v_head;
     return t;
-}
-
-/* o rows first … first + b − 1, head h = softmax(scale · q_b kᵀ + mask) · v over the rows they see */
-static int attend_head_block(const naive_job *j, const head_scratch *t, size_t h, size_t first, size_t b)
-{
-    const mla_config *c = j->c;
-    const size_t H = c->n_heads, Dqk = qk_width(c), Dv = c->v_head;
-    const size_t n = j->mask(t->m, first, b, j->ctx);
-    if (n > j->N) return kvl_fail(KVL_EINVAL, "mla_attend_naive: a mask block sees %zu of %zu rows", n, j->N);
-    copy_rows(t->q_b, Dqk, j->q + (first * H + h) * Dqk, H * Dqk, b, Dqk);
-    KVL_TRY(kvl_attend_masked_block(t->o_b, t->s, t->q_b, t->k, t->v, t->m, b, n, Dqk, Dv,
-                                    (float)c->softmax_scale));
-    copy_rows(j->o + (first * H + h) * Dv, H * Dv, t->o_b, Dv, b, Dv);
-    return KVL_OK;
 }
 
 static int attend_head(const naive_job *j, const head_scratch *t, size_t h)
 {
     const mla_config *c = j->c;
-    KVL_TRY(head_keys(t->k, t->k_nope, c, j->w, j->latent, j->N, h));
-    KVL_TRY(kvl_matmul_abt_f32(t->v, j->latent, w_uv(c, j->w, h), j->N, c->v_head, c->kv_lora_rank));
-    for (size_t first = 0; first < j->S; first += j->B)
-        KVL_TRY(attend_head_block(j, t, h, first, j->S - first < j->B ? j->S - first : j->B));
+    KVL_TRY(head_keys(t->k, t->k_nope, c, j->w, j->latent, j->chunk.N, h));
+    KVL_TRY(kvl_matmul_abt_f32(t->v, j->latent, w_uv(c, j->w, h), j->chunk.N, c->v_head, c->kv_lora_rank));
+    return kvl_attend_chunk_head(j->o + h * c->v_head, j->q + h * qk_width(c), t->k, t->v, &j->chunk, t->blocks);
+}
+
+static int attend_heads(void *ctx, size_t p)
+{
+    const naive_job *j = ctx;
+    const head_scratch t = scratch_of(j, p);
+    keys_rope(t.k, j->c, j->rows, j->chunk.N);
+    for (size_t h = p; h < j->c->n_heads; h += j->parts) KVL_TRY(attend_head(j, &t, h));
     return KVL_OK;
 }
 
-static void attend_heads(void *ctx, size_t p)
-{
-    naive_job *j = ctx;
-    const head_scratch t = scratch_of(j, p);
-    keys_rope(t.k, j->c, j->rows, j->N);
-    int rc = KVL_OK;
-    for (size_t h = p; h < j->c->n_heads && rc == KVL_OK; h += j->parts) rc = attend_head(j, &t, h);
-    if (rc == KVL_OK) return;
-#pragma omp critical(mla_attend_naive)
-    if (j->rc == KVL_OK) {
-        j->rc = rc;
-        snprintf(j->why, sizeof j->why, "%s", kvl_error());
-    }
-}
-
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
-                     size_t S, size_t N, mla_block_mask mask, const void *ctx)
+                     size_t S, size_t N, kvl_block_mask mask, const void *ctx)
 {
     KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!o || !mask) return kvl_fail(KVL_EINVAL, "%s: NULL output or mask", __func__);
     if (S == 0) return KVL_OK;
-    const size_t H = c->n_heads, Dc = c->kv_lora_rank, B = S < MLA_QUERY_BLOCK ? S : MLA_QUERY_BLOCK;
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank;
     const double macs = (double)H * (double)N * ((double)Dc * (double)(c->qk_nope + c->v_head) +
                                                  (double)S * (double)(qk_width(c) + c->v_head));
-    naive_job j = {.c = c, .w = w, .q = q, .rows = rows, .o = o, .mask = mask, .ctx = ctx, .S = S, .N = N, .B = B,
+    naive_job j = {.c = c, .w = w, .q = q, .rows = rows, .o = o,
+                   .chunk = {.S = S, .N = N, .Dk = qk_width(c), .Dv = c->v_head, .ldq = H * qk_width(c),
+                             .ldo = H * c->v_head, .scale = (float)c->softmax_scale, .mask = mask, .mask_ctx = ctx},
                    .parts = kvl_parts(H, 1, macs)};
     float *latent = NULL;
     int rc = alloc_floats(&latent, N, Dc, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&j.scratch, j.parts, scratch_floats(c, N, B), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&j.scratch, j.parts, scratch_floats(c, &j.chunk), __func__);
     if (rc == KVL_OK) {
-        copy_rows(latent, Dc, rows, row_width(c), N, Dc);
+        kvl_copy_block(latent, Dc, rows, row_width(c), N, Dc);
         j.latent = latent;
-        kvl_run_parts(attend_heads, &j, j.parts);
-        if (j.rc != KVL_OK) rc = kvl_fail(j.rc, "%s", j.why);
+        rc = kvl_run_parts_checked(attend_heads, &j, j.parts);
     }
     free(latent);
     free(j.scratch);
@@ -485,11 +450,11 @@ static int absorb_queries(float *q_hat, const mla_config *c, const mla_weights *
     float *qc_h = NULL, *qhat_h = NULL;
     int rc = alloc_floats(&qc_h, S, Dn, "mla_absorb");
     if (rc == KVL_OK) rc = alloc_floats(&qhat_h, S, Dc, "mla_absorb");
-    if (rc == KVL_OK) copy_rows(q_hat + Dc, Dw, q + Dn, Dqk, S * H, Dr);
+    if (rc == KVL_OK) kvl_copy_block(q_hat + Dc, Dw, q + Dn, Dqk, S * H, Dr);
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
-        copy_rows(qc_h, Dn, q + h * Dqk, H * Dqk, S, Dn);
+        kvl_copy_block(qc_h, Dn, q + h * Dqk, H * Dqk, S, Dn);
         rc = kvl_matmul_ab_f32(qhat_h, qc_h, w_uk(c, w, h), S, Dc, Dn);
-        if (rc == KVL_OK) copy_rows(q_hat + h * Dw, H * Dw, qhat_h, Dc, S, Dc);
+        if (rc == KVL_OK) kvl_copy_block(q_hat + h * Dw, H * Dw, qhat_h, Dc, S, Dc);
     }
     free(qc_h);
     free(qhat_h);
@@ -505,9 +470,9 @@ static int expand_values(float *o, const mla_config *c, const mla_weights *w, co
     int rc = alloc_floats(&ohat_h, S, Dc, "mla_expand");
     if (rc == KVL_OK) rc = alloc_floats(&o_h, S, Dv, "mla_expand");
     for (size_t h = 0; h < H && rc == KVL_OK; h++) {
-        copy_rows(ohat_h, Dc, o_hat + h * ld, H * ld, S, Dc);
+        kvl_copy_block(ohat_h, Dc, o_hat + h * ld, H * ld, S, Dc);
         rc = kvl_matmul_abt_f32(o_h, ohat_h, w_uv(c, w, h), S, Dv, Dc);
-        if (rc == KVL_OK) copy_rows(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
+        if (rc == KVL_OK) kvl_copy_block(o + h * Dv, H * Dv, o_h, Dv, S, Dv);
     }
     free(ohat_h);
     free(o_h);
@@ -561,19 +526,6 @@ int mla_expand_output(float *o, const mla_config *c, const mla_weights *w, const
 
 /* ---- whole sequence --------------------------------------------------------------------------------- */
 
-/* The causal mask, banded under a window, of queries at positions start + i over keys at key_start + j. */
-typedef struct {
-    size_t start, key_start, window;
-} causal_mask;
-
-static size_t mask_causal(float *mask, size_t first, size_t b, const void *ctx)
-{
-    const causal_mask *m = ctx;
-    const size_t n = m->start + first + b - m->key_start;
-    swa_mask_rows(mask, m->start + first, b, m->key_start, n, m->window);
-    return n;
-}
-
 int mla_forward(float *out, const mla_config *c, const mla_weights *w, const float *x, size_t T)
 {
     KVL_TRY(check_call(__func__, c, w, out, x));
@@ -583,8 +535,8 @@ int mla_forward(float *out, const mla_config *c, const mla_weights *w, const flo
     if (rc == KVL_OK) rc = alloc_floats(&o, T * c->n_heads, c->v_head, __func__);
     if (rc == KVL_OK) rc = mla_query(q, c, w, x, T, 0);
     if (rc == KVL_OK) rc = mla_latent(rows, c, w, x, T, 0);
-    const causal_mask mask = {.start = 0, .key_start = 0, .window = c->window};
-    if (rc == KVL_OK) rc = mla_attend_naive(o, c, w, q, rows, T, T, mask_causal, &mask);
+    const swa_span span = {.start = 0, .key_start = 0, .window = c->window};
+    if (rc == KVL_OK) rc = mla_attend_naive(o, c, w, q, rows, T, T, swa_block_mask, &span);
     if (rc == KVL_OK) rc = project_out(out, c, w, o, T);
     free(q);
     free(rows);
@@ -643,8 +595,8 @@ int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache
     KVL_TRY(check_cache(__func__, c, cache, S));
     chunk k = {0};
     int rc = chunk_build(&k, c, w, cache, x, S);
-    const causal_mask mask = {.start = cache->ring.len, .key_start = k.key_start, .window = c->window};
-    if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, mask_causal, &mask);
+    const swa_span span = {.start = cache->ring.len, .key_start = k.key_start, .window = c->window};
+    if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, swa_block_mask, &span);
     if (rc == KVL_OK) rc = project_out(out, c, w, k.o, S);
     if (rc == KVL_OK) rc = swa_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
     chunk_free(&k);

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 
+#include "attend.h"
 #include "config.h"
 #include "rope.h"
 #include "rng.h"
@@ -133,20 +134,15 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
 
 /* The naive form a block of queries at a time, for chunks too long for [S][H][N] scores (a 4K chunk of V3's
  * 128 heads after 28K tokens would hold 64 GiB of them): o[S][H][Dv] for q[S][H][Dnope+Dr] over
- * rows[N][Dc+Dr], head by head (its keys and values expanded once), MLA_QUERY_BLOCK queries at a time
+ * rows[N][Dc+Dr], head by head (its keys and values expanded once), KVL_QUERY_BLOCK queries at a time
  * against the leading rows the block sees, under the mask `mask` gives for the block
- * (kvl_attend_masked_block: the softmax in float). The same function as mla_scores_naive, kvl_softmax_f32 and
- * mla_values_naive under the whole mask, to float rounding, in memory O(N·(Dc + Dnope + Dr + Dv) +
- * MLA_QUERY_BLOCK·N) a thread. The heads are split among the threads (kvl_parts), so `mask` is called
- * from several threads at once. KVL_EINVAL also for a mask block wider than N. */
-#define MLA_QUERY_BLOCK 64
-
-/* Fills mask[b][n] (additive: 0 or −INFINITY) for queries first … first + b − 1 of the chunk and returns
- * n ≤ N, the number of leading rows any of them sees (every later row is masked for all of them). */
-typedef size_t (*mla_block_mask)(float *mask, size_t first, size_t b, const void *ctx);
-
+ * (kvl_attend_chunk_head, ref/core/attend.h: the softmax in float). The same function as
+ * mla_scores_naive, kvl_softmax_f32 and mla_values_naive under the whole mask, to float rounding, in
+ * memory O(N·(Dc + Dnope + Dr + Dv) + KVL_QUERY_BLOCK·N) a thread. The heads are split among the threads
+ * (kvl_parts), so `mask` is called from several threads at once. KVL_EINVAL also for a mask block wider
+ * than N. */
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
-                     size_t S, size_t N, mla_block_mask mask, const void *ctx);
+                     size_t S, size_t N, kvl_block_mask mask, const void *ctx);
 
 int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                         const float *rows, const float *mask, size_t S, size_t N);

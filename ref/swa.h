@@ -48,6 +48,17 @@ size_t swa_first_visible(size_t t, size_t W);
  * column j for key position key_start + j; 0 where visible, −INFINITY elsewhere. */
 void swa_mask_rows(float *mask, size_t start, size_t S, size_t key_start, size_t n_keys, size_t W);
 
+/* A chunk's queries at positions start + i against keys at positions key_start + j, under a window
+ * (0: none): the ctx of swa_block_mask. */
+typedef struct {
+    size_t start, key_start, window;
+} swa_span;
+
+/* The banded causal mask of a block of a chunk's queries, as a kvl_block_mask (ref/core/attend.h): n is
+ * the keys up to the block's last query position (later keys are its future), and when n ≤ N, mask[b][n]
+ * is filled for queries first … first + b − 1 of the span `span`. */
+size_t swa_block_mask(float *mask, size_t first, size_t b, size_t N, const void *span);
+
 /* ---- the ring buffer ------------------------------------------------------------------------------ */
 
 typedef struct {

@@ -11,6 +11,7 @@
 
 #include "attend.h"
 #include "config.h"
+#include "linalg.h"
 #include "mha.h"
 #include "rng.h"
 #include "status.h"
@@ -284,6 +285,40 @@ START_TEST(test_prefill_matches_forward_when_chunked)
 }
 END_TEST
 
+/* Chunks longer than a query block of the prefill's attention (kvl_attend_chunk_head): 6·KVL_QUERY_BLOCK + 31
+ * tokens through the forward, as chunks of 10 and the rest (blocks straddling the first chunk's end, the
+ * last partial) and as one chunk, causal and behind a window of 8, on one thread and on two (the heads
+ * split between them: the chunk's work is past KVL_SPLIT_MIN_MACS), each against the definition. */
+START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
+{
+    const size_t T = 6 * KVL_QUERY_BLOCK + 31, split[] = {10, T - 10}, whole[] = {T};
+    const int threads = kvl_threads();
+    for (size_t W = 0; W <= 8; W += 8) {
+        layer L;
+        layer_make(&L, 2, W, 160 + W);
+        size_t kv_of[TOY_H];
+        grouped(kv_of, 2);
+        float *x = inputs(T, 170 + W);
+        double *want = oracle_out(&L, kv_of, x, T);
+        for (int th = 1; th <= 2; th++) {
+            kvl_set_threads(th);
+            float *paths[] = {forward(&L, x, T), cached(&L, x, T, split, 2, SWA_STORE_F32),
+                              cached(&L, x, T, whole, 1, SWA_STORE_F32)};
+            const char *names[] = {"forward", "chunks 10 + rest", "one chunk"};
+            for (size_t i = 0; i < 3; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s of %zu, W %zu, %d thread(s)", names[i], T, W, th);
+                kvl_expect_close(what, paths[i], want, T * TOY_D, oracle_f32_tol(toy_path(T)), 0, MIN_COS);
+                free(paths[i]);
+            }
+        }
+        kvl_set_threads(threads);
+        free(x); free(want);
+        layer_free(&L);
+    }
+}
+END_TEST
+
 /* A prefill chunk of one token is a decode step: the two paths agree on every row. */
 START_TEST(test_prefill_matches_decode_when_chunk_is_1)
 {
@@ -545,6 +580,7 @@ Suite *kvl_suite(void)
     tcase_add_test(cache, test_decode_matches_forward_when_cache_spans_tiles);
     tcase_add_test(cache, test_prefill_matches_forward_when_chunked);
     tcase_add_test(cache, test_prefill_matches_decode_when_chunk_is_1);
+    tcase_add_test(cache, test_prefill_matches_definition_when_chunk_spans_query_blocks);
     tcase_add_test(cache, test_decode_matches_forward_when_t_is_1);
     suite_add_tcase(s, cache);
     TCase *bytes = tcase_create("bytes");

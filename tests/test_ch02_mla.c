@@ -544,13 +544,13 @@ START_TEST(test_chunked_prefill_matches_banded_forward_when_windowed)
 }
 END_TEST
 
-/* Chunks longer than a query block of mla_attend_naive (ref/mla.h): 6·MLA_QUERY_BLOCK + 31 tokens as 10,
- * then one chunk whose blocks straddle the first chunk's end and whose last is partial, then as one chunk;
+/* Chunks longer than a query block of mla_attend_naive (ref/mla.h; kvl_attend_chunk_head's blocks):
+ * 6·KVL_QUERY_BLOCK + 31 tokens as 10, then one chunk whose blocks straddle the first chunk's end and whose last is partial, then as one chunk;
  * causal and behind the window of 8, on one thread and on two (the heads split between them: the
  * chunk's work is past KVL_SPLIT_MIN_MACS). */
 START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
 {
-    const size_t T = 6 * MLA_QUERY_BLOCK + 31;
+    const size_t T = 6 * KVL_QUERY_BLOCK + 31;
     const size_t split[] = {10, T - 10}, whole[] = {T};
     const int threads = kvl_threads();
     for (size_t window = 0; window <= TOY_W; window += TOY_W) {

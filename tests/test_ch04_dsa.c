@@ -10,6 +10,7 @@
  * Dr 8) + HI 4, DI 16, K ∈ {6, ≥ T}, T 40. The deployed rows need Dc 512, Dr 64 and DI 128: they are
  * tested at those widths with d 64, H 2, HI 2. */
 #include "common.h"
+#include "attend.h"
 #include "block.h"
 #include "config.h"
 #include "dsa.h"
@@ -312,12 +313,12 @@ START_TEST(test_gather_matches_mask_for_indexer_selection)
 END_TEST
 
 /* Any selection, not only the indexer's: random subsets with gaps, −1 anywhere in a row, empty rows
- * (output 0 in every formulation), over 2·MLA_QUERY_BLOCK + 31 queries, so that the masked naive form
+ * (output 0 in every formulation), over 2·KVL_QUERY_BLOCK + 31 queries, so that the masked naive form
  * runs blocks of queries that each read up to their furthest pick (ref/mla.h). */
 START_TEST(test_gather_matches_mask_for_any_selection)
 {
     toy z;
-    const size_t T = 2 * MLA_QUERY_BLOCK + 31, K = TOY_K;
+    const size_t T = 2 * KVL_QUERY_BLOCK + 31, K = TOY_K;
     toy_setup_config(&z, toy_config(K), T, 14);
     int32_t *sel = xmalloc(T * K * sizeof *sel);
     kvl_rng rng;

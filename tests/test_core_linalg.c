@@ -1,6 +1,6 @@
 /* ref/core/linalg: every OpenBLAS product against its loop twin and against a dot-product oracle
  * written here, at sizes that are not multiples of any vector width (1×1, K = 1, odd and prime
- * sizes), plus the edges: K = 0 and sizes beyond the BLAS integer.
+ * sizes), plus the edges: K = 0 and sizes beyond the BLAS integer; and the parts that split them.
  *
  * Every output buffer is filled with NaN before the call, so a product that reads its output
  * (accumulates instead of overwriting) fails as well. */
@@ -303,6 +303,40 @@ START_TEST(test_sizes_beyond_blas_int_are_rejected)
 }
 END_TEST
 
+/* Parts that fail: kvl_run_parts_checked runs every part and reports the lowest-numbered failure, its
+ * code and its message (recorded on the part's own thread) on the caller's thread. */
+typedef struct {
+    int ran[4];
+    int fail_from; /* parts ≥ this fail, part p with code 100 + p */
+} parts_probe;
+
+static int probe_part(void *ctx, size_t p)
+{
+    parts_probe *t = ctx;
+    t->ran[p]++;
+    return (int)p >= t->fail_from ? kvl_fail(100 + (int)p, "part %zu failed", p) : KVL_OK;
+}
+
+START_TEST(test_checked_parts_report_lowest_failure_and_run_every_part)
+{
+    for (size_t parts = 1; parts <= 4; parts++)
+        for (int fail_from = 0; fail_from <= (int)parts; fail_from++) {
+            parts_probe t = {.fail_from = fail_from};
+            kvl_clear_error();
+            const int rc = kvl_run_parts_checked(probe_part, &t, parts);
+            for (size_t p = 0; p < parts; p++) ck_assert_int_eq(t.ran[p], 1);
+            if (fail_from == (int)parts) {
+                ck_assert_int_eq(rc, KVL_OK);
+                continue;
+            }
+            char want[32];
+            snprintf(want, sizeof want, "part %d failed", fail_from);
+            ck_assert_int_eq(rc, 100 + fail_from);
+            ck_assert_str_eq(kvl_error(), want);
+        }
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_linalg");
@@ -316,6 +350,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_products_split_across_threads_match_loop);
     tcase_add_test(tc, test_products_with_k_zero_write_zeros);
     tcase_add_test(tc, test_sizes_beyond_blas_int_are_rejected);
+    tcase_add_test(tc, test_checked_parts_report_lowest_failure_and_run_every_part);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -350,12 +350,39 @@ static void softmax_masked_rows(float *s, const float *mask, size_t b, size_t n,
     }
 }
 
-int kvl_attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v, const float *mask,
-                            size_t b, size_t n, size_t Dk, size_t Dv, float scale)
+/* o[b][Dv] = softmax_j(scale · q[b][Dk] · k[n][Dk]ᵀ + mask[b][n]) · v[n][Dv], s[b][n] scratch */
+static int attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v,
+                               const float *mask, size_t b, size_t n, size_t Dk, size_t Dv, float scale)
 {
     KVL_TRY(kvl_matmul_abt_f32(s, q, k, b, n, Dk));
     softmax_masked_rows(s, mask, b, n, scale);
     return kvl_matmul_ab_f32(o, s, v, b, Dv, n);
+}
+
+/* ---- a chunk, one head, a block of queries at a time ----------------------------------------------- */
+
+static size_t block_rows(const kvl_chunk_head *c) { return c->S < KVL_QUERY_BLOCK ? c->S : KVL_QUERY_BLOCK; }
+
+size_t kvl_chunk_head_floats(const kvl_chunk_head *c)
+{
+    return block_rows(c) * (c->Dk + 2 * c->N + c->Dv);
+}
+
+int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c,
+                          float *scratch)
+{
+    const size_t B = block_rows(c);
+    float *q_b = scratch, *s = q_b + B * c->Dk, *mask = s + B * c->N, *o_b = mask + B * c->N;
+    for (size_t first = 0; first < c->S; first += B) {
+        const size_t b = c->S - first < B ? c->S - first : B, n = c->mask(mask, first, b, c->N, c->mask_ctx);
+        if (n > c->N)
+            return kvl_fail(KVL_EINVAL, "%s: the mask of queries %zu … %zu sees %zu of %zu keys", __func__, first,
+                            first + b - 1, n, c->N);
+        kvl_copy_block(q_b, c->Dk, q + first * c->ldq, c->ldq, b, c->Dk);
+        KVL_TRY(attend_masked_block(o_b, s, q_b, k, v, mask, b, n, c->Dk, c->Dv, c->scale));
+        kvl_copy_block(o + first * c->ldo, c->ldo, o_b, c->Dv, b, c->Dv);
+    }
+    return KVL_OK;
 }
 
 /* ---- the definition ---------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* Attention of Hq query rows against N cached rows, tile by tile with an online softmax: the decode
- * step of every generation written as matrix products. (At the end, kvl_attend_masked_block: the
- * prefill's masked block of queries for one head, which MHA's and MLA's naive prefill run.)
+ * step of every generation written as matrix products. (At the end, kvl_attend_chunk_head: the
+ * prefill's masked attention of a chunk for one head, a block of queries at a time, which MHA's and MLA's
+ * naive prefill run.)
  *
  *   s_hj = scale · q_h · k_j^g                 k_j^g = rows[j][k_off + g·Dk … k_off + (g+1)·Dk)
  *   o_h  = Σ_j softmax_j(s_h + σ_h) · v_j^g    v_j^g = rows[j][v_off + g·Dv … v_off + (g+1)·Dv)
@@ -93,13 +94,39 @@ int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *ro
 int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                      float scale, const float *sigma);
 
-/* The masked attention of a block of b queries for one head, the prefill's form (MHA's, MLA's naive):
- *   o[b][Dv] = softmax_j(scale · q[b][Dk] · k[n][Dk]ᵀ + mask[b][n]) · v[n][Dv]
- * every array packed, s[b][n] scratch; two products and a row softmax in float with
- * kvl_softmax_exp_f32's exponentials. mask is additive (0 or −INFINITY); a row masked whole gives
- * o = 0 and a NaN score a NaN row, as kvl_softmax_f32. KVL_EINVAL for a size past the BLAS integer. */
-int kvl_attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v, const float *mask,
-                            size_t b, size_t n, size_t Dk, size_t Dv, float scale);
+/* One head's masked attention over a chunk of S queries, a block of KVL_QUERY_BLOCK queries at a time
+ * (the prefill's form: a chunk against every key it sees, its own included, under a mask):
+ *   o_i = softmax_j(scale · q_i · k_jᵀ + mask_ij) · v_j        i < S, j < N
+ * with q_i at q + i·ldq (Dk wide), o_i at o + i·ldo (Dv wide), k[N][Dk] and v[N][Dv] packed. Each block
+ * asks `mask` for its rows of the mask and the number n of leading keys any of its queries sees, and
+ * scores those n only: two products and a row softmax in float (kvl_softmax_exp_f32's exponentials). The
+ * keys every query of a block has masked (the causal future) are never scored, and the scores held are
+ * [KVL_QUERY_BLOCK][N], not [S][N]. A row masked whole gives o_i = 0 and a NaN score a NaN row, as
+ * kvl_softmax_f32. */
+#define KVL_QUERY_BLOCK 64
+
+/* Returns n, the number of leading key rows any of queries first … first + b − 1 of the chunk sees
+ * (every later row is masked for all of them), and when n ≤ N fills mask[b][n] (additive: 0 or
+ * −INFINITY); when n > N it writes nothing and the chunk fails. Called from several threads at once when
+ * the caller splits its heads among them. */
+typedef size_t (*kvl_block_mask)(float *mask, size_t first, size_t b, size_t N, const void *ctx);
+
+typedef struct {
+    size_t S, N;          /* queries, key rows */
+    size_t Dk, Dv;        /* key (and query) width, value width */
+    size_t ldq, ldo;      /* elements from one query row to the next, and from one output row to the next */
+    float scale;
+    kvl_block_mask mask;
+    const void *mask_ctx;
+} kvl_chunk_head;
+
+/* The scratch floats kvl_attend_chunk_head needs for a chunk of this shape. */
+size_t kvl_chunk_head_floats(const kvl_chunk_head *c);
+
+/* o rows of one head (above), using scratch[kvl_chunk_head_floats(c)]. KVL_EINVAL for a block mask wider
+ * than N or a size past the BLAS integer. */
+int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c,
+                          float *scratch);
 
 /* The definition, float32 rows, plain loops: per head, every score, kvl_softmax_sink_f32 on the row
  * (sigma NULL: kvl_softmax_f32), then Σ_j p_j v_j. The test oracle's twin; same errors. */

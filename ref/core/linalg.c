@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #ifdef OPENBLAS_USE64BITINT
@@ -237,6 +238,11 @@ int kvl_threads(void) { return omp_get_max_threads(); }
 
 void kvl_set_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
 
+void kvl_copy_block(float *dst, size_t ld_dst, const float *src, size_t ld_src, size_t rows, size_t cols)
+{
+    for (size_t i = 0; i < rows; i++) memcpy(dst + i * ld_dst, src + i * ld_src, cols * sizeof *dst);
+}
+
 size_t kvl_parts(size_t n, size_t min_rows, double macs)
 {
     if (macs < KVL_SPLIT_MIN_MACS || omp_in_parallel()) return 1;
@@ -263,4 +269,25 @@ void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts)
     }
 #pragma omp parallel for schedule(static, 1) num_threads((int)parts)
     for (size_t p = 0; p < parts; p++) run(ctx, p);
+}
+
+int kvl_run_parts_checked(int (*run)(void *ctx, size_t p), void *ctx, size_t parts)
+{
+    blas_on_one_thread();
+    if (parts <= 1) return run(ctx, 0);
+    int rc = KVL_OK;
+    size_t failed = parts;
+    char why[512] = "";
+#pragma omp parallel for schedule(static, 1) num_threads((int)parts)
+    for (size_t p = 0; p < parts; p++) {
+        int part_rc = run(ctx, p);
+        if (part_rc == KVL_OK) continue;
+#pragma omp critical(kvl_run_parts_checked)
+        if (p < failed) {
+            failed = p;
+            rc = part_rc;
+            snprintf(why, sizeof why, "%s", kvl_error());
+        }
+    }
+    return rc == KVL_OK ? KVL_OK : kvl_fail(rc, "%s", why);
 }

@@ -49,6 +49,10 @@ int kvl_matvec_f32_loop(float *y, const float *W, const float *x, size_t N, size
 int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t K);
 int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, size_t K);
 
+/* dst[rows][cols], rows ld_dst apart, = src[rows][cols], rows ld_src apart: a block of columns moved
+ * between a packed matrix and a slice of a wider one (one head's columns of [S][H·Dh], say). */
+void kvl_copy_block(float *dst, size_t ld_dst, const float *src, size_t ld_src, size_t rows, size_t cols);
+
 /* The threads the library's parallel work uses (OpenMP's), and a new count for what follows. */
 int kvl_threads(void);
 void kvl_set_threads(int n);
@@ -68,5 +72,10 @@ size_t kvl_parts(size_t n, size_t min_rows, double macs);
 /* run(ctx, p) for p = 0 … parts − 1, one OpenMP thread each (parts = 1: on the calling thread), every
  * BLAS call inside on one thread. */
 void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts);
+
+/* The same for parts that can fail: every part runs, and the result is the code of the lowest-numbered
+ * part that failed (KVL_OK if none), its message (kvl_error(), kept per thread) recorded on the calling
+ * thread. */
+int kvl_run_parts_checked(int (*run)(void *ctx, size_t p), void *ctx, size_t parts);
 
 #endif

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "bench.h"
 #include "config.h"
 #include "mla.h"
@@ -167,13 +168,13 @@ static void run_mla(void *ctx)
 
 /* mla_prefill's work from an empty cache: 2 flop per weight per token (W_UKV's too: it expands every head's
  * key and value from each of the chunk's CHUNK rows) and each head's two products over the rows each
- * block of MLA_QUERY_BLOCK queries sees (its last query's position + 1). */
+ * block of KVL_QUERY_BLOCK queries sees (its last query's position + 1). */
 static double mla_flop(const mla_config *c, const mla_weights *w)
 {
     const double H = (double)c->n_heads, Dqk = (double)(c->qk_nope + c->qk_rope), Dv = (double)c->v_head;
     double pairs = 0;
-    for (size_t first = 0; first < CHUNK; first += MLA_QUERY_BLOCK)
-        pairs += (double)MLA_QUERY_BLOCK * (double)(first + MLA_QUERY_BLOCK);
+    for (size_t first = 0; first < CHUNK; first += KVL_QUERY_BLOCK)
+        pairs += (double)KVL_QUERY_BLOCK * (double)(first + KVL_QUERY_BLOCK);
     return 2.0 * (double)w->n_floats * CHUNK + 2.0 * H * (Dqk + Dv) * pairs;
 }
 
