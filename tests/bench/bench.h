@@ -68,13 +68,10 @@ void kvb_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* GB/s (10^9 bytes per second) of `bytes` processed in `seconds`. */
 double kvb_gbps(size_t bytes, double seconds);
 
-/* ceilings.c: memcpy(dst, src, bytes) on the calling thread, median seconds. */
-double kvb_memcpy_seconds(void *dst, const void *src, size_t bytes);
-
 /* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each the
  * fastest of its runs in three rounds a few seconds apart:
  *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read, on 1 and on 2 threads
- *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied
+ *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied, on 1 and on 2 threads
  *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
  *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), V4's (64 heads over 512-wide
@@ -90,7 +87,7 @@ typedef enum {
     KVB_SGEMM_SHAPES
 } kvb_sgemm_shape;
 typedef struct {
-    double scan_gbps[2], copy_gbps, gather_gbps;
+    double scan_gbps[2], copy_gbps[2], gather_gbps;
     double sgemm_gflops[KVB_SGEMM_SHAPES][2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
