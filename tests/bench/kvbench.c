@@ -105,7 +105,8 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int g = 0; g < n; g++) {
         if (chosen[g]->run() == 0) continue;
-        fprintf(stderr, "kvbench: group %s could not run: out of memory\n", chosen[g]->name);
+        fprintf(stderr, "kvbench: group %s could not run: out of memory, or a config it needs did not load (its "
+                        "message above)\n", chosen[g]->name);
         failed = 1;
     }
     if (kvb_markdown) fclose(kvb_markdown);
