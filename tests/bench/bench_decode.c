@@ -27,7 +27,9 @@
  *
  * The peer group times the same MLA step in numpy (peer_mla.py) and prints numpy/C, and beside it
  * numpy's two matrix products alone over C: the peer spends nearly all its time in its own float64
- * BLAS, so that second ratio bounds the first for any C step built on a BLAS of the same speed. */
+ * BLAS, so that second ratio bounds the first for any C step built on a BLAS of the same speed. The
+ * same peer in float32 (the C step's precision) gives the third: what the C code gains over numpy's
+ * around the same products. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -489,15 +491,17 @@ int kvb_group_decode(void)
 #define PEER_TARGET 5.0 /* the C step at least 5× faster than the peer at 32K */
 #define PEER_TARGET_T 32768
 
-/* peer_s[k] = the peer's median seconds at CONTEXTS[k] and blas_s[k] those of its two products alone
- * (numpy's float64 BLAS, the floor under the peer's time), from one python3 run; 1 if it did not run. */
-static int run_peer(double peer_s[N_CONTEXTS], double blas_s[N_CONTEXTS], const mla_config *c)
+/* peer_s[k] = the peer's median seconds at CONTEXTS[k] in numpy's `dtype` ("float64", "float32") and
+ * blas_s[k] those of its two products alone (numpy's BLAS, the floor under the peer's time), from one
+ * python3 run; 1 if it did not run. */
+static int run_peer(double peer_s[N_CONTEXTS], double blas_s[N_CONTEXTS], const char *dtype, const mla_config *c)
 {
     char cmd[2048];
     int len = snprintf(cmd, sizeof cmd,
                        "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
-                       "python3 '%s/tests/bench/peer_mla.py' %zu %zu %zu %.17g %d",
-                       KVL_SOURCE_DIR, c->n_heads, c->kv_lora_rank, c->qk_rope, c->softmax_scale, KVB_REPEATS);
+                       "python3 '%s/tests/bench/peer_mla.py' %s %zu %zu %zu %.17g %d",
+                       KVL_SOURCE_DIR, dtype, c->n_heads, c->kv_lora_rank, c->qk_rope, c->softmax_scale,
+                       KVB_REPEATS);
     for (int k = 0; k < N_CONTEXTS; k++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %zu", CONTEXTS[k]);
     len += snprintf(cmd + len, sizeof cmd - (size_t)len, " 2>/dev/null");
     FILE *p = popen(cmd, "r");
@@ -525,9 +529,9 @@ int kvb_group_peer(void)
         printf("peer: python3 with numpy not found; the numpy peer is skipped\n");
         return 0;
     }
-    kvb_progress("peer: numpy MLA absorbed decode at 8K, 32K, 128K (float64, one thread)");
-    double peer_s[N_CONTEXTS], blas_s[N_CONTEXTS];
-    if (run_peer(peer_s, blas_s, &c)) {
+    kvb_progress("peer: numpy MLA absorbed decode at 8K, 32K, 128K (float64 and float32, one thread)");
+    double peer_s[N_CONTEXTS], blas_s[N_CONTEXTS], peer32_s[N_CONTEXTS], blas32_s[N_CONTEXTS];
+    if (run_peer(peer_s, blas_s, "float64", &c) || run_peer(peer32_s, blas32_s, "float32", &c)) {
         printf("peer: tests/bench/peer_mla.py did not run to the end; the numpy peer is skipped\n");
         return 0;
     }
@@ -550,6 +554,9 @@ int kvb_group_peer(void)
             snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy BLAS/C", CONTEXTS[k] / 1024);
             kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
                                      blas_s[k] / t.median, "x", 1.0, 0, t.min, t.max, 0});
+            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy f32/C", CONTEXTS[k] / 1024);
+            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
+                                     peer32_s[k] / t.median, "x", 1.0, 0, t.min, t.max, 0});
         }
         swa_ring_free(&s.ring);
         free(s.q);
