@@ -117,6 +117,11 @@ typedef struct {
  * allowed its bound / its target (compute_target when it is compute-bound, memory_target when it is
  * memory-bound); the row's target is the bound over the time allowed. A step is compute-bound when
  * its compute-bound phases take at least half its bound. */
+/* The targets, each a minimum of rate / the ceiling that bounds the row. */
+#define KVB_COMPUTE_TARGET 0.8 /* compute-bound steps over float32 or bf16 rows, against the sgemm */
+#define KVB_NATIVE_TARGET 0.6  /* compute-bound steps over FP8/FP4 rows dequantised as they are read */
+#define KVB_MEMORY_TARGET 0.75 /* streaming kernels, against the scan (or the copy, for a write stream) */
+#define KVB_GATHER_TARGET 0.8  /* top-k row gathers, against the random gather */
 #define KVB_SCALING_TARGET 0.8 /* a compute-bound step on 2 threads: 0.8 of its ideal speedup */
 /* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
  * every run, so a warm-up would change nothing but the time the group takes). */

@@ -49,9 +49,6 @@
 #include "topk.h"
 #include "v4.h"
 
-#define COMPUTE_TARGET 0.8
-#define MEMORY_TARGET 0.75
-#define GATHER_TARGET 0.8
 #define FILL_ROWS 1024     /* distinct random rows, repeated to fill a cache */
 #define NAIVE_REPEATS 3
 
@@ -97,8 +94,8 @@ static kvb_time time_step_at(const char *step, swa_store store, size_t T, void (
     char name[96];
     snprintf(name, sizeof name, "%s %s", step, swa_store_name(store));
     return kvb_time_step(&(kvb_step){.group = "decode", .step = name, .T = T, .run = run, .ctx = ctx,
-                                     .phase = {{flop, bytes, shape}}, .compute_target = COMPUTE_TARGET,
-                                     .memory_target = MEMORY_TARGET});
+                                     .phase = {{flop, bytes, shape}}, .compute_target = KVB_COMPUTE_TARGET,
+                                     .memory_target = KVB_MEMORY_TARGET});
 }
 
 static kvb_time time_step(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
@@ -202,8 +199,8 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         char what[96];
         label(what, sizeof what, "V3 MLA naive", SWA_STORE_F32, N, 1);
         kvb_print_step(&(kvb_step){.group = "decode", .step = what, .T = N, .run = run_naive, .ctx = &s,
-                                   .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = COMPUTE_TARGET,
-                                   .memory_target = MEMORY_TARGET},
+                                   .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = KVB_COMPUTE_TARGET,
+                                   .memory_target = KVB_MEMORY_TARGET},
                        what, t, 1);
     }
     mla_weights_free(&s.w);
@@ -320,7 +317,7 @@ static int bench_dsa(const dsa_config *c, kvl_rng *rng)
             label(what, sizeof what, "V3.2 DSA gather", store, N, 1);
             kvb_print_row(&(kvb_row){"decode", what, (double)K * row / KVB_MIB, tg.median,
                                      kvb_gbps((size_t)((double)K * row), tg.median), "GB/s",
-                                     kvb_ceilings()->gather_gbps, GATHER_TARGET, tg.min, tg.max, 0});
+                                     kvb_ceilings()->gather_gbps, KVB_GATHER_TARGET, tg.min, tg.max, 0});
             kvb_time ta = time_step("V3.2 DSA sparse attend", store, N, run_sparse, &s,
                                     2.0 * (double)H * (double)K * (double)(Dw + Dc), (double)K * row);
             if (store == SWA_STORE_BF16) line_ms[LINE_DSA][k] = (ti.median + tk.median + tg.median + ta.median) * 1e3;

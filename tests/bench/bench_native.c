@@ -31,8 +31,6 @@
 #include "status.h"
 #include "v4.h"
 
-#define NATIVE_TARGET 0.6
-#define MEMORY_TARGET 0.75
 #define FILL_ROWS 1024
 #define SPARE_TOKENS (2 * 2 * KVB_MOST_REPEATS) /* room for the warm-up and timed decodes on 1 and 2 threads */
 
@@ -44,8 +42,8 @@ enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
  * target. */
 static void time_compute(const char *step, size_t T, void (*run)(void *), void *ctx, const kvb_phase *phase)
 {
-    kvb_step s = {.group = "native", .step = step, .T = T, .run = run, .ctx = ctx, .compute_target = NATIVE_TARGET,
-                  .memory_target = MEMORY_TARGET};
+    kvb_step s = {.group = "native", .step = step, .T = T, .run = run, .ctx = ctx, .compute_target = KVB_NATIVE_TARGET,
+                  .memory_target = KVB_MEMORY_TARGET};
     for (size_t i = 0; i < KVB_PHASES; i++) s.phase[i] = phase[i];
     kvb_time_step(&s);
 }

@@ -43,9 +43,6 @@
 #define CHUNK 4096
 #define HELD 28672
 #define FILL_ROWS 1024
-#define NATIVE_TARGET 0.6 /* native rows, dequantised */
-#define F32_TARGET 0.8    /* float32 rows */
-#define MEMORY_TARGET 0.75
 
 /* ---- V4-Flash HCA and CSA ---------------------------------------------------------------------------- */
 
@@ -136,8 +133,8 @@ static int bench_layer(const kvl_model *m, kvl_layer_kind kind, const char *step
         const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
                              (double)(p.held_entries + c.window) * (double)p.cache.entries.row_bytes + keys;
         kvb_time_step(&(kvb_step){.group = "prefill", .step = what, .T = HELD + CHUNK, .run = run_layer, .ctx = &p,
-                                  .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = NATIVE_TARGET,
-                                  .memory_target = MEMORY_TARGET, .repeats = KVB_COLD});
+                                  .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = KVB_NATIVE_TARGET,
+                                  .memory_target = KVB_MEMORY_TARGET, .repeats = KVB_COLD});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;
     }
@@ -196,7 +193,7 @@ static int bench_mla(const kvl_model *m, kvl_rng *rng)
                              CHUNK * (double)(c.kv_lora_rank + c.qk_rope) * sizeof(float);
         kvb_time_step(&(kvb_step){.group = "prefill", .step = "V3 MLA 4K chunk f32", .T = CHUNK, .run = run_mla,
                                   .ctx = &p, .phase = {{mla_flop(&c, &w), bytes, KVB_SGEMM_MLA}},
-                                  .compute_target = F32_TARGET, .memory_target = MEMORY_TARGET,
+                                  .compute_target = KVB_COMPUTE_TARGET, .memory_target = KVB_MEMORY_TARGET,
                                   .repeats = KVB_COLD});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;

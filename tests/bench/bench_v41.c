@@ -39,9 +39,6 @@
 #include "rng.h"
 #include "status.h"
 
-#define COMPUTE_TARGET 0.8
-#define NATIVE_TARGET 0.6   /* a compute-bound step over a dequantised FP8/FP4 cache */
-#define MEMORY_TARGET 0.75
 #define FILL_ROWS 1024
 /* One Full scan of 1M entries takes about a second. So the Full scan runs 3 timed runs at 128K and one at
  * 1M (KVB_COLD: the keys are already in memory), 1M runs only the native cache (the deployed one), and
@@ -272,7 +269,7 @@ static void time_compute(const char *name, v41_step *p, void (*run)(void *), con
     const int native = p->fmt == CSA2_CACHE_NATIVE;
     snprintf(step, sizeof step, "V4.1 %s %s", name, native ? "native" : "f32");
     kvb_step s = {.group = "v41", .step = step, .T = p->T, .run = run, .ctx = p,
-                  .compute_target = native ? NATIVE_TARGET : COMPUTE_TARGET, .memory_target = MEMORY_TARGET,
+                  .compute_target = native ? KVB_NATIVE_TARGET : KVB_COMPUTE_TARGET, .memory_target = KVB_MEMORY_TARGET,
                   .repeats = repeats};
     for (size_t i = 0; i < KVB_PHASES; i++) s.phase[i] = phase[i];
     kvb_time_step(&s);
