@@ -18,7 +18,9 @@ enum {
 const char *kvl_error(void);
 
 /* Record a printf-style message and return code, so callers write `return kvl_fail(KVL_EINVAL, ...)`.
- * The arguments may include kvl_error() itself, to put context in front of an inner failure. */
+ * The arguments may include kvl_error() itself, to put context in front of an inner failure. Control
+ * bytes in the result (a newline in a quoted path or field) are recorded as \xHH, so the message is
+ * one line whatever it quotes; it is cut at 511 bytes, never inside an escape. */
 int kvl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Forget any previous message. */
