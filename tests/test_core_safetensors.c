@@ -1,6 +1,8 @@
-/* The safetensors reader and writer: what is written reads back bit for bit in every dtype, each kind
- * of malformed, truncated or lying file is refused with a message naming the file, tensor and field,
- * and a sharded checkpoint finds every tensor in the shard its index names.
+/* The safetensors reader and writer: what is written reads back bit for bit in every dtype (float64
+ * rounded to the nearest float32), each kind of malformed, truncated or lying file is refused with a
+ * message naming the file, tensor and field, a header of many tensors is checked in n log n, a FIFO is
+ * refused without blocking, a failed write leaves nothing behind, and a sharded checkpoint finds every
+ * tensor in the shard its index names.
  *
  * Oracles: the element values are written here from their definitions (F16 and BF16 bit patterns
  * with known values, E4M3 and E2M1 through the value formula), not read back through the module. */
@@ -10,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "child_limits.h"
 #include "common.h"
 #include "safetensors.h"
 #include "status.h"
@@ -193,11 +197,64 @@ END_TEST
 
 START_TEST(test_malformed_header_json_is_refused_with_its_position)
 {
-    expect_header_refused("{\"a\": {\"dtype\": ", 0, KVL_EPARSE, "header JSON malformed near byte", NULL);
+    expect_header_refused("{\"a\": {\"dtype\": ", 0, KVL_EPARSE, "header JSON: the text ends where a value was expected",
+                          "at line 1, column 17");
     expect_header_refused("[1, 2]", 0, KVL_EPARSE, "does not start with '{'", NULL);
     expect_header_refused("", 0, KVL_EPARSE, "does not start with '{'", NULL);
-    expect_header_refused("{}  x", 0, KVL_EPARSE, "bytes after its JSON object, at byte 12", NULL);
+    expect_header_refused("{}  x", 0, KVL_EPARSE, "header JSON: text after the JSON value at line 1, column 5", NULL);
     expect_header_refused("{\"a\": 1, \"a\": 2}", 0, KVL_EINVAL, "names \"a\" twice", NULL);
+}
+END_TEST
+
+/* What cJSON alone accepts: a raw NUL or invalid UTF-8 in a name, a leading zero, a raw newline. */
+START_TEST(test_a_header_that_is_not_strict_json_is_refused_at_its_line_and_column)
+{
+    uint8_t bytes[256];
+    size_t n = build(bytes, sizeof bytes, "{" ENTRY("aXb", "U8", "[4]", "0", "4") "}", 4);
+    bytes[8 + 3] = 0;
+    expect_refused(bytes, n, KVL_EPARSE, "a raw control byte 0x00 inside a string at line 1, column 4", NULL);
+    bytes[8 + 3] = 0xc0;
+    expect_refused(bytes, n, KVL_EPARSE, "byte 0xc0 that is not valid UTF-8 inside a string at line 1, column 4", NULL);
+    expect_header_refused("{" ENTRY("w", "U8", "[04]", "0", "4") "}", 4, KVL_EPARSE,
+                          "a number with a leading zero at line 1, column 29", NULL);
+    expect_header_refused("{\n  " ENTRY("a\nb", "U8", "[4]", "0", "4") "}", 4, KVL_EPARSE,
+                          "a raw control byte 0x0a inside a string at line 2, column 5", NULL);
+}
+END_TEST
+
+/* A header of 100 000 tensors (5.5 MB): comparing every pair of names, 5·10^9 string comparisons,
+ * takes minutes; sorted, a fraction of a second. Refused in the same time when the last repeats the first. */
+START_TEST(test_a_header_of_100000_tensors_is_checked_for_repeated_names_in_n_log_n)
+{
+    enum { N = 100000, ENTRY_CAP = 64 };
+    char *header = malloc((size_t)N * ENTRY_CAP + 16);
+    ck_assert(header != NULL);
+    size_t len = 0;
+    header[len++] = '{';
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(header + len, ENTRY_CAP, "%s\"t%06d\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                i ? "," : "", i);
+    uint8_t *bytes = malloc(8 + len + 16);
+    ck_assert(bytes != NULL);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t h = len;
+        memcpy(bytes + 8, header, len);
+        if (pass) h += (size_t)snprintf((char *)bytes + 8 + h, 16, ",\"t000000\":3");
+        bytes[8 + h++] = '}';
+        for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)((uint64_t)h >> (8 * i));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        kvl_st_file f;
+        int rc = kvl_st_parse(&f, bytes, 8 + h, "many.safetensors");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (pass) ck_assert_msg(rc == KVL_EINVAL && strstr(kvl_error(), "names \"t000000\" twice"), "%s", kvl_error());
+        else ck_assert_msg(rc == KVL_OK && f.n_tensors == N, "%s", kvl_error());
+        ck_assert_msg(seconds < 10, "%d tensors took %.1f s", N, seconds);
+        kvl_st_close(&f);
+    }
+    free(bytes);
+    free(header);
 }
 END_TEST
 
@@ -256,6 +313,83 @@ START_TEST(test_missing_and_non_regular_files_are_named)
     ck_assert(fp && fclose(fp) == 0);
     ck_assert_int_eq(kvl_st_open(&f, path), KVL_EPARSE);
     ck_assert(strstr(kvl_error(), "empty.safetensors: 0 bytes") != NULL);
+    rm_dir(dir);
+}
+END_TEST
+
+/* A FIFO as a file, as a directory's model.safetensors, and as its index: each refused, none opened. */
+START_TEST(test_a_fifo_is_refused_without_blocking)
+{
+    char dir[64], fifo[128];
+    make_dir(dir, sizeof dir);
+    snprintf(fifo, sizeof fifo, "%s/model.safetensors", dir);
+    ck_assert(mkfifo(fifo, 0600) == 0);
+    alarm(20);   /* a reader that opens the FIFO blocks: fail as a signal, not at Check's limit */
+    kvl_st_file f;
+    ck_assert_int_eq(kvl_st_open(&f, fifo), KVL_EIO);
+    ck_assert_msg(strstr(kvl_error(), "model.safetensors: not a regular file") != NULL, "%s", kvl_error());
+    kvl_st_checkpoint c;
+    ck_assert_int_eq(kvl_st_checkpoint_open(&c, dir), KVL_EIO);
+    ck_assert_msg(strstr(kvl_error(), "model.safetensors: not a regular file") != NULL, "%s", kvl_error());
+    snprintf(fifo, sizeof fifo, "%s/model.safetensors.index.json", dir);
+    ck_assert(mkfifo(fifo, 0600) == 0);
+    ck_assert_int_eq(kvl_st_checkpoint_open(&c, dir), KVL_EIO);
+    ck_assert_msg(strstr(kvl_error(), "index.json: not a regular file") != NULL, "%s", kvl_error());
+    alarm(0);
+    rm_dir(dir);
+}
+END_TEST
+
+/* arg: an output path. 40 000 bytes of tensor under a 4096-byte file-size limit. */
+static int write_over_the_limit(const void *arg)
+{
+    static float x[10000];
+    kvl_st_entry e = {"x", KVL_ST_F32, 1, {10000}, x};
+    int rc = kvl_st_write(arg, &e, 1, NULL, 0);
+    return rc == KVL_EIO && strstr(kvl_error(), arg) && strstr(kvl_error(), "File too large") ? 0 : 1;
+}
+
+START_TEST(test_a_write_that_fails_leaves_the_old_file_and_no_temporary)
+{
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/out.safetensors", dir);
+    ck_assert_int_eq(kvl_run_limited(RLIMIT_FSIZE, 4096, write_over_the_limit, path), 0);
+    ck_assert_int_eq(kvl_dir_entries(dir), 0);
+    const float old[2] = {7, 8};
+    kvl_st_entry e = {"old", KVL_ST_F32, 1, {2}, old};
+    ck_assert_msg(kvl_st_write(path, &e, 1, NULL, 0) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(kvl_run_limited(RLIMIT_FSIZE, 4096, write_over_the_limit, path), 0);
+    ck_assert_int_eq(kvl_dir_entries(dir), 1);
+    kvl_st_file f;
+    ck_assert_msg(kvl_st_open(&f, path) == KVL_OK, "%s", kvl_error());
+    ck_assert(f.n_tensors == 1 && kvl_st_find(&f, "old") != NULL);
+    kvl_st_close(&f);
+    rm_dir(dir);
+}
+END_TEST
+
+/* float64 → float32 rounds to nearest, ties to even: 1 + 2^−24 lies halfway between 1 and 1 + 2^−23,
+ * 1 + 3·2^−24 between 1 + 2^−23 and 1 + 2^−22; 2^−150 between 0 and the least subnormal. */
+START_TEST(test_float64_tensors_read_rounded_to_the_nearest_float32)
+{
+    const double x[8] = {1 + ldexp(1, -24), 1 + ldexp(1, -24) + ldexp(1, -40), 1 + 3 * ldexp(1, -24), -0.0,
+                         ldexp(1, -150), 3 * ldexp(1, -151), 1e300, 1.0 / 3.0};
+    const float want[8] = {1, 1 + ldexpf(1, -23), 1 + ldexpf(1, -22), -0.0f, 0, ldexpf(1, -149), INFINITY,
+                           0x1.555556p-2f};
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.safetensors", dir);
+    kvl_st_entry e = {"x", KVL_ST_F64, 2, {2, 4}, x};
+    ck_assert_msg(kvl_st_write(path, &e, 1, NULL, 0) == KVL_OK, "%s", kvl_error());
+    kvl_st_file f;
+    ck_assert_msg(kvl_st_open(&f, path) == KVL_OK, "%s", kvl_error());
+    const kvl_st_tensor *t = kvl_st_find(&f, "x");
+    ck_assert(t && t->dtype == KVL_ST_F64 && t->n_elements == 8 && t->n_bytes == 64);
+    float got[8];
+    ck_assert_msg(kvl_st_read_f32(got, t, f.origin) == KVL_OK, "%s", kvl_error());
+    ck_assert_mem_eq(got, want, sizeof want);
+    kvl_st_close(&f);
     rm_dir(dir);
 }
 END_TEST
@@ -352,7 +486,15 @@ START_TEST(test_an_index_that_lies_is_refused)
     expect_index_refused(dir, "{\"weight_map\": {\"b.weight\": \"../model.safetensors\"}}", KVL_EINVAL,
                          "weight_map.b.weight must name a file in the index's directory");
     expect_index_refused(dir, "{\"metadata\": {}}", KVL_EINVAL, "weight_map missing");
-    expect_index_refused(dir, "{\"weight_map\": ", KVL_EPARSE, "not a JSON object");
+    expect_index_refused(dir, "{\"weight_map\": ", KVL_EPARSE, "the text ends where a value was expected at line 1, column 16");
+    expect_index_refused(dir, "[]", KVL_EPARSE, "not a JSON object");
+    expect_index_refused(dir, INDEX_OK " {}", KVL_EPARSE, "index.json: text after the JSON value at line 1, column 193");
+    expect_index_refused(dir, "{\"weight_map\": {\"b.weight\": \"model-00002-of-00002.safetensors\", "
+                         "\"b.weight\": \"model-00001-of-00002.safetensors\"}}", KVL_EINVAL,
+                         "index.json: weight_map names \"b.weight\" twice");
+    expect_index_refused(dir, "{\"weight_map\": {}, \"weight_map\": {}}", KVL_EINVAL, "names \"weight_map\" twice");
+    expect_index_refused(dir, "{\"metadata\": {\"total_size\": 028}, \"weight_map\": {}}", KVL_EPARSE,
+                         "a number with a leading zero at line 1, column 29");
     rm_dir(dir);
 }
 END_TEST
@@ -364,13 +506,18 @@ Suite *kvl_suite(void)
     tcase_add_test(rt, test_every_dtype_round_trips_through_a_file);
     tcase_add_test(rt, test_integer_tensors_are_not_read_as_floats);
     tcase_add_test(rt, test_a_well_formed_header_is_accepted);
+    tcase_add_test(rt, test_float64_tensors_read_rounded_to_the_nearest_float32);
     suite_add_tcase(s, rt);
     TCase *bad = tcase_create("malformed");
     tcase_add_test(bad, test_short_and_truncated_files_are_refused);
     tcase_add_test(bad, test_malformed_header_json_is_refused_with_its_position);
+    tcase_add_test(bad, test_a_header_that_is_not_strict_json_is_refused_at_its_line_and_column);
+    tcase_add_test(bad, test_a_header_of_100000_tensors_is_checked_for_repeated_names_in_n_log_n);
     tcase_add_test(bad, test_each_bad_field_is_named_with_its_tensor);
     tcase_add_test(bad, test_offsets_that_lie_are_refused);
     tcase_add_test(bad, test_missing_and_non_regular_files_are_named);
+    tcase_add_test(bad, test_a_fifo_is_refused_without_blocking);
+    tcase_add_test(bad, test_a_write_that_fails_leaves_the_old_file_and_no_temporary);
     tcase_add_test(bad, test_the_writer_refuses_bad_entries);
     suite_add_tcase(s, bad);
     TCase *sh = tcase_create("sharded");

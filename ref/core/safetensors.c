@@ -2,7 +2,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +11,19 @@
 #include <unistd.h>
 
 #include "element.h"
+#include "file_io.h"
+#include "json_text.h"
 #include "status.h"
 
 /* Largest integer a JSON number (a double in cJSON) holds exactly. */
 #define MAX_EXACT 9007199254740992.0
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
+/* An index maps each tensor name to a shard: DeepSeek-V3's is 9 MB; the limit is the header's. */
+#define MAX_INDEX_BYTES ((size_t)KVL_ST_MAX_HEADER)
 
 static const struct { const char *name; unsigned bits; } DTYPES[KVL_ST_N_DTYPE] = {
-    [KVL_ST_F32] = {"F32", 32},         [KVL_ST_F16] = {"F16", 16},    [KVL_ST_BF16] = {"BF16", 16},
+    [KVL_ST_F32] = {"F32", 32},         [KVL_ST_F64] = {"F64", 64},    [KVL_ST_F16] = {"F16", 16},    [KVL_ST_BF16] = {"BF16", 16},
     [KVL_ST_F8_E4M3] = {"F8_E4M3", 8},  [KVL_ST_F8_E8M0] = {"F8_E8M0", 8}, [KVL_ST_F4] = {"F4", 4},
     [KVL_ST_I8] = {"I8", 8},            [KVL_ST_U8] = {"U8", 8},       [KVL_ST_I32] = {"I32", 32},
     [KVL_ST_I64] = {"I64", 64},
@@ -84,15 +87,6 @@ static int name_is_printable(const char *s)
     return 1;
 }
 
-/* The first key that an object at `obj` (not below) holds twice, or NULL. */
-static const char *repeated_key(const cJSON *obj)
-{
-    for (const cJSON *a = obj->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (strcmp(a->string, b->string) == 0) return a->string;
-    return NULL;
-}
-
 /* *v = the JSON number it, when it is an integer in [0, 2^53]. */
 static int exact_size(size_t *v, const cJSON *it)
 {
@@ -107,7 +101,8 @@ static int read_metadata(kvl_st_file *f, const cJSON *obj)
 {
     const char *o = f->origin;
     if (!cJSON_IsObject(obj)) return kvl_fail(KVL_EINVAL, "%s: __metadata__ must be an object of strings", o);
-    const char *dup = repeated_key(obj);
+    const char *dup;
+    KVL_TRY(kvl_json_repeated_key(&dup, obj, o));
     if (dup) return kvl_fail(KVL_EINVAL, "%s: __metadata__ holds the key \"%.64s\" twice", o, name_is_printable(dup) ? dup : "?");
     size_t n = (size_t)cJSON_GetArraySize(obj);
     f->meta = calloc(2 * n + 1, sizeof *f->meta);
@@ -132,7 +127,8 @@ static int read_entry(kvl_st_tensor *t, const cJSON *it, const char *o, size_t d
     if (!name_is_printable(name))
         return kvl_fail(KVL_EINVAL, "%s: a tensor name holds a control byte or a quote", o);
     if (!cJSON_IsObject(it)) return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\": its entry must be an object", o, name);
-    const char *dup = repeated_key(it);
+    const char *dup;
+    KVL_TRY(kvl_json_repeated_key(&dup, it, o));
     if (dup) return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\": a field appears twice", o, name);
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(it, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape");
@@ -207,7 +203,8 @@ static int read_header(kvl_st_file *f, const cJSON *root, const uint8_t *data, s
 {
     const char *o = f->origin;
     if (!cJSON_IsObject(root)) return kvl_fail(KVL_EPARSE, "%s: the header must be one JSON object", o);
-    const char *dup = repeated_key(root);
+    const char *dup;
+    KVL_TRY(kvl_json_repeated_key(&dup, root, o));
     if (dup) return kvl_fail(KVL_EINVAL, "%s: the header names \"%.64s\" twice", o, name_is_printable(dup) ? dup : "?");
     size_t n = (size_t)cJSON_GetArraySize(root);
     f->tensors = calloc(n + 1, sizeof *f->tensors);
@@ -222,6 +219,14 @@ static int read_header(kvl_st_file *f, const cJSON *root, const uint8_t *data, s
         KVL_TRY(rc);
     }
     return place_tensors(f, data, data_len);
+}
+
+/* The header text[len] is strict JSON (ref/core/json_text.h); the message names its place in the file. */
+static int json_header_check(const char *text, size_t len, const char *origin)
+{
+    char where[4200];
+    snprintf(where, sizeof where, "%s: header JSON", origin);
+    return kvl_json_text_check(text, len, where);
 }
 
 int kvl_st_parse(kvl_st_file *f, const uint8_t *bytes, size_t n, const char *origin)
@@ -247,24 +252,18 @@ int kvl_st_parse(kvl_st_file *f, const uint8_t *bytes, size_t n, const char *ori
                       (unsigned long long)KVL_ST_MAX_HEADER);
         goto fail;
     }
-    const char *text = (const char *)bytes + 8, *end = NULL;
+    const char *text = (const char *)bytes + 8;
     if (hlen == 0 || text[0] != '{') {
         rc = kvl_fail(KVL_EPARSE, "%s: the header does not start with '{'", o);
         goto fail;
     }
-    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
+    rc = json_header_check(text, (size_t)hlen, o);
+    if (rc != KVL_OK) goto fail;
+    cJSON *root = cJSON_ParseWithLength(text, (size_t)hlen);
     if (!root) {
-        rc = kvl_fail(KVL_EPARSE, "%s: header JSON malformed near byte %zu", o,
-                      (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0) + 8);
+        rc = kvl_fail(KVL_ENOMEM, "%s: out of memory for the %llu-byte header", o, (unsigned long long)hlen);
         goto fail;
     }
-    for (const char *p = end; p < text + hlen; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
-            cJSON_Delete(root);
-            rc = kvl_fail(KVL_EPARSE, "%s: header has bytes after its JSON object, at byte %zu", o,
-                          (size_t)(p - text) + 8);
-            goto fail;
-        }
     rc = read_header(f, root, bytes + 8 + hlen, n - 8 - (size_t)hlen);
     cJSON_Delete(root);
     if (rc == KVL_OK) return KVL_OK;
@@ -276,14 +275,9 @@ fail:
 int kvl_st_open(kvl_st_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kvl_fail(KVL_EIO, "%s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
+    int fd;
+    size_t n;
+    KVL_TRY(kvl_file_open_regular(&fd, &n, path));
     void *map = NULL;
     if (n > 0) {
         map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -325,12 +319,24 @@ static float f16_decode(uint16_t h)
     return (h & 0x8000) ? -v : v;
 }
 
+/* out[n] = the float64 values b[8n] rounded to the nearest float32 (the C conversion, round to nearest
+ * even under the default rounding mode; beyond float32's range they become ±inf). */
+static void f64_narrow(float *out, const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        memcpy(&v, b + 8 * i, 8);
+        out[i] = (float)v;
+    }
+}
+
 int kvl_st_read_f32(float *out, const kvl_st_tensor *t, const char *origin)
 {
     const uint8_t *b = t->data;
     size_t n = t->n_elements;
     switch (t->dtype) {
     case KVL_ST_F32: memcpy(out, b, 4 * n); return KVL_OK;
+    case KVL_ST_F64: f64_narrow(out, b, n); return KVL_OK;
     case KVL_ST_F16: for (size_t i = 0; i < n; i++) out[i] = f16_decode((uint16_t)(b[2 * i] | b[2 * i + 1] << 8)); return KVL_OK;
     case KVL_ST_BF16: for (size_t i = 0; i < n; i++) out[i] = kvf_bf16_decode((uint16_t)(b[2 * i] | b[2 * i + 1] << 8)); return KVL_OK;
     case KVL_ST_F8_E4M3: kvf_e4m3_decode_n(out, b, n); return KVL_OK;
@@ -362,6 +368,26 @@ int kvl_st_expect_shape(const kvl_st_tensor *t, const char *origin, size_t n_dim
 
 /* ---- writing ----------------------------------------------------------------------------------- */
 
+static int by_entry_name(const void *a, const void *b)
+{
+    return strcmp((*(const kvl_st_entry *const *)a)->name, (*(const kvl_st_entry *const *)b)->name);
+}
+
+/* No two of e[n] share a name: sorted, so n log n. */
+static int distinct_names(const kvl_st_entry *e, size_t n, const char *path)
+{
+    if (n < 2) return KVL_OK;
+    const kvl_st_entry **sorted = malloc(n * sizeof *sorted);
+    if (!sorted) return kvl_fail(KVL_ENOMEM, "%s: out of memory checking %zu names", path, n);
+    for (size_t i = 0; i < n; i++) sorted[i] = &e[i];
+    qsort(sorted, n, sizeof *sorted, by_entry_name);
+    const char *dup = NULL;
+    for (size_t i = 1; i < n && !dup; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) dup = sorted[i]->name;
+    free(sorted);
+    return dup ? kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" given twice", path, dup) : KVL_OK;
+}
+
 static int check_entries(const kvl_st_entry *e, size_t n, const char *path)
 {
     for (size_t i = 0; i < n; i++) {
@@ -371,11 +397,8 @@ static int check_entries(const kvl_st_entry *e, size_t n, const char *path)
         if (!kvl_st_dtype_name(e[i].dtype) || e[i].n_dims > KVL_ST_MAX_DIMS ||
             tensor_bytes(&bytes, &count, e[i].dtype, e[i].n_dims, e[i].shape) != KVL_OK || (bytes && !e[i].data))
             return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\": bad dtype, shape or data", path, e[i].name);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(e[i].name, e[j].name) == 0)
-                return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" given twice", path, e[i].name);
     }
-    return KVL_OK;
+    return distinct_names(e, n, path);
 }
 
 /* The header text, unpadded; NULL when out of memory. */
@@ -408,23 +431,24 @@ int kvl_st_write(const char *path, const kvl_st_entry *entries, size_t n, const 
     char *text = header_json(entries, n, meta, n_meta);
     if (!text) return kvl_fail(KVL_ENOMEM, "%s: out of memory for the header", path);
     size_t len = strlen(text), padded = (len + 7) / 8 * 8;
-    FILE *fp = fopen(path, "wb");
-    if (!fp) {
+    kvl_file_out out;
+    int rc = kvl_file_out_open(&out, path);
+    if (rc != KVL_OK) {
         free(text);
-        return kvl_fail(KVL_EIO, "%s: cannot create: %s", path, strerror(errno));
+        return rc;
     }
     uint8_t le[8];
     for (int i = 0; i < 8; i++) le[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    int ok = fwrite(le, 1, 8, fp) == 8 && fwrite(text, 1, len, fp) == len;
-    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', fp) != EOF;
+    kvl_file_out_write(&out, le, 8);
+    kvl_file_out_write(&out, text, len);
+    kvl_file_out_write(&out, "        ", padded - len);
     free(text);
-    for (size_t i = 0; ok && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         size_t bytes, count;
         tensor_bytes(&bytes, &count, entries[i].dtype, entries[i].n_dims, entries[i].shape);
-        ok = !bytes || fwrite(entries[i].data, 1, bytes, fp) == bytes;
+        kvl_file_out_write(&out, entries[i].data, bytes);
     }
-    if (fclose(fp) != 0) ok = 0;
-    return ok ? KVL_OK : kvl_fail(KVL_EIO, "%s: write failed: %s", path, strerror(errno));
+    return kvl_file_out_commit(&out);
 }
 
 /* ---- checkpoints -------------------------------------------------------------------------------- */
@@ -451,29 +475,6 @@ static int open_single(kvl_st_checkpoint *c, const char *path)
     return KVL_OK;
 }
 
-/* text = the whole file at path, NUL-terminated. */
-static int slurp(char **text, const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got = 1; buf && got;) {
-        if (n + 1 == cap) {
-            char *bigger = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
-            if (!bigger) { free(buf); buf = NULL; break; }
-            buf = bigger;
-        }
-        got = fread(buf + n, 1, cap - 1 - n, fp);
-        n += got;
-    }
-    fclose(fp);
-    if (!buf) return kvl_fail(KVL_ENOMEM, "%s: out of memory or over 1 GiB", path);
-    buf[n] = '\0';
-    *text = buf;
-    return KVL_OK;
-}
-
 /* Open the shard named by it (a weight_map value) unless open already; dir ends with '/'. */
 static int open_shard(kvl_st_checkpoint *c, const cJSON *it, const char *index, const char *dir)
 {
@@ -494,6 +495,10 @@ static int open_index_map(kvl_st_checkpoint *c, const cJSON *root, const char *i
 {
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map)) return kvl_fail(KVL_EINVAL, "%s: weight_map missing or not an object", index);
+    const char *dup;
+    KVL_TRY(kvl_json_repeated_key(&dup, map, index));
+    if (dup)
+        return kvl_fail(KVL_EINVAL, "%s: weight_map names \"%.64s\" twice", index, name_is_printable(dup) ? dup : "?");
     char dir[4096];
     const char *slash = strrchr(index, '/');
     size_t dlen = slash ? (size_t)(slash - index) + 1 : 0;
@@ -517,12 +522,20 @@ static int open_index_map(kvl_st_checkpoint *c, const cJSON *root, const char *i
 
 static int open_index(kvl_st_checkpoint *c, const char *index)
 {
-    char *text = NULL;
-    KVL_TRY(slurp(&text, index));
-    cJSON *root = cJSON_Parse(text);
+    char *text;
+    size_t n;
+    KVL_TRY(kvl_file_read_all(&text, &n, index, MAX_INDEX_BYTES));
+    int rc = kvl_json_text_check(text, n, index);
+    cJSON *root = rc == KVL_OK ? cJSON_ParseWithLength(text, n) : NULL;
     free(text);
-    int rc = cJSON_IsObject(root) ? open_index_map(c, root, index)
-                                  : kvl_fail(KVL_EPARSE, "%s: not a JSON object", index);
+    if (rc != KVL_OK) return rc;
+    if (!root) return kvl_fail(KVL_ENOMEM, "%s: out of memory for its %zu bytes", index, n);
+    const char *dup = NULL;
+    rc = cJSON_IsObject(root) ? kvl_json_repeated_key(&dup, root, index)
+                              : kvl_fail(KVL_EPARSE, "%s: not a JSON object", index);
+    if (rc == KVL_OK && dup)
+        rc = kvl_fail(KVL_EINVAL, "%s: the index names \"%.64s\" twice", index, name_is_printable(dup) ? dup : "?");
+    if (rc == KVL_OK) rc = open_index_map(c, root, index);
     cJSON_Delete(root);
     return rc;
 }

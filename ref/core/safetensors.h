@@ -9,8 +9,9 @@
  * The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, offsets
  * relative to the data buffer; the optional "__metadata__" maps strings to strings.
  *
- * A file is accepted only if: N fits in the file and below KVL_ST_MAX_HEADER; the header is one JSON
- * object, no key twice; each entry has a known dtype, a shape of at most KVL_ST_MAX_DIMS
+ * A file is accepted only if: N fits in the file and below KVL_ST_MAX_HEADER; the header is one strict
+ * JSON object (ref/core/json_text.h: valid UTF-8, no raw control byte in a string, no leading zero,
+ * nothing after it but blanks), no key twice in any object; each entry has a known dtype, a shape of at most KVL_ST_MAX_DIMS
  * non-negative integers whose element count times the dtype's bits is a whole number of bytes equal
  * to end − begin; and the tensors, sorted by begin, tile the data buffer exactly (no gap, no overlap,
  * nothing left over), as the safetensors library demands. Anything else is refused with KVL_EPARSE
@@ -31,6 +32,7 @@
 
 typedef enum {
     KVL_ST_F32,      /* "F32"      float32 */
+    KVL_ST_F64,      /* "F64"      float64, read rounded to float32 */
     KVL_ST_F16,      /* "F16"      IEEE binary16 */
     KVL_ST_BF16,     /* "BF16"     bfloat16 */
     KVL_ST_F8_E4M3,  /* "F8_E4M3"  float8_e4m3fn */
@@ -69,7 +71,8 @@ typedef struct {
     size_t n_meta;
 } kvl_st_file;
 
-/* Map and check the file at path. KVL_EIO (cannot open or map), KVL_EPARSE, KVL_EINVAL, KVL_ENOMEM;
+/* Map and check the file at path, a regular file (ref/core/file_io.h). KVL_EIO (cannot open or map, not
+ * a regular file), KVL_EPARSE, KVL_EINVAL, KVL_ENOMEM;
  * on failure *f is empty and kvl_st_close is harmless. */
 int kvl_st_open(kvl_st_file *f, const char *path);
 
@@ -84,7 +87,8 @@ const kvl_st_tensor *kvl_st_find(const kvl_st_file *f, const char *name);
 /* The metadata value of key, or NULL. */
 const char *kvl_st_metadata(const kvl_st_file *f, const char *key);
 
-/* out[n_elements] = t decoded to float32 (F32, F16, BF16, F8_E4M3, F8_E8M0, F4 through formats/).
+/* out[n_elements] = t decoded to float32 (F32; F64 rounded to nearest; F16, BF16, F8_E4M3, F8_E8M0, F4
+ * through formats/).
  * KVL_EINVAL, naming origin and the tensor, for an integer dtype. */
 int kvl_st_read_f32(float *out, const kvl_st_tensor *t, const char *origin);
 
@@ -102,7 +106,8 @@ typedef struct {
 } kvl_st_entry;
 
 /* Write entries[n] (names distinct, not "__metadata__") and meta[2·n_meta] (key, value pairs) to path,
- * data in the order given. KVL_EINVAL (bad entry, named), KVL_EIO, KVL_ENOMEM. */
+ * data in the order given, whole or not at all (ref/core/file_io.h). KVL_EINVAL (bad entry, named),
+ * KVL_EIO naming path and the error, KVL_ENOMEM. */
 int kvl_st_write(const char *path, const kvl_st_entry *entries, size_t n, const char *const *meta, size_t n_meta);
 
 /* ---- checkpoints: one file, or a directory with model.safetensors.index.json --------------------- */
@@ -113,7 +118,8 @@ typedef struct {
 } kvl_st_checkpoint;
 
 /* path is a .safetensors file, an index .json, or a directory holding model.safetensors.index.json
- * or else model.safetensors. With an index every shard its "weight_map" names is opened and every
+ * or else model.safetensors. The index is strict JSON (ref/core/json_text.h) with no key twice. With an
+ * index every shard its "weight_map" names is opened and every
  * tensor it lists must be in the shard it names (KVL_EINVAL naming the index, tensor and shard). */
 int kvl_st_checkpoint_open(kvl_st_checkpoint *c, const char *path);
 
