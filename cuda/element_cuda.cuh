@@ -73,7 +73,7 @@ __device__ __forceinline__ uint32_t kvl_e5m2_encode(float x)
 }
 
 /* E2M1 magnitude code of one value: the count of midpoints between neighbouring codes it passes,
- * ties to the even code (0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4, formats.md §2); the
+ * ties to the even code (0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4, as ml_dtypes); the
  * sign bit as it is. NaN passes no midpoint: 0x0 or 0x8. */
 __device__ __forceinline__ uint32_t kvl_e2m1_compare(float x)
 {

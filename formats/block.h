@@ -7,10 +7,10 @@
  * KVF_ENAN, ±inf gives KVF_EINF, and the outputs are left untouched.
  *
  *   recipe          block  element  scale stored as       scale rule                   source
- *   mxfp8_e4m3      32     E4M3     E8M0                  2^(floor(log2 amax) − 8)     OCP MX v1.0 §6.3
- *   mxfp4           32     E2M1     E8M0                  2^(floor(log2 amax) − 2)     OCP MX v1.0 §6.3
+ *   mxfp8_e4m3      32     E4M3     E8M0                  2^(floor(log2 amax) − 8)     OCP MX v1.0, section 6.3
+ *   mxfp4           32     E2M1     E8M0                  2^(floor(log2 amax) − 2)     OCP MX v1.0, section 6.3
  *   nvfp4           16     E2M1     E4M3, + FP32 global   e4m3(amax / 6 / s_global)    NVFP4, torchao
- *   fp4_v41         16     E2M1     E4M3                  e4m3(amax / 6), no global    V4.1 report §2.4.4
+ *   fp4_v41         16     E2M1     E4M3                  e4m3(amax / 6), no global    V4.1 report, section 2.4.4
  *   fp8_ue8m0       128    E4M3     FP32, power of two    2^ceil(log2(amax / 448))     V3.2 act_quant
  *   fp8_e8m0_rceil  any    E4M3     E8M0                  2^ceil(log2(amax / 448))     V4 / V4.1 act_quant
  *   mxfp4_rceil     32     E2M1     E8M0                  2^ceil(log2(amax / 6))       V4 / V4.1 indexer
@@ -91,7 +91,8 @@ int kvf_quant_nvfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n, f
 /* codes[n/2], scales[n/16] → x[n], x̂_i = q_i × fl32(s_global × s_block). */
 int kvf_dequant_nvfp4(float *x, const uint8_t *codes, const uint8_t *scales, size_t n, float s_global);
 
-/* DeepSeek V4.1 FP4 (NVFP4 without the global scale), spec §4.
+/* DeepSeek V4.1 FP4 (NVFP4 without the global scale; DeepSeek-V4.1 report, section 2.4.4, and its
+ * inference code's fp4_quant_kernel).
  * x[n] → codes[n/2] (packed E2M1, element 2j low nibble), scales[n/16] (E4M3).
  * amax = max(amax, 6·2^-9); s = e4m3_satfinite_rne(fl32(amax / 6)), so 2^-9 ≤ s ≤ 448 and s is not
  * in general a power of two; q_i = e2m1_rne(clamp(fl32(x_i / s), −6, 6)). */

@@ -1,4 +1,5 @@
-/* Element codecs, float32 ↔ E4M3, E5M2, E2M1, E8M0 and bf16 (formats.md §1, §2, §3 last part).
+/* Element codecs, float32 ↔ E4M3, E5M2, E2M1, E8M0 and bf16 (rounding as ml_dtypes and CUDA cuda_fp8.h;
+ * chapters/05_formats/README.md).
  * The E4M3, E5M2, E2M1 and bf16 casts are the branch-free ones of element_inline.h. */
 #include "element.h"
 
@@ -8,7 +9,7 @@
 
 #include "element_inline.h"
 
-/* E2M1 magnitudes of codes 0..7 (formats.md §1), then their negatives. */
+/* E2M1 magnitudes of codes 0..7 (OCP MX v1.0, section 5), then their negatives. */
 #define E2M1_MAGNITUDE(m) \
     ((m) == 0 ? 0.0f : (m) == 1 ? 0.5f : (m) == 2 ? 1.0f : (m) == 3 ? 1.5f : (m) == 4 ? 2.0f : (m) == 5 ? 3.0f \
                                                                       : (m) == 6 ? 4.0f : 6.0f)

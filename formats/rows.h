@@ -1,4 +1,5 @@
-/* DeepSeek KV rows: one token's cache entry, byte for byte (spec formats.md §7).
+/* DeepSeek KV rows: one token's cache entry, byte for byte (FlashMLA README and tests/quant.py for the
+ * V3.2 and V4 rows; the DeepSeek-V4.1 report, section 2.4.4, for V4.1's).
  *
  *   layout      values in                  bytes  fields in byte order (scale t covers one block)
  *   v32-main    576: 512 latent, 64 RoPE   656    nope E4M3[512] | scale FP32[4] per 128 | rope bf16[64]
@@ -17,7 +18,7 @@
  * FP32 scales and bf16 values are little-endian whatever the host; the v4-main pad byte is written 0
  * (FlashMLA reserves 8 scale bytes per token and leaves the 8th uninitialised).
  *
- * Scale recipes are DeepSeek's inference code's (spec §6; block.h has each rule):
+ * Scale recipes are DeepSeek's inference code's (block.h has each rule and its source):
  *   v32-main, v32-index   kvf_quant_fp8_ue8m0         FP32 power of two, amax ≥ 1e-4, round up vs 448
  *   v4-main               kvf_quant_fp8_e8m0_rceil    block 64, E8M0, amax ≥ 1e-4, round up vs 448
  *   v41-window            kvf_quant_fp8_e8m0_rceil    block 32, the same rule

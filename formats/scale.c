@@ -1,9 +1,9 @@
-/* E8M0 scale selection from a block maximum (formats.md §3). Every rule works on the float32 bits
- * of amax, so log2 is never evaluated in floating point: floor(log2 a) of a normal a is its exponent,
- * the ceiling adds one when a mantissa bit is set.
+/* E8M0 scale selection from a block maximum (OCP MX v1.0, section 6.3; torchao mx_formats). Every rule works on
+ * the float32 bits of amax, so log2 is never evaluated in floating point: floor(log2 a) of a normal a is its
+ * exponent, the ceiling adds one when a mantissa bit is set.
  * Below the smallest normal, 2^-126, every rule gives code 0: log2 amax < −126 and emax ≥ 2 put the
  * floor, ceil and even k under −127, and amax / max < 2^-127 does the same for rceil; the clamp
- * lifts them all to −127. A zero amax falls there too (OCP MX v1.0 §6.3 reads log2 0 as log2 2^-126).
+ * lifts them all to −127. A zero amax falls there too (OCP MX v1.0, section 6.3, reads log2 0 as log2 2^-126).
  * A negative amax is not an absolute maximum and gives 0xFF, like NaN and inf. */
 #include "scale.h"
 

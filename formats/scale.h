@@ -4,7 +4,7 @@
  * k > 127, amax NaN or amax inf give 0xFF (NaN), as torchao does.
  *
  *   rule             k                                         used by
- *   ocp_floor        floor(log2 amax) − emax_elem              OCP MX v1.0 §6.3, torchao FLOOR, microxcaling
+ *   ocp_floor        floor(log2 amax) − emax_elem              OCP MX v1.0 section 6.3, torchao FLOOR, microxcaling
  *   ceil             ceil(log2 amax)  − emax_elem              torchao CEIL
  *   even             floor(log2 round_m(amax)) − emax_elem     torchao EVEN (amax first rounded to the
  *                                                              element's mantissa width)

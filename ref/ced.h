@@ -1,5 +1,5 @@
-/* V4.1's causal encoder–decoder and bounded replay, on the layer stack of ref/csa2_stack.h (spec
- * generations.md §6 "Causal encoder–decoder", "Replay"; §9 properties 16–17; §11 items 3 and 6).
+/* V4.1's causal encoder–decoder and bounded replay, on the layer stack of ref/csa2_stack.h (DeepSeek-V4.1
+ * report, sections 2.2 and 3.2.2; chapters/07_v41/README.md; tests/test_ch07_replay.c proves both).
  *
  * Encoder: layers 0 … E − 1, decoder: E … L − 1, E = L/2. A decoder KV source reads the encoder's final
  * hidden state h_enc. In V4.1-Flash the only one is layer 20 = E, whose input is h_enc in the ordinary
@@ -8,8 +8,8 @@
  * window rows are not: they come from decoder replay.
  *
  * ced_check refuses a stack with a decoder KV source other than layer E, whose input would depend on
- * decoder layers the early exit skips. (Spec §11.3 would feed such a source h_enc instead; that changes
- * the model's forward, which a reference of the published model should not do.)
+ * decoder layers the early exit skips. (Feeding such a source h_enc instead, one reading of the report's
+ * equation 1, would change the model's forward, which a reference of the published model should not do.)
  *
  * Replay from s < len (= P, the tokens cached): the tokens s … P − 1 run through a range of layers with
  * every window restarted at s, so query i sees window rows [max(s, i − W + 1), i]; entries, index keys and

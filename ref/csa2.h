@@ -1,10 +1,12 @@
 /* DeepSeek-V4.1 attention: CSA2, three static layer modes, the hierarchical indexer and the 4-bit cache
- * (spec generations.md §6; §9 properties 13–15, 18; §10 items 7, 10, 12–14; §11).
+ * (DeepSeek-V4.1 report, sections 2.3 and 2.4.4; DeepSeek-V4.1-Flash inference/model.py; the V4.1 layer
+ * walkthrough's equations; chapters/07_v41/README.md; tests/test_ch07_csa2.c and test_ch07_cache.c).
  *
  * Every layer keeps V4's skeleton (ref/v4.h: query latent, window rows, sink attention, grouped output),
  * held here as a window-only v4_config / v4_weights (`core`) and reused piece by piece. What changes:
- *   - no per-head query RMSNorm (spec §10.7, §11.1: seed 002's equations and the vendored reference omit
- *     it; V4 keeps it as v4_query_head_norm). csa2_query is W_UQ c^Q then RoPE, nothing between;
+ *   - no per-head query RMSNorm (the V4.1 layer walkthrough's equations and DeepSeek-V4.1-Flash
+ *     inference/model.py omit it; V4 keeps it as v4_query_head_norm). csa2_query is W_UQ c^Q then RoPE, nothing
+ *     between;
  *   - only KV-source layers compress (ref/csa2_compressor.h: no position bias, no overlap, M = 2 or 1); the
  *     main entry is the latent rotated at its block's first position, Z_i = L_i, Z_i[Dh−Dr …] ← RoPE(·, iM);
  *     the index key is projected from L_i before that rotation (ref/csa2_indexer.h);
@@ -74,7 +76,7 @@ csa2_params csa2_layer_params(const csa2_config *c);
 int csa2_weights_init_random(csa2_weights *w, const csa2_config *c, kvl_rng *rng);
 void csa2_weights_free(csa2_weights *w);
 
-/* q[S][H][Dh] = W_UQ cq, trailing Dr rotated at pos0 + i. No per-head norm (spec §11.1). */
+/* q[S][H][Dh] = W_UQ cq, trailing Dr rotated at pos0 + i. No per-head norm (see the top of this file). */
 int csa2_query(float *q, const csa2_config *c, const csa2_weights *w, const float *cq, size_t S, int64_t pos0);
 
 /* Z[n][Dh] = L[n][Dh] with the trailing Dr channels of entry first + i rotated at (first + i)·M + Δ. */

@@ -1,5 +1,5 @@
-/* The V4.1 CSA2 compressor: M consecutive tokens pooled into one pre-rotary latent L_i (spec
- * generations.md §6 "CSA2 compressor"; §9 property 15).
+/* The V4.1 CSA2 compressor: M consecutive tokens pooled into one pre-rotary latent L_i
+ * (DeepSeek-V4.1 report, section 2.3; DeepSeek-V4.1-Flash inference/model.py; tests/test_ch07_csa2.c).
  *
  * Unlike V4's compressor (ref/v4_compressor.h) it has no learned position bias and no overlap: block i is
  * tokens iM … iM+M−1 and nothing else.

@@ -1,5 +1,5 @@
-/* The V4.1 indexer and its hierarchical candidate pool (spec generations.md §6 "Indexer", "Candidate
- * pool"; §9 properties 13, 14).
+/* The V4.1 indexer and its hierarchical candidate pool (DeepSeek-V4.1 report, section 2.3.1;
+ * DeepSeek-V4.1-Flash inference/model.py; tests/test_ch07_csa2.c).
  *
  * Index keys are written only by KV-source layers, from the compressor's pre-rotary latent L_i
  * (ref/csa2_compressor.h), never from the rotated or quantised main entry:
@@ -17,7 +17,7 @@
  * order); P_t = their entries, at most P·B.
  *
  * The deployed path rounds keys and queries to MXFP4 (E8M0 scale per 32, rounded up; no Hadamard rotation in
- * V4.1, spec §11.2): csa2_index_round_mxfp4.
+ * V4.1's inference code, unlike V3.2's and V4's): csa2_index_round_mxfp4.
  *
  * Letters: S chunk, t query position, d width, Dq' query latent, HI/DI index heads/width, Dr rotary, M ratio,
  * N entries, K index_topk, B candidate_block_size, P candidate_topk_blocks. */

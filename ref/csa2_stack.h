@@ -1,5 +1,5 @@
-/* A V4.1 layer stack: pre-norm residual layers whose attention is chosen by the config's layer map (spec
- * generations.md §6; ref/csa2.h for the modes). Kept apart from ref/model.h because its layers share state:
+/* A V4.1 layer stack: pre-norm residual layers whose attention is chosen by the config's layer map
+ * (ref/csa2.h for the modes). Kept apart from ref/model.h because its layers share state:
  * a Reuse or Reindex layer reads the entries and index keys of the latest KV source, a Reuse layer the
  * top-k of the latest index source, and the Reindex layers after the candidate source its candidate pool.
  *
@@ -31,7 +31,7 @@ typedef struct {
     csa2_config *layers;         /* [L] */
     size_t candidate_source;     /* the layer that publishes the pool */
     size_t pool_block, pool_blocks;  /* B = candidate_block_size, P = candidate_topk_blocks */
-    size_t n_encoder;            /* layers 0 … n_encoder − 1 are the encoder: L/2 (seed 000: 0–19 of 40) */
+    size_t n_encoder;            /* layers 0 … n_encoder − 1 are the encoder: L/2 (0–19 of 40 in V4.1-Flash) */
 } csa2_stack_config;
 
 /* The stack of a loaded V4.1 config at the sizes in m (a caller may shrink m's widths before calling). */
@@ -97,8 +97,9 @@ int csa2_stack_push_source(const csa2_stack_config *s, const csa2_stack_weights 
 
 /* Replay from position `from` < len: h[len − from][d] enters layer l0 at positions from … len − 1 and leaves
  * layer l1 − 1; each layer's window restarts at `from` and is rebuilt from the replayed tokens. Entries, index
- * keys and compressor tails are read as the cache holds them (spec §11.6); index sources score again.
- * sel[L][len − from][K] as in csa2_stack_forward. On failure the restarted windows stay empty. */
+ * keys and compressor tails are read as the cache holds them (what replay reuses; the report does not say);
+ * index sources score again. sel[L][len − from][K] as in csa2_stack_forward. On failure the restarted windows
+ * stay empty. */
 int csa2_stack_replay_layers(float *h, int32_t *sel, const csa2_stack_config *s, const csa2_stack_weights *w,
                              csa2_cache *c, size_t l0, size_t l1, size_t from);
 

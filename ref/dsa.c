@@ -175,7 +175,8 @@ int dsa_index_query(float *q_idx, float *w_idx, const dsa_config *c, const dsa_w
     KVL_TRY(rc);
     kvl_rope_rotate_heads_half_split(q_idx, S, HI * DI, 0, HI, DI, &c->mla.rope, (int64_t)start);
     KVL_TRY(kvl_matmul_abt_f32(w_idx, x, w->w_iw, S, HI, c->mla.d));
-    /* HI^−½ on the head weights, DI^−½ for the dot products ([V32] weights_proj · n_heads^−½ · softmax_scale) */
+    /* HI^−½ on the head weights, DI^−½ for the dot products (DeepSeek-V3.2 inference/model.py: weights_proj ·
+     * n_heads^−½ · softmax_scale) */
     const float scale = (float)(1.0 / sqrt((double)HI * (double)DI));
     for (size_t i = 0; i < S * HI; i++) w_idx[i] *= scale;
     return KVL_OK;

@@ -1,4 +1,5 @@
-/* DeepSeek sparse attention, V3.2 (spec generations.md §4; §9 property 7; §10 items 4–6, 14–16).
+/* DeepSeek sparse attention, V3.2 (DeepSeek-V3.2-Exp report; DeepSeek-V3.2 inference/model.py, class Indexer;
+ * chapters/04_dsa/README.md; tests/test_ch04_dsa.c and test_ch04_indexer.c).
  *
  * MLA as in ref/mla.h in every layer, plus a lightning indexer per layer that picks, for each query,
  * the K earlier positions whose latent rows the attention may read. One selected set per query serves
@@ -12,14 +13,14 @@
  *   q^I   = W_IQ c^Q  → [HI][DI]                  W_IQ [HI·DI][Dq']
  *   k^I   = LayerNorm(W_IK x) with gain and bias  W_IK [DI][d], ε 1e-6; one key per token, all heads
  *   RoPE on the LEADING Dr channels of every q^I head and of k^I, half-split pairs (i, i + Dr/2), with
- *        MLA's YaRN frequencies ([V32]: "rope in indexer is not interleaved"; §10.4)
+ *        MLA's YaRN frequencies (DeepSeek-V3.2 inference/model.py: "rope in indexer is not interleaved")
  *   w     = W_IW x · HI^−½ · DI^−½                W_IW [HI][d] (float32 in the reference)
  *   I_t,s = Σ_j w_j · ReLU(q^I_j · k^I_s)   for s ≤ t, −∞ for s > t
  *   S_t   = the min(K, t + 1) largest I_t,s; larger score first, the smaller position on ties, stored
- *           ascending, −1 padding up to K (§11.4)
+ *           ascending, −1 padding up to K (ref/core/topk.h)
  *   MLA scores of query t forced to −∞ outside S_t; plain softmax.
- * I is never softmaxed in the model: only its order is used, but both scale factors are applied so the
- * scores can be compared with any reference dump (§10.5). The index key of the current token is
+ * I is never softmaxed in the model: only its order is used, but both scale factors are applied so the scores
+ * can be compared with any reference dump (chapters/DISAGREEMENTS.md). The index key of the current token is
  * written before scoring, so every query can select itself.
  *
  * Two formulations of the sparse attention, equal in exact arithmetic:
@@ -180,7 +181,8 @@ typedef struct {
     uint8_t *main_rows;   /* V32: [max_tokens][656], KVF_ROW_V32_MAIN */
     uint8_t *index_rows;  /* V32: [max_tokens][132], KVF_ROW_V32_INDEX of H_DI/√DI · k^I; the paged
                              cache keeps a page's codes and scales apart, here a token's bytes are
-                             contiguous (formats.md §7) */
+                             contiguous (DeepGEMM's tests/test_attention.py
+                             has the paged layout) */
 } dsa_cache;
 
 /* A cache for positions 0 … max_tokens − 1. KVL_EINVAL (bad config, zero max_tokens, V32 at widths

@@ -1,4 +1,4 @@
-/* Multi-head attention with grouped KV heads: MHA, GQA and MQA in one module (spec generations.md §1).
+/* Multi-head attention with grouped KV heads: MHA, GQA and MQA in one module (Shazeer 2019; GQA paper).
  *
  *   q_{t,h} = RoPE(W_Q^h x_t, t)    [H][Dh]        k_{t,g} = RoPE(W_K^g x_t, t)    [Hkv][Dh]
  *   v_{t,g} = W_V^g x_t             [Hkv][Dh]      head h reads KV head g(h) = ⌊h / (H/Hkv)⌋
@@ -10,7 +10,7 @@
  * frequencies base^(−2i/Dh). The cache keeps, per token, K and V of every KV head: 2·Hkv·Dh elements
  * (DeepSeek LLM 67B: 2·8·128 bf16 = 4,096 B per layer).
  *
- * Three paths compute the same function (spec §9 property 2):
+ * Three paths compute the same function (tests/test_ch01_mha.c):
  *   mha_forward   whole sequence from position 0, banded causal mask, matrix products through BLAS;
  *   mha_prefill   a chunk of S tokens at positions len … len + S − 1 of a cache: keys are the cached
  *                 rows the chunk's first query still sees plus the chunk's own, under the same mask;

@@ -1,13 +1,14 @@
-/* Multi-head latent attention, DeepSeek-V2/V3 (spec generations.md §2), in its two forms.
+/* Multi-head latent attention, DeepSeek-V2/V3 (DeepSeek-V2 paper, section 2.1; DeepSeek-V3 inference/model.py,
+ * class MLA), in its two forms.
  *
  * Every token is cached as one row [c_kv | k_rope] of Dc + Dr values: the RMS-normalised KV latent and
  * the decoupled RoPE key that all heads share. The two forms read the same rows:
  *   naive     rebuilds every head's key [W_UK^h c_j | k_rope_j] and value W_UV^h c_j from each row,
- *             then runs ordinary attention (what [V3] runs with attn_impl "naive", and V3.2 for prefill);
+ *             then runs ordinary attention (what DeepSeek-V3 runs with attn_impl "naive", and V3.2 for prefill);
  *   absorbed  folds W_UK^h into the query (q̂_h = W_UK^hᵀ q^C_h, Dnope → Dc per head), scores every head
  *             against the Dc + Dr wide rows in one product, sums the rows' c_kv under the weights, and
- *             applies W_UV^h after ([V3] attn_impl "absorb", V3.2 decode, FlashMLA's "MQA mode").
- * They are one function in exact arithmetic (spec §9 property 3); in float they differ by rounding.
+ *             applies W_UV^h after (DeepSeek-V3 attn_impl "absorb", V3.2 decode, FlashMLA's "MQA mode").
+ * They are one function in exact arithmetic (tests/test_ch02_mla.c); in float they differ by rounding.
  *
  * Letters: T tokens, S tokens of one chunk, N cached keys, d model width, H heads, Dq' query latent
  * (q_lora_rank), Dc KV latent (kv_lora_rank), Dnope and Dr the non-rotary and rotary query/key channels,
@@ -19,7 +20,7 @@
  *   W_UKV [H·(Dnope+Dv)][Dc], viewed [H][Dnope+Dv][Dc]: W_UK^h its first Dnope rows, W_UV^h the next Dv
  *   s = (q^C·W_UK^h c_j + q^R·k_rope_j)·scale,  scale = (Dnope+Dr)^−½·m² (YaRN mscale m)
  *   out = W_O concat_h o_h               W_O   [d][H·Dv]
- * RoPE pairs channels (2i, 2i+1) with the YaRN frequencies of the config (spec §0).
+ * RoPE pairs channels (2i, 2i+1) with the YaRN frequencies of the config (ref/core/rope.h).
  *
  * A window W > 0 restricts query t to keys t − W < j ≤ t (ref/swa.h); the cache is then a ring of W
  * rows. The whole-sequence forward applies the same rule as a banded mask.
@@ -51,8 +52,9 @@ typedef struct {
 } mla_config;
 
 /* c = the attention of a loaded MLA or DSA config (dims, window, norm_eps; YaRN RoPE and the mscale
- * softmax factor when rope factor > 1, plain RoPE and Dqk^−½ otherwise, spec §10.15). KVL_EINVAL for
- * any other generation, naming the file. */
+ * softmax factor when rope factor > 1, plain RoPE and Dqk^−½ otherwise, taken from the config, never
+ * from a buffer size as DeepSeek-V3's max_seq_len gate does). KVL_EINVAL for any other generation,
+ * naming the file. */
 int mla_config_from_model(mla_config *c, const kvl_model *m);
 
 /* KVL_EINVAL unless every width but Dq' and W is positive, rope.Dr = Dr and the scale is finite and

@@ -1,5 +1,5 @@
 /* The layer stack: what chapter 3's receptive-field demo, the live bytes-per-token check and every
- * cache-versus-definition test run on (DESIGN.md "ref/model").
+ * cache-versus-definition test run on.
  *
  * Each layer is pre-norm:
  *   h ← h + Attn_ℓ(RMSNorm(h; g_attn))

@@ -1,5 +1,6 @@
 /* Prefix caching: what a V4 or V4.1 server persists for a prompt prefix, and what it rebuilds on a hit
- * (seed 000, "Zero SWA Caching" and "Bounded replay"; the file format is ref/prefix_file.h).
+ * (DeepSeek-V4 report, section 3.5, Zero SWA Caching; DeepSeek-V4.1 report, section 3.2, bounded replay;
+ * the file format is ref/prefix_file.h).
  *
  * Persisted, per layer that writes a global cache: the compressed entries and index keys as the cache
  * stores them (native rows or float32) and the compressor tails, so the next token continues the blocks

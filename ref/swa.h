@@ -1,5 +1,5 @@
-/* Sliding windows: which keys a query sees, and the ring buffer that holds them (spec generations.md
- * §0 "Windows", §3).
+/* Sliding windows: which keys a query sees, and the ring buffer that holds them (Mistral 7B
+ * paper, section 2; chapters/03_swa/README.md).
  *
  * A window of W keys includes the query: query t sees keys j with t − W < j ≤ t, i.e. positions
  * max(0, t − W + 1) … t. W = 0 means no window (every j ≤ t). The whole-sequence path applies this as
@@ -7,9 +7,9 @@
  *
  * The ring holds rows of any width (K|V of every KV head for MHA, the latent and the RoPE key for
  * MLA), one row per position, in a storage format (float32, or bf16 through formats/element.h).
- * The row of position p sits in slot p mod S, S the ring's slot count ([V41], Mistral's rule). A
- * windowed cache has S = W; a full cache is the same ring with S = the largest context it accepts,
- * so it never wraps and holds every position. Either way the ring holds the last min(len, S)
+ * The row of position p sits in slot p mod S, S the ring's slot count (DeepSeek-V4.1-Flash inference/model.py,
+ * Mistral's rule). A windowed cache has S = W; a full cache is the same ring with S = the largest context it
+ * accepts, so it never wraps and holds every position. Either way the ring holds the last min(len, S)
  * positions, which for a query at the newest position is exactly its window: one read path serves
  * both, and nothing switches on whether the layer is windowed.
  *

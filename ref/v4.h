@@ -1,19 +1,21 @@
 /* DeepSeek-V4 attention: a window in every layer, CSA and HCA compressed branches, sinks and a grouped
- * output (spec generations.md §5; §9 properties 2, 6, 8–12; §10 items 1–3, 5, 7–9; §11).
+ * output (DeepSeek-V4 report, section 2.3; DeepSeek-V4-Flash inference/model.py; transformers deepseek_v4;
+ * chapters/06_v4/README.md; tests/test_ch06_v4.c and test_ch06_model.c).
  *
  * Every layer is shared-KV MQA: one Dh-wide vector per key is both key and value. Which keys a query
- * reads depends on the layer's kind (config compress_ratios, §10.1):
+ * reads depends on the layer's kind (the config's compress_ratios, not the transformers fallback):
  *   window-only (ratio 0)  the W = 128 newest positions, plain RoPE (rope_theta, no YaRN)
  *   HCA (ratio 128)        the window + every compressed entry visible so far (M = 128, no overlap)
  *   CSA (ratio 4)          the window + the K entries the indexer picks (M = 4, overlapping blocks)
  * Layers with a compressor rotate everything (queries, window rows, entries, index keys) with the
- * compress rope: compress_rope_theta with YaRN (§5 "Rotary choice per layer").
+ * compress rope: compress_rope_theta with YaRN.
  *
  *   c^Q = RMSNorm(W_DQ x)                         [Dq']       W_DQ [Dq'][d], gain
  *   q_h = (W_UQ c^Q)_h                            [H][Dh]     W_UQ [H·Dh][Dq']
  *   q_h ← q_h / sqrt(mean(q_h²) + ε)              unweighted per-head RMSNorm: V4 only, a separate step
- *                                                 (v4_query_head_norm; §10.7, §11.1)
- *   q_h[Dh−Dr … Dh−1] ← RoPE(·, t)                interleaved, trailing channels (§10.9)
+ *                                                 (v4_query_head_norm; transformers q_b_norm)
+ *   q_h[Dh−Dr … Dh−1] ← RoPE(·, t)                interleaved, trailing channels (as the code, not
+ *                                                 the transformers docstring)
  *   y_t = RMSNorm(W_KV x)  [Dh], y_t[Dh−Dr …] ← RoPE(·, t)      W_KV [Dh][d], gain: the window row
  *   keys of t: window rows y_j, j ∈ [max(0, t−W+1), t], then compressed entries C_i
  *     (ref/v4_compressor.h; entry i visible iff (i+1)·M − 1 ≤ t, i.e. i < ⌊(t+1)/M⌋)
@@ -23,9 +25,9 @@
  *                                                             W_OA [G·Do][(H/G)·Dh] read as G blocks
  *   out = W_OB concat_r u_r                       [d]         W_OB [d][G·Do]
  * After the inverse rotation every contribution depends on key position − t only, so shifting every
- * rotary position by the same Δ (config rope_offset) leaves the output unchanged (§9 property 12).
+ * rotary position by the same Δ (config rope_offset) leaves the output unchanged (tests/test_ch06_v4.c).
  *
- * Three paths (DESIGN.md "A generation module"):
+ * Three paths:
  *   v4_forward   the whole sequence from position 0, the definition: window rows of the whole sequence
  *                under the banded rule, entries from the batched compressor, the float32 indexer;
  *   v4_prefill   a chunk at the cache's next positions; v4_decode one token (the same path, S = 1): the

@@ -1,5 +1,5 @@
-/* The V4 token compressor: M consecutive tokens pooled into one entry (spec generations.md §5
- * "Compressor"; §9 property 8; §10.3).
+/* The V4 token compressor: M consecutive tokens pooled into one entry (DeepSeek-V4 report,
+ * sections 2.3.1–2.3.2; DeepSeek-V4-Flash inference/model.py; tests/test_ch06_compressor.c).
  *
  * Every compressed branch of DeepSeek-V4 is this one skeleton at some width c: the HCA layer's (c = Dh,
  * M = 128), the CSA layer's (c = Dh, M = 4) and the one inside the CSA indexer (c = DI, M = 4).
@@ -16,8 +16,8 @@
  * been seen; a tail of fewer than M tokens produces nothing yet.
  *
  * Two forms, equal by construction (the test proves it, token by token and in ragged chunks):
- *   batched      v4_compressor_forward: the whole sequence at once (what training and [HF4] run);
- *   incremental  v4_compressor_push on a v4_compressor_state ([V4] decode): running kv and gate buffers
+ *   batched      v4_compressor_forward: the whole sequence at once (what training and transformers run);
+ *   incremental  v4_compressor_push on a v4_compressor_state (DeepSeek-V4-Flash decode): running kv and gate buffers
  *                of (1+ov)·M rows by (1+ov)·c channels, gate −∞ where empty. Token t lands in row
  *                ov·M + (t mod M); when (t+1) mod M = 0 the entry is pooled from the buffers (row r
  *                reads the channel half r/M), and for ov = 1 rows M…2M−1 are copied to rows 0…M−1:
@@ -28,7 +28,7 @@
  *
  * Letters: T tokens, S tokens of a chunk, d input width, c entry width, M ratio, ov overlap (0 or 1),
  * Dr rotary channels (rope.Dr), N entries. Rotary positions may be shifted by a constant Δ
- * (rope_offset) to check that nothing depends on absolute position (§9 property 12). */
+ * (rope_offset) to check that nothing depends on absolute position (tests/test_ch06_v4.c). */
 #ifndef KVL_V4_COMPRESSOR_H
 #define KVL_V4_COMPRESSOR_H
 

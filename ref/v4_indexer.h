@@ -1,5 +1,5 @@
-/* The V4 CSA indexer: which compressed entries each query reads (spec generations.md §5 "CSA layer";
- * §9 properties 7, 10; §10.5, §10.14).
+/* The V4 CSA indexer: which compressed entries each query reads (DeepSeek-V4 report,
+ * section 2.3.1; DeepSeek-V4-Flash inference/model.py; tests/test_ch06_v4.c).
  *
  * V3.2's lightning indexer (ref/dsa.h) moved up one level: it scores compressed entries, not tokens,
  * and builds its keys with its own compressor (ref/v4_compressor.h) at width DI, same ratio M and
@@ -7,20 +7,21 @@
  *
  *   q^I_{t,j} = (W_IQ c^Q_t)_j            [HI][DI]   W_IQ [HI·DI][Dq'], c^Q the layer's query latent
  *   q^I_{t,j}[DI−Dr … DI−1] ← RoPE(·, t)              trailing channels, interleaved, the layer's table
- *   w_{t,j}   = (W_IW x_t)_j · HI^−½ · DI^−½          W_IW [HI][d]  (both factors, as [HF4], [V4], §10.5)
+ *   w_{t,j}   = (W_IW x_t)_j · HI^−½ · DI^−½          W_IW [HI][d]  (both factors, as in the code)
  *   K^I_i     = the indexer compressor's entry i        [DI]
  *   I_{t,i}   = Σ_j w_{t,j}·ReLU(q^I_{t,j}·K^I_i)    for i < ⌊(t+1)/M⌋ (causal threshold), −∞ otherwise
  *   S_t       = the K largest legal I_{t,i} (ref/core/topk.h's kvl_topk: larger first, smaller index on ties,
  *               stored ascending, −1 where fewer than K entries are legal)
- * [HF4] takes top-min(K, N) over all N entries of the chunk and then maps picks ≥ ⌊(t+1)/M⌋ to −1;
+ * transformers takes top-min(K, N) over all N entries of the chunk and then maps picks ≥ ⌊(t+1)/M⌋ to −1;
  * since illegal entries score −∞ and rank below every legal one, that is the same set.
  *
  * Two forms of the query-key path:
  *   f32  the formula above in float32;
- *   fp4  DeepSeek's deployed one ([V4]): after RoPE, q^I heads and K^I are rotated by the orthonormal
- *        Hadamard matrix H_DI/√DI (ref/core/hadamard.h; q·k unchanged in exact arithmetic), then rounded to
- *        MXFP4: E2M1 elements, one E8M0 scale per 32 channels chosen by rounding up (formats/block.h
- *        kvf_quant_mxfp4_rceil). Keys are stored that way in the 68-byte row; w stays float32.
+ *   fp4  DeepSeek's deployed one (DeepSeek-V4-Flash inference/model.py): after RoPE, q^I heads and K^I are
+ *        rotated by the orthonormal Hadamard matrix H_DI/√DI (ref/core/hadamard.h; q·k unchanged in exact
+ *        arithmetic), then rounded to MXFP4: E2M1 elements, one E8M0 scale per 32 channels chosen by rounding
+ *        up (formats/block.h kvf_quant_mxfp4_rceil). Keys are stored that way in the 68-byte row; w stays
+ *        float32.
  *
  * Letters: T tokens, S chunk, t query position, d width, Dq' query latent, HI index heads, DI index
  * head width, Dr rotary channels, M ratio, N entries, K index_topk. */

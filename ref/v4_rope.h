@@ -1,8 +1,8 @@
 /* V4's partial rotary embedding: the trailing Dr channels of every D-wide head, interleaved pairs
- * (spec generations.md §5; §10.9: the trailing 64 of 512, not the leading ones). Queries, window rows,
- * compressed entries and index keys are rotated at their position; the attention output is rotated back
- * at the query's, so that every contribution depends on key position − query position only.
- *
+ * (DeepSeek-V4-Flash inference/model.py: the trailing 64 of 512, not the leading ones the transformers
+ * docstring names). Queries, window rows, compressed entries and index keys are rotated at their position; the
+ * attention output is rotated back at the query's, so that every contribution depends on key position − query
+ * position only.
  * Shapes: x[S][H][D], row i at rotary position pos0 + i, every head of a row at the row's position. */
 #ifndef KVL_V4_ROPE_H
 #define KVL_V4_ROPE_H

@@ -1,5 +1,5 @@
 /* The rows a V4 cache holds: one vector per position, stored as float32 or as DeepSeek's deployed
- * bytes (formats/rows.h, spec formats.md §7), in S slots with the row of position p in slot p mod S
+ * bytes (formats/rows.h), in S slots with the row of position p in slot p mod S
  * (ref/swa.h's ring rule). The window is S = W slots; compressed entries and index keys get one slot
  * per entry the cache may hold, so they never wrap.
  *

@@ -9,7 +9,7 @@
  * with g = h / (Hq / groups): the query rows come in `groups` equal groups, each reading its own key
  * and value columns (GQA's [K_0 … K_{G−1} | V_0 … V_{G−1}] row); one group is MQA (MLA).
  *
- * σ_h is the sink logit of head h (spec generations.md §0, ref/core/softmax.h): it joins the
+ * σ_h is the sink logit of head h (ref/core/softmax.h): it joins the
  * denominator only. The plain entry points have no sink (σ = −∞).
  *
  * Every row is visible and their order does not matter (softmax is permutation invariant), so a

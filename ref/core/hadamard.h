@@ -1,5 +1,5 @@
-/* The orthonormal Walsh-Hadamard rotation H_n/√n, by the fast transform (spec generations.md §4
- * "Quantised mode"; formats.md §7: V3.2 and V4 rotate indexer queries and keys before FP8/FP4).
+/* The orthonormal Walsh-Hadamard rotation H_n/√n, by the fast transform (DeepSeek-V3.2-Exp and
+ * DeepSeek-V4-Flash inference/model.py rotate indexer queries and keys with it before FP8/FP4).
  *
  * H_n is Sylvester's matrix: H_1 = [1], H_2n = [[H_n, H_n], [H_n, −H_n]], so entry (i, j) is
  * (−1)^popcount(i & j). It is symmetric and H_n·H_n = n·I, hence H_n/√n is orthonormal and its own

@@ -1,6 +1,6 @@
 /* Matrix products: OpenBLAS for speed, each with a plain-loop twin of the same signature.
  *
- * Weights are stored [out][in] and applied as y = W x (spec generations.md §0), so the product a
+ * Weights are stored [out][in] and applied as y = W x (PyTorch's nn.Linear layout), so the product a
  * layer runs most is activations times weights transposed: C[M][N] = A[M][K] · B[N][K]^T, rows of A
  * against rows of B. The ordinary C = A · B and the matrix-vector y = W x complete the set.
  *

@@ -1,4 +1,5 @@
-/* RMSNorm and LayerNorm over the last axis, batched over rows (spec generations.md §0, "Norms").
+/* RMSNorm and LayerNorm over the last axis, batched over rows, computed in float32 as the DeepSeek inference
+ * code does.
  *
  *   RMSNorm(v)   = g ⊙ v / sqrt(mean(v²) + eps)                   g = NULL: unweighted (no g)
  *   LayerNorm(v) = g ⊙ (v − mean v) / sqrt(var v + eps) + b       var is the biased (1/n) variance

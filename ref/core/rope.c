@@ -20,8 +20,8 @@ static int check_width(const char *fn, size_t Dr, double base)
     return KVL_OK;
 }
 
-/* [V3] precompute_freqs_cis: 1/(base ** (arange(0, Dr, 2, float32)/Dr)), all in float32; base is
- * rounded to float32 first, as the reference's float32 pow sees it. */
+/* DeepSeek-V3 inference/model.py, precompute_freqs_cis: 1/(base ** (arange(0, Dr, 2, float32)/Dr)), all in
+ * float32; base is rounded to float32 first, as the reference's float32 pow sees it. */
 static void plain_freqs(float *theta, size_t Dr, double base)
 {
     const double base_f32 = (double)(float)base;
@@ -40,7 +40,8 @@ int kvl_rope_freqs(float *theta, size_t Dr, double base)
     return KVL_OK;
 }
 
-/* [V3] find_correction_dim: the pair index whose wavelength fits n_rot rotations in L_orig. */
+/* DeepSeek-V3 inference/model.py, find_correction_dim: the pair index whose wavelength fits n_rot rotations in
+ * L_orig. */
 static double correction_dim(double n_rot, size_t Dr, double base, double L_orig)
 {
     return (double)Dr * log(L_orig / (n_rot * 2 * M_PI)) / (2 * log(base));
@@ -58,7 +59,7 @@ static int check_yarn(const char *fn, size_t Dr, double base, double L_orig, dou
     return KVL_OK;
 }
 
-/* [V3] find_correction_range, plus linear_ramp_factor's bump of an empty range. */
+/* DeepSeek-V3 inference/model.py, find_correction_range, plus linear_ramp_factor's bump of an empty range. */
 static void yarn_range(double *lo, double *hi, size_t Dr, double base, double L_orig, double beta_fast,
                        double beta_slow)
 {
@@ -76,7 +77,7 @@ int kvl_yarn_range(double *lo, double *hi, size_t Dr, double base, double L_orig
     return KVL_OK;
 }
 
-/* [V3] precompute_freqs_cis, YaRN branch, in its float32 order of operations:
+/* DeepSeek-V3 inference/model.py, precompute_freqs_cis, YaRN branch, in its float32 order of operations:
  *   ramp = clamp((arange(Dr/2) − lo)/(hi − lo), 0, 1); smooth = 1 − ramp;
  *   θ' = θ/factor·(1 − smooth) + θ·smooth */
 static void yarn_freqs(float *theta, size_t Dr, double base, double factor, double L_orig, double beta_fast,
@@ -104,7 +105,8 @@ int kvl_yarn_freqs(float *theta, size_t Dr, double base, double factor, double L
     return KVL_OK;
 }
 
-/* [V3] ModelArgs/MLA: mscale = 0.1·mscale·ln(factor) + 1 (HF yarn_get_mscale: 1 for factor ≤ 1). */
+/* DeepSeek-V3 inference/model.py, ModelArgs and MLA: mscale = 0.1·mscale·ln(factor) + 1 (HF yarn_get_mscale: 1
+ * for factor ≤ 1). */
 double kvl_yarn_mscale(double factor, double mscale)
 {
     if (factor <= 1.0) return 1.0;

@@ -1,6 +1,6 @@
 /* Rotary position embedding: frequency tables (plain and YaRN), the YaRN softmax-scale factor, and
- * the rotation of Dr channels in both pairings (spec generations.md §0, "RoPE", "YaRN frequencies",
- * "Softmax scale").
+ * the rotation of Dr channels in both pairings (DeepSeek-V3 inference/model.py,
+ * precompute_freqs_cis and MLA; chapters/02_mla/README.md).
  *
  * Frequencies. θ_i = base^(−2i/Dr), i < Dr/2, computed as DeepSeek's precompute_freqs_cis does in
  * float32: the exponent (2i)/Dr is a float32 quotient, base^e is evaluated in double and rounded once

@@ -1,8 +1,8 @@
 /* Top-k selection, shared by every indexer (V3.2's lightning indexer, V4's and V4.1's).
  *
- * The k largest scores of a row, larger first and the smaller position on ties (so CPU and CUDA agree
- * exactly, spec generations.md §0 "Index conventions" and §11.4), stored ascending; a row with fewer
- * than k legal entries (a legal entry is neither −INFINITY nor NaN) pads with −1. */
+ * The k largest scores of a row, larger first and the smaller position on ties (so CPU and CUDA agree exactly;
+ * the order does not change the math), stored ascending as DeepSeek-V4.1-Flash inference/model.py stores them;
+ * a row with fewer than k legal entries (a legal entry is neither −INFINITY nor NaN) pads with −1. */
 #ifndef KVL_TOPK_H
 #define KVL_TOPK_H
 
