@@ -262,26 +262,31 @@ cuda-check: $(if $(NVCC_PATH),cuda $(GPU_TESTS) $(BUILD)/bin/bench_cuda)  ## on 
 # ---- fuzzing and memcheck ------------------------------------------------------------------------
 # Each libFuzzer target tests/fuzz/fuzz_<t>.c is compiled by clang together with the sources it
 # exercises (kvfmt's with its main renamed, so that the target can call it), under
-# -fsanitize=fuzzer,address,undefined. `make fuzz` runs each for FUZZ_SECONDS on its seeds
-# (tests/fuzz/corpus/<t>/) and its regressions; what it finds lands in $(BUILD)/fuzz/<t>/. A crash, once
-# fixed, is kept in tests/fuzz/regressions/<t>/, which tests/test_reliability_fuzz.c replays.
+# -fsanitize=fuzzer,address,undefined, and with -fopenmp as the library is (clang's libomp). `make fuzz`
+# runs each for FUZZ_SECONDS on its seeds (tests/fuzz/corpus/<t>/) and its regressions; what it finds
+# lands in $(BUILD)/fuzz/<t>/. A crash, once fixed, is kept in tests/fuzz/regressions/<t>/, which
+# tests/test_reliability_fuzz.c replays.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_PKGS    := clang libclang-rt-14-dev
-FUZZ_TARGETS := config kvfmt rows safetensors prefix
-FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) $(INCLUDES) $(DEP_CFLAGS) -fno-sanitize-recover=all
+FUZZ_PKGS    := clang libclang-rt-14-dev libomp-14-dev
+FUZZ_TARGETS := config kvfmt rows safetensors prefix npy json_text
+# -Wno-pass-failed: at -O1 under the sanitizers clang leaves some `omp simd` loops scalar, and says so.
+FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) -Wno-pass-failed $(INCLUDES) $(DEP_CFLAGS) -fopenmp -fno-sanitize-recover=all
 FUZZ_HEADERS := $(wildcard formats/*.h ref/core/*.h ref/*.h tests/*.h tests/fuzz/*.h)
-FUZZ_SRC_config := ref/core/config.c ref/core/status.c
+FUZZ_SRC_io     := ref/core/file_io.c ref/core/json_text.c ref/core/status.c
+FUZZ_SRC_config := ref/core/config.c $(FUZZ_SRC_io)
 FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) ref/core/rng.c
 FUZZ_SRC_rows   := $(FORMATS_SRC)
-FUZZ_SRC_safetensors := ref/core/safetensors.c ref/core/status.c $(FORMATS_SRC)
+FUZZ_SRC_safetensors := ref/core/safetensors.c $(FUZZ_SRC_io) $(FORMATS_SRC)
 FUZZ_SRC_prefix := $(REF_SRC) $(FORMATS_SRC)
+FUZZ_SRC_npy    := ref/core/npy.c $(FUZZ_SRC_io)
+FUZZ_SRC_json_text := $(FUZZ_SRC_io)
 
 # clang with libFuzzer: installed when run as root, otherwise make stops naming the apt-get line.
 $(BUILD)/fuzz/toolchain.ok:
 	@mkdir -p $(@D)
 	@probe() { printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }\n' | \
-	  $(FUZZ_CC) -x c -fsanitize=fuzzer,address,undefined - -o $(@D)/probe >/dev/null 2>&1; }; \
+	  $(FUZZ_CC) -x c -fopenmp -fsanitize=fuzzer,address,undefined - -o $(@D)/probe >/dev/null 2>&1; }; \
 	if ! probe && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "kvlineage: installing the fuzzing toolchain: $(FUZZ_PKGS)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUZZ_PKGS); } \

@@ -9,6 +9,10 @@
  *           alone (tests/fuzz/prefix_property.h);
  *   safetensors  kvl_st_parse accepts a file whose tensors tile its data, or fails with one line naming
  *           the file (tests/fuzz/safetensors_property.h);
+ *   npy     kvl_npy_parse reads exactly the elements its shape says, or fails with one line naming the
+ *           file (tests/fuzz/npy_property.h);
+ *   json_text  kvl_json_text_check accepts only what cJSON parses, and refuses in one line naming a
+ *           line and column inside the input (tests/fuzz/json_text_property.h);
  *   kvfmt   the program, run on the input's command line and stdin, exits 0, or 2 with one line on
  *           stderr (tests/fuzz/kvfmt_input.h); a crash, a sanitizer report or a hang fails it. */
 #include <dirent.h>
@@ -21,7 +25,9 @@
 
 #include "common.h"
 #include "fuzz/config_property.h"
+#include "fuzz/json_text_property.h"
 #include "fuzz/kvfmt_input.h"
+#include "fuzz/npy_property.h"
 #include "fuzz/prefix_property.h"
 #include "fuzz/rows_property.h"
 #include "fuzz/safetensors_property.h"
@@ -81,6 +87,18 @@ static const char *safetensors_check(const char *path, const uint8_t *data, size
 {
     (void)path;
     return fuzz_st_fault(data, size);
+}
+
+static const char *npy_check(const char *path, const uint8_t *data, size_t size)
+{
+    (void)path;
+    return fuzz_npy_fault(data, size);
+}
+
+static const char *json_text_check(const char *path, const uint8_t *data, size_t size)
+{
+    (void)path;
+    return fuzz_json_text_fault(data, size);
 }
 
 static const char *prefix_check(const char *path, const uint8_t *data, size_t size)
@@ -157,6 +175,18 @@ START_TEST(test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_lin
 }
 END_TEST
 
+START_TEST(test_every_saved_npy_input_reads_its_shape_or_fails_in_one_line)
+{
+    replay("npy", npy_check);
+}
+END_TEST
+
+START_TEST(test_every_saved_json_text_is_parsed_by_cjson_or_refused_at_its_place)
+{
+    replay("json_text", json_text_check);
+}
+END_TEST
+
 START_TEST(test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone)
 {
     replay("prefix", prefix_check);
@@ -178,6 +208,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_every_saved_kvfmt_input_exits_0_or_2_with_one_line);
     tcase_add_test(tc, test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone);
+    tcase_add_test(tc, test_every_saved_npy_input_reads_its_shape_or_fails_in_one_line);
+    tcase_add_test(tc, test_every_saved_json_text_is_parsed_by_cjson_or_refused_at_its_place);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,9 +5,12 @@ tests/test_reliability_fuzz.c read them, neither needs Python).
   config/  the real configs (ref/configs/, chapters/*/*.json) and small toy ones, one per generation
   kvfmt/   one kvfmt call per command: "ARGS\\nSTDIN" (tests/fuzz/kvfmt_input.h)
   safetensors/  small well-formed files: every dtype the reader knows, metadata, a scalar, an empty
-           tensor, an FP8 weight with its block scales, and an empty header
+           tensor, an FP8 weight with its block scales, float64, and an empty header
   rows/    per layout: byte 0 = the layout, then a row the library packed from seeded normal values,
            and the same values as float32 (tests/fuzz/rows_property.h); plus all-zero and ±max rows
+  npy/     small files laid out as numpy writes them, in versions 1.0, 2.0 and 3.0, float32 and float64,
+           1-D, 2-D and empty; and a few the reader refuses (Fortran order, '<i4', short data)
+  json_text/  JSON of every kind of value, escape and UTF-8 length, a toy config and a shard index
 
 Run from the project root after `make` (it packs rows with build/bin/kvfmt):
   python3 tests/fuzz/gen_corpus.py [path/to/kvfmt]
@@ -142,20 +145,63 @@ def safetensors_corpus(rng):
         "fp8-weight-with-scales": [("layers.0.attn.wq_a.weight", "F8_E4M3", [3, 130], u8(390)),
                                    ("layers.0.attn.wq_a.scale", "F32", [1, 2], f32([1, 2]))],
         "scalar-and-empty": [("s", "F32", [], f32([1])), ("z", "BF16", [0, 5], b"")],
+        "float64": [("x", "F64", [2, 2], struct.pack("<4d", 1 / 3, -2.5, 1e300, 5e-324))],
         "empty-header": [],
     }
     for name, tensors in files.items():
         write("safetensors", name, safetensors_file(tensors, {"format": "pt"} if name == "all-dtypes" else None))
 
 
+def npy_file(header, data, major=1):
+    """The magic, version major.0, the header dict padded with spaces and ended by '\\n' to 64 bytes, data."""
+    pre = 10 if major == 1 else 12
+    text = header.encode() + b" " * (-(pre + len(header) + 1) % 64) + b"\n"
+    length = struct.pack("<H" if major == 1 else "<I", len(text))
+    return b"\x93NUMPY" + bytes([major, 0]) + length + text + data
+
+
+def npy_corpus():
+    f4 = struct.pack("<6f", 1.5, -2, 0, 3.25e-5, 1e30, -7)
+    f8 = struct.pack("<4d", 1 / 3, -2.5, 1e300, 5e-324)
+    files = {
+        "f4-2d": npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f4),
+        "f8-1d": npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8),
+        "f4-empty": npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5), }", b""),
+        "v2-double-quotes": npy_file('{"shape": (3, 2), "descr": "<f4", "fortran_order": False}', f4, 2),
+        "v3-no-spaces": npy_file("{'fortran_order':False,'shape':(6,),'descr':'<f4'}", f4, 3),
+        "refused-fortran": npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f4),
+        "refused-i4": npy_file("{'descr': '<i4', 'fortran_order': False, 'shape': (6,), }", f4),
+        "refused-short": npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2000000000,), }", f8),
+    }
+    for name, data in files.items():
+        write("npy", name, data)
+
+
+def json_text_corpus():
+    texts = {
+        "values.json": '{"a": [true, false, null, 0, -0.5e-3, 1E+2, 123456789012345678901234567890], '
+                       '"b": {"c": {}, "d": []}, "e": ""}',
+        "escapes.json": '["\\" \\\\ \\/ \\b \\f \\n \\r \\t", "\\u00e9 \\u20AC \\uD83D\\uDE00"]',
+        "utf8.json": '{"caf\u00e9 \u20ac \U0001F600 \U0010FFFF": "\u007f"}',
+        "blanks.json": ' \t\r\n[ 1 ,\n  2 ]\n',
+        "toy-v41.json": TOY_CONFIGS["toy-v41.json"],
+        "index.json": '{"metadata": {"total_size": 28}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors", '
+                      '"b.weight": "model-00002-of-00002.safetensors"}}',
+    }
+    for name, text in texts.items():
+        write("json_text", name, text.encode())
+
+
 def main():
-    for subdir in ("config", "kvfmt", "rows", "safetensors"):
+    for subdir in ("config", "kvfmt", "rows", "safetensors", "npy", "json_text"):
         os.makedirs(os.path.join(CORPUS, subdir), exist_ok=True)
     rng = np.random.default_rng(20261130)
     config_corpus()
     kvfmt_corpus(rng)
     rows_corpus(rng)
     safetensors_corpus(rng)
+    npy_corpus()
+    json_text_corpus()
 
 
 if __name__ == "__main__":
