@@ -41,7 +41,7 @@
 // fewer bytes per element (V3.2's FP8, V4.1's FP4).
 //
 // The cell below reads DeepSeek LLM 67B (`ref/configs/`) and Llama 3 70B (`chapters/01_cost/`), the
-// two GQA-8 models the write-ups quote, and multiplies the levers out.
+// two GQA-8 models the lineage write-up quotes (chapters/SOURCES.md), and multiplies the levers out.
 
 // %%
 /* The levers of one MHA-generation config: L, entries/token/layer, elements/entry, bytes/element. */

@@ -3,7 +3,7 @@
 //
 // DeepSeek-V2's multi-head latent attention caches one small vector per token per layer instead of a
 // key and a value per head, and rebuilds what the heads need from it. This notebook prices the latent
-// from the V2 and V3 configs, redoes the write-up's numpy absorption check digit for digit with the
+// from the V2 and V3 configs, redoes the lineage write-up's numpy absorption check digit for digit with the
 // project's numpy-identical generator, and runs the two forms of `ref/mla` against each other.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them (chapter 1's notebook
@@ -62,7 +62,7 @@ NB_CELL(cell_latent)
 // %% [markdown]
 // ## What a long request holds, and in which unit
 //
-// The write-up says a 128K-token request holds "about 9.2 GB", and that FlashMLA's figure
+// The lineage write-up says a 128K-token request holds "about 9.2 GB", and that FlashMLA's figure
 // 576·2·62·128·1024 = 8.72 GiB is the same one with the MTP layer. They are not the same figure:
 // 9.2 GB is decimal gigabytes at 61 layers; 8.72 GiB is binary gibibytes at 62 layers. The cell prints
 // each with its unit and layer count.
@@ -83,13 +83,14 @@ NB_CELL(cell_long_request)
 // %% [markdown]
 // ## MLA against MHA and GQA with the same heads
 //
-// A V3 head has a 192-wide key (128 content + 64 RoPE channels) and a 128-wide value. The write-up
-// sizes the value like the key (128·192·2·2 = 98,304 B per layer, "85×", GQA-8 "375 KB, 5.3×");
-// with the value's real 128 channels the MHA cache is 81,920 B per layer. The cell prints the
-// corrected figures, the write-up's, and the V2 paper's convention (d_h = 128 for K and V, no RoPE part).
+// A V3 head has a 192-wide key (128 content + 64 RoPE channels) and a 128-wide value. The lineage
+// write-up sizes the value like the key (128·192·2·2 = 98,304 B per layer, "85×", GQA-8 "375 KB,
+// 5.3×"); with the value's real 128 channels the MHA cache is 81,920 B per layer. The cell prints the
+// corrected figures, the lineage write-up's (rows marked "lineage"), and the V2 paper's convention
+// (d_h = 128 for K and V, no RoPE part).
 
 // %%
-#define GQA_GROUPS 8 /* the write-up's comparison: Llama-style GQA-8 with V3's heads */
+#define GQA_GROUPS 8 /* the lineage write-up's comparison: Llama-style GQA-8 with V3's heads */
 
 NB_CELL(cell_mha_compare)
 {
@@ -99,7 +100,7 @@ NB_CELL(cell_mha_compare)
     const double mla = (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * b * L;
     const struct { const char *what; double heads, k, v; } rows[] = {
         {"MHA, K 192 + V 128 (corrected)", H, Dk, Dv},  {"GQA-8, K 192 + V 128 (corrected)", GQA_GROUPS, Dk, Dv},
-        {"MHA, V sized like K (write-up)", H, Dk, Dk},  {"GQA-8, V sized like K (write-up)", GQA_GROUPS, Dk, Dk},
+        {"MHA, V sized like K (lineage)", H, Dk, Dk},  {"GQA-8, V sized like K (lineage)", GQA_GROUPS, Dk, Dk},
         {"MHA, d_h 128 (V2 paper)", H, Dn, Dn},         {"GQA-8, d_h 128 (V2 paper)", GQA_GROUPS, Dn, Dn},
     };
     printf("%-34s %10s %12s %8s %8s\n", "cache", "B/layer", "B/token", "MB", "x MLA");
@@ -113,11 +114,11 @@ NB_CELL(cell_mha_compare)
 }
 
 // %% [markdown]
-// ## Absorption: the write-up's numpy check, in C
+// ## Absorption: the lineage write-up's numpy check, in C
 //
 // The score of head h is `q_h · (W_UK^h c_j) = (W_UK^hᵀ q_h) · c_j`: fold W_UK into the query once per
 // step and every cached latent is a key as it stands. Likewise `Σ_j p_j W_UV^h c_j = W_UV^h Σ_j p_j c_j`:
-// sum the latents, then apply W_UV. The write-up checks this in numpy at d 64, n_h 4, d_h 16, d_c 32,
+// sum the latents, then apply W_UV. The lineage write-up checks this in numpy at d 64, n_h 4, d_h 16, d_c 32,
 // T 10 with `default_rng(0)`. `ref/core/rng.h` is numpy's generator bit for bit (PCG64, SeedSequence,
 // the ziggurat normal), so the cell below draws the very same matrices, in the same order, and does
 // the same algebra in double with plain loops.
@@ -213,7 +214,7 @@ NB_CELL(cell_numpy_check)
 }
 
 // %% [markdown]
-// The write-up printed `5.329070518200751e-15` and `6.661338147750939e-16` (numpy 2.4.1). The digits
+// The lineage write-up printed `5.329070518200751e-15` and `6.661338147750939e-16` (numpy 2.4.1). The digits
 // of a rounding difference depend on the order of the sums (numpy's einsum and BLAS choose theirs),
 // so only the level, about 1e-15, carries over; a rerun on numpy 1.24 gives 4.00e-15 and 8.88e-16. The
 // draws themselves do carry over: numpy's own results for this check are committed in
@@ -257,7 +258,7 @@ NB_CELL(cell_numpy_agrees)
 //
 // The library implements both forms over the same cached rows `[c_kv | k^R]`, with the RMSNorms, the
 // query latent, the decoupled RoPE key and YaRN: `mla_decode_naive` rebuilds every head's key and
-// value from each cached row, `mla_decode_absorbed` scores the rows as they are. At the spec's toy size
+// value from each cached row, `mla_decode_absorbed` scores the rows as they are. At the chapter's toy size
 // (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16) the cell prefills 39 tokens into two caches and
 // decodes token 39 with each form.
 
@@ -318,7 +319,7 @@ NB_CELL(cell_ref_forms)
 // ## The figure
 //
 // Bytes per token at V3's head geometry and 61 layers, bf16: MHA and GQA-8 with the real 128-wide
-// values, the write-up's MHA with values sized like keys (light), and MLA's 576-value row. The README
+// values, the lineage write-up's MHA with values sized like keys (light), and MLA's 576-value row. The README
 // shows it (`chapters/02_mla/figures/cache_per_token.svg`).
 
 // %%
@@ -326,13 +327,13 @@ NB_CELL(cell_figure)
 {
     const double b = kvf_element_bits(KVF_BF16) / 8.0, L = (double)v3.n_layers, H = (double)v3.n_heads;
     const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim), Dv = (double)v3.v_head_dim;
-    const char *labels[] = {"MHA, V sized like K (write-up)", "MHA, K 192 + V 128", "GQA-8, K 192 + V 128",
+    const char *labels[] = {"MHA, V like K (lineage write-up)", "MHA, K 192 + V 128", "GQA-8, K 192 + V 128",
                             "MLA, c_kv 512 + k_rope 64"};
     const double values[] = {H * 2 * Dk * b * L, H * (Dk + Dv) * b * L, GQA_GROUPS * (Dk + Dv) * b * L,
                              (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * b * L};
     const int emphasis[] = {0, 1, 1, 1};
     char subtitle[160];
-    snprintf(subtitle, sizeof subtitle, "%zu layers, bf16, %zu heads; light: the write-up's MHA figure, which sizes V like K",
+    snprintf(subtitle, sizeof subtitle, "%zu layers, bf16, %zu heads; light: the lineage write-up's MHA, V like K",
              v3.n_layers, v3.n_heads);
     svg_doc s;
     svg_bars_log(&s, "DeepSeek-V3 geometry: KV cache bytes per token", subtitle, labels, values, emphasis, 4, "B");

@@ -73,7 +73,7 @@ NB_CELL(cell_bytes)
 // %% [markdown]
 // ## What the indexer selects
 //
-// At toy size (spec §4: d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16; HI 4, DI 16, K 6) and random
+// At toy size (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16; HI 4, DI 16, K 6) and random
 // weights, `dsa_forward` runs the indexer over 32 tokens and keeps each query's 6 best positions;
 // MLA then attends to those rows only, one selected set shared by all heads. Queries 0 to 5 see fewer
 // than K positions and keep them all. Untrained, the picks are arbitrary; training (next section) is
@@ -134,7 +134,7 @@ NB_CELL(cell_selection)
 // %% [markdown]
 // ## Sparse equals dense when K covers the context
 //
-// If K ≥ t + 1 for every query, top-k keeps everything and DSA is MLA (spec §9 property 7). And the
+// If K ≥ t + 1 for every query, top-k keeps everything and DSA is MLA (`tests/test_ch04_dsa.c`). And the
 // decode path a server runs, which gathers the K selected rows from the cache by index and attends
 // over those alone (FlashMLA's sparse decode), must select and output what the whole-sequence
 // definition does. The cell checks both on the toy.

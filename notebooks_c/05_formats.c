@@ -194,9 +194,9 @@ NB_CELL(cell_headroom)
 }
 
 // %% [markdown]
-// ## The write-up's FP4 check, digit for digit
+// ## The lineage write-up's FP4 check, digit for digit
 //
-// The write-up draws a standard-normal 512-vector with `default_rng(0)`, scales it to L2 norm √512,
+// The lineage write-up draws a standard-normal 512-vector with `default_rng(0)`, scales it to L2 norm √512,
 // quantises it in blocks of 16 with an E4M3 scale mapping each block's maximum onto 6 and nearest E2M1
 // elements, and prints the largest magnitude and the relative error. `formats/`'s V4.1 FP4
 // (`kvf_quant_fp4_v41`) is that recipe with the kernel's details (round-to-nearest-even everywhere, a
@@ -263,14 +263,14 @@ NB_CELL(cell_fp4_check)
     printf("bytes per 512-ch entry: fp16 %u  fp8 %u  fp4+E4M3/16 %zu\n", DIM * kvf_element_bits(KVF_BF16) / 8,
            DIM * kvf_element_bits(KVF_E4M3) / 8, kvf_row_bytes(KVF_ROW_V41_MAIN));
     return nb_expect(!strcmp(numpy_round(amax, 3), "3.861") && !strcmp(numpy_round(rel, 4), "0.0912"),
-                     "seed 0 gives %s and %s, not the write-up's 3.861 and 0.0912", numpy_round(amax, 3),
+                     "seed 0 gives %s and %s, not the lineage write-up's 3.861 and 0.0912", numpy_round(amax, 3),
                      numpy_round(rel, 4));
 }
 
 // %% [markdown]
 // A Gaussian latent peaks near 4, far inside the 22.6 bound, and the error is about 9%: the price of
 // eight magnitudes per block, and the reason the format needs quantisation-aware training and the
-// window cache stays in FP8. The write-up's own caveat applies: this is the order of magnitude, not
+// window cache stays in FP8. The lineage write-up's own caveat applies: this is the order of magnitude, not
 // the model's number. Twenty seeds against numpy's results for the same recipe
 // (`tests/data/kvfmt_fp4_demo.txt`, written by `tests/gen_kvfmt_fp4_demo.py`):
 

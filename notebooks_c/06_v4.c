@@ -34,7 +34,7 @@
 // The checkpoint's `compress_ratios` decides each layer: 0 window-only, 4 CSA, 128 HCA. Only the
 // compressed entries grow with the context; per token a CSA layer keeps a quarter of a 584-byte row
 // plus a quarter of a 68-byte index key, an HCA layer 1/128 of a row, a window-only layer nothing.
-// One write-up instead quotes the transformers fallback schedule (two HCA layers, then CSA at odd
+// The transformers write-up instead quotes the transformers fallback schedule (two HCA layers, then CSA at odd
 // indices): the cell prices that too.
 
 // %%
@@ -352,7 +352,7 @@ NB_CELL(cell_sinks)
 // %% [markdown]
 // ## A toy V4 stack, two paths
 //
-// The toy of the spec: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2, Do 16, W 8, layer map [0, 0, 4, 8, 4]
+// The toy of `tests/v4_toy.h`: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2, Do 16, W 8, layer map [0, 0, 4, 8, 4]
 // (window, window, CSA M 4 top-3, HCA M 8, CSA), 45 tokens. The whole-sequence definition and what a
 // server runs (a prefill of 13 tokens, then one token at a time through the caches) must agree. Then
 // a stack at the real entry widths (head dim 512, DI 128) with native rows reports what its caches hold.

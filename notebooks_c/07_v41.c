@@ -165,11 +165,11 @@ NB_CELL(cell_bytes)
 // %% [markdown]
 // ## One layer's parameters, from the config
 //
-// One write-up counts the weights of a Reindex layer (its layer 24) step by step. Every count below is
-// the config's widths multiplied out: query latent W_DQ plus its norm gain, the query heads W_UQ, the
-// window's W_KV plus gain, the indexer's W_IQ and head weights W_IW (a Reindex layer has no key
-// projection: it reads layer 20's keys), one sink per head, and the grouped output W_OA (8 blocks) and
-// W_OB. The other modes differ only in the indexer and compressor rows.
+// The V4.1 layer walkthrough counts the weights of a Reindex layer (its layer 24) step by step. Every
+// count below is the config's widths multiplied out: query latent W_DQ plus its norm gain, the query
+// heads W_UQ, the window's W_KV plus gain, the indexer's W_IQ and head weights W_IW (a Reindex layer
+// has no key projection: it reads layer 20's keys), one sink per head, and the grouped output W_OA (8
+// blocks) and W_OB. The other modes differ only in the indexer and compressor rows.
 
 // %%
 NB_CELL(cell_params)
@@ -233,7 +233,7 @@ NB_CELL(cell_work)
 // %% [markdown]
 // ## The toy V4.1 stack
 //
-// The toy of spec §6 (`tests/ch07_toy.h`): d 64, H 4, Dh 32, Dr 8, W 8, HI 4, DI 16, K 3, 10 layers with
+// The toy of `tests/ch07_toy.h`: d 64, H 4, Dh 32, Dr 8, W 8, HI 4, DI 16, K 3, 10 layers with
 // ratios [0, 0, 2, 2, 2, 1, 1, 1, 1, 1], KV sources 2 and 5, index sources 2, 5, 7 and 9, and layer 5
 // publishing a pool of 2 blocks of 4 positions. It runs 45 tokens through `csa2_stack_forward` (the
 // whole-sequence definition) and through `csa2_stack_prefill` of 20 tokens plus 25 decode steps over a
