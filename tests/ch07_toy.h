@@ -1,4 +1,4 @@
-/* The V4.1 toy of spec generations.md §6, shared by the chapter 7 suites: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2,
+/* The V4.1 toy (chapters/07_v41/README.md), shared by the chapter 7 suites: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2,
  * Do 16, W 8, HI 4, DI 16, K 3, L 10, ratios [0,0,2,2,2,1,1,1,1,1], kv sources [2, 5], index sources
  * [2, 5, 7, 9], candidate source 5, 2 candidate blocks of 4 (T 45 in the tests). */
 #ifndef KVL_TESTS_CH07_TOY_H

@@ -1,4 +1,4 @@
-/* The definitions of spec generations.md §1, §2 (naive form) and §3 in plain loops and double
+/* The definitions of chapters 1 (MHA/GQA/MQA), 2 (MLA, naive form) and 3 (windows) in plain loops and double
  * precision: the oracles the chapter 1 and 3 suites compare the float32 modules with, and the
  * tolerance those comparisons allow. Nothing here calls ref/: weights and
  * inputs are read as given (float, widened exactly), the RoPE angle p·θ_i is formed from the
@@ -77,7 +77,7 @@ static inline void oracle_mha_qkv(double *q, double *k, double *v, const oracle_
     }
 }
 
-/* out[T][d] = the attention layer of §1 on x[T][d] at positions 0 … T − 1 */
+/* out[T][d] = the attention layer of chapter 1 on x[T][d] at positions 0 … T − 1 */
 static inline void oracle_mha(double *out, const oracle_mha_layer *L, const double *x, size_t T)
 {
     const size_t Dh = L->Dh, qw = L->H * Dh, kw = L->Hkv * Dh;
@@ -136,7 +136,7 @@ typedef struct {
     const float *w_dkv, *kv_norm, *w_ukv, *w_o;     /* [Dc+Dr][d], [Dc], [H·(Dnope+Dv)][Dc], [d][H·Dv] */
 } oracle_mla_layer;
 
-/* out[T][d] = MLA of spec §2 in its naive form: every head's key [W_UK^h c_j | k_rope_j] and value
+/* out[T][d] = MLA of chapter 2 in its naive form: every head's key [W_UK^h c_j | k_rope_j] and value
  * W_UV^h c_j rebuilt from the latent, ordinary attention, W_O. */
 static inline void oracle_mla(double *out, const oracle_mla_layer *L, const double *x, size_t T)
 {

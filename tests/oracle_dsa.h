@@ -1,4 +1,4 @@
-/* The V3.2 lightning indexer, top-k and sparse MLA (spec generations.md §4) in plain loops and double
+/* The V3.2 lightning indexer, top-k and sparse MLA (chapter 4) in plain loops and double
  * precision: the oracles the chapter 4 suites compare ref/dsa with. Nothing here calls ref/: weights
  * and inputs are read from the module's structs as given (float, widened exactly), the RoPE angle is
  * formed from the frequency table, LayerNorm and the Hadamard matrix are written out again, and the
@@ -210,7 +210,7 @@ static inline int oracle_dsa_cut_is_safe(size_t *row, const double *I, const dou
 
 /* ---- sparse MLA ------------------------------------------------------------------------------------- */
 
-/* rows[T][Dc+Dr] = [c_kv | k_rope] of x[T][d] at positions 0 … T − 1 (spec §2) */
+/* rows[T][Dc+Dr] = [c_kv | k_rope] of x[T][d] at positions 0 … T − 1 (chapter 2) */
 static inline void oracle_dsa_rows(double *rows, const oracle_dsa_layer *L, const double *x, size_t T)
 {
     const oracle_mla_layer *M = &L->mla;
@@ -225,7 +225,7 @@ static inline void oracle_dsa_rows(double *rows, const oracle_dsa_layer *L, cons
     free(lat);
 }
 
-/* out[T][d] = MLA of spec §2 in its naive form over the key rows rows[T][Dc+Dr], query t (from x[t],
+/* out[T][d] = MLA of chapter 2 in its naive form over the key rows rows[T][Dc+Dr], query t (from x[t],
  * at position t) reading only the rows in sel[t][K] (−1 skipped): every head's key
  * [W_UK^h c_j | k_rope_j] and value W_UV^h c_j, softmax over the selected j, W_O. *max_logit (NULL: not
  * wanted) receives the largest |scaled score|. */
@@ -275,7 +275,7 @@ static inline void oracle_dsa_attend(double *out, double *max_logit, const oracl
 }
 
 /* target[T][T]: dense causal MLA attention of x[T][d] over rows[T][Dc+Dr], the weights of every head
- * summed and L1-normalised per query (the indexer's training target, V3.2 report §2.1); 0 for s > t. */
+ * summed and L1-normalised per query (the indexer's training target, DeepSeek-V3.2-Exp report, section 2.1); 0 for s > t. */
 static inline void oracle_dsa_attention_target(double *target, const oracle_dsa_layer *L, const double *x,
                                                const double *rows, size_t T)
 {

@@ -1,8 +1,8 @@
-/* The DeepSeek-V4 layer of spec generations.md §5 in plain loops and double precision: the oracles the
+/* The DeepSeek-V4 layer of ref/v4.h (chapter 6) in plain loops and double precision: the oracles the
  * chapter 6 suites compare ref/v4 with. Nothing here calls ref/: weights and inputs are read from the
  * module's structs as given (float, widened exactly), the RoPE angle is formed from the frequency table,
  * the compressor's slots, the causal threshold, the sink softmax, the top-k (a full sort) and the grouped
- * output are written out again from the spec.
+ * output are written out again from their definitions.
  *
  * Shapes: x[T][d]; entries[N][c]; q[T][H][Dh]; rows[T][Dh]; I[T][N]; sel[T][K]; out[T][d]. */
 #ifndef KVL_TESTS_ORACLE_V4_H
@@ -48,7 +48,7 @@ static inline void oracle_v4_unit_rms(double *y, const double *v, size_t n, doub
     for (size_t i = 0; i < n; i++) y[i] = v[i] * r;
 }
 
-/* entries[⌊T/M⌋][c]: the compressor of §5 on x[T][d]. Entry i pools block i through the LAST c channels
+/* entries[⌊T/M⌋][c]: the compressor of ref/v4_compressor.h on x[T][d]. Entry i pools block i through the LAST c channels
  * and (overlap) block i − 1 through the FIRST c channels, one softmax per channel over all slots, then
  * RMSNorm with gain and the trailing Dr channels rotated at iM + offset. */
 static inline void oracle_v4_compress(double *entries, const v4_compressor_config *k, const v4_compressor_weights *w,

@@ -1,6 +1,6 @@
-/* ref/mha (chapter 1): MHA, GQA and MQA as one module, against the double definition of spec
- * generations.md §1 (tests/oracle_attention.h), and the properties of §9: 1 (the GQA family), 2 (cache
- * paths = whole-sequence forward) and 18 (live cache bytes = the formula 2·Hkv·Dh·b per token). */
+/* ref/mha (chapter 1): MHA, GQA and MQA as one module, against the double definition
+ * (tests/oracle_attention.h), and three properties: the GQA family, cache paths = whole-sequence forward,
+ * and (live cache bytes = the formula 2·Hkv·Dh·b per token). */
 #include "common.h"
 #include "oracle_attention.h"
 
@@ -16,7 +16,7 @@
 #include "rng.h"
 #include "status.h"
 
-/* Toy size (spec §1): d 64, H 4, Hkv ∈ {4, 2, 1}, Dh 16, T 40. */
+/* Toy size: d 64, H 4, Hkv ∈ {4, 2, 1}, Dh 16, T 40. */
 #define TOY_D 64
 #define TOY_H 4
 #define TOY_DH 16
@@ -65,7 +65,7 @@ static oracle_mha_layer oracle_of(const layer *L, const size_t *kv_of)
                               .w_v = L->w.w_v, .w_o = L->w.w_o};
 }
 
-/* kv_of[h] = ⌊h / (TOY_H/Hkv)⌋: consecutive query heads share a KV head (spec §1). */
+/* kv_of[h] = ⌊h / (TOY_H/Hkv)⌋: consecutive query heads share a KV head. */
 static void grouped(size_t kv_of[TOY_H], size_t Hkv)
 {
     for (size_t h = 0; h < TOY_H; h++) kv_of[h] = h / (TOY_H / Hkv);
@@ -162,7 +162,7 @@ START_TEST(test_forward_matches_definition_when_t_is_1)
 }
 END_TEST
 
-/* ---- the GQA family (§9 property 1) --------------------------------------------------------------- */
+/* ---- the GQA family ------------------------------------------------------------------------------- */
 
 /* Hkv = TOY_H: every head reads its own K and V, which is MHA. */
 START_TEST(test_gqa_matches_mha_when_n_kv_equals_n_heads)
@@ -241,7 +241,7 @@ START_TEST(test_gqa_matches_mha_when_kv_heads_are_copies)
 }
 END_TEST
 
-/* ---- cache paths = whole sequence (§9 property 2) ------------------------------------------------- */
+/* ---- cache paths = whole sequence ----------------------------------------------------------------- */
 
 START_TEST(test_decode_matches_forward_when_token_by_token)
 {
@@ -337,7 +337,7 @@ START_TEST(test_decode_matches_forward_when_t_is_1)
 }
 END_TEST
 
-/* ---- bytes (§9 property 18) ----------------------------------------------------------------------- */
+/* ---- bytes ---------------------------------------------------------------------------------------- */
 
 /* After t tokens a full cache holds t·2·Hkv·Dh·b bytes (b = 4 for float32, 2 for bf16). */
 START_TEST(test_cache_bytes_match_formula_per_token)

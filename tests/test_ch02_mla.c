@@ -1,14 +1,15 @@
-/* Chapter 2: multi-head latent attention (spec generations.md §2; §9 properties 2, 3 and 4).
+/* Chapter 2: multi-head latent attention (ref/mla.h): cache paths = whole-sequence forward, absorbed = naive,
+ * and the RoPE/YaRN it uses.
  *
- * The oracle is the definition of §2 written below in plain double loops: per-head keys
+ * The oracle is the definition of ref/mla.h written below in plain double loops: per-head keys
  * [W_UK^h c_j | k_rope_j] and values W_UV^h c_j, a causal (or banded) mask, softmax, W_O. The module's
  * float32 paths (whole-sequence forward, chunked prefill, naive and absorbed decode) are each held to
  * it row by row; the absorbed and the naive scores and values are held to it piece by piece. The
- * write-up's numpy check (its V2 section) is redone in double with the project's rng and compared with
+ * lineage write-up's numpy check (its V2 section; chapters/SOURCES.md) is redone in double with the project's rng and compared with
  * numpy's own numbers
  * (tests/data/mla_toy_numpy.txt, written by tests/gen_mla_toy.py).
  *
- * Toy size (spec §2): d 64, H 4, Dq' 32 (and 0), Dc 32, Dnope 16, Dr 8, Dv 16, T 40; YaRN RoPE with
+ * Toy size: d 64, H 4, Dq' 32 (and 0), Dc 32, Dnope 16, Dr 8, Dv 16, T 40; YaRN RoPE with
  * V3's rotary fields at Dr 8 (lo 1, hi 3). Windowed runs use W 8. */
 #include "attend.h"
 #include "common.h"
@@ -34,7 +35,7 @@
  * 2^-8 of itself (an ulp at 1 is 2^-7). */
 #define BF16_UNIT_ROUNDOFF 0x1p-8
 
-/* The write-up's absorption check prints differences at 1e-15; anything algebraically different
+/* The lineage write-up's absorption check prints differences at 1e-15; anything algebraically different
  * (a missing W_UK, a transposed head) is off by O(1). */
 #define TOY_CHECK_MAX_DIFF 1e-13
 
@@ -80,7 +81,7 @@ static double max_abs(const double *x, size_t n)
     return m;
 }
 
-/* ---- the oracle: spec §2 in double ------------------------------------------------------------------ */
+/* ---- the oracle: ref/mla.h's definition in double ----------------------------------------------------- */
 
 /* The weights widened to double, at the same offsets as the float block. */
 typedef struct {
@@ -126,7 +127,7 @@ static void rmsnorm(double *v, const double *g, size_t n, double eps)
     for (size_t i = 0; i < n; i++) v[i] = g[i] * v[i] * inv;
 }
 
-/* interleaved pairs (2i, 2i+1) turned by pos·θ_i (spec §0 "RoPE") */
+/* interleaved pairs (2i, 2i+1) turned by pos·θ_i (DeepSeek-V3 inference/model.py) */
 static void rope(double *v, const mla_config *c, size_t pos)
 {
     for (size_t i = 0; i < c->qk_rope / 2; i++) {
@@ -624,7 +625,7 @@ START_TEST(test_cache_bytes_equal_576_b_per_token_at_v3_geometry)
     mla_config c;
     ok(mla_config_from_model(&c, &m));
     ck_assert_uint_eq(c.kv_lora_rank + c.qk_rope, 576);
-    /* spec §0: 192^-1/2 · 1.368888^2 */
+    /* (Dnope + Dr)^-1/2 · m² with DeepSeek-V3's m: 192^-1/2 · 1.368888^2 */
     ck_assert_msg(fabs(c.softmax_scale - 0.1352338) < 5e-8, "V3 softmax scale %.9f", c.softmax_scale);
     const size_t T = 37;
     float *rows = xmalloc(T * 576 * sizeof *rows);
@@ -792,7 +793,7 @@ START_TEST(test_bf16_chunked_prefill_matches_bf16_decode)
 }
 END_TEST
 
-/* ---- the write-up's numpy check, in double ---------------------------------------------------------- */
+/* ---- the lineage write-up's numpy check, in double -------------------------------------------------- */
 
 enum { WT_D = 64, WT_NH = 4, WT_DH = 16, WT_DC = 32, WT_T = 10 };
 
@@ -801,7 +802,7 @@ typedef struct {
     double out_naive[WT_NH][WT_DH], out_abs[WT_NH][WT_DH];
 } writeup_toy;
 
-/* rng.standard_normal(n) / sqrt(fan), as the write-up draws each array */
+/* rng.standard_normal(n) / sqrt(fan), as the lineage write-up draws each array */
 static void draw(kvl_rng *rng, double *x, size_t n, double fan)
 {
     kvl_rng_normal_f64(rng, x, n, 1.0);
@@ -879,7 +880,7 @@ START_TEST(test_writeup_toy_absorbed_equals_naive_in_double)
     writeup_toy_run(&r);
     const double ds = max_diff(&r.scores_naive[0][0], &r.scores_abs[0][0], WT_NH * WT_T);
     const double dout = max_diff(&r.out_naive[0][0], &r.out_abs[0][0], WT_NH * WT_DH);
-    printf("write-up toy: max |score diff| %.3g, max |output diff| %.3g; cached floats per token, naive K+V: %d"
+    printf("lineage toy: max |score diff| %.3g, max |output diff| %.3g; cached floats per token, naive K+V: %d"
            "  absorbed latent: %d\n", ds, dout, 2 * WT_NH * WT_DH, WT_DC);
     ck_assert_msg(ds < TOY_CHECK_MAX_DIFF && dout < TOY_CHECK_MAX_DIFF, "diffs %.3g, %.3g", ds, dout);
 
@@ -890,9 +891,9 @@ START_TEST(test_writeup_toy_absorbed_equals_naive_in_double)
     read_numpy_block(want_abs, WT_NH * WT_DH, "out_absorbed");
     read_numpy_block(cached, 2, "cached");
     const double tol = TOY_CHECK_MAX_DIFF;
-    kvl_expect_close_f64("write-up toy scores vs numpy", &r.scores_naive[0][0], want_s, WT_NH * WT_T, tol, 0, 0);
-    kvl_expect_close_f64("write-up toy naive output vs numpy", &r.out_naive[0][0], want_o, WT_NH * WT_DH, tol, 0, 0);
-    kvl_expect_close_f64("write-up toy absorbed output vs numpy", &r.out_abs[0][0], want_abs, WT_NH * WT_DH, tol, 0, 0);
+    kvl_expect_close_f64("lineage toy scores vs numpy", &r.scores_naive[0][0], want_s, WT_NH * WT_T, tol, 0, 0);
+    kvl_expect_close_f64("lineage toy naive output vs numpy", &r.out_naive[0][0], want_o, WT_NH * WT_DH, tol, 0, 0);
+    kvl_expect_close_f64("lineage toy absorbed output vs numpy", &r.out_abs[0][0], want_abs, WT_NH * WT_DH, tol, 0, 0);
     ck_assert(cached[0] == 2 * WT_NH * WT_DH && cached[0] == 128);
     ck_assert(cached[1] == WT_DC && cached[1] == 32);
 }

@@ -1,8 +1,8 @@
 /* ref/model (chapter 3): the pre-norm layer stack over MHA/GQA/MQA and MLA layers taken from a
  * config's layer map, against its double definition; the cache paths against the whole-sequence
- * forward (§9 property 2) with windows (T ≥ 3W, chunk edges off the multiples of W); live bytes
- * against the formula (property 18); and the exact receptive field of L windowed layers: token 0
- * reaches positions up to L·(W−1) and not one further (spec §3). */
+ * forward with windows (T ≥ 3W, chunk edges off the multiples of W); live bytes
+ * against the formula; and the exact receptive field of L windowed layers: token 0
+ * reaches positions up to L·(W−1) and not one further. */
 #include "common.h"
 #include "oracle_attention.h"
 
@@ -19,7 +19,7 @@
 #define W_TOY 8
 #define T_TOY 40   /* 5W */
 
-/* Toy configs (spec §1, §2 toy sizes), parsed by the project's loader. */
+/* Toy configs (the chapter 1 and 2 toy sizes), parsed by the project's loader. */
 static const char GQA_SWA_STACK[] =
     "{\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
     " \"head_dim\": 16, \"sliding_window\": 8}";
@@ -292,7 +292,7 @@ START_TEST(test_decode_matches_forward_when_t_is_1)
 }
 END_TEST
 
-/* ---- bytes (§9 property 18) --------------------------------------------------------------------------- */
+/* ---- bytes ------------------------------------------------------------------------------------------ */
 
 /* Live bytes after t tokens: L·min(t, S)·(row elements)·b, with S = W for a windowed stack and the
  * context otherwise; a row is 2·Hkv·Dh (MHA family) or Dc + Dr (MLA). */

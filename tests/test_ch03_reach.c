@@ -1,6 +1,6 @@
 /* chapters/03_swa/swa_reach: the measured reach of a toy windowed stack equals L·(W−1) exactly (every
  * output beyond it bit-identical), and the Mistral 7B figures come out of its config: an 8× smaller
- * cache at 32K, 32·4095 = 131,040 positions of reach against the write-up's 32·4096 = 131,072. */
+ * cache at 32K, 32·4095 = 131,040 positions of reach against the lineage write-up's 32·4096 = 131,072. */
 #include "common.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
 /* ref/swa (chapter 3): the query-inclusive window rule, the ring buffer that keeps the last W rows at
- * slot p mod W, and, through ref/mha, §9 property 5: decoding over the ring equals the whole-sequence
+ * slot p mod W, and, through ref/mha: decoding over the ring equals the whole-sequence
  * forward under the banded mask, for T < W, T = W and T = 5W, with chunk edges off the multiples of
- * W; and property 18 for windows: the cache stops growing at W rows. */
+ * W; and for windows: the cache stops growing at W rows. */
 #include "common.h"
 #include "oracle_attention.h"
 
@@ -114,7 +114,7 @@ END_TEST
 START_TEST(test_ring_holds_the_banded_window_when_t_is_5w) { ring_one_by_one(5 * W_TOY, W_TOY); }
 END_TEST
 
-/* Position p sits in slot p mod W (Mistral's rule, [V41]). */
+/* Position p sits in slot p mod W (Mistral's rule, and DeepSeek-V4.1-Flash inference/model.py's). */
 START_TEST(test_ring_slot_is_position_mod_w)
 {
     swa_ring r;
@@ -214,7 +214,7 @@ START_TEST(test_ring_refuses_positions_it_does_not_hold)
 }
 END_TEST
 
-/* ---- windowed attention: ring = banded mask (§9 property 5) --------------------------------------- */
+/* ---- windowed attention: ring = banded mask ------------------------------------------------------ */
 
 typedef struct {
     mha_config c;
@@ -321,7 +321,7 @@ START_TEST(test_ring_decode_matches_banded_forward_when_t_is_1)
 }
 END_TEST
 
-/* ---- bytes (§9 property 18, window part) ----------------------------------------------------------- */
+/* ---- bytes, window part ------------------------------------------------------------------------------ */
 
 /* min(t, W) rows of 2·Hkv·Dh elements: the cache grows for W tokens, then stays at W entries. */
 START_TEST(test_window_cache_bytes_constant_after_w_tokens)

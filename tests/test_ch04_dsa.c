@@ -1,12 +1,12 @@
-/* Chapter 4: DeepSeek-V3.2 sparse attention over MLA's latents (spec generations.md §4; §9 properties
- * 2 and 7; §10 items 14 and 16), its cache in float32 and in the deployed 656 + 132-byte rows.
+/* Chapter 4: DeepSeek-V3.2 sparse attention over MLA's latents (ref/dsa.h): cache paths = whole-sequence
+ * forward, K ≥ t + 1 = dense MLA, the masked naive prefill = the absorbed gathered decode; its cache in float32 and in the deployed 656 + 132-byte rows.
  *
  * The oracle (tests/oracle_dsa.h) is the definition in double: the indexer, a full-sort top-k, and MLA
  * in its naive per-head form reading only the selected rows. The module's paths (whole-sequence
  * forward, chunked prefill, masked and gather decode, the three attention pieces) are each held to it
  * row by row, selections included; with K at or above the context the sparse layer is held to dense MLA.
  *
- * Toy (spec §4): the MLA toy (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16, V3's YaRN fields at
+ * Toy: the MLA toy (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16, V3's YaRN fields at
  * Dr 8) + HI 4, DI 16, K ∈ {6, ≥ T}, T 40. The deployed rows need Dc 512, Dr 64 and DI 128: they are
  * tested at those widths with d 64, H 2, HI 2. */
 #include "common.h"
@@ -34,7 +34,7 @@
 #define TOY_K 6
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The spec's deployed bytes per token per layer: 656 (main row) + 132 (index key). */
+/* The deployed bytes per token per layer (FlashMLA README; chapter 4): 656 (main row) + 132 (index key). */
 #define V32_BYTES_PER_TOKEN 788
 
 /* bf16 keeps 8 significant bits: round to nearest moves a value by at most 2^-8 of itself. */

@@ -1,12 +1,12 @@
-/* Chapter 4: the V3.2 lightning indexer and its top-k (spec generations.md §4; §9 property 7; §10
- * items 4 and 5; §11.4), and the Walsh-Hadamard rotation of its quantised form.
+/* Chapter 4: the V3.2 lightning indexer and its top-k (ref/dsa.h; the half-split RoPE and
+ * both scale factors of DeepSeek-V3.2 inference/model.py; ref/core/topk.h's ties), and the Walsh-Hadamard rotation of its quantised form.
  *
  * The oracles (tests/oracle_dsa.h, and the Sylvester matrix written out below) are the definitions in
  * double. The index scores are held to them by VALUE, with both scale factors, because a top-k cannot
  * see a positive factor on the head weights (shown below). Top-k is held to a full sort on rows full of
  * ties. The fp8 form is held to a bound derived from the E4M3 format.
  *
- * Toy (spec §4): the MLA toy (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16, V3's YaRN fields at
+ * Toy: the MLA toy (d 64, H 4, Dq' 32, Dc 32, Dnope 16, Dr 8, Dv 16, V3's YaRN fields at
  * Dr 8) + HI 4, DI 16, K 6, T 40. The fp8 form needs DI a multiple of 128: it is tested at DI 128. */
 #include "common.h"
 #include "dsa.h"
@@ -460,7 +460,7 @@ START_TEST(test_no_query_selects_a_future_position)
 }
 END_TEST
 
-/* Ranking is blind to a positive factor on the head weights (§9 property 7): the scores scale, the
+/* Ranking is blind to a positive factor on the head weights: the scores scale, the
  * selection does not move. This is why the scale factors are tested by value above. */
 START_TEST(test_topk_unchanged_by_positive_rescaling_of_head_weights)
 {

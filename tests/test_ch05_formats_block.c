@@ -16,7 +16,7 @@
  * power of two each move a value by at most 2^-24 of itself. */
 #define FL32_HALF_ULP 0x1p-24
 
-/* ---- the element formats from their definitions (spec §1) --------------------------------------- */
+/* ---- the element formats from their definitions (OCP MX v1.0, section 5) ------------------------- */
 
 static double e4m3_value(unsigned code)
 {
@@ -69,7 +69,7 @@ static double e2m1_half_step(double y)
     return ldexp(1.0, (y == 0 || e - 1 < 0 ? 0 : e - 1) - 2);
 }
 
-/* ---- scale rules (spec §3, §4, §6) --------------------------------------------------------------- */
+/* ---- scale rules (formats/scale.h, formats/block.h) -------------------------------------------- */
 
 static int floor_log2(double a)
 {
@@ -90,7 +90,7 @@ static unsigned e8m0_code_of_k(int k)
     return (unsigned)((k < -127 ? -127 : k) + 127);
 }
 
-/* OCP MX v1.0 §6.3: k = floor(log2 amax) − emax, amax 0 read as 2^-126. */
+/* OCP MX v1.0, section 6.3: k = floor(log2 amax) − emax, amax 0 read as 2^-126. */
 static unsigned ocp_floor_code(double amax, int emax)
 {
     return e8m0_code_of_k(floor_log2(amax > 0 ? amax : 0x1p-126) - emax);
@@ -642,7 +642,7 @@ START_TEST(test_e4m3_scale_reaches_the_4_and_6_rungs_where_a_power_of_two_scale_
 {
     /* Block max 3 + δ: the ideal scale (3 + δ)/6 is just over 1/2. A power-of-two scale that keeps every
      * element in range rounds it up to 1, so the block lands on the ladder at ≤ 3.1 and the rungs 4 and 6
-     * go unused; an E4M3 scale (0.5 here) lands the max near 6 (NVFP4 paper §2). */
+     * go unused; an E4M3 scale (0.5 here) lands the max near 6 (NVFP4 paper, section 2). */
     float x[32];
     for (size_t i = 0; i < 32; i++) x[i] = 3.1f * (float)(16 - i % 16) / 16.0f;
     uint8_t codes[16], scales[2];

@@ -56,7 +56,7 @@ static float log_uniform(uint64_t *s, double lo, double hi)
     return next_u64(s) & 1 ? -x : x;
 }
 
-/* ---- the small formats by their definition (formats.md §1, §2) ---------------------------------- */
+/* ---- the small formats by their definition (OCP MX v1.0, section 5; ml_dtypes) -------------------- */
 
 typedef struct {
     const char *name;
@@ -262,7 +262,7 @@ START_TEST(test_decode_is_monotonic_in_code_order)
 }
 END_TEST
 
-/* formats.md §1: E4M3 has 126 positive finite nonzero codes (0x01..0x7E); E5M2 123 (0x01..0x7B);
+/* By the definitions: E4M3 has 126 positive finite nonzero codes (0x01..0x7E); E5M2 123 (0x01..0x7B);
  * E2M1 7; E8M0 255 (every code but 0xFF; it has no zero); bf16 32639 (0x0001..0x7F7F). */
 START_TEST(test_finite_code_counts_match_the_spec)
 {
@@ -278,7 +278,7 @@ START_TEST(test_finite_code_counts_match_the_spec)
                 largest = fmax(largest, v);
             }
         }
-        EXPECT(n == want[i], "%s: %u positive finite nonzero codes, spec %u", F->name, n, want[i]);
+        EXPECT(n == want[i], "%s: %u positive finite nonzero codes, want %u", F->name, n, want[i]);
         EXPECT(largest == kvf_element_max(F->f), "%s max %g", F->name, largest);
     }
     unsigned n8 = 0, n16 = 0;
@@ -323,7 +323,7 @@ START_TEST(test_encode_rounds_ties_to_even)
             }
         }
     }
-    /* the ties formats.md §2 names */
+    /* the ties that matter: halfway cases of each format */
     static const struct { kvf_element f; float x; uint8_t plain, sat; } named[] = {
         {KVF_E4M3, 464.0f, 0x7E, 0x7E},     {KVF_E4M3, 0x1p-10f, 0x00, 0x00},
         {KVF_E5M2, 61440.0f, 0x7C, 0x7B},   {KVF_E5M2, 0x1p-17f, 0x00, 0x00},
@@ -381,7 +381,7 @@ START_TEST(test_encode_is_the_nearest_code_by_exhaustive_search)
 }
 END_TEST
 
-/* formats.md §2 overflow table: finite past max and ±inf, each cast. */
+/* the overflow table of formats/element.h: finite past max and ±inf, each cast. */
 START_TEST(test_overflow_follows_each_cast)
 {
     static const float past[] = {464.00003f, 480.0f, 1e5f, 1e30f, FLT_MAX, INFINITY};
@@ -638,7 +638,7 @@ START_TEST(test_bulk_casts_match_the_scalar_casts)
 }
 END_TEST
 
-/* formats.md §5: element 2j in the low nibble, 2j+1 in the high nibble. */
+/* DeepGEMM's per_token_cast_to_fp4 order: element 2j in the low nibble, 2j+1 in the high nibble. */
 START_TEST(test_e2m1_packs_element_2j_in_the_low_nibble)
 {
     const float x[3] = {1.0f, -6.0f, 0.5f};
@@ -764,9 +764,9 @@ START_TEST(test_encode_matches_ml_dtypes_astype_on_golden_vectors)
 }
 END_TEST
 
-/* The file's saturating column is astype(clip(x, −max, max)): ±inf → ±max, CUDA's SATFINITE, which
- * the library follows. (ml_dtypes' own saturating conversion, unreachable from Python, would give
- * NaN for E4M3 and ±inf for E5M2 there; formats.md §2 note.) E2M1 has one cast for both. */
+/* The file's saturating column is astype(clip(x, −max, max)): ±inf → ±max, CUDA's SATFINITE, which the library
+ * follows. (ml_dtypes' own saturating conversion, unreachable from Python, would give NaN for E4M3 and ±inf for
+ * E5M2 there; the disagreement chapters/DISAGREEMENTS.md lists.) E2M1 has one cast for both. */
 START_TEST(test_encode_sat_matches_clipped_astype_on_golden_vectors)
 {
     golden g = load_golden();
@@ -820,7 +820,7 @@ START_TEST(test_bulk_encode_matches_ml_dtypes_on_golden_vectors)
 }
 END_TEST
 
-/* formats.md §3: ml_dtypes' E8M0 cast sends float32 subnormals in (2^-127, 1.5·2^-127) to 2^-126 (0x01)
+/* ml_dtypes' E8M0 cast sends float32 subnormals in (2^-127, 1.5·2^-127) to 2^-126 (0x01)
  * although 2^-127 (0x00) is nearer. The library's _rne gives the nearer; these rows, listed in the
  * file's header, are checked for that and for ml_dtypes' recorded 0x01. */
 START_TEST(test_e8m0_encode_rne_matches_ml_dtypes_except_the_subnormal_quirk)

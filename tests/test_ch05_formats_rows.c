@@ -1,4 +1,4 @@
-/* DeepSeek KV rows (formats/rows.h) against spec formats.md §7: sizes, byte maps, the bytes of
+/* DeepSeek KV rows (formats/rows.h) against their byte maps (FlashMLA; the DeepSeek-V4.1 report): sizes, byte maps, the bytes of
  * hand-built rows, and pack/unpack round trips within each field's format bound. */
 #include "common.h"
 
@@ -12,7 +12,7 @@
  * at most 2^-24 of the value each. */
 #define FL32_HALF_ULP 0x1p-24
 
-/* ---- spec §7, typed in: the oracle for every layout ---------------------------------------------- */
+/* ---- the byte maps, typed in: the oracle for every layout ----------------------------------------- */
 
 typedef struct { const char *name; size_t offset, size; } field_spec;
 
@@ -47,7 +47,7 @@ static const row_spec SPECS[] = {
 };
 #define N_SPECS (sizeof SPECS / sizeof SPECS[0])
 
-/* ---- formats from their definitions (spec §1), in double ----------------------------------------- */
+/* ---- formats from their definitions, in double ----------------------------------------------------- */
 
 static double e4m3_value(unsigned code)
 {
@@ -111,7 +111,7 @@ static uint32_t bits_of_f32(float f)
     return u;
 }
 
-/* ---- the scale recipes of spec §6, and the stored scale read back -------------------------------- */
+/* ---- the scale recipes of formats/rows.h, and the stored scale read back -------------------------- */
 
 static double block_amax(const float *x, size_t k)
 {
@@ -195,7 +195,7 @@ static void fill_values(float *v, size_t n, rng *r)
 START_TEST(test_row_bytes_are_656_132_584_68_288_528)
 {
     for (size_t k = 0; k < N_SPECS; k++)
-        ck_assert_msg(kvf_row_bytes(SPECS[k].layout) == SPECS[k].bytes, "%s: %zu bytes, spec %zu", SPECS[k].name,
+        ck_assert_msg(kvf_row_bytes(SPECS[k].layout) == SPECS[k].bytes, "%s: %zu bytes, want %zu", SPECS[k].name,
                       kvf_row_bytes(SPECS[k].layout), SPECS[k].bytes);
     /* the per-token arithmetic the sizes exist for: V3.2 61 × (656 + 132), V4.1-Flash 2.5 × (288 + 68) */
     ck_assert_uint_eq(61 * (kvf_row_bytes(KVF_ROW_V32_MAIN) + kvf_row_bytes(KVF_ROW_V32_INDEX)), 48068);
@@ -218,7 +218,7 @@ END_TEST
 START_TEST(test_row_values_are_576_for_v32_main_128_for_index_keys_512_otherwise)
 {
     for (size_t k = 0; k < N_SPECS; k++)
-        ck_assert_msg(kvf_row_values(SPECS[k].layout) == SPECS[k].values, "%s: %zu values, spec %zu",
+        ck_assert_msg(kvf_row_values(SPECS[k].layout) == SPECS[k].values, "%s: %zu values, want %zu",
                       SPECS[k].name, kvf_row_values(SPECS[k].layout), SPECS[k].values);
     ck_assert_uint_eq(kvf_row_values(KVF_N_ROW), 0);
 }
@@ -247,11 +247,11 @@ START_TEST(test_field_offsets_match_spec_byte_tables)
         const row_spec *r = &SPECS[k];
         size_t n = 0, end = 0;
         const kvf_row_field *f = kvf_row_fields(r->layout, &n);
-        ck_assert_msg(f && n == r->n_fields, "%s: %zu fields, spec %zu", r->name, n, r->n_fields);
+        ck_assert_msg(f && n == r->n_fields, "%s: %zu fields, want %zu", r->name, n, r->n_fields);
         for (size_t i = 0; i < n; i++) {
             ck_assert_msg(strcmp(f[i].name, r->fields[i].name) == 0 && f[i].offset == r->fields[i].offset &&
                               f[i].size == r->fields[i].size,
-                          "%s field %zu: %s at %zu size %zu, spec %s at %zu size %zu", r->name, i, f[i].name,
+                          "%s field %zu: %s at %zu size %zu, want %s at %zu size %zu", r->name, i, f[i].name,
                           f[i].offset, f[i].size, r->fields[i].name, r->fields[i].offset, r->fields[i].size);
             ck_assert_msg(f[i].offset == end, "%s: field %s leaves a gap or overlaps", r->name, f[i].name);
             ck_assert(f[i].format && *f[i].format);

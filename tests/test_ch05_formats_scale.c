@@ -54,7 +54,7 @@ static uint8_t code_of(double k)
     return k > 127 ? 0xFF : (uint8_t)(k + 127);
 }
 
-/* OCP MX v1.0 §6.3 takes log2 of a zero amax as log2 of the smallest normal, 2^-126. */
+/* OCP MX v1.0, section 6.3, takes log2 of a zero amax as log2 of the smallest normal, 2^-126. */
 static double log2_amax(float amax)
 {
     return log2(amax > 0 ? (double)amax : 0x1p-126);
@@ -174,7 +174,7 @@ END_TEST
 
 /* rceil's point: amax / scale never exceeds max (and is the smallest such power), so no element
  * saturates; the floor rule leaves amax / scale anywhere in [2^emax, 2^(emax+1)), above max up to
- * 511.9 for E4M3 and 7.99 for E2M1 (formats.md §3). */
+ * 511.9 for E4M3 and 7.99 for E2M1. */
 START_TEST(test_rceil_never_overflows_where_floor_can)
 {
     uint64_t seed = 0x0F10ULL;

@@ -1,7 +1,7 @@
 /* ref/v4_compressor (chapter 6): the token compressor of HCA (M 8 in the toy, no overlap), CSA (M 4,
  * overlapping 2M slots) and the CSA indexer (width DI) against its double definition, and the incremental
  * form a server runs (running kv/gate buffers with the CSA carry-over) against the batched one, token by
- * token and in ragged chunks, entries emitted at the same steps (spec generations.md §5, §9 property 8). */
+ * token and in ragged chunks, entries emitted at the same steps. */
 #include "common.h"
 #include "oracle_v4.h"
 #include "v4_toy.h"

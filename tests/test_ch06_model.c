@@ -2,7 +2,7 @@
  * compress_ratios against its double definition, the cache paths against it, a replay after a prefix-cache
  * hit that rebuilds every window row bit for bit from L·(W−1)+1 tokens and not from one fewer, the live
  * bytes of a V4-Flash stack at real entry widths (3,514.25 per token), and the chapter program
- * (spec generations.md §5, §8, §9 properties 2, 17, 18; figures.md c6-3514, c6-5504). */
+ * (chapters/06_v4/README.md: the 3,514.25 and the replay length of its "Where the sources disagree"). */
 #include "common.h"
 #include "oracle_v4.h"
 #include "v4_toy.h"

@@ -1,7 +1,7 @@
 /* ref/v4 (chapter 6): the DeepSeek-V4 layer — window in every layer, HCA, CSA with its indexer, sinks,
- * the grouped output — against its double definition (tests/oracle_v4.h) on the spec's toy, the cache
- * paths against it across block and window edges, and the native rows at real widths (spec
- * generations.md §5; §9 properties 2, 6, 8–12; formats.md §7). */
+ * the grouped output — against its double definition (tests/oracle_v4.h) on the chapter's toy (tests/v4_toy.h), the cache
+ * paths against it across block and window edges, and the native rows at real widths
+ * (formats/rows.h). */
 #include "common.h"
 #include "oracle_v4.h"
 #include "v4_toy.h"
@@ -124,7 +124,7 @@ START_TEST(test_csa_matches_definition_with_topk_below_entries)
 END_TEST
 
 /* The index scores themselves (not only their order, which a positive factor cannot change) carry
- * HI^−½·DI^−½ (§10.5), and an entry scores −∞ until its block completes. */
+ * HI^−½·DI^−½ (both, as DeepSeek-V4-Flash inference/model.py), and an entry scores −∞ until its block completes. */
 START_TEST(test_index_scores_carry_both_scale_factors)
 {
     layer l;

@@ -1,5 +1,5 @@
-/* Chapter 7: the V4.1 4-bit cache (spec generations.md §6 "Cache per token", §9 property 18, §11.5;
- * formats.md §4, §7): native rows within their format's bounds, rows quantised before any query reads them,
+/* Chapter 7: the V4.1 4-bit cache (chapters/07_v41/README.md, "What it stores per token"; formats/rows.h):
+ * native rows within their format's bounds, rows quantised before any query reads them,
  * 890 bytes per token held by the live caches of a V4.1-Flash-shaped stack, window rows apart. */
 #include <math.h>
 #include <stdint.h>
@@ -56,7 +56,7 @@ START_TEST(test_live_caches_hold_890_bytes_per_token_with_window_rows_apart)
     ck_assert_msg(csa2_stack_prefill(out, NULL, &f.s, &f.w, &c, x, FLASH_T - 2) == KVL_OK, "%s", kvl_error());
     for (size_t t = FLASH_T - 2; t < FLASH_T; t++)
         ck_assert_msg(csa2_stack_decode(out + t * FLASH_D, &f.s, &f.w, &c, x + t * FLASH_D) == KVL_OK, "%s", kvl_error());
-    /* spec §6: layers 2, 8, 14 hold (288 + 68)/2 per token, layer 20 holds 288 + 68 */
+    /* chapter 7: layers 2, 8, 14 hold (288 + 68)/2 per token, layer 20 holds 288 + 68 */
     ck_assert_uint_eq(csa2_cache_bytes_used(&c), 890u * FLASH_T);
     ck_assert_uint_eq(csa2_cache_window_bytes(&c), 40u * 128 * 528);   /* 2,703,360 B per sequence */
     size_t writers = 0;
@@ -76,7 +76,7 @@ START_TEST(test_live_caches_hold_890_bytes_per_token_with_window_rows_apart)
 }
 END_TEST
 
-/* Per-element bounds of each row format for a block whose largest magnitude is amax (formats.md §4, §6):
+/* Per-element bounds of each row format for a block whose largest magnitude is amax (formats/block.h, formats/rows.h):
  *   v41-main  E2M1 × E4M3 scale s = e4m3(amax/6): the widest E2M1 gap is 2, so |err| ≤ s; E4M3 rounding of
  *             the scale is within 2^−4, so s ≤ (amax/6)(1 + 2^−4) and a clamp at 6s loses < amax/17 < s;
  *   v41-window E4M3 × power-of-two s ≥ amax/448: 3 mantissa bits give |err| ≤ 2^−4|x| for normals, and the

@@ -1,4 +1,4 @@
-/* Chapter 7: V4.1 CSA2 (spec generations.md §6; §9 properties 2, 13–15). Oracles are the definitions in
+/* Chapter 7: V4.1 CSA2 (ref/csa2.h): cache paths, the modes and the compressor's limits. Oracles are the definitions in
  * plain loops and double precision, written here. Toy sizes from tests/ch07_toy.h. */
 #include <math.h>
 #include <stdint.h>
@@ -166,7 +166,7 @@ static void compressor_oracle(double *L, const csa2_compressor_config *c, const 
     free(a); free(z); free(xd);
 }
 
-/* ---- compressor limits (property 15) -------------------------------------------------------------------- */
+/* ---- compressor limits --------------------------------------------------------------------------------- */
 
 START_TEST(test_compressor_ratio1_gives_normalised_projection)
 {
@@ -291,7 +291,7 @@ START_TEST(test_index_key_is_projected_before_rotation)
 }
 END_TEST
 
-/* ---- modes (property 13, 14) ------------------------------------------------------------------------------- */
+/* ---- modes ------------------------------------------------------------------------------------------------ */
 
 /* a chunk over the whole sequence x[T][d] for layer c: window rows from v4_kv */
 static float *window_rows(const csa2_config *c, const csa2_weights *w, const float *x, size_t T)
@@ -527,7 +527,7 @@ START_TEST(test_pool_scores_equal_the_full_scan_on_the_pool_and_minus_inf_elsewh
 }
 END_TEST
 
-/* ---- cache vs definition (property 2) for every mode --------------------------------------------------------- */
+/* ---- cache vs definition for every mode --------------------------------------------------------------------- */
 
 static void decode_vs_forward(const size_t *cuts, size_t n_cuts)
 {

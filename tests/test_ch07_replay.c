@@ -1,5 +1,5 @@
-/* Chapter 7: the causal encoder–decoder and replay (spec generations.md §6; §9 properties 16–17; §11 items
- * 3 and 6) on the V4.1 toy (L 10, E 5, W 8): the early exit leaves the same global rows as a full prefill,
+/* Chapter 7: the causal encoder–decoder and replay (ref/ced.h; the DeepSeek-V4.1
+ * report, sections 2.2 and 3.2.2) on the V4.1 toy (L 10, E 5, W 8): the early exit leaves the same global rows as a full prefill,
  * exact replay rebuilds every window the next token reads, the bound on it is tight, bounded replay is exact
  * in the first layer only, and decode after an early exit with decoder replay equals decode after a full
  * prefill. The oracle is the full prefill of the same prompt (itself proven equal to the definition in

@@ -1,5 +1,5 @@
-/* Chapter 7: prefix caching without window rows (spec generations.md §6 "Replay", §11.6; seed 000 "Zero SWA
- * Caching", "Bounded replay"). A V4.1 cache persists its global KV only and round-trips bit for bit; a hit
+/* Chapter 7: prefix caching without window rows (ref/prefix_cache.h; the DeepSeek-V4 report's
+ * Zero SWA Caching and the DeepSeek-V4.1 report's bounded replay). A V4.1 cache persists its global KV only and round-trips bit for bit; a hit
  * followed by encoder and decoder replay decodes as the full run does; the file holds exactly the global
  * bytes the live cache reports; every kind of damaged, truncated or foreign file is refused and leaves the
  * cache as it was. V4 stacks persist the same way, with or without their window rows. */

@@ -1,5 +1,4 @@
-/* ref/core/norm and ref/core/softmax against their definitions (spec generations.md §0 "Norms" and
- * "Softmax with a sink"), written below as plain double loops, plus the properties the attention
+/* ref/core/norm and ref/core/softmax against their definitions (ref/core/norm.h, ref/core/softmax.h), written below as plain double loops, plus the properties the attention
  * modules rely on: unit RMS, rows summing to 1 or to 1 − p_sink, σ → −∞ giving plain softmax,
  * masked entries contributing nothing, and empty rows giving zeros rather than NaN. */
 #include "common.h"
@@ -486,7 +485,7 @@ START_TEST(test_masked_row_equals_softmax_of_its_valid_entries)
 }
 END_TEST
 
-/* No valid entry: zeros, never NaN, with no sink, a finite sink and σ = −∞ (spec §11.7). */
+/* No valid entry: zeros, never NaN, with no sink, a finite sink and σ = −∞ (ref/core/softmax.h). */
 START_TEST(test_row_without_valid_entry_is_zero_with_and_without_sink)
 {
     enum { n = 6 };

@@ -1,7 +1,7 @@
-/* ref/core/rope: frequency tables against the formulas of spec generations.md §0 written here in
- * double, the spec's YaRN ranges and mscale values, and the properties of the rotation: inverse after
- * rotation is the identity, norms are kept, the two pairings agree after a channel permutation, and
- * q·k depends only on the difference of the two positions. */
+/* ref/core/rope: frequency tables against the formulas of DeepSeek-V3 inference/model.py written here in
+ * double, the YaRN ranges and mscale values worked out by hand, and the properties of the rotation: inverse
+ * after rotation is the identity, norms are kept, the two pairings agree after a channel permutation, and q·k
+ * depends only on the difference of the two positions. */
 #include "common.h"
 #include "rng.h"
 #include "rope.h"
@@ -29,13 +29,13 @@ static double plain_freq_ulps(double base) { return 2.0 + log(base); }
  * (√2 + 2)·u·ρ < 4u·ρ, in float for _f32 and in double for _f64. */
 #define ROTATION_ULPS 4
 
-/* ---- configurations (spec generations.md §0) -------------------------------------------------- */
+/* ---- configurations ------------------------------------------------------------------------- */
 
 typedef struct {
     const char *name;
     size_t Dr;
     double base, factor, L_orig, beta_fast, beta_slow;
-    double spec_lo, spec_hi;  /* the values the spec states */
+    double spec_lo, spec_hi;  /* the values worked out by hand */
 } yarn_case;
 
 static const yarn_case YARN_CASES[] = {
@@ -47,7 +47,7 @@ static const yarn_case YARN_CASES[] = {
 };
 #define N_YARN (sizeof YARN_CASES / sizeof YARN_CASES[0])
 
-/* ---- oracles: the spec's formulas in double ----------------------------------------------------- */
+/* ---- oracles: the formulas in double --------------------------------------------------------- */
 
 static double plain_theta(size_t i, size_t Dr, double base) { return pow(base, -2.0 * (double)i / (double)Dr); }
 
@@ -56,7 +56,7 @@ static double correction(double n_rot, size_t Dr, double base, double L_orig)
     return (double)Dr * log(L_orig / (2 * M_PI * n_rot)) / (2 * log(base));
 }
 
-/* theta[Dr/2] by the YaRN formula; *lo, *hi as the spec defines them */
+/* theta[Dr/2] by the YaRN formula; *lo, *hi as find_correction_range defines them */
 static void yarn_oracle(double *theta, double *lo, double *hi, const yarn_case *c)
 {
     *lo = fmax(floor(correction(c->beta_fast, c->Dr, c->base, c->L_orig)), 0.0);
@@ -117,7 +117,7 @@ START_TEST(test_yarn_range_matches_spec_for_v3_v4_and_toy)
         double lo, hi, want_lo, want_hi, theta[MAX_DR / 2];
         ck_assert_int_eq(kvl_yarn_range(&lo, &hi, y->Dr, y->base, y->L_orig, y->beta_fast, y->beta_slow), KVL_OK);
         yarn_oracle(theta, &want_lo, &want_hi, y);
-        ck_assert_msg(lo == y->spec_lo && hi == y->spec_hi, "%s: lo %g hi %g, spec %g %g", y->name, lo, hi,
+        ck_assert_msg(lo == y->spec_lo && hi == y->spec_hi, "%s: lo %g hi %g, want %g %g", y->name, lo, hi,
                       y->spec_lo, y->spec_hi);
         ck_assert_msg(lo == want_lo && hi == want_hi, "%s: lo %g hi %g, formula %g %g", y->name, lo, hi, want_lo,
                       want_hi);
@@ -195,8 +195,8 @@ START_TEST(test_yarn_with_factor_one_gives_plain_rope)
 }
 END_TEST
 
-/* Spec §0: V3 (mscale 1, factor 40) m = 1.368888, scale (128+64)^−½·m² = 0.1352338; V2-Lite (mscale
- * 0.707) m = 1.260804; factor ≤ 1 gives m = 1. The spec's digits are rounded to the last one shown. */
+/* V3 (mscale 1, factor 40) m = 1.368888, scale (128+64)^−½·m² = 0.1352338; V2-Lite (mscale
+ * 0.707) m = 1.260804; factor ≤ 1 gives m = 1. The digits are rounded to the last one shown. */
 START_TEST(test_mscale_and_softmax_scale_match_v3)
 {
     ck_assert_msg(fabs(kvl_yarn_mscale(40, 1) - 1.368888) <= 5e-7, "V3 m = %.9f", kvl_yarn_mscale(40, 1));

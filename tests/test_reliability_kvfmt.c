@@ -310,8 +310,8 @@ START_TEST(test_row_pack_and_unpack_refuse_the_wrong_count_of_values)
 }
 END_TEST
 
-/* Any bytes are a row: every layout unpacks all-0xff and all-0x00 rows to one printed value per dim
- * (an E8M0 scale of 0xff or an FP32 scale with NaN bits decodes its block to NaN, as formats.md §4 says). */
+/* Any bytes are a row: every layout unpacks all-0xff and all-0x00 rows to one printed value per dim (an E8M0
+ * scale of 0xff or an FP32 scale with NaN bits decodes its block to NaN; OCP MX v1.0 says so of 0xff). */
 START_TEST(test_arbitrary_bytes_unpack_to_defined_values_for_every_layout)
 {
     for (int r = 0; r < KVF_N_ROW; r++) {

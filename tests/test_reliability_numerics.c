@@ -757,7 +757,7 @@ START_TEST(test_quantisers_refuse_nan_before_inf_and_leave_their_outputs_untouch
 END_TEST
 
 /* Element casts keep the sign of zero, send float32's smallest subnormals to ±0, and keep ±max
- * finite under saturation (formats.md §2). */
+ * finite under saturation (CUDA cuda_fp8.h's SATFINITE). */
 START_TEST(test_element_casts_keep_signed_zero_and_saturate_max_finite)
 {
     static const kvf_element formats[] = {KVF_E4M3, KVF_E5M2, KVF_E2M1, KVF_BF16};

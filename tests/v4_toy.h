@@ -1,4 +1,4 @@
-/* The chapter 6 toy (spec generations.md §5): d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2, Do 16, W 8, M_csa 4,
+/* The chapter 6 toy: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2, Do 16, W 8, M_csa 4,
  * M_hca 8 (= W, as 128 = 128 at full size), HI 4, DI 16, K 3, T 45, layer map [0, 0, 4, 8, 4], written as
  * a config.json and read through the project's loader, plus a real-width layer for the native rows
  * (Dh 512, Dr 64, DI 128) at a small model width. */
