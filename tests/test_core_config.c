@@ -145,7 +145,14 @@ START_TEST(test_hf_spelling_matches_deepseek_spelling)
     ck_assert_uint_eq(a.n_layers, b.n_layers);
     ck_assert_uint_eq(a.n_heads, b.n_heads);
     ck_assert_uint_eq(a.kv_lora_rank, b.kv_lora_rank);
-    ck_assert(memcmp(&a.rope, &b.rope, sizeof a.rope) == 0);
+    ck_assert_double_eq(a.rope.theta, b.rope.theta);
+    ck_assert_double_eq(a.rope.factor, b.rope.factor);
+    ck_assert_double_eq(a.rope.original_len, b.rope.original_len);
+    ck_assert_double_eq(a.rope.beta_fast, b.rope.beta_fast);
+    ck_assert_double_eq(a.rope.beta_slow, b.rope.beta_slow);
+    ck_assert_double_eq(a.rope.mscale, b.rope.mscale);   /* mscale_all_dim 1 = the inference code's mscale 1 */
+    ck_assert_double_eq(a.rope.attention_factor, b.rope.attention_factor);   /* m(40, 1)/m(40, 1) = 1 */
+    ck_assert_int_eq(a.rope.interleaved, b.rope.interleaved);
     ck_assert_int_eq(a.generation, b.generation);
     kvl_model_free(&a);
     kvl_model_free(&b);
@@ -288,6 +295,113 @@ START_TEST(test_missing_and_empty_files_are_named)
 }
 END_TEST
 
+/* ---- spellings: each field read with the meaning of the code that writes it ------------------------- */
+
+static kvl_model parsed(const char *json)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_parse(&m, json, strlen(json), "t.json") == KVL_OK, "%s", kvl_error());
+    return m;
+}
+
+static void expect_refused(const char *json, const char *piece)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_parse(&m, json, strlen(json), "t.json") != KVL_OK, "accepted: %s", json);
+    ck_assert_msg(strstr(kvl_error(), "t.json: ") && strstr(kvl_error(), piece), "'%s' lacks '%s'", kvl_error(), piece);
+}
+
+#define MLA_DS "\"dim\": 64, \"n_layers\": 1, \"n_heads\": 4, \"kv_lora_rank\": 24, \"qk_nope_head_dim\": 16," \
+               " \"qk_rope_head_dim\": 8, \"v_head_dim\": 12"
+#define MHA_HF "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4"
+
+/* DeepSeek's V3 inference/model.py ModelArgs: rope_factor 40, original_seq_len 4096, mscale 1, and YaRN
+ * only while max_seq_len (16384) exceeds original_seq_len; its config_671B.json states none of them. */
+START_TEST(test_deepseek_spelling_without_rotary_fields_takes_the_inference_defaults)
+{
+    kvl_model m = parsed("{" MLA_DS "}");
+    ck_assert_int_eq(m.rope_spelling, KVL_ROPE_FLAT);
+    ck_assert_double_eq(m.rope.factor, 40);
+    ck_assert_double_eq(m.rope.original_len, 4096);
+    ck_assert_double_eq(m.rope.mscale, 1);
+    ck_assert_double_eq(m.rope.attention_factor, 1);
+    kvl_model_free(&m);
+    m = parsed("{" MLA_DS ", \"max_seq_len\": 4096}");
+    ck_assert_double_eq(m.rope.factor, 1);
+    kvl_model_free(&m);
+    m = parsed("{\"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"kv_lora_rank\": 24,"
+               " \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 12}");
+    ck_assert_int_eq(m.rope_spelling, KVL_ROPE_PLAIN);   /* transformers' DeepseekV3Config: plain unless told */
+    ck_assert_double_eq(m.rope.factor, 1);
+    kvl_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_transformers_5_rope_parameters_give_mha_its_theta)
+{
+    kvl_model m = parsed("{" MHA_HF ", \"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}}");
+    ck_assert_double_eq(m.rope.theta, 1e6);
+    ck_assert_int_eq(m.rope_spelling, KVL_ROPE_PARAMETERS);
+    kvl_model_free(&m);
+    expect_refused("{" MHA_HF ", \"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"llama3\", \"factor\": 8}}",
+                   "\"rope_parameters.rope_type\" is \"llama3\": only \"default\" and \"yarn\"");
+    expect_refused("{" MHA_HF ", \"rope_scaling\": {\"factor\": 8}}",
+                   "\"rope_scaling.factor\" is 8 under rope type \"default\", which ignores it");
+}
+END_TEST
+
+/* transformers applies sliding_window only where use_sliding_window is not false and layer_types says so. */
+START_TEST(test_mha_windows_follow_use_sliding_window_and_layer_types)
+{
+    kvl_model m = parsed("{" MHA_HF ", \"sliding_window\": 4096, \"use_sliding_window\": false}");
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    m = parsed("{" MHA_HF ", \"sliding_window\": 4096, \"layer_types\": [\"full_attention\", \"full_attention\"]}");
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    m = parsed("{" MHA_HF ", \"sliding_window\": 128, \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}");
+    ck_assert_uint_eq(m.window, 128);
+    kvl_model_free(&m);
+    expect_refused("{" MHA_HF ", \"sliding_window\": 128, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+                   "mixes 1 sliding-window layers with 1 full ones");
+    expect_refused("{" MHA_HF ", \"sliding_window\": 128, \"window_size\": 0}",
+                   "fields \"sliding_window\" (128) and \"window_size\" (0) spell one setting and disagree");
+    expect_refused("{" MHA_HF ", \"num_key_value_heads\": 4, \"n_kv_heads\": 2}",
+                   "\"num_key_value_heads\" (4) and \"n_kv_heads\" (2)");
+    expect_refused("{" MHA_HF ", \"rope_interleave\": true}", "field \"rope_interleave\" is true");
+}
+END_TEST
+
+#define V4_HF "\"hidden_size\": 64, \"num_hidden_layers\": 5, \"num_attention_heads\": 4, \"head_dim\": 32," \
+              " \"q_lora_rank\": 32, \"o_groups\": 2, \"o_lora_rank\": 16, \"sliding_window\": 8, \"index_n_heads\": 2," \
+              " \"index_head_dim\": 16, \"index_topk\": 2, \"compress_rope_theta\": 160000"
+
+/* transformers' DeepseekV4Config without layer_types: two HCA layers, then CSA on odd layers, HCA on
+ * even ones; partial_rotary_factor gives the rotary width when qk_rope_head_dim is left out. */
+START_TEST(test_v4_without_layer_types_takes_transformers_default_map)
+{
+    kvl_model m = parsed("{" V4_HF ", \"partial_rotary_factor\": 0.25, \"compress_rates\": "
+                         "{\"compressed_sparse_attention\": 4, \"heavily_compressed_attention\": 16}}");
+    ck_assert_int_eq(m.generation, KVL_GEN_V4);
+    ck_assert_uint_eq(m.qk_rope_head_dim, 8);
+    const kvl_layer_kind want[] = {KVL_LAYER_HCA, KVL_LAYER_HCA, KVL_LAYER_HCA, KVL_LAYER_CSA, KVL_LAYER_HCA};
+    for (size_t l = 0; l < 5; l++) {
+        ck_assert_int_eq(m.layers[l].kind, want[l]);
+        ck_assert_uint_eq(m.layers[l].compress_ratio, want[l] == KVL_LAYER_CSA ? 4 : 16);
+    }
+    kvl_model_free(&m);
+    expect_refused("{" V4_HF ", \"qk_rope_head_dim\": 8, \"partial_rotary_factor\": 0.5, \"compress_rates\": {}, \"layer_types\": "
+                   "[\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", \"sliding_attention\", "
+                   "\"sliding_attention\"]}", "\"partial_rotary_factor\" (0.5) rotates 16 of the 32 head channels");
+    expect_refused("{" V4_HF ", \"qk_rope_head_dim\": 8, \"compress_rates\": {\"full_attention\": 2}}",
+                   "field \"compress_rates.full_attention\"");
+    expect_refused("{" V4_HF ", \"qk_rope_head_dim\": 8, \"compress_rates\": {}, \"rope_parameters\": {\"main\": {\"rope_type\": \"default\","
+                   " \"rope_theta\": 10000}, \"compress\": {\"rope_type\": \"yarn\", \"rope_theta\": 160000, \"factor\": 16,"
+                   " \"original_max_position_embeddings\": 65536}}}",
+                   "field \"rope_parameters.compress.attention_factor\" is 1.27726");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_config");
@@ -312,5 +426,11 @@ Suite *kvl_suite(void)
     tcase_add_test(bad, test_annotation_fields_are_checked);
     tcase_add_test(bad, test_missing_and_empty_files_are_named);
     suite_add_tcase(s, bad);
+    TCase *sp = tcase_create("spellings");
+    tcase_add_test(sp, test_deepseek_spelling_without_rotary_fields_takes_the_inference_defaults);
+    tcase_add_test(sp, test_transformers_5_rope_parameters_give_mha_its_theta);
+    tcase_add_test(sp, test_mha_windows_follow_use_sliding_window_and_layer_types);
+    tcase_add_test(sp, test_v4_without_layer_types_takes_transformers_default_map);
+    suite_add_tcase(s, sp);
     return s;
 }

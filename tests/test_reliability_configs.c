@@ -245,7 +245,8 @@ START_TEST(test_missing_fields_are_refused_naming_the_field)
     refused_edit(V32, "index_n_heads", NULL, EVERY, "missing field \"index_n_heads\"", NULL);
     refused_edit(V41, "index_source_layers", NULL, EVERY, "missing field \"index_source_layers\"", NULL);
     refused_edit(V4, "compress_rope_theta", NULL, EVERY, "missing field \"compress_rope_theta\"", NULL);
-    refused_edit(V4, "rope_scaling.beta_slow", NULL, EVERY, "missing field \"beta_slow\"", NULL);
+    refused_edit(V4, "rope_scaling.original_max_position_embeddings", NULL, EVERY,
+                 "missing field \"original_max_position_embeddings\"", NULL);
 }
 END_TEST
 
@@ -332,7 +333,7 @@ END_TEST
 START_TEST(test_a_config_a_program_cannot_price_is_refused_before_any_output)
 {
     refused_edit(LLAMA, "rope_scaling",
-                 "{\"factor\": 8, \"original_max_position_embeddings\": 8192, \"beta_fast\": 32, \"beta_slow\": 1}",
+                 "{\"rope_type\": \"yarn\", \"factor\": 8, \"original_max_position_embeddings\": 8192}",
                  COST, "rope scaling factor 8", NULL);
     refused_edit(LLAMA, "head_dim", "512", COST, "head_dim", "512");
     refused_edit(LLAMA, "_kvlineage.kv_cache", "\"v41-fp4\"", COST, "kv_cache v41-fp4", NULL);

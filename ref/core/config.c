@@ -48,15 +48,6 @@ static const cJSON *find(const cJSON *obj, const char *name)
     return name ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
 }
 
-/* The item under either spelling (Hugging Face first, then DeepSeek inference); *used names it. */
-static const cJSON *find2(const cJSON *obj, const char *hf, const char *ds, const char **used)
-{
-    const cJSON *it = find(obj, hf);
-    *used = hf;
-    if (!it && ds) { it = find(obj, ds); *used = ds; }
-    return it;
-}
-
 /* A key or a string from the file, for messages: at most 48 bytes of it, a quote or a control byte
  * as \xNN, so that the message stays one line. */
 static const char *file_text(const char *s)
@@ -104,19 +95,20 @@ static const char *shown(const cJSON *it)
     return buf;
 }
 
-/* An integer field in [lo, hi]. Absent: *out = dflt when optional, else an error. JSON null reads
- * as 0 where null_is_zero (q_lora_rank of V2-Lite). */
+/* An integer field in [lo, hi]. Absent, or JSON null (transformers writes an unset field as null):
+ * *out = dflt when optional, else an error; null_is_zero reads null as 0 even for a required field
+ * (q_lora_rank of V2-Lite). A field under both its spellings must hold one value in both. */
 typedef struct { const char *hf, *ds; size_t lo, hi; int optional; size_t dflt; int null_is_zero; } size_field;
 
-static int read_size(const reader *r, const cJSON *obj, size_field f, size_t *out)
+static int read_size_as(const reader *r, const cJSON *obj, size_field f, const char *name, size_t *out)
 {
-    const char *name;
-    const cJSON *it = find2(obj, f.hf, f.ds, &name);
-    if (!it) {
+    const cJSON *it = find(obj, name);
+    if (!it || cJSON_IsNull(it)) {
+        if (it && f.null_is_zero) { *out = 0; return KVL_OK; }
         if (f.optional) { *out = f.dflt; return KVL_OK; }
+        if (it) return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be an integer, got null", r->origin, name);
         return missing(r, obj, f.hf, f.ds);
     }
-    if (cJSON_IsNull(it) && f.null_is_zero) { *out = 0; return KVL_OK; }
     if (!cJSON_IsNumber(it))
         return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be an integer, got %s", r->origin, name, shown(it));
     double v = it->valuedouble;
@@ -127,14 +119,38 @@ static int read_size(const reader *r, const cJSON *obj, size_field f, size_t *ou
     return KVL_OK;
 }
 
+static int two_spellings(const reader *r, const char *a, const char *b, const char *va, const char *vb)
+{
+    return kvl_fail(KVL_EINVAL, "%s: fields \"%s\" (%s) and \"%s\" (%s) spell one setting and disagree: keep one",
+                    r->origin, a, va, b, vb);
+}
+
+static int read_size(const reader *r, const cJSON *obj, size_field f, size_t *out)
+{
+    if (!f.ds || !find(obj, f.ds)) return read_size_as(r, obj, f, f.hf, out);
+    if (!find(obj, f.hf)) return read_size_as(r, obj, f, f.ds, out);
+    size_t a, b;
+    KVL_TRY(read_size_as(r, obj, f, f.hf, &a));
+    KVL_TRY(read_size_as(r, obj, f, f.ds, &b));
+    if (a != b) {
+        char va[24], vb[24];
+        snprintf(va, sizeof va, "%zu", a);
+        snprintf(vb, sizeof vb, "%zu", b);
+        return two_spellings(r, f.hf, f.ds, va, vb);
+    }
+    *out = a;
+    return KVL_OK;
+}
+
+/* A number in [lo, hi]; absent or null: dflt when optional. Both spellings: one value. */
 typedef struct { const char *hf, *ds; double lo, hi; int optional; double dflt; } real_field;
 
-static int read_real(const reader *r, const cJSON *obj, real_field f, double *out)
+static int read_real_as(const reader *r, const cJSON *obj, real_field f, const char *name, double *out)
 {
-    const char *name;
-    const cJSON *it = find2(obj, f.hf, f.ds, &name);
-    if (!it) {
+    const cJSON *it = find(obj, name);
+    if (!it || cJSON_IsNull(it)) {
         if (f.optional) { *out = f.dflt; return KVL_OK; }
+        if (it) return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be a number, got null", r->origin, name);
         return missing(r, obj, f.hf, f.ds);
     }
     if (!cJSON_IsNumber(it))
@@ -144,6 +160,23 @@ static int read_real(const reader *r, const cJSON *obj, real_field f, double *ou
         return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be in [%g, %g], got %s", r->origin, name, f.lo, f.hi,
                         shown(it));
     *out = v;
+    return KVL_OK;
+}
+
+static int read_real(const reader *r, const cJSON *obj, real_field f, double *out)
+{
+    if (!f.ds || !find(obj, f.ds)) return read_real_as(r, obj, f, f.hf, out);
+    if (!find(obj, f.hf)) return read_real_as(r, obj, f, f.ds, out);
+    double a, b;
+    KVL_TRY(read_real_as(r, obj, f, f.hf, &a));
+    KVL_TRY(read_real_as(r, obj, f, f.ds, &b));
+    if (a != b) {
+        char va[32], vb[32];
+        snprintf(va, sizeof va, "%.17g", a);
+        snprintf(vb, sizeof vb, "%.17g", b);
+        return two_spellings(r, f.hf, f.ds, va, vb);
+    }
+    *out = a;
     return KVL_OK;
 }
 
@@ -241,34 +274,357 @@ static int no_duplicates(const reader *r, const cJSON *it, const char *path)
 
 /* ---- the parts of a model ---------------------------------------------------------------------- */
 
+/* A V4 layer kind as transformers 5 spells it in layer_types (configuration_deepseek_v4.py). */
+static const char *const v4_layer_types[] = {"sliding_attention", "compressed_sparse_attention",
+                                             "heavily_compressed_attention"};
+
+static int is_v4_layer_types(const cJSON *types)
+{
+    if (!cJSON_IsArray(types)) return 0;
+    for (const cJSON *e = types->child; e; e = e->next)
+        if (cJSON_IsString(e) && (strcmp(e->valuestring, v4_layer_types[1]) == 0 || strcmp(e->valuestring, v4_layer_types[2]) == 0))
+            return 1;
+    return 0;
+}
+
 static kvl_generation recognise(const cJSON *root)
 {
     if (find(root, "kv_source_layers")) return KVL_GEN_V41;
-    if (find(root, "compress_ratios")) return KVL_GEN_V4;
+    if (find(root, "compress_ratios") || find(root, "compress_rates") || is_v4_layer_types(find(root, "layer_types")))
+        return KVL_GEN_V4;
     if (find(root, "index_topk")) return KVL_GEN_DSA;
     if (find(root, "kv_lora_rank")) return KVL_GEN_MLA;
     return KVL_GEN_MHA;
 }
 
-/* YaRN settings: the Hugging Face "rope_scaling" object, or DeepSeek's flat fields. */
-static int read_rope(const reader *r, double theta, kvl_rope_config *rope)
+/* ---- rotary settings ---------------------------------------------------------------------------
+ * Three spellings, each read with the meaning of the code that writes it:
+ *   rope_scaling {...} / rope_parameters {...}  transformers (modeling_rope_utils.py,
+ *       _compute_yarn_parameters; modeling_deepseek_v3.py, yarn_apply_mscale): cos and sin are
+ *       multiplied by attention_factor (given, or m(factor, mscale) / m(factor, mscale_all_dim) when
+ *       both are set and non-zero, else m(factor, 1)), and MLA's softmax scale by m(factor,
+ *       mscale_all_dim)² when mscale_all_dim is non-zero;
+ *   flat rope_factor, original_seq_len, mscale  DeepSeek's inference code (inference/model.py,
+ *       precompute_freqs_cis and MLA.__init__): no factor on cos and sin, the softmax scale times
+ *       m(rope_factor, mscale)²; for V2/V3 its ModelArgs defaults apply to the fields a file leaves
+ *       out (rope_factor 40, original_seq_len 4096, mscale 1), and YaRN only while max_seq_len
+ *       (default 16384) exceeds original_seq_len;
+ *   none of these   plain RoPE at rope_theta.
+ * with m(f, s) = 0.1·s·ln f + 1 (1 for f ≤ 1). The published DeepSeek configs set mscale equal to
+ * mscale_all_dim, where both conventions compute the same layer. */
+
+static const char *const flat_rope_fields[] = {"rope_factor", "original_seq_len", "mscale", "max_seq_len"};
+
+/* obj's member `name` when it is an object; NULL when absent or null; an error for anything else. */
+static int optional_object(const reader *r, const cJSON *obj, const char *name, const char *path,
+                           const cJSON **out)
 {
-    const cJSON *scaling = find(r->root, "rope_scaling");
-    if (scaling && cJSON_IsNull(scaling)) scaling = NULL;
-    if (scaling && !cJSON_IsObject(scaling))
-        return kvl_fail(KVL_EINVAL, "%s: field \"rope_scaling\" must be an object or null, got %s", r->origin,
-                        shown(scaling));
-    const cJSON *src = scaling ? scaling : r->root;
-    rope->theta = theta;
-    KVL_TRY(read_real(r, src, (real_field){.hf = "factor", .ds = scaling ? NULL : "rope_factor", .lo = 1, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->factor));
+    const cJSON *it = find(obj, name);
+    *out = NULL;
+    if (!it || cJSON_IsNull(it)) return KVL_OK;
+    if (!cJSON_IsObject(it))
+        return kvl_fail(KVL_EINVAL, "%s: field \"%s%s\" must be an object or null, got %s", r->origin, path, name,
+                        shown(it));
+    *out = it;
+    return KVL_OK;
+}
+
+/* A string member or NULL; anything else than a string or null is an error. */
+static int optional_string(const reader *r, const cJSON *obj, const char *name, const char *path, const char **out)
+{
+    const cJSON *it = find(obj, name);
+    *out = NULL;
+    if (!it || cJSON_IsNull(it)) return KVL_OK;
+    if (!cJSON_IsString(it))
+        return kvl_fail(KVL_EINVAL, "%s: field \"%s%s\" must be a string, got %s", r->origin, path, name, shown(it));
+    *out = it->valuestring;
+    return KVL_OK;
+}
+
+static int optional_bool(const reader *r, const cJSON *obj, const char *name, int dflt, int *out)
+{
+    const cJSON *it = find(obj, name);
+    *out = dflt;
+    if (!it || cJSON_IsNull(it)) return KVL_OK;
+    if (!cJSON_IsBool(it))
+        return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must be true or false, got %s", r->origin, name, shown(it));
+    *out = cJSON_IsTrue(it);
+    return KVL_OK;
+}
+
+/* rope_theta as the top level and the rotary object `obj` (at `path`, ending in '.') state it: both
+ * must agree. */
+static int read_theta(const reader *r, const char *top_name, const cJSON *obj, const char *path, int optional,
+                      double *theta)
+{
+    const real_field f = {.hf = top_name, .lo = 1, .hi = 1e12, .optional = 1, .dflt = 0};
+    double top, inner = 0;
+    KVL_TRY(read_real(r, r->root, f, &top));
+    if (obj) KVL_TRY(read_real(r, obj, (real_field){.hf = "rope_theta", .lo = 1, .hi = 1e12, .optional = 1}, &inner));
+    if (top && inner && top != inner) {
+        char va[32], vb[32], name[64];
+        snprintf(va, sizeof va, "%.17g", top);
+        snprintf(vb, sizeof vb, "%.17g", inner);
+        snprintf(name, sizeof name, "%srope_theta", path);
+        return two_spellings(r, top_name, name, va, vb);
+    }
+    *theta = top ? top : inner ? inner : 10000;
+    if (!top && !inner && !optional) return missing(r, r->root, top_name, NULL);
+    return KVL_OK;
+}
+
+/* Plain RoPE: no YaRN, no factor on cos and sin; the unused YaRN fields at DeepSeek's defaults. */
+static void plain_rope(kvl_rope_config *rope)
+{
+    rope->factor = 1;
+    rope->original_len = 4096;
+    rope->beta_fast = 32;
+    rope->beta_slow = 1;
+    rope->mscale = 1;
+    rope->attention_factor = 1;
+}
+
+static double yarn_m(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * log(factor) + 1.0; }
+
+/* The rope type of a transformers rotary object: "rope_type", or the older "type"; both must agree. */
+static int rope_type(const reader *r, const cJSON *obj, const char *path, const char **type)
+{
+    const char *a, *b;
+    KVL_TRY(optional_string(r, obj, "rope_type", path, &a));
+    KVL_TRY(optional_string(r, obj, "type", path, &b));
+    if (a && b && strcmp(a, b)) {
+        char na[64], nb[64], qa[64], qb[64];
+        snprintf(na, sizeof na, "%srope_type", path);
+        snprintf(nb, sizeof nb, "%stype", path);
+        snprintf(qa, sizeof qa, "\"%s\"", file_text(a));
+        snprintf(qb, sizeof qb, "\"%s\"", file_text(b));
+        return two_spellings(r, na, nb, qa, qb);
+    }
+    *type = a ? a : b ? b : "default";
+    return KVL_OK;
+}
+
+/* A transformers rotary object `obj` (at `path`, ending in '.') with rope_type default or yarn.
+ * unit_attention_factor: the writer fills attention_factor 1 when the file leaves it out
+ * (transformers' DeepseekV4Config does for the compress rope it builds from rope_scaling). */
+static int read_hf_rope(const reader *r, const cJSON *obj, const char *path, int unit_attention_factor,
+                        kvl_rope_config *rope)
+{
+    const char *type = "default";
+    KVL_TRY(rope_type(r, obj, path, &type));
+    plain_rope(rope);
+    double factor;
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "factor", .lo = 1, .hi = 1e6, .optional = 1, .dflt = 1}, &factor));
+    if (strcmp(type, "default") == 0) {
+        if (factor != 1)
+            return kvl_fail(KVL_EINVAL, "%s: field \"%sfactor\" is %g under rope type \"default\", which ignores it: set "
+                            "\"rope_type\": \"yarn\" or drop the factor", r->origin, path, factor);
+        return KVL_OK;
+    }
+    if (strcmp(type, "yarn") != 0)
+        return kvl_fail(KVL_EINVAL, "%s: field \"%srope_type\" is \"%s\": only \"default\" and \"yarn\" rotary "
+                        "embeddings are implemented", r->origin, path, file_text(type));
+    int truncate;
+    KVL_TRY(optional_bool(r, obj, "truncate", 1, &truncate));
+    if (!truncate)
+        return kvl_fail(KVL_EINVAL, "%s: field \"%struncate\" is false: only YaRN's truncated correction range "
+                        "(the default) is implemented", r->origin, path);
+    if (!find(obj, "factor")) return missing(r, obj, "factor", NULL);
+    rope->factor = factor;
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "original_max_position_embeddings", .lo = 1, .hi = 1e9}, &rope->original_len));
+    /* transformers reads beta_fast `or 32` and beta_slow `or 1`: 0 and null are the defaults too */
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "beta_fast", .lo = 0, .hi = 1e6, .optional = 1, .dflt = 32}, &rope->beta_fast));
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "beta_slow", .lo = 0, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->beta_slow));
+    if (rope->beta_fast == 0) rope->beta_fast = 32;
+    if (rope->beta_slow == 0) rope->beta_slow = 1;
+    double ms, mad, af;
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &ms));
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale_all_dim", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &mad));
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "attention_factor", .lo = 0, .hi = 1e3, .optional = 1, .dflt = -1}, &af));
+    if (af < 0) af = unit_attention_factor ? 1 : ms && mad ? yarn_m(factor, ms) / yarn_m(factor, mad) : yarn_m(factor, 1);
+    rope->attention_factor = af;
+    rope->mscale = mad;
+    return KVL_OK;
+}
+
+/* DeepSeek's flat YaRN fields; v3_model_args: V2/V3's ModelArgs defaults and max_seq_len rule. */
+static int read_flat_rope(const reader *r, int v3_model_args, kvl_rope_config *rope)
+{
+    const cJSON *o = r->root;
+    KVL_TRY(read_real(r, o, (real_field){.hf = "rope_factor", .lo = 1, .hi = 1e6, .optional = 1, .dflt = v3_model_args ? 40 : 1}, &rope->factor));
     int yarn = rope->factor > 1;
-    KVL_TRY(read_real(r, src, (real_field){.hf = "original_max_position_embeddings", .ds = scaling ? NULL : "original_seq_len", .lo = 1, .hi = 1e9, .optional = !yarn, .dflt = 4096}, &rope->original_len));
-    KVL_TRY(read_real(r, src, (real_field){.hf = "beta_fast", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 32}, &rope->beta_fast));
-    KVL_TRY(read_real(r, src, (real_field){.hf = "beta_slow", .ds = NULL, .lo = 1e-6, .hi = 1e6, .optional = !yarn, .dflt = 1}, &rope->beta_slow));
-    KVL_TRY(read_real(r, src, (real_field){.hf = scaling ? "mscale_all_dim" : "mscale", .ds = NULL, .lo = 0, .hi = 1e3, .optional = 1, .dflt = 1}, &rope->mscale));
-    if (yarn && !(rope->beta_fast > rope->beta_slow))
-        return kvl_fail(KVL_EINVAL, "%s: field \"beta_fast\" (%g) must exceed \"beta_slow\" (%g)", r->origin,
-                        rope->beta_fast, rope->beta_slow);
+    KVL_TRY(read_real(r, o, (real_field){.hf = "original_seq_len", .lo = 1, .hi = 1e9, .optional = !yarn || v3_model_args, .dflt = 4096}, &rope->original_len));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "beta_fast", .lo = 1e-6, .hi = 1e6, .optional = 1, .dflt = 32}, &rope->beta_fast));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "beta_slow", .lo = 1e-6, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->beta_slow));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "mscale", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 1}, &rope->mscale));
+    double max_seq_len;
+    KVL_TRY(read_real(r, o, (real_field){.hf = "max_seq_len", .lo = 1, .hi = 1e12, .optional = 1, .dflt = 16384}, &max_seq_len));
+    if (v3_model_args && max_seq_len <= rope->original_len) rope->factor = 1;
+    rope->attention_factor = 1;
+    return KVL_OK;
+}
+
+/* The rotary object of a transformers file (rope_scaling or rope_parameters, not both), and whether
+ * DeepSeek's flat YaRN fields sit beside it (an error: one setting in two spellings). */
+static int rope_object(const reader *r, kvl_model *m, const cJSON **obj, const char **path)
+{
+    const cJSON *scaling, *params;
+    KVL_TRY(optional_object(r, r->root, "rope_scaling", "", &scaling));
+    KVL_TRY(optional_object(r, r->root, "rope_parameters", "", &params));
+    if (scaling && params)
+        return kvl_fail(KVL_EINVAL, "%s: fields \"rope_scaling\" and \"rope_parameters\" both hold rotary settings: "
+                        "keep one", r->origin);
+    *obj = scaling ? scaling : params;
+    *path = scaling ? "rope_scaling." : "rope_parameters.";
+    int flat = 0;
+    for (size_t i = 0; i < sizeof flat_rope_fields / sizeof *flat_rope_fields; i++)
+        if (find(r->root, flat_rope_fields[i])) {
+            if (*obj)
+                return kvl_fail(KVL_EINVAL, "%s: field \"%s\" (DeepSeek's flat YaRN spelling) beside \"%.*s\": the "
+                                "two spellings mean different scalings; keep one", r->origin, flat_rope_fields[i],
+                                (int)strlen(*path) - 1, *path);
+            flat = 1;
+        }
+    m->rope_spelling = scaling ? KVL_ROPE_SCALING : params ? KVL_ROPE_PARAMETERS : flat ? KVL_ROPE_FLAT : KVL_ROPE_PLAIN;
+    return KVL_OK;
+}
+
+/* A partial_rotary_factor in `obj` (or the top level) must give the rotary width Dr of head_dim. */
+static int check_partial_rotary(const reader *r, const cJSON *obj, const char *path, size_t Dr, size_t head_dim)
+{
+    if (!obj) return KVL_OK;
+    double f;
+    KVL_TRY(read_real(r, obj, (real_field){.hf = "partial_rotary_factor", .lo = 0, .hi = 1, .optional = 1, .dflt = -1}, &f));
+    if (f < 0 || f * (double)head_dim == (double)Dr) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: field \"%spartial_rotary_factor\" (%g) rotates %g of the %zu head channels; the "
+                    "config's rotary width is %zu", r->origin, path, f, f * (double)head_dim, head_dim, Dr);
+}
+
+/* MHA, MLA and DSA: one rotary table for queries and keys. */
+static int read_rope_dense(const reader *r, kvl_model *m, size_t head_dim)
+{
+    const cJSON *obj;
+    const char *path;
+    KVL_TRY(rope_object(r, m, &obj, &path));
+    if (obj && (cJSON_IsObject(find(obj, "main")) || cJSON_IsObject(find(obj, "compress"))))
+        return kvl_fail(KVL_EINVAL, "%s: field \"%smain\": rotary settings per rope kind are V4's, and this config "
+                        "has no compress_ratios or compress_rates", r->origin, path);
+    KVL_TRY(read_theta(r, "rope_theta", obj, path, 1, &m->rope.theta));
+    int dsv3 = m->generation != KVL_GEN_MHA && find(r->root, "dim") != NULL;
+    if (obj) KVL_TRY(read_hf_rope(r, obj, path, 0, &m->rope));
+    else if (m->rope_spelling == KVL_ROPE_FLAT || dsv3) {
+        m->rope_spelling = KVL_ROPE_FLAT;
+        KVL_TRY(read_flat_rope(r, m->generation != KVL_GEN_MHA, &m->rope));
+    } else plain_rope(&m->rope);
+    KVL_TRY(check_partial_rotary(r, r->root, "", m->qk_rope_head_dim, head_dim));
+    KVL_TRY(check_partial_rotary(r, obj, path, m->qk_rope_head_dim, head_dim));
+    /* DeepSeek's MLA pairs channels (2i, 2i+1); transformers' rope_interleave false pairs (i, i + Dr/2),
+     * as MHA here does always (transformers' rotate_half). */
+    KVL_TRY(optional_bool(r, r->root, "rope_interleave", m->generation != KVL_GEN_MHA, &m->rope.interleaved));
+    if (m->generation == KVL_GEN_MHA && m->rope.interleaved)
+        return kvl_fail(KVL_EINVAL, "%s: field \"rope_interleave\" is true: MHA here rotates the pairs (i, i + Dh/2), "
+                        "as transformers' Llama does", r->origin);
+    return KVL_OK;
+}
+
+/* V4 and V4.1: plain RoPE at rope_theta on window-only layers, the compress rope (compress_rope_theta,
+ * YaRN) on every layer with a compressor. transformers 5 nests them as rope_parameters.main and
+ * .compress. Neither code scales cos and sin here, nor pairs the channels other than (2i, 2i+1). */
+static int read_rope_v4(const reader *r, kvl_model *m)
+{
+    const cJSON *obj, *main_obj = NULL, *compress_obj;
+    const char *path, *compress_path;
+    KVL_TRY(rope_object(r, m, &obj, &path));
+    int nested = obj && (find(obj, "main") || find(obj, "compress"));
+    if (nested) {
+        KVL_TRY(optional_object(r, obj, "main", path, &main_obj));
+        KVL_TRY(optional_object(r, obj, "compress", path, &compress_obj));
+        if (!main_obj || !compress_obj)
+            return kvl_fail(KVL_EINVAL, "%s: field \"%s\" must hold both \"main\" and \"compress\"", r->origin, "rope_parameters");
+        compress_path = "rope_parameters.compress.";
+    } else {
+        compress_obj = obj;
+        compress_path = path;
+    }
+    double theta, ctheta;
+    KVL_TRY(read_theta(r, "rope_theta", nested ? main_obj : obj, nested ? "rope_parameters.main." : path, 1, &theta));
+    KVL_TRY(read_theta(r, "compress_rope_theta", nested ? compress_obj : NULL, "rope_parameters.compress.", 0, &ctheta));
+    if (main_obj) {
+        kvl_rope_config plain = {0};
+        KVL_TRY(read_hf_rope(r, main_obj, "rope_parameters.main.", 1, &plain));
+        if (plain.factor != 1)
+            return kvl_fail(KVL_EINVAL, "%s: field \"rope_parameters.main.rope_type\": YaRN on the window-only layers' "
+                            "rope is not implemented (V4 scales only the compress rope)", r->origin);
+    }
+    m->compress_rope.theta = ctheta;
+    if (compress_obj) KVL_TRY(read_hf_rope(r, compress_obj, compress_path, !nested, &m->compress_rope));
+    else KVL_TRY(read_flat_rope(r, 0, &m->compress_rope));
+    if (m->compress_rope.attention_factor != 1)
+        return kvl_fail(KVL_EINVAL, "%s: field \"%sattention_factor\" is %g (transformers derives it when it is left out "
+                        "of a nested rope_parameters): a factor on V4's cos and sin is not implemented; set it to 1.0, "
+                        "as transformers' own DeepseekV4Config does", r->origin, compress_path, m->compress_rope.attention_factor);
+    m->compress_rope.interleaved = 1;
+    int interleaved;
+    KVL_TRY(optional_bool(r, r->root, "rope_interleave", 1, &interleaved));
+    if (!interleaved)
+        return kvl_fail(KVL_EINVAL, "%s: field \"rope_interleave\" is false: V4 pairs its rotary channels (2i, 2i+1)",
+                        r->origin);
+    KVL_TRY(check_partial_rotary(r, r->root, "", m->qk_rope_head_dim, m->head_dim));
+    KVL_TRY(check_partial_rotary(r, main_obj, "rope_parameters.main.", m->qk_rope_head_dim, m->head_dim));
+    KVL_TRY(check_partial_rotary(r, compress_obj, compress_path, m->qk_rope_head_dim, m->head_dim));
+    m->rope = (kvl_rope_config){.theta = theta, .factor = 1, .original_len = m->compress_rope.original_len,
+                                .beta_fast = m->compress_rope.beta_fast, .beta_slow = m->compress_rope.beta_slow,
+                                .mscale = 1, .attention_factor = 1, .interleaved = 1};
+    return KVL_OK;
+}
+
+/* MHA's window W. transformers reads sliding_window only where use_sliding_window is not false
+ * (Qwen2) and applies it to the layers whose layer_types entry is "sliding_attention"; a window on
+ * some layers only is not implemented here. */
+static int read_mha_window(const reader *r, kvl_model *m)
+{
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = MAX_DIM, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
+    int use;
+    KVL_TRY(optional_bool(r, r->root, "use_sliding_window", 1, &use));
+    if (!use) m->window = 0;
+    const cJSON *types = find(r->root, "layer_types");
+    if (!types || cJSON_IsNull(types)) return KVL_OK;
+    if (!cJSON_IsArray(types))
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" must be a list of strings, got %s", r->origin, shown(types));
+    size_t n_sliding = 0, i = 0;
+    for (const cJSON *e = types->child; e; e = e->next, i++) {
+        int sliding = cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0;
+        if (!sliding && !(cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0))
+            return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" entry %zu must be \"full_attention\" or "
+                            "\"sliding_attention\", got %s", r->origin, i, shown(e));
+        n_sliding += (size_t)sliding;
+    }
+    if (i < m->n_layers)
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" has %zu entries for %zu layers", r->origin, i, m->n_layers);
+    if (n_sliding == 0) m->window = 0;
+    else if (n_sliding < i)
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" mixes %zu sliding-window layers with %zu full ones: a "
+                        "window on some layers only is not implemented", r->origin, n_sliding, i - n_sliding);
+    else if (!m->window)
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" makes every layer \"sliding_attention\" but "
+                        "\"sliding_window\" sets no window", r->origin);
+    return KVL_OK;
+}
+
+/* V4's rotary width Dr: qk_rope_head_dim (rope_head_dim in DeepSeek's spelling), or what transformers'
+ * DeepseekV4Config keeps, partial_rotary_factor·head_dim; check_partial_rotary holds the two equal. */
+static int read_v4_rotary_width(const reader *r, kvl_model *m)
+{
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = MAX_DIM, .optional = 1}, &m->qk_rope_head_dim));
+    if (m->qk_rope_head_dim) return KVL_OK;
+    double f;
+    KVL_TRY(read_real(r, r->root, (real_field){.hf = "partial_rotary_factor", .lo = 0, .hi = 1, .optional = 1, .dflt = -1}, &f));
+    if (f < 0) return missing(r, r->root, "qk_rope_head_dim", "rope_head_dim");
+    double dr = f * (double)m->head_dim;
+    if (dr != floor(dr) || dr < 2)
+        return kvl_fail(KVL_EINVAL, "%s: field \"partial_rotary_factor\" (%g) of head_dim %zu is not a whole rotary "
+                        "width of at least 2", r->origin, f, m->head_dim);
+    m->qk_rope_head_dim = (size_t)dr;
     return KVL_OK;
 }
 
@@ -286,9 +642,6 @@ static int read_dims(const reader *r, kvl_model *m)
     KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
     if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
         return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
-    double theta;
-    KVL_TRY(read_real(r, o, (real_field){.hf = "rope_theta", .ds = NULL, .lo = 1, .hi = 1e12, .optional = 1, .dflt = 10000}, &theta));
-
     switch (m->generation) {
     case KVL_GEN_MHA:
         if (m->d % m->n_heads)
@@ -297,8 +650,8 @@ static int read_dims(const reader *r, kvl_model *m)
         KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D, .optional = 1, .dflt = m->d / m->n_heads}, &m->head_dim));
         m->qk_rope_head_dim = m->head_dim;
         m->v_head_dim = m->head_dim;
-        KVL_TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
-        KVL_TRY(read_rope(r, theta, &m->rope));
+        KVL_TRY(read_mha_window(r, m));
+        KVL_TRY(read_rope_dense(r, m, m->head_dim));
         break;
     case KVL_GEN_DSA:
         KVL_TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
@@ -313,12 +666,12 @@ static int read_dims(const reader *r, kvl_model *m)
         KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
         KVL_TRY(read_size(r, o, (size_field){.hf = "v_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->v_head_dim));
         m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
-        KVL_TRY(read_rope(r, theta, &m->rope));
+        KVL_TRY(read_rope_dense(r, m, m->qk_rope_head_dim));
         break;
     case KVL_GEN_V4:
     case KVL_GEN_V41:
         KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D}, &m->head_dim));
-        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
+        KVL_TRY(read_v4_rotary_width(r, m));
         KVL_TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->q_lora_rank));
         KVL_TRY(read_size(r, o, (size_field){.hf = "o_groups", .ds = NULL, .lo = 1, .hi = D}, &m->o_groups));
         KVL_TRY(read_size(r, o, (size_field){.hf = "o_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->o_lora_rank));
@@ -335,12 +688,7 @@ static int read_dims(const reader *r, kvl_model *m)
         if (m->n_heads % m->o_groups)
             return kvl_fail(KVL_EINVAL, "%s: field \"o_groups\" (%zu) does not divide the %zu heads", r->origin,
                             m->o_groups, m->n_heads);
-        double ctheta;
-        KVL_TRY(read_real(r, o, (real_field){.hf = "compress_rope_theta", .ds = NULL, .lo = 1, .hi = 1e12}, &ctheta));
-        KVL_TRY(read_rope(r, ctheta, &m->compress_rope));
-        m->rope = (kvl_rope_config){.theta = theta, .factor = 1, .original_len = m->compress_rope.original_len,
-                                    .beta_fast = m->compress_rope.beta_fast, .beta_slow = m->compress_rope.beta_slow,
-                                    .mscale = 1};
+        KVL_TRY(read_rope_v4(r, m));
         break;
     }
     if (m->n_heads % m->n_kv_heads)
@@ -374,20 +722,100 @@ static int read_ratios(const reader *r, const kvl_model *m, size_t **ratios)
     return KVL_OK;
 }
 
+/* compress_ratios as DeepSeek's V4 inference code reads them: ratio 4 overlaps blocks and carries an
+ * indexer (CSA); any other positive ratio pools whole blocks and reads every entry (HCA). */
+static kvl_layer v4_layer_of_ratio(size_t i, size_t ratio)
+{
+    if (ratio == 0) return (kvl_layer){KVL_LAYER_WINDOW, 0, -1, -1};
+    if (ratio == 4) return (kvl_layer){KVL_LAYER_CSA, 4, (int)i, (int)i};
+    return (kvl_layer){KVL_LAYER_HCA, ratio, (int)i, -1};
+}
+
+/* The ratio of each layer kind of transformers' DeepseekV4Config: compress_rates {kind: M}, default
+ * CSA 4 and HCA 128, or its older scalars compress_rate_csa / compress_rate_hca (the same setting). */
+static int read_compress_rates(const reader *r, size_t rate[3])
+{
+    static const char *const scalar[] = {NULL, "compress_rate_csa", "compress_rate_hca"};
+    const size_t dflt[] = {0, 4, 128};
+    const cJSON *rates;
+    KVL_TRY(optional_object(r, r->root, "compress_rates", "", &rates));
+    for (const cJSON *c = rates ? rates->child : NULL; c; c = c->next)
+        if (strcmp(c->string, v4_layer_types[1]) && strcmp(c->string, v4_layer_types[2]))
+            return kvl_fail(KVL_EINVAL, "%s: field \"compress_rates.%s\": the rated layer types are \"%s\" and \"%s\"",
+                            r->origin, file_text(c->string), v4_layer_types[1], v4_layer_types[2]);
+    rate[0] = 0;
+    for (size_t k = 1; k < 3; k++) {
+        size_t in_rates = 0, alone = 0;
+        if (rates)
+            KVL_TRY(read_size(r, rates, (size_field){.hf = v4_layer_types[k], .lo = 1, .hi = MAX_DIM, .optional = 1}, &in_rates));
+        KVL_TRY(read_size(r, r->root, (size_field){.hf = scalar[k], .lo = 1, .hi = MAX_DIM, .optional = 1}, &alone));
+        if (in_rates && alone && in_rates != alone) {
+            char name[80], va[24], vb[24];
+            snprintf(name, sizeof name, "compress_rates.%s", v4_layer_types[k]);
+            snprintf(va, sizeof va, "%zu", in_rates);
+            snprintf(vb, sizeof vb, "%zu", alone);
+            return two_spellings(r, name, scalar[k], va, vb);
+        }
+        rate[k] = in_rates ? in_rates : alone ? alone : dflt[k];
+    }
+    return KVL_OK;
+}
+
+/* layer_types as transformers 5 writes them, each kind at its compress_rates ratio; without the field
+ * (and without compress_ratios) transformers' default: two HCA layers, then HCA and CSA alternating. */
+static int read_v4_layer_types(const reader *r, kvl_model *m, size_t n_extra)
+{
+    size_t rate[3];
+    KVL_TRY(read_compress_rates(r, rate));
+    const cJSON *types = find(r->root, "layer_types");
+    if (!types || cJSON_IsNull(types)) {
+        for (size_t i = 0; i < m->n_layers; i++) {
+            size_t k = i < 2 || i % 2 == 0 ? 2 : 1;
+            m->layers[i] = (kvl_layer){k == 1 ? KVL_LAYER_CSA : KVL_LAYER_HCA, rate[k], (int)i, k == 1 ? (int)i : -1};
+        }
+        return KVL_OK;
+    }
+    size_t n = cJSON_IsArray(types) ? (size_t)cJSON_GetArraySize(types) : 0;
+    if (!cJSON_IsArray(types) || (n != m->n_layers && n != m->n_layers + n_extra))
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" must list one kind per layer (%zu)%s, got %s", r->origin,
+                        m->n_layers, n_extra ? " or that plus one per MTP layer" : "", shown(types));
+    size_t i = 0;
+    for (const cJSON *e = types->child; e && i < m->n_layers; e = e->next, i++) {
+        size_t k = 0;
+        while (k < 3 && !(cJSON_IsString(e) && strcmp(e->valuestring, v4_layer_types[k]) == 0)) k++;
+        if (k == 3)
+            return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" entry %zu must be one of \"%s\", \"%s\", \"%s\", got %s",
+                            r->origin, i, v4_layer_types[0], v4_layer_types[1], v4_layer_types[2], shown(e));
+        static const kvl_layer_kind kinds[] = {KVL_LAYER_WINDOW, KVL_LAYER_CSA, KVL_LAYER_HCA};
+        m->layers[i] = (kvl_layer){kinds[k], rate[k], k ? (int)i : -1, k == 1 ? (int)i : -1};
+    }
+    return KVL_OK;
+}
+
+/* V4's layer map from compress_ratios, or layer_types and compress_rates; a file with both must give
+ * every layer the same kind and ratio under each. */
 static int layers_v4(const reader *r, kvl_model *m)
 {
+    size_t n_extra;
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0}, &n_extra));
+    const cJSON *ratios = find(r->root, "compress_ratios");
+    if (!ratios || cJSON_IsNull(ratios)) return read_v4_layer_types(r, m, n_extra);
     size_t *ratio;
     KVL_TRY(read_ratios(r, m, &ratio));
-    for (size_t i = 0; i < m->n_layers; i++) {
+    int rc = KVL_OK;
+    const cJSON *types = find(r->root, "layer_types");
+    if (types && !cJSON_IsNull(types)) rc = read_v4_layer_types(r, m, n_extra);
+    for (size_t i = 0; rc == KVL_OK && i < m->n_layers; i++) {
+        kvl_layer want = v4_layer_of_ratio(i, ratio[i]);
         kvl_layer *l = &m->layers[i];
-        /* Ratio 4 overlaps blocks and carries an indexer (CSA); any other positive ratio pools whole
-         * blocks and reads every entry (HCA), as the reference code decides from the ratio alone. */
-        if (ratio[i] == 0) *l = (kvl_layer){KVL_LAYER_WINDOW, 0, -1, -1};
-        else if (ratio[i] == 4) *l = (kvl_layer){KVL_LAYER_CSA, 4, (int)i, (int)i};
-        else *l = (kvl_layer){KVL_LAYER_HCA, ratio[i], (int)i, -1};
+        if (types && !cJSON_IsNull(types) && (l->kind != want.kind || l->compress_ratio != want.compress_ratio))
+            rc = kvl_fail(KVL_EINVAL, "%s: layer %zu is %s at ratio %zu under \"layer_types\" and \"compress_rates\", but "
+                          "%s at ratio %zu under \"compress_ratios\": keep one spelling", r->origin, i,
+                          kvl_layer_kind_name(l->kind), l->compress_ratio, kvl_layer_kind_name(want.kind), ratio[i]);
+        *l = want;
     }
     free(ratio);
-    return KVL_OK;
+    return rc;
 }
 
 static int is_in(const size_t *v, size_t n, size_t x)
@@ -604,4 +1032,21 @@ int kvl_layer_writes_cache(const kvl_model *m, size_t layer)
 {
     const kvl_layer *l = &m->layers[layer];
     return l->kind != KVL_LAYER_WINDOW && l->kv_source == (int)layer;
+}
+
+void kvl_rope_describe(char *out, size_t cap, const kvl_model *m)
+{
+    static const char *const source[] = {"no YaRN field: plain RoPE", "rope_scaling, as transformers computes it",
+                                         "rope_parameters, as transformers computes it",
+                                         "flat rope_factor, as DeepSeek's inference code computes it"};
+    const kvl_rope_config *r = m->generation >= KVL_GEN_V4 ? &m->compress_rope : &m->rope;
+    if (r->factor <= 1) {
+        snprintf(out, cap, "rotary: %s (%s), no YaRN%s", m->rope_spelling == KVL_ROPE_PLAIN ? "plain RoPE" : "read from",
+                 m->rope_spelling == KVL_ROPE_PLAIN ? "theta only" : source[m->rope_spelling],
+                 r->interleaved ? "" : ", pairs (i, i + Dr/2)");
+        return;
+    }
+    const double m2 = m->generation >= KVL_GEN_V4 ? 1 : pow(yarn_m(r->factor, r->mscale), 2);
+    snprintf(out, cap, "rotary: YaRN factor %g from %s: cos and sin x %.6g, softmax scale x %.6g%s", r->factor,
+             source[m->rope_spelling], r->attention_factor, m2, r->interleaved ? "" : ", pairs (i, i + Dr/2)");
 }

@@ -1,10 +1,14 @@
 /* kvl_model: one model's config.json, read and validated.
  *
- * Reads both spellings that real files use: the Hugging Face config.json (hidden_size,
- * num_hidden_layers, rope_scaling{...}) and DeepSeek's inference config (dim, n_layers,
- * rope_factor, ...). The attention generation is recognised from the fields present, never from a
- * model name: kv_source_layers → V4.1 (CSA2), compress_ratios → V4, index_topk → V3.2 (DSA),
- * kv_lora_rank → V2/V3 (MLA), otherwise MHA/GQA/MQA.
+ * Reads every spelling real files use: the Hugging Face config.json (hidden_size, num_hidden_layers,
+ * rope_scaling{...}), what transformers 5's save_pretrained writes (rope_parameters{...}, V4's
+ * layer_types and compress_rates), and DeepSeek's inference config (dim, n_layers, rope_factor, ...).
+ * Each field means what the code that writes that spelling computes with it; where the project does
+ * not compute that (a rope type other than default and yarn, rope_interleave false on V4) the file is
+ * refused naming the field, and a field given under two spellings with two values is refused. The
+ * attention generation is recognised from the fields present, never from a model name:
+ * kv_source_layers → V4.1 (CSA2), compress_ratios / compress_rates / layer_types of V4's kinds → V4,
+ * index_topk → V3.2 (DSA), kv_lora_rank → V2/V3 (MLA), otherwise MHA/GQA/MQA.
  *
  * An optional "_kvlineage" object carries what no published config states: a display "name", a
  * release "date", a one-line "mechanism", "headline" (true for the generations the V4.1-Flash model
@@ -18,13 +22,13 @@
 
 typedef enum { KVL_GEN_MHA, KVL_GEN_MLA, KVL_GEN_DSA, KVL_GEN_V4, KVL_GEN_V41 } kvl_generation;
 
-/* How a layer attends (spec generations.md §1–§6). */
+/* How a layer attends (chapters 1 to 7 teach each kind). */
 typedef enum {
     KVL_LAYER_DENSE,    /* full causal attention over its own cache (MHA/GQA/MQA, MLA) */
     KVL_LAYER_SPARSE,   /* V3.2: MLA over the top-k its own lightning indexer picks */
     KVL_LAYER_WINDOW,   /* V4/V4.1 compress ratio 0: the W-row window only */
-    KVL_LAYER_CSA,      /* V4 ratio 4: window + top-k of its own overlapped compressed entries */
-    KVL_LAYER_HCA,      /* V4 ratio 128: window + every visible compressed entry */
+    KVL_LAYER_CSA,      /* V4 (ratio 4 in V4-Flash): window + top-k of its own overlapped compressed entries */
+    KVL_LAYER_HCA,      /* V4 (ratio 128 in V4-Flash): window + every visible compressed entry */
     KVL_LAYER_FULL,     /* V4.1 KV source: own compressor, index keys, indexer and top-k */
     KVL_LAYER_REINDEX,  /* V4.1: the latest source's entries, re-scored by its own index queries */
     KVL_LAYER_REUSE,    /* V4.1: the latest source's entries and the latest indexer's top-k */
@@ -40,13 +44,28 @@ typedef struct {
     int index_source;       /* layer whose top-k this layer uses (itself if it runs an indexer); -1: none */
 } kvl_layer;
 
+/* One rotary table's settings, with the meaning of the code that wrote the file (config.c, "rotary
+ * settings"): a layer built from them computes what that code computes. */
 typedef struct {
     double theta;           /* rope_theta */
     double factor;          /* YaRN factor; 1 = no YaRN */
     double original_len;    /* original_max_position_embeddings / original_seq_len */
     double beta_fast, beta_slow;
-    double mscale;          /* softmax-scale mscale (DeepSeek inference) / mscale_all_dim (HF) */
+    double mscale;          /* m = 0.1·mscale·ln(factor) + 1 multiplies the softmax scale twice: DeepSeek's
+                             * mscale, transformers' mscale_all_dim; 0: no such factor */
+    double attention_factor;  /* transformers' factor on cos and sin (the rotary q and k channels): its
+                               * attention_factor, or derived from mscale and mscale_all_dim; 1 in
+                               * DeepSeek's inference code */
+    int interleaved;        /* 1: pairs (2i, 2i+1), DeepSeek's layout (rope_interleave true); 0: (i, i + Dr/2) */
 } kvl_rope_config;
+
+/* Where a config keeps its rotary settings, which fixes what its YaRN fields mean. */
+typedef enum {
+    KVL_ROPE_PLAIN,        /* no YaRN field: plain RoPE at rope_theta */
+    KVL_ROPE_SCALING,      /* transformers: a "rope_scaling" object beside rope_theta */
+    KVL_ROPE_PARAMETERS,   /* transformers 5: a "rope_parameters" object (V4: one per rope kind) */
+    KVL_ROPE_FLAT,         /* DeepSeek's inference code: rope_factor, original_seq_len, mscale, ... */
+} kvl_rope_spelling;
 
 typedef struct {
     char path[512];         /* the file it came from, for messages */
@@ -66,6 +85,7 @@ typedef struct {
     size_t o_groups, o_lora_rank;
     size_t candidate_source_layer, candidate_topk_blocks, candidate_block_size;  /* V4.1 */
     double norm_eps;
+    kvl_rope_spelling rope_spelling;
     kvl_rope_config rope;           /* queries and keys of MLA/DSA; ratio-0 layers of V4/V4.1 */
     kvl_rope_config compress_rope;  /* V4/V4.1 layers with a compressor (theta = compress_rope_theta) */
 
@@ -82,6 +102,9 @@ void kvl_model_free(kvl_model *m);
 const char *kvl_generation_name(kvl_generation g);   /* "MHA", "MLA", "DSA", "V4", "V4.1" */
 const char *kvl_layer_kind_name(kvl_layer_kind k);   /* "dense", "sparse", "window", "CSA", ... */
 const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4" */
+/* One line on how the rotary settings were read, e.g. "rotary: YaRN factor 4 from rope_parameters, as
+ * transformers computes it: cos and sin x 1.13863, softmax scale x 1" (under 192 bytes). */
+void kvl_rope_describe(char *out, size_t cap, const kvl_model *m);
 
 /* A layer writes a global (per-token) cache: it is its own KV source and not window-only. */
 int kvl_layer_writes_cache(const kvl_model *m, size_t layer);
