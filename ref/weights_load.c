@@ -1,6 +1,7 @@
 #include "weights_load.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
@@ -55,17 +56,67 @@ static int read_mla(mla_weights *w, const mla_config *m, const kvl_st_checkpoint
     return read_fields(f, sizeof f / sizeof f[0], c, prefix, hf);
 }
 
-int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_st_checkpoint *c, size_t layer)
+/* Rows first + k·stride + j, j < Dr, k < count, of w [..][cols]: one rotary group per k, rearranged
+ * from pairs (j, j + Dr/2) to (2j, 2j + 1) when `half_split`, then multiplied by `factor`. Rotation
+ * is linear and acts on pairs, so rotating these rows' outputs equals rotating the checkpoint's in
+ * its own pairing with cos and sin times `factor`. */
+static int fold_rotary_rows(float *w, size_t cols, size_t first, size_t stride, size_t count, size_t Dr,
+                            int half_split, float factor)
+{
+    float *group = malloc(Dr * cols * sizeof *group);
+    if (!group) return kvl_fail(KVL_ENOMEM, "out of memory folding %zu rotary rows", Dr);
+    for (size_t k = 0; k < count; k++) {
+        float *rows = w + (first + k * stride) * cols;
+        memcpy(group, rows, Dr * cols * sizeof *group);
+        for (size_t j = 0; j < Dr; j++) {
+            size_t from = half_split ? (j % 2 ? Dr / 2 : 0) + j / 2 : j;
+            for (size_t i = 0; i < cols; i++) rows[j * cols + i] = group[from * cols + i] * factor;
+        }
+    }
+    free(group);
+    return KVL_OK;
+}
+
+/* The query's and the key's rotary rows, q^R of every head in W_UQ (or W_Q) and k̃ in W_DKV. */
+static int fold_mla_rotary(mla_weights *w, const mla_config *m, const kvl_rope_config *rope)
+{
+    const int half_split = !rope->interleaved;
+    const float factor = (float)rope->attention_factor;
+    if (!half_split && factor == 1.0f) return KVL_OK;
+    const size_t Dqk = m->qk_nope + m->qk_rope;
+    float *wq = m->q_lora_rank ? w->w_uq : w->w_q;
+    size_t q_cols = m->q_lora_rank ? m->q_lora_rank : m->d;
+    KVL_TRY(fold_rotary_rows(wq, q_cols, m->qk_nope, Dqk, m->n_heads, m->qk_rope, half_split, factor));
+    return fold_rotary_rows(w->w_dkv, m->d, m->kv_lora_rank, 0, 1, m->qk_rope, half_split, factor);
+}
+
+int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_rope_config *rope, const kvl_st_checkpoint *c,
+                     size_t layer)
 {
     char prefix[96];
     KVL_TRY(mla_weights_alloc(w, cfg));
     int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight");
     if (rc == KVL_OK) rc = read_mla(w, cfg, c, prefix, prefix[0] == 'm');
+    if (rc == KVL_OK) rc = fold_mla_rotary(w, cfg, rope);
     if (rc != KVL_OK) mla_weights_free(w);
     return rc;
 }
 
-int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_st_checkpoint *c, size_t layer)
+/* The indexer rotates the leading Dr channels of its queries and of its LayerNorm-ed key in pairs
+ * (j, j + Dr/2) in both codes; transformers' factor on cos and sin folds into those rows of W_IQ and
+ * into the LayerNorm's gain and bias there. */
+static int fold_indexer_rotary(dsa_weights *w, const dsa_config *cfg, const kvl_rope_config *rope)
+{
+    const float factor = (float)rope->attention_factor;
+    if (factor == 1.0f) return KVL_OK;
+    const size_t Dr = cfg->mla.qk_rope, DI = cfg->index_head_dim;
+    KVL_TRY(fold_rotary_rows(w->w_iq, cfg->mla.q_lora_rank, 0, DI, cfg->index_n_heads, Dr, 0, factor));
+    KVL_TRY(fold_rotary_rows(w->k_norm, 1, 0, 0, 1, Dr, 0, factor));
+    return fold_rotary_rows(w->k_bias, 1, 0, 0, 1, Dr, 0, factor);
+}
+
+int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_rope_config *rope, const kvl_st_checkpoint *c,
+                     size_t layer)
 {
     char prefix[96];
     KVL_TRY(dsa_weights_alloc(w, cfg));
@@ -80,6 +131,8 @@ int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_st_checkpo
     int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight");
     if (rc == KVL_OK) rc = read_mla(&w->mla, &cfg->mla, c, prefix, prefix[0] == 'm');
     if (rc == KVL_OK) rc = read_fields(f, sizeof f / sizeof f[0], c, prefix, 1);
+    if (rc == KVL_OK) rc = fold_mla_rotary(&w->mla, &cfg->mla, rope);
+    if (rc == KVL_OK) rc = fold_indexer_rotary(w, cfg, rope);
     if (rc != KVL_OK) dsa_weights_free(w);
     return rc;
 }

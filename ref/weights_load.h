@@ -36,12 +36,13 @@
  *                                                             indexer.{wq_b.weight, weights_proj.weight,
  *                                                             compressor.wkv.weight, ...}
  *
- * V4.1 (ref/csa2.h) has no transformers class; its inference model.py ([V41], spec §0) names, under
+ * V4.1 (ref/csa2.h) has no transformers class; the inference/model.py published with DeepSeek-V4.1-Flash names, under
  * layers.N.attn.: V4's core names above except wo_a, a bare parameter there ("wo_a", no ".weight"); a KV
  * source's compressor.{wkv.weight, wgate.weight (M > 1), norm.weight} and indexer.{wk.weight [DI][Dh],
  * k_norm.weight}; an index source's indexer.{wq_b.weight, weights_proj.weight}.
- * The layouts are the modules' own: both codes keep the rotary channels interleaved in the weights
- * (transformers' rope_interleave) and [c_kv | k_rope] in that order, so no tensor is permuted. An FP8
+ * The layouts are the modules' own: both codes keep [c_kv | k_rope] in that order and, by default, the
+ * rotary channels interleaved (transformers' rope_interleave true); only a checkpoint whose config
+ * says otherwise has rows rearranged (mla_weights_load). An FP8
  * weight is dequantised through its block scales (ref/core/weight_read.h). */
 #ifndef KVL_WEIGHTS_LOAD_H
 #define KVL_WEIGHTS_LOAD_H
@@ -55,9 +56,16 @@
 #include "safetensors.h"
 
 /* w ← layer `layer` of c, allocated for cfg (mla_weights_alloc). KVL_EINVAL naming the file and tensor
- * when one is missing or of another shape; on failure *w is empty. */
-int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_st_checkpoint *c, size_t layer);
-int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_st_checkpoint *c, size_t layer);
+ * when one is missing or of another shape; on failure *w is empty.
+ * `rope` is how the checkpoint's own code rotates (the model's kvl_model.rope): where transformers
+ * multiplies cos and sin by an attention factor, or pairs the rotary channels (i, i + Dr/2)
+ * (rope_interleave false), the difference is folded into the rows that make q^R and k_rope (and the
+ * indexer's rotary rows and key-norm gain and bias for the factor), so the modules, which pair
+ * (2i, 2i+1) with no factor, compute what that code computes. */
+int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_rope_config *rope, const kvl_st_checkpoint *c,
+                     size_t layer);
+int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_rope_config *rope, const kvl_st_checkpoint *c,
+                     size_t layer);
 int v4_weights_load(v4_weights *w, const v4_config *cfg, const kvl_st_checkpoint *c, size_t layer);
 /* The inference naming only. */
 int csa2_weights_load(csa2_weights *w, const csa2_config *cfg, const kvl_st_checkpoint *c, size_t layer);

@@ -68,6 +68,9 @@ static void expect_dequant_exact(const float *got, const uint8_t *q, const float
         }
 }
 
+/* A checkpoint whose code rotates as the modules do: pairs (2i, 2i+1), no factor on cos and sin. */
+static const kvl_rope_config as_stored = {.attention_factor = 1, .interleaved = 1};
+
 START_TEST(test_fp8_blocks_dequantise_to_the_definition_on_ragged_edges)
 {
     enum { R = 130, C = 300 };   /* blocks 128 + 2 rows, 128 + 128 + 44 columns */
@@ -204,22 +207,22 @@ static void check_naming(int hf)
     write_fields(path, hf ? "model.layers.7.self_attn." : "layers.7.attn.", hf ? hf_leaf : ds_leaf, ptr, shape, 12);
     kvl_st_checkpoint ck;
     ck_assert_msg(kvl_st_checkpoint_open(&ck, dir) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(dsa_weights_load(&got, &c, &ck, 7) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(dsa_weights_load(&got, &c, &as_stored, &ck, 7) == KVL_OK, "%s", kvl_error());
     expect_same_dsa(&got, &w);
     dsa_weights_free(&got);
 
     mla_weights mgot;
-    ck_assert_msg(mla_weights_load(&mgot, m, &ck, 7) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(mla_weights_load(&mgot, m, &as_stored, &ck, 7) == KVL_OK, "%s", kvl_error());
     for (size_t i = 0; i < mgot.n_floats; i++) ck_assert(mgot.block[i] == w.mla.block[i]);
     mla_weights_free(&mgot);
 
-    ck_assert_int_eq(mla_weights_load(&mgot, m, &ck, 6), KVL_EINVAL);
+    ck_assert_int_eq(mla_weights_load(&mgot, m, &as_stored, &ck, 6), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "layer 6: neither model.layers.6.self_attn.kv_a_proj_with_mqa.weight nor "
                                       "layers.6.attn.wkv_a.weight is present") != NULL, "%s", kvl_error());
     ck_assert_ptr_null(mgot.block);
     mla_config wide = *m;
     wide.kv_lora_rank = 13;
-    ck_assert_int_eq(mla_weights_load(&mgot, &wide, &ck, 7), KVL_EINVAL);
+    ck_assert_int_eq(mla_weights_load(&mgot, &wide, &as_stored, &ck, 7), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), hf ? "kv_a_proj_with_mqa.weight\": shape [16, 32], the config needs [17, 32]"
                                          : "wkv_a.weight\": shape [16, 32], the config needs [17, 32]") != NULL, "%s",
                   kvl_error());

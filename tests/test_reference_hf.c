@@ -8,26 +8,34 @@
  * prefill + decode in each form) must match. The torch and transformers versions the files were made
  * with are in their metadata and are printed with any failure. kvlayer, the program a reader runs on a
  * checkpoint, is checked on the same files as a new user would run it, and on each kind of bad input.
- * V4.1 has no transformers class: its referee is the script's own torch rendering of the inference code's
- * formulas as spec §6 records them (a six-layer stack with every mode and the candidate pool), without
- * the FP4/FP8 round trips, so it is compared with the float32 paths.
+ * V4.1 has no transformers class: its referee is the script's own torch rendering of the formulas of
+ * the DeepSeek-V4.1-Flash inference/model.py as chapters/07_v41/README.md states them (a six-layer stack
+ * with every mode and the candidate pool), without the FP4/FP8 round trips, so it is compared with the
+ * float32 paths.
  *
- * Where transformers and the spec could differ (spec generations.md §10), they agree on these files:
- *   §10.4 indexer RoPE: transformers' V3.2 rotates the leading channels half-split, as the spec;
- *   §10.5 index weights: V3.2 and V4 apply HI^−½ and DI^−½, as the spec;
- *   §10.7 per-head query RMSNorm: V4's q_b_norm, as the spec's V4;
- *   §10.8 V4 causality: the installed revision masks compressed entries i ≥ ⌊(t+1)/M⌋ in both HCA and
- *         the CSA indexer, the spec's rule (not the zero-padded revisions);
- *   §10.9 V4 RoPE: interleaved pairs on the trailing channels, as the spec;
- *   §10.14 Hadamard rotation: transformers has none; the f32 indexers (the forwards') have none either,
- *          and the rotation is orthonormal, so scores are equal in exact arithmetic;
- *   §10.15 YaRN: transformers takes it from the config, as the spec; V3's mscale = mscale_all_dim and
- *          V4's forced attention_factor 1 keep its cos/sin unscaled, as the inference code.
- * torch.topk breaks ties in no stated order, the spec by the smaller position (§11.4); ReLU makes exact
+ * Where transformers' ports could differ from DeepSeek's inference code (chapters/DISAGREEMENTS.md),
+ * they agree on these files:
+ *   indexer RoPE: transformers' V3.2 rotates the leading channels half-split, as the V3.2 inference code;
+ *   index weights: V3.2 and V4 apply HI^−½ and DI^−½, as the inference code;
+ *   per-head query RMSNorm: V4's q_b_norm, as the V4 inference code;
+ *   V4 causality: the installed revision masks compressed entries i ≥ ⌊(t+1)/M⌋ in both HCA and the CSA
+ *         indexer, the inference code's rule (not the zero-padded revisions);
+ *   V4 RoPE: interleaved pairs on the trailing channels, as the inference code;
+ *   Hadamard rotation: transformers has none; the f32 indexers (the forwards') have none either, and the
+ *         rotation is orthonormal, so scores are equal in exact arithmetic;
+ *   YaRN: transformers takes it from the config; V3's mscale = mscale_all_dim and V4's forced
+ *         attention_factor 1 keep its cos/sin unscaled, as the inference code.
+ * torch.topk breaks ties in no stated order, ref/core/topk.h by the smaller position; ReLU makes exact
  * ties at 0 common, so the script draws until every query's K-th and (K+1)-th index scores differ by
- * more than 10^−3, and the comparison is of the spec's rule on tie-free data.
+ * more than 10^−3, and the comparison is of that rule on tie-free data.
  * transformers applies V3's interleaved RoPE by splitting the even and odd channels into two halves;
- * queries and keys are permuted alike, so every score, and so the output, is the same. */
+ * queries and keys are permuted alike, so every score, and so the output, is the same.
+ *
+ * tests/reference/make_ecosystem.py wrote the second set, tests/reference/ecosystem/: configs as
+ * transformers 5's save_pretrained writes them (rope_parameters, rope_interleave false, mscale unlike
+ * mscale_all_dim, YaRN without mscale keys, V4's layer_types and compress_rates) and one in DeepSeek's
+ * inference spelling, each with the transformers module's output; kvlayer must compute what the code
+ * that wrote each file computes, and refuse, naming the field, what it does not. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,14 +71,12 @@ typedef struct {
     char versions[256];
 } reference;
 
-/* The reference `name`, its output tensor `out_name`. */
-static void open_reference_out(reference *r, const char *name, const char *out_name)
+/* The reference whose config and checkpoint are at the paths (relative to the source tree) `config`
+ * and `weights` (a file or a folder), its output tensor `out_name`. */
+static void open_reference_at(reference *r, const char *config, const char *weights, const char *out_name)
 {
-    char rel[128];
-    snprintf(rel, sizeof rel, "tests/reference/%s.json", name);
-    ck_assert_msg(kvl_model_load(&r->model, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
-    snprintf(rel, sizeof rel, "tests/reference/%s.safetensors", name);
-    ck_assert_msg(kvl_st_checkpoint_open(&r->ck, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_model_load(&r->model, kvl_path(config)) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_st_checkpoint_open(&r->ck, kvl_path(weights)) == KVL_OK, "%s", kvl_error());
     const kvl_st_file *f = &r->ck.files[0];
     const char *tv = kvl_st_metadata(f, "transformers_version"), *pv = kvl_st_metadata(f, "torch_version");
     const char *by = kvl_st_metadata(f, "referee");
@@ -86,6 +92,15 @@ static void open_reference_out(reference *r, const char *name, const char *out_n
     r->out = malloc(r->T * r->d * sizeof *r->out);
     ck_assert(r->x && r->out);
     ck_assert(kvl_st_read_f32(r->x, x, f->origin) == KVL_OK && kvl_st_read_f32(r->out, out, f->origin) == KVL_OK);
+}
+
+/* The reference tests/reference/`name`.json and .safetensors. */
+static void open_reference_out(reference *r, const char *name, const char *out_name)
+{
+    char config[128], weights[128];
+    snprintf(config, sizeof config, "tests/reference/%s.json", name);
+    snprintf(weights, sizeof weights, "tests/reference/%s.safetensors", name);
+    open_reference_at(r, config, weights, out_name);
 }
 
 static void open_reference(reference *r, const char *name)
@@ -136,7 +151,7 @@ START_TEST(test_mla_matches_transformers_deepseek_v3_on_fp8_weights)
     mla_config c;
     ck_assert_msg(mla_config_from_model(&c, &r.model) == KVL_OK, "%s", kvl_error());
     mla_weights w;
-    ck_assert_msg(mla_weights_load(&w, &c, &r.ck, 0) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(mla_weights_load(&w, &c, &r.model.rope, &r.ck, 0) == KVL_OK, "%s", kvl_error());
     float *got = malloc(r.T * r.d * sizeof *got);
     ck_assert(got);
     ck_assert_msg(mla_forward(got, &c, &w, r.x, r.T) == KVL_OK, "%s", kvl_error());
@@ -176,7 +191,7 @@ START_TEST(test_dsa_matches_transformers_deepseek_v32)
     ck_assert_msg(dsa_config_from_model(&c, &r.model) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_lt(c.index_topk, r.T);   /* the selection is not everything */
     dsa_weights w;
-    ck_assert_msg(dsa_weights_load(&w, &c, &r.ck, 0) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(dsa_weights_load(&w, &c, &r.model.rope, &r.ck, 0) == KVL_OK, "%s", kvl_error());
     float *got = malloc(r.T * r.d * sizeof *got);
     ck_assert(got);
     ck_assert_msg(dsa_forward(got, NULL, &c, &w, r.x, r.T) == KVL_OK, "%s", kvl_error());
@@ -472,6 +487,342 @@ START_TEST(test_kvlayer_refuses_bad_input_with_one_line)
 }
 END_TEST
 
+/* ---- checkpoints as the ecosystem writes them (tests/reference/make_ecosystem.py) ------------------- */
+
+#define ECO "tests/reference/ecosystem/"
+
+/* Run kvlayer on case `name` (config.json and the folder's checkpoint), layer `layer`, input `input`
+ * (a file of the folder), with `extra` flags; the output is out.npy in a new folder `dir`. */
+static int kvlayer_case(const char *name, size_t layer, const char *input, const char *extra, char *dir, size_t cap,
+                        char *line, size_t line_cap, char *err, size_t err_cap)
+{
+    char cmd[4096], root[1024];
+    temp_dir(dir, cap);
+    snprintf(root, sizeof root, "%s/" ECO "%s", kvl_path("."), name);
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s/config.json --weights %s --layer %zu --input %s/%s --output %s/out.npy %s",
+             root, root, layer, root, input, dir, extra);
+    return kvl_run(cmd, NULL, line, line_cap, err, err_cap);
+}
+
+/* kvlayer on case `name`'s layer against its transformers output `out_name`, prefilling `prefill`
+ * tokens and decoding the rest; its one line must contain `says`. */
+static void expect_kvlayer_matches(const char *name, size_t layer, const char *out_name, size_t prefill,
+                                   const char *says)
+{
+    char config[128], weights[128], dir[64], extra[64], line[1024], err[1024], out[128];
+    snprintf(config, sizeof config, ECO "%s/config.json", name);
+    snprintf(weights, sizeof weights, ECO "%s", name);
+    reference r;
+    open_reference_at(&r, config, weights, out_name);
+    snprintf(extra, sizeof extra, "--prefill %zu", prefill);
+    int status = kvlayer_case(name, layer, "model.safetensors", extra, dir, sizeof dir, line, sizeof line, err, sizeof err);
+    ck_assert_msg(status == 0, "%s: exit %d: %s", name, status, err);
+    ck_assert_msg(strstr(line, says) != NULL, "%s: kvlayer says '%s', not '%s'", name, line, says);
+    float *got;
+    size_t rows, cols;
+    snprintf(out, sizeof out, "%s/out.npy", dir);
+    ck_assert_msg(kvl_npy_read(&got, &rows, &cols, out) == KVL_OK, "%s", kvl_error());
+    ck_assert(rows == r.T && cols == r.d);
+    char what[160];
+    snprintf(what, sizeof what, "kvlayer on %s, layer %zu, prefill %zu", name, layer, prefill);
+    expect_matches(&r, what, got);
+    free(got);
+    rm_dir(dir);
+    close_reference(&r);
+}
+
+START_TEST(test_transformers_5_rope_parameters_are_read_as_transformers_does)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v3_rope_parameters/config.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(m.rope_spelling, KVL_ROPE_PARAMETERS);
+    ck_assert_double_eq(m.rope.theta, 50000);   /* no top-level rope_theta: the 10,000 default would be wrong */
+    ck_assert_double_eq(m.rope.factor, 4);
+    kvl_model_free(&m);
+    expect_kvlayer_matches("v3_rope_parameters", 0, "out", 5, "YaRN factor 4 from rope_parameters");
+}
+END_TEST
+
+START_TEST(test_rope_interleave_false_rotates_half_split_pairs_as_transformers_does)
+{
+    expect_kvlayer_matches("v3_no_interleave", 0, "out", 16, "pairs (i, i + Dr/2)");
+    expect_kvlayer_matches("v3_no_interleave", 0, "out", 1, "pairs (i, i + Dr/2)");
+}
+END_TEST
+
+/* transformers' attention_factor m(4, 0.707)/m(4, 1) on cos and sin, m(4, 1)² on the softmax scale */
+START_TEST(test_mscale_unlike_mscale_all_dim_scales_cos_and_sin_as_transformers_does)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v3_mscale_differs/config.json")) == KVL_OK, "%s", kvl_error());
+    const double m1 = 0.1 * log(4.0) + 1, m707 = 0.1 * 0.707 * log(4.0) + 1;
+    ck_assert_double_eq_tol(m.rope.attention_factor, m707 / m1, 1e-15);
+    ck_assert_double_eq(m.rope.mscale, 1.0);
+    kvl_model_free(&m);
+    expect_kvlayer_matches("v3_mscale_differs", 0, "out", 7, "cos and sin x 0.9");
+}
+END_TEST
+
+/* The same YaRN settings with no mscale keys mean two layers: transformers puts m(4, 1) on cos and sin
+ * and nothing on the softmax scale, DeepSeek's inference code m(4, 1)² on the softmax scale only. */
+START_TEST(test_yarn_without_mscale_keys_is_read_in_the_convention_of_its_spelling)
+{
+    kvl_model hf, ds;
+    ck_assert_msg(kvl_model_load(&hf, kvl_path(ECO "v3_yarn_no_mscale/config.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_model_load(&ds, kvl_path(ECO "v3_deepseek_flat/config.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_double_eq_tol(hf.rope.attention_factor, 0.1 * log(4.0) + 1, 1e-15);
+    ck_assert_double_eq(hf.rope.mscale, 0);
+    ck_assert_double_eq(ds.rope.attention_factor, 1);
+    ck_assert_double_eq(ds.rope.mscale, 1);
+    ck_assert_int_eq(ds.rope_spelling, KVL_ROPE_FLAT);
+    kvl_model_free(&hf);
+    kvl_model_free(&ds);
+    expect_kvlayer_matches("v3_yarn_no_mscale", 0, "out", 4, "as transformers computes it: cos and sin x 1.13863");
+    expect_kvlayer_matches("v3_deepseek_flat", 0, "out", 4, "as DeepSeek's inference code computes it: cos and sin x 1,");
+}
+END_TEST
+
+START_TEST(test_the_v32_indexer_carries_transformers_factor_on_cos_and_sin)
+{
+    expect_kvlayer_matches("v32_yarn_no_mscale", 0, "out", 16, "cos and sin x 1.13863");
+    expect_kvlayer_matches("v32_yarn_no_mscale", 0, "out", 6, "cos and sin x 1.13863");
+}
+END_TEST
+
+/* layer_types with compress_rates CSA 2 and HCA 4: HCA at ratio 4, which compress_ratios would read
+ * as CSA, and a CSA layer at a ratio other than V4-Flash's. */
+START_TEST(test_v4_layer_types_and_compress_rates_of_transformers_5_are_read)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v4_layer_types/config.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(m.generation, KVL_GEN_V4);
+    ck_assert_uint_eq(m.qk_rope_head_dim, 8);
+    const kvl_layer_kind kind[] = {KVL_LAYER_WINDOW, KVL_LAYER_CSA, KVL_LAYER_HCA};
+    const size_t ratio[] = {0, 2, 4};
+    for (size_t l = 0; l < 3; l++) {
+        ck_assert_int_eq(m.layers[l].kind, kind[l]);
+        ck_assert_uint_eq(m.layers[l].compress_ratio, ratio[l]);
+    }
+    kvl_model_free(&m);
+    expect_kvlayer_matches("v4_layer_types", 0, "out.0", 11, "(V4 window)");
+    expect_kvlayer_matches("v4_layer_types", 1, "out.1", 11, "(V4 CSA, ratio 2)");
+    expect_kvlayer_matches("v4_layer_types", 2, "out.2", 11, "(V4 HCA, ratio 4)");
+}
+END_TEST
+
+START_TEST(test_float64_safetensors_input_is_read)
+{
+    char config[128], weights[128], dir[64], line[1024], err[1024], out[128];
+    snprintf(config, sizeof config, ECO "v3_rope_parameters/config.json");
+    snprintf(weights, sizeof weights, ECO "v3_rope_parameters");
+    reference r;
+    open_reference_at(&r, config, weights, "out");
+    int status = kvlayer_case("v3_rope_parameters", 0, "x_f64.safetensors", "", dir, sizeof dir, line, sizeof line,
+                              err, sizeof err);
+    ck_assert_msg(status == 0, "exit %d: %s", status, err);
+    float *got;
+    size_t rows, cols;
+    snprintf(out, sizeof out, "%s/out.npy", dir);
+    ck_assert_msg(kvl_npy_read(&got, &rows, &cols, out) == KVL_OK, "%s", kvl_error());
+    expect_matches(&r, "kvlayer on float64 x", got);
+    free(got);
+    rm_dir(dir);
+    close_reference(&r);
+}
+END_TEST
+
+/* Case `name`'s config with `from` replaced by `to` (the first occurrence), written to dir/config.json. */
+static void edited_config(char *path, size_t cap, const char *dir, const char *name, const char *from, const char *to)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, ECO "%s/config.json", name);
+    FILE *f = fopen(kvl_path(rel), "rb");
+    ck_assert(f != NULL);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *at = strstr(text, from);
+    ck_assert_msg(at != NULL, "'%s' not in %s", from, rel);
+    snprintf(path, cap, "%s/config.json", dir);
+    f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    fprintf(f, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    ck_assert(fclose(f) == 0);
+}
+
+/* Both kvlayer and kvtable refuse the edited config with one line naming `piece`, and print nothing. */
+static void expect_refused_edit(const char *name, const char *from, const char *to, const char *piece)
+{
+    char dir[64], cfg[128], cmd[4096], out[1024], err[1024], root[1024];
+    temp_dir(dir, sizeof dir);
+    edited_config(cfg, sizeof cfg, dir, name, from, to);
+    snprintf(root, sizeof root, "%s/" ECO "%s", kvl_path("."), name);
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s --weights %s --layer 0 --input %s/model.safetensors --output %s/o.npy",
+             cfg, root, root, dir);
+    int status = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    expect_one_line(status, err, piece);
+    ck_assert_msg(out[0] == '\0', "kvlayer printed '%s'", out);
+    snprintf(cmd, sizeof cmd, "kvtable %s", cfg);
+    status = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(status == 2 && strstr(err, piece) && out[0] == '\0', "kvtable: exit %d, stdout '%s', stderr '%s'",
+                  status, out, err);
+    rm_dir(dir);
+}
+
+START_TEST(test_two_spellings_of_one_setting_that_disagree_are_refused)
+{
+    expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"window_size\": 16",
+                        "fields \"sliding_window\" (8) and \"window_size\" (16) spell one setting and disagree");
+    expect_refused_edit("v3_rope_parameters", "\"num_key_value_heads\": 4", "\"num_key_value_heads\": 4, \"n_kv_heads\": 2",
+                        "\"num_key_value_heads\" (4) and \"n_kv_heads\" (2)");
+    expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,", "\"qk_rope_head_dim\": 8, \"rope_theta\": 10000,",
+                        "\"rope_theta\" (10000) and \"rope_parameters.rope_theta\" (50000)");
+    expect_refused_edit("v3_rope_parameters", "\"rope_type\": \"yarn\"", "\"rope_type\": \"yarn\", \"type\": \"linear\"",
+                        "\"rope_parameters.rope_type\" (\"yarn\") and \"rope_parameters.type\" (\"linear\")");
+    expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,", "\"qk_rope_head_dim\": 8, \"rope_factor\": 4,",
+                        "field \"rope_factor\" (DeepSeek's flat YaRN spelling) beside \"rope_parameters\"");
+    expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,",
+                        "\"qk_rope_head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4},",
+                        "fields \"rope_scaling\" and \"rope_parameters\" both hold rotary settings");
+    expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"compress_ratios\": [0, 2, 4]",
+                        "layer 1 is CSA at ratio 2 under \"layer_types\" and \"compress_rates\", but HCA at ratio 2");
+    expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"compress_rate_csa\": 4",
+                        "\"compress_rates.compressed_sparse_attention\" (2) and \"compress_rate_csa\" (4)");
+}
+END_TEST
+
+/* What the project does not compute is refused naming the field, never run another way. */
+START_TEST(test_rotary_settings_the_project_does_not_compute_are_refused)
+{
+    expect_refused_edit("v3_rope_parameters", "\"rope_type\": \"yarn\"", "\"rope_type\": \"dynamic\"",
+                        "field \"rope_parameters.rope_type\" is \"dynamic\": only \"default\" and \"yarn\"");
+    expect_refused_edit("v3_rope_parameters", "\"rope_type\": \"yarn\"", "\"truncate\": false, \"rope_type\": \"yarn\"",
+                        "field \"rope_parameters.truncate\" is false");
+    expect_refused_edit("v4_layer_types", "\"attention_factor\": 1.0", "\"attention_factor\": 1.25",
+                        "field \"rope_parameters.compress.attention_factor\" is 1.25");
+    expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"rope_interleave\": false",
+                        "field \"rope_interleave\" is false: V4 pairs");
+    expect_refused_edit("v4_layer_types", "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.5",
+                        "\"partial_rotary_factor\" (0.5) rotates 16 of the 32 head channels");
+}
+END_TEST
+
+/* A weight of case v3_rope_parameters, element [r][c], set to NaN in a copy of its checkpoint. */
+static void nan_weight_copy(const char *dir, const char *tensor, size_t r, size_t c)
+{
+    kvl_st_file f;
+    ck_assert_msg(kvl_st_open(&f, kvl_path(ECO "v3_rope_parameters/model.safetensors")) == KVL_OK, "%s", kvl_error());
+    const kvl_st_tensor *t = kvl_st_find(&f, tensor);
+    ck_assert(t && t->dtype == KVL_ST_BF16 && t->n_dims == 2);
+    size_t at = (size_t)(t->data - (const uint8_t *)f.map) + 2 * (r * t->shape[1] + c);
+    uint8_t *bytes = malloc(f.map_bytes);
+    ck_assert(bytes);
+    memcpy(bytes, f.map, f.map_bytes);
+    bytes[at] = 0xc0;       /* bf16 0x7fc0, little-endian: a quiet NaN */
+    bytes[at + 1] = 0x7f;
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *out = fopen(path, "wb");
+    ck_assert(out && fwrite(bytes, 1, f.map_bytes, out) == f.map_bytes && fclose(out) == 0);
+    free(bytes);
+    kvl_st_close(&f);
+}
+
+START_TEST(test_non_finite_weights_or_inputs_are_refused_naming_the_tensor_and_index)
+{
+    char dir[64], cmd[4096], out[1024], err[1024], root[1024], x[128];
+    snprintf(root, sizeof root, "%s/" ECO "v3_rope_parameters", kvl_path("."));
+    temp_dir(dir, sizeof dir);
+    nan_weight_copy(dir, "model.layers.0.self_attn.kv_b_proj.weight", 17, 5);
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s/config.json --weights %s --layer 0 --input %s/model.safetensors "
+             "--output %s/o.npy", root, dir, root, dir);
+    expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err,
+                    "tensor \"model.layers.0.self_attn.kv_b_proj.weight\" holds nan at [17, 5]");
+    float xs[16 * 64];
+    for (size_t i = 0; i < 16 * 64; i++) xs[i] = (float)i / 1024.0f;
+    xs[3 * 64 + 7] = INFINITY;
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    ck_assert(kvl_npy_write(x, xs, 16, 64) == KVL_OK);
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s/config.json --weights %s --layer 0 --input %s --output %s/o.npy", root,
+             root, x, dir);
+    expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err, "tensor \"x\" holds inf at [3, 7]");
+    snprintf(x, sizeof x, "%s/o.npy", dir);
+    ck_assert(access(x, F_OK) != 0);
+    rm_dir(dir);
+}
+END_TEST
+
+START_TEST(test_kvlayer_help_states_the_geometries_the_native_rows_need)
+{
+    char out[4096], err[256];
+    ck_assert_int_eq(kvl_run("kvlayer --help", NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "656-byte FP8 latent rows and 132-byte index keys: kv_lora_rank 512, qk_rope_head_dim 64, "
+                              "index_head_dim 128") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "584-byte FP8 rows and 68-byte MXFP4 index keys: head_dim 512, qk_rope_head_dim 64") != NULL,
+                  "%s", out);
+}
+END_TEST
+
+/* Field k (from 0) of a CSV line, RFC 4180 quotes removed. */
+static void csv_field(char *out, size_t cap, const char *line, size_t k)
+{
+    int quoted = 0;
+    for (; *line && *line != '\n' && k; line++) {
+        if (*line == '"') quoted = !quoted;
+        else if (*line == ',' && !quoted) k--;
+    }
+    size_t o = 0;
+    for (quoted = 0; *line && *line != '\n' && (quoted || *line != ',') && o + 1 < cap; line++)
+        if (*line == '"') quoted = !quoted;
+        else out[o++] = *line;
+    out[o] = '\0';
+}
+
+/* The published V4-Flash config.json, loaded into transformers' DeepseekV4Config and saved again: the
+ * layer map, the rotary tables and the table's bytes per token are those of the published file. */
+START_TEST(test_a_transformers_5_save_of_v4_flash_reads_as_the_published_file)
+{
+    kvl_model a, b;
+    ck_assert_msg(kvl_model_load(&a, kvl_path("ref/configs/deepseek-v4-flash.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_model_load(&b, kvl_path(ECO "v4_flash/config.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(b.generation, KVL_GEN_V4);
+    ck_assert_int_eq(b.rope_spelling, KVL_ROPE_PARAMETERS);
+    ck_assert_uint_eq(a.n_layers, b.n_layers);
+    for (size_t l = 0; l < a.n_layers; l++) {
+        ck_assert_int_eq(a.layers[l].kind, b.layers[l].kind);
+        ck_assert_uint_eq(a.layers[l].compress_ratio, b.layers[l].compress_ratio);
+    }
+    ck_assert_uint_eq(a.window, b.window);
+    ck_assert_uint_eq(a.qk_rope_head_dim, b.qk_rope_head_dim);
+    ck_assert_uint_eq(a.index_topk, b.index_topk);
+    const kvl_rope_config *ra[] = {&a.rope, &a.compress_rope}, *rb[] = {&b.rope, &b.compress_rope};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_double_eq(ra[i]->theta, rb[i]->theta);
+        ck_assert_double_eq(ra[i]->factor, rb[i]->factor);
+        ck_assert_double_eq(ra[i]->original_len, rb[i]->original_len);
+        ck_assert_double_eq(ra[i]->beta_fast, rb[i]->beta_fast);
+        ck_assert_double_eq(ra[i]->attention_factor, rb[i]->attention_factor);
+    }
+    kvl_model_free(&a);
+    kvl_model_free(&b);
+    char cmd[2048], out[4096], err[512];
+    snprintf(cmd, sizeof cmd, "kvtable --format csv %s %s", kvl_path("ref/configs/deepseek-v4-flash.json"),
+             kvl_path(ECO "v4_flash/config.json"));
+    ck_assert_msg(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    char *first = strchr(out, '\n'), *second = first ? strchr(first + 1, '\n') : NULL;
+    ck_assert(first && second);
+    /* columns 2 on (attention … GiB@1M) but "x prev", which is relative to the row above */
+    for (size_t k = 2; k < 13; k++) {
+        char fa[64], fb[64];
+        if (k == 8) continue;
+        csv_field(fa, sizeof fa, first + 1, k);
+        csv_field(fb, sizeof fb, second + 1, k);
+        ck_assert_msg(strcmp(fa, fb) == 0, "kvtable column %zu: %s against %s\n%s", k, fa, fb, out);
+    }
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("reference_hf");
@@ -490,5 +841,19 @@ Suite *kvl_suite(void)
     tcase_add_test(prog, test_kvlayer_runs_a_v4_csa_layer_as_transformers_does);
     tcase_add_test(prog, test_kvlayer_refuses_bad_input_with_one_line);
     suite_add_tcase(s, prog);
+    TCase *eco = tcase_create("ecosystem");
+    tcase_add_test(eco, test_transformers_5_rope_parameters_are_read_as_transformers_does);
+    tcase_add_test(eco, test_rope_interleave_false_rotates_half_split_pairs_as_transformers_does);
+    tcase_add_test(eco, test_mscale_unlike_mscale_all_dim_scales_cos_and_sin_as_transformers_does);
+    tcase_add_test(eco, test_yarn_without_mscale_keys_is_read_in_the_convention_of_its_spelling);
+    tcase_add_test(eco, test_the_v32_indexer_carries_transformers_factor_on_cos_and_sin);
+    tcase_add_test(eco, test_v4_layer_types_and_compress_rates_of_transformers_5_are_read);
+    tcase_add_test(eco, test_float64_safetensors_input_is_read);
+    tcase_add_test(eco, test_two_spellings_of_one_setting_that_disagree_are_refused);
+    tcase_add_test(eco, test_rotary_settings_the_project_does_not_compute_are_refused);
+    tcase_add_test(eco, test_non_finite_weights_or_inputs_are_refused_naming_the_tensor_and_index);
+    tcase_add_test(eco, test_kvlayer_help_states_the_geometries_the_native_rows_need);
+    tcase_add_test(eco, test_a_transformers_5_save_of_v4_flash_reads_as_the_published_file);
+    suite_add_tcase(s, eco);
     return s;
 }

@@ -3,15 +3,17 @@
  *   kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE
  *           [--prefill P] [--cache native|f32]
  *
- * CONFIG is the model's config.json (either spelling, ref/core/config.h); the weights are a
+ * CONFIG is the model's config.json in any spelling ref/core/config.h reads (Hugging Face, transformers
+ * 5's save_pretrained, DeepSeek's inference), each field read as the code that writes it computes; the
+ * program prints one line naming the layer it ran and how the rotary fields were read. The weights are a
  * .safetensors file, an index .json, or a directory holding model.safetensors.index.json or
  * model.safetensors, under the Hugging Face or the inference naming, BF16/F32 or FP8 with block
- * scales (ref/weights_load.h). The input is x[T][d]: a .npy file ('<f4' or '<f8', C order) or a
- * .safetensors file's tensor "x" (or its only tensor). The layer prefills the first P tokens (default:
- * all T) in one chunk and decodes the rest one at a time, through a cache stored as float32 or in the
- * generation's native layout (bf16 rows for MLA, the 656 + 132-byte FP8 rows for V3.2, which need
- * Dc 512, Dr 64, DI 128; V4's 584-byte rows and 68-byte index keys, which need Dh 512, Dr 64, DI 128);
- * decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d]
+ * scales (ref/weights_load.h); a non-finite weight or input is refused, naming the tensor and index. The
+ * input is x[T][d]: a .npy file ('<f4' or '<f8', C order) or a .safetensors file's tensor "x" (or its
+ * only tensor), F32, F64, BF16 or F16. The layer prefills the first P tokens (default: all T) in one
+ * chunk and decodes the rest one at a time, through a cache stored as float32 or in the generation's
+ * native layout (bf16 rows for MLA; for V3.2 and V4 the rows formats/rows.h defines, which fix the
+ * geometry, as --help lists); decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d]
  * is written as .npy when its name ends so, else as safetensors (tensor "out").
  *
  * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused with
@@ -29,9 +31,11 @@
 #include "dsa.h"
 #include "mla.h"
 #include "npy.h"
+#include "rows.h"
 #include "safetensors.h"
 #include "status.h"
 #include "v4.h"
+#include "weight_read.h"
 #include "weights_load.h"
 
 #define EXIT_BAD_INPUT 2
@@ -69,9 +73,20 @@ static void usage(FILE *f)
 {
     fputs("usage: kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE\n"
           "               [--prefill P] [--cache native|f32]\n"
-          "  runs attention layer N of the checkpoint on x[T][d] (.npy or safetensors tensor \"x\"): the first P\n"
-          "  tokens (default all) as one prefill, the rest decoded one by one; writes out[T][d] (.npy or safetensors)\n",
-          f);
+          "  runs attention layer N of the checkpoint on x[T][d] (.npy or safetensors tensor \"x\", float32 or float64):\n"
+          "  the first P tokens (default all) as one prefill, the rest decoded one by one; writes out[T][d] (.npy or\n"
+          "  safetensors) and prints one line saying what ran and how the config's rotary fields were read.\n"
+          "  CONFIG: a Hugging Face config.json (rope_scaling, or transformers 5's rope_parameters, layer_types and\n"
+          "  compress_rates) or DeepSeek's inference config; each field means what the code writing it computes.\n"
+          "  --cache f32 runs any geometry; --cache native stores the generation's deployed rows, which fix it:\n", f);
+    fprintf(f, "    MLA   bf16 rows of kv_lora_rank + qk_rope_head_dim values (any geometry)\n"
+               "    V3.2  %zu-byte FP8 latent rows and %zu-byte index keys: kv_lora_rank %d, qk_rope_head_dim %d,"
+               " index_head_dim %d\n"
+               "    V4    %zu-byte FP8 rows and %zu-byte MXFP4 index keys: head_dim %d, qk_rope_head_dim %d,"
+               " index_head_dim %d\n",
+            kvf_row_bytes(KVF_ROW_V32_MAIN), kvf_row_bytes(KVF_ROW_V32_INDEX), KVF_V32_NOPE, KVF_V32_ROPE, KVF_INDEX_DIM,
+            kvf_row_bytes(KVF_ROW_V4_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX), KVF_V4_NOPE + KVF_V4_ROPE, KVF_V4_ROPE,
+            KVF_INDEX_DIM);
 }
 
 static int parse_count(long long *out, const char *flag, const char *s)
@@ -151,6 +166,19 @@ static int write_output(const options *o, const kvl_model *m, const float *out, 
     return kvl_st_write(o->output, &e, 1, meta, 4);
 }
 
+/* One line on what ran and how the config's rotary fields were read. */
+static void report(const options *o, const kvl_model *m, size_t T, size_t P)
+{
+    char rope[192];
+    kvl_rope_describe(rope, sizeof rope, m);
+    const kvl_layer *l = &m->layers[o->layer];
+    char ratio[32] = "";
+    if (l->kind == KVL_LAYER_CSA || l->kind == KVL_LAYER_HCA) snprintf(ratio, sizeof ratio, ", ratio %zu", l->compress_ratio);
+    printf("kvlayer: layer %zu (%s %s%s) of %s, %zu tokens (%zu prefilled, %zu decoded), %s cache, wrote %s; %s\n",
+           o->layer, kvl_generation_name(m->generation), kvl_layer_kind_name(l->kind), ratio, o->config, T, P, T - P,
+           o->native ? "native" : "float32", o->output, rope);
+}
+
 /* ---- the layers ----------------------------------------------------------------------------------- */
 
 static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
@@ -161,7 +189,7 @@ static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, 
     mla_cache cache;
     int rc = mla_config_from_model(&c, m);
     if (rc != KVL_OK) return rc;
-    if ((rc = mla_weights_load(&w, &c, ck, o->layer)) != KVL_OK) return rc;
+    if ((rc = mla_weights_load(&w, &c, &m->rope, ck, o->layer)) != KVL_OK) return rc;
     rc = mla_cache_init(&cache, &c, T, o->native ? SWA_STORE_BF16 : SWA_STORE_F32);
     if (rc == KVL_OK) {
         if (P) rc = mla_prefill(out, &c, &w, &cache, x, P);
@@ -180,7 +208,7 @@ static int run_dsa(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, 
     dsa_cache cache;
     int rc = dsa_config_from_model(&c, m);
     if (rc != KVL_OK) return rc;
-    if ((rc = dsa_weights_load(&w, &c, ck, o->layer)) != KVL_OK) return rc;
+    if ((rc = dsa_weights_load(&w, &c, &m->rope, ck, o->layer)) != KVL_OK) return rc;
     rc = dsa_cache_init(&cache, &c, T, o->native ? DSA_CACHE_V32 : DSA_CACHE_F32);
     if (rc == KVL_OK) {
         size_t d = c.mla.d;
@@ -222,7 +250,8 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
     }
     int status = 0;
     float *out = NULL;
-    if (d != m->d) status = bad_input("%s: x is [%zu][%zu], the config's width is %zu", o->input, T, d, m->d);
+    if ((rc = kvl_expect_finite(x, (const size_t[]){T, d}, 2, o->input, "x")) != KVL_OK) status = failed(rc);
+    else if (d != m->d) status = bad_input("%s: x is [%zu][%zu], the config's width is %zu", o->input, T, d, m->d);
     else if (T == 0) status = bad_input("%s: x holds no tokens", o->input);
     else if (o->prefill > (long long)T) status = bad_input("--prefill %lld exceeds the %zu input tokens", o->prefill, T);
     else if (!(out = calloc(T * d, sizeof *out))) status = failed(kvl_fail(KVL_ENOMEM, "out of memory"));
@@ -233,6 +262,7 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
                                           : run_v4(out, m, ck, o, x, T, P);
         if (rc == KVL_OK) rc = write_output(o, m, out, T, d);
         if (rc != KVL_OK) status = failed(rc);
+        else report(o, m, T, P);
     }
     free(out);
     free(x);

@@ -1,5 +1,6 @@
 #include "weight_read.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +53,31 @@ int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size
     const char *where = c->n_files ? c->files[0].origin : "checkpoint";
     if (!t) return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" not found", where, name);
     KVL_TRY(kvl_st_expect_shape(t, in->origin, n_dims, shape));
-    if (t->dtype != KVL_ST_F8_E4M3) return kvl_st_read_f32(w, t, in->origin);
-    const kvl_st_tensor *s = find_scale(c, name);
-    if (!s)
-        return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is F8_E4M3 but has no weight_scale_inv or scale tensor",
-                        in->origin, name);
-    return kvl_dequant_fp8_blocks(w, t, s, in->origin);
+    if (t->dtype != KVL_ST_F8_E4M3) KVL_TRY(kvl_st_read_f32(w, t, in->origin));
+    else {
+        const kvl_st_tensor *s = find_scale(c, name);
+        if (!s)
+            return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is F8_E4M3 but has no weight_scale_inv or scale tensor",
+                            in->origin, name);
+        KVL_TRY(kvl_dequant_fp8_blocks(w, t, s, in->origin));
+    }
+    return kvl_expect_finite(w, t->shape, t->n_dims, in->origin, name);
+}
+
+int kvl_expect_finite(const float *x, const size_t *shape, size_t n_dims, const char *origin, const char *name)
+{
+    size_t n = 1;
+    for (size_t k = 0; k < n_dims; k++) n *= shape[k];
+    size_t i = 0;
+    while (i < n && isfinite(x[i])) i++;
+    if (i == n) return KVL_OK;
+    char at[96] = "";
+    size_t o = 0, rest = i, stride = n;
+    for (size_t k = 0; k < n_dims && o < sizeof at; k++) {
+        stride /= shape[k];
+        o += (size_t)snprintf(at + o, sizeof at - o, "%s%zu", k ? ", " : "", rest / stride);
+        rest %= stride;
+    }
+    return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" holds %s at [%s]: weights and inputs must be finite", origin, name,
+                    isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf", at);
 }

@@ -22,8 +22,12 @@
 int kvl_dequant_fp8_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor *s, const char *origin);
 
 /* w[shape] = the tensor `name` of c as float32, dequantised through its block scales when it is E4M3.
- * KVL_EINVAL naming the tensor when it is missing, its shape is not shape[n_dims], or an E4M3 weight has
- * no scale tensor. */
+ * KVL_EINVAL naming the tensor when it is missing, its shape is not shape[n_dims], an E4M3 weight has
+ * no scale tensor, or a value (decoded, scaled) is not finite. */
 int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size_t n_dims, const size_t *shape);
+
+/* KVL_OK when every element of x[shape] is finite; else KVL_EINVAL naming origin, the tensor `name` and
+ * the first non-finite element's index (a NaN weight or input would only surface as a NaN output). */
+int kvl_expect_finite(const float *x, const size_t *shape, size_t n_dims, const char *origin, const char *name);
 
 #endif
