@@ -19,14 +19,14 @@ For each generation it writes, next to this script:
 
   deepseek_v41_tiny    V4.1 has no transformers class: a six-layer stack (window, Full M 2, Reuse, Full
                        M 1 = the candidate source, Reuse, Reindex over the candidate pool) written here
-                       in torch from the inference code's formulas as spec generations.md §6 records
-                       them, h ← h + Attn(RMSNorm(h)); weights under the inference names
+                       in torch from the DeepSeek-V4.1-Flash inference/model.py formulas as
+                       chapters/07_v41/README.md states them, h ← h + Attn(RMSNorm(h)); weights under the inference names
                        (layers.N.attn.*, layers.N.attn_norm.weight) in bfloat16, "out" the stack's output
 
 Every module runs in float64 on weights exactly as stored (dequantised or widened), so the reference is
 the stored model's output to float64 rounding. Every top-k (V3.2's, V4's CSA indexer, V4.1's indexers
 and candidate blocks) is drawn with a margin over 10^−3 between its K-th and (K+1)-th score: no ties,
-which torch.topk and the spec break differently, and no choice float32 rounding in C could flip.
+which torch.topk and ref/core/topk.h break differently, and no choice float32 rounding in C could flip.
 
   pip install torch transformers safetensors
   python3 tests/reference/make_reference.py
@@ -145,8 +145,8 @@ def run(module, rotary, x):
 @torch.no_grad()
 def topk_margin(module, rotary, x, k):
     """Smallest gap, over queries with more than k visible keys, between the k-th and (k+1)-th index
-    score. ReLU makes exact ties (at 0) common; torch.topk breaks them in no stated order, the spec by
-    the smaller position (§11.4), so the files are drawn without any."""
+    score. ReLU makes exact ties (at 0) common; torch.topk breaks them in no stated order, ref/core/topk.h
+    by the smaller position, so the files are drawn without any."""
     pos = torch.arange(T).unsqueeze(0)
     cos, sin = rotary(x, pos)
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)[None]
@@ -268,7 +268,7 @@ def make_v4(gen):
     write("deepseek_v4_tiny", V4_DIMS, tensors, x[0], outs, "transformers DeepseekV4Attention")
 
 
-# ---- V4.1: the inference code's formulas (spec §6), float64, no quantisation (the float32 cache path) ----
+# ---- V4.1: the inference code's formulas (chapters/07_v41/README.md), float64, no quantisation (the float32 cache) --
 
 V41_T = 24
 V41_DIMS = {
@@ -282,7 +282,7 @@ V41_DIMS = {
 
 
 def v41_theta(ratio):
-    """θ_i of the layer: plain (ratio 0) or the compress rope with YaRN (spec §0: the correction range
+    """θ_i of the layer: plain (ratio 0) or the compress rope with YaRN (ref/core/rope.h: the correction range
     lo = max(⌊corr(β_fast)⌋, 0), hi = min(⌈corr(β_slow)⌉, Dr − 1), the ramp between)."""
     c = V41_DIMS
     Dr = c["rope_head_dim"]
@@ -315,7 +315,7 @@ def rmsnorm(x, g, eps):
 
 
 def top(scores, k):
-    """Indices of the k largest (larger first, the smaller index on ties), as the spec's top-k."""
+    """Indices of the k largest (larger first, the smaller index on ties), as ref/core/topk.h's top-k."""
     order = sorted(range(scores.shape[0]), key=lambda i: (-float(scores[i]), i))
     return order[:k]
 
@@ -463,7 +463,7 @@ def make_v41(gen):
         raise SystemExit("no draw with clear top-k and pool margins")
     tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in stack.w.items()}
     write("deepseek_v41_tiny", V41_DIMS, tensors, x, {"out": out[None]},
-          "the V4.1 inference code's formulas (spec generations.md §6), written in make_reference.py")
+          "the V4.1 inference code's formulas (chapters/07_v41/README.md), written in make_reference.py")
 
 
 def main():
