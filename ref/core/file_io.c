@@ -112,10 +112,11 @@ int kvl_file_out_commit(kvl_file_out *o)
     return e ? kvl_fail(KVL_EIO, "%s: cannot write: %s", o->path, strerror(e)) : KVL_OK;
 }
 
-void kvl_file_out_abandon(kvl_file_out *o)
+void kvl_f64_to_f32(float *out, const uint8_t *raw, size_t n)
 {
-    fclose(o->fp);
-    unlink(o->tmp);
-    free(o->tmp);
-    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        memcpy(&v, raw + 8 * i, 8);
+        out[i] = (float)v;
+    }
 }

@@ -1,4 +1,5 @@
-/* Files in and out, for every reader and writer of the project's formats.
+/* Files in and out, for every reader and writer of the project's formats, and the one element
+ * conversion the readers share.
  *
  * In: only a regular file is opened. Its type is checked with stat before the open, so a FIFO or a
  * device given as an input is refused instead of blocking the reader; the open itself is non-blocking
@@ -11,6 +12,7 @@
 #define KVL_FILE_IO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* *fd = path opened read-only, *size its length in bytes. KVL_EIO "PATH: cannot open: ERROR" or
@@ -25,7 +27,7 @@ int kvl_file_read_all(char **bytes, size_t *size, const char *path, size_t max_b
 typedef struct {
     FILE *fp;
     char *tmp;           /* "<path>.tmp.<pid>" */
-    const char *path;    /* the caller's, kept alive until commit or abandon */
+    const char *path;    /* the caller's, kept alive until commit */
     int err;             /* errno of the first failed write, 0 while every write succeeded */
 } kvl_file_out;
 
@@ -39,7 +41,9 @@ void kvl_file_out_write(kvl_file_out *o, const void *data, size_t n);
  * remove it. KVL_EIO "PATH: cannot write: ERROR". o is finished either way. */
 int kvl_file_out_commit(kvl_file_out *o);
 
-/* Remove the temporary without writing path (a caller's own failure between open and commit). */
-void kvl_file_out_abandon(kvl_file_out *o);
+/* out[n] = the little-endian float64 values raw[8n] (numpy's '<f8', safetensors' F64) rounded to the
+ * nearest float32, ties to even (C's conversion under the default rounding mode); beyond float32's
+ * range they become ±inf. */
+void kvl_f64_to_f32(float *out, const uint8_t *raw, size_t n);
 
 #endif

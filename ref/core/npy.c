@@ -154,20 +154,6 @@ static int parse_header(npy_header *h, const char *dict, size_t len, const char 
     return KVL_OK;
 }
 
-/* out[n] from the raw little-endian elements of descr. */
-static void widen(float *out, const uint8_t *raw, size_t n, const char *descr)
-{
-    if (descr[2] == '4') {
-        memcpy(out, raw, 4 * n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        double v;
-        memcpy(&v, raw + 8 * i, 8);
-        out[i] = (float)v;
-    }
-}
-
 /* *data from raw[avail], the bytes after the header, once their length is what the shape says. */
 static int read_body(float **data, const npy_header *h, const uint8_t *raw, size_t avail, const char *origin)
 {
@@ -181,7 +167,8 @@ static int read_body(float **data, const npy_header *h, const uint8_t *raw, size
                         n * width, avail);
     float *out = malloc(n * sizeof *out + 1);
     if (!out) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu elements", origin, n);
-    widen(out, raw, n, h->descr);
+    if (width == 4) memcpy(out, raw, 4 * n);
+    else kvl_f64_to_f32(out, raw, n);
     *data = out;
     return KVL_OK;
 }

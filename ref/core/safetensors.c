@@ -23,10 +23,10 @@
 #define MAX_INDEX_BYTES ((size_t)KVL_ST_MAX_HEADER)
 
 static const struct { const char *name; unsigned bits; } DTYPES[KVL_ST_N_DTYPE] = {
-    [KVL_ST_F32] = {"F32", 32},         [KVL_ST_F64] = {"F64", 64},    [KVL_ST_F16] = {"F16", 16},    [KVL_ST_BF16] = {"BF16", 16},
-    [KVL_ST_F8_E4M3] = {"F8_E4M3", 8},  [KVL_ST_F8_E8M0] = {"F8_E8M0", 8}, [KVL_ST_F4] = {"F4", 4},
-    [KVL_ST_I8] = {"I8", 8},            [KVL_ST_U8] = {"U8", 8},       [KVL_ST_I32] = {"I32", 32},
-    [KVL_ST_I64] = {"I64", 64},
+    [KVL_ST_F32] = {"F32", 32},         [KVL_ST_F64] = {"F64", 64},        [KVL_ST_F16] = {"F16", 16},
+    [KVL_ST_BF16] = {"BF16", 16},       [KVL_ST_F8_E4M3] = {"F8_E4M3", 8}, [KVL_ST_F8_E8M0] = {"F8_E8M0", 8},
+    [KVL_ST_F4] = {"F4", 4},            [KVL_ST_I8] = {"I8", 8},           [KVL_ST_U8] = {"U8", 8},
+    [KVL_ST_I32] = {"I32", 32},         [KVL_ST_I64] = {"I64", 64},
 };
 
 const char *kvl_st_dtype_name(kvl_st_dtype t) { return (unsigned)t < KVL_ST_N_DTYPE ? DTYPES[t].name : NULL; }
@@ -319,24 +319,13 @@ static float f16_decode(uint16_t h)
     return (h & 0x8000) ? -v : v;
 }
 
-/* out[n] = the float64 values b[8n] rounded to the nearest float32 (the C conversion, round to nearest
- * even under the default rounding mode; beyond float32's range they become ±inf). */
-static void f64_narrow(float *out, const uint8_t *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double v;
-        memcpy(&v, b + 8 * i, 8);
-        out[i] = (float)v;
-    }
-}
-
 int kvl_st_read_f32(float *out, const kvl_st_tensor *t, const char *origin)
 {
     const uint8_t *b = t->data;
     size_t n = t->n_elements;
     switch (t->dtype) {
     case KVL_ST_F32: memcpy(out, b, 4 * n); return KVL_OK;
-    case KVL_ST_F64: f64_narrow(out, b, n); return KVL_OK;
+    case KVL_ST_F64: kvl_f64_to_f32(out, b, n); return KVL_OK;
     case KVL_ST_F16: for (size_t i = 0; i < n; i++) out[i] = f16_decode((uint16_t)(b[2 * i] | b[2 * i + 1] << 8)); return KVL_OK;
     case KVL_ST_BF16: for (size_t i = 0; i < n; i++) out[i] = kvf_bf16_decode((uint16_t)(b[2 * i] | b[2 * i + 1] << 8)); return KVL_OK;
     case KVL_ST_F8_E4M3: kvf_e4m3_decode_n(out, b, n); return KVL_OK;
