@@ -111,7 +111,8 @@ START_TEST(test_malformed_files_are_refused_naming_the_field)
     expect_refused("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", 8, "'descr' is '<i4'");
     expect_refused("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8, "'descr' is '>f4'");
     expect_refused("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "'fortran_order' must be False");
-    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", 32, "one or two sizes");
+    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", 32,
+                   "'shape' is (2, 2, 2), it must be one or two sizes");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, "a scalar");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 8, "one or two sizes");
     expect_refused("{'descr': '<f4', 'fortran_order': False, }", 8, "lacks 'shape'");
@@ -155,16 +156,18 @@ END_TEST
 START_TEST(test_a_header_that_is_not_exactly_the_three_keys_with_literal_values_is_refused)
 {
     expect_version_refused(9, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8, ".npy version 9.0");
-    expect_refused("{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,), }", 8, "'fortran_order' is not False or True");
-    expect_refused("{'descr': '<f4', 'fortran_order': false, 'shape': (2,), }", 8, "'fortran_order' is not False or True");
+    expect_refused("{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,), }", 8,
+                   "'fortran_order' is Falsey, not False or True");
+    expect_refused("{'descr': '<f4', 'fortran_order': false, 'shape': (2,), }", 8, "'fortran_order' is false, not False");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8, "header key 'x' is not");
     expect_refused("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8,
                    "'descr' appears twice");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", 8, "(2) without a comma");
-    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (02,)}", 8, "one or two sizes");
+    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (02,)}", 8, "'shape' is (02,), it must be one");
+    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}", 8, "'shape' is (2 3), a malformed tuple");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} x", 8, "only spaces after the dict");
     expect_refused("{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}", 8, "',' or '}' expected at byte 16");
-    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': [2]}", 8, "'shape' is not a tuple");
+    expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': [2]}", 8, "'shape' is [2], not a tuple");
     expect_refused("{'descr': '<\nf4', 'fortran_order': False, 'shape': (2,)}", 8, "'descr' is not a short quoted");
     expect_refused("{'descr': '<f\t4', 'fortran_order': False, 'shape': (2,)}", 8, "'descr' is '<f\\x094'");
     expect_refused("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", 8, "only spaces after the dict");

@@ -75,6 +75,15 @@ static int size_literal(size_t *v, cursor *c)
     return 0;
 }
 
+/* How much of the value text at from a message quotes: up to the first byte of stops (through it, when
+ * it is the last), at most 24 bytes. */
+static int quoted_length(const cursor *c, const char *from, const char *stops, int through)
+{
+    size_t n = 0;
+    while (from + n < c->end && n < 24 && !strchr(stops, from[n])) n++;
+    return (int)(n + (through && from + n < c->end && n < 24));
+}
+
 static int read_descr(npy_header *h, cursor *c)
 {
     if (quoted(h->descr, sizeof h->descr, c) != 0)
@@ -86,11 +95,13 @@ static int read_descr(npy_header *h, cursor *c)
 
 static int read_fortran(cursor *c)
 {
+    const char *from = c->p;
     size_t left = (size_t)(c->end - c->p);
     int is_false = left >= 5 && memcmp(c->p, "False", 5) == 0, is_true = left >= 4 && memcmp(c->p, "True", 4) == 0;
     c->p += is_false ? 5 : is_true ? 4 : 0;
     if ((!is_false && !is_true) || (!at(c, ' ') && !at(c, ',') && !at(c, '}')))
-        return kvl_fail(KVL_EPARSE, "%s: header field 'fortran_order' is not False or True", c->origin);
+        return kvl_fail(KVL_EPARSE, "%s: header field 'fortran_order' is %.*s, not False or True", c->origin,
+                        quoted_length(c, from, " ,}", 0), from);
     if (is_true) return kvl_fail(KVL_EINVAL, "%s: header field 'fortran_order' must be False (C order)", c->origin);
     return KVL_OK;
 }
@@ -98,17 +109,22 @@ static int read_fortran(cursor *c)
 /* A Python tuple of one or two sizes: "(N,)", "(R, C)", "(R, C,)". */
 static int read_shape(npy_header *h, cursor *c)
 {
-    const char *o = c->origin;
-    if (!eat(c, '(')) return kvl_fail(KVL_EPARSE, "%s: header field 'shape' is not a tuple", o);
+    const char *o = c->origin, *from = c->p;
+    if (!eat(c, '('))
+        return kvl_fail(KVL_EPARSE, "%s: header field 'shape' is %.*s, not a tuple", o, quoted_length(c, from, ",}", 0),
+                        from);
     h->n_dims = 0;
     int comma = 0;
     for (skip_spaces(c); !eat(c, ')'); skip_spaces(c)) {
         if (h->n_dims == 2 || size_literal(&h->shape[h->n_dims], c) != 0)
-            return kvl_fail(KVL_EINVAL, "%s: header field 'shape' must be one or two sizes", o);
+            return kvl_fail(KVL_EINVAL, "%s: header field 'shape' is %.*s, it must be one or two sizes", o,
+                            quoted_length(c, from, ")", 1), from);
         h->n_dims++;
         skip_spaces(c);
         comma = eat(c, ',');
-        if (!comma && !at(c, ')')) return kvl_fail(KVL_EPARSE, "%s: header field 'shape' is malformed", o);
+        if (!comma && !at(c, ')'))
+            return kvl_fail(KVL_EPARSE, "%s: header field 'shape' is %.*s, a malformed tuple", o,
+                            quoted_length(c, from, ")", 1), from);
     }
     if (h->n_dims == 0) return kvl_fail(KVL_EINVAL, "%s: header field 'shape' is () (a scalar), want 1 or 2 dims", o);
     if (h->n_dims == 1 && !comma)
