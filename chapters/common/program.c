@@ -1,10 +1,12 @@
-/* The chapter programs' root directory and usage error. */
+/* The chapter programs' root directory, command line and exit status. */
 #include "program.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef KVL_SOURCE_DIR
 #define KVL_SOURCE_DIR "."
@@ -31,4 +33,62 @@ int kvl_parse_size(size_t *out, const char *s, size_t lo, size_t hi)
     if (errno || *end || v < lo || v > hi) return -1;
     *out = (size_t)v;
     return 0;
+}
+
+int kvl_parse_real(double *out, const char *s, double lo, double hi)
+{
+    if (!isdigit((unsigned char)s[0]) && !(s[0] == '.' && isdigit((unsigned char)s[1]))) return -1;
+    if (strpbrk(s, "xXpP")) return -1;   /* hex floats */
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || !(v >= lo && v <= hi)) return -1;
+    *out = v;
+    return 0;
+}
+
+kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_flag *flags, size_t n_flags,
+                        int positional)
+{
+    return (kvl_args){.program = program, .flags = flags, .n_flags = n_flags, .positional = positional,
+                      .argc = argc, .argv = argv, .next = 1};
+}
+
+static int find_flag(const kvl_args *a, const char *arg)
+{
+    for (size_t k = 0; k < a->n_flags; k++)
+        if (!strcmp(arg, a->flags[k].name)) return (int)k;
+    return -1;
+}
+
+int kvl_args_next(kvl_args *a, const char **value)
+{
+    *value = NULL;
+    if (a->next >= a->argc) return KVL_ARGS_END;
+    const char *arg = a->argv[a->next++];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return KVL_ARGS_HELP;
+    if (arg[0] != '-' && a->positional) {
+        *value = arg;
+        return KVL_ARGS_POSITIONAL;
+    }
+    const int k = arg[0] == '-' ? find_flag(a, arg) : -1;
+    if (k < 0) {
+        kvl_bad_usage(a->program, arg[0] == '-' ? "unknown flag" : "unexpected argument", arg);
+        return KVL_ARGS_BAD;
+    }
+    char msg[96];
+    if (a->seen >> k & 1) {
+        snprintf(msg, sizeof msg, "%s given twice", arg);
+        kvl_bad_usage(a->program, msg, NULL);
+        return KVL_ARGS_BAD;
+    }
+    a->seen |= 1ull << k;
+    if (!a->flags[k].takes_value) return k;
+    if (a->next >= a->argc) {
+        snprintf(msg, sizeof msg, "%s needs a value", arg);
+        kvl_bad_usage(a->program, msg, NULL);
+        return KVL_ARGS_BAD;
+    }
+    *value = a->argv[a->next++];
+    return k;
 }
