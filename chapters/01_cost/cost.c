@@ -1,5 +1,5 @@
 /* cost: what a KV cache costs per token with multi-head attention and its grouped variants
- * (chapter 1, spec generations.md §1).
+ * (chapter 1; chapters/01_cost/README.md, "What it stores per token").
  *
  *   bytes/token = layers × entries per token per layer × elements per entry × bytes per element
  *               =   L    ×            1                 ×      2·Hkv·Dh      ×        b
@@ -30,7 +30,8 @@
 #define MAX_TOKENS 4096
 #define DEFAULT_TOKENS 40
 
-/* The toy stack of the live check: spec §1's toy layer (d 64, H 4, Dh 16), four layers deep. */
+/* The toy stack of the live check: the toy layer of tests/test_ch01_mha.c (d 64, H 4, Dh 16), four
+ * layers deep. */
 #define TOY_LAYERS 4
 static const char TOY_STACK[] =
     "{\"hidden_size\": 64, \"num_hidden_layers\": %d, \"num_attention_heads\": 4, \"num_key_value_heads\": %zu,"
@@ -193,22 +194,21 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
+enum { F_TOKENS, F_CONFIG };
+static const kvl_flag FLAGS[] = {{"--tokens", 1}, {"--config", 1}};
+
 int main(int argc, char **argv)
 {
     size_t T = DEFAULT_TOKENS;
     const char *extra = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--tokens")) {
-            if (++i == argc) return kvl_bad_usage("cost", "--tokens needs a value", NULL);
-            if (kvl_parse_size(&T, argv[i], 1, MAX_TOKENS))
-                return kvl_bad_usage("cost", "--tokens must be an integer in [1, 4096]", argv[i]);
-        } else if (!strcmp(argv[i], "--config")) {
-            if (++i == argc) return kvl_bad_usage("cost", "--config needs a file", NULL);
-            extra = argv[i];
-        } else {
-            return kvl_bad_usage("cost", "unknown argument", argv[i]);
-        }
+    kvl_args a = kvl_args_start("cost", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) { usage(stdout); return kvl_exit_status("cost", 0); }
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_TOKENS && kvl_parse_size(&T, v, 1, MAX_TOKENS))
+            return kvl_bad_usage("cost", "--tokens must be an integer in [1, 4096]", v);
+        if (k == F_CONFIG) extra = v;
     }
 
     /* Every config is read and checked before anything is printed: a bad one exits 2, alone on stderr. */
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
         if (print_model(&models[i]) != KVL_OK) ok = 0;
         kvl_model_free(&models[i].m);
     }
-    if (!ok) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
+    if (!ok) { fprintf(stderr, "cost: %s\n", kvl_error()); return kvl_exit_status("cost", 1); }
 
     printf("\nLive check: a toy stack (ref/model, d 64, H 4, Dh 16, SwiGLU MLP) after %zu tokens,\n"
            "half prefilled, half decoded; bytes its caches hold against the formula:\n", T);
@@ -243,5 +243,5 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         for (int s = 0; s < 2; s++)
             if (live_toy(T, kv[i], stores[s], &ok) != KVL_OK) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
-    return ok ? 0 : 1;
+    return kvl_exit_status("cost", ok ? 0 : 1);
 }

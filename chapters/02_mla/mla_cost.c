@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "config.h"
 #include "contexts.h"
 #include "grouped.h"
@@ -36,6 +37,10 @@
 #define GQA_GROUPS 8
 #define LIVE_TOKENS 1000
 #define NAIVE_CALIBRATION 256  /* tokens of the untimed naive step that predicts the others */
+#define MAX_NAIVE_BUDGET 60.0
+#define MAX_RUN_GIB 8.0        /* memory a run may take: weights, rows and scores */
+#define MAX_TIMED_TFLOP 8.0    /* counted flop of every timed absorbed step and the naive calibration */
+#define GIB 1073741824.0
 
 typedef struct {
     char config[1024];
@@ -54,7 +59,9 @@ static void usage(FILE *f)
                "                        (default 1K,4K,8K,16K,32K,64K,128K)\n"
                "  --repeats R           timed repeats per step, median reported (default 3)\n"
                "  --naive-budget S      time the naive step only while one step is predicted under S seconds\n"
-               "                        (default 2)\n");
+               "                        (0 < S <= 60, default 2)\n"
+               "A config and contexts whose run needs more than %.0f GiB of memory or %.0f TFLOP of timed steps\n"
+               "are refused before anything is printed.\n", MAX_RUN_GIB, MAX_TIMED_TFLOP);
 }
 
 #define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */
@@ -351,6 +358,9 @@ static int writeup_toy_check(void)
 
 /* ---- arguments ----------------------------------------------------------------------------------- */
 
+enum { F_CONFIG, F_CONTEXTS, F_REPEATS, F_NAIVE_BUDGET };
+static const kvl_flag FLAGS[] = {{"--config", 1}, {"--contexts", 1}, {"--repeats", 1}, {"--naive-budget", 1}};
+
 /* 0: run; 1: --help printed; 2: bad arguments (message printed) */
 static int parse_args(options *opt, int argc, char **argv)
 {
@@ -360,53 +370,52 @@ static int parse_args(options *opt, int argc, char **argv)
     opt->n_contexts = sizeof defaults / sizeof defaults[0];
     opt->repeats = 3;
     opt->naive_budget = 2.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    kvl_args a = kvl_args_start("mla_cost", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) {
             usage(stdout);
             return 1;
         }
-        if (!v && (strcmp(a, "--config") == 0 || strcmp(a, "--contexts") == 0 || strcmp(a, "--repeats") == 0 ||
-                   strcmp(a, "--naive-budget") == 0)) {
-            fprintf(stderr, "mla_cost: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        if (strcmp(a, "--config") == 0) {
-            snprintf(opt->config, sizeof opt->config, "%s", v);
-        } else if (strcmp(a, "--contexts") == 0) {
-            if (kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK) {
-                fprintf(stderr, "mla_cost: %s\n", kvl_error());
-                return 2;
-            }
-        } else if (strcmp(a, "--repeats") == 0) {
-            long r = strtol(v, &end, 10);
-            if (*end || end == v || r < 1 || r > MAX_REPEATS) {
-                fprintf(stderr, "mla_cost: --repeats: \"%s\" must be an integer from 1 to %d\n", v, MAX_REPEATS);
-                return 2;
-            }
-            opt->repeats = (size_t)r;
-        } else if (strcmp(a, "--naive-budget") == 0) {
-            double s = strtod(v, &end);
-            if (*end || end == v || !(s > 0) || !isfinite(s)) {
-                fprintf(stderr, "mla_cost: --naive-budget: \"%s\" must be a positive number of seconds\n", v);
-                return 2;
-            }
-            opt->naive_budget = s;
-        } else {
-            fprintf(stderr, "mla_cost: unknown argument \"%s\" (see --help)\n", a);
-            return 2;
-        }
-        i++;
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_CONFIG) snprintf(opt->config, sizeof opt->config, "%s", v);
+        if (k == F_CONTEXTS && kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
+            return kvl_bad_usage("mla_cost", kvl_error(), NULL);
+        if (k == F_REPEATS && kvl_parse_size(&opt->repeats, v, 1, MAX_REPEATS))
+            return kvl_bad_usage("mla_cost", "--repeats must be an integer from 1 to 100", v);
+        if (k == F_NAIVE_BUDGET && (kvl_parse_real(&opt->naive_budget, v, 0, MAX_NAIVE_BUDGET) || !(opt->naive_budget > 0)))
+            return kvl_bad_usage("mla_cost", "--naive-budget must be a number of seconds in (0, 60]", v);
     }
     return 0;
+}
+
+/* What (a) and (b) allocate and time, against the bounds --help states: a config the program cannot
+ * run is refused before the first line. */
+static int check_run(const kvl_model *m, const options *opt)
+{
+    mla_config c;
+    size_t weights, max_N = 0;
+    int rc = mla_config_from_model(&c, m);
+    if (rc == KVL_OK) rc = mla_weights_size(&weights, &c);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
+    for (size_t i = 0; i < opt->n_contexts; i++) max_N = opt->contexts[i] > max_N ? opt->contexts[i] : max_N;
+    const double H = (double)c.n_heads, Dw = (double)(c.kv_lora_rank + c.qk_rope), N = (double)max_N;
+    const double floats = (double)weights + N * Dw + H * N + H * (double)(c.qk_nope + c.qk_rope + c.v_head);
+    const double bytes = sizeof(float) * floats + LIVE_TOKENS * Dw * (sizeof(float) + BF16_BYTES);
+    double flop = naive_work(&c, NAIVE_CALIBRATION).flop;
+    for (size_t i = 0; i < opt->n_contexts; i++) flop += (double)opt->repeats * absorbed_work(&c, (double)opt->contexts[i]).flop;
+    char fields[256];
+    snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, qk_rope_head_dim %zu, "
+             "hidden_size (dim) %zu and %zu cached tokens", c.n_heads, c.kv_lora_rank, c.qk_rope, c.d, max_N);
+    KVL_TRY(kvl_bound_run(m, fields, bytes / GIB, MAX_RUN_GIB, "GiB of memory"));
+    return kvl_bound_run(m, fields, flop * 1e-12, MAX_TIMED_TFLOP, "TFLOP of timed steps");
 }
 
 int main(int argc, char **argv)
 {
     options opt;
     int p = parse_args(&opt, argc, argv);
-    if (p) return p == 1 ? 0 : 2;
+    if (p) return p == 1 ? kvl_exit_status("mla_cost", 0) : 2;
     kvl_model m;
     if (kvl_model_load(&m, opt.config) != KVL_OK) {
         fprintf(stderr, "mla_cost: %s\n", kvl_error());
@@ -417,8 +426,7 @@ int main(int argc, char **argv)
         kvl_model_free(&m);
         return 2;
     }
-    mla_config checked;   /* dims ref/mla cannot run (a rotary width past KVL_ROPE_MAX_DR) fail before any output */
-    if (mla_config_from_model(&checked, &m) != KVL_OK) {
+    if (check_run(&m, &opt) != KVL_OK) {
         fprintf(stderr, "mla_cost: %s\n", kvl_error());
         kvl_model_free(&m);
         return 2;
@@ -431,5 +439,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "mla_cost: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("mla_cost", 0);
 }

@@ -1,5 +1,5 @@
 /* swa_reach: how far a token reaches through stacked sliding windows, in theory and in a toy stack
- * (chapter 3, spec generations.md §3).
+ * (chapter 3; chapters/03_swa/README.md).
  *
  * A window of W keys includes the query, so one layer moves information at most W − 1 positions
  * forward, and L layers at most L·(W − 1). The program replaces token 0 of a random input, runs a
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "config.h"
 #include "grouped.h"
 #include "mha.h"
@@ -33,8 +34,12 @@
 #define MAX_LAYERS 16
 #define MAX_WINDOW 64
 #define TOY_MLP 128
+#define MAX_CONTEXT 1048576   /* max_position_embeddings the live ring is run through */
+#define MAX_RING_GIB 2.0      /* memory the live ring may take */
+#define RING_BLOCK 256        /* rows appended to it at a time */
+#define GIB 1073741824.0
 
-/* Spec §1's toy layer (d 64, H 4, Hkv 2, Dh 16) with a window, stacked. */
+/* The toy layer of tests/test_ch01_mha.c (d 64, H 4, Dh 16) at Hkv 2 with a window, stacked. */
 static const char TOY_STACK[] =
     "{\"hidden_size\": 64, \"num_hidden_layers\": %zu, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
     " \"head_dim\": 16, \"sliding_window\": %zu}";
@@ -53,7 +58,9 @@ static void usage(FILE *f)
                "Influence of token 0 on every later output of a toy stack of L windowed layers (1..%d,\n"
                "default 4) of window W (2..%d, default 8), by hop, against the reach L*(W-1); the effective\n"
                "reach is the last position whose change is at least R (default 0.01) of token 0's own.\n"
-               "Then the Mistral 7B window figures, computed from %s.\n", MAX_LAYERS, MAX_WINDOW, MISTRAL);
+               "Then the Mistral 7B window figures, computed from %s, whose max_position_embeddings\n"
+               "must be at most %d and whose live ring at most %.0f GiB.\n", MAX_LAYERS, MAX_WINDOW, MISTRAL,
+               MAX_CONTEXT, MAX_RING_GIB);
 }
 
 /* ---- the toy stack ---------------------------------------------------------------------------------- */
@@ -180,7 +187,7 @@ static int live_ring_bytes(size_t *out, const mha_config *c, size_t context)
 {
     mha_cache cache;
     int rc = mha_cache_init(&cache, c, context, SWA_STORE_BF16);
-    const size_t block = 256;
+    const size_t block = RING_BLOCK;
     float *rows = rc == KVL_OK ? calloc(block * cache.ring.width, sizeof *rows) : NULL;
     if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
     for (size_t t = 0; t < context && rc == KVL_OK; t += block)
@@ -191,25 +198,48 @@ static int live_ring_bytes(size_t *out, const mha_config *c, size_t context)
     return rc;
 }
 
-static int mistral(void)
-{
-    char path[4096], a[32], b[32], e[32];
-    snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), MISTRAL);
+typedef struct {
     kvl_model m;
-    size_t C = 0;
-    int rc = kvl_model_load(&m, path);
-    if (rc != KVL_OK) return rc;
     mha_config c;
-    rc = context_of(&C, path);
-    if (rc == KVL_OK) rc = mha_config_from_model(&c, &m, 0);
-    if (rc == KVL_OK && m.window == 0) rc = kvl_fail(KVL_EINVAL, "%s: no sliding_window", path);
-    size_t live = 0;
-    if (rc == KVL_OK) rc = live_ring_bytes(&live, &c, C);
-    if (rc != KVL_OK) { kvl_model_free(&m); return rc; }
+    size_t context;   /* max_position_embeddings */
+} mistral_model;
 
-    const size_t L = m.n_layers, W = m.window, row = 2 * c.n_kv_heads * c.head_dim * swa_store_bytes(SWA_STORE_BF16);
-    printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m.name, MISTRAL,
-           L, kvl_grouped(a, sizeof a, W, 0), c.n_kv_heads, c.head_dim, kvl_grouped(b, sizeof b, C, 0));
+/* The Mistral config, read and checked against what the figures run before anything is printed. On
+ * failure nothing is left to free. */
+static int mistral_load(mistral_model *mm)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), MISTRAL);
+    kvl_model *m = &mm->m;
+    int rc = kvl_model_load(m, path);
+    if (rc != KVL_OK) return rc;
+    rc = context_of(&mm->context, path);
+    if (rc == KVL_OK && m->window == 0) rc = kvl_fail(KVL_EINVAL, "%s: no sliding_window", path);
+    if (rc == KVL_OK) rc = kvl_bound_field(m, "max_position_embeddings", mm->context, 1, MAX_CONTEXT);
+    if (rc == KVL_OK && mha_config_from_model(&mm->c, m, 0) != KVL_OK) rc = kvl_fail(KVL_EINVAL, "%s: %s", path, kvl_error());
+    if (rc == KVL_OK) {
+        const double rows = (double)(m->window < mm->context ? m->window : mm->context);
+        const double bytes = (double)(2 * mm->c.n_kv_heads * mm->c.head_dim) * (rows * 2 + RING_BLOCK * sizeof(float));
+        char fields[160];
+        snprintf(fields, sizeof fields, "sliding_window %zu, num_key_value_heads %zu and head_dim %zu", m->window,
+                 mm->c.n_kv_heads, mm->c.head_dim);
+        rc = kvl_bound_run(m, fields, bytes / GIB, MAX_RING_GIB, "GiB of memory");
+    }
+    if (rc != KVL_OK) kvl_model_free(m);
+    return rc;
+}
+
+static int mistral_print(const mistral_model *mm)
+{
+    char a[32], b[32], e[32];
+    const kvl_model *m = &mm->m;
+    const mha_config *c = &mm->c;
+    const size_t C = mm->context;
+    size_t live = 0;
+    KVL_TRY(live_ring_bytes(&live, c, C));
+    const size_t L = m->n_layers, W = m->window, row = 2 * c->n_kv_heads * c->head_dim * swa_store_bytes(SWA_STORE_BF16);
+    printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m->name, MISTRAL,
+           L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim, kvl_grouped(b, sizeof b, C, 0));
     printf("  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
            kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, C, 0), kvl_grouped(e, sizeof e, W, 0), C / W, W);
     printf("  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
@@ -224,44 +254,43 @@ static int mistral(void)
            kvl_grouped(b, sizeof b, L * W, 0));
     printf("  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
            "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n", L * W - L * (W - 1));
-    kvl_model_free(&m);
     return live == W * row ? KVL_OK : kvl_fail(KVL_EINVAL, "swa_reach: live ring bytes differ from W entries");
 }
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
+enum { F_LAYERS, F_WINDOW, F_THRESHOLD, F_SEED };
+static const kvl_flag FLAGS[] = {{"--layers", 1}, {"--window", 1}, {"--threshold", 1}, {"--seed", 1}};
+
 int main(int argc, char **argv)
 {
     options o = {.layers = 4, .window = 8, .threshold = 1e-2, .seed = 3};
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) { usage(stdout); return 0; }
-        if (strcmp(opt, "--layers") && strcmp(opt, "--window") && strcmp(opt, "--threshold") && strcmp(opt, "--seed"))
-            return kvl_bad_usage("swa_reach", "unknown argument", opt);
-        if (++i == argc) return kvl_bad_usage("swa_reach", "missing value for", opt);
-        const char *v = argv[i];
-        size_t n;
-        if (!strcmp(opt, "--layers")) {
-            if (kvl_parse_size(&o.layers, v, 1, MAX_LAYERS))
-                return kvl_bad_usage("swa_reach", "--layers must be an integer in [1, 16]", v);
-        } else if (!strcmp(opt, "--window")) {
-            if (kvl_parse_size(&o.window, v, 2, MAX_WINDOW))
-                return kvl_bad_usage("swa_reach", "--window must be an integer in [2, 64]", v);
-        } else if (!strcmp(opt, "--seed")) {
-            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
-                return kvl_bad_usage("swa_reach", "--seed must be an integer in [0, 2^32)", v);
-            o.seed = n;
-        } else {
-            char *end;
-            errno = 0;
-            o.threshold = strtod(v, &end);
-            if (errno || *end || end == v || !(o.threshold > 0 && o.threshold < 1))
-                return kvl_bad_usage("swa_reach", "--threshold must be a number in (0, 1)", v);
-        }
+    kvl_args a = kvl_args_start("swa_reach", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    size_t n;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) { usage(stdout); return kvl_exit_status("swa_reach", 0); }
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_LAYERS && kvl_parse_size(&o.layers, v, 1, MAX_LAYERS))
+            return kvl_bad_usage("swa_reach", "--layers must be an integer in [1, 16]", v);
+        if (k == F_WINDOW && kvl_parse_size(&o.window, v, 2, MAX_WINDOW))
+            return kvl_bad_usage("swa_reach", "--window must be an integer in [2, 64]", v);
+        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
+            return kvl_bad_usage("swa_reach", "--seed must be an integer in [0, 2^32)", v);
+        if (k == F_SEED) o.seed = n;
+        if (k == F_THRESHOLD && (kvl_parse_real(&o.threshold, v, 0, 1) || !(o.threshold > 0 && o.threshold < 1)))
+            return kvl_bad_usage("swa_reach", "--threshold must be a number in (0, 1)", v);
     }
-    if (toy(&o) != KVL_OK || mistral() != KVL_OK) {
+    mistral_model mm;   /* read and checked first: a bad config is refused before the toy prints */
+    if (mistral_load(&mm) != KVL_OK) {
+        fprintf(stderr, "swa_reach: %s\n", kvl_error());
+        return 2;
+    }
+    const int rc = toy(&o) == KVL_OK && mistral_print(&mm) == KVL_OK ? KVL_OK : KVL_EINVAL;
+    kvl_model_free(&mm.m);
+    if (rc != KVL_OK) {
         fprintf(stderr, "swa_reach: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("swa_reach", 0);
 }

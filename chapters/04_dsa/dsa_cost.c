@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "config.h"
 #include "contexts.h"
 #include "grouped.h"
@@ -42,6 +43,10 @@
 #define TOY_T 40
 #define TOY_SEED 4
 #define TOY_SHOWN 8 /* positions listed for one query */
+#define MAX_INDEX_CHANNELS 65536.0  /* index_n_heads x index_head_dim that (d) runs at: 8x V3.2's */
+#define MAX_RUN_GIB 8.0             /* memory (b) may take: weights, rows, keys and scores */
+#define MAX_TIMED_TFLOP 10.0        /* counted flop of every timed step of (b) */
+#define GIB 1073741824.0
 
 typedef struct {
     char config[1024];
@@ -59,7 +64,10 @@ static void usage(FILE *f)
                "  --config FILE    a DSA config.json (default: ref/configs/deepseek-v3.2-exp.json)\n"
                "  --contexts LIST  context lengths T of the query, K = 1024 (default 2K,4K,8K,16K,32K,64K,128K)\n"
                "  --repeats R      timed repeats per step, median reported (default 3)\n"
-               "  --no-timing      count flop and bytes only\n");
+               "  --no-timing      count flop and bytes only\n"
+               "Refused before anything is printed: an indexer wider than %.0f channels (heads x dim), and a\n"
+               "timed run that needs more than %.0f GiB of memory or %.0f TFLOP.\n", MAX_INDEX_CHANNELS, MAX_RUN_GIB,
+            MAX_TIMED_TFLOP);
 }
 
 #define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */
@@ -246,8 +254,8 @@ static void summary(const dsa_config *c)
     const double t_flop = break_even(per_row, per_key, per_row * K), t_bytes = break_even(main_row, key, main_row * K);
     const work d = dense_work(c, T), s = sparse_work(c, T), ix = index_work(c, T);
     const double dense_prefill = T * (T + 1) / 2, sparse_prefill = K * (K + 1) / 2 + (T - K) * K;
-    printf("\n  While T <= K = %s the top-k keeps every position: DSA is dense MLA (the same output, spec\n"
-           "  property 7) plus the indexer's scan, pure overhead. Past K the attention stays at K rows while\n"
+    printf("\n  While T <= K = %s the top-k keeps every position: DSA is dense MLA (the same output, as\n"
+           "  test_ch04_dsa checks) plus the indexer's scan, pure overhead. Past K the attention stays at K rows while\n"
            "  the scan grows with T: %s flop and %s B per index key, against dense MLA's %s flop and %s B\n"
            "  per latent row. Sparse starts to pay at T = K/(1 - %s/%s) = %s tokens in flop and at\n"
            "  T = K/(1 - %s/%s) = %s in bytes read.\n",
@@ -303,7 +311,8 @@ static int decode_query(const dsa_config *c, const options *opt)
 
 /* ---- (c) the indexer's training target ------------------------------------------------------------ */
 
-/* The MLA toy (spec §2) + the indexer toy (spec §4), V3's rotary fields at Dr 8 */
+/* The toy of tests/test_ch04_dsa.c: the MLA toy of tests/test_ch02_mla.c + HI 4, DI 16, K 6, V3's
+ * rotary fields at Dr 8 */
 static int toy_config(dsa_config *c)
 {
     *c = (dsa_config){.mla = {.d = 64, .n_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 32, .qk_nope = 16,
@@ -486,53 +495,64 @@ static int training_target(void)
 
 /* ---- arguments ----------------------------------------------------------------------------------- */
 
+enum { F_CONFIG, F_CONTEXTS, F_REPEATS, F_NO_TIMING };
+static const kvl_flag FLAGS[] = {{"--config", 1}, {"--contexts", 1}, {"--repeats", 1}, {"--no-timing", 0}};
+
 /* 0: run; 1: --help printed; 2: bad arguments (message printed) */
 static int parse_args(options *opt, int argc, char **argv)
 {
-    snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.2-exp.json",
-             kvl_root_dir());
+    snprintf(opt->config, sizeof opt->config, "%s/ref/configs/deepseek-v3.2-exp.json", kvl_root_dir());
     static const size_t defaults[] = {2048, 4096, 8192, 16384, 32768, 65536, 131072};
     memcpy(opt->contexts, defaults, sizeof defaults);
     opt->n_contexts = sizeof defaults / sizeof defaults[0];
     opt->repeats = 3;
     opt->timing = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    kvl_args a = kvl_args_start("dsa_cost", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) {
             usage(stdout);
             return 1;
         }
-        if (strcmp(a, "--no-timing") == 0) {
-            opt->timing = 0;
-            continue;
-        }
-        if (!v && (strcmp(a, "--config") == 0 || strcmp(a, "--contexts") == 0 || strcmp(a, "--repeats") == 0)) {
-            fprintf(stderr, "dsa_cost: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        if (strcmp(a, "--config") == 0) {
-            snprintf(opt->config, sizeof opt->config, "%s", v);
-        } else if (strcmp(a, "--contexts") == 0) {
-            if (kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK) {
-                fprintf(stderr, "dsa_cost: %s\n", kvl_error());
-                return 2;
-            }
-        } else if (strcmp(a, "--repeats") == 0) {
-            errno = 0;
-            long r = strtol(v, &end, 10);
-            if (*end || end == v || errno || r < 1 || r > MAX_REPEATS) {
-                fprintf(stderr, "dsa_cost: --repeats: \"%s\" must be an integer from 1 to %d\n", v, MAX_REPEATS);
-                return 2;
-            }
-            opt->repeats = (size_t)r;
-        } else {
-            fprintf(stderr, "dsa_cost: unknown argument \"%s\" (see --help)\n", a);
-            return 2;
-        }
-        i++;
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_NO_TIMING) opt->timing = 0;
+        if (k == F_CONFIG) snprintf(opt->config, sizeof opt->config, "%s", v);
+        if (k == F_CONTEXTS && kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
+            return kvl_bad_usage("dsa_cost", kvl_error(), NULL);
+        if (k == F_REPEATS && kvl_parse_size(&opt->repeats, v, 1, MAX_REPEATS))
+            return kvl_bad_usage("dsa_cost", "--repeats must be an integer from 1 to 100", v);
     }
     return 0;
+}
+
+/* What (b) allocates and times and what (d) runs at, against the bounds --help states: a config the
+ * program cannot run is refused before the first line. */
+static int check_run(const kvl_model *m, const dsa_config *c, const options *opt)
+{
+    const mla_config *a = &c->mla;
+    const double HI = (double)c->index_n_heads, DI = (double)c->index_head_dim;
+    char fields[256];
+    snprintf(fields, sizeof fields, "index_n_heads %zu and index_head_dim %zu", c->index_n_heads, c->index_head_dim);
+    KVL_TRY(kvl_bound_run(m, fields, HI * DI, MAX_INDEX_CHANNELS, "indexer channels (heads x dim)"));
+    if (!opt->timing) return KVL_OK;
+    size_t mla_floats, max_T = 0;
+    int rc = mla_weights_size(&mla_floats, a);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
+    for (size_t i = 0; i < opt->n_contexts; i++) max_T = opt->contexts[i] > max_T ? opt->contexts[i] : max_T;
+    const double H = (double)a->n_heads, Dw = (double)(a->kv_lora_rank + a->qk_rope), T = (double)max_T;
+    const double d = (double)a->d, weights = (double)mla_floats + HI * DI * (double)a->q_lora_rank + DI * d + 2 * DI + HI * d;
+    const double scratch = H * (double)(a->qk_nope + a->qk_rope + a->v_head) + HI * DI + HI + T * (Dw + DI + H + 1) +
+                         (double)c->index_topk;
+    double flop = 0;
+    for (size_t i = 0; i < opt->n_contexts; i++) {
+        const double Ti = (double)opt->contexts[i];
+        flop += (double)opt->repeats * (dense_work(c, Ti).flop + sparse_work(c, Ti).flop);
+    }
+    snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, index_n_heads %zu, index_head_dim %zu, "
+             "index_topk %zu and %zu tokens", a->n_heads, a->kv_lora_rank, c->index_n_heads, c->index_head_dim,
+             c->index_topk, max_T);
+    KVL_TRY(kvl_bound_run(m, fields, sizeof(float) * (weights + scratch) / GIB, MAX_RUN_GIB, "GiB of memory"));
+    return kvl_bound_run(m, fields, flop * 1e-12, MAX_TIMED_TFLOP, "TFLOP of timed steps");
 }
 
 /* ---- (d) the quantised indexer against float32 ---------------------------------------------------- */
@@ -586,14 +606,15 @@ int main(int argc, char **argv)
 {
     options opt;
     int p = parse_args(&opt, argc, argv);
-    if (p) return p == 1 ? 0 : 2;
+    if (p) return p == 1 ? kvl_exit_status("dsa_cost", 0) : 2;
     kvl_model m;
     if (kvl_model_load(&m, opt.config) != KVL_OK) {
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         return 2;
     }
     dsa_config c;
-    if (dsa_config_from_model(&c, &m) != KVL_OK || check_fp8_width(&c, opt.config) != KVL_OK) {
+    if (dsa_config_from_model(&c, &m) != KVL_OK || check_fp8_width(&c, opt.config) != KVL_OK ||
+        check_run(&m, &c, &opt) != KVL_OK) {
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         kvl_model_free(&m);
         return 2;
@@ -613,5 +634,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("dsa_cost", 0);
 }
