@@ -1,5 +1,5 @@
-/* v4_cache: DeepSeek-V4-Flash's KV cache, read off live caches (chapter 6, spec generations.md §5, §8;
- * figures.md c6-sched, the V4-Flash bytes-per-token row, c6-window, c6-5504).
+/* v4_cache: DeepSeek-V4-Flash's KV cache, read off live caches (chapter 6; chapters/06_v4/README.md,
+ * "What it stores per token"; the layers in ref/v4.h, the formula in ref/kvtable.h).
  *
  * 1. The layer map, from ref/configs/deepseek-v4-flash.json's compress_ratios: window-only, CSA, HCA.
  * 2. Bytes per token rebuilt from what the caches hold: a ref/model stack of that map at the real entry
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "config.h"
 #include "grouped.h"
 #include "kvtable.h"
@@ -41,6 +42,12 @@ static const char FLASH[] = "ref/configs/deepseek-v4-flash.json";
 #define MAX_TOKENS 65536
 #define LIVE_D 64       /* the live stack's model width */
 #define LIVE_RANK 32    /* its q_lora_rank and o_lora_rank */
+/* The first layers of the map a small replay stack keeps: both window-only layers, two CSA, two HCA. */
+#define REPLAY_PREFIX_LAYERS 6
+#define MAX_RATIO 4096  /* the largest compress ratio run: 32 x V4-Flash's HCA ratio of 128 */
+#define MAX_LAYERS 128
+#define MAX_WINDOW 4096
+#define MAX_TOPK 65536
 
 typedef struct {
     size_t tokens, chunk, replay_window;
@@ -55,7 +62,10 @@ static void usage(FILE *f)
                "gives whole HCA blocks), prefilled in chunks of C (default 512), the bounded per-sequence part\n"
                "and the window's share at 8K, 128K and 1M tokens; then the replay that rebuilds every window row\n"
                "after a prefix-cache hit, on the same layer map at toy widths with a window of W (2..128,\n"
-               "default 8; 128 is the real window and takes minutes).\n", FLASH);
+               "default 8; 128 is the real window and takes minutes).\n"
+               "Refused before anything is printed: a config whose rows do not fit V4's cache layout, or with\n"
+               "a compress ratio above %d, layers outside %d..%d, a window outside 2..%d or an index_topk above %d.\n",
+            FLASH, MAX_RATIO, REPLAY_PREFIX_LAYERS, MAX_LAYERS, MAX_WINDOW, MAX_TOPK);
 }
 
 static int load_flash(kvl_model *m)
@@ -190,15 +200,22 @@ static void tally(kind_bytes k[3], size_t *window, size_t *state, const stack *s
     }
 }
 
-static int live_bytes(const kvl_model *flash, const options *o, double *per_token, size_t *window, size_t *state)
+/* The live stack's model: the same map and entry widths, a small model around them. */
+static kvl_model live_model(const kvl_model *flash)
 {
-    kvl_model m = *flash;   /* the same map and entry widths, a small model around them */
+    kvl_model m = *flash;
     m.d = LIVE_D;
     m.n_heads = 1;
     m.o_groups = 1;
     m.q_lora_rank = LIVE_RANK;
     m.o_lora_rank = LIVE_RANK;
     m.index_n_heads = 1;
+    return m;
+}
+
+static int live_bytes(const kvl_model *flash, const options *o, double *per_token, size_t *window, size_t *state)
+{
+    const kvl_model m = live_model(flash);
     stack s;
     int rc = stack_make(&s, &m, o->tokens, V4_CACHE_NATIVE, o->seed);
     if (rc != KVL_OK) return rc;
@@ -285,9 +302,6 @@ typedef struct {
     int last_same;        /* the last prompt token's output is the full run's, bit for bit */
 } replay_result;
 
-/* The first layers of the map a small replay stack keeps: both window-only layers, two CSA, two HCA. */
-#define REPLAY_PREFIX_LAYERS 6
-
 /* r->… for the L layers' rows[L][W][Dh] kept from the full run against the cache's rows now */
 static int compare_windows(replay_result *r, const stack *st, const float *rows, size_t P, size_t W, size_t Dh)
 {
@@ -359,6 +373,16 @@ static int replay_stack(int *exact, const kvl_model *m, uint64_t seed)
     return rc;
 }
 
+/* The replay stacks' model: the first `layers` of the map at toy widths (tests/v4_toy.h's), window W. */
+static kvl_model toy_model(const kvl_model *flash, size_t W, size_t layers)
+{
+    kvl_model m = *flash;
+    m.d = 64; m.n_heads = 4; m.head_dim = 32; m.qk_rope_head_dim = 8; m.q_lora_rank = 32; m.o_groups = 2;
+    m.o_lora_rank = 16; m.index_n_heads = 4; m.index_head_dim = 16; m.index_topk = 3; m.window = W;
+    m.n_layers = layers;
+    return m;
+}
+
 static int replay(const kvl_model *flash, const options *o)
 {
     char a[32], b[32];
@@ -369,13 +393,7 @@ static int replay(const kvl_model *flash, const options *o)
            "below it: all W rows of all L layers (positions P-W..P-1) come back exactly iff s <= P-1 - L*(W-1).\n");
     printf("  %s: L = %zu, W = n_win = %zu: the report's n_win*L = %s tokens; the exact minimum L*(W-1)+1 = %s\n",
            flash->name, Lf, Wf, kvl_grouped(a, sizeof a, Wf * Lf, 0), kvl_grouped(b, sizeof b, Lf * (Wf - 1) + 1, 0));
-    if (Lf < REPLAY_PREFIX_LAYERS) return kvl_fail(KVL_EINVAL, "v4_cache: %s has fewer than %d layers", FLASH,
-                                                   REPLAY_PREFIX_LAYERS);
-    kvl_model m = *flash;   /* the same layer map at the toy widths of spec §5, window W */
-    m.d = 64; m.n_heads = 4; m.head_dim = 32; m.qk_rope_head_dim = 8; m.q_lora_rank = 32; m.o_groups = 2;
-    m.o_lora_rank = 16; m.index_n_heads = 4; m.index_head_dim = 16; m.index_topk = 3; m.window = W;
-    kvl_model prefix = m;
-    prefix.n_layers = REPLAY_PREFIX_LAYERS;
+    const kvl_model m = toy_model(flash, W, Lf), prefix = toy_model(flash, W, REPLAY_PREFIX_LAYERS);
     printf("  Shown by the same formula at toy widths (d 64, H 4, head dim 32, index 16x4, top-3, float32 rows),\n"
            "  window W = %zu%s, on the map's first %d layers and on all %zu.\n"
            "  The full run prefills s tokens, then the P-s it replays: OpenBLAS rounds a product differently\n"
@@ -399,6 +417,26 @@ static int replay(const kvl_model *flash, const options *o)
 
 /* ---- main ------------------------------------------------------------------------------------------------ */
 
+/* The config against the bounds --help states, and every stack the run builds made once at one token:
+ * a config the program cannot run is refused before the first line. */
+static int check_config(const kvl_model *flash, const options *o)
+{
+    kvl_kv_footprint f;
+    KVL_TRY(kvl_kv_footprint_of(&f, flash));
+    KVL_TRY(kvl_bound_ratios(flash, MAX_RATIO));
+    KVL_TRY(kvl_bound_field(flash, "num_hidden_layers (n_layers)", flash->n_layers, REPLAY_PREFIX_LAYERS, MAX_LAYERS));
+    KVL_TRY(kvl_bound_field(flash, "sliding_window (window_size)", flash->window, 2, MAX_WINDOW));
+    KVL_TRY(kvl_bound_field(flash, "index_topk", flash->index_topk, 1, MAX_TOPK));
+    const kvl_model runs[] = {live_model(flash), toy_model(flash, o->replay_window, flash->n_layers)};
+    for (size_t i = 0; i < 2; i++) {
+        stack s;
+        const int rc = stack_make(&s, &runs[i], 1, i ? V4_CACHE_F32 : V4_CACHE_NATIVE, o->seed);
+        if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", flash->path, kvl_error());
+        stack_free(&s);
+    }
+    return KVL_OK;
+}
+
 static int run(const kvl_model *flash, const options *o)
 {
     print_map(flash);
@@ -411,38 +449,39 @@ static int run(const kvl_model *flash, const options *o)
     return rc;
 }
 
+enum { F_TOKENS, F_CHUNK, F_REPLAY_WINDOW, F_SEED };
+static const kvl_flag FLAGS[] = {{"--tokens", 1}, {"--chunk", 1}, {"--replay-window", 1}, {"--seed", 1}};
+
 int main(int argc, char **argv)
 {
     options o = {.tokens = 2048, .chunk = 512, .replay_window = 8, .seed = 6};
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+    kvl_args a = kvl_args_start("v4_cache", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    size_t n;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) {
             usage(stdout);
-            return 0;
+            return kvl_exit_status("v4_cache", 0);
         }
-        if (strcmp(opt, "--tokens") && strcmp(opt, "--chunk") && strcmp(opt, "--replay-window") && strcmp(opt, "--seed"))
-            return kvl_bad_usage("v4_cache", "unknown argument", opt);
-        if (++i == argc) return kvl_bad_usage("v4_cache", "missing value for", opt);
-        const char *v = argv[i];
-        size_t n;
-        if (!strcmp(opt, "--tokens")) {
-            if (kvl_parse_size(&o.tokens, v, 1, MAX_TOKENS))
-                return kvl_bad_usage("v4_cache", "--tokens must be an integer in [1, 65536]", v);
-        } else if (!strcmp(opt, "--chunk")) {
-            if (kvl_parse_size(&o.chunk, v, 1, MAX_TOKENS))
-                return kvl_bad_usage("v4_cache", "--chunk must be an integer in [1, 65536]", v);
-        } else if (!strcmp(opt, "--replay-window")) {
-            if (kvl_parse_size(&o.replay_window, v, 2, 128))
-                return kvl_bad_usage("v4_cache", "--replay-window must be an integer in [2, 128]", v);
-        } else {
-            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
-                return kvl_bad_usage("v4_cache", "--seed must be an integer in [0, 2^32)", v);
-            o.seed = n;
-        }
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_TOKENS && kvl_parse_size(&o.tokens, v, 1, MAX_TOKENS))
+            return kvl_bad_usage("v4_cache", "--tokens must be an integer in [1, 65536]", v);
+        if (k == F_CHUNK && kvl_parse_size(&o.chunk, v, 1, MAX_TOKENS))
+            return kvl_bad_usage("v4_cache", "--chunk must be an integer in [1, 65536]", v);
+        if (k == F_REPLAY_WINDOW && kvl_parse_size(&o.replay_window, v, 2, 128))
+            return kvl_bad_usage("v4_cache", "--replay-window must be an integer in [2, 128]", v);
+        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
+            return kvl_bad_usage("v4_cache", "--seed must be an integer in [0, 2^32)", v);
+        if (k == F_SEED) o.seed = n;
     }
     kvl_model flash;
-    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read is bad input: 2, before any output */
+    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read or run is bad input: 2, before any output */
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
+        return 2;
+    }
+    if (check_config(&flash, &o) != KVL_OK) {
+        fprintf(stderr, "v4_cache: %s\n", kvl_error());
+        kvl_model_free(&flash);
         return 2;
     }
     const int rc = run(&flash, &o);
@@ -451,5 +490,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("v4_cache", 0);
 }

@@ -1,6 +1,6 @@
 /* replay: V4.1's causal encoder–decoder, bounded replay and prefix caching without window rows, measured
- * (chapter 7; spec generations.md §6 "Causal encoder–decoder", "Replay", §9 properties 16–17; figures.md
- * c6-5504, c7-replay, c7-replaywin, c7-1/8).
+ * (chapter 7; chapters/07_v41/README.md, "The causal encoder–decoder, replay and prefix caching"; ref/ced.h,
+ * ref/prefix_cache.h).
  *
  * 1. The early exit's work per prompt token, counted from the config's widths (ref/ced.h ced_prefill_work):
  *    every layer against the encoder plus layer 20's compressor and index keys; then timed on a narrow stack.
@@ -25,9 +25,11 @@
 #include <unistd.h>
 
 #include "ced.h"
+#include "bounds.h"
 #include "config.h"
 #include "contexts.h"
 #include "grouped.h"
+#include "kvtable.h"
 #include "model.h"
 #include "prefix_cache.h"
 #include "prefix_file.h"
@@ -42,6 +44,13 @@ static const char V4[] = "ref/configs/deepseek-v4-flash.json";
 #define MAX_PROMPTS 8
 #define MAX_PROMPT 65536
 #define MAX_PERSIST 16384
+#define PROBE_TOKENS 2        /* tokens each stack is run over before anything is printed */
+#define PROBE_D 64            /* the widest of those stacks (narrow, v41_small, v4_small) */
+#define MIN_LAYERS 40         /* section 2 shows the window rows of layers down to 39 */
+#define MAX_LAYERS 128
+#define MAX_RATIO 4096
+#define MAX_WINDOW 4096
+#define MAX_TOPK 65536
 static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};   /* window layers whose error is shown */
 #define N_DEPTHS (sizeof DEPTHS / sizeof *DEPTHS)
 
@@ -57,8 +66,10 @@ static void usage(FILE *f)
                "V4.1's causal encoder-decoder and bounded replay (%s):\n"
                "the early exit's work per prompt token; bounded against exact replay on a narrow stack with the\n"
                "real layer map and window, for prompts LIST (default 1K,4K; each 256..64K); and the sizes of\n"
-               "prefix-cache files of T tokens (default 2048, 256..16384) for V4.1 and V4-Flash (%s).\n",
-            V41, V4);
+               "prefix-cache files of T tokens (default 2048, 256..16384) for V4.1 and V4-Flash (%s).\n"
+               "Refused before anything is printed: a config whose rows do not fit its cache layout, or with\n"
+               "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d or an index_topk above %d.\n",
+            V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK);
 }
 
 static int load(kvl_model *m, const char *rel)
@@ -122,7 +133,7 @@ typedef struct {
     size_t d, L, E, W;
 } stack;
 
-static int stack_make(stack *st, kvl_model *m, uint64_t seed)
+static int stack_make(stack *st, const kvl_model *m, uint64_t seed)
 {
     memset(st, 0, sizeof *st);
     KVL_TRY(csa2_stack_config_from_model(&st->s, m));
@@ -328,15 +339,20 @@ static int measure_file(file_bytes *b, const char *path)
     return KVL_OK;
 }
 
-/* V4.1-Flash's map and rows (Dh 512, DI 128, FP4 entries) at a small model width: its global KV file. */
-static int v41_file(file_bytes *bytes, const options *o, const char *path)
+/* V4.1-Flash's map and rows (Dh 512, DI 128, FP4 entries) at a small model width. */
+static kvl_model v41_small(const kvl_model *v41)
 {
-    kvl_model m;
-    KVL_TRY(load(&m, V41));
+    kvl_model m = *v41;
     m.d = 64, m.n_heads = 2, m.q_lora_rank = 32, m.o_groups = 1, m.o_lora_rank = 16, m.index_n_heads = 2;
+    return m;
+}
+
+/* Its global KV file. */
+static int v41_file(file_bytes *bytes, const kvl_model *v41, const options *o, const char *path)
+{
+    kvl_model m = v41_small(v41);
     stack st;
     int rc = stack_make(&st, &m, o->seed + 1);
-    kvl_model_free(&m);
     csa2_cache c = {0};
     const size_t T = o->persist_tokens;
     kvl_rng rng;
@@ -354,18 +370,23 @@ static int v41_file(file_bytes *bytes, const options *o, const char *path)
     return rc;
 }
 
-/* V4-Flash's map and rows (Dh 512, DI 128, 584-byte rows) at a small model width: both of its files. */
-static int v4_files(file_bytes *global, file_bytes *with_window, const options *o, const char *path_g,
-                    const char *path_w)
+/* V4-Flash's map and rows (Dh 512, DI 128, 584-byte rows) at a small model width. */
+static kvl_model v4_small(const kvl_model *v4)
 {
-    kvl_model m;
-    KVL_TRY(load(&m, V4));
+    kvl_model m = *v4;
     m.d = 32, m.n_heads = 1, m.o_groups = 1, m.q_lora_rank = 16, m.o_lora_rank = 16, m.index_n_heads = 1;
+    return m;
+}
+
+/* Both of its files. */
+static int v4_files(file_bytes *global, file_bytes *with_window, const kvl_model *v4, const options *o,
+                    const char *path_g, const char *path_w)
+{
+    const kvl_model m = v4_small(v4);
     model_config mc;
     model_weights w = {0};
     model_cache c = {0};
     int rc = model_config_from_model(&mc, &m, 0, MODEL_MLP_SWIGLU);
-    kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     const size_t T = o->persist_tokens;
     kvl_rng rng;
@@ -394,7 +415,7 @@ static void print_file(const char *what, const file_bytes *b, size_t T)
            kvl_grouped((char[48]){0}, 48, (double)b->rows / T, 2));
 }
 
-static int print_files(const options *o)
+static int print_files(const kvl_model *v41, const kvl_model *v4, const options *o)
 {
     char p41[128], p4g[128], p4w[128];
     snprintf(p41, sizeof p41, "%s/v41.kvp", o->dir);
@@ -402,8 +423,8 @@ static int print_files(const options *o)
     snprintf(p4w, sizeof p4w, "%s/v4-window.kvp", o->dir);
     file_bytes b41 = {0}, b4g = {0}, b4w = {0};
     const size_t T = o->persist_tokens;
-    int rc = v41_file(&b41, o, p41);
-    if (rc == KVL_OK) rc = v4_files(&b4g, &b4w, o, p4g, p4w);
+    int rc = v41_file(&b41, v41, o, p41);
+    if (rc == KVL_OK) rc = v4_files(&b4g, &b4w, v4, o, p4g, p4w);
     remove(p41);
     remove(p4g);
     remove(p4w);
@@ -429,20 +450,79 @@ static int print_files(const options *o)
 
 /* ---- main ------------------------------------------------------------------------------------------------------------ */
 
-static int run(const options *o)
+/* A V4.1 stack of m made and run over PROBE_TOKENS tokens, then freed. */
+static int probe_v41(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
 {
-    kvl_model m;
-    KVL_TRY(load(&m, V41));
+    stack st;
+    csa2_cache c = {0};
+    float x[PROBE_TOKENS * PROBE_D] = {0}, y[PROBE_TOKENS * PROBE_D];
+    int rc = stack_make(&st, m, seed);
+    if (rc == KVL_OK) rc = csa2_cache_init(&c, &st.s, PROBE_TOKENS, fmt);
+    if (rc == KVL_OK) rc = ced_prefill(y, &st.s, &st.w, &c, x, PROBE_TOKENS);
+    csa2_cache_free(&c);
+    stack_free(&st);
+    return rc;
+}
+
+/* V4-Flash's small stack made and run over PROBE_TOKENS tokens, then freed. */
+static int probe_v4(const kvl_model *v4, uint64_t seed)
+{
+    const kvl_model m = v4_small(v4);
+    model_config mc;
+    model_weights w = {0};
+    model_cache c = {0};
+    float x[PROBE_TOKENS * PROBE_D] = {0}, y[PROBE_TOKENS * PROBE_D];
+    kvl_rng rng;
+    kvl_rng_seed(&rng, seed);
+    KVL_TRY(model_config_from_model(&mc, &m, 0, MODEL_MLP_SWIGLU));
+    int rc = model_weights_init_random(&w, &mc, &rng);
+    if (rc == KVL_OK) rc = model_cache_init_v4(&c, &mc, PROBE_TOKENS, V4_CACHE_NATIVE);
+    if (rc == KVL_OK) rc = model_prefill(y, &mc, &w, &c, x, PROBE_TOKENS);
+    model_cache_free(&c);
+    model_weights_free(&w);
+    model_config_free(&mc);
+    return rc;
+}
+
+/* One config against the bounds --help states. */
+static int check_bounds(const kvl_model *m, const char *layers, const char *window)
+{
+    kvl_kv_footprint f;
+    KVL_TRY(kvl_kv_footprint_of(&f, m));
+    KVL_TRY(kvl_bound_ratios(m, MAX_RATIO));
+    KVL_TRY(kvl_bound_field(m, layers, m->n_layers, MIN_LAYERS, MAX_LAYERS));
+    KVL_TRY(kvl_bound_field(m, window, m->window, 2, MAX_WINDOW));
+    return kvl_bound_field(m, "index_topk", m->index_topk, 1, MAX_TOPK);
+}
+
+/* Both configs against the bounds, and every stack the run builds made and run over a few tokens: a
+ * config the program cannot run is refused before the first line. */
+static int check_configs(const kvl_model *v41, const kvl_model *v4, const options *o)
+{
+    KVL_TRY(check_bounds(v41, "n_layers (num_hidden_layers)", "window_size (sliding_window)"));
+    KVL_TRY(check_bounds(v4, "num_hidden_layers (n_layers)", "sliding_window (window_size)"));
+    kvl_model m = *v41;
+    narrow(&m);
+    const kvl_model small = v41_small(v41);
+    int rc = probe_v41(&m, CSA2_CACHE_F32, o->seed);
+    if (rc == KVL_OK) rc = probe_v41(&small, CSA2_CACHE_NATIVE, o->seed);
+    if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", v41->path, kvl_error());
+    rc = probe_v4(v4, o->seed);
+    return rc == KVL_OK ? rc : kvl_fail(rc, "%s: %s", v4->path, kvl_error());
+}
+
+static int run(const kvl_model *v41, const kvl_model *v4, const options *o)
+{
     stack real, st;
-    int rc = csa2_stack_config_from_model(&real.s, &m);
+    int rc = csa2_stack_config_from_model(&real.s, v41);
     if (rc == KVL_OK) {
         printf("replay: V4.1-Flash's causal encoder-decoder and bounded replay (%s)\n\n", V41);
         print_work(&real.s);
         csa2_stack_config_free(&real.s);
     }
+    kvl_model m = *v41;
     narrow(&m);
     if (rc == KVL_OK) rc = stack_make(&st, &m, o->seed);
-    kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     size_t longest = 0;
     for (size_t i = 0; i < o->n_prompts; i++) longest = o->prompts[i] > longest ? o->prompts[i] : longest;
@@ -453,45 +533,64 @@ static int run(const options *o)
     if (rc == KVL_OK) rc = print_replay(&st, x, o);
     free(x);
     stack_free(&st);
-    if (rc == KVL_OK) rc = print_files(o);
+    if (rc == KVL_OK) rc = print_files(v41, v4, o);
     return rc;
 }
+
+/* Both configs read and checked: KVL_OK with both to free, else neither. */
+static int load_both(kvl_model *v41, kvl_model *v4, const options *o)
+{
+    KVL_TRY(load(v41, V41));
+    int rc = load(v4, V4);
+    if (rc != KVL_OK) {
+        kvl_model_free(v41);
+        return rc;
+    }
+    rc = check_configs(v41, v4, o);
+    if (rc != KVL_OK) {
+        kvl_model_free(v41);
+        kvl_model_free(v4);
+    }
+    return rc;
+}
+
+enum { F_PROMPTS, F_PERSIST_TOKENS, F_SEED };
+static const kvl_flag FLAGS[] = {{"--prompts", 1}, {"--persist-tokens", 1}, {"--seed", 1}};
 
 int main(int argc, char **argv)
 {
     options o = {.persist_tokens = 2048, .seed = 11};
     if (kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, "1K,4K") != KVL_OK) return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+    kvl_args a = kvl_args_start("replay", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    size_t n;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) {
             usage(stdout);
-            return 0;
+            return kvl_exit_status("replay", 0);
         }
-        if (strcmp(opt, "--prompts") && strcmp(opt, "--persist-tokens") && strcmp(opt, "--seed"))
-            return kvl_bad_usage("replay", "unknown argument", opt);
-        if (++i == argc) return kvl_bad_usage("replay", "missing value for", opt);
-        const char *v = argv[i];
-        size_t n;
-        if (!strcmp(opt, "--prompts")) {
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_PROMPTS) {
             int ok = kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, v) == KVL_OK;
             for (size_t j = 0; ok && j < o.n_prompts; j++) ok = o.prompts[j] >= 256;
             if (!ok) return kvl_bad_usage("replay", "--prompts takes up to 8 lengths of 256..64K tokens, as 1K,4K", v);
-        } else if (!strcmp(opt, "--persist-tokens")) {
-            if (kvl_parse_size(&o.persist_tokens, v, 256, MAX_PERSIST))
-                return kvl_bad_usage("replay", "--persist-tokens must be an integer in [256, 16384]", v);
-        } else {
-            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
-                return kvl_bad_usage("replay", "--seed must be an integer in [0, 2^32)", v);
-            o.seed = n;
         }
+        if (k == F_PERSIST_TOKENS && kvl_parse_size(&o.persist_tokens, v, 256, MAX_PERSIST))
+            return kvl_bad_usage("replay", "--persist-tokens must be an integer in [256, 16384]", v);
+        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
+            return kvl_bad_usage("replay", "--seed must be an integer in [0, 2^32)", v);
+        if (k == F_SEED) o.seed = n;
+    }
+    kvl_model v41, v4;
+    if (load_both(&v41, &v4, &o) != KVL_OK) {   /* bad input: 2, before any output */
+        fprintf(stderr, "replay: %s\n", kvl_error());
+        return 2;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(o.dir, sizeof o.dir, "%s/kvl-replay-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    if (!mkdtemp(o.dir)) {
-        fprintf(stderr, "replay: cannot make a directory for the prefix files: %s\n", o.dir);
-        return 1;
-    }
-    const int rc = run(&o);
+    int rc = mkdtemp(o.dir) ? run(&v41, &v4, &o) : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
+    kvl_model_free(&v41);
+    kvl_model_free(&v4);
     static const char *const files[] = {"v41-narrow.kvp", "v41.kvp", "v4-global.kvp", "v4-window.kvp"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {   /* left behind only by a failed run */
         char path[128];
@@ -503,5 +602,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("replay", 0);
 }

@@ -1,21 +1,21 @@
-/* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter 7, spec
- * generations.md §6, §8, §9 properties 14 and 18; figures.md c7-sources, c7-26, c7-pool, c7-const, c7-1scan,
- * c7-288, c7-528, c7-890, c7-2.7MB).
+/* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter 7;
+ * chapters/07_v41/README.md, "What it computes" and "What it stores per token"; the stack in
+ * ref/csa2_stack.h, the rows in formats/rows.h).
  *
  * 1. The layer-mode map from ref/configs/deepseek-v4.1-flash.json (kv_source_layers, index_source_layers):
  *    window-only, Full, Reindex, Reuse, with the source each layer reads.
  * 2. Indexer work per query against context length. Arithmetic at the real config: Full layers scan every
  *    visible entry (⌊T/2⌋ at 2, 8, 14; T at 20), Reindex layers only the candidate pool (2,048 blocks of 8 =
  *    16,384 positions), so per query 3·T/2 + T + 4·min(T, 16,384) scores: linear in T for the scans, constant
- *    for the deeper indexers (figures.md c7-1scan: at 1M not "one full scan plus four bounded ones"; the
- *    encoder's Full layers scan too). Then the same counted on a live stack (the real map at small model
+ *    for the deeper indexers (at 1M not "one full scan plus four bounded ones": the encoder's Full layers
+ *    scan too). Then the same counted on a live stack (the real map at small model
  *    width, a pool of P blocks of 8 so that the turn from linear to constant shows at short contexts).
  * 3. The error of the 4-bit cache: the same stack with float32 caches and with the deployed rows (288-byte
  *    FP4 entries, 68-byte MXFP4 index keys, 528-byte FP8 window rows), attention output compared.
  * 4. Bytes per token from what the live caches hold after T tokens: 890, with the window rows (40·128·528 =
  *    2,703,360 B) and the compressor tails per sequence apart.
  *
- *   v41_cache [--tokens T] [--pool-blocks P] [--seed S]
+ *   v41_cache [--tokens T] [--pool-blocks P] [--max-context N] [--seed S]
  *
  * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections, Engram,
  * DSpark, vision (they change what enters a layer, not what its cache holds). */
@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "config.h"
+#include "kvtable.h"
 #include "csa2_stack.h"
 #include "grouped.h"
 #include "program.h"
@@ -39,6 +41,13 @@ static const char FLASH[] = "ref/configs/deepseek-v4.1-flash.json";
 #define LIVE_D 64       /* the live stack's model width */
 #define LIVE_TOPK 16    /* its index_topk in the work count (the count does not depend on K) */
 #define MAX_LIVE_CONTEXT 512   /* the live work count's longest context */
+#define PROBE_TOKENS 2         /* tokens each stack is run over before anything is printed */
+#define MIN_LAYERS 25          /* section 2's table reads layers 2, 20 and 24 */
+#define MAX_LAYERS 128
+#define MAX_RATIO 4096
+#define MAX_WINDOW 4096
+#define MAX_TOPK 65536
+#define MAX_BLOCK 4096
 
 typedef struct {
     size_t tokens, pool_blocks, max_context;
@@ -52,8 +61,12 @@ static void usage(FILE *f)
                "work per query against context (arithmetic at the real pool, then counted on a live stack whose\n"
                "pool is P blocks of 8, default 8, at contexts 16, 32, ... up to N, 16..%d, default %d); the error\n"
                "of the FP4/FP8 cache against float32 and the bytes per token its live caches hold after T tokens\n"
-               "(default 256, even, 2..%d).\n",
-            FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS);
+               "(default 256, even, 2..%d).\n"
+               "Refused before anything is printed: a config whose rows do not fit V4.1's cache layout, or with\n"
+               "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d, an index_topk above %d\n"
+               "or a candidate_block_size above %d.\n",
+            FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW,
+            MAX_TOPK, MAX_BLOCK);
 }
 
 static int load_flash(kvl_model *m)
@@ -239,6 +252,49 @@ static int print_cache(const kvl_model *flash, const options *o)
     return rc;
 }
 
+/* The stack of m made and run over PROBE_TOKENS tokens into a cache in fmt, then freed. */
+static int probe(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
+{
+    csa2_stack_config s;
+    csa2_stack_weights w;
+    csa2_cache c;
+    memset(&w, 0, sizeof w);
+    memset(&c, 0, sizeof c);
+    float x[PROBE_TOKENS * LIVE_D] = {0}, y[PROBE_TOKENS * LIVE_D];
+    kvl_rng rng;
+    kvl_rng_seed(&rng, seed);
+    int rc = csa2_stack_config_from_model(&s, m);
+    if (rc != KVL_OK) return rc;
+    rc = csa2_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, PROBE_TOKENS, fmt);
+    if (rc == KVL_OK) rc = csa2_stack_prefill(y, NULL, &s, &w, &c, x, PROBE_TOKENS);
+    csa2_cache_free(&c);
+    csa2_stack_weights_free(&w);
+    csa2_stack_config_free(&s);
+    return rc;
+}
+
+/* The config against the bounds --help states, and the stacks of sections 2 to 4 made and run over a
+ * few tokens: a config the program cannot run is refused before the first line. */
+static int check_config(const kvl_model *flash, const options *o)
+{
+    kvl_kv_footprint f;
+    KVL_TRY(kvl_kv_footprint_of(&f, flash));
+    KVL_TRY(kvl_bound_ratios(flash, MAX_RATIO));
+    KVL_TRY(kvl_bound_field(flash, "n_layers (num_hidden_layers)", flash->n_layers, MIN_LAYERS, MAX_LAYERS));
+    KVL_TRY(kvl_bound_field(flash, "window_size (sliding_window)", flash->window, 2, MAX_WINDOW));
+    KVL_TRY(kvl_bound_field(flash, "index_topk", flash->index_topk, 1, MAX_TOPK));
+    KVL_TRY(kvl_bound_field(flash, "candidate_block_size", flash->candidate_block_size, 1, MAX_BLOCK));
+    kvl_model live = *flash, cache = *flash;
+    shrink(&live);
+    shrink(&cache);
+    live.index_topk = LIVE_TOPK;
+    live.candidate_topk_blocks = o->pool_blocks;
+    int rc = probe(&live, CSA2_CACHE_F32, o->seed);
+    if (rc == KVL_OK) rc = probe(&cache, CSA2_CACHE_NATIVE, o->seed);
+    return rc == KVL_OK ? rc : kvl_fail(rc, "%s: %s", flash->path, kvl_error());
+}
+
 static int run(const kvl_model *flash, const options *o)
 {
     print_map(flash);
@@ -248,39 +304,39 @@ static int run(const kvl_model *flash, const options *o)
     return rc;
 }
 
+enum { F_TOKENS, F_POOL_BLOCKS, F_MAX_CONTEXT, F_SEED };
+static const kvl_flag FLAGS[] = {{"--tokens", 1}, {"--pool-blocks", 1}, {"--max-context", 1}, {"--seed", 1}};
+
 int main(int argc, char **argv)
 {
     options o = {.tokens = 256, .pool_blocks = 8, .max_context = MAX_LIVE_CONTEXT, .seed = 7};
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+    kvl_args a = kvl_args_start("v41_cache", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    size_t n;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) {
             usage(stdout);
-            return 0;
+            return kvl_exit_status("v41_cache", 0);
         }
-        if (strcmp(opt, "--tokens") && strcmp(opt, "--pool-blocks") && strcmp(opt, "--max-context") &&
-            strcmp(opt, "--seed"))
-            return kvl_bad_usage("v41_cache", "unknown argument", opt);
-        if (++i == argc) return kvl_bad_usage("v41_cache", "missing value for", opt);
-        const char *v = argv[i];
-        size_t n;
-        if (!strcmp(opt, "--tokens")) {
-            if (kvl_parse_size(&o.tokens, v, 2, MAX_TOKENS) || o.tokens % 2)
-                return kvl_bad_usage("v41_cache", "--tokens must be an even integer in [2, 4096]", v);
-        } else if (!strcmp(opt, "--pool-blocks")) {
-            if (kvl_parse_size(&o.pool_blocks, v, 1, 64))
-                return kvl_bad_usage("v41_cache", "--pool-blocks must be an integer in [1, 64]", v);
-        } else if (!strcmp(opt, "--max-context")) {
-            if (kvl_parse_size(&o.max_context, v, 16, MAX_LIVE_CONTEXT))
-                return kvl_bad_usage("v41_cache", "--max-context must be an integer in [16, 512]", v);
-        } else {
-            if (kvl_parse_size(&n, v, 0, UINT32_MAX))
-                return kvl_bad_usage("v41_cache", "--seed must be an integer in [0, 2^32)", v);
-            o.seed = n;
-        }
+        if (k == KVL_ARGS_BAD) return 2;
+        if (k == F_TOKENS && (kvl_parse_size(&o.tokens, v, 2, MAX_TOKENS) || o.tokens % 2))
+            return kvl_bad_usage("v41_cache", "--tokens must be an even integer in [2, 4096]", v);
+        if (k == F_POOL_BLOCKS && kvl_parse_size(&o.pool_blocks, v, 1, 64))
+            return kvl_bad_usage("v41_cache", "--pool-blocks must be an integer in [1, 64]", v);
+        if (k == F_MAX_CONTEXT && kvl_parse_size(&o.max_context, v, 16, MAX_LIVE_CONTEXT))
+            return kvl_bad_usage("v41_cache", "--max-context must be an integer in [16, 512]", v);
+        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
+            return kvl_bad_usage("v41_cache", "--seed must be an integer in [0, 2^32)", v);
+        if (k == F_SEED) o.seed = n;
     }
     kvl_model flash;
-    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read is bad input: 2, before any output */
+    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read or run is bad input: 2, before any output */
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
+        return 2;
+    }
+    if (check_config(&flash, &o) != KVL_OK) {
+        fprintf(stderr, "v41_cache: %s\n", kvl_error());
+        kvl_model_free(&flash);
         return 2;
     }
     const int rc = run(&flash, &o);
@@ -289,5 +345,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
         return 1;
     }
-    return 0;
+    return kvl_exit_status("v41_cache", 0);
 }
