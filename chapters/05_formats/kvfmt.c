@@ -14,6 +14,7 @@
  * The value of a code prints exactly (the shortest text that reads back as the same double); other
  * float32 results print as the shortest text that reads back as the same float32.
  * Exit status: 0; 2 for bad input, with one line on stderr naming what and where; 1 out of memory. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include "block.h"
 #include "element.h"
+#include "program.h"
 #include "rng.h"
 #include "rows.h"
 
@@ -800,6 +802,30 @@ static const char *skip_blank_lines(const char *p, size_t *line)
     return p;
 }
 
+/* The field that makes value i of a row non-finite: the bf16 field past the quantised elements, else
+ * the element's own code or, when that is finite, the scale of its block. The quantised elements are
+ * the first field: E2M1 pairs (no NaN or infinity code) or E4M3. */
+static const char *nonfinite_field(kvf_row r, const uint8_t *row, size_t i)
+{
+    size_t n;
+    const kvf_row_field *f = kvf_row_fields(r, &n);
+    const int pairs = strstr(f[0].format, " x2") != NULL;
+    if (i >= f[0].size * (pairs ? 2 : 1)) return f[1].name;
+    if (!pairs && !isfinite(kvf_decode(KVF_E4M3, row[f[0].offset + i]))) return f[0].name;
+    return "scale";
+}
+
+/* 0, or exit status 2 naming the first value of the unpacked row that is NaN or infinite and its field. */
+static int require_finite_row(kvf_row r, const uint8_t *row, const float *values, size_t line)
+{
+    for (size_t i = 0; i < kvf_row_values(r); i++)
+        if (!isfinite(values[i]))
+            return bad_input("stdin line %zu: value %zu (from 0) of the %s row decodes to %s: its field '%s' holds a "
+                             "NaN or infinity", line, i, kvf_row_name(r), f32_text(values[i]).s,
+                             nonfinite_field(r, row, i));
+    return 0;
+}
+
 /* stdin: one line of hex (the packed row), then optionally the row's original values. */
 static int row_unpack(kvf_row r)
 {
@@ -821,7 +847,8 @@ static int row_unpack(kvf_row r)
         float *values = grow(NULL, kvf_row_values(r), sizeof *values);
         int err = kvf_row_unpack(r, values, row);
         if (err) status = bad_input("%s", kvf_strerror(err));
-        else print_unpacked(values, kvf_row_values(r), &originals);
+        else status = require_finite_row(r, row, values, line);
+        if (!status) print_unpacked(values, kvf_row_values(r), &originals);
         free(values);
     }
     numbers_free(&originals);
@@ -864,8 +891,8 @@ static int parse_seed(const options *o, uint64_t *seed)
     if (!s) return 0;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || strchr(s, '-') || errno == ERANGE)
+    unsigned long long v = strtoull(s, &end, 10);   /* digits only: strtoull alone takes a sign and spaces */
+    if (!isdigit((unsigned char)*s) || *end || errno == ERANGE)
         return bad_input("seed '%s' (argument %d) is not a whole number in [0, 2^64)", echo(s, strlen(s)).s,
                          opt_at(o, OPT_SEED));
     *seed = v;
@@ -991,7 +1018,7 @@ int main(int argc, char **argv)
     if (argc < 2) return bad_input("no command given; commands: encode decode table quant row fp4-demo (kvfmt --help)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage();
-        return 0;
+        return kvl_exit_status("kvfmt", 0);
     }
     const command *c = find_command(argv[1]);
     if (!c)
@@ -1003,5 +1030,5 @@ int main(int argc, char **argv)
     if (!status && (o.given & OPT_HELP)) fputs(c->help, stdout);
     else if (!status) status = c->run(&o);
     options_free(&o);
-    return status;
+    return kvl_exit_status(msg_prefix, status);
 }
