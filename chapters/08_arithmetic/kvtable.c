@@ -87,6 +87,23 @@ static void cell_list(const cells *c, const char *out[N_COLS])
     memcpy(out, v, sizeof v);
 }
 
+/* One CSV field after `sep`, quoted as RFC 4180 asks when it holds a comma, a quote or a line break
+ * (a quote inside doubled). */
+static void print_csv_field(const char *sep, const char *v)
+{
+    fputs(sep, stdout);
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, stdout);
+        return;
+    }
+    putchar('"');
+    for (const char *p = v; *p; p++) {
+        if (*p == '"') putchar('"');
+        putchar(*p);
+    }
+    putchar('"');
+}
+
 static void print_grid(const row *rows, size_t n, out_format fmt)
 {
     const char *(*v)[N_COLS] = calloc(n ? n : 1, sizeof *v);
@@ -114,7 +131,7 @@ static void print_grid(const row *rows, size_t n, out_format fmt)
         for (size_t j = 0; j < N_COLS; j++) {
             int right = j >= 4 && fmt == OUT_TEXT;
             int w = fmt == OUT_CSV ? 0 : (int)width[j];
-            if (fmt == OUT_CSV && strchr(v[i][j], ',')) printf("%s\"%s\"", j ? sep : lead, v[i][j]);
+            if (fmt == OUT_CSV) print_csv_field(j ? sep : lead, v[i][j]);
             else printf(right ? "%s%*s" : "%s%-*s", j ? sep : lead, w, v[i][j]);
         }
         printf("%s\n", tail);
@@ -173,6 +190,19 @@ static int print_json(const row *rows, size_t n)
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
 
+/* Text for an SVG element: &, <, > and " as XML entities, control characters (which XML 1.0 does not
+ * allow) as spaces. */
+static void put_xml_text(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '&') fputs("&amp;", f);
+        else if (*p == '<') fputs("&lt;", f);
+        else if (*p == '>') fputs("&gt;", f);
+        else if (*p == '"') fputs("&quot;", f);
+        else fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, f);
+    }
+}
+
 /* Horizontal bars on a log10 axis, one per model, labelled with the model and its bytes per token.
  * The generations the V4.1-Flash model card charts (_kvlineage.headline) are drawn dark, the others
  * light, so the chart reads on its own. Written to FILE.partial and renamed: no half-written chart. */
@@ -214,13 +244,15 @@ static int write_svg(const char *path, const row *rows, size_t n)
         double w = (log10(v) - d0) / (d1 - d0) * (right - left);
         int headline = rows[i].model.headline;
         char num[32];
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%s</text>\n", left - 8,
-                y + bar * 0.65, rows[i].model.name);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar * 0.65);
+        put_xml_text(f, rows[i].model.name);
+        fputs("</text>\n", f);
         fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
                 headline ? "#1f4e8c" : "#a9c1e0");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (%s)</text>\n", left + w + 6,
-                y + bar * 0.65, headline ? " font-weight=\"bold\"" : "", kvl_grouped(num, sizeof num, v, 2),
-                rows[i].model.date);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (", left + w + 6, y + bar * 0.65,
+                headline ? " font-weight=\"bold\"" : "", kvl_grouped(num, sizeof num, v, 2));
+        put_xml_text(f, rows[i].model.date);
+        fputs(")</text>\n", f);
     }
     char a[32], b[32];
     fprintf(f, "<text x=\"20\" y=\"%.0f\" font-size=\"13\">%s to %s bytes per token: %.1fx</text>\n", height - 12,
@@ -274,39 +306,36 @@ static char **default_configs(size_t *n)
     return paths;
 }
 
+enum { F_FORMAT, F_SVG };
+static const kvl_flag FLAGS[] = {{"--format", 1}, {"--svg", 1}};
+
 int main(int argc, char **argv)
 {
     out_format fmt = OUT_TEXT;
     const char *svg = NULL;
-    int first_config = argc;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { usage(stdout); return 0; }
-        if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
-            const char *f = argv[++i];
-            if (strcmp(f, "text") == 0) fmt = OUT_TEXT;
-            else if (strcmp(f, "markdown") == 0) fmt = OUT_MARKDOWN;
-            else if (strcmp(f, "csv") == 0) fmt = OUT_CSV;
-            else if (strcmp(f, "json") == 0) fmt = OUT_JSON;
-            else { fprintf(stderr, "kvtable: --format: unknown format \"%s\" (text, markdown, csv, json)\n", f); return 2; }
-        } else if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
-            svg = argv[++i];
-        } else if (strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "--svg") == 0) {
-            fprintf(stderr, "kvtable: %s needs a value (see --help)\n", argv[i]);
-            return 2;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "kvtable: unknown option \"%s\" (see --help)\n", argv[i]);
-            return 2;
-        } else {
-            first_config = i;
-            break;
-        }
+    char **given = calloc((size_t)argc, sizeof *given);   /* the CONFIG arguments */
+    size_t n_given = 0;
+    if (!given) { fprintf(stderr, "kvtable: out of memory\n"); return 1; }
+    kvl_args a = kvl_args_start("kvtable", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 1);
+    const char *v;
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) { usage(stdout); free(given); return kvl_exit_status("kvtable", 0); }
+        if (k == KVL_ARGS_BAD) { free(given); return 2; }
+        if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
+        if (k == F_SVG) svg = v;
+        if (k != F_FORMAT) continue;
+        if (strcmp(v, "text") == 0) fmt = OUT_TEXT;
+        else if (strcmp(v, "markdown") == 0) fmt = OUT_MARKDOWN;
+        else if (strcmp(v, "csv") == 0) fmt = OUT_CSV;
+        else if (strcmp(v, "json") == 0) fmt = OUT_JSON;
+        else { free(given); return kvl_bad_usage("kvtable", "--format must be text, markdown, csv or json", v); }
     }
-    size_t n = (size_t)(argc - first_config);
-    char **paths = n ? argv + first_config : default_configs(&n);
-    if (n == 0) { fprintf(stderr, "kvtable: no config files\n"); return 2; }
-    row *rows = calloc(n, sizeof *rows);
-    if (!rows) { fprintf(stderr, "kvtable: out of memory\n"); return 1; }
-    int status = 0;
+    size_t n = n_given;
+    char **paths = n ? given : default_configs(&n);
+    row *rows = n ? calloc(n, sizeof *rows) : NULL;
+    int status = n ? 0 : 2;
+    if (!n) fprintf(stderr, "kvtable: no config files\n");
+    else if (!rows) { fprintf(stderr, "kvtable: out of memory\n"); status = 1; }
     for (size_t i = 0; i < n && !status; i++) {
         if (kvl_model_load(&rows[i].model, paths[i]) != KVL_OK ||
             kvl_kv_footprint_of(&rows[i].kv, &rows[i].model) != KVL_OK) {
@@ -318,7 +347,7 @@ int main(int argc, char **argv)
         }
     }
     if (!status) {
-        if (first_config == argc) qsort(rows, n, sizeof *rows, by_date);
+        if (!n_given) qsort(rows, n, sizeof *rows, by_date);
         if (svg) status = write_svg(svg, rows, n);
     }
     if (!status) {
@@ -328,11 +357,12 @@ int main(int argc, char **argv)
             if (fmt == OUT_TEXT) print_notes(rows, n);
         }
     }
-    for (size_t i = 0; i < n; i++) kvl_model_free(&rows[i].model);
+    for (size_t i = 0; rows && i < n; i++) kvl_model_free(&rows[i].model);
     free(rows);
-    if (first_config == argc) {
+    if (!n_given) {
         for (size_t i = 0; i < n; i++) free(paths[i]);
         free(paths);
     }
-    return status;
+    free(given);
+    return kvl_exit_status("kvtable", status);
 }
