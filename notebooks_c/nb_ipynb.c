@@ -6,8 +6,9 @@
  * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its cell
  * function really printed, figures as image/svg+xml), OUT.md (the same, for reading without Jupyter)
  * and OUT_files/NAME.svg (the figures the Markdown links to). `make notebooks` runs it for every
- * notebook. Exit status 0; 1 when the stream does not match the source (a marker out of place, an
- * output for a line outside any code cell) or a file cannot be read or written. */
+ * notebook. Exit status 0; 2 for bad input: a source or stream that cannot be read, a stream that does
+ * not match the source (a marker out of place, an output for a line outside any code cell) or holds no
+ * cell at all; 1 when an output cannot be written. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "nb_source.h"
+#include "program.h"
 #include "status.h"
 
 typedef struct {
@@ -134,6 +136,7 @@ static int read_stream(outputs *cells, const nb_source *src, const char *path)
             rc = buffer_add(&r.text, line, (size_t)n);
         }
     }
+    if (rc == KVL_OK && r.line == 0) rc = kvl_fail(KVL_EINVAL, "%s: an empty stream, no cell output", path);
     if (rc == KVL_OK && r.at != OUTSIDE) rc = kvl_fail(KVL_EINVAL, "%s: the stream ends inside a cell", path);
     if (rc == KVL_OK && r.text.len) rc = kvl_fail(KVL_EINVAL, "%s: output after the last cell", path);
     free(line);
@@ -308,7 +311,7 @@ int main(int argc, char **argv)
         printf("usage: nb_ipynb SOURCE.c STREAM OUT\n"
                "Pairs the --cells output STREAM of a notebook program with the cells of SOURCE.c and writes\n"
                "OUT.ipynb (nbformat 4.5), OUT.md and the figures in OUT_files/.\n");
-        return 0;
+        return kvl_exit_status("nb_ipynb", 0);
     }
     if (argc != 4) {
         fprintf(stderr, "nb_ipynb: expected SOURCE.c STREAM OUT (try --help)\n");
@@ -319,6 +322,7 @@ int main(int argc, char **argv)
     outputs *cells = rc == KVL_OK ? calloc(s.n_cells + 1, sizeof *cells) : NULL;
     if (rc == KVL_OK && !cells) rc = kvl_fail(KVL_ENOMEM, "out of memory");
     if (rc == KVL_OK) rc = read_stream(cells, &s, argv[2]);
+    const int bad_input = rc != KVL_OK && rc != KVL_ENOMEM;
     if (rc == KVL_OK) rc = write_ipynb(argv[3], &s, cells);
     if (rc == KVL_OK) rc = write_markdown(argv[3], argv[1], &s, cells);
     for (size_t k = 0; cells && k < s.n_cells; k++) {
@@ -329,7 +333,7 @@ int main(int argc, char **argv)
     nb_source_free(&s);
     if (rc != KVL_OK) {
         fprintf(stderr, "nb_ipynb: %s\n", kvl_error());
-        return 1;
+        return bad_input ? 2 : 1;
     }
-    return 0;
+    return kvl_exit_status("nb_ipynb", 0);
 }

@@ -415,6 +415,7 @@ START_TEST(test_converter_rejects_a_stream_that_does_not_fit_the_source)
         {"stray\n%%kvl cell 10 x\n\n%%kvl /cell\n", "outside any cell"},
         {"\n%%kvl /svg\n", "out of place"},
         {"\n%%kvl cell 10 x\n\n%%kvl /cell\n\n%%kvl cell 11 y\n\n%%kvl /cell\n", "second output"},
+        {"", "an empty stream"},
     };
     char dir[64];
     make_temp_dir(dir, sizeof dir);
@@ -422,7 +423,7 @@ START_TEST(test_converter_rejects_a_stream_that_does_not_fit_the_source)
         int rc;
         cJSON *j = convert_synthetic(dir, bad[i].stream, &rc);
         cJSON_Delete(j);
-        ck_assert_msg(rc == 1, "stream %zu: exit %d, expected 1", i, rc);
+        ck_assert_msg(rc == 2, "stream %zu: exit %d, expected 2", i, rc);
         ck_assert_msg(strstr(err, bad[i].message) != NULL, "stream %zu: message \"%s\" lacks \"%s\"", i, err,
                       bad[i].message);
     }
