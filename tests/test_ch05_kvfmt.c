@@ -1,5 +1,5 @@
 /* Chapter 5: the kvfmt calculator, run as a program. Its casts, tables, block schemes and packed rows
- * agree with the formats' definitions (formats.md §1, §2, §4, §7), written here in plain loops in
+ * agree with the formats' definitions (formats/element.h, block.h, rows.h), written here in plain loops in
  * double with float32 rounding exactly where the definition rounds; its fp4-demo prints the numbers
  * of the write-up's numpy check; bad input exits 2 with one line naming what was wrong. */
 #include <float.h>
@@ -706,6 +706,45 @@ END_TEST
 
 /* ---- fp4-demo ------------------------------------------------------------------------------------------ */
 
+/* hex of n copies of the byte text b, appended to buf */
+static void hex_repeat(char *buf, size_t cap, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) strncat(buf, b, cap - strlen(buf) - 1);
+}
+
+/* A row whose scale, element code or bf16 value is NaN unpacks to NaN: refused, naming the layout, the
+ * value and the field that holds the NaN, with nothing printed. */
+START_TEST(test_row_unpack_refuses_a_row_that_decodes_to_nan_naming_the_field)
+{
+    static const struct {
+        const char *layout;
+        const char *parts[6][2];   /* {bytes as hex, times}, in row order */
+        const char *field, *value;
+    } cases[] = {
+        {"v41-window", {{"00", "512"}, {"ff", "1"}, {"7f", "15"}}, "'scale'", "value 0 "},
+        {"v41-main", {{"22", "256"}, {"38", "31"}, {"7f", "1"}}, "'scale'", "value 496 "},
+        {"v32-main", {{"38", "512"}, {"0000c07f", "1"}, {"0000803f", "3"}, {"0000", "64"}}, "'scale'", "value 0 "},
+        {"v4-main", {{"38", "3"}, {"7f", "1"}, {"38", "444"}, {"0000", "64"}, {"7f", "7"}, {"00", "1"}}, "'nope'",
+         "value 3 "},
+        {"v32-index", {{"ff", "1"}, {"00", "127"}, {"0000803f", "1"}}, "'codes'", "value 0 "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        static char hex[2048];
+        hex[0] = '\0';
+        for (size_t k = 0; k < 6 && cases[i].parts[k][0]; k++)
+            hex_repeat(hex, sizeof hex, cases[i].parts[k][0], (size_t)atoi(cases[i].parts[k][1]));
+        strncat(hex, "\n", sizeof hex - strlen(hex) - 1);
+        char args[64];
+        snprintf(args, sizeof args, "row --layout %s --unpack", cases[i].layout);
+        const int rc = kvfmt(args, hex);
+        ck_assert_msg(rc == 2 && out[0] == '\0', "%s: exit %d, stdout %.80s", args, rc, out);
+        ck_assert_msg(count_lines(err) == 1 && strstr(err, cases[i].layout) && strstr(err, cases[i].field) &&
+                          strstr(err, cases[i].value) && strstr(err, "nan"),
+                      "%s: stderr %s", args, err);
+    }
+}
+END_TEST
+
 START_TEST(test_fp4_demo_seed_0_prints_the_write_up_numbers)
 {
     expect_ok("fp4-demo --seed 0", NULL);
@@ -842,6 +881,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_row_pack_matches_byte_definition_for_every_layout);
     tcase_add_test(tc, test_row_unpack_of_packed_hex_gives_the_definition_values_and_errors);
     tcase_add_test(tc, test_row_unpack_reads_blank_separated_hex_without_originals);
+    tcase_add_test(tc, test_row_unpack_refuses_a_row_that_decodes_to_nan_naming_the_field);
     tcase_add_test(tc, test_fp4_demo_seed_0_prints_the_write_up_numbers);
     tcase_add_test(tc, test_fp4_demo_matches_numpy_for_seeds_0_to_19);
     tcase_add_test(tc, test_help_describes_every_command_and_exits_0);

@@ -177,6 +177,30 @@ START_TEST(test_kvtable_text_markdown_csv_and_svg)
 }
 END_TEST
 
+/* A model name holding a comma, a quote and markup is one quoted CSV field (RFC 4180: the quote
+ * doubled) and XML text in the SVG (entities), so that neither output breaks. */
+START_TEST(test_kvtable_escapes_names_in_csv_and_svg)
+{
+    static char out[1 << 16], err[4096];
+    char path[64], cmd[192], svg[] = "/tmp/kvl_chart_XXXXXX";
+    edited_config(path, sizeof path, "deepseek-v3.json", "\"name\": \"DeepSeek-V3\"",
+                  "\"name\": \"V3, \\\"<b>&co</b>\\\"\"");
+    snprintf(cmd, sizeof cmd, "kvtable --format csv %s", path);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\n\"V3, \"\"<b>&co</b>\"\"\",") != NULL, "%s", out);
+    const int fd = mkstemp(svg);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "kvtable --svg %s %s", svg, path);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 0);
+    char *text = kvl_read_text(svg);
+    unlink(svg);
+    unlink(path);
+    ck_assert(text != NULL);
+    ck_assert_msg(strstr(text, ">V3, &quot;&lt;b&gt;&amp;co&lt;/b&gt;&quot;</text>") && !strstr(text, "<b>"), "%s", text);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_kvtable_bad_input_exits_2_with_a_message)
 {
     static char out[4096], err[4096];
@@ -229,6 +253,7 @@ Suite *kvl_suite(void)
     TCase *prog = tcase_create("kvtable");
     tcase_add_test(prog, test_kvtable_json_keeps_exact_values);
     tcase_add_test(prog, test_kvtable_text_markdown_csv_and_svg);
+    tcase_add_test(prog, test_kvtable_escapes_names_in_csv_and_svg);
     tcase_add_test(prog, test_kvtable_bad_input_exits_2_with_a_message);
     suite_add_tcase(s, prog);
     return s;

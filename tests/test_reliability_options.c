@@ -196,6 +196,46 @@ START_TEST(test_stray_and_repeated_arguments_are_refused)
 }
 END_TEST
 
+/* Counts are plain decimal digits in every program: a sign or a leading space is refused, as is a
+ * flag given twice (kvfmt's own reader says so in its words). */
+START_TEST(test_signed_spaced_and_repeated_values_are_refused_by_every_program)
+{
+    static const bad_call calls[] = {
+        {"cost --tokens +5", "+5"},
+        {"cost --tokens ' 5'", ":  5 (try --help)"},
+        {"cost --tokens 5 --tokens 6", "--tokens given twice"},
+        {"mla_cost --repeats +5", "+5"},
+        {"mla_cost --repeats ' 5'", ":  5 (try --help)"},
+        {"mla_cost --contexts +5", "+5"},
+        {"mla_cost --naive-budget +1", "+1"},
+        {"mla_cost --repeats 1 --repeats 1", "--repeats given twice"},
+        {"swa_reach --layers +5", "+5"},
+        {"swa_reach --window ' 5'", ":  5 (try --help)"},
+        {"swa_reach --threshold ' 0.5'", ":  0.5 (try --help)"},
+        {"swa_reach --seed 1 --seed 2", "--seed given twice"},
+        {"dsa_cost --repeats +5", "+5"},
+        {"dsa_cost --repeats ' 5'", ":  5 (try --help)"},
+        {"dsa_cost --no-timing --no-timing", "--no-timing given twice"},
+        {"kvfmt fp4-demo --seed +5", "'+5'"},
+        {"kvfmt fp4-demo --seed ' 5'", "' 5'"},
+        {"kvfmt fp4-demo --seed 1 --seed 2", "--seed given twice"},
+        {"v4_cache --tokens +5", "+5"},
+        {"v4_cache --replay-window ' 5'", ":  5 (try --help)"},
+        {"v4_cache --chunk 4 --chunk 4", "--chunk given twice"},
+        {"v41_cache --tokens +8", "+8"},
+        {"v41_cache --pool-blocks ' 8'", ":  8 (try --help)"},
+        {"v41_cache --seed 1 --seed 1", "--seed given twice"},
+        {"replay --persist-tokens +512", "+512"},
+        {"replay --persist-tokens ' 512'", ":  512 (try --help)"},
+        {"replay --prompts +1K", "+1K"},
+        {"replay --seed 1 --seed 1", "--seed given twice"},
+        {"kvtable --format csv --format json", "--format given twice"},
+        {"kvtable --svg /tmp/kvl_a.svg --svg /tmp/kvl_b.svg", "--svg given twice"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
 /* An argument holding a newline or an escape sequence is quoted back with \xNN: the message stays
  * one line and sends the terminal nothing it would act on. */
 START_TEST(test_control_characters_in_an_argument_are_escaped_in_the_message)
@@ -230,6 +270,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_flags_without_their_values_are_refused_by_every_program);
     tcase_add_test(tc, test_values_out_of_range_or_not_numbers_are_refused);
     tcase_add_test(tc, test_stray_and_repeated_arguments_are_refused);
+    tcase_add_test(tc, test_signed_spaced_and_repeated_values_are_refused_by_every_program);
     tcase_add_test(tc, test_control_characters_in_an_argument_are_escaped_in_the_message);
     tcase_add_test(tc, test_help_goes_to_stdout_with_exit_0_in_every_program);
     suite_add_tcase(s, tc);
