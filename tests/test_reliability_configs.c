@@ -215,9 +215,33 @@ START_TEST(test_a_directory_or_a_missing_file_is_refused_with_the_reason)
 {
     char dir[] = "/tmp/kvl_rel_dir_XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    expect_refused(dir, EVERY, "cannot read", "Is a directory");
+    expect_refused(dir, EVERY, dir, "not a regular file");
     rmdir(dir);
     expect_refused("/tmp/kvl_rel_no_such_dir/model.json", EVERY, "cannot open", "No such file or directory");
+}
+END_TEST
+
+/* A FIFO would block a reader that opened it before checking its type. */
+START_TEST(test_a_fifo_is_refused_without_blocking)
+{
+    char dir[] = "/tmp/kvl_rel_fifo_XXXXXX", fifo[64];
+    ck_assert(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof fifo, "%s/config.json", dir);
+    ck_assert(mkfifo(fifo, 0600) == 0);
+    expect_refused(fifo, EVERY, fifo, "not a regular file");
+    unlink(fifo);
+    rmdir(dir);
+}
+END_TEST
+
+/* cJSON reads these; RFC 8259 does not allow them, and each could be a file its writer did not mean. */
+START_TEST(test_json_that_is_not_strict_is_refused_with_its_position)
+{
+    static const char *const text[] = {"{\"hidden_size\": 064}", "{\"_source\": \"a\x01b\"}",
+                                       "{\"_source\": \"\xc3\x28\"}"};
+    refused_text(text[0], strlen(text[0]), EVERY, "a number with a leading zero", "line 1, column 17");
+    refused_text(text[1], strlen(text[1]), EVERY, "line 1, column 15", NULL);
+    refused_text(text[2], strlen(text[2]), EVERY, "UTF-8", "line 1, column 14");
 }
 END_TEST
 
@@ -400,6 +424,8 @@ Suite *kvl_suite(void)
     tcase_add_test(files, test_text_after_the_object_is_refused_with_its_position);
     tcase_add_test(files, test_binary_bytes_are_refused_as_not_json);
     tcase_add_test(files, test_a_directory_or_a_missing_file_is_refused_with_the_reason);
+    tcase_add_test(files, test_a_fifo_is_refused_without_blocking);
+    tcase_add_test(files, test_json_that_is_not_strict_is_refused_with_its_position);
     suite_add_tcase(s, files);
     TCase *fields = tcase_create("fields");
     tcase_add_test(fields, test_wrong_types_are_refused_naming_field_and_value);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_io.h"
+#include "json_text.h"
 #include "status.h"
 
 /* Largest width, head count or rank accepted: anything above is a typo, and sizes derived from it
@@ -223,30 +225,6 @@ static int read_list(const reader *r, const cJSON *obj, const char *name, size_t
     return KVL_OK;
 }
 
-/* qsort order of object members: by key */
-static int by_key(const void *a, const void *b)
-{
-    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
-}
-
-/* A key the object obj[n] holds twice, or NULL. Sorted, so a large object costs n log n. */
-static const char *repeated_key(const reader *r, const cJSON *obj, size_t n, int *rc)
-{
-    const cJSON **keys = malloc(n * sizeof *keys);
-    if (!keys) {
-        *rc = kvl_fail(KVL_ENOMEM, "%s: out of memory checking for repeated fields", r->origin);
-        return NULL;
-    }
-    size_t i = 0;
-    for (const cJSON *c = obj->child; c; c = c->next) keys[i++] = c;
-    qsort(keys, n, sizeof *keys, by_key);
-    const char *dup = NULL;
-    for (i = 1; i < n && !dup; i++)
-        if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) dup = keys[i]->string;
-    free(keys);
-    return dup;
-}
-
 /* No object anywhere under `it` (at `path`, "" for the top level) holds a key twice: cJSON would
  * silently read the first, whichever one the author meant. */
 static int no_duplicates(const reader *r, const cJSON *it, const char *path)
@@ -254,9 +232,8 @@ static int no_duplicates(const reader *r, const cJSON *it, const char *path)
     size_t n = 0;
     for (const cJSON *c = it->child; c; c = c->next) n++;
     if (cJSON_IsObject(it) && n > 1) {
-        int rc = KVL_OK;
-        const char *dup = repeated_key(r, it, n, &rc);
-        if (rc != KVL_OK) return rc;
+        const char *dup;
+        KVL_TRY(kvl_json_repeated_key(&dup, it, r->origin));
         if (dup)
             return kvl_fail(KVL_EINVAL, "%s: field \"%s%s%s\" appears twice", r->origin, path, *path ? "." : "",
                             file_text(dup));
@@ -967,8 +944,8 @@ int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *orig
         return kvl_fail(KVL_EPARSE, "%s: text after the JSON object, at line %zu, column %zu", origin, line, col);
     }
     reader r = {origin, root};
-    int rc = KVL_OK;
-    if (!cJSON_IsObject(root))
+    int rc = kvl_json_text_check(json, len, origin);   /* what cJSON takes and RFC 8259 does not */
+    if (rc == KVL_OK && !cJSON_IsObject(root))
         rc = kvl_fail(KVL_EINVAL, "%s: the top level must be a JSON object, got %s", origin,
                       cJSON_IsArray(root) ? "an array" : "a scalar");
     if (rc == KVL_OK) rc = no_duplicates(&r, root, "");
@@ -986,25 +963,11 @@ int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *orig
 int kvl_model_load(kvl_model *m, const char *path)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? KVL_OK : kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
-    while (rc == KVL_OK) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (ferror(f)) rc = kvl_fail(KVL_EIO, "%s: cannot read: %s", path, strerror(errno));
-        else if (len < cap) break;
-        else if (cap >= ((size_t)1 << 26)) rc = kvl_fail(KVL_EINVAL, "%s: larger than 64 MiB: not a config", path);
-        else {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
-            else buf = bigger;
-        }
-    }
-    fclose(f);
-    if (rc == KVL_OK) rc = kvl_model_parse(m, buf, len, path);
-    free(buf);
+    char *text;
+    size_t len;
+    KVL_TRY(kvl_file_read_all(&text, &len, path, (size_t)1 << 26));
+    int rc = kvl_model_parse(m, text, len, path);
+    free(text);
     return rc;
 }
 
