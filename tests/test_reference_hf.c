@@ -454,8 +454,11 @@ START_TEST(test_kvlayer_refuses_bad_input_with_one_line)
     snprintf(x, sizeof x, "%s", kvl_path("tests/reference/deepseek_v3_tiny.safetensors"));
     expect_one_line(kvlayer("deepseek_v3_tiny", "--layer 0 --output /tmp/kvl_never.npy", err, sizeof err), err,
                     "--input is required");
-    expect_one_line(kvlayer("deepseek_v3_tiny", "--layer 0 --frob 1", err, sizeof err), err, "unknown option \"--frob\"");
+    expect_one_line(kvlayer("deepseek_v3_tiny", "--layer 0 --frob 1", err, sizeof err), err, "unknown flag: --frob");
     expect_one_line(kvlayer("deepseek_v3_tiny", "--layer x", err, sizeof err), err, "--layer needs a non-negative integer");
+    expect_one_line(kvlayer("deepseek_v3_tiny", "--layer +0", err, sizeof err), err, "--layer needs a non-negative integer: +0");
+    expect_one_line(kvlayer("deepseek_v3_tiny", "--layer ' 0'", err, sizeof err), err, "--layer needs a non-negative integer");
+    expect_one_line(kvlayer("deepseek_v3_tiny", "--layer 0 --layer 0", err, sizeof err), err, "--layer given twice");
     snprintf(args, sizeof args, "--layer 0 --input %s --output /tmp/kvl_never.npy --cache fp2", x);
     expect_one_line(kvlayer("deepseek_v3_tiny", args, err, sizeof err), err, "--cache must be native or f32");
     snprintf(args, sizeof args, "--layer 1 --input %s --output /tmp/kvl_never.npy", x);
@@ -484,6 +487,12 @@ START_TEST(test_kvlayer_refuses_bad_input_with_one_line)
              makefile, x);
     expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err, "Makefile: header length");
     ck_assert(access("/tmp/kvl_never.npy", F_OK) != 0);
+    snprintf(cfg, sizeof cfg, "%s", kvl_path("tests/reference/deepseek_v3_tiny.json"));
+    snprintf(cmd, sizeof cmd, "{ kvlayer --config %s --weights %s --layer 0 --input %s --output /tmp/kvl_full.npy "
+             ">/dev/full; }", cfg, x, x);
+    int status = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(status == 1 && strstr(err, "kvlayer: cannot write the output"), "exit %d: %s", status, err);
+    unlink("/tmp/kvl_full.npy");
 }
 END_TEST
 

@@ -19,8 +19,9 @@
  * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused with
  * a message: its Reuse and Reindex layers read other layers' entries and picks, so one layer alone is
  * not the model's layer (ref/csa2_stack.h runs the stack).
- * Exit status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming it;
- * 1 out of memory. */
+ * Flags are read as every program reads them (chapters/common/program.h: each once, counts in plain
+ * digits). Exit status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming
+ * it; 1 out of memory, or stdout not written. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "dsa.h"
 #include "mla.h"
 #include "npy.h"
+#include "program.h"
 #include "rows.h"
 #include "safetensors.h"
 #include "status.h"
@@ -89,42 +91,35 @@ static void usage(FILE *f)
             KVF_INDEX_DIM);
 }
 
-static int parse_count(long long *out, const char *flag, const char *s)
-{
-    char *end;
-    if (!s || !*s || *s < '0' || *s > '9') return bad_input("%s needs a non-negative integer, got \"%.40s\"", flag, s ? s : "");
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v > (1ull << 40)) return bad_input("%s needs a non-negative integer, got \"%.40s\"", flag, s);
-    *out = (long long)v;
-    return 0;
-}
+enum { F_CONFIG, F_WEIGHTS, F_INPUT, F_OUTPUT, F_LAYER, F_PREFILL, F_CACHE };
+static const kvl_flag FLAGS[] = {{"--config", 1}, {"--weights", 1}, {"--input", 1}, {"--output", 1},
+                                 {"--layer", 1},  {"--prefill", 1}, {"--cache", 1}};
 
+/* 0 with *o filled; 1 after --help (printed); 2 after a one-line refusal. */
 static int parse_options(options *o, int argc, char **argv)
 {
     *o = (options){.prefill = -1};
-    long long layer = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        const char **slot = !strcmp(a, "--config") ? &o->config : !strcmp(a, "--weights") ? &o->weights
-                          : !strcmp(a, "--input") ? &o->input : !strcmp(a, "--output") ? &o->output : NULL;
-        int is_value = slot || !strcmp(a, "--layer") || !strcmp(a, "--prefill") || !strcmp(a, "--cache");
-        if (!is_value) return bad_input("unknown option \"%.40s\" (try --help)", a);
-        if (!v) return bad_input("%s needs a value", a);
-        i++;
-        if (slot) *slot = v;
-        else if (!strcmp(a, "--layer")) { if (parse_count(&layer, a, v)) return EXIT_BAD_INPUT; }
-        else if (!strcmp(a, "--prefill")) { if (parse_count(&o->prefill, a, v)) return EXIT_BAD_INPUT; }
-        else if (!strcmp(v, "native") || !strcmp(v, "f32")) o->native = !strcmp(v, "native");
-        else return bad_input("--cache must be native or f32, got \"%.40s\"", v);
+    size_t layer = 0, prefill = 0;
+    kvl_args a = kvl_args_start("kvlayer", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
+    const char *v;
+    const char **slot[] = {&o->config, &o->weights, &o->input, &o->output};
+    for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) { usage(stdout); return 1; }
+        if (k == KVL_ARGS_BAD) return EXIT_BAD_INPUT;
+        if (k <= F_OUTPUT) *slot[k] = v;
+        else if (k == F_LAYER && kvl_parse_size(&layer, v, 0, (size_t)1 << 40))
+            return kvl_bad_usage("kvlayer", "--layer needs a non-negative integer", v);
+        else if (k == F_PREFILL && kvl_parse_size(&prefill, v, 0, (size_t)1 << 40))
+            return kvl_bad_usage("kvlayer", "--prefill needs a non-negative integer", v);
+        else if (k == F_PREFILL) o->prefill = (long long)prefill;
+        else if (k == F_CACHE && strcmp(v, "native") && strcmp(v, "f32"))
+            return kvl_bad_usage("kvlayer", "--cache must be native or f32", v);
+        else if (k == F_CACHE) o->native = !strcmp(v, "native");
     }
-    const char *missing = !o->config ? "--config" : !o->weights ? "--weights" : layer < 0 ? "--layer"
+    const char *missing = !o->config ? "--config" : !o->weights ? "--weights" : !(a.seen >> F_LAYER & 1) ? "--layer"
                         : !o->input ? "--input" : !o->output ? "--output" : NULL;
     if (missing) return bad_input("%s is required (try --help)", missing);
-    o->layer = (size_t)layer;
+    o->layer = layer;
     return 0;
 }
 
@@ -272,7 +267,8 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_options(&o, argc, argv)) return EXIT_BAD_INPUT;
+    int parsed = parse_options(&o, argc, argv);
+    if (parsed) return parsed == 1 ? kvl_exit_status("kvlayer", 0) : EXIT_BAD_INPUT;
     kvl_model m;
     int rc = kvl_model_load(&m, o.config);
     if (rc != KVL_OK) return failed(rc);
@@ -288,5 +284,5 @@ int main(int argc, char **argv)
         if (rc == KVL_OK) kvl_st_checkpoint_close(&ck);
     }
     kvl_model_free(&m);
-    return status;
+    return kvl_exit_status("kvlayer", status);
 }
