@@ -145,7 +145,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 test: all  ## build and run every Check suite; non-zero exit on any failure
 	@failed=0; for t in $(TESTS); do \
 	  echo "== $$(basename $$t)"; \
-	  KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin $$t || failed=$$((failed+1)); \
+	  KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $$t || failed=$$((failed+1)); \
 	done; \
 	echo "== $(words $(TESTS)) suites, $$failed failed"; [ $$failed -eq 0 ]
 
@@ -330,7 +330,7 @@ memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check f
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; } >$(BUILD)/apt.log 2>&1; \
 	fi; command -v valgrind >/dev/null 2>&1 || { echo "make memcheck needs valgrind; run:  sudo apt-get install valgrind"; exit 1; }
 	@mkdir -p $(BUILD)/memcheck; failed=0; for t in $(MEMCHECK_TESTS); do n=$$(basename $$t); echo "== $$n"; \
-	  CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin \
+	  CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin \
 	    $(VALGRIND) --log-file=$(BUILD)/memcheck/$$n.log $$t \
 	    >$(BUILD)/memcheck/$$n.out 2>&1 || { failed=$$((failed+1)); tail -3 $(BUILD)/memcheck/$$n.out; \
 	    grep -A12 -m3 -E 'Invalid|uninitialised|lost in loss record' $(BUILD)/memcheck/$$n.log; }; \
