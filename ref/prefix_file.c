@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_io.h"
 #include "status.h"
 
 static const char MAGIC[8] = {'K', 'V', 'L', 'P', 'R', 'F', 'X', '\0'};
@@ -77,10 +78,10 @@ static int encode_header(uint8_t *header, uint64_t tokens, uint64_t fingerprint,
     return KVL_OK;
 }
 
-static int write_all(FILE *fp, const void *bytes, size_t n, uint64_t *h)
+static void write_hashed(kvl_file_out *o, const void *bytes, size_t n, uint64_t *h)
 {
     *h = prefix_fnv1a(*h, bytes, n);
-    return n == 0 || fwrite(bytes, 1, n, fp) == n;
+    if (n) kvl_file_out_write(o, bytes, n);
 }
 
 int prefix_file_write(const char *path, uint64_t tokens, uint64_t fingerprint, const prefix_section *sections,
@@ -93,26 +94,17 @@ int prefix_file_write(const char *path, uint64_t tokens, uint64_t fingerprint, c
     uint8_t *header = malloc(header_bytes);
     if (!header) return kvl_fail(KVL_ENOMEM, "prefix_file_write: out of memory");
     int rc = encode_header(header, tokens, fingerprint, sections, n);
-    const size_t tmp_len = strlen(path) + 5;
-    char *tmp = rc == KVL_OK ? malloc(tmp_len) : NULL;
-    FILE *fp = NULL;
-    if (rc == KVL_OK && !tmp) rc = kvl_fail(KVL_ENOMEM, "prefix_file_write: out of memory");
+    kvl_file_out o;
+    if (rc == KVL_OK) rc = kvl_file_out_open(&o, path);
     if (rc == KVL_OK) {
-        snprintf(tmp, tmp_len, "%s.tmp", path);
-        fp = fopen(tmp, "wb");
-        if (!fp) rc = kvl_fail(KVL_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+        uint64_t h = PREFIX_FNV_BASIS;
+        write_hashed(&o, header, header_bytes, &h);
+        for (size_t i = 0; i < n; i++) write_hashed(&o, sections[i].bytes, sections[i].rows * sections[i].row_bytes, &h);
+        uint8_t sum[8];
+        put_u64(sum, h);
+        kvl_file_out_write(&o, sum, 8);
+        rc = kvl_file_out_commit(&o);
     }
-    uint64_t h = PREFIX_FNV_BASIS;
-    int ok = rc == KVL_OK && write_all(fp, header, header_bytes, &h);
-    for (size_t i = 0; i < n && ok; i++) ok = write_all(fp, sections[i].bytes, sections[i].rows * sections[i].row_bytes, &h);
-    uint8_t sum[8];
-    put_u64(sum, h);
-    if (ok) ok = fwrite(sum, 1, 8, fp) == 8;
-    if (fp && fclose(fp) != 0) ok = 0;
-    if (rc == KVL_OK && !ok) rc = kvl_fail(KVL_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == KVL_OK && rename(tmp, path) != 0) rc = kvl_fail(KVL_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc != KVL_OK && fp) remove(tmp);
-    free(tmp);
     free(header);
     return rc;
 }
@@ -206,34 +198,10 @@ int prefix_file_parse(prefix_file *f, const uint8_t *buf, size_t size, const cha
 int prefix_file_read(prefix_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t size = 0, cap = 0;
-    int rc = KVL_OK;
-    for (;;) {
-        if (size == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            uint8_t *grown = realloc(buf, cap);
-            if (!grown) {
-                rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
-                break;
-            }
-            buf = grown;
-        }
-        const size_t got = fread(buf + size, 1, cap - size, fp);
-        size += got;
-        if (got == 0) {
-            if (ferror(fp)) rc = kvl_fail(KVL_EIO, "%s: read failed", path);
-            break;
-        }
-    }
-    fclose(fp);
-    if (rc != KVL_OK) {
-        free(buf);
-        return rc;
-    }
-    return parse_owned(f, buf, size, path);
+    char *buf;
+    size_t size;
+    KVL_TRY(kvl_file_read_all(&buf, &size, path, PREFIX_MAX_FILE_BYTES));
+    return parse_owned(f, (uint8_t *)buf, size, path);
 }
 
 const prefix_section *prefix_file_find(const prefix_file *f, const char *tag, uint32_t layer)

@@ -17,7 +17,9 @@
  *
  * A reader accepts a file only whole: the size, magic, version and checksum first, then every section
  * inside the payload, in order, with rows × row_bytes computed without overflow. Nothing is handed to a
- * cache before all of that holds, so a truncated or damaged file is refused, never half-loaded. */
+ * cache before all of that holds, so a truncated or damaged file is refused, never half-loaded. Only a
+ * regular file is read (ref/core/file_io.h: a FIFO fails at once); a file is written whole under a
+ * temporary name and renamed, or not at all. */
 #ifndef KVL_PREFIX_FILE_H
 #define KVL_PREFIX_FILE_H
 
@@ -28,6 +30,8 @@
 #define PREFIX_MAX_SECTIONS 4096u
 #define PREFIX_HEADER_BYTES 32u
 #define PREFIX_ENTRY_BYTES 48u
+/* The largest file read back: 16 GiB, V4.1-Flash's global cache for about 19M tokens at 890 B/token */
+#define PREFIX_MAX_FILE_BYTES ((size_t)1 << 34)
 
 typedef struct {
     char tag[9];            /* "entries", "keys", "window", "tail", …; NUL-terminated */

@@ -235,6 +235,19 @@ START_TEST(test_write_leaves_no_partial_file)
 }
 END_TEST
 
+/* A FIFO named as a prefix file would block a reader that opened it before checking its type. */
+START_TEST(test_a_fifo_is_refused_without_blocking)
+{
+    const char *fifo = tmp_path("fifo.kvp");
+    unlink(fifo);
+    ck_assert(mkfifo(fifo, 0600) == 0);
+    prefix_file f;
+    ck_assert_int_eq(prefix_file_read(&f, fifo), KVL_EIO);
+    ck_assert_msg(strstr(kvl_error(), "not a regular file") != NULL, "%s", kvl_error());
+    unlink(fifo);
+}
+END_TEST
+
 START_TEST(test_fuzz_seeds_are_current_files_of_the_toy)
 {
     /* The fuzz target's seeds must load, or the fuzzer starts from files the reader refuses at once. */
@@ -353,6 +366,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_prefix_hit_with_encoder_and_decoder_replay_decodes_as_the_full_run);
     tcase_add_test(tc, test_damaged_truncated_or_foreign_files_are_refused_whole);
     tcase_add_test(tc, test_write_leaves_no_partial_file);
+    tcase_add_test(tc, test_a_fifo_is_refused_without_blocking);
     tcase_add_test(tc, test_fuzz_seeds_are_current_files_of_the_toy);
     tcase_add_test(tc, test_v4_files_with_and_without_window_rows_restore_the_next_tokens);
     tcase_add_test(tc, test_a_v41_file_is_not_a_v4_file);
