@@ -47,7 +47,7 @@ static const char *after(const char *text, const char *key)
     return p ? p + strlen(key) : NULL;
 }
 
-/* ---- element formats by definition (formats.md §1, §2) ---------------------------------------------- */
+/* ---- element formats by definition (formats/element.h) ---------------------------------------------- */
 
 typedef struct {
     const char *name;
@@ -284,7 +284,7 @@ START_TEST(test_table_e8m0_is_every_power_of_two_from_2_pow_minus_127)
 }
 END_TEST
 
-/* ---- block schemes by definition (formats.md §3, §4, §6) ---------------------------------------------- */
+/* ---- block schemes by definition (formats/block.h) ---------------------------------------------------- */
 
 /* 2^floor(log2 t) and 2^ceil(log2 t) of a positive t, exactly. */
 static double pow2_floor(double t)
@@ -493,7 +493,7 @@ START_TEST(test_quant_prints_each_block_scale)
 }
 END_TEST
 
-/* ---- rows by definition (formats.md §7) --------------------------------------------------------------- */
+/* ---- rows by definition (formats/rows.h) --------------------------------------------------------------- */
 
 typedef enum { SCALE_FP32_LE, SCALE_E8M0, SCALE_E4M3 } scale_store;
 
@@ -584,7 +584,7 @@ static char *row_input(float *values, size_t n, uint64_t seed)
 
 START_TEST(test_row_maps_give_the_spec_offsets_and_sizes)
 {
-    /* formats.md §7, field by field: name, offset, size */
+    /* formats/rows.h's byte maps, field by field: name, offset, size */
     static const struct { const char *layout, *header, *fields; } maps[] = {
         {"v32-main", "v32-main: 656 bytes, 576 values", "nope 0 512|scale 512 16|rope 528 128|"},
         {"v32-index", "v32-index: 132 bytes, 128 values", "codes 0 128|scale 128 4|"},
@@ -727,6 +727,8 @@ START_TEST(test_row_unpack_refuses_a_row_that_decodes_to_nan_naming_the_field)
         {"v4-main", {{"38", "3"}, {"7f", "1"}, {"38", "444"}, {"0000", "64"}, {"7f", "7"}, {"00", "1"}}, "'nope'",
          "value 3 "},
         {"v32-index", {{"ff", "1"}, {"00", "127"}, {"0000803f", "1"}}, "'codes'", "value 0 "},
+        {"v32-main", {{"38", "512"}, {"0000803f", "4"}, {"0000", "3"}, {"c07f", "1"}, {"0000", "60"}}, "'rope'",
+         "value 515 "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         static char hex[2048];
@@ -739,7 +741,7 @@ START_TEST(test_row_unpack_refuses_a_row_that_decodes_to_nan_naming_the_field)
         const int rc = kvfmt(args, hex);
         ck_assert_msg(rc == 2 && out[0] == '\0', "%s: exit %d, stdout %.80s", args, rc, out);
         ck_assert_msg(count_lines(err) == 1 && strstr(err, cases[i].layout) && strstr(err, cases[i].field) &&
-                          strstr(err, cases[i].value) && strstr(err, "nan"),
+                          strstr(err, cases[i].value) && strstr(err, "NaN"),
                       "%s: stderr %s", args, err);
     }
 }

@@ -802,27 +802,27 @@ static const char *skip_blank_lines(const char *p, size_t *line)
     return p;
 }
 
-/* The field that makes value i of a row non-finite: the bf16 field past the quantised elements, else
- * the element's own code or, when that is finite, the scale of its block. The quantised elements are
- * the first field: E2M1 pairs (no NaN or infinity code) or E4M3. */
-static const char *nonfinite_field(kvf_row r, const uint8_t *row, size_t i)
+/* The field that makes value i of a row NaN: the bf16 field ("rope") past the quantised elements, else
+ * the element's own code or, when that is not NaN, the scale of its block. The quantised elements are
+ * the first field: E2M1 pairs (no NaN code) or E4M3. */
+static const char *nan_field(kvf_row r, const uint8_t *row, size_t i)
 {
     size_t n;
     const kvf_row_field *f = kvf_row_fields(r, &n);
     const int pairs = strstr(f[0].format, " x2") != NULL;
-    if (i >= f[0].size * (pairs ? 2 : 1)) return f[1].name;
-    if (!pairs && !isfinite(kvf_decode(KVF_E4M3, row[f[0].offset + i]))) return f[0].name;
+    if (i >= f[0].size * (pairs ? 2 : 1)) return "rope";
+    if (!pairs && isnan(kvf_decode(KVF_E4M3, row[f[0].offset + i]))) return f[0].name;
     return "scale";
 }
 
-/* 0, or exit status 2 naming the first value of the unpacked row that is NaN or infinite and its field. */
-static int require_finite_row(kvf_row r, const uint8_t *row, const float *values, size_t line)
+/* 0, or exit status 2 naming the first value of the unpacked row that is NaN and its field. An
+ * infinity stays: a bf16 RoPE value packed past bf16's range unpacks to one, as ml_dtypes casts it. */
+static int require_no_nan(kvf_row r, const uint8_t *row, const float *values, size_t line)
 {
     for (size_t i = 0; i < kvf_row_values(r); i++)
-        if (!isfinite(values[i]))
-            return bad_input("stdin line %zu: value %zu (from 0) of the %s row decodes to %s: its field '%s' holds a "
-                             "NaN or infinity", line, i, kvf_row_name(r), f32_text(values[i]).s,
-                             nonfinite_field(r, row, i));
+        if (isnan(values[i]))
+            return bad_input("stdin line %zu: value %zu (from 0) of the %s row decodes to NaN: its field '%s' holds a "
+                             "NaN", line, i, kvf_row_name(r), nan_field(r, row, i));
     return 0;
 }
 
@@ -847,7 +847,7 @@ static int row_unpack(kvf_row r)
         float *values = grow(NULL, kvf_row_values(r), sizeof *values);
         int err = kvf_row_unpack(r, values, row);
         if (err) status = bad_input("%s", kvf_strerror(err));
-        else status = require_finite_row(r, row, values, line);
+        else status = require_no_nan(r, row, values, line);
         if (!status) print_unpacked(values, kvf_row_values(r), &originals);
         free(values);
     }
