@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ced.h"
 #include "bounds.h"
+#include "ced.h"
 #include "config.h"
 #include "contexts.h"
 #include "grouped.h"
@@ -350,7 +350,7 @@ static kvl_model v41_small(const kvl_model *v41)
 /* Its global KV file. */
 static int v41_file(file_bytes *bytes, const kvl_model *v41, const options *o, const char *path)
 {
-    kvl_model m = v41_small(v41);
+    const kvl_model m = v41_small(v41);
     stack st;
     int rc = stack_make(&st, &m, o->seed + 1);
     csa2_cache c = {0};

@@ -27,9 +27,9 @@
 
 #include "bounds.h"
 #include "config.h"
-#include "kvtable.h"
 #include "csa2_stack.h"
 #include "grouped.h"
+#include "kvtable.h"
 #include "program.h"
 #include "rng.h"
 #include "rows.h"
