@@ -65,12 +65,12 @@ struct kvl_attend_kv {
 
 /* Row readers: value `col` of a stored row. */
 struct kvl_rows_f32 {
-    __device__ static float at(const uint8_t *row, size_t col) { return reinterpret_cast<const float *>(row)[col]; }
+    __device__ static float at(const uint8_t *row, size_t col) { return KVL_GLOBAL_AS(const float, row)[col]; }
 };
 struct kvl_rows_bf16 {
     __device__ static float at(const uint8_t *row, size_t col)
     {
-        return kvl_bf16_decode(reinterpret_cast<const uint16_t *>(row)[col]);
+        return kvl_bf16_decode(KVL_GLOBAL_AS(const uint16_t, row)[col]);
     }
 };
 

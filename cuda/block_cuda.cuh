@@ -171,7 +171,7 @@ __global__ void kvl_quant_kernel(uint8_t *codes, uint8_t *scales, const float *x
     const size_t t = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
     const size_t per_row = L.n_row / 4, r = t / per_row, k = t % per_row;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (t < n_threads) v = *reinterpret_cast<const float4 *>(x + r * L.x_stride + 4 * k);
+    if (t < n_threads) v = *KVL_GLOBAL_AS(const float4, x + r * L.x_stride + 4 * k);
     const float amax = kvl_group_max<R::block / 4>(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     if (t >= n_threads) return;
     uint8_t sbytes[4];
@@ -182,10 +182,10 @@ __global__ void kvl_quant_kernel(uint8_t *codes, uint8_t *scales, const float *x
     }
     if constexpr (R::elem == KVL_ELEM_E4M3) {
         const uint32_t c = kvl_e4m3x2_satfinite(v.x / s, v.y / s) | kvl_e4m3x2_satfinite(v.z / s, v.w / s) << 16;
-        *reinterpret_cast<uint32_t *>(codes + r * L.code_stride + 4 * k) = kvl_cap_magnitudes(c, R::top(s), 8, 4);
+        *KVL_GLOBAL_AS(uint32_t, codes + r * L.code_stride + 4 * k) = kvl_cap_magnitudes(c, R::top(s), 8, 4);
     } else {
         const uint32_t c = kvl_e2m1x2_encode(v.x / s, v.y / s) | kvl_e2m1x2_encode(v.z / s, v.w / s) << 8;
-        *reinterpret_cast<uint16_t *>(codes + r * L.code_stride + 2 * k) =
+        *KVL_GLOBAL_AS(uint16_t, codes + r * L.code_stride + 2 * k) =
             static_cast<uint16_t>(kvl_cap_magnitudes(c, R::top(s), 4, 4));
     }
 }
@@ -200,15 +200,15 @@ __global__ void kvl_dequant_kernel(float *x, const uint8_t *codes, const uint8_t
     const float s = R::stored(scales + r * L.scale_stride + (4 * k / R::block) * R::scale_bytes, param);
     float4 v;
     if constexpr (R::elem == KVL_ELEM_E4M3) {
-        const uint32_t c = *reinterpret_cast<const uint32_t *>(codes + r * L.code_stride + 4 * k);
+        const uint32_t c = *KVL_GLOBAL_AS(const uint32_t, codes + r * L.code_stride + 4 * k);
         v = float4{kvl_e4m3_decode(c) * s, kvl_e4m3_decode(c >> 8) * s, kvl_e4m3_decode(c >> 16) * s,
                    kvl_e4m3_decode(c >> 24) * s};
     } else {
-        const uint32_t c = *reinterpret_cast<const uint16_t *>(codes + r * L.code_stride + 2 * k);
+        const uint32_t c = *KVL_GLOBAL_AS(const uint16_t, codes + r * L.code_stride + 2 * k);
         v = float4{kvl_e2m1_decode(c) * s, kvl_e2m1_decode(c >> 4) * s, kvl_e2m1_decode(c >> 8) * s,
                    kvl_e2m1_decode(c >> 12) * s};
     }
-    *reinterpret_cast<float4 *>(x + r * L.x_stride + 4 * k) = v;
+    *KVL_GLOBAL_AS(float4, x + r * L.x_stride + 4 * k) = v;
 }
 
 /* ---- launches (host) -------------------------------------------------------------------------------------

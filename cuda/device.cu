@@ -3,6 +3,9 @@
 
 #include "device.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 int kvl_cuda_device_count(void)
 {
     int n = 0;
@@ -43,6 +46,16 @@ const char *kvl_cuda_use_order(size_t k)
     emu::set_order(orders[k], 0x5EED0000u + k);
     return names[k];
 #endif
+}
+
+int kvl_cuda_sync_launches(void)
+{
+    static int sync = -1;
+    if (sync < 0) {
+        const char *v = getenv("KVL_CUDA_SYNC");
+        sync = v && strcmp(v, "1") == 0;
+    }
+    return sync;
 }
 
 void kvl_cuda_quiet_faults(int quiet)

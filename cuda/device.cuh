@@ -6,7 +6,11 @@
  *                             kvl_error() naming the call, file and line (and the emulator's fault)
  *   CUBLAS_CHECK(call)        the same for a cuBLAS call (the emulator runs its subset as loops)
  *   KVL_LAUNCH(k, g, b, s, …) launch kernel k on grid g, blocks b, s bytes of dynamic shared memory;
- *                             returns the launch's cudaError_t (put it in CUDA_CHECK)
+ *                             returns the launch's cudaError_t (put it in CUDA_CHECK); with
+ *                             KVL_CUDA_SYNC=1 it also waits for the kernel, so that a fault in it is
+ *                             reported at its own launch (file, line, kernel) and not at a later call
+ *   KVL_GLOBAL_AS(T, p)       global memory at p seen as T (uint4, uint2, float4, uint32_t …) for a
+ *                             vector load or store; the emulator faults where p is not aligned to T
  *   KVL_SHARED(T, name, n)    a __shared__ array T name[n], one per block
  *   KVL_DYNAMIC_SHARED(T, p)  p points at the launch's dynamic shared memory
  *   kvl_smem<T>               the type a device function takes a shared array as
@@ -67,8 +71,11 @@ inline cudaError_t kvl_launch(const char *name, void (*kernel)(P...), dim3 grid,
 {
     (void)name;
     kernel<<<grid, block, smem>>>(static_cast<P>(args)...);
-    return cudaGetLastError();
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess && kvl_cuda_sync_launches() ? cudaDeviceSynchronize() : e;
 }
+
+#define KVL_GLOBAL_AS(T, p) reinterpret_cast<T *>(p)
 
 template <typename T> using kvl_smem = T *;
 #define KVL_SHARED(T, name, n) __shared__ T name[n]
@@ -82,8 +89,11 @@ template <typename T> using kvl_smem = T *;
 template <typename... P, typename... A>
 inline cudaError_t kvl_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
 {
-    return ::emu::launch(name, grid, block, smem, [=] { kernel(static_cast<P>(args)...); });
+    return ::emu::launch(name, reinterpret_cast<void (*)(void)>(kernel), grid, block, smem,
+                         [=] { kernel(static_cast<P>(args)...); });
 }
+
+#define KVL_GLOBAL_AS(T, p) ::emu::global_as<T>(::emu::site{__FILE__, __LINE__}, p)
 
 template <typename T> using kvl_smem = ::emu::smem_ptr<T>;
 #define KVL_SHARED(T, name, n)                    \

@@ -24,6 +24,9 @@ int kvl_cuda_emulated(void);
  * kvl_cuda_use_order(k) selects the k-th (k < kvl_cuda_n_orders()) and returns its name. */
 size_t kvl_cuda_n_orders(void);
 const char *kvl_cuda_use_order(size_t k);
+/* KVL_CUDA_SYNC=1 in the environment: every launch waits for its kernel (read once). The emulator's
+ * launches always do. */
+int kvl_cuda_sync_launches(void);
 /* Emulator fault reports go to kvl_error() only, not to stderr (for tests that provoke them). */
 void kvl_cuda_quiet_faults(int quiet);
 

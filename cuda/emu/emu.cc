@@ -72,9 +72,12 @@ struct emulator {
     order ord = FORWARD;
     uint64_t seed = 1, rng = 1;
     bool configured = false, quiet = false;
+    int sm = 0; /* the modelled architecture, 0 until configured */
     char fault_msg[2048] = "";
+    cudaError_t fault_code = cudaSuccess; /* the error fault_msg explains */
     bool faulted = false;
     cudaError_t last_error = cudaSuccess;
+    std::map<void (*)(void), size_t> max_dynamic; /* cudaFuncAttributeMaxDynamicSharedMemorySize per kernel */
 
     /* the launch */
     const char *kernel = "";
@@ -130,6 +133,13 @@ void configure_from_environment(void)
     E.rng = E.seed;
 }
 
+void configure_arch(void)
+{
+    if (E.sm != 0) return;
+    const char *a = getenv("KVL_EMU_ARCH");
+    E.sm = a && strcmp(a, "90") == 0 ? 90 : 80;
+}
+
 /* indices[n] = 0 … n − 1 in the current order */
 void make_order(std::vector<unsigned> &indices, unsigned n)
 {
@@ -179,8 +189,22 @@ const char *state_of(const fiber *f)
 void record_fault(const char *msg)
 {
     E.faulted = true;
+    E.fault_code = cudaErrorLaunchFailure;
     snprintf(E.fault_msg, sizeof E.fault_msg, "emulator fault in kernel %s: %s", E.kernel, msg);
     if (!E.quiet) fprintf(stderr, "%s\n", E.fault_msg);
+}
+
+/* A launch or call the GPU would refuse: the error, with its reason kept for cudaGetErrorString. */
+cudaError_t refuse(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cudaError_t refuse(cudaError_t e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(E.fault_msg, sizeof E.fault_msg, fmt, ap);
+    va_end(ap);
+    E.fault_code = e;
+    if (!E.quiet) fprintf(stderr, "%s\n", E.fault_msg);
+    return E.last_error = e;
 }
 
 /* ---- fibers ---------------------------------------------------------------------------------------- */
@@ -436,8 +460,13 @@ const smem_array *static_shared(const void *key, const char *name, size_t bytes)
     for (unsigned i = 0; i < E.n_statics; i++)
         if (E.static_keys[i] == key) return &E.statics[i];
     if (E.n_statics == MAX_STATIC_ARRAYS) fault("more than %u __shared__ arrays in one kernel", MAX_STATIC_ARRAYS);
-    if (bytes > SHARED_BYTES - E.used)
-        fault("__shared__ %s of %zu bytes: the block already uses %zu of %zu bytes", name, bytes, E.used, SHARED_BYTES);
+    const size_t statics = E.used - (E.dyn_bytes + 15) / 16 * 16;
+    if (bytes > DEFAULT_DYNAMIC_SHARED - statics)
+        fault("__shared__ %s of %zu bytes: with the %zu bytes of the block's other __shared__ arrays, above the 48 KB "
+              "of static shared memory ptxas allows", name, bytes, statics);
+    if (bytes > shared_limit() - E.used)
+        fault("__shared__ %s of %zu bytes: the block already uses %zu of the %zu bytes sm_%d allows", name, bytes,
+              E.used, shared_limit(), arch());
     smem_array *a = &E.statics[E.n_statics];
     *a = smem_array{name, E.arena + E.used, bytes};
     memset(a->base, 0xFF, bytes);
@@ -458,6 +487,12 @@ const uint3 &thread_idx(void) { return E.cur->tid; }
 const uint3 &block_idx(void) { return E.bidx; }
 const dim3 &block_dim(void) { return E.block; }
 const dim3 &grid_dim(void) { return E.grid; }
+
+void misaligned_global(site s, const void *p, size_t bytes, size_t align)
+{
+    fault("%s at %s:%d accesses %zu bytes of global memory at %p, not a multiple of %zu (misaligned)", where(E.cur),
+          s.file, s.line, bytes, p, align);
+}
 
 void fault(const char *fmt, ...)
 {
@@ -773,31 +808,86 @@ order current_order(void)
 
 void set_quiet(int quiet) { E.quiet = quiet != 0; }
 
+int set_arch(int sm)
+{
+    if (sm != 80 && sm != 90) return -1;
+    E.sm = sm;
+    return 0;
+}
+
+int arch(void)
+{
+    configure_arch();
+    return E.sm;
+}
+
+size_t shared_limit(void) { return arch() == 90 ? SHARED_BYTES : 163 * 1024; }
+
+cudaError_t set_max_dynamic_shared(void (*key)(void), int bytes)
+{
+    if (bytes < 0 || static_cast<size_t>(bytes) > shared_limit())
+        return refuse(cudaErrorInvalidValue,
+                      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %d): sm_%d allows at most %zu bytes per block",
+                      bytes, arch(), shared_limit());
+    E.max_dynamic[key] = static_cast<size_t>(bytes);
+    return cudaSuccess;
+}
+
 const char *last_fault(void) { return E.fault_msg; }
 
-cudaError_t launch(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem, std::function<void()> body)
+namespace {
+
+/* The launch's text up to its first top-level comma: the kernel with its template arguments. */
+const char *kernel_name(const char *kernel)
 {
-    configure_from_environment();
-    const size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
-    const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
-    if (threads == 0 || threads > MAX_THREADS || blocks == 0 || grid.y > 65535 || grid.z > 65535 ||
-        dynamic_smem > SHARED_BYTES)
-        return E.last_error = cudaErrorInvalidConfiguration;
-    /* the launch's text up to its first top-level comma: the kernel with its template arguments */
     static char name[256];
     size_t len = 0;
     for (int depth = 0; kernel[len] && len + 1 < sizeof name && !(kernel[len] == ',' && depth == 0); len++)
         depth += kernel[len] == '<' ? 1 : kernel[len] == '>' ? -1 : 0;
     memcpy(name, kernel, len);
     name[len] = '\0';
-    E.kernel = name;
+    return name;
+}
+
+/* cudaSuccess, or the error the GPU gives a launch of this shape (with the reason recorded) */
+cudaError_t check_launch(void (*key)(void), dim3 grid, dim3 block, size_t dynamic_smem)
+{
+    const size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
+    const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
+    if (threads == 0 || threads > MAX_THREADS || blocks == 0 || grid.y > 65535 || grid.z > 65535)
+        return refuse(cudaErrorInvalidConfiguration, "launch of kernel %s: grid (%u,%u,%u) of blocks (%u,%u,%u)",
+                      E.kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    if (dynamic_smem > shared_limit())
+        return refuse(cudaErrorInvalidValue,
+                      "launch of kernel %s: %zu bytes of dynamic shared memory, above the %zu bytes sm_%d allows a "
+                      "block", E.kernel, dynamic_smem, shared_limit(), arch());
+    auto raised = E.max_dynamic.find(key);
+    const size_t allowed = raised == E.max_dynamic.end() ? DEFAULT_DYNAMIC_SHARED : raised->second;
+    if (dynamic_smem > allowed)
+        return refuse(cudaErrorInvalidValue,
+                      "launch of kernel %s: %zu bytes of dynamic shared memory, above the %zu its "
+                      "cudaFuncAttributeMaxDynamicSharedMemorySize allows%s", E.kernel, dynamic_smem, allowed,
+                      raised == E.max_dynamic.end() ? " (never raised: 48 KB)" : "");
+    return cudaSuccess;
+}
+
+} /* namespace */
+
+cudaError_t launch(const char *kernel, void (*key)(void), dim3 grid, dim3 block, size_t dynamic_smem,
+                   std::function<void()> body)
+{
+    configure_from_environment();
+    E.kernel = kernel_name(kernel);
+    E.fault_msg[0] = '\0';
+    if (check_launch(key, grid, block, dynamic_smem) != cudaSuccess) return E.last_error;
+    const size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
+    const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
     E.grid = grid;
     E.block = block;
     E.dyn_bytes = dynamic_smem;
     E.body = std::move(body);
     E.nthreads = static_cast<unsigned>(threads);
     E.faulted = false;
-    E.fault_msg[0] = '\0';
     std::vector<unsigned> order_list;
     make_order(order_list, static_cast<unsigned>(blocks));
     for (unsigned b : order_list) {
@@ -834,6 +924,7 @@ bool on_device(const void *p, size_t bytes)
 cudaError_t set_error(cudaError_t e)
 {
     if (e != cudaSuccess) E.last_error = e;
+    E.fault_msg[0] = '\0';
     return e;
 }
 
@@ -889,13 +980,14 @@ cudaError_t cudaPeekAtLastError(void) { return E.last_error; }
 
 const char *cudaGetErrorString(cudaError_t e)
 {
+    if (e == E.fault_code && E.fault_msg[0]) return E.fault_msg;
     switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorLaunchFailure: return E.fault_msg[0] ? E.fault_msg : "unspecified launch failure";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
     return "unknown error";
 }
@@ -912,7 +1004,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "CPU emulator (fibers)");
     prop->multiProcessorCount = 1;
-    prop->sharedMemPerBlockOptin = emu::SHARED_BYTES;
+    prop->sharedMemPerBlockOptin = emu::shared_limit();
     return cudaSuccess;
 }
 

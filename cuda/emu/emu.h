@@ -16,11 +16,21 @@
  *   - shared memory read before any thread of the block wrote it (it starts poisoned), indexed out of
  *     its bounds, or raced on: a read or write of a byte another thread wrote, or a write of a byte
  *     another thread read, with no barrier between them (__syncthreads, or __syncwarp within a warp).
+ *   - a vector access to global memory (uint4, uint2, float4, uint32_t … through KVL_GLOBAL_AS in
+ *     cuda/device.cuh) at an address that is not a multiple of the type's alignment, which faults on the GPU.
  * Shared memory is only reached through emu::smem_ptr (KVL_SHARED in cuda/device.cuh), which is how
  * each access is checked. Global memory is plain host memory: an address sanitizer build catches
  * out-of-bounds accesses there.
  *
- * One host thread drives the emulator; launches are synchronous. */
+ * Launches the GPU refuses are refused here too (the launch returns the GPU's error, cudaGetErrorString
+ * gives the reason): more than 48 KB of dynamic shared memory for a kernel that has not raised
+ * cudaFuncAttributeMaxDynamicSharedMemorySize to that size, more than 48 KB of __shared__ arrays (a
+ * fault, where ptxas would refuse the kernel), and more static plus dynamic shared memory
+ * than one block of the modelled architecture may have (sm_80: 163 KB, sm_90: 227 KB; CUDA C++
+ * Programming Guide, "Compute Capabilities", table of technical specifications). The modelled
+ * architecture is sm_80, the smallest the build targets, or KVL_EMU_ARCH=80|90, or emu::set_arch.
+ *
+ * One host thread drives the emulator; launches are synchronous, as on a GPU with KVL_CUDA_SYNC=1. */
 #ifndef KVL_EMU_H
 #define KVL_EMU_H
 
@@ -48,7 +58,7 @@ struct dim3 {
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-struct float2 {
+struct alignas(8) float2 {
     float x, y;
 };
 struct alignas(16) float4 {
@@ -124,16 +134,26 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *B, int ldb, long long strideB, const float *beta, float *C,
                                          int ldc, long long strideC, int batch);
 
-/* Shared memory is a host array here: any size up to emu::SHARED_BYTES is accepted. */
-template <typename F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int value)
+namespace emu {
+/* The kernel `key` may be launched with up to `bytes` of dynamic shared memory (at most the modelled
+ * architecture's per-block limit). */
+cudaError_t set_max_dynamic_shared(void (*key)(void), int bytes);
+} /* namespace emu */
+
+template <typename F> cudaError_t cudaFuncSetAttribute(F kernel, cudaFuncAttribute attr, int value)
 {
-    return value >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+    return ::emu::set_max_dynamic_shared(reinterpret_cast<void (*)(void)>(kernel), value);
 }
 
 namespace emu {
 
-/* Largest static plus dynamic shared memory of one block (H100/H200 opt-in limit). */
+/* Largest static plus dynamic shared memory of one block on any modelled architecture (sm_90's opt-in
+ * limit); shared_limit() is the modelled one's. */
 constexpr size_t SHARED_BYTES = 227 * 1024;
+/* Dynamic shared memory a kernel gets without raising cudaFuncAttributeMaxDynamicSharedMemorySize, and
+ * the most static shared memory ptxas lets a kernel declare. */
+constexpr size_t DEFAULT_DYNAMIC_SHARED = 48 * 1024;
 /* Most threads in a block. */
 constexpr unsigned MAX_THREADS = 1024;
 
@@ -142,6 +162,11 @@ enum order { FORWARD, REVERSE, RANDOM };
 /* Choose the order threads and blocks are resumed in; the seed drives RANDOM. */
 void set_order(order o, uint64_t seed);
 order current_order(void);
+/* Model sm_80 or sm_90 (another value is refused with -1); arch() is the modelled one. */
+int set_arch(int sm);
+int arch(void);
+/* Static plus dynamic shared memory one block of the modelled architecture may have. */
+size_t shared_limit(void);
 /* Reports of faults are printed on stderr unless quiet. */
 void set_quiet(int quiet);
 /* The report of the most recent fault ("" if none). */
@@ -198,9 +223,20 @@ void mma_bf16_m16n8k16(site s, float d[4], const uint32_t a[4], const uint32_t b
 
 /* ---- the launch ------------------------------------------------------------------------------------
  * `kernel` is the launch as written (KVL_LAUNCH's text); reports name the kernel by its text up to the
- * first comma outside template brackets. */
+ * first comma outside template brackets. `key` is the kernel function, which cudaFuncSetAttribute names. */
 
-cudaError_t launch(const char *kernel, dim3 grid, dim3 block, size_t dynamic_smem, std::function<void()> body);
+cudaError_t launch(const char *kernel, void (*key)(void), dim3 grid, dim3 block, size_t dynamic_smem,
+                   std::function<void()> body);
+
+/* ---- global memory ---------------------------------------------------------------------------------
+ * p seen as T for one vector access: a fault where p is not aligned to T, as the GPU's ld/st.global.v2
+ * and .v4 (and every access wider than a byte) require. */
+[[noreturn]] void misaligned_global(site s, const void *p, size_t bytes, size_t align);
+template <typename T, typename P> T *global_as(site s, P *p)
+{
+    if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0) misaligned_global(s, p, sizeof(T), alignof(T));
+    return reinterpret_cast<T *>(p);
+}
 
 /* ---- shared memory --------------------------------------------------------------------------------
  * One array per block: every thread of the block gets the same storage. Accesses go through smem_ref,

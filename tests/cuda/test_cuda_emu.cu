@@ -5,6 +5,7 @@
  * Built only for the emulator (a C++ suite; the GPU runs the twins' suites instead). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "primitives.cuh"
@@ -180,6 +181,42 @@ __global__ void shared_out_of_bounds_kernel(float *out)
     KVL_SHARED(float, buf, 64);
     buf[threadIdx.x + 1] = 1.0f;
     out[threadIdx.x] = 0.0f;
+}
+
+/* ---- kernels the GPU refuses to launch, or faults in --------------------------------------------------------- */
+
+/* out[t] = its dynamic shared memory's last float, written by thread t: it touches the whole allocation */
+__global__ void dynamic_shared_kernel(float *out)
+{
+    KVL_DYNAMIC_SHARED(float, dyn);
+    (void)dyn;
+    out[threadIdx.x] = 1.0f;
+}
+
+/* the same in a kernel whose attribute is raised above sm_80's limit */
+__global__ void dynamic_shared_sm90_kernel(float *out)
+{
+    KVL_DYNAMIC_SHARED(float, dyn);
+    (void)dyn;
+    out[threadIdx.x] = 1.0f;
+}
+
+/* 64 KB of static __shared__: ptxas refuses it on every architecture */
+__global__ void static_shared_kernel(float *out)
+{
+    KVL_SHARED(float, big, 16384);
+    big[threadIdx.x] = 1.0f;
+    out[threadIdx.x] = big[threadIdx.x];
+}
+
+/* out[t] = the first word of row t read as T from rows row_bytes apart (the attention kernels' uint4 and
+ * uint2 row reads) */
+template <typename T> __global__ void row_vector_kernel(float *out, const uint8_t *rows, unsigned row_bytes)
+{
+    const T v = KVL_GLOBAL_AS(const T, rows + threadIdx.x * static_cast<size_t>(row_bytes))[0];
+    unsigned first;
+    memcpy(&first, &v, sizeof first);
+    out[threadIdx.x] = static_cast<float>(first);
 }
 
 /* ---- helpers ---------------------------------------------------------------------------------------------- */
@@ -409,7 +446,9 @@ START_TEST(test_runtime_rejects_host_pointers_and_bad_launches)
     ck_assert_int_eq(cudaMemcpy(host, host + 2, sizeof(float), cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
     ck_assert_int_eq(cudaMemcpy(d, host, 5 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
     ck_assert_int_eq(cudaFree(host), cudaErrorInvalidDevicePointer);
+    emu::set_quiet(1);
     ck_assert_int_eq(KVL_LAUNCH(early_exit_barrier_kernel, dim3(1), dim3(2048), 0, d), cudaErrorInvalidConfiguration);
+    emu::set_quiet(0);
     cudaGetLastError();
     cudaFree(d);
 }
@@ -482,6 +521,127 @@ END_TEST
 START_TEST(test_fault_shared_index_out_of_bounds)
 {
     expect_fault(shared_out_of_bounds_kernel, 64, "holds 256 bytes");
+}
+END_TEST
+
+/* ---- what the GPU refuses, refused with its reason ---------------------------------------------------------- */
+
+/* A launch refused with error e, its reason containing `what`; the error is the sticky last one until read. */
+static void expect_refused(cudaError_t got, cudaError_t e, const char *what)
+{
+    ck_assert_msg(got == e, "the launch gave %d (%s), want %d", (int)got, cudaGetErrorString(got), (int)e);
+    ck_assert_msg(strstr(cudaGetErrorString(got), what) != NULL, "reason \"%s\" lacks \"%s\"", cudaGetErrorString(got),
+                  what);
+    ck_assert_int_eq(cudaGetLastError(), e);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+
+START_TEST(test_refuses_dynamic_shared_above_48k_without_the_attribute)
+{
+    float *out = device_copy<float>(NULL, 64);
+    emu::set_quiet(1);
+    ck_assert_int_eq(KVL_LAUNCH(dynamic_shared_kernel, dim3(1), dim3(64), 48 * 1024, out), cudaSuccess);
+    expect_refused(KVL_LAUNCH(dynamic_shared_kernel, dim3(1), dim3(64), 48 * 1024 + 16, out), cudaErrorInvalidValue,
+                   "never raised");
+    ck_assert_int_eq(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024),
+                     cudaSuccess);
+    ck_assert_int_eq(KVL_LAUNCH(dynamic_shared_kernel, dim3(1), dim3(64), 96 * 1024, out), cudaSuccess);
+    expect_refused(KVL_LAUNCH(dynamic_shared_kernel, dim3(1), dim3(64), 96 * 1024 + 16, out), cudaErrorInvalidValue,
+                   "above the 98304 its cudaFuncAttributeMaxDynamicSharedMemorySize allows");
+    emu::set_quiet(0);
+    cudaFree(out);
+}
+END_TEST
+
+/* 200 KB fits one block of sm_90 (227 KB) and not of sm_80 (163 KB), through the attribute or the launch */
+START_TEST(test_refuses_shared_above_the_modelled_architectures_limit)
+{
+    const int was = emu::arch(), big = 200 * 1024;
+    float *out = device_copy<float>(NULL, 64);
+    cudaDeviceProp prop;
+    emu::set_quiet(1);
+    ck_assert_int_eq(emu::set_arch(70), -1);
+    ck_assert_int_eq(emu::set_arch(80), 0);
+    ck_assert_int_eq(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    ck_assert_uint_eq(prop.sharedMemPerBlockOptin, 163 * 1024);
+    expect_refused(cudaFuncSetAttribute(dynamic_shared_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big),
+                   cudaErrorInvalidValue, "sm_80 allows at most 166912 bytes");
+    expect_refused(KVL_LAUNCH(dynamic_shared_sm90_kernel, dim3(1), dim3(64), big, out), cudaErrorInvalidValue,
+                   "above the 166912 bytes sm_80 allows");
+    ck_assert_int_eq(emu::set_arch(90), 0);
+    ck_assert_int_eq(cudaFuncSetAttribute(dynamic_shared_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big),
+                     cudaSuccess);
+    ck_assert_int_eq(KVL_LAUNCH(dynamic_shared_sm90_kernel, dim3(1), dim3(64), big, out), cudaSuccess);
+    ck_assert_int_eq(emu::set_arch(80), 0);
+    expect_refused(KVL_LAUNCH(dynamic_shared_sm90_kernel, dim3(1), dim3(64), big, out), cudaErrorInvalidValue,
+                   "sm_80");
+    emu::set_quiet(0);
+    emu::set_arch(was);
+    cudaFree(out);
+}
+END_TEST
+
+START_TEST(test_fault_static_shared_above_48k)
+{
+    expect_fault(static_shared_kernel, 64, "48 KB of static shared memory");
+}
+END_TEST
+
+/* Rows of 656, 1,152 and 528 bytes keep a 16-byte read of each row aligned; 584 and 132 do not, and 68 and
+ * 132 misalign an 8-byte one: the GPU faults on the misaligned read, and so must the emulator. */
+START_TEST(test_fault_vector_reads_of_rows_not_aligned_to_their_width)
+{
+    const unsigned rows = 8;
+    uint8_t *d = device_copy<uint8_t>(NULL, rows * 1152);
+    float *out = device_copy<float>(NULL, rows);
+    emu::set_quiet(1);
+    for (unsigned bytes : {656u, 1152u, 528u})
+        ck_assert_msg(KVL_LAUNCH(row_vector_kernel<uint4>, dim3(1), dim3(rows), 0, out, d, bytes) == cudaSuccess,
+                      "uint4 rows of %u bytes: %s", bytes, emu::last_fault());
+    for (unsigned bytes : {584u, 132u}) {
+        ck_assert_msg(KVL_LAUNCH(row_vector_kernel<uint4>, dim3(1), dim3(rows), 0, out, d, bytes) ==
+                          cudaErrorLaunchFailure, "uint4 rows of %u bytes read unnoticed", bytes);
+        ck_assert_msg(strstr(emu::last_fault(), "16 bytes of global memory") && strstr(emu::last_fault(), "misaligned"),
+                      "%s", emu::last_fault());
+        cudaGetLastError();
+    }
+    ck_assert_int_eq(KVL_LAUNCH(row_vector_kernel<uint2>, dim3(1), dim3(rows), 0, out, d, 656u), cudaSuccess);
+    for (unsigned bytes : {68u, 132u}) {
+        ck_assert_msg(KVL_LAUNCH(row_vector_kernel<uint2>, dim3(1), dim3(rows), 0, out, d, bytes) ==
+                          cudaErrorLaunchFailure, "uint2 rows of %u bytes read unnoticed", bytes);
+        ck_assert_msg(strstr(emu::last_fault(), "8 bytes of global memory"), "%s", emu::last_fault());
+        cudaGetLastError();
+    }
+    emu::set_quiet(0);
+    cudaFree(d);
+    cudaFree(out);
+}
+END_TEST
+
+static int launch_line;
+
+/* A twin's launch of a kernel that faults, checked as every twin checks it. */
+static int faulty_twin(float *out)
+{
+    launch_line = __LINE__ + 1;
+    CUDA_CHECK(KVL_LAUNCH(poisoned_read_kernel, dim3(1), dim3(64), 0, out));
+    return KVL_OK;
+}
+
+/* The fault is reported by the launch that ran the kernel (as KVL_CUDA_SYNC=1 makes the GPU do), with its file,
+ * line and kernel, not by a later call. */
+START_TEST(test_fault_is_reported_at_its_launch_with_file_line_and_kernel)
+{
+    float *out = device_copy<float>(NULL, 64);
+    char where[64];
+    emu::set_quiet(1);
+    ck_assert_int_eq(faulty_twin(out), KVL_ECUDA);
+    snprintf(where, sizeof where, "test_cuda_emu.cu:%d", launch_line);
+    ck_assert_msg(strstr(kvl_error(), where) && strstr(kvl_error(), "kernel poisoned_read_kernel"), "%s", kvl_error());
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorLaunchFailure);
+    ck_assert_int_eq(cudaMemcpy(out, out + 1, sizeof(float), cudaMemcpyDeviceToDevice), cudaSuccess);
+    emu::set_quiet(0);
+    cudaFree(out);
 }
 END_TEST
 
@@ -566,6 +726,13 @@ Suite *kvl_suite(void)
     tcase_add_test(tf, test_fault_shared_read_without_barrier_after_write);
     tcase_add_test(tf, test_fault_shared_write_without_barrier_after_read);
     tcase_add_test(tf, test_fault_shared_index_out_of_bounds);
+    tcase_add_test(tf, test_fault_static_shared_above_48k);
+    tcase_add_test(tf, test_fault_vector_reads_of_rows_not_aligned_to_their_width);
+    tcase_add_test(tf, test_fault_is_reported_at_its_launch_with_file_line_and_kernel);
     suite_add_tcase(s, tf);
+    TCase *tr = tcase_create("refusals");
+    tcase_add_test(tr, test_refuses_dynamic_shared_above_48k_without_the_attribute);
+    tcase_add_test(tr, test_refuses_shared_above_the_modelled_architectures_limit);
+    suite_add_tcase(s, tr);
     return s;
 }
