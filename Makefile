@@ -173,6 +173,11 @@ notebooks: $(NBS)  ## run every notebook into build/notebooks/NN_name.ipynb (nbf
 	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${n%%_*} --cells > $(BUILD)/notebooks/$$n.cells; \
 	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/notebooks/$$n.cells $(BUILD)/notebooks/$$n; done
 
+# make nb-02: rebuild notebooks_c/02_mla.c and walk it cell by cell, the loop of changing a notebook and
+# rerunning it (at the end of input --step runs on, so it also runs unattended)
+nb-%: $(BUILD)/bin/nb_%  ## rebuild notebook NN and walk it cell by cell (make nb-02)
+	@KVL_ROOT=$(CURDIR) $< --step
+
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
 
@@ -341,7 +346,7 @@ deps:  ## install the Debian packages the build needs (as root), else print the 
 	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi
 
 help:  ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z%-]+):.*## (.*)/  make \1\t\2/; s/%/NN/' | expand -t 22
 
 clean:  ## remove build/
 	rm -rf $(BUILD)

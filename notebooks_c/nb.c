@@ -10,6 +10,7 @@
 
 #include "grouped.h"
 #include "nb_source.h"
+#include "pager.h"
 #include "program.h"
 
 typedef enum { MODE_RUN, MODE_STEP, MODE_CELLS } nb_mode;
@@ -124,23 +125,63 @@ static int check_table(const nb_source *s, const nb_cell *cells, size_t n)
     return KVL_OK;
 }
 
-/* 1 to go on, 0 when the reader typed q */
-static int wait_for_enter(void)
+/* Run cell c with stdout sent to a temporary file, then page what it printed. */
+static int run_paged(nb_pager *p, const nb_cell *c, const char *source)
 {
-    printf("\n-- Enter: next cell, q: quit -- ");
     fflush(stdout);
-    char line[64];
-    if (!fgets(line, sizeof line, stdin)) { printf("\n"); return 1; }
-    return line[0] != 'q';
+    FILE *out = tmpfile();
+    const int saved = out ? dup(STDOUT_FILENO) : -1;
+    if (saved < 0 || dup2(fileno(out), STDOUT_FILENO) < 0) {
+        if (saved >= 0) close(saved);
+        if (out) fclose(out);
+        return run_cell(c, source);   /* no temporary file: the output unpaged */
+    }
+    const int rc = run_cell(c, source);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    rewind(out);
+    char *line = NULL;
+    size_t cap = 0;
+    for (ssize_t n; (n = getline(&line, &cap, out)) >= 0;) {
+        if (n && line[n - 1] == '\n') line[n - 1] = '\0';
+        if (!nb_pager_line(p, line)) break;
+    }
+    free(line);
+    fclose(out);
+    return rc;
 }
 
-static void show_cell(const nb_source *s, size_t k)
+static void show_cell(nb_pager *p, const nb_source *s, size_t k)
 {
     const nb_source_cell *c = &s->cells[k];
-    printf("\n==== cell %zu of %zu, %s (%s:%zu) ====\n", k + 1, s->n_cells, c->kind == NB_MARKDOWN ? "text" : "code",
-           s->path, c->marker ? c->marker : 1);
-    for (size_t l = c->first; l <= c->last; l++)
-        printf("%s%s\n", c->kind == NB_CODE ? "  | " : "", nb_source_cell_line(s, c, l));
+    char head[1400];
+    snprintf(head, sizeof head, "==== cell %zu of %zu, %s (%s:%zu) ====", k + 1, s->n_cells,
+             c->kind == NB_MARKDOWN ? "text" : "code", s->path, c->marker ? c->marker : 1);
+    nb_pager_line(p, "");
+    nb_pager_line(p, head);
+    if (c->kind == NB_MARKDOWN) {
+        const size_t n = c->last >= c->first ? c->last - c->first + 1 : 0;
+        const char **lines = malloc((n ? n : 1) * sizeof *lines);
+        if (!lines) return;
+        for (size_t l = 0; l < n; l++) lines[l] = nb_source_cell_line(s, c, c->first + l);
+        nb_pager_markdown(p, lines, n);
+        free(lines);
+        return;
+    }
+    for (size_t l = c->first; l <= c->last && !p->quit; l++) {
+        char line[4096];
+        snprintf(line, sizeof line, "  | %s", nb_source_cell_line(s, c, l));
+        nb_pager_line(p, line);
+    }
+}
+
+/* "nb_02" → "nb-02", the make target that rebuilds the notebook and walks it again */
+static void make_target(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", run.program);
+    char *u = strchr(out, '_');
+    if (u) *u = '-';
 }
 
 static int step(const nb_cell *cells, size_t n, const char *source)
@@ -151,15 +192,26 @@ static int step(const nb_cell *cells, size_t n, const char *source)
         nb_source_free(&s);
         return 1;
     }
+    nb_pager p;
+    nb_pager_init(&p);
+    char target[64], intro[1400];
+    make_target(target, sizeof target);
+    snprintf(intro, sizeof intro, "%s, cell by cell: Enter for the next, q to quit. Change the file, then `make %s` "
+             "rebuilds it and walks it again.", source, target);
+    const char *const intro_lines[] = {intro};
+    nb_pager_markdown(&p, intro_lines, 1);
     int status = 0;
     size_t next = 0;
-    for (size_t k = 0; k < s.n_cells && status == 0; k++) {
-        show_cell(&s, k);
+    for (size_t k = 0; k < s.n_cells && status == 0 && !p.quit; k++) {
+        show_cell(&p, &s, k);
         if (next < n && nb_source_cell_of_line(&s, (size_t)cells[next].line) == k) {
-            printf("---- output ----\n");
-            if (run_cell(&cells[next++], source) != KVL_OK) status = 1;
+            nb_pager_line(&p, "---- output ----");
+            if (run_paged(&p, &cells[next++], source) != KVL_OK) status = 1;
         }
-        if (status == 0 && k + 1 < s.n_cells && !wait_for_enter()) break;
+        if (status == 0 && k + 1 < s.n_cells && !p.quit) {
+            nb_pager_line(&p, "");
+            nb_pager_wait(&p, "-- Enter: next cell, q: quit -- ");
+        }
     }
     nb_source_free(&s);
     return status;

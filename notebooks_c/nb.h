@@ -34,7 +34,9 @@
  * Modes of every notebook program:
  *     nb_NN                    run every cell, print the outputs
  *     nb_NN --step             walk the notebook: each cell's text or code, then its output, waiting
- *                              for Enter between cells (q quits; at end of input it runs on)
+ *                              for Enter between cells (q quits; at end of input it runs on); prose is
+ *                              re-wrapped to the terminal and every screenful waits too (pager.h).
+ *                              `make nb-NN` rebuilds the notebook and runs this
  *     nb_NN --cells            the marker stream above
  *     --figures DIR            (with any mode) also write each figure to DIR/NAME.svg
  * The source is found as KVL_ROOT/<file>, else under the source tree the program was built from. */

@@ -5,8 +5,8 @@
  *
  * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its cell
  * function really printed, figures as image/svg+xml), OUT.md (the same, for reading without Jupyter)
- * and OUT_files/NAME.svg (the figures the Markdown links to). `make notebooks` runs it for every
- * notebook. Exit status 0; 2 for bad input: a source or stream that cannot be read, a stream that does
+ * and OUT_files/NAME.svg (the figures the Markdown links to). Both open by saying they render a C
+ * program and how to run it (`make nb-NN`). `make notebooks` runs it for every notebook. Exit status 0; 2 for bad input: a source or stream that cannot be read, a stream that does
  * not match the source (a marker out of place, an output for a line outside any code cell) or holds no
  * cell at all; 1 when an output cannot be written. */
 #include <cjson/cJSON.h>
@@ -195,14 +195,28 @@ static cJSON *output_json(const output *o)
     return j;
 }
 
-static cJSON *notebook_json(const nb_source *s, const outputs *cells)
+/* What a reader of a course notebook's rendering (notebooks_c/NN_name.c) needs first: it is a C
+ * program's, and how to run that program. Nothing for any other source. */
+static int rendering_note(buffer *b, const char *source)
+{
+    const char *base = strrchr(source, '/') ? strrchr(source, '/') + 1 : source;
+    if (!(base[0] >= '0' && base[0] <= '9' && base[1] >= '0' && base[1] <= '9' && base[2] == '_')) return KVL_OK;
+    char note[1400];
+    snprintf(note, sizeof note, "*A rendering of the C program `notebooks_c/%s` with the output it printed; Jupyter "
+             "does not run it. Run it yourself with `make nb-%.2s`, which rebuilds it and walks it cell by cell (or "
+             "`build/bin/nb_%.2s` for the outputs alone); change the .c file and run that again.*\n\n", base, base, base);
+    return buffer_add(b, note, strlen(note));
+}
+
+static cJSON *notebook_json(const char *source, const nb_source *s, const outputs *cells)
 {
     cJSON *nb = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(nb, "cells");
     int count = 0;
     for (size_t k = 0; k < s->n_cells; k++) {
         const nb_source_cell *c = &s->cells[k];
         buffer b = {0};
-        if (cell_text(&b, s, c) != KVL_OK) { cJSON_Delete(nb); return NULL; }
+        int rc = k == 0 && c->kind == NB_MARKDOWN ? rendering_note(&b, source) : KVL_OK;
+        if (rc != KVL_OK || cell_text(&b, s, c) != KVL_OK) { free(b.text); cJSON_Delete(nb); return NULL; }
         cJSON *cell = cJSON_CreateObject();
         char id[32];
         snprintf(id, sizeof id, "cell-%zu", k + 1);
@@ -240,9 +254,9 @@ static int write_text(const char *path, const char *text)
     return bad ? kvl_fail(KVL_EIO, "%s: write failed", path) : KVL_OK;
 }
 
-static int write_ipynb(const char *out, const nb_source *s, const outputs *cells)
+static int write_ipynb(const char *out, const char *source, const nb_source *s, const outputs *cells)
 {
-    cJSON *nb = notebook_json(s, cells);
+    cJSON *nb = notebook_json(source, s, cells);
     char *text = nb ? cJSON_Print(nb) : NULL;
     cJSON_Delete(nb);
     if (!text) return kvl_fail(KVL_ENOMEM, "out of memory");
@@ -298,6 +312,7 @@ static int write_markdown(const char *out, const char *source, const nb_source *
     char head[1200];
     snprintf(head, sizeof head, "<!-- %s with the output of its cells; nb_ipynb wrote this file -->\n\n", source);
     int rc = buffer_add(&md, head, strlen(head));
+    if (rc == KVL_OK) rc = rendering_note(&md, source);
     for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++) rc = markdown_cell(&md, out, s, k, &cells[k]);
     snprintf(path, sizeof path, "%s.md", out);
     if (rc == KVL_OK) rc = write_text(path, md.text);
@@ -323,7 +338,7 @@ int main(int argc, char **argv)
     if (rc == KVL_OK && !cells) rc = kvl_fail(KVL_ENOMEM, "out of memory");
     if (rc == KVL_OK) rc = read_stream(cells, &s, argv[2]);
     const int bad_input = rc != KVL_OK && rc != KVL_ENOMEM;
-    if (rc == KVL_OK) rc = write_ipynb(argv[3], &s, cells);
+    if (rc == KVL_OK) rc = write_ipynb(argv[3], argv[1], &s, cells);
     if (rc == KVL_OK) rc = write_markdown(argv[3], argv[1], &s, cells);
     for (size_t k = 0; cells && k < s.n_cells; k++) {
         for (size_t i = 0; i < cells[k].n; i++) free(cells[k].items[i].text);

@@ -152,7 +152,7 @@ START_TEST(test_every_notebook_converts_with_one_cell_per_source_cell)
     make_temp_dir(dir, sizeof dir);
     for (size_t i = 0; i < n; i++) {
         convert(&nb[i], dir);
-        char path[1024], source[4400];
+        char path[2400], source[4400];
         snprintf(source, sizeof source, "%s/%s.c", kvl_path("notebooks_c"), nb[i].name);
         size_t functions = 0, cells = count_source_cells(source, &functions);
         snprintf(path, sizeof path, "%s/%s.ipynb", dir, nb[i].name);
@@ -184,9 +184,18 @@ START_TEST(test_every_notebook_converts_with_one_cell_per_source_cell)
         ck_assert_msg(with_output == functions, "%s: %zu code cells have output, %zu define a cell function",
                       nb[i].name, with_output, functions);
         ck_assert_msg(figures > 0, "%s draws no figure", nb[i].name);
+        char note[1200], run_it[32];
+        snprintf(note, sizeof note, "*A rendering of the C program `notebooks_c/%s.c`", nb[i].name);
+        snprintf(run_it, sizeof run_it, "`make nb-%s`", nb[i].number);
+        const char *first = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "source"), 0)->valuestring;
+        ck_assert_msg(!strncmp(first, note, strlen(note)) && strstr(first, run_it), "%s: its first cell begins '%.120s'",
+                      nb[i].name, first);
         cJSON_Delete(j);
         snprintf(path, sizeof path, "%s/%s.md", dir, nb[i].name);
-        ck_assert_msg(access(path, R_OK) == 0, "no Markdown rendering %s", path);
+        char *md = kvl_read_text(path);
+        ck_assert_msg(md && strstr(md, note) && strstr(md, run_it), "%s: the Markdown rendering does not say how to run it",
+                      nb[i].name);
+        free(md);
     }
     remove_dir(dir);
 }
@@ -253,6 +262,51 @@ START_TEST(test_step_mode_walks_every_cell_and_stops_on_q)
         ck_assert_msg(strstr(out, "---- output ----") != NULL, "%s showed no output", cmd);
         ck_assert_int_eq(kvl_run(cmd, "q\n", out, OUT_CAP, err, OUT_CAP), 0);
         ck_assert_msg(strstr(out, "cell 1 of") && !strstr(out, second), "%s did not stop after q", cmd);
+    }
+}
+END_TEST
+
+/* Columns a UTF-8 line takes on a terminal: its characters. */
+static size_t text_width(const char *s, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) w += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return w;
+}
+
+/* On an 80 × 24 terminal no screenful between two prompts is taller than 23 rows (so a cell's header
+ * is on screen until the reader has seen it), and the text cells' prose is wrapped to 80 columns
+ * (tables, headings and indented code keep their lines). */
+START_TEST(test_step_mode_pages_and_wraps_prose_to_the_terminal)
+{
+    notebook nb[MAX_NOTEBOOKS];
+    size_t n = list_notebooks(nb);
+    static char enters[4096];
+    memset(enters, '\n', sizeof enters - 1);
+    for (size_t i = 0; i < n; i++) {
+        char cmd[96];
+        snprintf(cmd, sizeof cmd, "COLUMNS=80 LINES=24 nb_%s --step", nb[i].number);
+        ck_assert_int_eq(kvl_run(cmd, enters, out, OUT_CAP, err, OUT_CAP), 0);
+        size_t rows = 0, line_no = 0;
+        int prose = 0, fenced = 0;
+        for (char *l = out, *nl; *l; l = nl + 1, line_no++) {
+            nl = strchr(l, '\n');
+            if (!nl) nl = l + strlen(l);
+            const size_t len = (size_t)(nl - l), w = text_width(l, len);
+            if (!strncmp(l, "-- more:", 8) || !strncmp(l, "-- Enter:", 9)) {
+                rows = 0;
+                prose = 0;
+            } else {
+                rows += w ? (w + 79) / 80 : 1;
+                ck_assert_msg(rows <= 23, "%s: line %zu is row %zu of one screen", cmd, line_no + 1, rows);
+            }
+            if (!strncmp(l, "==== cell", 9)) prose = strstr(l, ", text (") != NULL && strstr(l, ", text (") < nl;
+            else if (prose && !strncmp(l, "```", 3)) fenced = !fenced;
+            else if (prose && !fenced && w > 80 && l[0] != '|' && l[0] != '#' && strncmp(l, "    ", 4) &&
+                     memchr(l, ' ', len))
+                ck_assert_msg(0, "%s: prose line %zu is %zu columns wide: %.*s", cmd, line_no + 1, w, (int)len, l);
+            if (!*nl) break;
+        }
     }
 }
 END_TEST
@@ -438,6 +492,7 @@ Suite *kvl_suite(void)
     tcase_add_test(run, test_every_notebook_runs_to_completion);
     tcase_add_test(run, test_every_notebook_refuses_an_unknown_argument);
     tcase_add_test(run, test_step_mode_walks_every_cell_and_stops_on_q);
+    tcase_add_test(run, test_step_mode_pages_and_wraps_prose_to_the_terminal);
     tcase_add_test(run, test_committed_figures_are_what_the_notebooks_draw);
     suite_add_tcase(s, run);
     TCase *ipynb = tcase_create("ipynb");
