@@ -9,10 +9,12 @@
 extern "C" {
 #endif
 
-/* *gbps = bytes read plus written per second (1e9) of a device-to-device copy of `bytes`, best of reps. */
+/* *gbps = bytes read plus written per second (1e9) of a device-to-device copy of `bytes`, the median of
+ * reps timed copies (kvl_cuda_time). */
 int kvl_cuda_copy_ceiling(double *gbps, size_t bytes, int reps);
 
-/* *tflops = 2n³ per second (1e12) of an n × n × n product, best of reps: bf16 inputs and float
+/* *tflops = 2n³ per second (1e12) of an n × n × n product of random matrices, the median of reps timed
+ * products (kvl_cuda_time): bf16 inputs and float
  * accumulation through cuBLAS on a GPU; in the emulator (no cuBLAS) the float kernel of linalg_cuda.
  * *what names which was measured. */
 int kvl_cuda_gemm_ceiling(double *tflops, const char **what, size_t n, int reps);

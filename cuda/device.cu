@@ -6,20 +6,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern "C" {
+#include "timing.h"
+}
+
 int kvl_cuda_device_count(void)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* no driver: not an error worth keeping */
-        return 0;
-    }
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    cudaGetLastError(); /* the error is returned here, not left for the next call */
+    if (e == cudaErrorNoDevice) return 0;
+    if (e != cudaSuccess)
+        return kvl_fail(KVL_ECUDA, "cudaGetDeviceCount: %s (error %d): the CUDA runtime cannot use this machine's "
+                        "driver", cudaGetErrorString(e), static_cast<int>(e));
     return n;
 }
 
 const char *kvl_cuda_device_name(void)
 {
     static cudaDeviceProp prop;
-    if (kvl_cuda_device_count() == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "none";
+    if (kvl_cuda_device_count() <= 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "none";
     return prop.name;
 }
 
@@ -125,30 +131,59 @@ void kvl_workspace_free(kvl_workspace *w)
     w->bytes = 0;
 }
 
-/* The events are made and destroyed here; a failure in between still destroys them. */
-static int time_between(double *ms, cudaEvent_t start, cudaEvent_t stop, int (*run)(void *), void *arg, int reps)
+/* Write a device buffer of twice the L2 cache, so that the next call finds none of its data there (the
+ * buffer is kept for the process's life). */
+static int flush_l2(void)
 {
-    int rc = run(arg);
-    if (rc != KVL_OK) return rc;
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaEventRecord(start));
-    for (int i = 0; i < reps; i++)
-        if ((rc = run(arg)) != KVL_OK) return rc;
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float total = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
-    *ms = reps > 0 ? total / reps : 0.0;
+    static void *buf = NULL;
+    static size_t bytes = 0;
+    if (!buf) {
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+        bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
+        if (bytes == 0) return KVL_OK;
+        CUDA_CHECK(cudaMalloc(&buf, bytes));
+    }
+    CUDA_CHECK(cudaMemset(buf, 0x5A, bytes));
     return KVL_OK;
+}
+
+/* t[reps] = milliseconds of each call, timed alone after the warm-up calls; the events are the caller's. */
+static int time_calls(double *t, cudaEvent_t start, cudaEvent_t stop, int (*run)(void *), void *arg, int reps)
+{
+    int rc = KVL_OK;
+    for (int i = 0; i < KVL_CUDA_WARMUP && rc == KVL_OK; i++) rc = run(arg);
+    for (int i = 0; i < reps && rc == KVL_OK; i++) {
+        if ((rc = flush_l2()) != KVL_OK) break;
+        CUDA_CHECK(cudaEventRecord(start));
+        if ((rc = run(arg)) != KVL_OK) break;
+        CUDA_CHECK(cudaEventRecord(stop));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        t[i] = ms;
+    }
+    return rc;
 }
 
 int kvl_cuda_time(double *ms, int (*run)(void *arg), void *arg, int reps)
 {
+    if (reps < 1) return kvl_fail(KVL_EINVAL, "kvl_cuda_time: %d repetitions, at least 1", reps);
+    double *t = static_cast<double *>(malloc(static_cast<size_t>(reps) * sizeof *t));
+    if (!t) return kvl_fail(KVL_ENOMEM, "kvl_cuda_time: out of memory for %d times", reps);
     cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    int rc = time_between(ms, start, stop, run, arg, reps);
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
+    int rc = KVL_OK;
+    if (cudaEventCreate(&start) != cudaSuccess) rc = kvl_fail(KVL_ECUDA, "kvl_cuda_time: cudaEventCreate failed");
+    if (rc == KVL_OK && cudaEventCreate(&stop) != cudaSuccess) {
+        cudaEventDestroy(start);
+        rc = kvl_fail(KVL_ECUDA, "kvl_cuda_time: cudaEventCreate failed");
+    }
+    if (rc == KVL_OK) {
+        rc = time_calls(t, start, stop, run, arg, reps);
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+    }
+    if (rc == KVL_OK) *ms = kvl_median(t, static_cast<size_t>(reps));
+    free(t);
     return rc;
 }

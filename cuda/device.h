@@ -14,7 +14,8 @@ extern "C" {
 /* Status of a failed CUDA call (status.h's codes run from 0 down to -4). */
 #define KVL_ECUDA (-16)
 
-/* GPUs visible to the CUDA runtime (0 when there is none, or no driver); the emulator is one. */
+/* GPUs visible to the CUDA runtime, 0 when it finds none, or KVL_ECUDA (kvl_error() names the error) when
+ * the runtime fails otherwise, as with a driver older than it; the emulator is one. */
 int kvl_cuda_device_count(void);
 /* "NVIDIA H200", "CPU emulator (fibers)", or "none" */
 const char *kvl_cuda_device_name(void);
@@ -47,8 +48,12 @@ typedef struct {
 int kvl_workspace_reserve(kvl_workspace *w, size_t bytes);
 void kvl_workspace_free(kvl_workspace *w);
 
-/* *ms = milliseconds per call of run(arg), timed with CUDA events over reps calls after one warm-up
- * call; run returns KVL_OK or an error, which stops the timing and is returned. */
+/* Untimed calls before the timed ones (clocks up, caches and cuBLAS's heuristics settled). */
+#define KVL_CUDA_WARMUP 3
+
+/* *ms = the median milliseconds of reps ≥ 1 calls of run(arg), each timed alone with CUDA events, after
+ * KVL_CUDA_WARMUP untimed calls and with the L2 cache flushed before each (outside the timed region); run
+ * returns KVL_OK or an error, which stops the timing and is returned. */
 int kvl_cuda_time(double *ms, int (*run)(void *arg), void *arg, int reps);
 
 #ifdef __cplusplus

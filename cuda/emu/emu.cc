@@ -987,6 +987,8 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
     return "unknown error";
@@ -994,6 +996,10 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
+    const char *d = getenv("KVL_EMU_DEVICE");
+    *n = 0;
+    if (d && strcmp(d, "none") == 0) return set_error(cudaErrorNoDevice);
+    if (d && strcmp(d, "broken") == 0) return set_error(cudaErrorInsufficientDriver);
     *n = 1;
     return cudaSuccess;
 }
@@ -1005,6 +1011,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     snprintf(prop->name, sizeof prop->name, "CPU emulator (fibers)");
     prop->multiProcessorCount = 1;
     prop->sharedMemPerBlockOptin = emu::shared_limit();
+    prop->l2CacheSize = 1 << 20;
     return cudaSuccess;
 }
 

@@ -30,7 +30,10 @@
  * Programming Guide, "Compute Capabilities", table of technical specifications). The modelled
  * architecture is sm_80, the smallest the build targets, or KVL_EMU_ARCH=80|90, or emu::set_arch.
  *
- * One host thread drives the emulator; launches are synchronous, as on a GPU with KVL_CUDA_SYNC=1. */
+ * One host thread drives the emulator; launches are synchronous, as on a GPU with KVL_CUDA_SYNC=1.
+ * KVL_EMU_DEVICE=none or =broken makes cudaGetDeviceCount answer as a machine without a GPU does
+ * (cudaErrorNoDevice) or one whose driver is older than the runtime (cudaErrorInsufficientDriver), so
+ * that what a program does then can be tried here. */
 #ifndef KVL_EMU_H
 #define KVL_EMU_H
 
@@ -81,6 +84,8 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
     cudaErrorLaunchFailure = 719,
 };
 typedef cudaError_t cudaError;
@@ -98,6 +103,7 @@ struct cudaDeviceProp {
     char name[256];
     int multiProcessorCount;
     size_t sharedMemPerBlockOptin;
+    int l2CacheSize;
 };
 
 typedef struct emu_event *cudaEvent_t;

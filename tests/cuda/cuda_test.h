@@ -48,9 +48,14 @@ static inline void dev_download(void *host, const void *d, size_t bytes)
     for (size_t order##_k = 0, order##_n = kvl_cuda_n_orders(); order##_k < order##_n; order##_k++) \
         for (const char *order = kvl_cuda_use_order(order##_k); order; order = NULL)
 
-/* suite_create(name), or an empty suite with a message when no device is present. */
+/* suite_create(name), or an empty suite with a message when no device is present; a CUDA runtime that
+ * fails otherwise (a driver older than it) ends the program with status 2, naming the error. */
 static inline Suite *cuda_suite(const char *name)
 {
+    if (kvl_cuda_device_count() < 0) {
+        fprintf(stderr, "%s: %s\n", name, kvl_error());
+        exit(2);
+    }
     if (kvl_cuda_device_count() == 0)
         printf("%s: no CUDA device, skipped (the CPU emulator runs this suite in `make test`)\n", name);
     else

@@ -1,6 +1,6 @@
 /* The benchmark's host logic (tests/cuda/bench_cuda.c), run end to end on the emulator at smoke sizes:
- * it measures its ceilings, runs every kernel it benchmarks, and prints one table whose figures agree
- * with each other (GB/s = MB / ms, fractions of the ceilings, the early exit's speed-up over its two
+ * it measures its ceilings, runs every kernel it benchmarks, and prints one table, its ceilings first and
+ * then its rows, whose figures agree with each other (GB/s = MB / ms, fractions of the ceilings, the early exit's speed-up over its two
  * prefill rows). The GPU's own numbers come only from `make cuda-check` on a machine with one. */
 #include <math.h>
 #include <stdio.h>
@@ -46,7 +46,8 @@ START_TEST(test_bench_prints_one_consistent_table_on_the_emulator)
 {
     static char out[1 << 16], err[1 << 14];
     ck_assert_int_eq(kvl_run("bench_cuda_emu --smoke", NULL, out, sizeof out, err, sizeof err), 0);
-    ck_assert_msg(strstr(out, "bench_cuda on CPU emulator") != NULL, "header missing:\n%s", out);
+    ck_assert_msg(strncmp(out, "bench_cuda on CPU emulator", 26) == 0, "the ceilings are not first:\n%s", out);
+    ck_assert_msg(strstr(out, "FAILED") == NULL, "a row failed:\n%s", out);
     double copy = 0;
     const char *c = strstr(out, "copy ");
     ck_assert(c && sscanf(c, "copy %lf GB/s", &copy) == 1 && copy > 0);
@@ -80,6 +81,23 @@ START_TEST(test_bench_probe_finds_the_emulator)
 }
 END_TEST
 
+/* No device is not a failure (the table is skipped, saying so); a runtime that cannot use the driver is,
+ * with the error on stderr, so that it never reads as "no device". */
+START_TEST(test_bench_probe_tells_no_device_from_a_broken_driver)
+{
+    char out[256], err[512];
+    ck_assert_int_eq(kvl_run("KVL_EMU_DEVICE=none bench_cuda_emu --probe", NULL, out, sizeof out, err, sizeof err), 1);
+    ck_assert_msg(strstr(out, "no CUDA device") != NULL, "%s", out);
+    ck_assert_int_eq(kvl_run("KVL_EMU_DEVICE=broken bench_cuda_emu --probe", NULL, out, sizeof out, err, sizeof err),
+                     2);
+    ck_assert_msg(out[0] == '\0' && strstr(err, "driver version is insufficient") != NULL, "out \"%s\" err \"%s\"",
+                  out, err);
+    ck_assert_int_eq(kvl_run("KVL_EMU_DEVICE=broken bench_cuda_emu --smoke", NULL, out, sizeof out, err, sizeof err),
+                     2);
+    ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "not one line: %s", err);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("cuda_bench");
@@ -87,6 +105,7 @@ Suite *kvl_suite(void)
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_bench_prints_one_consistent_table_on_the_emulator);
     tcase_add_test(tc, test_bench_probe_finds_the_emulator);
+    tcase_add_test(tc, test_bench_probe_tells_no_device_from_a_broken_driver);
     suite_add_tcase(s, tc);
     return s;
 }
