@@ -3,14 +3,18 @@
 //
 // Every later chapter shrinks one number: the bytes a model keeps in memory for each token of
 // context so that later tokens can attend to it. This notebook computes that number for multi-head
-// attention and its grouped variants, from the models' `config.json` files, and checks it against
-// caches that really hold rows (`ref/mha`, `ref/model`).
+// attention and its grouped variants, from the models' `config.json` files, checks it against
+// caches that really hold rows (`ref/mha`, `ref/model`), and then builds the mechanism itself: the
+// cache row a token writes and one decode step of grouped-query attention over those rows, checked
+// against `ref/mha`'s fast path on the same input.
 //
 // How to read this file. It is a jupytext "percent" notebook and a C program at once: `// %%` lines
 // open cells, Markdown cells are comments. A code cell that computes something defines one
 // `NB_CELL` function; the last cell runs them in order. `build/bin/nb_01` prints every output,
 // `build/bin/nb_01 --step` walks the cells one by one, and `make notebooks` turns it into
-// `build/notebooks/01_cost.ipynb`.
+// `build/notebooks/01_cost.ipynb`. To change a cell and see the result, edit
+// `notebooks_c/01_cost.c` and run `make nb-01`, which rebuilds the notebook and walks it. Figure
+// layout and the checks' printing live in `notebooks_c/draw_cost.c`.
 
 // %%
 #include <math.h>
@@ -19,6 +23,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_cost.h"
 #include "element.h"
 #include "mha.h"
 #include "model.h"
@@ -30,10 +35,12 @@
 // %% [markdown]
 // ## Four levers
 //
-// A standard attention layer caches, for every token, one key and one value per KV head:
+// A standard attention layer caches, for every token, one key and one value per KV head. With $L$
+// layers, $H_{kv}$ KV heads of $D_h$ values and $b$ bytes per element:
 //
-//     bytes/token = L × 2·Hkv·Dh × b
-//                 = layers × (entries per token per layer) × (elements per entry) × (bytes per element)
+// $$\text{bytes/token} = L \times 2 H_{kv} D_h \times b$$
+//
+// that is, layers × (entries per token per layer) × (elements per entry) × (bytes per element).
 //
 // Here an "entry" is the token's K and V, so there is one entry per token per layer. The four factors
 // are the four levers the DeepSeek lineage pulls, one generation at a time: fewer layers that keep a
@@ -93,11 +100,11 @@ NB_CELL(cell_levers)
 // %% [markdown]
 // ## MHA, GQA, MQA: one lever, Hkv
 //
-// Multi-query attention (Shazeer, 2019) keeps all H query heads but one K head and one V head;
-// grouped-query attention (Ainslie et al., 2023) keeps Hkv heads, each shared by H/Hkv consecutive
-// query heads. GQA-1 is MQA and GQA-H is MHA, so one module (`ref/mha`) is all three, and the cache
-// scales with Hkv alone. The same formula prices the MHA that DeepSeek-V2's paper compares its
-// latent against: 128 heads of 128 dims over 60 layers (`ref/configs/deepseek-v2.json`).
+// Multi-query attention (Shazeer, 2019) keeps all $H$ query heads but one K head and one V head;
+// grouped-query attention (Ainslie et al., 2023) keeps $H_{kv}$ heads, each shared by $H/H_{kv}$
+// consecutive query heads. GQA-1 is MQA and GQA-$H$ is MHA, so one module (`ref/mha`) is all three,
+// and the cache scales with $H_{kv}$ alone. The same formula prices the MHA that DeepSeek-V2's paper
+// compares its latent against: 128 heads of 128 dims over 60 layers (`ref/configs/deepseek-v2.json`).
 
 // %%
 NB_CELL(cell_variants)
@@ -128,12 +135,28 @@ NB_CELL(cell_variants)
 }
 
 // %% [markdown]
+// The picture of that lever: what one token of DeepSeek LLM 67B writes into one layer's cache, a K
+// and a V of $D_h = 128$ bf16 values (256 B each) per KV head, drawn to one scale of bytes. MHA's 64
+// pairs shrink to GQA-8's 8 and MQA's 1, while the 64 query heads stay
+// (`chapters/01_cost/figures/token_cache.svg`).
+
+// %%
+NB_CELL(cell_token_cache_figure)
+{
+    const char *names[] = {"MHA", "GQA-8", "MQA"};
+    const size_t kv[] = {ds67b.n_heads, ds67b.n_kv_heads, 1};
+    svg_doc s;
+    cost_draw_token_cache(&s, ds67b.name, names, kv, 3, ds67b.n_heads, ds67b.head_dim * ds67b.bytes);
+    return nb_figure("token_cache", &s);
+}
+
+// %% [markdown]
 // ## The formula against live caches
 //
 // The bytes are not only arithmetic. `ref/mha`'s cache reports the bytes its ring really holds, so a
 // cache built at the real geometry (no weights needed: the bytes are a property of the storage) can
 // be asked. Then a toy stack of four layers (`ref/model`, d 64, H 4, Dh 16) runs 40 tokens, half
-// prefilled and half decoded, and its caches are weighed against L·T·2·Hkv·Dh·b.
+// prefilled and half decoded, and its caches are weighed against $L \cdot T \cdot 2 H_{kv} D_h \cdot b$.
 
 // %%
 /* Bytes one layer's bf16 cache of config c holds per token: append `n` zero rows, weigh, divide. */
@@ -214,7 +237,7 @@ NB_CELL(cell_live)
 // ## GQA is MHA with copied heads
 //
 // Grouping changes what is stored, not what is computed: a GQA layer gives the same output as an MHA
-// layer whose K and V heads are copies, head h reading KV head ⌊h / (H/Hkv)⌋. The cell builds a GQA-2
+// layer whose K and V heads are copies, head $h$ reading KV head $\lfloor h / (H/H_{kv}) \rfloor$. The cell builds a GQA-2
 // layer (d 64, H 4, Dh 16), copies its K and V heads into an MHA layer, runs both over 24 tokens and
 // compares. The MHA cache is twice the size for the same output.
 
@@ -268,6 +291,137 @@ NB_CELL(cell_gqa_is_mha)
 }
 
 // %% [markdown]
+// ## The cache row and one decode step, built
+//
+// The rest of the chapter is the mechanism itself, written out in plain C at a toy size where the
+// grouping shows: $d = 64$, $H = 8$ query heads, $H_{kv} = 2$ KV heads (GQA-2, groups of 4),
+// $D_h = 16$. Token $t$ with input $x_t$ writes one row into each layer's cache: for every KV head
+// $g$ its rotated key and its value,
+//
+// $$k_{t,g} = \mathrm{RoPE}(W_K^g x_t,\ t), \qquad v_{t,g} = W_V^g x_t,$$
+// $$\mathrm{row}_t = [\,k_{t,g}\,]_{g < H_{kv}} \mid [\,v_{t,g}\,]_{g < H_{kv}},$$
+//
+// $2 H_{kv} D_h = 64$ values: the "elements per entry" of the formula above. RoPE turns channel
+// pairs $(i, i + D_h/2)$ by the angle $t\,\theta_i$, $\theta_i = 10^{4 \cdot (-2i/D_h)}$; it is the
+// one piece this notebook borrows (`ref/core/rope.h`). Weights are stored $[\text{out}][\text{in}]$.
+
+// %%
+enum { D = 64, H = 8, HKV = 2, DH = 16, GROUP = H / HKV, ROW = 2 * HKV * DH, N = 24 };
+
+static double Wq[H * DH][D], Wk[HKV * DH][D], Wv[HKV * DH][D], Wo[D][H * DH];
+static kvl_rope rope;
+
+/* y[m] = W[m][n] x[n] */
+static void matvec(double *y, const double *W, const double *x, size_t m, size_t n)
+{
+    for (size_t i = 0; i < m; i++) {
+        y[i] = 0;
+        for (size_t j = 0; j < n; j++) y[i] += W[i * n + j] * x[j];
+    }
+}
+
+static void cache_row(double row[ROW], const double x[D], size_t t)
+{
+    double *k = row, *v = row + HKV * DH;
+    matvec(k, &Wk[0][0], x, HKV * DH, D);
+    matvec(v, &Wv[0][0], x, HKV * DH, D);
+    for (int g = 0; g < HKV; g++) kvl_rope_rotate_half_split_f64(k + g * DH, &rope, (int64_t)t);
+}
+
+// %% [markdown]
+// A new token at position $n$ appends its own row, then asks with $H$ queries
+// $q_h = \mathrm{RoPE}(W_Q^h x_n,\ n)$ over the $n + 1$ rows. Query head $h$ reads KV head
+// $g(h) = \lfloor h / (H/H_{kv}) \rfloor$:
+//
+// $$s_{h,j} = \frac{q_h \cdot k_{j,g(h)}}{\sqrt{D_h}},$$
+// $$p_{h,j} = \frac{e^{s_{h,j}}}{\sum_{i \le n} e^{s_{h,i}}},$$
+// $$o_h = \sum_{j \le n} p_{h,j}\, v_{j,g(h)},$$
+// $$\mathrm{out} = W_O\,[\,o_0; \dots; o_{H-1}\,].$$
+//
+// The $H/H_{kv}$ query heads of a group score the same cached keys and sum the same cached values,
+// each with its own query: that sharing is all GQA is. Subtracting the largest score before the
+// exponentials changes no $p$ and keeps every $e^{s}$ at most 1.
+
+// %%
+/* p[n] = softmax(s[n]) */
+static void softmax(double *p, const double *s, size_t n)
+{
+    double m = -INFINITY, sum = 0;
+    for (size_t j = 0; j < n; j++) m = fmax(m, s[j]);
+    for (size_t j = 0; j < n; j++) sum += p[j] = exp(s[j] - m);
+    for (size_t j = 0; j < n; j++) p[j] /= sum;
+}
+
+/* o[Dh] = Σ_j p_j v_{j,g}, p = softmax_j(q · k_{j,g} / √Dh), over rows[n] */
+static void attend_head(double o[DH], const double q[DH], const double rows[][ROW], size_t n, int g)
+{
+    double s[N + 1], p[N + 1];
+    for (size_t j = 0; j < n; j++) {
+        const double *k = rows[j] + g * DH;
+        s[j] = 0;
+        for (int i = 0; i < DH; i++) s[j] += q[i] * k[i];
+        s[j] /= sqrt(DH);
+    }
+    softmax(p, s, n);
+    for (int i = 0; i < DH; i++) o[i] = 0;
+    for (size_t j = 0; j < n; j++) {
+        const double *v = rows[j] + HKV * DH + g * DH;
+        for (int i = 0; i < DH; i++) o[i] += p[j] * v[i];
+    }
+}
+
+/* out[D] for token x at position n, over rows[0 … n] (row n its own) */
+static void gqa_decode(double out[D], const double x[D], const double rows[][ROW], size_t n)
+{
+    double q[H * DH], o[H * DH];
+    matvec(q, &Wq[0][0], x, H * DH, D);
+    for (int h = 0; h < H; h++) {
+        kvl_rope_rotate_half_split_f64(q + h * DH, &rope, (int64_t)n);
+        attend_head(o + h * DH, q + h * DH, rows, n + 1, h / GROUP);
+    }
+    matvec(out, &Wo[0][0], o, D, H * DH);
+}
+
+// %% [markdown]
+// ## Built against `ref/mha`
+//
+// The same weights and tokens go through `ref/mha`'s fast path: `mha_prefill` caches tokens
+// $0 \dots 23$, `mha_decode` appends token 24's row and attends over the ring in float, tile by tile
+// with an online softmax (`ref/core/attend.h`). The cell copies the weights into the notebook's
+// double arrays, builds the 25 rows and the decode step above, and compares both with the library's:
+// they agree to float rounding, a relative $10^{-5}$ at most (sums of 64 and 25 float terms).
+
+// %%
+static double X[N + 1][D], rows[N + 1][ROW], out[D], lib_rows[N + 1][ROW], lib_out[D];
+
+NB_CELL(cell_built_vs_ref)
+{
+    cost_gqa_run lib;
+    int rc = cost_gqa_run_ref(&lib, D, H, HKV, DH, N, 21);
+    if (rc != KVL_OK) return rc;
+    cost_widen(&Wq[0][0], lib.w.w_q, H * DH * D);
+    cost_widen(&Wk[0][0], lib.w.w_k, HKV * DH * D);
+    cost_widen(&Wv[0][0], lib.w.w_v, HKV * DH * D);
+    cost_widen(&Wo[0][0], lib.w.w_o, D * H * DH);
+    cost_widen(&X[0][0], lib.x, (N + 1) * D);
+    cost_widen(&lib_rows[0][0], lib.rows, (N + 1) * ROW);
+    cost_widen(lib_out, lib.out, D);
+    rope = lib.c.rope;
+    cost_gqa_run_free(&lib);
+
+    for (size_t t = 0; t <= N; t++) cache_row(rows[t], X[t], t);
+    gqa_decode(out, X[N], rows, N);
+
+    printf("query head h reads KV head:");
+    for (int h = 0; h < H; h++) printf(" %d", h / GROUP);
+    printf("\none row per token per layer: 2 x %d KV heads x %d = %d values (MHA's would be %d)\n", HKV, DH, ROW,
+           2 * H * DH);
+    rc = cost_check("cache rows 0-24, built vs ref/mha's ring", &rows[0][0], &lib_rows[0][0], (N + 1) * ROW, 1e-5);
+    if (rc == KVL_OK) rc = cost_check("decode of token 24, built vs mha_decode", out, lib_out, D, 1e-5);
+    return rc;
+}
+
+// %% [markdown]
 // ## The figure
 //
 // Bytes per token on a log axis, for both models as shipped (GQA-8, dark) and as MHA and MQA would
@@ -311,7 +465,9 @@ NB_CELL(cell_figure)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_levers), NB_RUN(cell_variants), NB_RUN(cell_live),
-                                    NB_RUN(cell_gqa_is_mha), NB_RUN(cell_figure)};
+    static const nb_cell cells[] = {NB_RUN(cell_levers),      NB_RUN(cell_variants),
+                                    NB_RUN(cell_token_cache_figure), NB_RUN(cell_live),
+                                    NB_RUN(cell_gqa_is_mha),  NB_RUN(cell_built_vs_ref),
+                                    NB_RUN(cell_figure)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }

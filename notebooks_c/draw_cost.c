@@ -1,0 +1,106 @@
+/* draw_cost: see draw_cost.h. */
+#include "draw_cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nb.h"
+#include "rng.h"
+#include "status.h"
+
+#define COST_K "#1f4e8c"
+#define COST_V "#a9c1e0"
+#define COST_Q "#999"
+
+void cost_widen(double *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+int cost_check(const char *what, const double *built, const double *ref, size_t n, double tolerance)
+{
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs(built[i] - ref[i]));
+        scale = fmax(scale, fabs(ref[i]));
+    }
+    const double rel = scale > 0 ? diff / scale : diff;
+    printf("%s: max |difference| %.2g, relative %.2g (tolerance %.0e)\n", what, diff, rel, tolerance);
+    return nb_expect(rel <= tolerance, "%s: relative difference %g above %g", what, rel, tolerance);
+}
+
+int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh, size_t n, unsigned seed)
+{
+    *r = (cost_gqa_run){0};
+    mha_cache cache = {0};
+    kvl_rng rng;
+    kvl_rng_seed(&rng, seed);
+    const size_t width = 2 * Hkv * Dh;
+    int rc = mha_config_init(&r->c, d, H, Hkv, Dh, 0, 1e4);
+    if (rc == KVL_OK) rc = mha_weights_init_random(&r->w, &r->c, &rng);
+    if (rc == KVL_OK) rc = mha_cache_init(&cache, &r->c, n + 1, SWA_STORE_F32);
+    r->x = malloc((n + 1) * d * sizeof *r->x);
+    r->rows = malloc((n + 1) * width * sizeof *r->rows);
+    r->out = malloc((n + 1) * d * sizeof *r->out);
+    if (rc == KVL_OK && (!r->x || !r->rows || !r->out)) rc = kvl_fail(KVL_ENOMEM, "out of memory");
+    if (rc == KVL_OK) {
+        kvl_rng_normal_f32(&rng, r->x, (n + 1) * d, 1.0);
+        rc = mha_prefill(r->out, &r->c, &r->w, &cache, r->x, n);
+    }
+    if (rc == KVL_OK) rc = mha_decode(r->out, &r->c, &r->w, &cache, r->x + n * d);
+    if (rc == KVL_OK) rc = swa_ring_read(r->rows, &cache.ring, 0, n + 1);
+    mha_cache_free(&cache);
+    if (rc != KVL_OK) cost_gqa_run_free(r);
+    return rc;
+}
+
+void cost_gqa_run_free(cost_gqa_run *r)
+{
+    mha_weights_free(&r->w);
+    free(r->x);
+    free(r->rows);
+    free(r->out);
+    *r = (cost_gqa_run){0};
+}
+
+/* One variant's row below baseline y: its name, the H query heads, a line from each to the KV head it
+ * reads, the K | V boxes of every KV head, and their bytes. */
+static void token_row(svg_doc *s, double y, double px_per_byte, const char *name, size_t kv, size_t H,
+                      size_t head_bytes)
+{
+    const double x0 = 40, w = (double)head_bytes * px_per_byte, q = 2 * w, box = 22;
+    const double qy = y + 8, ky = y + 52;
+    svg_title(s, x0, y, 13, "%s: %zu KV head%s, each read by %zu query head%s", name, kv, kv == 1 ? "" : "s", H / kv,
+              H / kv == 1 ? "" : "s");
+    for (size_t h = 0; h < H; h++) {
+        const double g = (double)(h / (H / kv));
+        svg_rect(s, x0 + (double)h * q + 1, qy, q - 2, 8, COST_Q);
+        svg_line(s, x0 + ((double)h + 0.5) * q, qy + 8, x0 + (2 * g + 1) * w, ky, COST_Q, 0.6);
+    }
+    for (size_t g = 0; g < kv; g++) {
+        svg_rect(s, x0 + 2 * (double)g * w, ky, w, box, COST_K);
+        svg_rect(s, x0 + (2 * (double)g + 1) * w, ky, w, box, COST_V);
+        if (g) svg_line(s, x0 + 2 * (double)g * w, ky, x0 + 2 * (double)g * w, ky + box, "white", 0.6);
+    }
+    svg_text(s, x0 + 2 * (double)kv * w + 8, ky + 16, 12, "start", "%s B = %zu × (K %s B + V %s B)",
+             nb_num((double)(2 * kv * head_bytes), 0), kv, nb_num((double)head_bytes, 0), nb_num((double)head_bytes, 0));
+}
+
+void cost_draw_token_cache(svg_doc *s, const char *model, const char *const *names, const size_t *kv_heads,
+                           size_t n, size_t H, size_t head_bytes)
+{
+    const double bar = 576, px_per_byte = bar / (2.0 * (double)H * (double)head_bytes), legend = 92 + 100 * (double)n;
+    svg_begin(s, 860, legend + 24);
+    svg_title(s, 20, 28, 16, "What one token caches in one layer: %s", model);
+    svg_text(s, 20, 48, 12, "start", "boxes drawn to one scale of bytes; a line joins each of the H = %zu query heads "
+             "to the KV head it reads", H);
+    for (size_t i = 0; i < n; i++) token_row(s, 80 + 100 * (double)i, px_per_byte, names[i], kv_heads[i], H, head_bytes);
+    const char *fills[] = {COST_Q, COST_K, COST_V};
+    const char *what[] = {"query head q_h (not cached)", "K = RoPE(W_K^g x_t), Dh values", "V = W_V^g x_t, Dh values"};
+    for (int i = 0; i < 3; i++) {
+        svg_rect(s, 40 + 250 * i, legend - 10, 12, 12, fills[i]);
+        svg_text(s, 58 + 250 * i, legend, 12, "start", "%s", what[i]);
+    }
+    svg_end(s);
+}

@@ -1,0 +1,38 @@
+/* draw_cost: the plumbing of chapter 1's notebook (notebooks_c/01_cost.c), kept out of its teaching
+ * cells: widening ref/'s float arrays to the notebook's double, checking a built result against
+ * ref/'s, and the figure of what one token caches per layer. */
+#ifndef KVL_NB_DRAW_COST_H
+#define KVL_NB_DRAW_COST_H
+
+#include <stddef.h>
+
+#include "mha.h"
+#include "svg.h"
+
+/* dst[n] = src[n] */
+void cost_widen(double *dst, const float *src, size_t n);
+
+/* Print `what`'s max |built − ref| over n values and that over max |ref|, and hold the relative one to
+ * `tolerance`: KVL_OK, or a failure naming `what` (nb_expect). */
+int cost_check(const char *what, const double *built, const double *ref, size_t n, double tolerance);
+
+/* ref/mha's fast path on a random layer: weights drawn from `seed`, tokens x[n + 1][d] drawn after them,
+ * n tokens prefilled into a float32 cache, token n decoded; rows[n + 1][2·Hkv·Dh] is then the cache as
+ * its ring holds it, out[d] the decode output. */
+typedef struct {
+    mha_config c;
+    mha_weights w;
+    float *x, *rows, *out;
+} cost_gqa_run;
+
+int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh, size_t n, unsigned seed);
+void cost_gqa_run_free(cost_gqa_run *r);
+
+/* The per-layer cache of one token for each of n variants with kv_heads[i] KV heads (names[i], each
+ * kv_heads[i] dividing H), every KV head a K box and a V box of head_bytes each, drawn to one scale of
+ * bytes (MHA's H pairs fill the width), with a line from each of the H query heads to the KV head it
+ * reads. `model` names the geometry in the title. */
+void cost_draw_token_cache(svg_doc *s, const char *model, const char *const *names, const size_t *kv_heads,
+                           size_t n, size_t H, size_t head_bytes);
+
+#endif
