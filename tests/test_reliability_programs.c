@@ -156,6 +156,7 @@ START_TEST(test_configs_that_load_but_cannot_run_are_refused_before_any_output)
         {"replay", {V4, "head_dim", 64, 0}, "head_dim = 64"},   /* the config it reads second */
         {"swa_reach", {MISTRAL, "max_position_embeddings", 1e9, 0}, "max_position_embeddings is 1000000000"},
         {"swa_reach", {MISTRAL, "num_key_value_heads", 3, 0}, "num_key_value_heads"},
+        {"swa_reach", {MISTRAL, "sliding_window", 65536, 0}, "sliding_window is 65536"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_refused(&cases[i]);
 }

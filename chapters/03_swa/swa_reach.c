@@ -216,6 +216,9 @@ static int mistral_load(mistral_model *mm)
     rc = context_of(&mm->context, path);
     if (rc == KVL_OK && m->window == 0) rc = kvl_fail(KVL_EINVAL, "%s: no sliding_window", path);
     if (rc == KVL_OK) rc = kvl_bound_field(m, "max_position_embeddings", mm->context, 1, MAX_CONTEXT);
+    if (rc == KVL_OK && m->window >= mm->context)   /* the figures compare a window with the full context */
+        rc = kvl_fail(KVL_EINVAL, "%s: field sliding_window is %zu, not below max_position_embeddings %zu", path,
+                      m->window, mm->context);
     if (rc == KVL_OK && mha_config_from_model(&mm->c, m, 0) != KVL_OK) rc = kvl_fail(KVL_EINVAL, "%s: %s", path, kvl_error());
     if (rc == KVL_OK) {
         const double rows = (double)(m->window < mm->context ? m->window : mm->context);
