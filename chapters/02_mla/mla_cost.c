@@ -379,11 +379,13 @@ static int parse_args(options *opt, int argc, char **argv)
         }
         if (k == KVL_ARGS_BAD) return 2;
         if (k == F_CONFIG) snprintf(opt->config, sizeof opt->config, "%s", v);
-        if (k == F_CONTEXTS && kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
+        if (k == F_CONTEXTS &&
+            kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
             return kvl_bad_usage("mla_cost", kvl_error(), NULL);
         if (k == F_REPEATS && kvl_parse_size(&opt->repeats, v, 1, MAX_REPEATS))
             return kvl_bad_usage("mla_cost", "--repeats must be an integer from 1 to 100", v);
-        if (k == F_NAIVE_BUDGET && (kvl_parse_real(&opt->naive_budget, v, 0, MAX_NAIVE_BUDGET) || !(opt->naive_budget > 0)))
+        if (k == F_NAIVE_BUDGET &&
+            (kvl_parse_real(&opt->naive_budget, v, 0, MAX_NAIVE_BUDGET) || !(opt->naive_budget > 0)))
             return kvl_bad_usage("mla_cost", "--naive-budget must be a number of seconds in (0, 60]", v);
     }
     return 0;
@@ -403,7 +405,8 @@ static int check_run(const kvl_model *m, const options *opt)
     const double floats = (double)weights + N * Dw + H * N + H * (double)(c.qk_nope + c.qk_rope + c.v_head);
     const double bytes = sizeof(float) * floats + LIVE_TOKENS * Dw * (sizeof(float) + BF16_BYTES);
     double flop = naive_work(&c, NAIVE_CALIBRATION).flop;
-    for (size_t i = 0; i < opt->n_contexts; i++) flop += (double)opt->repeats * absorbed_work(&c, (double)opt->contexts[i]).flop;
+    for (size_t i = 0; i < opt->n_contexts; i++)
+        flop += (double)opt->repeats * absorbed_work(&c, (double)opt->contexts[i]).flop;
     char fields[256];
     snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, qk_rope_head_dim %zu, "
              "hidden_size (dim) %zu and %zu cached tokens", c.n_heads, c.kv_lora_rank, c.qk_rope, c.d, max_N);

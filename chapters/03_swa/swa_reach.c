@@ -219,7 +219,8 @@ static int mistral_load(mistral_model *mm)
     if (rc == KVL_OK && m->window >= mm->context)   /* the figures compare a window with the full context */
         rc = kvl_fail(KVL_EINVAL, "%s: field sliding_window is %zu, not below max_position_embeddings %zu", path,
                       m->window, mm->context);
-    if (rc == KVL_OK && mha_config_from_model(&mm->c, m, 0) != KVL_OK) rc = kvl_fail(KVL_EINVAL, "%s: %s", path, kvl_error());
+    if (rc == KVL_OK && mha_config_from_model(&mm->c, m, 0) != KVL_OK)
+        rc = kvl_fail(KVL_EINVAL, "%s: %s", path, kvl_error());
     if (rc == KVL_OK) {
         const double rows = (double)(m->window < mm->context ? m->window : mm->context);
         const double bytes = (double)(2 * mm->c.n_kv_heads * mm->c.head_dim) * (rows * 2 + RING_BLOCK * sizeof(float));
@@ -240,7 +241,8 @@ static int mistral_print(const mistral_model *mm)
     const size_t C = mm->context;
     size_t live = 0;
     KVL_TRY(live_ring_bytes(&live, c, C));
-    const size_t L = m->n_layers, W = m->window, row = 2 * c->n_kv_heads * c->head_dim * swa_store_bytes(SWA_STORE_BF16);
+    const size_t L = m->n_layers, W = m->window;
+    const size_t row = 2 * c->n_kv_heads * c->head_dim * swa_store_bytes(SWA_STORE_BF16);
     printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m->name, MISTRAL,
            L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim, kvl_grouped(b, sizeof b, C, 0));
     printf("  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",

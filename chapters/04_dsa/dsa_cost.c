@@ -255,8 +255,8 @@ static void summary(const dsa_config *c)
     const work d = dense_work(c, T), s = sparse_work(c, T), ix = index_work(c, T);
     const double dense_prefill = T * (T + 1) / 2, sparse_prefill = K * (K + 1) / 2 + (T - K) * K;
     printf("\n  While T <= K = %s the top-k keeps every position: DSA is dense MLA (the same output, as\n"
-           "  test_ch04_dsa checks) plus the indexer's scan, pure overhead. Past K the attention stays at K rows while\n"
-           "  the scan grows with T: %s flop and %s B per index key, against dense MLA's %s flop and %s B\n"
+           "  test_ch04_dsa checks) plus the indexer's scan, pure overhead. Past K the attention stays at K rows\n"
+           "  while the scan grows with T: %s flop and %s B per index key, against dense MLA's %s flop and %s B\n"
            "  per latent row. Sparse starts to pay at T = K/(1 - %s/%s) = %s tokens in flop and at\n"
            "  T = K/(1 - %s/%s) = %s in bytes read.\n",
            G(K), G(per_key), G(key), G(per_row), G(main_row), G(per_key), G(per_row), G(ceil(t_flop)), G(key),
@@ -517,7 +517,8 @@ static int parse_args(options *opt, int argc, char **argv)
         if (k == KVL_ARGS_BAD) return 2;
         if (k == F_NO_TIMING) opt->timing = 0;
         if (k == F_CONFIG) snprintf(opt->config, sizeof opt->config, "%s", v);
-        if (k == F_CONTEXTS && kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
+        if (k == F_CONTEXTS &&
+            kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
             return kvl_bad_usage("dsa_cost", kvl_error(), NULL);
         if (k == F_REPEATS && kvl_parse_size(&opt->repeats, v, 1, MAX_REPEATS))
             return kvl_bad_usage("dsa_cost", "--repeats must be an integer from 1 to 100", v);
@@ -540,7 +541,8 @@ static int check_run(const kvl_model *m, const dsa_config *c, const options *opt
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
     for (size_t i = 0; i < opt->n_contexts; i++) max_T = opt->contexts[i] > max_T ? opt->contexts[i] : max_T;
     const double H = (double)a->n_heads, Dw = (double)(a->kv_lora_rank + a->qk_rope), T = (double)max_T;
-    const double d = (double)a->d, weights = (double)mla_floats + HI * DI * (double)a->q_lora_rank + DI * d + 2 * DI + HI * d;
+    const double d = (double)a->d;
+    const double weights = (double)mla_floats + HI * DI * (double)a->q_lora_rank + DI * d + 2 * DI + HI * d;
     const double scratch = H * (double)(a->qk_nope + a->qk_rope + a->v_head) + HI * DI + HI + T * (Dw + DI + H + 1) +
                          (double)c->index_topk;
     double flop = 0;
@@ -548,8 +550,8 @@ static int check_run(const kvl_model *m, const dsa_config *c, const options *opt
         const double Ti = (double)opt->contexts[i];
         flop += (double)opt->repeats * (dense_work(c, Ti).flop + sparse_work(c, Ti).flop);
     }
-    snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, index_n_heads %zu, index_head_dim %zu, "
-             "index_topk %zu and %zu tokens", a->n_heads, a->kv_lora_rank, c->index_n_heads, c->index_head_dim,
+    snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, index_n_heads %zu, "
+             "index_head_dim %zu, index_topk %zu and %zu tokens", a->n_heads, a->kv_lora_rank, c->index_n_heads, c->index_head_dim,
              c->index_topk, max_T);
     KVL_TRY(kvl_bound_run(m, fields, sizeof(float) * (weights + scratch) / GIB, MAX_RUN_GIB, "GiB of memory"));
     return kvl_bound_run(m, fields, flop * 1e-12, MAX_TIMED_TFLOP, "TFLOP of timed steps");

@@ -588,7 +588,8 @@ int main(int argc, char **argv)
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(o.dir, sizeof o.dir, "%s/kvl-replay-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    int rc = mkdtemp(o.dir) ? run(&v41, &v4, &o) : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
+    int rc = mkdtemp(o.dir) ? run(&v41, &v4, &o)
+                            : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
     kvl_model_free(&v41);
     kvl_model_free(&v4);
     static const char *const files[] = {"v41-narrow.kvp", "v41.kvp", "v4-global.kvp", "v4-window.kvp"};
