@@ -8,6 +8,8 @@
 // draws it, prices the 890-byte token, prints the parameter counts of one layer from the config, counts
 // the indexer's work, runs the toy V4.1 stack through both of its paths, checks the FP4 range bound, and
 // then serves the toy the V4.1 way: early exit, replay, and a prefix-cache file without window rows.
+// Two mechanisms are built here in plain C and checked against the reference: the layer selection (which
+// layer is Full, Reindex or Reuse, and which layers it reads) and the early exit (where a prefill stops).
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_07 --step`
 // walks it cell by cell.
@@ -24,6 +26,7 @@
 #include "ch07_toy.h"
 #include "config.h"
 #include "csa2_stack.h"
+#include "draw_v41.h"
 #include "kvtable.h"
 #include "nb.h"
 #include "prefix_cache.h"
@@ -32,13 +35,81 @@
 #include "svg.h"
 
 // %% [markdown]
+// ## Selecting the layers: the latest-source rule
+//
+// Two lists in the config decide every layer: $\mathcal{K}$ = `kv_source_layers` (layers that compress
+// and store entries) and $\mathcal{I}$ = `index_source_layers` (layers that run an indexer), with
+// $\mathcal{K} \subseteq \mathcal{I}$. A layer $\ell$ whose compress ratio $M_\ell$ is 0 keeps only its
+// window. Every other layer is
+//
+// - Full if $\ell \in \mathcal{K}$: it compresses, stores and scans its own entries;
+// - Reindex if $\ell \in \mathcal{I} \setminus \mathcal{K}$: it re-scores another layer's entries with
+//   its own index queries, inside layer 20's candidate pool;
+// - Reuse otherwise: another layer's entries and another layer's picks, no indexer at all.
+//
+// The layers it reads are the latest sources at or before it:
+//
+// $$\mathrm{kv}(\ell) = \max\,\{k \in \mathcal{K} : k \le \ell\}, \qquad
+//     \mathrm{ix}(\ell) = \max\,\{k \in \mathcal{I} : k \le \ell\}$$
+//
+// so a Full layer reads itself twice and a Reindex layer reads its own top-k. The cell builds the map
+// of V4.1-Flash from the raw lists and holds it equal to the one `ref/core/config` derives.
+
+// %%
+#define V41_CONFIG "ref/configs/deepseek-v4.1-flash.json"
+
+/* the latest listed layer k <= l, -1 if none */
+static int latest(const unsigned char *listed, size_t l)
+{
+    for (size_t k = l + 1; k-- > 0;)
+        if (listed[k]) return (int)k;
+    return -1;
+}
+
+/* layer l's mode, ratio, KV source kv(l) and index source ix(l) */
+static kvl_layer select_layer(const nb07_lists *t, size_t l)
+{
+    if (t->ratio[l] == 0) return (kvl_layer){KVL_LAYER_WINDOW, 0, -1, -1};
+    const kvl_layer_kind kind = t->kv[l] ? KVL_LAYER_FULL : t->ix[l] ? KVL_LAYER_REINDEX : KVL_LAYER_REUSE;
+    return (kvl_layer){kind, t->ratio[l], latest(t->kv, l), latest(t->ix, l)};
+}
+
+/* "KV source 2 <- layers 3-7": the layers after k that read source k (kv: its entries, else its top-k) */
+static void print_readers(const kvl_layer *map, size_t L, size_t k, int kv)
+{
+    size_t first = 0, last = 0;
+    for (size_t l = k + 1; l < L; l++)
+        if ((kv ? map[l].kv_source : map[l].index_source) == (int)k) last = l, first = first ? first : l;
+    if (first) printf("  %s source %2zu <- layers %zu-%zu\n", kv ? "KV   " : "index", k, first, last);
+}
+
+static kvl_layer v41_map[NB07_MAX_LAYERS];   /* the map built here; the early-exit cell reads it */
+static size_t v41_layers;
+
+NB_CELL(cell_select)
+{
+    nb07_lists t;
+    kvl_model m;
+    int rc = nb07_read_lists(&t, nb_path(V41_CONFIG));
+    if (rc != KVL_OK) return rc;
+    v41_layers = t.n_layers;
+    for (size_t l = 0; l < t.n_layers; l++) v41_map[l] = select_layer(&t, l);
+    for (size_t k = 0; k < t.n_layers; k++) {
+        if (t.kv[k]) print_readers(v41_map, t.n_layers, k, 1);
+        if (t.ix[k]) print_readers(v41_map, t.n_layers, k, 0);
+    }
+    rc = kvl_model_load(&m, nb_path(V41_CONFIG));
+    if (rc != KVL_OK) return rc;
+    rc = nb_expect(m.n_layers == t.n_layers, "%zu layers, ref/core/config %zu", t.n_layers, m.n_layers);
+    if (rc == KVL_OK) rc = nb07_check_map(v41_map, m.layers, t.n_layers);
+    kvl_model_free(&m);
+    return rc;
+}
+
+// %% [markdown]
 // ## The layer modes
 //
-// Two lists in the config decide every layer: `kv_source_layers` (layers that compress and store
-// entries) and `index_source_layers` (layers that run an indexer). A KV source is a Full layer; an index
-// source that is not a KV source is a Reindex layer (it re-scores the latest source's entries with its
-// own index queries, inside layer 20's candidate pool); every other layer with a ratio is a Reuse layer
-// (the latest source's entries, the latest indexer's picks, no indexer at all). Ratio 0 means window only.
+// The same map as `ref/core/config` loads it, counted by mode and drawn.
 
 // %%
 enum { N_MODES = 4 };
@@ -79,7 +150,7 @@ static void print_layers_of(const kvl_model *m, kvl_layer_kind kind)
 NB_CELL(cell_modes)
 {
     kvl_model m;
-    int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
     size_t n[N_MODES];
     count_modes(n, &m);
@@ -115,17 +186,21 @@ NB_CELL(cell_modes)
 // %% [markdown]
 // ## What a token costs
 //
-// Only the four Full layers store anything per token. Layers 2, 8 and 14 (M = 2) add half an entry each,
-// layer 20 (M = 1) a whole one: 2.5 entries. An entry is a 288-byte FP4 main row (512 E2M1 values in 256
-// bytes, one E4M3 scale per 16) and V4's 68-byte MXFP4 index key. The window rows (FP8, 528 bytes: 512
-// E4M3 and one E8M0 scale per 32) are kept per sequence, 128 per layer, in all 40 layers.
+// Only the four Full layers store anything per token, each $1/M_\ell$ entries:
+//
+// $$\sum_{\ell \in \mathcal{K}} \frac{1}{M_\ell}
+//     = \tfrac{1}{2} + \tfrac{1}{2} + \tfrac{1}{2} + \tfrac{1}{1} = 2.5 \text{ entries per token.}$$
+//
+// An entry is a 288-byte FP4 main row ($512 \times \frac{1}{2}$ bytes of E2M1 and one E4M3 scale per
+// 16: $256 + 32$) and V4's 68-byte MXFP4 index key. The window rows (FP8, $512 + 16 = 528$ bytes: 512
+// E4M3 and one E8M0 scale per 32) are kept per sequence, $W = 128$ per layer, in all 40 layers.
 
 // %%
 NB_CELL(cell_bytes)
 {
     kvl_model m, v4;
     kvl_kv_footprint f, f4;
-    int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
     rc = kvl_model_load(&v4, nb_path("ref/configs/deepseek-v4-flash.json"));
     if (rc != KVL_OK) {
@@ -166,16 +241,18 @@ NB_CELL(cell_bytes)
 // ## One layer's parameters, from the config
 //
 // The V4.1 layer walkthrough counts the weights of a Reindex layer (its layer 24) step by step. Every
-// count below is the config's widths multiplied out: query latent W_DQ plus its norm gain, the query
-// heads W_UQ, the window's W_KV plus gain, the indexer's W_IQ and head weights W_IW (a Reindex layer
-// has no key projection: it reads layer 20's keys), one sink per head, and the grouped output W_OA (8
-// blocks) and W_OB. The other modes differ only in the indexer and compressor rows.
+// count below is the config's widths multiplied out: query latent $W_{DQ}$ plus its norm gain
+// ($d D_q + D_q$), the query heads $W_{UQ}$ ($D_q H D_h$), the window's $W_{KV}$ plus gain
+// ($d D_h + D_h$), the indexer's $W_{IQ}$ and head weights $W_{IW}$ ($D_q H_I D_I + d H_I$; a Reindex
+// layer has no key projection: it reads layer 20's keys), one sink per head ($H$), and the grouped
+// output $W_{OA}$ in $G = 8$ blocks and $W_{OB}$ ($G D_o \frac{H}{G} D_h + d G D_o$). The other modes
+// differ only in the indexer and compressor rows.
 
 // %%
 NB_CELL(cell_params)
 {
     kvl_model m;
-    int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
     const double d = (double)m.d, Dq = (double)m.q_lora_rank, H = (double)m.n_heads, Dh = (double)m.head_dim;
     const double HI = (double)m.index_n_heads, DI = (double)m.index_head_dim, G = (double)m.o_groups;
@@ -200,17 +277,20 @@ NB_CELL(cell_params)
 // %% [markdown]
 // ## The indexer's work
 //
-// A Full layer scans every visible entry of its own: ⌊(t+1)/2⌋ in layers 2, 8 and 14, t + 1 in layer
-// 20. A Reindex layer scores only layer 20's candidate pool, at most 2,048 blocks of 8 = 16,384
-// positions, whatever the context. Per query the indexers therefore score 3·T/2 + T + 4·min(T, 16,384):
-// linear in T for the four scans, constant for the four deeper indexers. The claim that only "one full
+// A Full layer scans every visible entry of its own: $\lfloor (t+1)/2 \rfloor$ in layers 2, 8 and 14,
+// $t + 1$ in layer 20. A Reindex layer scores only layer 20's candidate pool, at most 2,048 blocks of 8
+// = 16,384 positions, whatever the context. Per query the indexers therefore score
+//
+// $$3 \cdot \frac{T}{2} + T + 4 \min(T,\ 16384)$$
+//
+// linear in $T$ for the four scans, constant for the four deeper indexers. The claim that only "one full
 // scan" remains at 1M forgets the encoder's three Full layers.
 
 // %%
 NB_CELL(cell_work)
 {
     kvl_model m;
-    int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
     const double pool = (double)(m.candidate_topk_blocks * m.candidate_block_size);
     static const double Ts[] = {4096, 131072, 1048576};
@@ -311,8 +391,9 @@ NB_CELL(cell_toy_stack)
 // ## Why E2M1 with an E4M3 scale is enough
 //
 // A main entry is RMS-normalised before it is stored, and RoPE only rotates channel pairs, so with a
-// gain of 1 its L2 norm is exactly √512 ≈ 22.627: no channel can exceed that, and a one-hot latent
-// reaches it. The largest value the format can hold is E4M3's 448 times E2M1's 6, 2,688: about 119× of
+// gain of 1 its L2 norm is exactly $\lVert \mathrm{RMSNorm}(v) \rVert_2 = \sqrt{512} \approx 22.627$:
+// no channel can exceed that, and a one-hot latent reaches it. The largest value the format can hold is
+// E4M3's 448 times E2M1's 6, $448 \times 6 = 2688$: about $2688 / 22.627 \approx 119\times$ of
 // headroom. The cell packs a normalised random latent and the one-hot extreme into the 288-byte row and
 // measures what comes back.
 
@@ -353,12 +434,84 @@ NB_CELL(cell_fp4)
 // %% [markdown]
 // ## The causal encoder–decoder: an early exit that loses nothing
 //
-// The report splits the layers into an encoder (the first half) and a decoder. The decoder's only KV
-// source, its first layer (20 of 40; 5 of the toy's 10), takes the encoder's output as its input, so a
-// prefill can stop there: run the encoder, then feed that one layer's compressor and index-key projection
-// the encoder's output, and every global entry of the decoder exists. `ced_prefill` does that; the cell
-// checks on the toy that the entries, index keys and compressor tails it leaves are the full prefill's to
-// the bit, and counts the work per prompt token at V4.1-Flash's real widths.
+// The report splits the $L$ layers into an encoder, layers $0 \dots E - 1$ with $E = L/2$, and a
+// decoder. The decoder's only KV source, its first layer (20 of 40; 5 of the toy's 10), takes the
+// encoder's output $h_{\mathrm{enc}}$ as its input, so a prefill can stop there: run the encoder, then
+// feed that one layer's compressor and index-key projection $h_{\mathrm{enc}}$, and every global entry of
+// the decoder exists. That holds exactly when no later decoder layer is a KV source:
+//
+// $$\{k \in \mathcal{K} : k > E\} = \varnothing.$$
+//
+// A layer's parameters split by role, $P_\ell = d + P^{\mathrm{core}}_\ell + P^{C}_\ell + P^{IK}_\ell +
+// P^{IQ}_\ell$ (pre-norm gain, attention core, compressor, index keys, index queries). A full prefill
+// reads $\sum_\ell P_\ell$ per prompt token; the early exit reads
+//
+// $$\sum_{\ell < E} P_\ell
+//     \; + \sum_{\ell \ge E,\ \ell \in \mathcal{K}} \left(d + P^{C}_\ell + P^{IK}_\ell\right).$$
+//
+// These are attention-side weights only (no MoE, no embeddings): the model card's "active parameters"
+// count far more. The cell decides the exit on the map built above, counts its weights, and checks both
+// against `ref/ced`; then it moves a KV source into the decoder's middle, where the exit must be refused.
+// The figure is the map with its sources and the split.
+
+// %%
+/* a prefill may stop after the encoder: no KV source after layer E = L/2 */
+static int can_exit_early(const kvl_layer *map, size_t L)
+{
+    for (size_t l = L / 2 + 1; l < L; l++)
+        if (map[l].kind == KVL_LAYER_FULL) return 0;
+    return 1;
+}
+
+/* parameters per prompt token of a prefill that stops after the encoder */
+static uint64_t early_exit_params(const csa2_stack_config *s, const kvl_layer *map)
+{
+    uint64_t n = 0;
+    for (size_t l = 0; l < s->n_layers; l++) {
+        const csa2_params p = csa2_layer_params(&s->layers[l]);
+        if (l < s->n_layers / 2) n += s->d + p.core + p.compressor + p.index_keys + p.index_query;
+        else if (map[l].kind == KVL_LAYER_FULL) n += s->d + p.compressor + p.index_keys;   /* its entries only */
+    }
+    return n;
+}
+
+NB_CELL(cell_exit_rule)
+{
+    kvl_model m;
+    csa2_stack_config s;
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
+    if (rc != KVL_OK) return rc;
+    rc = csa2_stack_config_from_model(&s, &m);
+    kvl_model_free(&m);
+    if (rc != KVL_OK) return rc;
+    const size_t L = v41_layers, E = L / 2;
+    ced_work full, ref;
+    ced_prefill_work(&full, &ref, &s);
+    const uint64_t built = early_exit_params(&s, v41_map);
+    const int exits = can_exit_early(v41_map, L), ref_exits = ced_check(&s) == KVL_OK;
+    printf("encoder layers 0-%zu, decoder %zu-%zu; early exit possible: %s (ref/ced: %s)\n", E - 1, E, L - 1,
+           exits ? "yes" : "no", ref_exits ? "yes" : "no");
+    printf("early exit reads %s attention-side parameters per prompt token, ref/ced %s: difference %s\n",
+           nb_num((double)built, 0), nb_num((double)ref.params, 0), nb_num((double)built - (double)ref.params, 0));
+    rc = nb_expect(exits == ref_exits && built == ref.params && s.n_encoder == E, "the early exit differs from ref/ced");
+    if (rc == KVL_OK) rc = nb07_draw_sources("V4.1-Flash", v41_map, L, E);
+    if (rc == KVL_OK) {
+        kvl_layer moved[NB07_MAX_LAYERS];
+        memcpy(moved, v41_map, L * sizeof *moved);
+        moved[30].kind = s.layers[30].kind = KVL_LAYER_FULL;   /* layer 30 a KV source too */
+        const int moved_exits = can_exit_early(moved, L), moved_ref = ced_check(&s) == KVL_OK;
+        printf("with layer 30 a KV source too: early exit possible: %s (ref/ced: %s)\n", moved_exits ? "yes" : "no",
+               moved_ref ? "yes" : "no");
+        rc = nb_expect(!moved_exits && !moved_ref, "a decoder KV source at 30 was not refused");
+    }
+    csa2_stack_config_free(&s);
+    return rc;
+}
+
+// %% [markdown]
+// `ced_prefill` is the early exit on a cache. The next cell checks on the toy that the entries, index keys
+// and compressor tails it leaves are the full prefill's to the bit, and counts the work per prompt token
+// at V4.1-Flash's real widths.
 
 // %%
 enum { RP_P = 100, RP_T = RP_P + 1 };   /* the replay cells' prompt: 12 toy windows, past L·(W − 1) = 70 */
@@ -426,7 +579,7 @@ NB_CELL(cell_early_exit)
     if (rc == KVL_OK) rc = nb_expect(same == sources && sources == 2, "%zu of %zu sources identical", same, sources);
     kvl_model m;
     csa2_stack_config real = {0};
-    if (rc == KVL_OK) rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    if (rc == KVL_OK) rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc == KVL_OK) {
         rc = csa2_stack_config_from_model(&real, &m);
         kvl_model_free(&m);
@@ -449,11 +602,14 @@ NB_CELL(cell_early_exit)
 // ## Replay: exact from L·(W − 1) tokens, bounded from W
 //
 // The early exit leaves the decoder without window rows, and a prefix-cache hit (below) leaves every layer
-// without them. Replay rebuilds them: the prompt's last tokens, from a start s, run through the layers with
-// every window cut at s, so query i sees rows [max(s, i − W + 1), i], while the global entries, index keys
-// and compressor tails are read as they are. Layer ℓ's rows come out exact from s + ℓ(W − 1) on, so every
-// window the next token reads is exact when s ≤ P − L(W − 1). Bounded replay takes only the last W tokens.
-// The cell replays the toy's prompt from the exact start and from later starts, one window at a time, and
+// without them. Replay rebuilds them: the prompt's last tokens, from a start $s$, run through the
+// layers with every window cut at $s$, so query $i$ sees rows $[\max(s,\ i - W + 1),\ i]$, while the
+// global entries, index keys and compressor tails are read as they are. Layer $\ell$'s rows come out
+// exact from $s + \ell (W - 1)$ on, so every window the next token reads is exact when
+//
+// $$s \le P - L (W - 1).$$
+//
+// Bounded replay takes only the last $W$ tokens, $s = P - W$. The cell replays the toy's prompt from the exact start and from later starts, one window at a time, and
 // measures the next token's output against the full run. The weights are random: nothing trained makes
 // the far tokens' influence fade, so the errors show what truncation does, not what it does to V4.1.
 
@@ -573,15 +729,15 @@ NB_CELL(cell_prefix_cache)
 }
 
 // %% [markdown]
-// At V4.1-Flash's size the same arithmetic. The next token reads W − 1 rows of each window, exact after a
-// replay of L·(W − 1) tokens; every ring's W rows and the last prompt token's output need one more. The
-// report's n_win·L is enough, not the least. Bounded replay takes W.
+// At V4.1-Flash's size the same arithmetic. The next token reads $W - 1$ rows of each window, exact after
+// a replay of $L (W - 1)$ tokens; every ring's $W$ rows and the last prompt token's output need one more,
+// $L (W - 1) + 1$. The report's $n_{\mathrm{win}} L$ is enough, not the least. Bounded replay takes $W$.
 
 // %%
 NB_CELL(cell_replay_arithmetic)
 {
     kvl_model m;
-    int rc = kvl_model_load(&m, nb_path("ref/configs/deepseek-v4.1-flash.json"));
+    int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
     const size_t L = m.n_layers, W = m.window;
     printf("exact window rebuild: n_win x L = %s tokens is enough; the minimum is L(W-1)+1 = %s for every ring's W "
@@ -604,9 +760,9 @@ NB_CELL(cell_replay_arithmetic)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_modes), NB_RUN(cell_bytes),     NB_RUN(cell_params),
-                                    NB_RUN(cell_work),  NB_RUN(cell_toy_stack), NB_RUN(cell_fp4),
-                                    NB_RUN(cell_early_exit), NB_RUN(cell_replay), NB_RUN(cell_prefix_cache),
-                                    NB_RUN(cell_replay_arithmetic)};
+    static const nb_cell cells[] = {NB_RUN(cell_select),     NB_RUN(cell_modes),      NB_RUN(cell_bytes),
+                                    NB_RUN(cell_params),     NB_RUN(cell_work),       NB_RUN(cell_toy_stack),
+                                    NB_RUN(cell_fp4),        NB_RUN(cell_exit_rule),  NB_RUN(cell_early_exit),
+                                    NB_RUN(cell_replay),     NB_RUN(cell_prefix_cache), NB_RUN(cell_replay_arithmetic)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }
