@@ -8,8 +8,8 @@
 // mask and against `ref/swa`, and measures the reach.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_03 --step`
-// walks it cell by cell. Figures, comparisons and the config look-up live in
-// `notebooks_c/draw_swa.c`.
+// walks it cell by cell. Figures and the config look-up live in `notebooks_c/draw_swa.c`, the
+// printed comparisons in `notebooks_c/draw_compare.c`.
 
 // %%
 #include <math.h>
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_compare.h"
 #include "draw_swa.h"
 #include "mha.h"
 #include "model.h"
@@ -115,6 +116,7 @@ static size_t ring_live(const ring *r, size_t t)
     return t + 1 < r->W ? t + 1 : r->W;
 }
 
+// %%
 enum { RING_W = 4, RING_STEPS = 10 };
 
 NB_CELL(cell_ring)
@@ -183,6 +185,7 @@ static void attend(float *o, const float *q, const float *kv, const int *visible
     }
 }
 
+// %%
 NB_CELL(cell_ring_against_band)
 {
     static float q[ATT_T][ATT_D], kv[ATT_T][2 * ATT_D], slots[ATT_W][2 * ATT_D];
@@ -207,12 +210,12 @@ NB_CELL(cell_ring_against_band)
     }
     swa_ring_free(&ref);
     if (rc != KVL_OK) return rc;
-    double scale, diff = nb03_max_diff(&by_ring[0][0], &band[0][0], ATT_T * ATT_D, &scale);
+    double scale, diff = nbc_max_diff(&by_ring[0][0], &band[0][0], ATT_T * ATT_D, &scale);
     /* the same double sums in another order, rounded once to float */
-    rc = nb03_report("the ring against the banded mask, 40 queries", diff, scale, 1e-6);
-    diff = nb03_max_diff(&fast[0][0], &by_ring[0][0], ATT_T * ATT_D, &scale);
+    rc = nbc_report("the ring against the banded mask, 40 queries", diff, scale, 1e-6);
+    diff = nbc_max_diff(&fast[0][0], &by_ring[0][0], ATT_T * ATT_D, &scale);
     /* ref's float32 online softmax over at most 8 rows against double sums */
-    return rc == KVL_OK ? nb03_report("the ring against ref's swa_ring_attend", diff, scale, 1e-5) : rc;
+    return rc == KVL_OK ? nbc_report("the ring against ref's swa_ring_attend", diff, scale, 1e-5) : rc;
 }
 
 // %% [markdown]
@@ -240,12 +243,12 @@ NB_CELL(cell_layer_ring_equals_band)
     if (rc == KVL_OK) rc = mha_prefill(got, &c, &w, &cache, x, S);
     for (size_t t = S; t < T && rc == KVL_OK; t++) rc = mha_decode(got + t * D, &c, &w, &cache, x + t * D);
     if (rc == KVL_OK) {
-        double scale, diff = nb03_max_diff(got, want, T * D, &scale);
+        double scale, diff = nbc_max_diff(got, want, T * D, &scale);
         printf("the ring now holds positions %zu..%d: %zu old ones and the newest, %s B\n",
                swa_ring_oldest(&cache.ring), T - 1, swa_ring_held(&cache.ring) - 1,
                nb_num((double)mha_cache_bytes_used(&cache), 0));
         /* the same float32 sums over at most 8 keys, in a different association */
-        rc = nb03_report("a windowed layer decoded through its ring against its banded forward", diff, scale, 1e-5);
+        rc = nbc_report("a windowed layer decoded through its ring against its banded forward", diff, scale, 1e-5);
     }
     mha_cache_free(&cache);
     mha_weights_free(&w);
@@ -347,6 +350,7 @@ static int influence(double *delta, size_t layers)
     return rc;
 }
 
+// %%
 NB_CELL(cell_reach)
 {
     static double delta[R_LAYERS][R_T];

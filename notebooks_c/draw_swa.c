@@ -1,31 +1,12 @@
-/* draw_swa: notebook 03's figures, comparisons and config look-up (draw_swa.h). */
+/* draw_swa: notebook 03's figures and config look-up (draw_swa.h). */
 #include "draw_swa.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 
 #include "nb.h"
 #include "status.h"
 #include "svg.h"
-
-double nb03_max_diff(const float *a, const float *b, size_t n, double *scale)
-{
-    double d = 0;
-    *scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        *scale = fmax(*scale, fabs((double)b[i]));
-    }
-    return d;
-}
-
-int nb03_report(const char *what, double diff, double scale, double tolerance)
-{
-    const double rel = scale > 0 ? diff / scale : diff;
-    printf("%s: max |difference| %.3g, relative %.3g (tolerance %.0e)\n", what, diff, rel, tolerance);
-    return nb_expect(rel <= tolerance, "%s: relative difference %g above %g", what, rel, tolerance);
-}
 
 int nb03_draw_band(const unsigned char *cells, size_t T, size_t W)
 {

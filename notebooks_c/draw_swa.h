@@ -1,5 +1,6 @@
-/* draw_swa: the plumbing of notebook 03 (notebooks_c/03_swa.c): its figures, its comparisons and its
- * config look-up, kept out of the cells so that a cell reads like the formula above it. */
+/* draw_swa: the plumbing of notebook 03 (notebooks_c/03_swa.c): its figures and its
+ * config look-up, kept out of the cells so that a cell reads like the formula above it (its
+ * comparisons with ref/ print through draw_compare.h). */
 #ifndef KVL_NB_DRAW_SWA_H
 #define KVL_NB_DRAW_SWA_H
 
@@ -7,13 +8,6 @@
 
 /* A slot that holds no position yet. */
 #define NB03_EMPTY ((size_t)-1)
-
-/* max |a − b| over n values; *scale = max |b| (the size the difference is measured against). */
-double nb03_max_diff(const float *a, const float *b, size_t n, double *scale);
-
-/* Print max |difference| and its ratio to `scale` for a comparison named `what`, and check it against
- * a relative tolerance: KVL_OK, or a failure naming `what`. */
-int nb03_report(const char *what, double diff, double scale, double tolerance);
 
 /* The window figure "window_band": cells[T][T] of 0 (future), 1 (past, outside), 2 (visible). */
 int nb03_draw_band(const unsigned char *cells, size_t T, size_t W);
