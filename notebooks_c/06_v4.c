@@ -5,11 +5,13 @@
 // DeepSeek-V4 caches fewer rows: each compressed layer pools M tokens into one 512-wide entry, CSA
 // layers (M = 4) pick the entries a query reads with an indexer, HCA layers (M = 128) read all of them,
 // and every layer also attends to its 128 newest tokens in full. This notebook reads the V4-Flash layer
-// map and prices it, prints the rows and the real shapes, measures which tokens an entry pools, runs a
-// toy V4 stack through both of its paths, and counts what a query reads at 128K and 1M.
+// map and prices it, prints the rows and the real shapes, then writes the CSA compressor with its
+// overlap and the attention-sink softmax in plain C and checks both against `ref/v4`. It measures which
+// tokens an entry pools, runs a toy V4 stack through both of its paths, and counts what a query reads at
+// 128K and 1M.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_06 --step`
-// walks it cell by cell.
+// walks it cell by cell; `make nb-06` rebuilds it after an edit and walks it again.
 
 // %%
 #include <math.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_v4.h"
 #include "kvtable.h"
 #include "model.h"
 #include "nb.h"
@@ -27,13 +30,18 @@
 #include "softmax.h"
 #include "svg.h"
 #include "v4.h"
+#include "v4_rope.h"
 
 // %% [markdown]
 // ## The layer map, and the bytes it keeps per token
 //
 // The checkpoint's `compress_ratios` decides each layer: 0 window-only, 4 CSA, 128 HCA. Only the
 // compressed entries grow with the context; per token a CSA layer keeps a quarter of a 584-byte row
-// plus a quarter of a 68-byte index key, an HCA layer 1/128 of a row, a window-only layer nothing.
+// plus a quarter of a 68-byte index key, an HCA layer 1/128 of a row, a window-only layer nothing. In
+// bytes per token:
+//
+// $$n_\text{CSA} \cdot \frac{584 + 68}{4} + n_\text{HCA} \cdot \frac{584}{128}.$$
+//
 // The transformers write-up instead quotes the transformers fallback schedule (two HCA layers, then CSA at odd
 // indices): the cell prices that too.
 
@@ -58,21 +66,14 @@ static void count_kinds(size_t *n, const kvl_model *m)
         for (size_t k = 0; k < N_KINDS; k++) n[k] += m->layers[l].kind == KINDS[k];
 }
 
+/* kind[l]: the index in KINDS of layer l's kind, as the figure colours it */
 static int draw_layer_map(const kvl_model *m)
 {
-    enum { MAX_L = 64 };
-    static unsigned char cells[N_KINDS * MAX_L];   /* [kind][L] */
-    const size_t L = m->n_layers;
-    if (L > MAX_L) return nb_expect(0, "%zu layers do not fit the figure", L);
-    for (size_t k = 0; k < N_KINDS; k++)
-        for (size_t l = 0; l < L; l++) cells[k * L + l] = m->layers[l].kind == KINDS[k] ? (unsigned char)(k + 1) : 0;
-    static const char *const colours[] = {"#f2f2f2", "#c9c9c9", "#1f4e8c", "#7fa7d9"};
-    static const char *const legend[] = {NULL, "0 window-only: 0 B/token", "1 CSA: 163 B/token",
-                                         "2 HCA: 4.5625 B/token"};
-    svg_doc s;
-    svg_grid(&s, "V4-Flash layer map (compress_ratios); every layer also keeps a 128-row window", cells, N_KINDS, L,
-             colours, legend, 4, "kind", "layer", 1, 2);
-    return nb_figure("layer_map", &s);
+    unsigned char kind[64] = {0};
+    for (size_t l = 0; l < m->n_layers && l < sizeof kind; l++)
+        for (size_t k = 0; k < N_KINDS; k++)
+            if (m->layers[l].kind == KINDS[k]) kind[l] = (unsigned char)k;
+    return dv4_layer_map_figure(kind, m->n_layers);
 }
 
 NB_CELL(cell_layer_map)
@@ -156,8 +157,8 @@ NB_CELL(cell_rows)
 //
 // Every layer is MQA with one 512-wide vector per key serving as key and value. The query comes from a
 // 1,024-wide latent, each head is RMS-normalised without a gain, and the trailing 64 channels rotate.
-// Compressors project to (1 + ov)·c channels for values and as many gate logits; CSA's overlap (ov = 1)
-// doubles them. The cell reads the shapes from the config through `ref/v4`'s sizes tables.
+// Compressors project to $(1 + \mathrm{ov})\,c$ channels for values and as many gate logits; CSA's
+// overlap ($\mathrm{ov} = 1$) doubles them. The cell reads the shapes from the config through `ref/v4`'s sizes tables.
 
 // %%
 /* t[V4_COMPRESSOR_N_WEIGHTS]: a compressor's sizes table */
@@ -213,12 +214,77 @@ NB_CELL(cell_shapes)
 }
 
 // %% [markdown]
-// ## Which tokens an entry pools, measured
+// ## The compressor, written out
 //
-// Take the toy's CSA layer (M = 4, overlap 1, c = 32) and HCA layer (M = 8), compress 32 random tokens,
-// then change one token and see which entries move. A CSA entry i pools block i − 1 through the first
-// half of the projection and block i through the second: eight tokens, one entry per four. An HCA entry
-// pools its own block only. Entry i is visible to query t once its block is complete: i < ⌊(t+1)/M⌋.
+// A compressed layer turns every $M$ tokens into one entry of $c$ channels. Each token $t$ projects to
+// values and gate logits, $(1 + \mathrm{ov})\,c$ of each, the gate with a learned bias for its place in
+// the block:
+//
+// $$a_t = W_C \, x_t, \qquad z_t = W_Z \, x_t + B_{t \bmod M}.$$
+//
+// Entry $i$ pools the slots $S_i$: block $i$ ($t = iM \ldots iM + M - 1$) through the last $c$ channels
+// and, with CSA's overlap ($\mathrm{ov} = 1$), block $i - 1$ through the first $c$. For every channel
+// one softmax runs over all $(1 + \mathrm{ov})\,M$ slots, so the two blocks compete for its mass:
+//
+// $$\hat{C}_i[h] = \sum_{t \in S_i} \alpha_t[h] \, a_t[h],$$
+//
+// $$\alpha_t[h] = \frac{e^{z_t[h]}}{\sum_{u \in S_i} e^{z_u[h]}}.$$
+//
+// Then $C_i = \mathrm{RMSNorm}(\hat{C}_i) \odot g$, and its trailing $D_r$ channels rotate at the block's
+// first position $iM$ (`ref/core/rope.h`, chapter 2's rotation). A CSA entry mixes $2M$ tokens and
+// still arrives once per $M$; HCA ($\mathrm{ov} = 0$) pools its own block. Entry 0 has no block $-1$,
+// and a tail of fewer than $M$ tokens makes no entry yet.
+
+// %%
+enum { MAX_SLOTS = 256 };   /* (1 + ov)·M: 8 for CSA, 128 for V4's HCA */
+
+static double dot(const float *row, const float *x, size_t d)
+{
+    double sum = 0;
+    for (size_t k = 0; k < d; k++) sum += (double)row[k] * x[k];
+    return sum;
+}
+
+/* Ĉ_i[h] for x[T][d]: block i − 1 (overlap only) through channel h of a and z, block i through ov·c + h */
+static float pool(const v4_compressor_config *c, const v4_compressor_weights *w, const float *x, size_t i, size_t h)
+{
+    const size_t M = c->ratio, ov = c->overlap, wide = (1 + ov) * c->width;
+    double a[MAX_SLOTS], z[MAX_SLOTS], mu = -INFINITY;
+    size_t n = 0;
+    for (size_t half = 0; half <= ov; half++) {
+        if (i + half < ov) continue;   /* entry 0 has no block −1 */
+        const size_t block = i + half - ov, row = half * c->width + h;
+        for (size_t r = 0; r < M; r++, n++) {
+            const float *x_t = x + (block * M + r) * c->d;   /* t mod M = r */
+            a[n] = dot(w->w_kv + row * c->d, x_t, c->d);
+            z[n] = dot(w->w_gate + row * c->d, x_t, c->d) + w->ape[r * wide + row];
+            mu = fmax(mu, z[n]);
+        }
+    }
+    double den = 0, num = 0;   /* μ taken out of every exponent: the softmax is unchanged */
+    for (size_t k = 0; k < n; k++) den += exp(z[k] - mu), num += exp(z[k] - mu) * a[k];
+    return (float)(num / den);
+}
+
+/* entries[⌊T/M⌋][c] for x[T][d]: pool, RMSNorm with gain, rotate the trailing Dr channels at iM */
+static void compress(float *entries, const v4_compressor_config *c, const v4_compressor_weights *w,
+                     const float *x, size_t T)
+{
+    for (size_t i = 0; i < T / c->ratio; i++) {
+        float *C = entries + i * c->width;
+        double ss = 0;
+        for (size_t h = 0; h < c->width; h++) C[h] = pool(c, w, x, i, h), ss += (double)C[h] * C[h];
+        const double r = 1 / sqrt(ss / (double)c->width + c->norm_eps);
+        for (size_t h = 0; h < c->width; h++) C[h] = (float)(w->norm[h] * (C[h] * r));
+        v4_rotate_heads(C, 1, 1, c->width, &c->rope, (int64_t)(i * c->ratio));
+    }
+}
+
+// %% [markdown]
+// The toy's CSA layer ($M = 4$, overlap, $c = 32$, $d = 64$) and HCA layer ($M = 8$) compress the same 45
+// random tokens (the last one, or five, make no entry) here and in `ref/v4`'s `v4_compressor_forward`.
+// `ref/v4` projects in float32 through OpenBLAS, this code in double: the entries agree to a few float32
+// ulps, far below $10^{-5}$ of their size.
 
 // %%
 enum { TOY_D = 64, TOY_T = 45, POOL_T = 32 };
@@ -243,24 +309,86 @@ static int toy_layer(v4_config *c, v4_weights *w, size_t layer, uint64_t seed)
     return rc == KVL_OK ? v4_weights_init_random(w, c, &rng) : rc;
 }
 
+/* layer `layer` of the toy: this notebook's compressor against ref/v4's on x[TOY_T][TOY_D] */
+static int compare_compressor(const char *what, size_t layer, uint64_t seed, const float *x)
+{
+    static float mine[TOY_T * 32], theirs[TOY_T * 32];
+    v4_config c;
+    v4_weights w = {0};
+    int rc = toy_layer(&c, &w, layer, seed);
+    if (rc == KVL_OK) rc = v4_compressor_forward(theirs, &c.compressor, &w.compressor, x, TOY_T, 0);
+    if (rc == KVL_OK) {
+        const v4_compressor_config *cc = &c.compressor;
+        const size_t N = v4_compressor_entries(cc, TOY_T);
+        compress(mine, cc, &w.compressor, x, TOY_T);
+        double scale, diff = dv4_max_diff(mine, theirs, N * cc->width, &scale);
+        printf("%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens; max |mine - ref/v4| %.2g "
+               "(entries up to %.3g), relative %.2g\n", what, cc->ratio, cc->overlap, cc->width, N, TOY_T, diff,
+               scale, diff / scale);
+        rc = nb_expect(diff <= 1e-5 * scale, "%s: the compressor differs from ref/v4 by %g", what, diff);
+    }
+    v4_weights_free(&w);
+    return rc;
+}
+
+NB_CELL(cell_compressor)
+{
+    static float x[TOY_T * TOY_D];
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 66);
+    kvl_rng_normal_f32(&rng, x, TOY_T * TOY_D, 1.0);
+    int rc = compare_compressor("CSA", 2, 61, x);
+    return rc == KVL_OK ? compare_compressor("HCA", 3, 62, x) : rc;
+}
+
+// %% [markdown]
+// ## What a query reads: compressed entries and the window
+//
+// Entry $i$ exists once its block is complete, so the query at token $t$ can read the entries
+// $i < \lfloor (t + 1)/M \rfloor$. The newest tokens, up to $M - 1$ of them, sit in no entry yet; every
+// layer also attends to its newest $W$ tokens uncompressed, and $M - 1 < W$ (V4-Flash: $W = 128$, $M$ up
+// to 128) means the window always covers them. The figure draws it at the toy's sizes, for the query at
+// token 21.
+
+// %%
+NB_CELL(cell_windows)
+{
+    enum { T = 24, M_CSA = 4, M_HCA = 8, W = 8, t = 21 };
+    const size_t csa = (t + 1) / M_CSA, hca = (t + 1) / M_HCA, first = t + 1 - W;
+    printf("query %d reads CSA entries 0..%zu (tokens 0..%zu; %zu..%d wait for entry %zu), "
+           "HCA entries 0..%zu (tokens 0..%zu)\n", t, csa - 1, csa * M_CSA - 1, csa * M_CSA, t, csa, hca - 1,
+           hca * M_HCA - 1);
+    printf("and the window, tokens %zu..%d: it covers every token no complete block holds (W = %d > M - 1 = %d)\n",
+           first, t, W, M_HCA - 1);
+    return dv4_windows_figure(T, M_CSA, M_HCA, W, t);
+}
+
+// %% [markdown]
+// ## Which tokens an entry pools, measured
+//
+// The same compressor on 32 random tokens: change one token and see which entries move. A CSA entry
+// $i$ pools block $i - 1$ through the first half of the projection and block $i$ through the second:
+// eight tokens, one entry per four. An HCA entry pools its own block only.
+
+// %%
 /* moved[N][POOL_T]: 1 where changing token j changes entry i */
-static int entries_moved(unsigned char *moved, size_t *N, const v4_compressor_config *c, const v4_compressor_weights *w)
+static void entries_moved(unsigned char *moved, size_t *N, const v4_compressor_config *c,
+                          const v4_compressor_weights *w)
 {
     static float x[POOL_T * TOY_D], base[POOL_T * 32], again[POOL_T * 32];
     kvl_rng rng;
     kvl_rng_seed(&rng, 6);
     kvl_rng_normal_f32(&rng, x, POOL_T * TOY_D, 1.0);
-    *N = v4_compressor_entries(c, POOL_T);
-    int rc = v4_compressor_forward(base, c, w, x, POOL_T, 0);
-    for (size_t j = 0; j < POOL_T && rc == KVL_OK; j++) {
+    *N = POOL_T / c->ratio;
+    compress(base, c, w, x, POOL_T);
+    for (size_t j = 0; j < POOL_T; j++) {
         const float kept = x[j * TOY_D];
         x[j * TOY_D] += 1.0f;
-        rc = v4_compressor_forward(again, c, w, x, POOL_T, 0);
+        compress(again, c, w, x, POOL_T);
         x[j * TOY_D] = kept;
         for (size_t i = 0; i < *N; i++)
             moved[i * POOL_T + j] = memcmp(base + i * c->width, again + i * c->width, c->width * sizeof *base) != 0;
     }
-    return rc;
 }
 
 static void print_pooled(const char *what, const unsigned char *moved, size_t N, size_t M)
@@ -289,32 +417,22 @@ static int pools_exactly(const unsigned char *moved, size_t N, size_t M, size_t 
 
 NB_CELL(cell_pooling)
 {
-    static unsigned char csa_moved[POOL_T * POOL_T], hca_moved[POOL_T * POOL_T], cells[8][POOL_T];
+    static unsigned char csa_moved[POOL_T * POOL_T], hca_moved[POOL_T * POOL_T];
     v4_config csa, hca;
     v4_weights cw = {0}, hw = {0};
     size_t n_csa = 0, n_hca = 0;
     int rc = toy_layer(&csa, &cw, 2, 61);
     if (rc == KVL_OK) rc = toy_layer(&hca, &hw, 3, 62);
-    if (rc == KVL_OK) rc = entries_moved(csa_moved, &n_csa, &csa.compressor, &cw.compressor);
-    if (rc == KVL_OK) rc = entries_moved(hca_moved, &n_hca, &hca.compressor, &hw.compressor);
     if (rc == KVL_OK) {
+        entries_moved(csa_moved, &n_csa, &csa.compressor, &cw.compressor);
+        entries_moved(hca_moved, &n_hca, &hca.compressor, &hw.compressor);
         print_pooled("CSA", csa_moved, n_csa, 4);
         print_pooled("HCA", hca_moved, n_hca, 8);
         printf("a CSA entry mixes 2M = 8 tokens and one arrives every M = 4; an HCA entry mixes its own M\n");
         rc = nb_expect(pools_exactly(csa_moved, n_csa, 4, 1) && pools_exactly(hca_moved, n_hca, 8, 0),
                        "an entry moved with a token outside its blocks");
     }
-    if (rc == KVL_OK) {
-        for (size_t i = 0; i < n_csa && i < 8; i++)
-            for (size_t j = 0; j < POOL_T; j++)
-                cells[i][j] = !csa_moved[i * POOL_T + j] ? 0 : j / 4 == i ? 2 : 1;
-        static const char *const colours[] = {"#f2f2f2", "#7fa7d9", "#1f4e8c"};
-        static const char *const legend[] = {"not pooled", "block i-1 (first c)", "block i (last c)"};
-        svg_doc s;
-        svg_grid(&s, "CSA (M = 4, overlap 1): which tokens move each entry (toy, measured)", &cells[0][0],
-                 n_csa < 8 ? n_csa : 8, POOL_T, colours, legend, 3, "entry i", "token position", 1, 4);
-        rc = nb_figure("csa_pooling", &s);
-    }
+    if (rc == KVL_OK) rc = dv4_pooling_figure(csa_moved, n_csa, POOL_T, 4);
     v4_weights_free(&cw);
     v4_weights_free(&hw);
     return rc;
@@ -323,39 +441,70 @@ NB_CELL(cell_pooling)
 // %% [markdown]
 // ## Sinks: a head may attend to nothing
 //
-// Each head has a learned logit σ_h that joins the softmax's denominator and nothing else:
-// p_i = e^{s_i} / (e^{σ_h} + Σ_j e^{s_j}). The weights then sum to less than one, and a head whose
-// scores all sit far below σ_h contributes almost nothing. With σ → −∞ it is the plain softmax.
+// Each head has a learned logit $\sigma_h$ that joins the softmax's denominator and nothing else:
+//
+// $$p_i = \frac{e^{s_i}}{e^{\sigma_h} + \sum_j e^{s_j}}.$$
+//
+// The weights then sum to $1 - e^{\sigma_h} / (e^{\sigma_h} + \sum_j e^{s_j})$, less than one, and a head
+// whose scores all sit far below $\sigma_h$ contributes almost nothing. With $\sigma_h \to -\infty$ it is
+// the plain softmax. Computed as written, $e^{s_i}$ overflows for large scores; taking
+// $\mu = \max(\sigma_h, \max_j s_j)$ out of every exponent changes nothing and keeps each below 1.
 
 // %%
+static void sink_softmax(double *p, const double *s, size_t n, double sigma)
+{
+    double mu = sigma, den;
+    for (size_t i = 0; i < n; i++) mu = fmax(mu, s[i]);
+    den = exp(sigma - mu);
+    for (size_t i = 0; i < n; i++) den += exp(s[i] - mu);
+    for (size_t i = 0; i < n; i++) p[i] = exp(s[i] - mu) / den;
+}
+
+// %% [markdown]
+// Four sinks on one row of scores, then 1,000 random rows of 64 scores (standard deviation 4) and
+// sinks, each against `ref/`'s `kvl_softmax_sink_f64`, the softmax `ref/v4` attends with.
+
+// %%
+/* max |mine − ref| of the sink softmax of s[n] */
+static double sink_diff(const double *s, size_t n, double sigma, double *p)
+{
+    double ref[64], worst = 0;
+    memcpy(ref, s, n * sizeof *s);
+    kvl_softmax_sink_f64(ref, n, sigma);
+    sink_softmax(p, s, n, sigma);
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(p[i] - ref[i]));
+    return worst;
+}
+
 NB_CELL(cell_sinks)
 {
     static const double scores[] = {2, 1, 0, -1};
     static const double sigmas[] = {-INFINITY, 0, 2, 8};
-    int rc = KVL_OK;
-    for (size_t k = 0; k < 4 && rc == KVL_OK; k++) {
-        double p[4], denom = exp(sigmas[k]), sum = 0, worst = 0;
-        memcpy(p, scores, sizeof p);
-        kvl_softmax_sink_f64(p, 4, sigmas[k]);
-        for (size_t i = 0; i < 4; i++) denom += exp(scores[i]);
-        for (size_t i = 0; i < 4; i++) {
-            sum += p[i];
-            worst = fmax(worst, fabs(p[i] - exp(scores[i]) / denom));
-        }
-        printf("sigma %4g: weights %.4f %.4f %.4f %.4f, sum %.4f\n", sigmas[k], p[0], p[1], p[2], p[3], sum);
-        /* a handful of exps and one division in double: a few ulps */
-        rc = nb_expect(worst < 1e-15, "sink softmax off its definition by %g", worst);
+    double p[64], s[65], worst = 0;   /* s: 64 scores, then the sink */
+    for (size_t k = 0; k < 4; k++) {
+        worst = fmax(worst, sink_diff(scores, 4, sigmas[k], p));
+        printf("sigma %4g: weights %.4f %.4f %.4f %.4f, sum %.4f\n", sigmas[k], p[0], p[1], p[2], p[3],
+               p[0] + p[1] + p[2] + p[3]);
     }
-    return rc;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 67);
+    for (size_t row = 0; row < 1000; row++) {
+        kvl_rng_normal_f64(&rng, s, 65, 4.0);
+        worst = fmax(worst, sink_diff(s, 64, s[64], p));
+    }
+    printf("against ref's kvl_softmax_sink_f64 on these and 1,000 random rows: max |diff| %.2g\n", worst);
+    /* the same exps and division in double: equal, or a few ulps apart were the sums taken in another order */
+    return nb_expect(worst < 1e-15, "the sink softmax differs from ref by %g", worst);
 }
 
 // %% [markdown]
 // ## A toy V4 stack, two paths
 //
-// The toy of `tests/v4_toy.h`: d 64, H 4, Dh 32, Dr 8, Dq' 32, G 2, Do 16, W 8, layer map [0, 0, 4, 8, 4]
-// (window, window, CSA M 4 top-3, HCA M 8, CSA), 45 tokens. The whole-sequence definition and what a
-// server runs (a prefill of 13 tokens, then one token at a time through the caches) must agree. Then
-// a stack at the real entry widths (head dim 512, DI 128) with native rows reports what its caches hold.
+// The toy of `tests/v4_toy.h`: $d = 64$, $H = 4$, $D_h = 32$, $D_r = 8$, $D_q' = 32$, $G = 2$, $D_o = 16$,
+// $W = 8$, layer map [0, 0, 4, 8, 4] (window, window, CSA $M = 4$ top-3, HCA $M = 8$, CSA), 45 tokens.
+// The whole-sequence definition and what a server runs (a prefill of 13 tokens, then one token at a time
+// through the caches) must agree. Then a stack at the real entry widths (head dim 512, $D_I = 128$) with
+// native rows reports what its caches hold.
 
 // %%
 static int toy_stack(model_config *c, model_weights *w, const char *json, uint64_t seed)
@@ -382,11 +531,7 @@ static int compare_paths(const model_config *c, const model_weights *w, const fl
     for (size_t t = S; t < TOY_T && rc == KVL_OK; t++) rc = model_decode(got + t * TOY_D, c, w, &cache, x + t * TOY_D);
     model_cache_free(&cache);
     if (rc != KVL_OK) return rc;
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < TOY_T * TOY_D; i++) {
-        diff = fmax(diff, fabs((double)got[i] - want[i]));
-        scale = fmax(scale, fabs((double)want[i]));
-    }
+    double scale, diff = dv4_max_diff(got, want, TOY_T * TOY_D, &scale);
     printf("prefill %d + decode %d against the whole-sequence forward: max |diff| %.3g (outputs up to %.3g)\n", S,
            TOY_T - S, diff, scale);
     /* float32 through 5 layers whose products OpenBLAS blocks differently per batch shape: a few ulps
@@ -456,8 +601,11 @@ NB_CELL(cell_toy_stack)
 // %% [markdown]
 // ## Counting at real size
 //
-// Keys one query reads in each kind of layer, entries held at 128K and 1M tokens, the bounded window,
-// and V4-Flash against V3.2 per token. "128K" is 131,072 tokens and "1M" 1,048,576 here.
+// Keys one query reads in each kind of layer at context $T$: $\min(T, W)$ in a window-only layer,
+// $\min(T, W) + \min(k, \lfloor T/4 \rfloor)$ in a CSA layer (top-$k$ of its entries) and
+// $\min(T, W) + \lfloor T/128 \rfloor$ in an HCA layer (all of them); then the entries held at 128K and 1M
+// tokens, the bounded window ($L \cdot W \cdot 584$ bytes per sequence), and V4-Flash against V3.2 per
+// token. "128K" is 131,072 tokens and "1M" 1,048,576 here.
 
 // %%
 static void print_reads(const kvl_model *m, double T)
@@ -529,8 +677,8 @@ NB_CELL(cell_counts)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_layer_map), NB_RUN(cell_rows),     NB_RUN(cell_shapes),
-                                    NB_RUN(cell_pooling),   NB_RUN(cell_sinks),    NB_RUN(cell_toy_stack),
-                                    NB_RUN(cell_counts)};
+    static const nb_cell cells[] = {NB_RUN(cell_layer_map), NB_RUN(cell_rows),      NB_RUN(cell_shapes),
+                                    NB_RUN(cell_compressor), NB_RUN(cell_windows),  NB_RUN(cell_pooling),
+                                    NB_RUN(cell_sinks),     NB_RUN(cell_toy_stack), NB_RUN(cell_counts)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }
