@@ -12,7 +12,7 @@
 // Cells that compute define an `NB_CELL` function; the last cell runs them (chapter 1's notebook
 // explains the layout). `build/bin/nb_02 --step` walks it cell by cell; after editing
 // `notebooks_c/02_mla.c`, `make nb-02` rebuilds it and walks it again. Figure layout, file reading
-// and the checks' printing live in `notebooks_c/draw_mla.c` and `notebooks_c/draw_cost.c`.
+// and the checks' printing live in `notebooks_c/draw_mla.c`, `draw_cost.c` and `draw_compare.c`.
 
 // %%
 #include <math.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_compare.h"
 #include "draw_cost.h"
 #include "draw_mla.h"
 #include "element.h"
@@ -352,11 +353,9 @@ NB_CELL(cell_ref_forms)
     int rc = mlanb_run_ref(&lib, TOKENS, 12);
     if (rc != KVL_OK) return rc;
     const mla_config *c = &lib.c;
-    double y_naive[D], y_abs[D];
-    cost_widen(y_naive, lib.y_naive, c->d);
-    cost_widen(y_abs, lib.y_absorbed, c->d);
+    double scale, diff = nbc_max_diff(lib.y_absorbed, lib.y_naive, c->d, &scale);
     /* float32 sums over Dc = 32 and 40 keys reassociated: a few ulps of the output scale */
-    rc = cost_check("decode at position 39, float32, naive vs absorbed", y_abs, y_naive, c->d, 1e-5);
+    rc = nbc_report("decode at position 39, float32, naive vs absorbed", diff, scale, 1e-5);
     printf("floats cached per token: naive K and V per head H(Dnope+Dr+Dv) = %zu, the row Dc+Dr = %zu\n",
            c->n_heads * (c->qk_nope + c->qk_rope + c->v_head), c->kv_lora_rank + c->qk_rope);
     printf("the cache holds %s B after %d tokens = %s B per token\n", nb_num((double)lib.cache_bytes, 0), TOKENS,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "draw_compare.h"
 #include "nb.h"
 #include "rng.h"
 #include "status.h"
@@ -25,9 +26,7 @@ int cost_check(const char *what, const double *built, const double *ref, size_t 
         diff = fmax(diff, fabs(built[i] - ref[i]));
         scale = fmax(scale, fabs(ref[i]));
     }
-    const double rel = scale > 0 ? diff / scale : diff;
-    printf("%s: max |difference| %.2g, relative %.2g (tolerance %.0e)\n", what, diff, rel, tolerance);
-    return nb_expect(rel <= tolerance, "%s: relative difference %g above %g", what, rel, tolerance);
+    return nbc_report(what, diff, scale, tolerance);
 }
 
 int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh, size_t n, unsigned seed)

@@ -12,8 +12,8 @@
 /* dst[n] = src[n] */
 void cost_widen(double *dst, const float *src, size_t n);
 
-/* Print `what`'s max |built − ref| over n values and that over max |ref|, and hold the relative one to
- * `tolerance`: KVL_OK, or a failure naming `what` (nb_expect). */
+/* max |built − ref| over n values of double, printed and held to `tolerance` relative to max |ref| as
+ * nbc_report does (draw_compare.h, whose nbc_max_diff reads float). */
 int cost_check(const char *what, const double *built, const double *ref, size_t n, double tolerance);
 
 /* ref/mha's fast path on a random layer: weights drawn from `seed`, tokens x[n + 1][d] drawn after them,
