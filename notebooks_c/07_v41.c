@@ -493,7 +493,8 @@ NB_CELL(cell_exit_rule)
            exits ? "yes" : "no", ref_exits ? "yes" : "no");
     printf("early exit reads %s attention-side parameters per prompt token, ref/ced %s: difference %s\n",
            nb_num((double)built, 0), nb_num((double)ref.params, 0), nb_num((double)built - (double)ref.params, 0));
-    rc = nb_expect(exits == ref_exits && built == ref.params && s.n_encoder == E, "the early exit differs from ref/ced");
+    rc = nb_expect(exits == ref_exits && built == ref.params && s.n_encoder == E,
+                   "the early exit differs from ref/ced");
     if (rc == KVL_OK) rc = nb07_draw_sources("V4.1-Flash", v41_map, L, E);
     if (rc == KVL_OK) {
         kvl_layer moved[NB07_MAX_LAYERS];
@@ -609,9 +610,10 @@ NB_CELL(cell_early_exit)
 //
 // $$s \le P - L (W - 1).$$
 //
-// Bounded replay takes only the last $W$ tokens, $s = P - W$. The cell replays the toy's prompt from the exact start and from later starts, one window at a time, and
-// measures the next token's output against the full run. The weights are random: nothing trained makes
-// the far tokens' influence fade, so the errors show what truncation does, not what it does to V4.1.
+// Bounded replay takes only the last $W$ tokens, $s = P - W$. The cell replays the toy's prompt from the
+// exact start and from later starts, one window at a time, and measures the next token's output against
+// the full run. The weights are random: nothing trained makes the far tokens' influence fade, so the
+// errors show what truncation does, not what it does to V4.1.
 
 // %%
 /* The next token after replaying every layer from `from`, against the full run: relative error. */
@@ -760,9 +762,10 @@ NB_CELL(cell_replay_arithmetic)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_select),     NB_RUN(cell_modes),      NB_RUN(cell_bytes),
-                                    NB_RUN(cell_params),     NB_RUN(cell_work),       NB_RUN(cell_toy_stack),
-                                    NB_RUN(cell_fp4),        NB_RUN(cell_exit_rule),  NB_RUN(cell_early_exit),
-                                    NB_RUN(cell_replay),     NB_RUN(cell_prefix_cache), NB_RUN(cell_replay_arithmetic)};
+    static const nb_cell cells[] = {NB_RUN(cell_select),       NB_RUN(cell_modes),      NB_RUN(cell_bytes),
+                                    NB_RUN(cell_params),       NB_RUN(cell_work),       NB_RUN(cell_toy_stack),
+                                    NB_RUN(cell_fp4),          NB_RUN(cell_exit_rule),  NB_RUN(cell_early_exit),
+                                    NB_RUN(cell_replay),       NB_RUN(cell_prefix_cache),
+                                    NB_RUN(cell_replay_arithmetic)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }
