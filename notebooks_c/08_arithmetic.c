@@ -4,19 +4,20 @@
 // The V4.1-Flash model card charts four numbers: 389,120 bytes per token for DeepSeek LLM 67B, 48,068
 // for V3.2, 3,514 for V4-Flash and 890 for V4.1-Flash. This notebook rebuilds every one of them from the
 // `config.json` files in `ref/configs/` and the row sizes of `formats/` (`ref/kvtable`), splits each
-// step into the levers it pulled, and weighs live caches where the generation's module exists.
+// step into the levers it pulled, and weighs live caches where the generation's module exists. The
+// arithmetic itself is built in plain C below and checked against `ref/kvtable` on every config.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_08 --step`
 // walks it cell by cell; `build/bin/kvtable` prints the same table with more columns.
 
 // %%
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "draw_arithmetic.h"
 #include "kvtable.h"
 #include "mha.h"
 #include "mla.h"
@@ -28,50 +29,21 @@
 // %% [markdown]
 // ## The table
 //
-// For every layer that writes a per-token cache, a layer compressing M tokens into one entry adds 1/M
-// entries per token, and an entry costs its main row plus its index key (if the generation has one).
-// Window rows are bounded per sequence and stay out of the per-token figure.
+// For every layer $\ell$ that writes a per-token cache, a layer compressing $M_\ell$ tokens into one
+// entry adds $1/M_\ell$ entries per token, and an entry costs its main row plus its index key (if the
+// generation has one). Window rows are bounded per sequence and stay out of the per-token figure. The
+// table is `ref/kvtable`'s; the next section builds it by hand.
 
 // %%
-enum { MAX_MODELS = 16 };
-
-typedef struct {
-    kvl_model m;
-    kvl_kv_footprint kv;
-} generation;
+enum { MAX_MODELS = NB08_MAX_MODELS };
+typedef nb08_generation generation;
 
 static generation gens[MAX_MODELS];
 static size_t n_gens;
 
-static int by_date(const void *a, const void *b)
-{
-    return strcmp(((const generation *)a)->m.date, ((const generation *)b)->m.date);
-}
-
-/* every .json file in ref/configs, by release date */
-static int load_all(void)
-{
-    DIR *d = opendir(nb_path("ref/configs"));
-    if (!d) return kvl_fail(KVL_EIO, "cannot list ref/configs");
-    struct dirent *e;
-    int rc = KVL_OK;
-    while (rc == KVL_OK && (e = readdir(d)) && n_gens < MAX_MODELS) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".json")) continue;
-        char rel[600];
-        snprintf(rel, sizeof rel, "ref/configs/%s", e->d_name);
-        rc = kvl_model_load(&gens[n_gens].m, nb_path(rel));
-        if (rc == KVL_OK) rc = kvl_kv_footprint_of(&gens[n_gens].kv, &gens[n_gens].m);
-        if (rc == KVL_OK) n_gens++;
-    }
-    closedir(d);
-    qsort(gens, n_gens, sizeof gens[0], by_date);
-    return rc;
-}
-
 NB_CELL(cell_table)
 {
-    int rc = load_all();
+    int rc = nb08_load_all(gens, &n_gens);
     if (rc != KVL_OK) return rc;
     printf("%-20s %-8s %-8s %9s %13s %13s %12s %8s %8s\n", "model", "date", "cache", "KV layers", "entries/token",
            "B/entry", "B/token", "x prev", "x first");
@@ -87,6 +59,94 @@ NB_CELL(cell_table)
     printf("\n%s -> %s bytes per token: %.1fx over the lineage\n", nb_num(gens[0].kv.bytes_per_token, 2),
            nb_num(gens[n_gens - 1].kv.bytes_per_token, 2), gens[0].kv.bytes_per_token / gens[n_gens - 1].kv.bytes_per_token);
     return KVL_OK;
+}
+
+// %% [markdown]
+// ## The arithmetic, built
+//
+// Let $\mathcal{G}$ be the layers that write a per-token cache: those that are their own KV source
+// (every layer up to V3.2, V4's CSA and HCA layers, V4.1's KV sources). Then
+//
+// $$\frac{\text{bytes}}{\text{token}}
+//     = \sum_{\ell \in \mathcal{G}} \frac{R_{\mathrm{main}} + [\ell \text{ indexes itself}]\, R_{\mathrm{key}}}{M_\ell}
+//     = |\mathcal{G}| \times \frac{\text{entries}}{\text{layer} \cdot \text{token}}
+//     \times \frac{\text{bytes}}{\text{entry}},$$
+//
+// the second form with the mean over $\mathcal{G}$ of entries per layer and of bytes per entry. The
+// main row $R_{\mathrm{main}}$ is $2 H_{kv} D_h$ bf16 values for MHA/GQA (K and V of every KV head),
+// $r + D_r$ for MLA (the latent and the shared RoPE key), and a packed row of `formats/` from V3.2 on:
+// 656 B (V3.2), 584 B (V4), 288 B (V4.1), with index keys of 132 B (V3.2) and 68 B (V4, V4.1). The
+// window rows are per sequence, $W$ of $R_{\mathrm{win}}$ bytes in each of the $L$ layers:
+// $L \cdot W \cdot R_{\mathrm{win}}$. The cell builds both for every config and holds them to
+// `ref/kvtable`'s.
+
+// %%
+/* one config's cache: |G| layers, entries per token, bytes per token, window bytes per sequence */
+typedef struct {
+    double layers, entries, bytes, window;
+} cache_cost;
+
+/* R_main, R_key and R_win of m's cache layout (0 where it has none) */
+static void row_sizes(double *r_main, double *r_key, double *r_win, const kvl_model *m)
+{
+    const double bf16 = 2, mha = 2.0 * (double)(m->n_kv_heads * m->head_dim);
+    const double mla = (double)(m->kv_lora_rank + m->qk_rope_head_dim);
+    *r_main = *r_key = *r_win = 0;
+    switch (m->kv_cache) {
+    case KVL_CACHE_BF16: *r_main = bf16 * (m->generation == KVL_GEN_MHA ? mha : mla); break;
+    case KVL_CACHE_V32_FP8:
+        *r_main = (double)kvf_row_bytes(KVF_ROW_V32_MAIN);
+        if (m->generation == KVL_GEN_DSA) *r_key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
+        break;
+    case KVL_CACHE_V4_FP8:   /* the main row serves the window too */
+        *r_main = *r_win = (double)kvf_row_bytes(KVF_ROW_V4_MAIN);
+        *r_key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
+        break;
+    case KVL_CACHE_V41_FP4:
+        *r_main = (double)kvf_row_bytes(KVF_ROW_V41_MAIN);
+        *r_key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
+        *r_win = (double)kvf_row_bytes(KVF_ROW_V41_WINDOW);
+        break;
+    }
+}
+
+static cache_cost cost_of(const kvl_model *m)
+{
+    double r_main, r_key, r_win;
+    row_sizes(&r_main, &r_key, &r_win, m);
+    cache_cost c = {0, 0, 0, (double)m->n_layers * (double)m->window * r_win};
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const kvl_layer *y = &m->layers[l];
+        if (y->kind == KVL_LAYER_WINDOW || y->kv_source != (int)l) continue;   /* not in G */
+        const double M = (double)y->compress_ratio, key = y->index_source == (int)l ? r_key : 0;
+        c.layers += 1;
+        c.entries += 1 / M;
+        c.bytes += (r_main + key) / M;
+    }
+    return c;
+}
+
+NB_CELL(cell_built)
+{
+    double built[4][MAX_MODELS], ref[4][MAX_MODELS];
+    const char *names[MAX_MODELS];
+    for (size_t i = 0; i < n_gens; i++) {
+        const cache_cost c = cost_of(&gens[i].m);
+        const kvl_kv_footprint *k = &gens[i].kv;
+        printf("%-20s %3g layers x %-8s entries x %8s B = %10s B/token; window %s B/seq\n", gens[i].m.name,
+               c.layers, nb_num(c.entries / c.layers, 5), nb_num(c.bytes / c.entries, 2), nb_num(c.bytes, 2),
+               nb_num(c.window, 0));
+        names[i] = gens[i].m.name;
+        built[0][i] = c.layers, built[1][i] = c.entries, built[2][i] = c.bytes, built[3][i] = c.window;
+        ref[0][i] = (double)k->global_layers, ref[1][i] = k->entries_per_token, ref[2][i] = k->bytes_per_token;
+        ref[3][i] = (double)k->window_bytes_per_sequence;
+    }
+    static const char *const what[4] = {"layers with a cache", "entries per token", "bytes per token",
+                                        "window bytes per sequence"};
+    int rc = KVL_OK;
+    for (size_t j = 0; j < 4 && rc == KVL_OK; j++)
+        rc = nb08_check(what[j], built[j], ref[j], names, n_gens, 1e-12);   /* one summation order: equal */
+    return rc;
 }
 
 // %% [markdown]
@@ -147,8 +207,10 @@ NB_CELL(cell_parts)
 // %% [markdown]
 // ## Which lever each step pulled
 //
-// bytes/token = (layers with a cache) × (entries per token per such layer) × (bytes per entry), so
-// each step's factor splits exactly into three. The rows below step from the newest model of each
+// $$\frac{\text{bytes}}{\text{token}} = (\text{layers with a cache}) \times
+//     (\text{entries per token per such layer}) \times (\text{bytes per entry}),$$
+//
+// so each step's factor splits exactly into three. The rows below step from the newest model of each
 // attention generation to the next. The lineage write-up names one lever per step; the split shows
 // where that is the whole story and where it is not: V1 → V3 owes 1.56× to fewer layers besides the
 // entry's 3.56×; V3.2 → V4-Flash owes 1.49× to layers and 1.21× to smaller entries besides the
@@ -162,14 +224,6 @@ static int newest_of_its_kind(size_t i)
     for (size_t j = i + 1; j < n_gens; j++)
         if (gens[j].m.generation == gens[i].m.generation) return 0;
     return 1;
-}
-
-/* "3.56x", or "1/4.74" for a factor below 1 */
-static const char *factor_text(char *buf, size_t cap, double f)
-{
-    if (f >= 1) snprintf(buf, cap, "%.2fx", f);
-    else snprintf(buf, cap, "1/%.2f", 1 / f);
-    return buf;
 }
 
 NB_CELL(cell_levers)
@@ -187,8 +241,8 @@ NB_CELL(cell_levers)
             const double entry = prev->kv.bytes_per_entry / g->kv.bytes_per_entry;
             const double total = prev->kv.bytes_per_token / g->kv.bytes_per_token;
             char a[16], b[16], c[16];
-            printf("%-20s %-20s %8s %8s %9s %7.2fx\n", prev->m.name, g->m.name, factor_text(a, sizeof a, layers),
-                   factor_text(b, sizeof b, entries), factor_text(c, sizeof c, entry), total);
+            printf("%-20s %-20s %8s %8s %9s %7.2fx\n", prev->m.name, g->m.name, nb08_factor_text(a, sizeof a, layers),
+                   nb08_factor_text(b, sizeof b, entries), nb08_factor_text(c, sizeof c, entry), total);
             /* three ratios of doubles whose product is the total: agreement to rounding */
             rc = nb_expect(fabs(layers * entries * entry / total - 1) < 1e-12, "the levers of %s do not multiply out",
                            g->m.name);
@@ -202,7 +256,8 @@ NB_CELL(cell_levers)
 // ## What stays out of the per-token figure
 //
 // V4 and V4.1 keep a 128-row window in every layer: bounded per sequence, so it is reported apart. The
-// cell prints it with the bytes one sequence holds at 128K and 1M tokens (K = 1,024).
+// cell prints it with the bytes one sequence holds at $T$ = 128K and 1M tokens (K = 1,024),
+// $T \cdot \text{bytes/token} + L \cdot W \cdot R_{\mathrm{win}}$.
 
 // %%
 NB_CELL(cell_windows)
@@ -282,6 +337,40 @@ NB_CELL(cell_live)
 }
 
 // %% [markdown]
+// ## The lineage as areas
+//
+// Each step's newest model as one box: $|\mathcal{G}|$ cache layers wide and
+// $\text{bytes}/(\text{token} \cdot \text{layer})$ tall, so that its area is its bytes per token, all
+// to one scale. Between two boxes, the step and the factors it removed: the width is the layers lever,
+// the height the other two together (entries per layer times bytes per entry).
+
+// %%
+/* what the step into a generation changed */
+static const char *step_of(kvl_generation g)
+{
+    switch (g) {
+    case KVL_GEN_MLA: return "MLA: one latent and one RoPE key instead of K and V per head";
+    case KVL_GEN_DSA: return "V3.2: the latent in FP8 (656 B) and a 132-byte index key";
+    case KVL_GEN_V4: return "V4: entries compressed 4:1 (CSA) and 128:1 (HCA), FP8 rows of 584 B";
+    case KVL_GEN_V41: return "V4.1: four KV-source layers at ratios 2 and 1, FP4 rows of 288 B";
+    default: return "";
+    }
+}
+
+NB_CELL(cell_lineage)
+{
+    nb08_box box[MAX_MODELS];
+    size_t n = 0;
+    for (size_t i = 0; i < n_gens; i++) {
+        if (!newest_of_its_kind(i)) continue;
+        const cache_cost c = cost_of(&gens[i].m);
+        const char *step = n ? step_of(gens[i].m.generation) : NULL;
+        box[n++] = (nb08_box){gens[i].m.name, step, c.layers, c.bytes / c.layers};
+    }
+    return nb08_draw_lineage(box, n);
+}
+
+// %% [markdown]
 // ## The figure
 //
 // Every config's bytes per token on a log axis; the generations the model card charts are dark. The
@@ -304,14 +393,15 @@ NB_CELL(cell_figure)
     svg_bars_log(&s, "KV cache bytes per token, derived from each config.json",
                  "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
                  labels, values, emphasis, n_gens, "B");
-    for (size_t i = 0; i < n_gens; i++) kvl_model_free(&gens[i].m);
+    nb08_free_all(gens, n_gens);
     return nb_figure("bytes_per_token", &s);
 }
 
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_table),   NB_RUN(cell_parts), NB_RUN(cell_levers),
-                                    NB_RUN(cell_windows), NB_RUN(cell_live),  NB_RUN(cell_figure)};
+    static const nb_cell cells[] = {NB_RUN(cell_table),   NB_RUN(cell_built), NB_RUN(cell_parts),
+                                    NB_RUN(cell_levers),  NB_RUN(cell_windows), NB_RUN(cell_live),
+                                    NB_RUN(cell_lineage), NB_RUN(cell_figure)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }
