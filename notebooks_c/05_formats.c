@@ -389,6 +389,7 @@ static int fp4_check(double *latent, float *xq, double *amax, double *rel, uint6
     return KVL_OK;
 }
 
+// %%
 static double seed0_latent[DIM];
 static float seed0_xq[DIM];
 

@@ -76,6 +76,7 @@ static int draw_layer_map(const kvl_model *m)
     return dv4_layer_map_figure(kind, m->n_layers);
 }
 
+// %%
 NB_CELL(cell_layer_map)
 {
     kvl_model m;
@@ -172,6 +173,7 @@ static void print_weight_table(const char *what, const v4_weight *t)
     printf("\n");
 }
 
+// %%
 NB_CELL(cell_shapes)
 {
     kvl_model m;
@@ -266,6 +268,7 @@ static float pool(const v4_compressor_config *c, const v4_compressor_weights *w,
     return (float)(num / den);
 }
 
+// %%
 /* entries[⌊T/M⌋][c] for x[T][d]: pool, RMSNorm with gain, rotate the trailing Dr channels at iM */
 static void compress(float *entries, const v4_compressor_config *c, const v4_compressor_weights *w,
                      const float *x, size_t T)
@@ -309,6 +312,7 @@ static int toy_layer(v4_config *c, v4_weights *w, size_t layer, uint64_t seed)
     return rc == KVL_OK ? v4_weights_init_random(w, c, &rng) : rc;
 }
 
+// %%
 /* layer `layer` of the toy: this notebook's compressor against ref/v4's on x[TOY_T][TOY_D] */
 static int compare_compressor(const char *what, size_t layer, uint64_t seed, const float *x)
 {
@@ -391,6 +395,7 @@ static void entries_moved(unsigned char *moved, size_t *N, const v4_compressor_c
     }
 }
 
+// %%
 static void print_pooled(const char *what, const unsigned char *moved, size_t N, size_t M)
 {
     printf("%s, M = %zu: %zu entries from %d tokens\n", what, M, N, POOL_T);
@@ -415,6 +420,7 @@ static int pools_exactly(const unsigned char *moved, size_t N, size_t M, size_t 
     return 1;
 }
 
+// %%
 NB_CELL(cell_pooling)
 {
     static unsigned char csa_moved[POOL_T * POOL_T], hca_moved[POOL_T * POOL_T];
@@ -539,6 +545,7 @@ static int compare_paths(const model_config *c, const model_weights *w, const fl
     return nb_expect(diff <= 1e-5 * scale, "the paths differ by %g", diff);
 }
 
+// %%
 static const char WIDE_JSON[] =
     "{\"hidden_size\": 32, \"num_hidden_layers\": 3, \"num_attention_heads\": 2, \"head_dim\": 512,"
     " \"qk_rope_head_dim\": 64, \"q_lora_rank\": 16, \"o_groups\": 1, \"o_lora_rank\": 16, \"sliding_window\": 128,"
@@ -575,6 +582,7 @@ static int live_bytes(void)
     return rc;
 }
 
+// %%
 NB_CELL(cell_toy_stack)
 {
     static float x[TOY_T * TOY_D];
@@ -634,6 +642,7 @@ static int print_against_v32(const kvl_kv_footprint *v4f, double per_seq_window)
     return KVL_OK;
 }
 
+// %%
 NB_CELL(cell_counts)
 {
     kvl_model m;
