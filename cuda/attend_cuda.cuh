@@ -280,6 +280,20 @@ __global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_sof
 
 /* ---- launch (host) ---------------------------------------------------------------------------------- */
 
+/* Keys per split of a decode over n_keys keys whose launch has `blocks` blocks per split (sequences × head
+ * groups × query tiles): `fixed` where a cache sets one, else as FlashMLA's get_mla_metadata schedules (splits
+ * from the SM count and the batch): enough splits for the grid to fill every SM twice, none shorter than
+ * KVL_MIN_SPLIT keys, a whole number of 32-key tiles. The workspace, blocks × splits partial rows, then
+ * depends on the SMs and the batch and not on n_keys. */
+#define KVL_MIN_SPLIT 64
+inline size_t kvl_decode_split(size_t fixed, size_t n_keys, size_t blocks)
+{
+    if (fixed) return fixed;
+    const size_t fill = kvl_div_up(2 * static_cast<size_t>(kvl_cuda_sm_count()), blocks ? blocks : 1);
+    const size_t most = kvl_div_up(n_keys, KVL_MIN_SPLIT), n_splits = fill < most ? fill : most;
+    return n_splits ? kvl_div_up(kvl_div_up(n_keys, n_splits), 32) * 32 : KVL_MIN_SPLIT;
+}
+
 /* Floats of workspace kvl_attend_cuda needs: the partial sums and the partial softmax parts. */
 inline size_t kvl_attend_work_floats(const kvl_attend_shape &sh)
 {

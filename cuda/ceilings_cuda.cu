@@ -53,10 +53,8 @@ int run_gemm(void *arg)
 int gemm_ms(double *ms, size_t n, int reps, void *a, void *b, void *c)
 {
     gemm_job j{nullptr, a, b, c, static_cast<int>(n)};
-    CUBLAS_CHECK(cublasCreate(&j.handle));
-    int rc = kvl_cuda_time(ms, run_gemm, &j, reps);
-    cublasDestroy(j.handle);
-    return rc;
+    KVL_TRY(kvl_cublas_handle(&j.handle));
+    return kvl_cuda_time(ms, run_gemm, &j, reps);
 }
 
 const char *const GEMM_WHAT = "cuBLAS bf16 GEMM";

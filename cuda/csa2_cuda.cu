@@ -99,7 +99,7 @@ int csa2_attend_cuda(float *o, const csa2_config *c, const float *sinks, const f
     if (S == 0) return KVL_OK;
     if (!o || !q || !win || !sinks || !work) return kvl_fail(KVL_EINVAL, "csa2_attend_cuda: NULL array");
     const size_t H = c->core.n_heads, Dh = c->core.head_dim, K = c->kind == KVL_LAYER_WINDOW ? 0 : c->indexer.topk;
-    const size_t nk = c->core.window + K, split = KVL_DECODE_SPLIT;
+    const size_t nk = c->core.window + K, split = kvl_decode_split(0, nk, S * H);
     const kvl_attend_shape sh{S, H, H, Dh, Dh, 1, 0, 0, nk, split, kvl_div_up(nk, split), 0,
                               static_cast<float>(1.0 / sqrt(static_cast<double>(Dh)))};
     KVL_TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));

@@ -29,6 +29,29 @@ const char *kvl_cuda_device_name(void)
     return prop.name;
 }
 
+int kvl_cuda_sm_count(void)
+{
+    static int n = 0;
+    cudaDeviceProp prop;
+    if (n == 0) n = cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.multiProcessorCount > 0
+                        ? prop.multiProcessorCount : 1;
+    return n;
+}
+
+/* One handle per device (the runtime numbers them from 0), never destroyed: the process ends them. */
+int kvl_cublas_handle(cublasHandle_t *h)
+{
+    static cublasHandle_t handles[16];
+    int device = 0;
+#ifdef __CUDACC__
+    CUDA_CHECK(cudaGetDevice(&device));
+#endif
+    if (device < 0 || device >= 16) return kvl_fail(KVL_ECUDA, "kvl_cublas_handle: device %d of at most 16", device);
+    if (!handles[device]) CUBLAS_CHECK(cublasCreate(&handles[device]));
+    *h = handles[device];
+    return KVL_OK;
+}
+
 int kvl_cuda_emulated(void)
 {
 #ifdef __CUDACC__

@@ -5,6 +5,8 @@
  *   CUDA_CHECK(call)          in a function returning int: a failed call returns KVL_ECUDA, with
  *                             kvl_error() naming the call, file and line (and the emulator's fault)
  *   CUBLAS_CHECK(call)        the same for a cuBLAS call (the emulator runs its subset as loops)
+ *   kvl_cublas_handle(&h)     the current device's cuBLAS handle, created on first use and kept: creating
+ *                             one synchronises the device, which once per call would cost every layer
  *   KVL_LAUNCH(k, g, b, s, …) launch kernel k on grid g, blocks b, s bytes of dynamic shared memory;
  *                             returns the launch's cudaError_t (put it in CUDA_CHECK); with
  *                             KVL_CUDA_SYNC=1 it also waits for the kernel, so that a fault in it is
@@ -63,6 +65,8 @@ extern "C" {
             return kvl_fail(KVL_ECUDA, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #__VA_ARGS__,    \
                             static_cast<int>(kvl_s_));                                                     \
     } while (0)
+
+int kvl_cublas_handle(cublasHandle_t *h);
 
 #ifdef __CUDACC__
 

@@ -20,6 +20,8 @@ int kvl_cuda_device_count(void);
 /* "NVIDIA H200", "CPU emulator (fibers)", or "none" */
 const char *kvl_cuda_device_name(void);
 int kvl_cuda_emulated(void);
+/* Streaming multiprocessors of device 0 (the emulator reports an H200's 132); 1 when it cannot be read. */
+int kvl_cuda_sm_count(void);
 
 /* The orders a test runs its kernels in: forward, reverse and random in the emulator, one on a GPU.
  * kvl_cuda_use_order(k) selects the k-th (k < kvl_cuda_n_orders()) and returns its name. */

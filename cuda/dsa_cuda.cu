@@ -59,7 +59,6 @@ int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn
         return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
                         row_width(c));
     if (r->slots < r->len) return kvl_fail(KVL_EINVAL, "%s: the cache's ring has wrapped; DSA keeps every row", fn);
-    if (cache->split == 0) return kvl_fail(KVL_EINVAL, "%s: the cache's split is 0", fn);
     return KVL_OK;
 }
 
@@ -67,6 +66,7 @@ int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn
 kvl_attend_shape sparse_shape(const dsa_config *c, const swa_ring_cuda *r, size_t split)
 {
     const size_t K = c->index_topk;
+    split = kvl_decode_split(split, K, r->batch * c->mla.n_heads);
     return kvl_attend_shape{r->batch, c->mla.n_heads, c->mla.n_heads, row_width(c), c->mla.kv_lora_rank, 1, 0, 0, K,
                             split, kvl_div_up(K, split), 0, static_cast<float>(c->mla.softmax_scale)};
 }
@@ -74,12 +74,14 @@ kvl_attend_shape sparse_shape(const dsa_config *c, const swa_ring_cuda *r, size_
 /* Floats of workspace: the partials, then the check's flag */
 size_t sparse_work_floats(const kvl_attend_shape &sh) { return kvl_attend_work_floats(sh) + 1; }
 
-/* ô over the selected rows, read as the ring stores them; work holds sparse_work_floats */
+/* ô over the selected rows, read as the ring stores them, the selection checked first unless `checked`;
+ * work holds sparse_work_floats */
 int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const kvl_attend_shape &sh,
-                    const swa_ring_cuda *r, float *work, const char *fn)
+                    const swa_ring_cuda *r, float *work, const char *fn, bool checked = false)
 {
-    KVL_TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
-                                     reinterpret_cast<unsigned *>(work + kvl_attend_work_floats(sh)), fn));
+    if (!checked)
+        KVL_TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
+                                         reinterpret_cast<unsigned *>(work + kvl_attend_work_floats(sh)), fn));
     const kvl_attend_kv kv{static_cast<const uint8_t *>(r->rows), r->slots, r->row_bytes, r->len, NULL, 0, 0, 0, 0, 0,
                            0};
     const kvl_dsa_picks picks{kv, sel, sh.n_keys};
@@ -100,6 +102,15 @@ int dsa_attend_gather_absorbed_cuda(float *o_hat, const dsa_config *c, const flo
     const kvl_attend_shape sh = sparse_shape(c, &cache->ring, cache->split);
     KVL_TRY(kvl_workspace_reserve(&cache->work, sparse_work_floats(sh) * sizeof(float)));
     return attend_selected(o_hat, q_hat, sel, sh, &cache->ring, static_cast<float *>(cache->work.p), __func__);
+}
+
+int dsa_attend_gather_absorbed_checked_cuda(float *o_hat, const dsa_config *c, const float *q_hat,
+                                            const int32_t *sel, mla_cache_cuda *cache)
+{
+    KVL_TRY(check_cache(c, cache, __func__));
+    const kvl_attend_shape sh = sparse_shape(c, &cache->ring, cache->split);
+    KVL_TRY(kvl_workspace_reserve(&cache->work, sparse_work_floats(sh) * sizeof(float)));
+    return attend_selected(o_hat, q_hat, sel, sh, &cache->ring, static_cast<float *>(cache->work.p), __func__, true);
 }
 
 int dsa_attend_gather_cuda(float *o, const dsa_config *c, const mla_weights *w, const float *q, const int32_t *sel,

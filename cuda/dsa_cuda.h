@@ -46,6 +46,10 @@ int dsa_attend_gather_cuda(float *o, const dsa_config *c, const mla_weights *w, 
 /* Its attention alone: o_hat[B][H][Dc] from absorbed queries q_hat[B][H][Dc+Dr]. */
 int dsa_attend_gather_absorbed_cuda(float *o_hat, const dsa_config *c, const float *q_hat, const int32_t *sel,
                                     mla_cache_cuda *cache);
+/* The same over a selection already checked (by a call of the above on it): no check, so no copy back to
+ * the host and no wait for the device, as a decode step or a benchmark that checked once runs it. */
+int dsa_attend_gather_absorbed_checked_cuda(float *o_hat, const dsa_config *c, const float *q_hat,
+                                            const int32_t *sel, mla_cache_cuda *cache);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,6 @@ int check_cache(const mha_config *c, const mha_cache_cuda *cache, size_t n, cons
     if (n > r->max_tokens - r->len)
         return kvl_fail(KVL_EINVAL, "%s: %zu tokens at position %zu exceed the cache's %zu positions", fn, n, r->len,
                         r->max_tokens);
-    if (cache->split == 0) return kvl_fail(KVL_EINVAL, "%s: the cache's split is 0", fn);
     return KVL_OK;
 }
 
@@ -40,6 +39,7 @@ int check_cache(const mha_config *c, const mha_cache_cuda *cache, size_t n, cons
 kvl_attend_shape shape_of(const mha_config *c, size_t B, size_t Q, size_t q_first, size_t key_first, size_t n_keys,
                           size_t split)
 {
+    split = kvl_decode_split(split, n_keys, B * c->n_heads * Q);
     const size_t n_splits = kvl_div_up(n_keys, split);
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(c->head_dim)));
     return kvl_attend_shape{B, c->n_heads, c->n_heads / c->n_kv_heads, c->head_dim, c->head_dim, Q, q_first, key_first,
@@ -101,7 +101,6 @@ int mha_cache_init_cuda(mha_cache_cuda *cache, const mha_config *c, size_t max_t
     memset(cache, 0, sizeof *cache);
     KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), swa_cuda_store_of(store), batch));
     cache->window = c->window;
-    cache->split = KVL_DECODE_SPLIT;
     return KVL_OK;
 }
 

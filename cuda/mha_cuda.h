@@ -2,8 +2,8 @@
  * and prefill, on device weights and a device cache (kernels in attend_cuda.cuh; projections through
  * linalg_cuda, rotations through rope_cuda, the ring through swa_cuda).
  *
- * mha_decode_cuda is flash-decoding: the held rows are cut into splits of cache->split keys (default
- * KVL_DECODE_SPLIT), each split's partial softmax is computed by its own block, and one merge combines
+ * mha_decode_cuda is flash-decoding: the held rows are cut into splits of cache->split keys (by default
+ * as many as fill the GPU's SMs twice for the batch, kvl_decode_split), each split's partial softmax is computed by its own block, and one merge combines
  * them; a windowed layer reads the W rows of its ring in slot order. B sequences decode in step, each
  * with its own ring, sharing one weight set (B = 1 is the ref's function). mha_prefill_cuda runs a
  * chunk of one sequence (B = 1) in tiles of four queries over their causal band.
@@ -22,10 +22,6 @@ extern "C" {
 #include "mha.h"
 #include "swa_cuda.h"
 
-/* Keys per flash-decoding split unless a cache asks for another: 8 splits of the 2,048-row contexts the
- * benchmark runs, and one split below 256 rows. */
-#define KVL_DECODE_SPLIT 256
-
 /* dev = a device copy of host's weights (one allocation, the same cut). */
 int mha_weights_to_cuda(mha_weights *dev, const mha_weights *host, const mha_config *c);
 void mha_weights_free_cuda(mha_weights *dev);
@@ -33,7 +29,7 @@ void mha_weights_free_cuda(mha_weights *dev);
 typedef struct {
     swa_ring_cuda ring;  /* rows [B][S][2·Hkv·Dh]: K of every KV head, then V */
     size_t window;       /* the W it was made for */
-    size_t split;        /* keys per decode split */
+    size_t split;        /* keys per decode split; 0: chosen from the SM count and the batch */
     kvl_workspace work;  /* the calls' temporaries */
 } mha_cache_cuda;
 

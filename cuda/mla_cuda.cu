@@ -40,7 +40,6 @@ int check_cache(const mla_config *c, const mla_cache_cuda *cache, size_t n, cons
     if (n > r->max_tokens - r->len)
         return kvl_fail(KVL_EINVAL, "%s: %zu tokens after %zu exceed the cache's %zu positions", fn, n, r->len,
                         r->max_tokens);
-    if (cache->split == 0) return kvl_fail(KVL_EINVAL, "%s: the cache's split is 0", fn);
     return KVL_OK;
 }
 
@@ -110,9 +109,11 @@ int unabsorb(float *o, const float *o_hat, const mla_config *c, const mla_weight
     return head_matvec(o, w->w_ukv + c->qk_nope * Dc, o_hat, p);
 }
 
-kvl_attend_shape absorbed_shape(const mla_config *c, const swa_ring_cuda *r, size_t split)
+/* heads_per_block: heads one block of the kernel attends (1, or KVL_MMA_HEADS on tensor cores) */
+kvl_attend_shape absorbed_shape(const mla_config *c, const swa_ring_cuda *r, size_t split, size_t heads_per_block)
 {
     const size_t n = swa_ring_held_cuda(r);
+    split = kvl_decode_split(split, n, r->batch * kvl_div_up(c->n_heads, heads_per_block));
     return kvl_attend_shape{r->batch, c->n_heads, c->n_heads, row_width(c), c->kv_lora_rank, 1, r->len - 1,
                             r->len - n, n, split, kvl_div_up(n, split), c->window,
                             static_cast<float>(c->softmax_scale)};
@@ -182,7 +183,6 @@ int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_t
     memset(cache, 0, sizeof *cache);
     KVL_TRY(check_config(c, __func__));
     KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), store, batch));
-    cache->split = KVL_DECODE_SPLIT;
     return KVL_OK;
 }
 
@@ -217,7 +217,7 @@ int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config 
 {
     KVL_TRY(check_cache(c, cache, 0, __func__));
     if (cache->ring.len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", __func__);
-    const kvl_attend_shape sh = absorbed_shape(c, &cache->ring, cache->split);
+    const kvl_attend_shape sh = absorbed_shape(c, &cache->ring, cache->split, 1);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     return attend_rows(o_hat, q_hat, sh, &cache->ring, static_cast<float *>(cache->work.p));
 }
@@ -255,7 +255,7 @@ int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_con
                         "Dc %zu, Dr %zu, %s rows)", __func__, KVL_MMA_DV, KVL_MMA_DK - KVL_MMA_DV, c->kv_lora_rank,
                         c->qk_rope, r->store == SWA_CUDA_F32 ? "float32" : r->store == SWA_CUDA_BF16 ? "bf16" : "FP8");
     if (r->len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", __func__);
-    const kvl_attend_shape sh = absorbed_shape(c, r, cache->split);
+    const kvl_attend_shape sh = absorbed_shape(c, r, cache->split, KVL_MMA_HEADS);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
     return r->store == SWA_CUDA_BF16 ? attend_mma<kvl_chunks_bf16>(o_hat, q_hat, sh, r, work)
@@ -269,7 +269,8 @@ int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights 
     const swa_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank;
     const size_t held = r->len + 1 < r->slots ? r->len + 1 : r->slots;
-    const kvl_attend_shape future{B, H, H, Dw, Dc, 1, 0, 0, held, cache->split, kvl_div_up(held, cache->split), 0, 0};
+    const size_t split = kvl_decode_split(cache->split, held, B * H);
+    const kvl_attend_shape future{B, H, H, Dw, Dc, 1, 0, 0, held, split, kvl_div_up(held, split), 0, 0};
     const size_t floats = B * (H * qk_width(c) + c->q_lora_rank + Dw + H * Dw + H * Dc + H * c->v_head) +
                           kvl_attend_work_floats(future);
     KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
@@ -277,7 +278,7 @@ int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights 
     float *q_hat = row + B * Dw, *o_hat = q_hat + B * H * Dw, *o = o_hat + B * H * Dc, *part = o + B * H * c->v_head;
     KVL_TRY(step_begin(q, cq, row, c, w, cache, x));
     KVL_TRY(absorb(q_hat, q, c, w, B));
-    KVL_TRY(attend_rows(o_hat, q_hat, absorbed_shape(c, r, cache->split), r, part));
+    KVL_TRY(attend_rows(o_hat, q_hat, absorbed_shape(c, r, cache->split, 1), r, part));
     KVL_TRY(unabsorb(o, o_hat, c, w, B));
     return kvl_matmul_abt_f32_cuda(out, o, w->w_o, B, c->d, H * c->v_head);
 }
@@ -289,8 +290,9 @@ int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w,
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank, Dn = c->qk_nope;
     const size_t Dqk = qk_width(c), Dv = c->v_head, Dkv = Dqk + Dv;
     const size_t N = r->len + 1 < r->slots ? r->len + 1 : r->slots, t = r->len;
-    const kvl_attend_shape sh{B, H, 1, Dqk, Dv, 1, t, t + 1 - N, N, cache->split, kvl_div_up(N, cache->split),
-                              c->window, static_cast<float>(c->softmax_scale)};
+    const size_t split = kvl_decode_split(cache->split, N, B * H);
+    const kvl_attend_shape sh{B, H, 1, Dqk, Dv, 1, t, t + 1 - N, N, split, kvl_div_up(N, split), c->window,
+                              static_cast<float>(c->softmax_scale)};
     const size_t floats =
         B * (H * Dqk + c->q_lora_rank + Dw + N * Dw + N * H * Dkv + H * Dv) + kvl_attend_work_floats(sh);
     KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));

@@ -31,7 +31,7 @@ void mla_weights_free_cuda(mla_weights *dev);
 
 typedef struct {
     swa_ring_cuda ring; /* rows [B][S][Dc+Dr] */
-    size_t split;       /* keys per decode split (KVL_DECODE_SPLIT unless set) */
+    size_t split;       /* keys per decode split; 0 (the default): chosen from the SM count and the batch */
     kvl_workspace work; /* the calls' temporaries */
 } mla_cache_cuda;
 

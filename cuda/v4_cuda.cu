@@ -58,7 +58,7 @@ int v4_attend_cuda(float *o, const v4_config *c, const float *sinks, const float
     if (S == 0) return KVL_OK;
     if (!o || !q || !win || !sinks || !work) return kvl_fail(KVL_EINVAL, "v4_attend_cuda: NULL array");
     const size_t H = c->n_heads, Dh = c->head_dim, K = c->kind == KVL_LAYER_CSA ? c->indexer.topk : 0;
-    const size_t nk = max_keys(c, S, start), split = KVL_DECODE_SPLIT;
+    const size_t nk = max_keys(c, S, start), split = kvl_decode_split(0, nk, S * H);
     const kvl_attend_shape sh{S, H, H, Dh, Dh, 1, 0, 0, nk, split, kvl_div_up(nk, split), 0,
                               static_cast<float>(1.0 / sqrt(static_cast<double>(Dh)))};
     KVL_TRY(kvl_workspace_reserve(work, (kvl_attend_work_floats(sh) + 1) * sizeof(float)));
@@ -95,13 +95,11 @@ int v4_output_cuda(float *out, const v4_config *c, const float *w_oa, const floa
      * ld H·Dh) */
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t h;
-    CUBLAS_CHECK(cublasCreate(&h));
-    const cublasStatus_t st = cublasSgemmStridedBatched(
+    KVL_TRY(kvl_cublas_handle(&h));
+    CUBLAS_CHECK(cublasSgemmStridedBatched(
         h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(Do), static_cast<int>(S), static_cast<int>(gw), &one, w_oa,
         static_cast<int>(gw), static_cast<long long>(Do * gw), o, static_cast<int>(H * Dh), static_cast<long long>(gw),
-        &zero, u, static_cast<int>(G * Do), static_cast<long long>(Do), static_cast<int>(G));
-    cublasDestroy(h);
-    CUBLAS_CHECK(st);
+        &zero, u, static_cast<int>(G * Do), static_cast<long long>(Do), static_cast<int>(G)));
     return kvl_matmul_abt_f32_cuda(out, u, w_ob, S, c->d, G * Do);
 }
 

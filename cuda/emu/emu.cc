@@ -1009,7 +1009,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     if (device != 0) return set_error(cudaErrorInvalidValue);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "CPU emulator (fibers)");
-    prop->multiProcessorCount = 1;
+    prop->multiProcessorCount = 132; /* an H200's, so that splits are chosen as on one */
     prop->sharedMemPerBlockOptin = emu::shared_limit();
     prop->l2CacheSize = 1 << 20;
     return cudaSuccess;

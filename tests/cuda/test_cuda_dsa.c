@@ -258,6 +258,25 @@ static void selections(int32_t *sel, size_t B, size_t N, size_t K, uint64_t seed
     free(I);
 }
 
+/* The attention over a selection checked once (dsa_attend_gather_absorbed_checked_cuda) is the checked
+ * call's, bit for bit. */
+static void expect_checked_gather_equal(const dsa_config *c, const mla_weights *dw, const float *dq, const int32_t *dsel,
+                                        mla_cache_cuda *dev)
+{
+    const size_t B = dev->ring.batch, H = c->mla.n_heads, Dc = c->mla.kv_lora_rank;
+    const size_t Dw = Dc + c->mla.qk_rope, n = B * H * Dc;
+    float *q_hat = dev_filled(0, B * H * Dw * sizeof(float)), *o1 = dev_filled(0x7F, n * sizeof(float));
+    float *o2 = dev_filled(0x7F, n * sizeof(float)), *h1 = test_floats(n), *h2 = test_floats(n);
+    CUDA_OK(mla_absorb_query_cuda(q_hat, dq, &c->mla, dw, B));
+    CUDA_OK(dsa_attend_gather_absorbed_cuda(o1, c, q_hat, dsel, dev));
+    CUDA_OK(dsa_attend_gather_absorbed_checked_cuda(o2, c, q_hat, dsel, dev));
+    dev_download(h1, o1, n * sizeof *h1);
+    dev_download(h2, o2, n * sizeof *h2);
+    ck_assert_msg(memcmp(h1, h2, n * sizeof *h1) == 0, "the checked selection's attention differs");
+    kvl_cuda_free(q_hat), kvl_cuda_free(o1), kvl_cuda_free(o2);
+    free(h1), free(h2);
+}
+
 /* B sequences of N rows in a cache of `store`, one query each selecting K of them: the twin against
  * dsa_attend_gather over the rows as the cache holds them. */
 static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, size_t B, size_t N, size_t K,
@@ -305,6 +324,7 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
         snprintf(what, sizeof what, "gather over %s rows, H %zu B %zu N %zu K %zu split %zu (%s)",
                  store == SWA_CUDA_F32 ? "float32" : store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, N, K, split, order);
         kvl_expect_close(what, got, wd, B * H * Dv, twin_tol(c), twin_tol(c), MIN_COS);
+        expect_checked_gather_equal(c, &L.dw, dq, dsel, &dev);
         mla_cache_free_cuda(&dev);
     }
     if (B > 2)

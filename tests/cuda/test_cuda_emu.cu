@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attend_cuda.cuh"
 #include "primitives.cuh"
 
 extern "C" {
@@ -645,6 +646,29 @@ START_TEST(test_fault_is_reported_at_its_launch_with_file_line_and_kernel)
 }
 END_TEST
 
+/* ---- decode splits ------------------------------------------------------------------------------------ */
+
+/* On the 132 SMs the emulator reports, 8 blocks per split (B 2 × H 4) fill the device twice with 33 splits:
+ * from 33 splits' worth of keys up to a million the split grows and the workspace stays; a cache's own
+ * split is kept; every split is whole tiles and the splits cover the keys. */
+START_TEST(test_decode_splits_fill_the_sms_and_do_not_grow_with_the_context)
+{
+    ck_assert_int_eq(kvl_cuda_sm_count(), 132);
+    size_t floats = 0;
+    for (size_t n = 33 * KVL_MIN_SPLIT; n <= ((size_t)1 << 20); n = n * 3 + 1) {
+        const size_t split = kvl_decode_split(0, n, 8), n_splits = kvl_div_up(n, split);
+        ck_assert_msg(split % 32 == 0 && n_splits * split >= n && n_splits <= 33, "n %zu: %zu splits of %zu", n, n_splits,
+                      split);
+        const kvl_attend_shape sh{2, 4, 4, 576, 512, 1, 0, 0, n, split, 33, 0, 1.0f};
+        if (floats == 0) floats = kvl_attend_work_floats(sh);
+        ck_assert_uint_eq(kvl_attend_work_floats(sh), floats);
+    }
+    ck_assert_uint_eq(kvl_div_up(100, kvl_decode_split(0, 100, 8)), 2); /* no split below KVL_MIN_SPLIT keys */
+    ck_assert_uint_eq(kvl_decode_split(0, 5000, 2 * 132), 5024);     /* the grid fills the SMs: one split */
+    ck_assert_uint_eq(kvl_decode_split(7, 5000, 8), 7);
+}
+END_TEST
+
 /* ---- cuBLAS ---------------------------------------------------------------------------------------- */
 
 /* C_b = α·op(A_b)·op(B_b) + β·C_b column-major, in double, at one batch b */
@@ -713,6 +737,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_conversions_give_the_gpu_results_on_nan);
     tcase_add_test(tc, test_runtime_rejects_host_pointers_and_bad_launches);
     tcase_add_test(tc, test_cublas_strided_batched_gemm_equals_the_definition);
+    tcase_add_test(tc, test_decode_splits_fill_the_sms_and_do_not_grow_with_the_context);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("faults");
     tcase_add_test(tf, test_fault_barrier_not_reached_by_an_exited_thread);
