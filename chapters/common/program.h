@@ -66,7 +66,7 @@ int kvl_args_next(kvl_args *a, const char **value);
 /* The exit status of a program whose run returned `status`: status, except that a run that succeeded
  * but whose stdout could not be written (a full disk, a closed pipe) gives 1 after one line on stderr.
  * stdout is flushed, not closed, and the function is inline: kvfmt's main is also a function that its
- * fuzz target, built from kvfmt.c and formats/ alone, calls again and again. */
+ * fuzz target, built from kvfmt.c, formats/ and ref/core/rng.c alone, calls again and again. */
 static inline int kvl_exit_status(const char *program, int status)
 {
     if (fflush(stdout) == 0 && !ferror(stdout)) return status;
