@@ -11,7 +11,7 @@ APT_OPTIONAL := python3-nbformat
 PC_PKGS  := openblas libcjson check
 
 .DEFAULT_GOAL := all
-SETUP_FREE_GOALS := help clean deps cuda
+SETUP_FREE_GOALS := help clean deps cuda cuda-check
 ifeq ($(MAKECMDGOALS),)
 NEEDS_DEPS := yes
 else ifneq ($(filter-out $(SETUP_FREE_GOALS),$(MAKECMDGOALS)),)
@@ -242,7 +242,8 @@ NVFLAGS       := -std=c++17 -O2 -Xcompiler -Wall,-Wextra,-Werror,-Wshadow -Werro
                  -gencode arch=compute_90,code=compute_90 $(INCLUDES) -Icuda
 GPU_OBJS      := $(patsubst cuda/%.cu,$(BUILD)/obj/gpu/%.o,$(CUDA_SRC))
 LIB_CUDA_GPU  := $(BUILD)/lib/libkvcuda_gpu.a
-GPU_TESTS     := $(addprefix $(BUILD)/gpu-tests/,$(notdir $(CUDA_TEST_SRC:.c=)))
+# test_cuda_bench checks bench_cuda_emu's table: on a GPU, cuda-check runs bench_cuda itself
+GPU_TESTS     := $(addprefix $(BUILD)/gpu-tests/,$(notdir $(filter-out tests/cuda/test_cuda_bench,$(CUDA_TEST_SRC:.c=))))
 GPU_LDLIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 
 $(BUILD)/obj/gpu/%.o: cuda/%.cu
@@ -257,12 +258,40 @@ $(LIB_CUDA_GPU): $(GPU_OBJS)
 $(foreach t,$(CUDA_TEST_SRC),$(eval $(call cuda_link_rule,$(BUILD)/gpu-tests/$(notdir $(t:.c=)),$(call obj,$(t)) $(CUDA_TESTLIB),$(LIB_CUDA_GPU) $(GPU_LDLIBS))))
 $(eval $(call cuda_link_rule,$(BUILD)/bin/bench_cuda,$(call obj,$(CUDA_BENCH)),$(LIB_CUDA_GPU) $(GPU_LDLIBS)))
 
-.PHONY: cuda-check
+.PHONY: cuda-check cuda-check-bins cuda-rehearse-bins gpu-bundle
 cuda: $(if $(NVCC_PATH),$(GPU_OBJS))  ## nvcc every cuda/*.cu (sm_80, sm_90, PTX; -Werror) and check each kernel's registers, shared memory, spills and PTX (cuda/budgets.txt)
 	@$(if $(NVCC_PATH),python3 cuda/check_kernels.py cuda/budgets.txt $(GPU_OBJS:.o=.ptxas) $(BUILD)/gpu-keep,echo "cuda: nvcc not found, nothing compiled")
 
-cuda-check: $(if $(NVCC_PATH),cuda $(GPU_TESTS) $(BUILD)/bin/bench_cuda)  ## on a GPU machine: every CUDA test on the GPU (+ compute-sanitizer), then one table of GB/s and TFLOP/s against the GPU's ceilings
-	@$(if $(NVCC_PATH),CUDA_HOME=$(CUDA_HOME) KVL_ROOT=$(CURDIR) KVL_BIN=$(CURDIR)/$(BUILD)/bin sh cuda/check_gpu.sh $(BUILD)/bin/bench_cuda $(GPU_TESTS),echo "cuda-check: nvcc not found, nothing built or run")
+# cuda/check_gpu.sh builds these (one or the other) with every core, then runs them; cuda-check itself needs
+# no dependencies found, so that on a machine without them it can use build-gpu-deps/ (make gpu-bundle).
+cuda-check-bins: $(GPU_OBJS) $(GPU_TESTS) $(BUILD)/bin/bench_cuda
+cuda-rehearse-bins: $(CUDA_TESTS) $(BUILD)/bin/bench_cuda_emu
+cuda-check:  ## on a GPU machine: build, one table of GB/s and TFLOP/s against the GPU's ceilings first, then every CUDA suite on the GPU and under memcheck, in 8 minutes (KVL_CUDA_REHEARSE=1: the same on the emulator)
+	@BUILD=$(BUILD) NVCC=$(NVCC) CUDA_HOME=$(CUDA_HOME) sh cuda/check_gpu.sh
+
+# OpenBLAS (with the Fortran runtime it needs), cJSON and Check as this machine's Debian packages have them:
+# headers, the shared libraries xz-compressed (cuda/check_gpu.sh unpacks them), Check and subunit static,
+# and the deps.mk that links them, about 6 MB for the device machine to carry.
+GPU_DEPS      := build-gpu-deps
+GPU_DEP_HDRS  := cblas.h openblas_config.h cjson/cJSON.h check.h check_stdint.h
+gpu-bundle:  ## copy OpenBLAS, cJSON and Check from this machine's packages into build-gpu-deps/ (about 6 MB), for make cuda-check on a GPU machine without them
+	@rm -rf $(GPU_DEPS) && mkdir -p $(GPU_DEPS)/include/cjson $(GPU_DEPS)/lib
+	@for h in $(GPU_DEP_HDRS); do found=; \
+	  for d in $$(pkg-config --cflags-only-I $(PC_PKGS) | sed 's/-I//g') /usr/include; do \
+	    [ -f $$d/$$h ] && { cp $$d/$$h $(GPU_DEPS)/include/$$h; found=1; break; }; done; \
+	  [ -n "$$found" ] || { echo "gpu-bundle: $$h not found"; exit 1; }; done
+	@blas=$$(pkg-config --variable=libdir openblas)/libopenblas.so.0; lib=$$(pkg-config --variable=libdir check); \
+	  for so in $$blas $$(ldd $$blas | awk '/gfortran|quadmath/ {print $$3}') $$lib/libcjson.so.1; do \
+	    xz -9 -c $$(readlink -f $$so) > $(GPU_DEPS)/lib/$$(basename $$so).xz || exit 1; done; \
+	  cp $$lib/libcheck_pic.a $$lib/libsubunit.a $(GPU_DEPS)/lib/
+	@L='$$(CURDIR)/$(GPU_DEPS)/lib'; { \
+	  echo "# make gpu-bundle: the build's dependencies from $(GPU_DEPS)/ (cuda/check_gpu.sh installs this)"; \
+	  echo "DEP_CFLAGS := -pthread -I\$$(CURDIR)/$(GPU_DEPS)/include"; \
+	  echo "DEP_LIBS := -pthread -Wl,--disable-new-dtags,-rpath,$$L $$L/libopenblas.so.0 $$L/libcjson.so.1 $$L/libcheck_pic.a $$L/libsubunit.a -lrt -lm"; \
+	  echo "DEP_OPENBLAS := $$(pkg-config --modversion openblas) ($(GPU_DEPS))"; \
+	  echo "DEP_CJSON := $$(pkg-config --modversion libcjson) ($(GPU_DEPS))"; \
+	  echo "DEP_CHECK := $$(pkg-config --modversion check) ($(GPU_DEPS))"; } > $(GPU_DEPS)/deps.mk
+	@du -sh $(GPU_DEPS) | sed 's/^/gpu-bundle: /'
 
 # ---- fuzzing and memcheck ------------------------------------------------------------------------
 # Each libFuzzer target tests/fuzz/fuzz_<t>.c is compiled by clang together with the sources it
