@@ -233,7 +233,10 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
     run.program = slash ? slash + 1 : argv[0];
     const char *bad = NULL;
     for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout, run.program); return 0; }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout, run.program);
+            return kvl_exit_status(run.program, 0);
+        }
         if (!strcmp(argv[i], "--step") || !strcmp(argv[i], "--cells")) {
             const nb_mode mode = argv[i][2] == 's' ? MODE_STEP : MODE_CELLS;
             bad = run.mode == mode ? "given twice" : run.mode != MODE_RUN ? "--step or --cells, not both" : NULL;
@@ -254,5 +257,6 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
         fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program, run.figures);
         return 2;
     }
-    return run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
+    const int status = run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
+    return kvl_exit_status(run.program, status);
 }

@@ -62,7 +62,8 @@ typedef struct {
 #define NB_RUN(fn) {fn, fn##_line, #fn}
 
 /* Run the notebook in the mode argv asks for; `source` is the notebook's __FILE__. Returns the exit
- * status: 0, 1 when a cell fails (its message on stderr), 2 for bad arguments. */
+ * status: 0, 1 when a cell fails (its message on stderr) or stdout could not be written, 2 for bad
+ * arguments. */
 int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells);
 
 /* Show a finished figure: embedded in --cells mode, written to DIR/NAME.svg with --figures DIR, and

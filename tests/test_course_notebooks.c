@@ -142,6 +142,20 @@ START_TEST(test_every_notebook_refuses_an_unknown_argument)
 }
 END_TEST
 
+/* A notebook whose output is lost (a full disk, a closed pipe) fails instead of exiting 0. */
+START_TEST(test_a_notebook_whose_output_cannot_be_written_exits_1)
+{
+    notebook nb[MAX_NOTEBOOKS];
+    size_t n = list_notebooks(nb);
+    for (size_t i = 0; i < n; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "{ nb_%s >/dev/full; }", nb[i].number);
+        ck_assert_int_eq(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP), 1);
+        ck_assert_msg(strstr(err, "cannot write the output") != NULL, "%s: %s", cmd, err);
+    }
+}
+END_TEST
+
 /* ---- the .ipynb ---------------------------------------------------------------------------------------- */
 
 START_TEST(test_every_notebook_converts_with_one_cell_per_source_cell)
@@ -491,6 +505,7 @@ Suite *kvl_suite(void)
     TCase *run = tcase_create("run");
     tcase_add_test(run, test_every_notebook_runs_to_completion);
     tcase_add_test(run, test_every_notebook_refuses_an_unknown_argument);
+    tcase_add_test(run, test_a_notebook_whose_output_cannot_be_written_exits_1);
     tcase_add_test(run, test_step_mode_walks_every_cell_and_stops_on_q);
     tcase_add_test(run, test_step_mode_pages_and_wraps_prose_to_the_terminal);
     tcase_add_test(run, test_committed_figures_are_what_the_notebooks_draw);
