@@ -588,8 +588,8 @@ NB_CELL(cell_early_exit)
     if (rc == KVL_OK) {
         ced_work full_w, early_w;
         ced_prefill_work(&full_w, &early_w, &real);
-        printf("V4.1-Flash, per prompt token: full prefill %zu layers, %s parameters; early exit %zu layers, %s "
-               "parameters (%.3f)\n", full_w.layers, nb_num((double)full_w.params, 0), early_w.layers,
+        printf("V4.1-Flash, per prompt token: full prefill %zu layers, %s attention-side parameters; early exit %zu "
+               "layers, %s (%.3f)\n", full_w.layers, nb_num((double)full_w.params, 0), early_w.layers,
                nb_num((double)early_w.params, 0), (double)early_w.params / full_w.params);
     }
     csa2_stack_config_free(&real);
