@@ -19,7 +19,6 @@
 // %%
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -27,7 +26,6 @@
 #include "draw_cost.h"
 #include "element.h"
 #include "mha.h"
-#include "model.h"
 #include "nb.h"
 #include "rng.h"
 #include "svg.h"
@@ -160,72 +158,19 @@ NB_CELL(cell_token_cache_figure)
 // prefilled and half decoded, and its caches are weighed against $L \cdot T \cdot 2 H_{kv} D_h \cdot b$.
 
 // %%
-/* Bytes one layer's bf16 cache of config c holds per token: append `n` zero rows, weigh, divide. */
-static int live_bytes_per_token(size_t *out, const mha_config *c, size_t n)
-{
-    mha_cache cache;
-    int rc = mha_cache_init(&cache, c, n, SWA_STORE_BF16);
-    float *rows = rc == KVL_OK ? calloc(n * cache.ring.width, sizeof *rows) : NULL;
-    if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "out of memory");
-    if (rc == KVL_OK) rc = swa_ring_append(&cache.ring, rows, n);
-    if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache) / n;
-    free(rows);
-    mha_cache_free(&cache);
-    return rc;
-}
-
-/* The toy stack with Hkv KV heads after T tokens: the bytes its caches hold, and the formula's. */
-static int toy_stack_bytes(size_t *live, size_t *formula, size_t n_kv_heads, size_t T)
-{
-    char json[256];
-    snprintf(json, sizeof json,
-             "{\"hidden_size\": 64, \"num_hidden_layers\": 4, \"num_attention_heads\": 4,"
-             " \"num_key_value_heads\": %zu, \"head_dim\": 16}", n_kv_heads);
-    kvl_model m;
-    model_config c;
-    model_weights w = {0};
-    model_cache cache = {0};
-    kvl_rng rng;
-    kvl_rng_seed(&rng, 1);
-    int rc = kvl_model_parse(&m, json, strlen(json), "toy stack");
-    if (rc != KVL_OK) return rc;
-    rc = model_config_from_model(&c, &m, 32, MODEL_MLP_SWIGLU);
-    kvl_model_free(&m);
-    if (rc != KVL_OK) return rc;
-    rc = model_weights_init_random(&w, &c, &rng);
-    if (rc == KVL_OK) rc = model_cache_init(&cache, &c, T, SWA_STORE_BF16);
-    float *x = malloc(T * c.d * sizeof *x), *out = malloc(T * c.d * sizeof *out);
-    if (rc == KVL_OK && (!x || !out)) rc = kvl_fail(KVL_ENOMEM, "out of memory");
-    if (rc == KVL_OK) {
-        kvl_rng_normal_f32(&rng, x, T * c.d, 1.0);
-        rc = model_prefill(out, &c, &w, &cache, x, T / 2);
-    }
-    for (size_t t = T / 2; t < T && rc == KVL_OK; t++) rc = model_decode(out + t * c.d, &c, &w, &cache, x + t * c.d);
-    if (rc == KVL_OK) {
-        *live = model_cache_bytes_used(&cache);
-        *formula = c.n_layers * T * 2 * n_kv_heads * c.layers[0].mha.head_dim * swa_store_bytes(SWA_STORE_BF16);
-    }
-    free(x);
-    free(out);
-    model_cache_free(&cache);
-    model_weights_free(&w);
-    model_config_free(&c);
-    return rc;
-}
-
 NB_CELL(cell_live)
 {
     mha_config c;
     size_t live = 0;
     int rc = mha_config_init(&c, ds67b.d, ds67b.n_heads, ds67b.n_kv_heads, ds67b.head_dim, 0, 1e4);
-    if (rc == KVL_OK) rc = live_bytes_per_token(&live, &c, 16);
+    if (rc == KVL_OK) rc = cost_live_bytes_per_token(&live, &c, 16);
     if (rc != KVL_OK) return rc;
     printf("one layer of %s, bf16 ring: %s B per token (formula %s)\n", ds67b.name, nb_num((double)live, 0),
            nb_num((double)(ds67b.elements * ds67b.bytes), 0));
     rc = nb_expect(live == ds67b.elements * ds67b.bytes, "live bytes %zu differ from the formula", live);
     for (size_t kv = 4; kv >= 1 && rc == KVL_OK; kv /= 2) {
-        size_t got = 0, want = 0;
-        rc = toy_stack_bytes(&got, &want, kv, 40);
+        size_t got = 0, want = COST_TOY_LAYERS * 40 * 2 * kv * COST_TOY_HEAD_DIM * swa_store_bytes(SWA_STORE_BF16);
+        rc = cost_toy_stack_bytes(&got, kv, 40);
         if (rc != KVL_OK) break;
         printf("toy stack, Hkv %zu, 40 tokens: caches hold %s B, L*T*2*Hkv*Dh*b = %s B\n", kv, nb_num((double)got, 0),
                nb_num((double)want, 0));

@@ -227,6 +227,7 @@ static void value_naive(double o[DV], const double *p, const head_view *v)
     }
 }
 
+// %%
 /* absorbed score: s[T] = σ (q̂ · c_j + q^R · k^R_j), q̂ = W_UKᵀ q^C folded once */
 static void score_absorbed(double *s, const double *q, const head_view *v)
 {

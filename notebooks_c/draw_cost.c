@@ -4,8 +4,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "config.h"
 #include "draw_compare.h"
+#include "model.h"
 #include "nb.h"
 #include "rng.h"
 #include "status.h"
@@ -27,6 +30,61 @@ int cost_check(const char *what, const double *built, const double *ref, size_t 
         scale = fmax(scale, fabs(ref[i]));
     }
     return nbc_report(what, diff, scale, tolerance);
+}
+
+int cost_live_bytes_per_token(size_t *out, const mha_config *c, size_t n)
+{
+    mha_cache cache;
+    int rc = mha_cache_init(&cache, c, n, SWA_STORE_BF16);
+    float *rows = rc == KVL_OK ? calloc(n * cache.ring.width, sizeof *rows) : NULL;
+    if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "out of memory");
+    if (rc == KVL_OK) rc = swa_ring_append(&cache.ring, rows, n);
+    if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache) / n;
+    free(rows);
+    mha_cache_free(&cache);
+    return rc;
+}
+
+/* T tokens through the stack: T/2 prefilled, the rest decoded */
+static int run_toy_stack(const model_config *c, const model_weights *w, model_cache *cache, kvl_rng *rng, size_t T)
+{
+    float *x = malloc(T * c->d * sizeof *x), *out = malloc(T * c->d * sizeof *out);
+    int rc = x && out ? KVL_OK : kvl_fail(KVL_ENOMEM, "out of memory");
+    if (rc == KVL_OK) {
+        kvl_rng_normal_f32(rng, x, T * c->d, 1.0);
+        rc = model_prefill(out, c, w, cache, x, T / 2);
+    }
+    for (size_t t = T / 2; t < T && rc == KVL_OK; t++) rc = model_decode(out + t * c->d, c, w, cache, x + t * c->d);
+    free(x);
+    free(out);
+    return rc;
+}
+
+int cost_toy_stack_bytes(size_t *live, size_t n_kv_heads, size_t T)
+{
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"hidden_size\": 64, \"num_hidden_layers\": %d, \"num_attention_heads\": 4,"
+             " \"num_key_value_heads\": %zu, \"head_dim\": %d}", COST_TOY_LAYERS, n_kv_heads, COST_TOY_HEAD_DIM);
+    kvl_model m;
+    model_config c;
+    model_weights w = {0};
+    model_cache cache = {0};
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 1);
+    int rc = kvl_model_parse(&m, json, strlen(json), "toy stack");
+    if (rc != KVL_OK) return rc;
+    rc = model_config_from_model(&c, &m, 32, MODEL_MLP_SWIGLU);
+    kvl_model_free(&m);
+    if (rc != KVL_OK) return rc;
+    rc = model_weights_init_random(&w, &c, &rng);
+    if (rc == KVL_OK) rc = model_cache_init(&cache, &c, T, SWA_STORE_BF16);
+    if (rc == KVL_OK) rc = run_toy_stack(&c, &w, &cache, &rng, T);
+    if (rc == KVL_OK) *live = model_cache_bytes_used(&cache);
+    model_cache_free(&cache);
+    model_weights_free(&w);
+    model_config_free(&c);
+    return rc;
 }
 
 int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh, size_t n, unsigned seed)
