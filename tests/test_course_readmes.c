@@ -63,7 +63,8 @@ START_TEST(test_every_chapter_text_has_the_course_sections)
 {
     static const char *const sections[] = {"\n## The cost it attacks\n", "\n## What it computes\n",
                                            "\n## What it stores per token\n", "\n## Run it\n",
-                                           "\n## Check yourself\n", "\n## Where the sources disagree\n"};
+                                           "\n## Check yourself\n", "\n## Exercises\n",
+                                           "\n## Where the sources disagree\n"};
     char names[MAX_CHAPTERS][64];
     size_t n = list_chapters(names);
     for (size_t i = 0; i < n; i++) {
