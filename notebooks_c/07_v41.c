@@ -74,6 +74,7 @@ static kvl_layer select_layer(const nb07_lists *t, size_t l)
     return (kvl_layer){kind, t->ratio[l], latest(t->kv, l), latest(t->ix, l)};
 }
 
+// %%
 /* "KV source 2 <- layers 3-7": the layers after k that read source k (kv: its entries, else its top-k) */
 static void print_readers(const kvl_layer *map, size_t L, size_t k, int kv)
 {
@@ -123,23 +124,6 @@ static void count_modes(size_t *n, const kvl_model *m)
         for (size_t k = 0; k < N_MODES; k++) n[k] += m->layers[l].kind == MODES[k];
 }
 
-static int draw_mode_map(const kvl_model *m)
-{
-    enum { MAX_L = 64 };
-    static unsigned char cells[N_MODES * MAX_L];   /* [mode][L] */
-    const size_t L = m->n_layers;
-    if (L > MAX_L) return nb_expect(0, "%zu layers do not fit the figure", L);
-    for (size_t k = 0; k < N_MODES; k++)
-        for (size_t l = 0; l < L; l++) cells[k * L + l] = m->layers[l].kind == MODES[k] ? (unsigned char)(k + 1) : 0;
-    static const char *const colours[] = {"#f2f2f2", "#c9c9c9", "#1f4e8c", "#7fa7d9", "#e3b04b"};
-    static const char *const legend[] = {NULL, "0 window-only", "1 Full: stores, scans",
-                                         "2 Reindex: the pool", "3 Reuse: no indexer"};
-    svg_doc s;
-    svg_grid(&s, "V4.1-Flash layer modes; every layer also keeps a 128-row window",
-             cells, N_MODES, L, colours, legend, 5, "mode", "layer", 1, 2);
-    return nb_figure("layer_modes", &s);
-}
-
 static void print_layers_of(const kvl_model *m, kvl_layer_kind kind)
 {
     for (size_t l = 0; l < m->n_layers; l++)
@@ -178,7 +162,7 @@ NB_CELL(cell_modes)
            nb_num((double)(m.candidate_topk_blocks * m.candidate_block_size), 0),
            nb_num(1048576.0 / (double)(m.candidate_topk_blocks * m.candidate_block_size), 0));
     rc = nb_expect(n[0] == 2 && n[1] == 4 && n[2] == 4 && n[3] == 30, "modes %zu/%zu/%zu/%zu", n[0], n[1], n[2], n[3]);
-    if (rc == KVL_OK) rc = draw_mode_map(&m);
+    if (rc == KVL_OK) rc = nb07_draw_modes(m.layers, m.n_layers);
     kvl_model_free(&m);
     return rc;
 }
@@ -475,6 +459,7 @@ static uint64_t early_exit_params(const csa2_stack_config *s, const kvl_layer *m
     return n;
 }
 
+// %%
 NB_CELL(cell_exit_rule)
 {
     kvl_model m;

@@ -94,6 +94,23 @@ int nb07_check_map(const kvl_layer *built, const kvl_layer *ref, size_t L)
                      kvl_layer_kind_name(ref[first].kind), ref[first].kv_source, ref[first].index_source);
 }
 
+int nb07_draw_modes(const kvl_layer *map, size_t L)
+{
+    static const kvl_layer_kind modes[] = {KVL_LAYER_WINDOW, KVL_LAYER_FULL, KVL_LAYER_REINDEX, KVL_LAYER_REUSE};
+    enum { N_MODES = sizeof modes / sizeof modes[0] };
+    static unsigned char cells[N_MODES * NB07_MAX_LAYERS];   /* [mode][L] */
+    if (L > NB07_MAX_LAYERS) return nb_expect(0, "%zu layers do not fit the figure", L);
+    for (size_t k = 0; k < N_MODES; k++)
+        for (size_t l = 0; l < L; l++) cells[k * L + l] = map[l].kind == modes[k] ? (unsigned char)(k + 1) : 0;
+    static const char *const colours[] = {"#f2f2f2", "#c9c9c9", "#1f4e8c", "#7fa7d9", "#e3b04b"};
+    static const char *const legend[] = {NULL, "0 window-only", "1 Full: stores, scans", "2 Reindex: the pool",
+                                         "3 Reuse: no indexer"};
+    svg_doc s;
+    svg_grid(&s, "V4.1-Flash layer modes; every layer also keeps a 128-row window", cells, N_MODES, L, colours,
+             legend, 5, "mode", "layer", 1, 2);
+    return nb_figure("layer_modes", &s);
+}
+
 /* Layout: one column per layer; the boxes' row, the KV arrows' level above it, the index arrows' below. */
 enum { MAP_X0 = 40, MAP_COL = 24, MAP_BOX = 20, MAP_BOX_Y = 150, MAP_BOX_H = 30, MAP_KV_Y = 112, MAP_IX_Y = 222 };
 

@@ -26,6 +26,10 @@ int nb07_read_lists(nb07_lists *t, const char *path);
  * source, and hold that to 0: KVL_OK, or a failure naming the first layer that differs. */
 int nb07_check_map(const kvl_layer *built, const kvl_layer *ref, size_t L);
 
+/* The figure "layer_modes": a grid of the L layers of `map` against the four modes (window-only, Full,
+ * Reindex, Reuse), each layer's mode filled. KVL_EINVAL if L is above NB07_MAX_LAYERS. */
+int nb07_draw_modes(const kvl_layer *map, size_t L);
+
 /* The figure "layer_sources": one box per layer (its mode as colour, its ratio inside), an arrow from
  * every layer that reads another's entries into that KV source (above) and from every layer that uses
  * another's top-k into that index source (below), and the encoder–decoder split after layer E − 1. */
