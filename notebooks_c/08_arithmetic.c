@@ -110,6 +110,8 @@ static void row_sizes(double *r_main, double *r_key, double *r_win, const kvl_mo
     }
 }
 
+// %%
+/* the sums over G: layers, entries and bytes per token; and the window rows of one sequence */
 static cache_cost cost_of(const kvl_model *m)
 {
     double r_main, r_key, r_win;
@@ -126,6 +128,7 @@ static cache_cost cost_of(const kvl_model *m)
     return c;
 }
 
+// %%
 NB_CELL(cell_built)
 {
     double built[4][MAX_MODELS], ref[4][MAX_MODELS];
