@@ -47,9 +47,10 @@
 //
 // $$S_t = \text{the } K \text{ positions } s \le t \text{ of largest } I_{t,s}.$$
 //
-// One key $k^I_s$ per token serves all index heads. The deployed bytes (`formats/rows.h`): the
-// 656-byte main row (E4M3 latent with four FP32 scales, the RoPE key in bf16) and the 132-byte
-// index key (E4M3 with one FP32 scale).
+// One key $k^I_s$ per token serves all index heads; $q^I$ and $k^I$ carry RoPE on their leading
+// $D_r$ channels (`ref/dsa.h`). The deployed bytes (`formats/rows.h`): the 656-byte main row (E4M3
+// latent with four FP32 scales, the RoPE key in bf16) and the 132-byte index key (E4M3 with one FP32
+// scale).
 
 // %%
 NB_CELL(cell_bytes)
