@@ -629,40 +629,24 @@ NB_CELL(cell_replay)
     int rc = replay_toy_make(&t);
     const size_t L = t.s.n_layers, W = t.s.layers[0].core.window;
     const size_t exact = ced_exact_replay_start(RP_P, L, W), bounded = ced_bounded_replay_start(RP_P, W);
-    enum { MAX_BARS = 16 };
-    double errs[MAX_BARS];
-    const char *labels[MAX_BARS];
-    static char names[MAX_BARS][40];
-    int emph[MAX_BARS];
-    size_t n = 0;
-    double e0 = 1;
+    double errs[NB07_MAX_BARS], e0 = 1;
+    size_t starts[NB07_MAX_BARS], n = 0;
     if (rc == KVL_OK) rc = replay_error(&e0, &t, exact);
     if (rc == KVL_OK)
         printf("prompt %d, L %zu, W %zu: exact replay from %zu (%zu tokens): next-token error %.3g\n", RP_P, L, W, exact,
                RP_P - exact, e0);
-    for (size_t late = W - 1; exact + late <= bounded && n < MAX_BARS && rc == KVL_OK; late += W - 1, n++) {
-        rc = replay_error(&errs[n], &t, exact + late);
-        snprintf(names[n], sizeof names[n], "from %zu (%zu tokens)", exact + late, RP_P - exact - late);
-        labels[n] = names[n];
-        emph[n] = 0;
-        printf("  replay from %zu, %zu window(s) late: %.3g\n", exact + late, late / (W - 1), errs[n]);
+    for (size_t from = exact + W - 1; from <= bounded && n + 1 < NB07_MAX_BARS && rc == KVL_OK; from += W - 1, n++) {
+        starts[n] = from;
+        rc = replay_error(&errs[n], &t, from);
+        printf("  replay from %zu, %zu window(s) late: %.3g\n", from, (from - exact) / (W - 1), errs[n]);
     }
-    if (rc == KVL_OK && n < MAX_BARS) {
-        rc = replay_error(&errs[n], &t, bounded);
-        snprintf(names[n], sizeof names[n], "bounded, from %zu (W)", bounded);
-        labels[n] = names[n];
-        emph[n++] = 1;
+    starts[n] = bounded;
+    if (rc == KVL_OK) rc = replay_error(&errs[n++], &t, bounded);
+    if (rc == KVL_OK)
         printf("bounded replay from %zu (%zu tokens, %zux fewer than the exact %zu): %.3g\n", bounded, W,
                (RP_P - exact) / W, RP_P - exact, errs[n - 1]);
-    }
     if (rc == KVL_OK) rc = nb_expect(e0 == 0, "exact replay differs from the full run by %g", e0);
-    if (rc == KVL_OK) {
-        svg_doc svg;
-        svg_bars_log(&svg, "Replay start against the next token's error (toy, random weights)",
-                     "relative error of the next token's output; exact replay (not drawn) gives 0", labels, errs,
-                     emph, n, "");
-        rc = nb_figure("replay_error", &svg);
-    }
+    if (rc == KVL_OK) rc = nb07_draw_replay(errs, starts, n, RP_P);
     replay_toy_free(&t);
     return rc;
 }

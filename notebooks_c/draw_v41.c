@@ -199,3 +199,22 @@ int nb07_draw_sources(const char *model, const kvl_layer *map, size_t L, size_t 
     svg_end(&s);
     return nb_figure("layer_sources", &s);
 }
+
+int nb07_draw_replay(const double *err, const size_t *start, size_t n, size_t P)
+{
+    static char names[NB07_MAX_BARS][40];
+    const char *labels[NB07_MAX_BARS];
+    int dark[NB07_MAX_BARS];
+    if (n == 0 || n > NB07_MAX_BARS) return nb_expect(0, "%zu replay starts for the figure", n);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n) snprintf(names[i], sizeof names[i], "from %zu (%zu tokens)", start[i], P - start[i]);
+        else snprintf(names[i], sizeof names[i], "bounded, from %zu (W)", start[i]);
+        labels[i] = names[i];
+        dark[i] = i + 1 == n;
+    }
+    svg_doc s;
+    svg_bars_log(&s, "Replay start against the next token's error (toy, random weights)",
+                 "relative error of the next token's output; exact replay (not drawn) gives 0", labels, err, dark, n,
+                 "");
+    return nb_figure("replay_error", &s);
+}

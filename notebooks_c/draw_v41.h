@@ -35,4 +35,9 @@ int nb07_draw_modes(const kvl_layer *map, size_t L);
  * another's top-k into that index source (below), and the encoder–decoder split after layer E − 1. */
 int nb07_draw_sources(const char *model, const kvl_layer *map, size_t L, size_t E);
 
+/* The figure "replay_error": err[n] the next token's relative error after replay from start[n] of a
+ * P-token prompt, as bars on a log axis; the last bar, dark, is bounded replay. n ≤ NB07_MAX_BARS. */
+enum { NB07_MAX_BARS = 16 };
+int nb07_draw_replay(const double *err, const size_t *start, size_t n, size_t P);
+
 #endif
