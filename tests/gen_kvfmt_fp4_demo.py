@@ -5,7 +5,7 @@ The lineage write-up's V4.1 FP4 check ("Check it in numpy"), recomputed here in 
 seeds 0-19: a 512-channel latent from default_rng(seed).standard_normal, scaled in float64 to L2 norm
 sqrt(512); blocks of 16 channels; each block's scale is amax / 6 rounded to the nearest E4M3 value
 (ml_dtypes' cast); each element becomes the nearest E2M1 magnitude (0, .5, 1, 1.5, 2, 3, 4, 6) of
-|x| / scale with the sign of x. Seed 0 gives the write-up's 3.861 and 0.0912.
+|x| / scale with the sign of x. Seed 0 gives the lineage write-up's 3.861 and 0.0912.
 
 Writes tests/data/kvfmt_fp4_demo.txt, one line per seed:
     <seed> <max |latent| rounded to 3 places> <relative L2 error rounded to 4 places>

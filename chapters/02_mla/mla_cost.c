@@ -3,13 +3,13 @@
  *   mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]
  *
  * (a) Cache bytes at the config's head geometry (DeepSeek-V3 by default): the latent row against MHA
- *     and GQA-8 with the same heads, and the write-up's figures that sized V like K, all derived from
+ *     and GQA-8 with the same heads, and the lineage write-up's figures that sized V like K, all derived from
  *     the config; a live MLA cache confirms the per-token bytes.
  * (b) One decode step of one layer at the config's attention dims, from the query to the heads' outputs,
  *     naive (re-expand K and V from every cached latent) against absorbed (score the latent rows
  *     directly): time, counted flop and bytes, rates. The naive form is timed while a step fits the
  *     budget; beyond that its work is counted only.
- * (c) The write-up's numpy absorption check, redone in double with the project's rng.
+ * (c) The lineage write-up's numpy absorption check, redone in double with the project's rng.
  * Every figure is computed at run time. */
 #include <errno.h>
 #include <math.h>
@@ -53,7 +53,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]\n"
                "MLA's cache against MHA and GQA-8, a naive against an absorbed decode step at the config's\n"
-               "attention dims, and the write-up's numpy absorption check in double.\n"
+               "attention dims, and the lineage write-up's numpy absorption check in double.\n"
                "  --config FILE         an MLA config.json (default: ref/configs/deepseek-v3.json)\n"
                "  --contexts LIST       cached tokens per decode step, K = 1024\n"
                "                        (default 1K,4K,8K,16K,32K,64K,128K)\n"
@@ -86,9 +86,9 @@ static int cache_bytes(const kvl_model *m)
     printf("  GQA-%d   %d(%s + %s) x %.0f B = %s B/layer = %s B/token (%.2fx MLA)\n", GQA_GROUPS, GQA_GROUPS, G(Dk),
            G(Dv), b, G(gqa), G(gqa * L), gqa / mla);
     printf("  naive MLA, K and V re-expanded per head: %s values per token per layer, as MHA\n", G(H * (Dk + Dv)));
-    printf("\n  The write-up sizes V like K (%s channels): MHA %s(%s x 2) x %.0f B = %s B/layer = %s B/token (%.1fx),\n"
-           "  GQA-%d %s B/token (%.2fx). But a value has v_head_dim = %s channels, not %s: the decoupled RoPE\n"
-           "  channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
+    printf("\n  The lineage write-up sizes V like K (%s channels): MHA %s(%s x 2) x %.0f B = %s B/layer\n"
+           "  = %s B/token (%.1fx), GQA-%d %s B/token (%.2fx). But a value has v_head_dim = %s channels, not %s:\n"
+           "  the decoupled RoPE channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
            G(Dk), G(H), G(Dk), b, G(mha_v_as_k), G(mha_v_as_k * L), mha_v_as_k / mla, GQA_GROUPS, G(gqa_v_as_k * L),
            gqa_v_as_k / mla, G(Dv), G(Dk));
     printf("\n  The latent caches %s values, as many as GQA with %.2f groups of K and V heads of %s channels:\n"
@@ -301,11 +301,11 @@ static int decode_step(const kvl_model *m, const options *opt)
     return rc;
 }
 
-/* ---- (c) the write-up's numpy check in double ----------------------------------------------------------- */
+/* ---- (c) the lineage write-up's numpy check in double ----------------------------------------------------------- */
 
 enum { WT_D = 64, WT_NH = 4, WT_DH = 16, WT_DC = 32, WT_T = 10 };
 
-/* x[n] = rng.standard_normal(n) / sqrt(fan), the write-up's draw of each array */
+/* x[n] = rng.standard_normal(n) / sqrt(fan), the lineage write-up's draw of each array */
 static void draw(kvl_rng *rng, double *x, size_t n, double fan)
 {
     kvl_rng_normal_f64(rng, x, n, 1.0);
@@ -348,8 +348,8 @@ static int writeup_toy_check(void)
         for (int i = 0; i < WT_DH; i++) dout = fmax(dout, fabs(out[i] - out_abs[i]));
     }
     if (rc != KVL_OK) return rc;
-    printf("(c) The write-up's numpy check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0), drawn in the\n"
-           "    write-up's order W_DKV, W_UK, W_UV, W_Q, H, h_t):\n\n", WT_D, WT_NH, WT_DH, WT_DC, WT_T);
+    printf("(c) The lineage write-up's numpy check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0),\n"
+           "    drawn in its order W_DKV, W_UK, W_UV, W_Q, H, h_t):\n\n", WT_D, WT_NH, WT_DH, WT_DC, WT_T);
     printf("max |score diff| : %.16g\n", ds);
     printf("max |output diff|: %.16g\n", dout);
     printf("cached floats per token, naive K+V: %d  absorbed latent: %d\n", 2 * WT_NH * WT_DH, WT_DC);

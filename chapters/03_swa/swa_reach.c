@@ -8,7 +8,7 @@
  * it falls off hop by hop, and an effective reach (where the change drops below a threshold) is
  * measured per depth. Then the Mistral 7B figures, computed from its config
  * (chapters/03_swa/mistral-7b.json): the cache a window saves at the full context, checked on a live
- * ref/mha ring, and the stacked reach with the query-inclusive window against the write-up's L·W.
+ * ref/mha ring, and the stacked reach with the query-inclusive window against the lineage write-up's L·W.
  *
  *   swa_reach [--layers L] [--window W] [--threshold R] [--seed S]
  *
@@ -255,7 +255,7 @@ static int mistral_print(const mistral_model *mm)
            live == W * row ? "(as the formula says)" : "MISMATCH");
     printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
            kvl_grouped(a, sizeof a, L * (W - 1), 0));
-    printf("  the write-up's figure:                 L*W     = %zu*%zu = %s positions\n", L, W,
+    printf("  the lineage write-up's figure:         L*W     = %zu*%zu = %s positions\n", L, W,
            kvl_grouped(b, sizeof b, L * W, 0));
     printf("  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
            "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n", L * W - L * (W - 1));

@@ -7,7 +7,7 @@
  *   kvfmt table    --format F                           every code with its value and class
  *   kvfmt quant    --scheme S                           block-quantise the floats on stdin
  *   kvfmt row      --layout L [--pack | --unpack]       a KV row's byte map, or pack / unpack one row
- *   kvfmt fp4-demo [--seed S]                           the V4.1 FP4 error check of the write-up
+ *   kvfmt fp4-demo [--seed S]                           the V4.1 FP4 error check of the lineage write-up
  *
  * Numbers are read as strtod reads them (decimal, hex float such as 0x1.8p+3, inf, nan) and rounded
  * once to float32, the type the library converts; errors are measured against the number as written.
@@ -899,7 +899,7 @@ static int parse_seed(const options *o, uint64_t *seed)
     return 0;
 }
 
-/* The write-up's FP4 check (V4.1 part, "Check it in numpy"): a standard-normal latent[512] from
+/* The lineage write-up's FP4 check (V4.1 part, "Check it in numpy"): a standard-normal latent[512] from
  * default_rng(seed), scaled in double to L2 norm sqrt(512), quantised with the library's V4.1 FP4
  * (block 16, E4M3 scale of amax/6, E2M1 nearest even) and compared in double with the latent. */
 static int cmd_fp4_demo(const options *o)

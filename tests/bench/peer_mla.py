@@ -1,5 +1,5 @@
 """The numpy peer of kvbench's MLA absorbed decode: one token's attention over T cached rows, written as
-a reader of the write-up writes it (its absorbed form: q_abs @ C.T, softmax, p @ C), in numpy's default
+a reader of the lineage write-up writes it (its absorbed form: q_abs @ C.T, softmax, p @ C), in numpy's default
 float64, or in float32 (the C step's own precision, so that the ratio measures the code around the
 products). kvbench runs it in the same run, at the same sizes, and prints the ratio.
 
