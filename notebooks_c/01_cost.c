@@ -41,13 +41,14 @@
 //
 // that is, layers × (entries per token per layer) × (elements per entry) × (bytes per element).
 //
-// Here an "entry" is the token's K and V, so there is one entry per token per layer. The four factors
-// are the four levers the DeepSeek lineage pulls, one generation at a time: fewer layers that keep a
-// cache (V4.1), fewer entries per token (V4's compression), smaller entries (V2's latent) and
-// fewer bytes per element (V3.2's FP8, V4.1's FP4).
+// Here an "entry" is the token's K and V, so there is one entry per token per layer. The four
+// factors are the four levers the DeepSeek lineage pulls, one generation at a time: fewer layers
+// that keep a cache (V4.1), fewer entries per token (V4's compression), smaller entries (V2's
+// latent) and fewer bytes per element (V3.2's FP8, V4.1's FP4).
 //
 // The cell below reads DeepSeek LLM 67B (`ref/configs/`) and Llama 3 70B (`chapters/01_cost/`), the
-// two GQA-8 models the lineage write-up quotes (chapters/SOURCES.md), and multiplies the levers out.
+// two GQA-8 models the lineage write-up quotes (chapters/SOURCES.md), and multiplies the levers
+// out.
 
 // %%
 /* The levers of one MHA-generation config: L, entries/token/layer, elements/entry, bytes/element. */
@@ -102,8 +103,9 @@ NB_CELL(cell_levers)
 // Multi-query attention (Shazeer, 2019) keeps all $H$ query heads but one K head and one V head;
 // grouped-query attention (Ainslie et al., 2023) keeps $H_{kv}$ heads, each shared by $H/H_{kv}$
 // consecutive query heads. GQA-1 is MQA and GQA-$H$ is MHA, so one module (`ref/mha`) is all three,
-// and the cache scales with $H_{kv}$ alone. The same formula prices the MHA that DeepSeek-V2's paper
-// compares its latent against: 128 heads of 128 dims over 60 layers (`ref/configs/deepseek-v2.json`).
+// and the cache scales with $H_{kv}$ alone. The same formula prices the MHA that DeepSeek-V2's
+// paper compares its latent against: 128 heads of 128 dims over 60 layers
+// (`ref/configs/deepseek-v2.json`).
 
 // %%
 NB_CELL(cell_variants)
@@ -135,8 +137,8 @@ NB_CELL(cell_variants)
 
 // %% [markdown]
 // The picture of that lever: what one token of DeepSeek LLM 67B writes into one layer's cache, a K
-// and a V of $D_h = 128$ bf16 values (256 B each) per KV head, drawn to one scale of bytes. MHA's 64
-// pairs shrink to GQA-8's 8 and MQA's 1, while the 64 query heads stay
+// and a V of $D_h = 128$ bf16 values (256 B each) per KV head, drawn to one scale of bytes. MHA's
+// 64 pairs shrink to GQA-8's 8 and MQA's 1, while the 64 query heads stay
 // (`chapters/01_cost/figures/token_cache.svg`).
 
 // %%
@@ -152,10 +154,11 @@ NB_CELL(cell_token_cache_figure)
 // %% [markdown]
 // ## The formula against live caches
 //
-// The bytes are not only arithmetic. `ref/mha`'s cache reports the bytes its ring really holds, so a
-// cache built at the real geometry (no weights needed: the bytes are a property of the storage) can
-// be asked. Then a toy stack of four layers (`ref/model`, d 64, H 4, Dh 16) runs 40 tokens, half
-// prefilled and half decoded, and its caches are weighed against $L \cdot T \cdot 2 H_{kv} D_h \cdot b$.
+// The bytes are not only arithmetic. `ref/mha`'s cache reports the bytes its ring really holds, so
+// a cache built at the real geometry (no weights needed: the bytes are a property of the storage)
+// can be asked. Then a toy stack of four layers (`ref/model`, d 64, H 4, Dh 16) runs 40 tokens,
+// half prefilled and half decoded, and its caches are weighed against
+// $L \cdot T \cdot 2 H_{kv} D_h \cdot b$.
 
 // %%
 NB_CELL(cell_live)
@@ -182,10 +185,11 @@ NB_CELL(cell_live)
 // %% [markdown]
 // ## GQA is MHA with copied heads
 //
-// Grouping changes what is stored, not what is computed: a GQA layer gives the same output as an MHA
-// layer whose K and V heads are copies, head $h$ reading KV head $\lfloor h / (H/H_{kv}) \rfloor$. The cell builds a GQA-2
-// layer (d 64, H 4, Dh 16), copies its K and V heads into an MHA layer, runs both over 24 tokens and
-// compares. The MHA cache is twice the size for the same output.
+// Grouping changes what is stored, not what is computed: a GQA layer gives the same output as an
+// MHA layer whose K and V heads are copies, head $h$ reading KV head
+// $\lfloor h / (H/H_{kv}) \rfloor$. The cell builds a GQA-2 layer (d 64, H 4, Dh 16), copies its K
+// and V heads into an MHA layer, runs both over 24 tokens and compares. The MHA cache is twice the
+// size for the same output.
 
 // %%
 /* mha (Hkv = H) ← gqa with every KV head g copied to the query heads that read it */
@@ -243,7 +247,8 @@ NB_CELL(cell_gqa_is_mha)
 //
 // $2 H_{kv} D_h = 64$ values: the "elements per entry" of the formula above. RoPE turns channel
 // pairs $(i, i + D_h/2)$ by the angle $t\,\theta_i$, $\theta_i = 10^{4 \cdot (-2i/D_h)}$; it is the
-// one piece this notebook borrows (`ref/core/rope.h`). Weights are stored $[\text{out}][\text{in}]$.
+// one piece this notebook borrows (`ref/core/rope.h`). Weights are stored
+// $[\text{out}][\text{in}]$.
 
 // %%
 enum { D = 64, H = 8, HKV = 2, DH = 16, GROUP = H / HKV, ROW = 2 * HKV * DH, N = 24 };
@@ -326,10 +331,11 @@ static void gqa_decode(double out[D], const double x[D], const double rows[][ROW
 // ## Built against `ref/mha`
 //
 // The same weights and tokens go through `ref/mha`'s fast path: `mha_prefill` caches tokens
-// $0 \dots 23$, `mha_decode` appends token 24's row and attends over the ring in float, tile by tile
-// with an online softmax (`ref/core/attend.h`). The cell copies the weights into the notebook's
-// double arrays, builds the 25 rows and the decode step above, and compares both with the library's:
-// they agree to float rounding, a relative $10^{-5}$ at most (sums of 64 and 25 float terms).
+// $0 \dots 23$, `mha_decode` appends token 24's row and attends over the ring in float, tile by
+// tile with an online softmax (`ref/core/attend.h`). The cell copies the weights into the
+// notebook's double arrays, builds the 25 rows and the decode step above, and compares both with
+// the library's: they agree to float rounding, a relative $10^{-5}$ at most (sums of 64 and 25
+// float terms).
 
 // %%
 static double X[N + 1][D], rows[N + 1][ROW], out[D], lib_rows[N + 1][ROW], lib_out[D];
@@ -365,7 +371,8 @@ NB_CELL(cell_built_vs_ref)
 // ## The figure
 //
 // Bytes per token on a log axis, for both models as shipped (GQA-8, dark) and as MHA and MQA would
-// store them. The chapter's README shows this figure (`chapters/01_cost/figures/bytes_per_token.svg`).
+// store them. The chapter's README shows this figure
+// (`chapters/01_cost/figures/bytes_per_token.svg`).
 
 // %%
 NB_CELL(cell_figure)

@@ -1,13 +1,13 @@
 // %% [markdown]
 // # Chapter 2 · MLA: cache a latent, absorb the up-projections
 //
-// DeepSeek-V2's multi-head latent attention caches one small vector per token per layer instead of a
-// key and a value per head, and rebuilds what the heads need from it. This notebook prices the latent
-// from the V2 and V3 configs, then builds the mechanism in plain C: the two forms of a head's
-// attention, naive (rebuild each head's key and value from the latent) and absorbed (fold the
-// up-projections into the query and the output), shown equal on the lineage write-up's numpy check
-// with the project's numpy-identical generator; then the latent row itself and a whole decode step,
-// run against `ref/mla`'s fast path on the same input.
+// DeepSeek-V2's multi-head latent attention caches one small vector per token per layer instead of
+// a key and a value per head, and rebuilds what the heads need from it. This notebook prices the
+// latent from the V2 and V3 configs, then builds the mechanism in plain C: the two forms of a
+// head's attention, naive (rebuild each head's key and value from the latent) and absorbed (fold
+// the up-projections into the query and the output), shown equal on the lineage write-up's numpy
+// check with the project's numpy-identical generator; then the latent row itself and a whole decode
+// step, run against `ref/mla`'s fast path on the same input.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them (chapter 1's notebook
 // explains the layout). `build/bin/nb_02 --step` walks it cell by cell; after editing
@@ -33,15 +33,16 @@
 // %% [markdown]
 // ## The latent
 //
-// Per token and layer MLA computes one down-projection and caches its normalised and rotated halves:
+// Per token and layer MLA computes one down-projection and caches its normalised and rotated
+// halves:
 //
 // $$[\,\tilde c \mid \tilde k\,] = W_{DKV}\, x_t,$$
 // $$c_t = \mathrm{RMSNorm}(\tilde c), \qquad k^R_t = \mathrm{RoPE}(\tilde k, t),$$
 //
 // $c_t$ the KV latent of $D_c$ values, $k^R_t$ the decoupled RoPE key of $D_r$ values, shared by
-// every head. Head $h$'s key content and value are $W_{UK}^h c_t$ and $W_{UV}^h c_t$. The query also
-// goes through a latent, $c^Q$ of $D_q'$ values, but that saves activations in training, not cache.
-// Everything below is read from `ref/configs/deepseek-v3.json` and `deepseek-v2.json`.
+// every head. Head $h$'s key content and value are $W_{UK}^h c_t$ and $W_{UV}^h c_t$. The query
+// also goes through a latent, $c^Q$ of $D_q'$ values, but that saves activations in training, not
+// cache. Everything below is read from `ref/configs/deepseek-v3.json` and `deepseek-v2.json`.
 
 // %%
 static kvl_model v3;
@@ -58,7 +59,8 @@ NB_CELL(cell_latent)
            v3.kv_lora_rank, v3.qk_rope_head_dim, v3.qk_nope_head_dim, v3.v_head_dim, v3.n_layers);
     printf("cached per token per layer: Dc + Dr = %s + %s = %s values\n", nb_num(Dc, 0), nb_num(Dr, 0),
            nb_num(Dc + Dr, 0));
-    printf("MHA with H heads of %zu (the V2 paper's 2*n_h*d_h): %s values: %s x the latent alone, %.1f x with the RoPE key\n",
+    printf("MHA with H heads of %zu (the V2 paper's 2*n_h*d_h): %s values: %s x the latent alone, "
+           "%.1f x with the RoPE key\n",
            v3.qk_nope_head_dim, nb_num(mha, 0), nb_num(mha / Dc, 1), mha / (Dc + Dr));
     printf("as GQA with heads of d_h = %zu: (Dc + Dr) / (2 d_h) = %.2f groups\n", v3.qk_nope_head_dim,
            (Dc + Dr) / (2.0 * (double)v3.qk_nope_head_dim));
@@ -73,9 +75,9 @@ NB_CELL(cell_latent)
 // ## What a long request holds, and in which unit
 //
 // The lineage write-up says a 128K-token request holds "about 9.2 GB", and that FlashMLA's figure
-// $576 \cdot 2 \cdot 62 \cdot 128 \cdot 1024$ B = 8.72 GiB is the same one with the MTP layer. They are not the same figure:
-// 9.2 GB is decimal gigabytes at 61 layers; 8.72 GiB is binary gibibytes at 62 layers. The cell prints
-// each with its unit and layer count.
+// $576 \cdot 2 \cdot 62 \cdot 128 \cdot 1024$ B = 8.72 GiB is the same one with the MTP layer. They
+// are not the same figure: 9.2 GB is decimal gigabytes at 61 layers; 8.72 GiB is binary gibibytes
+// at 62 layers. The cell prints each with its unit and layer count.
 
 // %%
 NB_CELL(cell_long_request)
@@ -94,10 +96,10 @@ NB_CELL(cell_long_request)
 // ## MLA against MHA and GQA with the same heads
 //
 // A V3 head has a 192-wide key (128 content + 64 RoPE channels) and a 128-wide value. The lineage
-// write-up sizes the value like the key ($128 \cdot 192 \cdot 2 \cdot 2$ = 98,304 B per layer, "85×", GQA-8 "375 KB,
-// 5.3×"); with the value's real 128 channels the MHA cache is 81,920 B per layer. The cell prints the
-// corrected figures, the lineage write-up's (rows marked "lineage"), and the V2 paper's convention
-// (d_h = 128 for K and V, no RoPE part).
+// write-up sizes the value like the key ($128 \cdot 192 \cdot 2 \cdot 2$ = 98,304 B per layer,
+// "85×", GQA-8 "375 KB, 5.3×"); with the value's real 128 channels the MHA cache is 81,920 B per
+// layer. The cell prints the corrected figures, the lineage write-up's (rows marked "lineage"), and
+// the V2 paper's convention (d_h = 128 for K and V, no RoPE part).
 
 // %%
 #define GQA_GROUPS 8 /* the lineage write-up's comparison: Llama-style GQA-8 with V3's heads */
@@ -134,9 +136,9 @@ NB_CELL(cell_mha_compare)
 // $$s_j = \sigma\, q_h \cdot k_{j,h}, \qquad p = \mathrm{softmax}(s),$$
 // $$o_h = \sum_j p_j\, v_{j,h}.$$
 //
-// A score is $q^C_h \cdot (W_{UK}^h c_j) = (W_{UK}^{h\top} q^C_h) \cdot c_j$, and a sum of values is
-// $\sum_j p_j W_{UV}^h c_j = W_{UV}^h \sum_j p_j c_j$. The **absorbed** form takes the other order:
-// fold $W_{UK}^h$ into the query once per step, score every cached row as it stands, sum the
+// A score is $q^C_h \cdot (W_{UK}^h c_j) = (W_{UK}^{h\top} q^C_h) \cdot c_j$, and a sum of values
+// is $\sum_j p_j W_{UV}^h c_j = W_{UV}^h \sum_j p_j c_j$. The **absorbed** form takes the other
+// order: fold $W_{UK}^h$ into the query once per step, score every cached row as it stands, sum the
 // latents under the weights, and apply $W_{UV}^h$ once, after:
 //
 // $$\hat q_h = W_{UK}^{h\top} q^C_h,$$
@@ -155,9 +157,9 @@ NB_CELL(cell_absorption_figure)
 
 // %% [markdown]
 // In C, one head at a time, in double. Both toy layers below have $D_c = 32$ and
-// $D_{nope} = D_v = 16$; $W_{UK}^h$ is $[D_{nope}][D_c]$ and $W_{UV}^h$ is $[D_v][D_c]$, stored by rows.
-// Each form is a score and a value function with the same inputs and outputs, so either pair can be
-// handed to a decode step; the softmax between them is the same for both.
+// $D_{nope} = D_v = 16$; $W_{UK}^h$ is $[D_{nope}][D_c]$ and $W_{UV}^h$ is $[D_v][D_c]$, stored by
+// rows. Each form is a score and a value function with the same inputs and outputs, so either pair
+// can be handed to a decode step; the softmax between them is the same for both.
 
 // %%
 enum { DC = 32, DN = 16, DV = 16, MAX_DR = 8, MAX_T = 40 };
@@ -373,18 +375,18 @@ NB_CELL(cell_ref_forms)
 // ## The latent and a decode step, built, against `ref/mla`
 //
 // Now the whole layer's step in the notebook, on `ref/mla`'s weights and tokens. The cache row of
-// token $t$ is the latent of the first cell, with $\mathrm{RMSNorm}(x) = g \odot x /
-// \sqrt{\tfrac{1}{n} \sum_i x_i^2 + \epsilon}$ (gain $g$ = `kv_norm`) and RoPE on channel pairs
-// $(2i, 2i{+}1)$ with the YaRN frequencies of the config (`ref/core/rope.h`, borrowed). The decode step
-// runs a form on every head and projects out:
+// token $t$ is the latent of the first cell, with
+// $\mathrm{RMSNorm}(x) = g \odot x / \sqrt{\tfrac{1}{n} \sum_i x_i^2 + \epsilon}$ (gain $g$ =
+// `kv_norm`) and RoPE on channel pairs $(2i, 2i{+}1)$ with the YaRN frequencies of the config
+// (`ref/core/rope.h`, borrowed). The decode step runs a form on every head and projects out:
 //
 // $$\mathrm{out} = W_O\,[\,o_0; \dots; o_{H-1}\,].$$
 //
-// The query $[\,q^C_h \mid q^R_h\,]$ is borrowed from `mla_query` (through the query latent
-// $c^Q$, which saves training activations, not cache). $W_{UK}^h$ and $W_{UV}^h$ are the first
-// $D_{nope}$ and the next $D_v$ rows of head $h$'s block of $W_{UKV}$. The built rows and outputs,
-// in double, must meet the library's float ones to a relative $10^{-5}$, and the two built forms
-// each other to $10^{-12}$.
+// The query $[\,q^C_h \mid q^R_h\,]$ is borrowed from `mla_query` (through the query latent $c^Q$,
+// which saves training activations, not cache). $W_{UK}^h$ and $W_{UV}^h$ are the first $D_{nope}$
+// and the next $D_v$ rows of head $h$'s block of $W_{UKV}$. The built rows and outputs, in double,
+// must meet the library's float ones to a relative $10^{-5}$, and the two built forms each other to
+// $10^{-12}$.
 
 // %%
 static double W_dkv[DC + DR][D], kv_norm[DC], W_ukv[HEADS][DN + DV][DC], W_o[D][HEADS * DV];
@@ -448,8 +450,8 @@ NB_CELL(cell_built_vs_ref)
 // ## The figure
 //
 // Bytes per token at V3's head geometry and 61 layers, bf16: MHA and GQA-8 with the real 128-wide
-// values, the lineage write-up's MHA with values sized like keys (light), and MLA's 576-value row. The README
-// shows it (`chapters/02_mla/figures/cache_per_token.svg`).
+// values, the lineage write-up's MHA with values sized like keys (light), and MLA's 576-value row.
+// The README shows it (`chapters/02_mla/figures/cache_per_token.svg`).
 
 // %%
 NB_CELL(cell_figure)

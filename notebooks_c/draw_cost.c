@@ -140,8 +140,9 @@ static void token_row(svg_doc *s, double y, double px_per_byte, const char *name
         svg_rect(s, x0 + (2 * (double)g + 1) * w, ky, w, box, COST_V);
         if (g) svg_line(s, x0 + 2 * (double)g * w, ky, x0 + 2 * (double)g * w, ky + box, "white", 0.6);
     }
+    const char *each = nb_num((double)head_bytes, 0);
     svg_text(s, x0 + 2 * (double)kv * w + 8, ky + 16, 12, "start", "%s B = %zu × (K %s B + V %s B)",
-             nb_num((double)(2 * kv * head_bytes), 0), kv, nb_num((double)head_bytes, 0), nb_num((double)head_bytes, 0));
+             nb_num((double)(2 * kv * head_bytes), 0), kv, each, each);
 }
 
 void cost_draw_token_cache(svg_doc *s, const char *model, const char *const *names, const size_t *kv_heads,
@@ -152,7 +153,8 @@ void cost_draw_token_cache(svg_doc *s, const char *model, const char *const *nam
     svg_title(s, 20, 28, 16, "What one token caches in one layer: %s", model);
     svg_text(s, 20, 48, 12, "start", "boxes drawn to one scale of bytes; a line joins each of the H = %zu query heads "
              "to the KV head it reads", H);
-    for (size_t i = 0; i < n; i++) token_row(s, 80 + 100 * (double)i, px_per_byte, names[i], kv_heads[i], H, head_bytes);
+    for (size_t i = 0; i < n; i++)
+        token_row(s, 80 + 100 * (double)i, px_per_byte, names[i], kv_heads[i], H, head_bytes);
     const char *fills[] = {COST_Q, COST_K, COST_V};
     const char *what[] = {"query head q_h (not cached)", "K = RoPE(W_K^g x_t), Dh values", "V = W_V^g x_t, Dh values"};
     for (int i = 0; i < 3; i++) {

@@ -194,7 +194,9 @@ void mlanb_draw_absorption(svg_doc *s, size_t Dnope, size_t Dc, size_t Dv)
     draw_order(s, right, y1, "value, naive", value_naive, 5, naive_v, 2, &unused);
     draw_order(s, right, y2, "value, absorbed", value_absorbed, 5, "Σ_j p_j c_j: the latents summed first", 0,
                &unused);
-    svg_text(s, 20, 505, 11, "start", "Per cached token and head the naive order costs 2·%zu·%zu flop for the key and "
-             "2·%zu·%zu for the value; the absorbed one 2·%zu for each.", Dnope, Dc, Dv, Dc, Dc);
+    svg_text(s, 20, 505, 11, "start",
+             "Per cached token and head the naive order costs 2·%zu·%zu flop for the key and "
+             "2·%zu·%zu for the value; the absorbed one 2·%zu for each.",
+             Dnope, Dc, Dv, Dc, Dc);
     svg_end(s);
 }
