@@ -246,7 +246,7 @@ NB_CELL(cell_gqa_is_mha)
 // $$\mathrm{row}_t = [\,k_{t,g}\,]_{g < H_{kv}} \mid [\,v_{t,g}\,]_{g < H_{kv}},$$
 //
 // $2 H_{kv} D_h = 64$ values: the "elements per entry" of the formula above. RoPE turns channel
-// pairs $(i, i + D_h/2)$ by the angle $t\,\theta_i$, $\theta_i = 10^{4 \cdot (-2i/D_h)}$; it is the
+// pairs $(i, i + D_h/2)$ by the angle $t\,\theta_i$, $\theta_i = 10000^{-2i/D_h}$; it is the
 // one piece this notebook borrows (`ref/core/rope.h`). Weights are stored
 // $[\text{out}][\text{in}]$.
 
