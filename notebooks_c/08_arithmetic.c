@@ -382,22 +382,9 @@ NB_CELL(cell_lineage)
 // %%
 NB_CELL(cell_figure)
 {
-    const char *labels[MAX_MODELS];
-    double values[MAX_MODELS];
-    int emphasis[MAX_MODELS];
-    char text[MAX_MODELS][128];
-    for (size_t i = 0; i < n_gens; i++) {
-        snprintf(text[i], sizeof text[i], "%s (%s)", gens[i].m.name, gens[i].m.date);
-        labels[i] = text[i];
-        values[i] = gens[i].kv.bytes_per_token;
-        emphasis[i] = gens[i].m.headline;
-    }
-    svg_doc s;
-    svg_bars_log(&s, "KV cache bytes per token, derived from each config.json",
-                 "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
-                 labels, values, emphasis, n_gens, "B");
+    const int rc = nb08_draw_bytes(gens, n_gens);
     nb08_free_all(gens, n_gens);
-    return nb_figure("bytes_per_token", &s);
+    return rc;
 }
 
 // %%

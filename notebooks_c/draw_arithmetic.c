@@ -76,6 +76,26 @@ int nb08_check(const char *what, const double *built, const double *ref, const c
                      n ? built[worst] : 0, n ? ref[worst] : 0);
 }
 
+int nb08_draw_bytes(const nb08_generation *g, size_t n)
+{
+    const char *labels[NB08_MAX_MODELS];
+    double values[NB08_MAX_MODELS];
+    int dark[NB08_MAX_MODELS];
+    static char text[NB08_MAX_MODELS][128];
+    if (n > NB08_MAX_MODELS) return nb_expect(0, "%zu configs for the figure", n);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text[i], sizeof text[i], "%s (%s)", g[i].m.name, g[i].m.date);
+        labels[i] = text[i];
+        values[i] = g[i].kv.bytes_per_token;
+        dark[i] = g[i].m.headline;
+    }
+    svg_doc s;
+    svg_bars_log(&s, "KV cache bytes per token, derived from each config.json",
+                 "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
+                 labels, values, dark, n, "B");
+    return nb_figure("bytes_per_token", &s);
+}
+
 /* Layout: boxes from LIN_X0, one area scale (LIN_W px per layer, LIN_H px per byte of a layer). */
 enum { LIN_X0 = 200, LIN_Y0 = 70, LIN_STEP = 44, LIN_WIDTH = 1080 };
 static const double LIN_W = 6.0, LIN_H = 0.05;

@@ -28,6 +28,10 @@ const char *nb08_factor_text(char *buf, size_t cap, double f);
 int nb08_check(const char *what, const double *built, const double *ref, const char *const *names, size_t n,
                double tolerance);
 
+/* The figure "bytes_per_token": every config's bytes per token on a log axis, the generations the
+ * V4.1-Flash model card charts dark. */
+int nb08_draw_bytes(const nb08_generation *g, size_t n);
+
 /* One model of the lineage figure: its cache as a box `layers` wide and `bytes_per_layer` (bytes per
  * token in one cache layer) tall, so that its area is its bytes per token; `step` names what the step
  * into this model changed (NULL for the first). */
