@@ -233,9 +233,9 @@ NB_CELL(cell_shapes)
 // $$\alpha_t[h] = \frac{e^{z_t[h]}}{\sum_{u \in S_i} e^{z_u[h]}}.$$
 //
 // Then $C_i = \mathrm{RMSNorm}(\hat{C}_i) \odot g$, and its trailing $D_r$ channels rotate at the block's
-// first position $iM$ (`ref/core/rope.h`, chapter 2's rotation). A CSA entry mixes $2M$ tokens and
-// still arrives once per $M$; HCA ($\mathrm{ov} = 0$) pools its own block. Entry 0 has no block $-1$,
-// and a tail of fewer than $M$ tokens makes no entry yet.
+// first position $iM$ (the interleaved rotation of `ref/core/rope.h`). A CSA entry mixes $2M$ tokens
+// and still arrives once per $M$; HCA ($\mathrm{ov} = 0$) pools its own block. Entry 0 has no block
+// $-1$, and a tail of fewer than $M$ tokens makes no entry yet.
 
 // %%
 enum { MAX_SLOTS = 256 };   /* (1 + ov)·M: 8 for CSA, 128 for V4's HCA */
