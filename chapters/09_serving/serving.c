@@ -1,0 +1,270 @@
+/* serving: what each GPU of a deployment holds of the lineage's KV caches, and how many tokens and
+ * sequences of a context fit in the memory it has left for the cache (chapter 9). Every figure is
+ * derived from the configs in ref/configs/ and the row sizes of formats/ (ref/serving.h).
+ *
+ *   serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G] [--svg FILE] [CONFIG.json ...]
+ *
+ * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "grouped.h"
+#include "kvtable.h"
+#include "program.h"
+#include "serving.h"
+#include "status.h"
+
+#define GIB 1073741824.0
+
+typedef struct {
+    kvl_model model;
+    kvl_kv_footprint kv;
+    kvl_rank_cache rank[2];   /* [0]: tensor-parallel attention; [1]: data-parallel attention */
+    kvl_fit fit[2];
+} row;
+
+typedef struct {
+    kvl_deployment d;   /* dp_attention set per column */
+    size_t context;
+    double budget;      /* bytes per GPU */
+} plan;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G] [--svg FILE]\n"
+               "               [CONFIG.json ...]\n"
+               "Prints, per GPU and per node of the deployment, the KV cache bytes per token, the window bytes\n"
+               "per sequence and the tokens and sequences of the context that fit in the cache budget, with\n"
+               "and without data-parallel attention. Defaults: 8 GPUs, tp 8, page 64, context 131072,\n"
+               "budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+}
+
+/* ---- the table ------------------------------------------------------------------------------------ */
+
+static void print_mode(const row *rows, size_t n, int dp, const plan *p)
+{
+    printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, budget %s GiB per GPU)\n",
+           dp ? "data-parallel" : "tensor-parallel", p->d.tp, p->d.gpus, p->d.page, KVL_GROUPED(p->context),
+           kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
+    printf("  %-20s %10s %14s %12s %14s %14s %10s %10s\n", "model", "B/token", "window B/seq", "GiB/seq",
+           "tokens/GPU", "tokens/node", "seqs/GPU", "seqs/node");
+    for (size_t i = 0; i < n; i++) {
+        const kvl_rank_cache *r = &rows[i].rank[dp];
+        const kvl_fit *f = &rows[i].fit[dp];
+        printf("  %-20s %10s %14s %12.3f %14s %14s %10s %10s\n", rows[i].model.name,
+               kvl_grouped((char[32]){0}, 32, r->bytes_per_token, 2), KVL_GROUPED(r->window_bytes_per_sequence),
+               f->sequence_bytes / GIB, KVL_GROUPED(f->tokens_per_gpu), KVL_GROUPED(f->tokens_per_node),
+               KVL_GROUPED(f->sequences_per_gpu), KVL_GROUPED(f->sequences_per_node));
+    }
+}
+
+static void print_notes(void)
+{
+    printf("\nB/token and window B/seq: what one GPU stores. MHA/GQA's KV heads are split over the tp ranks;\n"
+           "a latent row (MLA, DSA) and V4's shared entry are whole on every rank. With data-parallel\n"
+           "attention each rank holds whole rows for its own sequences, so a node's tokens are the ranks'\n"
+           "sum. GiB/seq: one sequence of the context in pages of page entries, plus its window rows.\n"
+           "tokens/GPU: budget / B/token; seqs/GPU: budget / GiB/seq, rounded down.\n");
+}
+
+/* ---- the chart ----------------------------------------------------------------------------------- */
+
+/* Text for an SVG element: &, <, > and " as XML entities, control characters as spaces. */
+static void put_xml_text(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '&') fputs("&amp;", f);
+        else if (*p == '<') fputs("&lt;", f);
+        else if (*p == '>') fputs("&gt;", f);
+        else if (*p == '"') fputs("&quot;", f);
+        else fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, f);
+    }
+}
+
+/* Sequences of the context per node, log10 axis, two bars per model: tensor-parallel attention
+ * (light) and data-parallel attention (dark). Written to FILE.partial and renamed. */
+static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
+{
+    const double left = 190, right = 760, top = 80, bar = 16, gap = 14;
+    for (double e = d0; e <= d1; e++) {
+        double x = left + (e - d0) / (d1 - d0) * (right - left);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
+                top + (double)n * (2 * bar + gap));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", x,
+                top + (double)n * (2 * bar + gap) + 16, KVL_GROUPED(pow(10, e)));
+    }
+    for (size_t i = 0; i < n; i++) {
+        double y = top + (double)i * (2 * bar + gap);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar + 4);
+        put_xml_text(f, rows[i].model.name);
+        fputs("</text>\n", f);
+        for (int dp = 0; dp < 2; dp++) {
+            double v = rows[i].fit[dp].sequences_per_node, yb = y + dp * bar;
+            double w = v >= 1 ? (log10(v) - d0) / (d1 - d0) * (right - left) : 0;
+            fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, yb, w,
+                    bar - 2, dp ? "#1f4e8c" : "#a9c1e0");
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", left + w + 6, yb + bar - 4,
+                    KVL_GROUPED(v));
+        }
+    }
+}
+
+static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.partial", path) >= (int)sizeof tmp) {
+        fprintf(stderr, "serving: --svg: a path of %zu characters is too long\n", strlen(path));
+        return 2;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "serving: --svg %s: cannot write: %s\n", path, strerror(errno)); return 2; }
+    double hi = 10;
+    for (size_t i = 0; i < n; i++) hi = fmax(hi, fmax(rows[i].fit[0].sequences_per_node, rows[i].fit[1].sequences_per_node));
+    double height = 80 + (double)n * 46 + 40;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%.0f\" font-family=\"sans-serif\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", height);
+    fprintf(f, "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">Sequences of %s tokens per node, "
+               "log scale</text>\n", KVL_GROUPED(p->context));
+    fprintf(f, "<text x=\"20\" y=\"52\" font-size=\"13\" fill=\"#444\">%zu GPUs, tp %zu, page %zu, %s GiB of cache "
+               "per GPU; light: tensor-parallel attention, dark: data-parallel attention</text>\n",
+            p->d.gpus, p->d.tp, p->d.page, kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
+    draw_bars(f, rows, n, 0, ceil(log10(hi)));
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int why = errno;
+        unlink(tmp);
+        fprintf(stderr, "serving: --svg %s: cannot write: %s\n", path, strerror(why));
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- inputs ------------------------------------------------------------------------------------- */
+
+static int by_date(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int c = strcmp(x->model.date, y->model.date);
+    return c ? c : strcmp(x->model.name, y->model.name);
+}
+
+static int is_json(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".json") == 0;
+}
+
+/* Paths of the .json files in ref/configs/ under $KVL_ROOT (or the source tree this was built from). */
+static char **default_configs(size_t *n)
+{
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/ref/configs", kvl_root_dir());
+    DIR *d = opendir(dir);
+    if (!d) { fprintf(stderr, "serving: %s: cannot open the config directory (set KVL_ROOT)\n", dir); exit(2); }
+    char **paths = NULL;
+    size_t count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_json(e->d_name)) continue;
+        char **grown = realloc(paths, (count + 1) * sizeof *paths);
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        if (!grown || !(grown[count] = malloc(len))) { fprintf(stderr, "serving: out of memory\n"); exit(1); }
+        paths = grown;
+        snprintf(paths[count++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    *n = count;
+    return paths;
+}
+
+/* One model under both attention splits; 2 after one line on stderr when the config or the plan is bad. */
+static int load_row(row *r, const char *path, const plan *p)
+{
+    if (kvl_model_load(&r->model, path) != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
+        fprintf(stderr, "serving: %s\n", kvl_error());
+        return 2;
+    }
+    for (int dp = 0; dp < 2; dp++) {
+        kvl_deployment d = p->d;
+        d.dp_attention = dp;
+        if (kvl_rank_cache_of(&r->rank[dp], &r->model, &r->kv, &d) != KVL_OK ||
+            kvl_fit_of(&r->fit[dp], &r->model, &r->rank[dp], &d, p->budget, p->context) != KVL_OK) {
+            fprintf(stderr, "serving: %s\n", kvl_error());
+            return 2;
+        }
+    }
+    return 0;
+}
+
+enum { F_GPUS, F_TP, F_PAGE, F_CONTEXT, F_BUDGET, F_SVG };
+static const kvl_flag FLAGS[] = {{"--gpus", 1}, {"--tp", 1}, {"--page", 1}, {"--context", 1},
+                                 {"--budget-gib", 1}, {"--svg", 1}};
+
+/* Reads one flag's value into p; 2 after one line on stderr naming the flag and value. */
+static int read_flag(plan *p, const char **svg, int k, const char *v)
+{
+    size_t *counts[] = {&p->d.gpus, &p->d.tp, &p->d.page, &p->context};
+    static const char *const why[] = {"--gpus must be a count from 1 to 4096", "--tp must be a count from 1 to 4096",
+                                      "--page must be a count from 1 to 1048576",
+                                      "--context must be a count from 1 to 1073741824"};
+    static const size_t hi[] = {4096, 4096, 1048576, 1073741824};
+    if (k == F_SVG) *svg = v;
+    else if (k == F_BUDGET) {
+        double g;
+        if (kvl_parse_real(&g, v, 1e-9, 1e6)) return kvl_bad_usage("serving", "--budget-gib must be a number above 0", v);
+        p->budget = g * GIB;
+    } else if (kvl_parse_size(counts[k], v, 1, hi[k])) return kvl_bad_usage("serving", why[k], v);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    plan p = {.d = {.gpus = 8, .tp = 8, .page = 64}, .context = 131072, .budget = 100 * GIB};
+    const char *svg = NULL;
+    char **given = calloc((size_t)argc, sizeof *given);
+    size_t n_given = 0;
+    if (!given) { fprintf(stderr, "serving: out of memory\n"); return 1; }
+    kvl_args a = kvl_args_start("serving", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 1);
+    const char *v;
+    int status = 0;
+    for (int k; !status && (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
+        if (k == KVL_ARGS_HELP) { usage(stdout); free(given); return kvl_exit_status("serving", 0); }
+        if (k == KVL_ARGS_BAD) status = 2;
+        else if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
+        else status = read_flag(&p, &svg, k, v);
+    }
+    if (!status && p.d.gpus % p.d.tp) {
+        char tp[32];
+        snprintf(tp, sizeof tp, "%zu", p.d.tp);
+        status = kvl_bad_usage("serving", "--tp must divide --gpus", tp);
+    }
+    size_t n = n_given;
+    char **paths = status ? NULL : n ? given : default_configs(&n);
+    row *rows = n && !status ? calloc(n, sizeof *rows) : NULL;
+    if (!status && !n) { fprintf(stderr, "serving: no config files\n"); status = 2; }
+    else if (!status && !rows) { fprintf(stderr, "serving: out of memory\n"); status = 1; }
+    for (size_t i = 0; i < n && !status; i++) status = load_row(&rows[i], paths[i], &p);
+    if (!status) {
+        if (!n_given) qsort(rows, n, sizeof *rows, by_date);
+        if (svg) status = write_svg(svg, rows, n, &p);
+    }
+    if (!status) {
+        print_mode(rows, n, 0, &p);
+        printf("\n");
+        print_mode(rows, n, 1, &p);
+        print_notes();
+    }
+    for (size_t i = 0; rows && i < n; i++) kvl_model_free(&rows[i].model);
+    free(rows);
+    if (paths && !n_given) {
+        for (size_t i = 0; i < n; i++) free(paths[i]);
+        free(paths);
+    }
+    free(given);
+    return kvl_exit_status("serving", status);
+}
