@@ -26,6 +26,7 @@
 #include "ch07_toy.h"
 #include "config.h"
 #include "csa2_stack.h"
+#include "draw_compare.h"
 #include "draw_v41.h"
 #include "kvtable.h"
 #include "nb.h"
@@ -346,11 +347,8 @@ NB_CELL(cell_toy_stack)
     rc = nb_expect(s.n_layers <= 16, "%zu layers", s.n_layers);
     if (rc == KVL_OK) rc = toy_run(fwd, inc, last, &s, &w);
     if (rc == KVL_OK) {
-        double diff = 0, scale = 0;
-        for (size_t i = 0; i < TOY_T * TOY_D; i++) {
-            diff = fmax(diff, fabs((double)inc[i] - fwd[i]));
-            scale = fmax(scale, fabs((double)fwd[i]));
-        }
+        double scale;
+        const double diff = nbc_max_diff(inc, fwd, TOY_T * TOY_D, &scale);
         printf("layers:");
         for (size_t l = 0; l < s.n_layers; l++) printf(" %zu:%s", l, csa2_mode_name(s.layers[l].kind));
         printf("\nprefill %d + decode %d against the forward: max |diff| = %.3g (outputs up to %.3g)\n", TOY_PREFILL,
