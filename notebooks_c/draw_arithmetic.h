@@ -23,8 +23,9 @@ void nb08_free_all(nb08_generation *g, size_t n);
 /* "3.56x", or "1/4.74" for a factor below 1, in buf[cap]. */
 const char *nb08_factor_text(char *buf, size_t cap, double f);
 
-/* Print the largest |built − ref| of `what` over n configs, absolute and relative to ref, and hold the
- * relative one to `tolerance`: KVL_OK, or a failure naming `what` and the config. */
+/* Print the largest |built − ref| of `what` over n configs and its ratio to the largest |ref|, and hold
+ * the ratio to `tolerance` (draw_compare's nbc_report): KVL_OK, or a failure naming `what`, with the
+ * config that differs most printed. */
 int nb08_check(const char *what, const double *built, const double *ref, const char *const *names, size_t n,
                double tolerance);
 
