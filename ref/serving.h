@@ -5,11 +5,13 @@
  * The rules, each with where it comes from:
  *
  *  - Tensor parallelism over tp ranks splits MHA/GQA's KV heads: a rank holds ceil(Hkv / tp) of
- *    them, and when tp > Hkv each head is replicated on tp / Hkv ranks, so a rank still holds one
- *    (Megatron-LM's head split; vLLM's get_num_kv_heads: max(1, Hkv / tp)).
+ *    them, and when tp > Hkv each head is replicated on tp / Hkv ranks, so a rank still holds one.
+ *    vLLM's ModelConfig.get_num_kv_heads (vllm/config.py, commit c0c2335c) returns
+ *    max(1, Hkv // tp), the same count whenever one of tp and Hkv divides the other.
  *  - An MLA/DSA row [c_kv | k_rope] is one latent shared by every head, and V4/V4.1 keep a single
  *    shared KV entry: neither has a head axis to split, so every rank holds the whole row in every
- *    layer (DeepSeek-V2, section 2.1; this is why serving engines added data-parallel attention).
+ *    layer (DeepSeek-V2, section 2.1.2; the same get_num_kv_heads returns 1 for an MLA model: "during
+ *    decode it becomes MQA"). This is what data-parallel attention answers.
  *  - Data-parallel attention: each rank attends for its own sequences with whole rows (all KV
  *    heads), so the ranks of a node hold different tokens and a node's tokens are their sum. Without
  *    it the tp ranks of a group hold the same tokens, and a node has gpus / tp such groups.

@@ -1,0 +1,273 @@
+/* Chapter 9: what one GPU of a deployment holds. Tensor parallelism halves MHA/GQA's per-GPU bytes
+ * as it doubles until every rank holds one KV head, and leaves a latent row whole; data-parallel
+ * attention multiplies a node's distinct tokens by tp; pages round each layer's entries up; the
+ * per-rank figures equal what live caches allocated with the split hold; serving refuses a bad
+ * deployment before printing. The oracles below are plain arithmetic on the configs' dims. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "kvtable.h"
+#include "mha.h"
+#include "mla.h"
+#include "serving.h"
+#include "status.h"
+#include "swa.h"
+
+typedef struct {
+    kvl_model m;
+    kvl_kv_footprint f;
+} loaded;
+
+static loaded load(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "ref/configs/%s", name);
+    loaded l;
+    ck_assert_msg(kvl_model_load(&l.m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
+    return l;
+}
+
+static kvl_rank_cache rank_of(const loaded *l, size_t gpus, size_t tp, int dp, size_t page)
+{
+    kvl_deployment d = {.gpus = gpus, .tp = tp, .dp_attention = dp, .page = page};
+    kvl_rank_cache r;
+    ck_assert_msg(kvl_rank_cache_of(&r, &l->m, &l->f, &d) == KVL_OK, "%s", kvl_error());
+    return r;
+}
+
+/* ceil(ceil(T / M) / page) · page, in doubles */
+static double paged(double T, double M, double page)
+{
+    return ceil(ceil(T / M) / page) * page;
+}
+
+/* DeepSeek LLM 67B: 95 layers, 8 KV heads of 128, bf16. Up to tp 8 a rank holds 8 / tp heads; past
+ * it, one replicated head. */
+START_TEST(test_doubling_tp_halves_gqa_bytes_until_tp_reaches_kv_heads)
+{
+    loaded l = load("deepseek-llm-67b.json");
+    ck_assert_uint_eq(l.m.n_kv_heads, 8);
+    for (size_t tp = 1; tp <= 64; tp *= 2) {
+        double heads = fmax(1.0, 8.0 / (double)tp);
+        kvl_rank_cache r = rank_of(&l, tp, tp, 0, 1);
+        ck_assert_double_eq(r.bytes_per_token, 95.0 * 2 * heads * 128 * 2);
+        if (tp > 1 && tp <= 8) {
+            kvl_rank_cache half = rank_of(&l, tp / 2, tp / 2, 0, 1);
+            ck_assert_double_eq(half.bytes_per_token, 2 * r.bytes_per_token);
+        }
+    }
+    ck_assert_double_eq(rank_of(&l, 64, 64, 0, 1).bytes_per_token, rank_of(&l, 8, 8, 0, 1).bytes_per_token);
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+START_TEST(test_tp_leaves_a_latent_row_whole_on_every_rank)
+{
+    const char *names[] = {"deepseek-v2.json", "deepseek-v3.json", "deepseek-v3.2-exp.json",
+                           "deepseek-v4-flash.json", "deepseek-v4.1-flash.json"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        loaded l = load(names[i]);
+        for (size_t tp = 1; tp <= 8; tp *= 2) {
+            kvl_rank_cache r = rank_of(&l, 8, tp, 0, 64);
+            ck_assert_double_eq(r.bytes_per_token, l.f.bytes_per_token);
+            ck_assert_uint_eq(r.window_bytes_per_sequence, l.f.window_bytes_per_sequence);
+        }
+        kvl_model_free(&l.m);
+    }
+}
+END_TEST
+
+/* V3 on 8 GPUs at tp 8: one group of 8 ranks holds one set of tokens; with data-parallel attention
+ * each rank holds its own, whole rows still. */
+START_TEST(test_dp_attention_multiplies_a_nodes_mla_tokens_by_tp)
+{
+    loaded l = load("deepseek-v3.json");
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    const double budget = 100.0 * 1073741824.0;
+    kvl_fit fit[2];
+    for (int dp = 0; dp < 2; dp++) {
+        d.dp_attention = dp;
+        kvl_rank_cache r = rank_of(&l, 8, 8, dp, 64);
+        ck_assert_double_eq(r.bytes_per_token, 61.0 * (512 + 64) * 2);
+        ck_assert_int_eq(kvl_fit_of(&fit[dp], &l.m, &r, &d, budget, 131072), KVL_OK);
+    }
+    ck_assert_double_eq(fit[0].tokens_per_gpu, floor(budget / (61.0 * 1152)));
+    ck_assert_double_eq(fit[0].tokens_per_node, fit[0].tokens_per_gpu);
+    ck_assert_double_eq(fit[1].tokens_per_node, 8 * fit[0].tokens_per_node);
+    ck_assert_double_eq(fit[1].sequences_per_node, 8 * fit[0].sequences_per_node);
+    ck_assert_double_eq(fit[0].sequences_per_gpu, floor(budget / (61.0 * 1152 * 131072)));
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+START_TEST(test_pages_round_entries_up_at_the_edges)
+{
+    const size_t page = 64;
+    for (size_t T = page - 1; T <= page + 1; T++) {
+        ck_assert_uint_eq(kvl_paged_entries(T, 1, page), (size_t)paged((double)T, 1, (double)page));
+        ck_assert_uint_eq(kvl_paged_entries(T, 1, page), T <= page ? page : 2 * page);
+    }
+    /* M = 128: 64 entries fill one page at T = 8,192; one token more opens a second page */
+    ck_assert_uint_eq(kvl_paged_entries(128 * 64 - 1, 128, page), 64);
+    ck_assert_uint_eq(kvl_paged_entries(128 * 64, 128, page), 64);
+    ck_assert_uint_eq(kvl_paged_entries(128 * 64 + 1, 128, page), 128);
+    ck_assert_uint_eq(kvl_paged_entries(1, 4, page), 64);
+
+    loaded l = load("deepseek-llm-67b.json");
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = page};
+    kvl_rank_cache r = rank_of(&l, 8, 8, 0, page);
+    for (size_t T = page - 1; T <= page + 1; T++)
+        ck_assert_double_eq(kvl_rank_sequence_bytes(&l.m, &r, &d, T), paged((double)T, 1, 64) * 95 * 2 * 128 * 2);
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+/* V4-Flash: 21 CSA layers (M = 4, 584-byte row + 68-byte key), 20 HCA layers (M = 128, 584 bytes),
+ * and 43 · 128 window rows of 584 bytes, whatever the pages. */
+START_TEST(test_pages_round_a_compressed_layers_entries)
+{
+    loaded l = load("deepseek-v4-flash.json");
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
+    const size_t Ts[] = {1, 255, 256, 257, 8191, 8192, 8193, 131072};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+        double T = (double)Ts[i];
+        double want = 21 * paged(T, 4, 64) * (584 + 68) + 20 * paged(T, 128, 64) * 584 + 43.0 * 128 * 584;
+        ck_assert_double_eq(kvl_rank_sequence_bytes(&l.m, &r, &d, Ts[i]), want);
+    }
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+/* Each of 4 ranks of DeepSeek LLM 67B builds its share (16 query heads, 2 KV heads) as a live bf16
+ * cache of T rows; the sum over the ranks is one whole copy, and one rank's bytes are serving's. */
+START_TEST(test_a_ranks_bytes_equal_its_live_mha_caches)
+{
+    loaded l = load("deepseek-llm-67b.json");
+    const size_t tp = 4, T = 128;
+    kvl_deployment d = {.gpus = 4, .tp = tp, .page = 64};
+    kvl_rank_cache r = rank_of(&l, 4, tp, 0, 64);
+    ck_assert_uint_eq(r.kv_heads, 2);
+    mha_config c;
+    ck_assert_msg(mha_config_init(&c, l.m.d, l.m.n_heads / tp, r.kv_heads, l.m.head_dim, 0, 10000.0) == KVL_OK,
+                  "%s", kvl_error());
+    float *rows = calloc(T * 2 * r.kv_heads * l.m.head_dim, sizeof *rows);
+    ck_assert_ptr_nonnull(rows);
+    double node = 0;
+    for (size_t rank = 0; rank < tp; rank++) {
+        mha_cache cache;
+        ck_assert(mha_cache_init(&cache, &c, T, SWA_STORE_BF16) == KVL_OK);
+        ck_assert(swa_ring_append(&cache.ring, rows, T) == KVL_OK);
+        double held = (double)l.m.n_layers * (double)mha_cache_bytes_used(&cache);
+        ck_assert_double_eq(held, kvl_rank_sequence_bytes(&l.m, &r, &d, T));
+        node += held;
+        mha_cache_free(&cache);
+    }
+    ck_assert_double_eq(node, l.f.bytes_per_token * (double)T);
+    free(rows);
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+/* V2's latent on 8 ranks: every rank's live cache holds the whole [c_kv | k_rope] row per token. */
+START_TEST(test_a_ranks_bytes_equal_its_live_mla_cache)
+{
+    loaded l = load("deepseek-v2.json");
+    const size_t T = 64;
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
+    mla_config c;
+    ck_assert_msg(mla_config_from_model(&c, &l.m) == KVL_OK, "%s", kvl_error());
+    float *rows = calloc(T * (c.kv_lora_rank + c.qk_rope), sizeof *rows);
+    ck_assert_ptr_nonnull(rows);
+    mla_cache cache;
+    ck_assert(mla_cache_init(&cache, &c, T, SWA_STORE_BF16) == KVL_OK);
+    ck_assert(mla_cache_append(&cache, &c, rows, T) == KVL_OK);
+    double held = (double)l.m.n_layers * (double)mla_cache_bytes_used(&cache);
+    ck_assert_double_eq(held, kvl_rank_sequence_bytes(&l.m, &r, &d, T));
+    ck_assert_double_eq(held, r.bytes_per_token * (double)T);
+    mla_cache_free(&cache);
+    free(rows);
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+START_TEST(test_a_bad_deployment_is_refused_naming_the_field)
+{
+    loaded l = load("deepseek-v3.json");
+    const kvl_deployment bad[] = {{.gpus = 0, .tp = 1, .page = 64}, {.gpus = 8, .tp = 3, .page = 64},
+                                  {.gpus = 6, .tp = 3, .page = 64}, {.gpus = 8, .tp = 8, .page = 0}};
+    const char *field[] = {"gpus = 0", "tp = 3", "tp = 3 does not divide n_heads = 128", "page = 0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kvl_rank_cache r;
+        ck_assert_int_eq(kvl_rank_cache_of(&r, &l.m, &l.f, &bad[i]), KVL_EINVAL);
+        ck_assert_msg(strstr(kvl_error(), field[i]), "%s", kvl_error());
+    }
+    kvl_model_free(&l.m);
+
+    loaded v4 = load("deepseek-v4-flash.json");
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    kvl_rank_cache r = rank_of(&v4, 8, 8, 0, 64);
+    kvl_fit fit;
+    ck_assert_int_eq(kvl_fit_of(&fit, &v4.m, &r, &d, 3214335, 1024), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "budget = 3214335"), "%s", kvl_error());
+    ck_assert_int_eq(kvl_fit_of(&fit, &v4.m, &r, &d, 3214336, 1024), KVL_OK);
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
+{
+    const char *cmd[] = {"serving --gpus 0", "serving --page 0", "serving --gpus 8 --tp 3",
+                         "serving --gpus 6 --tp 3", "serving --budget-gib 0.001", "serving --budget-gib 0",
+                         "serving --tp", "serving --gpus 8 --gpus 8"};
+    const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "budget", "--budget-gib", "--tp", "--gpus"};
+    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice"};
+    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
+        char out[4096], err[4096];
+        ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
+        ck_assert_msg(out[0] == 0, "%s printed: %s", cmd[i], out);
+        ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
+        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
+    }
+}
+END_TEST
+
+START_TEST(test_serving_prints_every_config_under_both_splits)
+{
+    char out[16384], err[4096];
+    ck_assert_int_eq(kvl_run("serving", NULL, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "tensor-parallel attention") && strstr(out, "data-parallel attention"), "%s", out);
+    ck_assert_msg(strstr(out, "DeepSeek LLM 67B") && strstr(out, "DeepSeek-V4.1-Flash"), "%s", out);
+    ck_assert_msg(strstr(out, "48,640") && strstr(out, "389,120"), "%s", out);   /* 67B split 8 ways, or whole */
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("ch09_serving");
+    TCase *split = tcase_create("split");
+    tcase_add_test(split, test_doubling_tp_halves_gqa_bytes_until_tp_reaches_kv_heads);
+    tcase_add_test(split, test_tp_leaves_a_latent_row_whole_on_every_rank);
+    tcase_add_test(split, test_dp_attention_multiplies_a_nodes_mla_tokens_by_tp);
+    suite_add_tcase(s, split);
+    TCase *pages = tcase_create("pages");
+    tcase_add_test(pages, test_pages_round_entries_up_at_the_edges);
+    tcase_add_test(pages, test_pages_round_a_compressed_layers_entries);
+    suite_add_tcase(s, pages);
+    TCase *live = tcase_create("live caches");
+    tcase_add_test(live, test_a_ranks_bytes_equal_its_live_mha_caches);
+    tcase_add_test(live, test_a_ranks_bytes_equal_its_live_mla_cache);
+    suite_add_tcase(s, live);
+    TCase *bad = tcase_create("refusals");
+    tcase_add_test(bad, test_a_bad_deployment_is_refused_naming_the_field);
+    tcase_add_test(bad, test_serving_refuses_a_bad_deployment_before_any_output);
+    tcase_add_test(bad, test_serving_prints_every_config_under_both_splits);
+    suite_add_tcase(s, bad);
+    return s;
+}
