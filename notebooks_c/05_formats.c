@@ -1,16 +1,17 @@
 // %% [markdown]
 // # Chapter 5 · The formats a cache is made of: E4M3 … NVFP4, and DeepSeek's rows
 //
-// V3.2 stores its cache in FP8, V4 in FP8 with a bf16 exception, V4.1 in FP4. This notebook decodes the
-// element formats code by code (`formats/element.h`), then writes the two encoders the cache needs, E4M3
-// and E2M1, and one MXFP4 block in a few lines of C each and checks them bit for bit against
-// `formats/`. It prices the block-scaled schemes in bits per element (`formats/block.h`), shows why a
-// fractional scale beats a power of two, reproduces the write-up's FP4 check digit for digit, and packs
-// one vector into each of DeepSeek's KV rows (`formats/rows.h`). Everything here runs on `formats/`,
-// which depends on nothing but libc and libm.
+// V3.2 stores its cache in FP8, V4 in FP8 with a bf16 exception, V4.1 in FP4. This notebook decodes
+// the element formats code by code (`formats/element.h`), then writes the two encoders the cache
+// needs, E4M3 and E2M1, and one MXFP4 block in a few lines of C each and checks them bit for bit
+// against `formats/`. It prices the block-scaled schemes in bits per element (`formats/block.h`),
+// shows why a fractional scale beats a power of two, reproduces the write-up's FP4 check digit for
+// digit, and packs one vector into each of DeepSeek's KV rows (`formats/rows.h`). Everything here
+// runs on `formats/`, which depends on nothing but libc and libm.
 //
-// Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_05 --step`
-// walks it cell by cell; `make nb-05` rebuilds it after an edit and walks it again.
+// Cells that compute define an `NB_CELL` function; the last cell runs them.
+// `build/bin/nb_05 --step` walks it cell by cell; `make nb-05` rebuilds it after an edit and walks
+// it again.
 
 // %%
 #include <math.h>
@@ -31,18 +32,19 @@
 // %% [markdown]
 // ## FP8: E4M3 and E5M2
 //
-// A code holds a sign $s$, an exponent field $e$ and a mantissa field $m$. With $E$ exponent bits, $M$
-// mantissa bits and bias $b$ it means
+// A code holds a sign $s$, an exponent field $e$ and a mantissa field $m$. With $E$ exponent bits,
+// $M$ mantissa bits and bias $b$ it means
 //
 // $$x = (-1)^s \, 2^{e-b} \left(1 + \frac{m}{2^M}\right) \quad (e > 0),$$
 //
 // $$x = (-1)^s \, 2^{1-b} \, \frac{m}{2^M} \quad (e = 0,\ \text{subnormal}).$$
 //
-// E4M3 spends 4 bits on the exponent and 3 on the mantissa ($b = 7$); E5M2 5 and 2 ($b = 15$). E4M3 drops
-// the infinities and keeps a single NaN pattern, so the all-ones exponent is an ordinary binade up to
-// $448 = 1.75 \cdot 2^8$. The FP8 paper counts that as going "from 17 to 18 binades"; measured as
-// $\log_2(\max / \text{smallest subnormal})$, the cell finds 16.9 for an IEEE-style E4M3 (largest value
-// 240, the last code below the all-ones exponent) and 17.8 for the real one: the paper rounds up.
+// E4M3 spends 4 bits on the exponent and 3 on the mantissa ($b = 7$); E5M2 5 and 2 ($b = 15$). E4M3
+// drops the infinities and keeps a single NaN pattern, so the all-ones exponent is an ordinary
+// binade up to $448 = 1.75 \cdot 2^8$. The FP8 paper counts that as going "from 17 to 18 binades";
+// measured as $\log_2(\max / \text{smallest subnormal})$, the cell finds 16.9 for an IEEE-style
+// E4M3 (largest value 240, the last code below the all-ones exponent) and 17.8 for the real one:
+// the paper rounds up.
 
 // %%
 NB_CELL(cell_fp8)
@@ -54,8 +56,8 @@ NB_CELL(cell_fp8)
         if (isfinite(v)) finite++, min_sub = fmin(min_sub, v);
     }
     const double max = kvf_element_max(KVF_E4M3), ieee_max = kvf_e4m3_decode(0x77);
-    printf("E4M3: %zu positive finite non-zero codes, max %g (code 0x7e), smallest subnormal 2^%.0f, NaN 0x7f and 0xff\n",
-           finite, max, log2(min_sub));
+    printf("E4M3: %zu positive finite non-zero codes, max %g (code 0x7e), smallest subnormal 2^%.0f, "
+           "NaN 0x7f and 0xff\n", finite, max, log2(min_sub));
     printf("      binades log2(max / smallest subnormal): %.2f; with IEEE-style infinities (max %g): %.2f\n",
            log2(max / min_sub), ieee_max, log2(ieee_max / min_sub));
     printf("E5M2: max %g, smallest subnormal 2^%.0f, +inf code 0x7c\n", kvf_element_max(KVF_E5M2),
@@ -68,10 +70,10 @@ NB_CELL(cell_fp8)
 // %% [markdown]
 // ## E2M1: eight magnitudes
 //
-// The FP4 element has a sign, two exponent bits and one mantissa bit ($b = 1$): sixteen codes, all of
-// them numbers (no infinity, no NaN). The magnitudes are 0, 0.5, 1, 1.5, 2, 3, 4, 6, spaced 0.5, then 1,
-// then 2. Everything about FP4 accuracy is how well a block's values land on this ladder, and that is
-// the scale's job.
+// The FP4 element has a sign, two exponent bits and one mantissa bit ($b = 1$): sixteen codes, all
+// of them numbers (no infinity, no NaN). The magnitudes are 0, 0.5, 1, 1.5, 2, 3, 4, 6, spaced 0.5,
+// then 1, then 2. Everything about FP4 accuracy is how well a block's values land on this ladder,
+// and that is the scale's job.
 
 // %%
 static float e2m1_mags[8];
@@ -90,18 +92,19 @@ NB_CELL(cell_e2m1)
 // %% [markdown]
 // ## Encoding, written out: round to nearest even, then saturate
 //
-// To encode $x$, find its binade, $k = \max(\lfloor \log_2 |x| \rfloor,\ 1 - b)$ (the subnormals share
-// the smallest normal binade's step), so the step between neighbouring codes there is $q = 2^{k-M}$.
-// Round $|x|/q$ to the nearest integer, a tie going to the even one:
+// To encode $x$, find its binade, $k = \max(\lfloor \log_2 |x| \rfloor,\ 1 - b)$ (the subnormals
+// share the smallest normal binade's step), so the step between neighbouring codes there is $q =
+// 2^{k-M}$. Round $|x|/q$ to the nearest integer, a tie going to the even one:
 //
 // $$\hat{x} = q \cdot \operatorname{rne}(|x| / q), \qquad q = 2^{k - M}.$$
 //
 // A value that rounds up into the next binade is still right: $\hat{x} = 2^{k+1}$ is a code there.
 // Above the largest finite value the format decides. E4M3's plain cast (numpy with ml_dtypes) gives
 // NaN, its saturating cast (CUDA's `__NV_SATFINITE`, what DeepSeek's kernels use) gives $\pm 448$;
-// E2M1 has no NaN and always saturates at $\pm 6$. The code is then the fields of $\hat{x}$: $e = 0$
-// and $m = \hat{x} / 2^{1-b-M}$ below $2^{1-b}$, else $e = \lfloor \log_2 \hat{x} \rfloor + b$ and
-// $m = \hat{x} / 2^{e-b-M} - 2^M$. NaN is not an input here: the block quantisers refuse it first.
+// E2M1 has no NaN and always saturates at $\pm 6$. The code is then the fields of $\hat{x}$: $e =
+// 0$ and $m = \hat{x} / 2^{1-b-M}$ below $2^{1-b}$, else $e = \lfloor \log_2 \hat{x} \rfloor + b$
+// and $m = \hat{x} / 2^{e-b-M} - 2^M$. NaN is not an input here: the block quantisers refuse it
+// first.
 
 // %%
 typedef struct {
@@ -184,14 +187,14 @@ NB_CELL(cell_encoders)
 // %% [markdown]
 // ## Block scales, in bits per element
 //
-// Four bits cannot cover a useful range alone, so a block of $k$ elements shares one scale. OCP's MX
-// formats use $k = 32$ and an E8M0 scale (a pure power of two); NVIDIA's NVFP4 uses $k = 16$ and an E4M3
-// scale (plus a per-tensor FP32 scale, ignored here). Bits per element:
+// Four bits cannot cover a useful range alone, so a block of $k$ elements shares one scale. OCP's
+// MX formats use $k = 32$ and an E8M0 scale (a pure power of two); NVIDIA's NVFP4 uses $k = 16$ and
+// an E4M3 scale (plus a per-tensor FP32 scale, ignored here). Bits per element:
 //
 // $$\text{bits} = \text{element bits} + \frac{\text{scale bits}}{k},$$
 //
-// and DeepSeek's rows land on the same figures: the V4/V4.1 index key is MXFP4, the V4.1 main row NVFP4
-// without its tensor scale.
+// and DeepSeek's rows land on the same figures: the V4/V4.1 index key is MXFP4, the V4.1 main row
+// NVFP4 without its tensor scale.
 
 // %%
 NB_CELL(cell_bits)
@@ -219,11 +222,11 @@ NB_CELL(cell_bits)
 //
 // $$\hat{x}_i = s \cdot \operatorname{decode}(q_i).$$
 //
-// The scale is stored as its E8M0 code $\log_2 s + 127$. The quotients reach up to $8 - \epsilon$, so the
-// largest elements saturate at 6: the floor rule trades that clipping for using the whole ladder.
-// A zero block takes $\max |x_i| = 2^{-126}$. The codes pack two to a byte, element $2j$ in the low
-// nibble. The cell quantises 2,048 random blocks across a wide range of magnitudes and compares codes,
-// scales and decoded values with `formats/`'s `kvf_quant_mxfp4`.
+// The scale is stored as its E8M0 code $\log_2 s + 127$. The quotients reach up to $8 - \epsilon$,
+// so the largest elements saturate at 6: the floor rule trades that clipping for using the whole
+// ladder. A zero block takes $\max |x_i| = 2^{-126}$. The codes pack two to a byte, element $2j$ in
+// the low nibble. The cell quantises 2,048 random blocks across a wide range of magnitudes and
+// compares codes, scales and decoded values with `formats/`'s `kvf_quant_mxfp4`.
 
 // %%
 enum { MX = KVF_MX_BLOCK };
@@ -280,12 +283,12 @@ NB_CELL(cell_mxfp4_block)
 // %% [markdown]
 // ## Why a fractional scale beats a power of two
 //
-// The NVFP4 paper's example: a block whose largest magnitude is $3 + \delta$ wants the scale
-// $(3 + \delta)/6$, just above 0.5. E8M0 must round it up to 1 (rounding down would push the maximum past
-// 6), so the block lands on the ladder at its own values, at most 3: the rungs 4 and 6 go unused, and
-// only $\log_2(3/0.5) = 2.58$ of the ladder's $\log_2(6/0.5) = 3.58$ binades do any work. An E4M3 scale
-// can sit at 0.5 and put the maximum on 6. The cell quantises one block of 16 normals scaled to a
-// maximum of 3.1 both ways.
+// The NVFP4 paper's example: a block whose largest magnitude is $3 + \delta$ wants the scale $(3 +
+// \delta)/6$, just above 0.5. E8M0 must round it up to 1 (rounding down would push the maximum past
+// 6), so the block lands on the ladder at its own values, at most 3: the rungs 4 and 6 go unused,
+// and only $\log_2(3/0.5) = 2.58$ of the ladder's $\log_2(6/0.5) = 3.58$ binades do any work. An
+// E4M3 scale can sit at 0.5 and put the maximum on 6. The cell quantises one block of 16 normals
+// scaled to a maximum of 3.1 both ways.
 
 // %%
 /* Levels of the ladder the block uses, and the relative L2 error, for x̂[16] against x[16]. */
@@ -325,36 +328,38 @@ NB_CELL(cell_scale_choice)
 // %% [markdown]
 // ## The range V4.1 drops, and why it can
 //
-// With an E4M3 block scale an FP4 value reaches $448 \times 6 = 2688$; NVFP4's FP32 tensor scale exists
-// to map a tensor's real maximum onto that ceiling. V4.1's cache drops it: its 512-channel latent is
-// RMS-normalised, so its L2 norm is at most about $\sqrt{512}$ (with norm weights near 1; RoPE is a
-// rotation and keeps the norm), and no channel can exceed that: $|x_i| \le \lVert x \rVert$. The
-// report's observed channel maximum, about 10, and largest trained norm weight, about 1, are its
-// figures, quoted.
+// With an E4M3 block scale an FP4 value reaches $448 \times 6 = 2688$; NVFP4's FP32 tensor scale
+// exists to map a tensor's real maximum onto that ceiling. V4.1's cache drops it: its 512-channel
+// latent is RMS-normalised, so its L2 norm is at most about $\sqrt{512}$ (with norm weights near 1;
+// RoPE is a rotation and keeps the norm), and no channel can exceed that: $|x_i| \le \lVert x
+// \rVert$. The report's observed channel maximum, about 10, and largest trained norm weight, about
+// 1, are its figures, quoted.
 
 // %%
 NB_CELL(cell_headroom)
 {
     const double ceiling = kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1), bound = sqrt((double)KVF_V41_DIM);
     printf("E4M3 scale max x E2M1 max = %g x %g = %g\n", kvf_element_max(KVF_E4M3), kvf_element_max(KVF_E2M1), ceiling);
-    printf("a normalised %d-channel latent: |x_i| <= ||x|| = sqrt(%d) = %.3f; headroom %.0fx\n", KVF_V41_DIM, KVF_V41_DIM,
-           bound, ceiling / bound);
+    printf("a normalised %d-channel latent: |x_i| <= ||x|| = sqrt(%d) = %.3f; headroom %.0fx\n", KVF_V41_DIM,
+           KVF_V41_DIM, bound, ceiling / bound);
     return KVL_OK;
 }
 
 // %% [markdown]
 // ## The lineage write-up's FP4 check, digit for digit
 //
-// The lineage write-up draws a standard-normal 512-vector with `default_rng(0)`, scales it to L2 norm
-// $\sqrt{512}$, quantises it in blocks of 16 with an E4M3 scale mapping each block's maximum onto 6,
+// The lineage write-up draws a standard-normal 512-vector with `default_rng(0)`, scales it to L2
+// norm $\sqrt{512}$, quantises it in blocks of 16 with an E4M3 scale mapping each block's maximum
+// onto 6,
 //
 // $$s = \operatorname{e4m3}\left(\max_i |x_i| / 6\right),$$
 //
 // $$\hat{x}_i = s \cdot \operatorname{e2m1}(x_i / s),$$
 //
-// and prints the largest magnitude and the relative error $\lVert \hat{x} - x \rVert / \lVert x \rVert$.
-// `formats/`'s V4.1 FP4 (`kvf_quant_fp4_v41`) is that recipe with the kernel's details (round-to-nearest-even everywhere, a
-// saturating scale, an amax floor); the generator is numpy's. The lines print as numpy prints them.
+// and prints the largest magnitude and the relative error $\lVert \hat{x} - x \rVert / \lVert x
+// \rVert$. `formats/`'s V4.1 FP4 (`kvf_quant_fp4_v41`) is that recipe with the kernel's details
+// (round-to-nearest-even everywhere, a saturating scale, an amax floor); the generator is numpy's.
+// The lines print as numpy prints them.
 
 // %%
 enum { DIM = KVF_V41_DIM };
@@ -408,10 +413,10 @@ NB_CELL(cell_fp4_check)
 }
 
 // %% [markdown]
-// A Gaussian latent peaks near 4, far inside the 22.6 bound, and the error is about 9%: the price of
-// eight magnitudes per block, and the reason the format needs quantisation-aware training and the
-// window cache stays in FP8. The lineage write-up's own caveat applies: this is the order of magnitude, not
-// the model's number. Twenty seeds against numpy's results for the same recipe
+// A Gaussian latent peaks near 4, far inside the 22.6 bound, and the error is about 9%: the price
+// of eight magnitudes per block, and the reason the format needs quantisation-aware training and
+// the window cache stays in FP8. The lineage write-up's own caveat applies: this is the order of
+// magnitude, not the model's number. Twenty seeds against numpy's results for the same recipe
 // (`tests/data/kvfmt_fp4_demo.txt`, written by `tests/gen_kvfmt_fp4_demo.py`):
 
 // %%
@@ -438,8 +443,8 @@ NB_CELL(cell_fp4_seeds)
 }
 
 // %% [markdown]
-// The error of each of the 512 channels for seed 0, $\hat{x}_i - x_i$. Blocks whose maximum is large have coarse
-// rungs, so the errors spread up to half a rung of the largest blocks.
+// The error of each of the 512 channels for seed 0, $\hat{x}_i - x_i$. Blocks whose maximum is
+// large have coarse rungs, so the errors spread up to half a rung of the largest blocks.
 
 // %%
 NB_CELL(cell_error_histogram)
@@ -460,9 +465,9 @@ NB_CELL(cell_error_histogram)
 // %% [markdown]
 // ## DeepSeek's KV rows
 //
-// One 512-value vector (V4's and V4.1's width; V3.2's row takes 576) packed into each row layout and
-// unpacked again. The rows differ in what they keep exact: V3.2 and V4 keep the 64 RoPE channels in
-// bf16, V4.1 quantises everything after RoPE.
+// One 512-value vector (V4's and V4.1's width; V3.2's row takes 576) packed into each row layout
+// and unpacked again. The rows differ in what they keep exact: V3.2 and V4 keep the 64 RoPE
+// channels in bf16, V4.1 quantises everything after RoPE.
 
 // %%
 NB_CELL(cell_rows)
@@ -484,10 +489,10 @@ NB_CELL(cell_rows)
 }
 
 // %% [markdown]
-// What the hardware multiplies is quoted, not measured here: the NVFP4 paper lists block-scaled matmul
-// throughput over bf16 as 2× for MXFP8 and MXFP6 and 4× for MXFP4 and NVFP4 on GB200 (6× on GB300).
-// A cache does not need it: V4.1 dequantises its FP4 rows before attention; only the indexer's
-// query-key product multiplies in FP4.
+// What the hardware multiplies is quoted, not measured here: the NVFP4 paper lists block-scaled
+// matmul throughput over bf16 as 2× for MXFP8 and MXFP6 and 4× for MXFP4 and NVFP4 on GB200 (6× on
+// GB300). A cache does not need it: V4.1 dequantises its FP4 rows before attention; only the
+// indexer's query-key product multiplies in FP4.
 
 // %%
 int main(int argc, char **argv)

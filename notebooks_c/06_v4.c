@@ -1,17 +1,18 @@
 // %% [markdown]
 // # Chapter 6 · V4: compressed entries, a window in every layer, sinks and a grouped output
 //
-// V3.2 still cached one 788-byte row per token in every one of 61 layers; it only read fewer of them.
-// DeepSeek-V4 caches fewer rows: each compressed layer pools M tokens into one 512-wide entry, CSA
-// layers (M = 4) pick the entries a query reads with an indexer, HCA layers (M = 128) read all of them,
-// and every layer also attends to its 128 newest tokens in full. This notebook reads the V4-Flash layer
-// map and prices it, prints the rows and the real shapes, then writes the CSA compressor with its
-// overlap and the attention-sink softmax in plain C and checks both against `ref/v4`. It measures which
-// tokens an entry pools, runs a toy V4 stack through both of its paths, and counts what a query reads at
-// 128K and 1M.
+// V3.2 still cached one 788-byte row per token in every one of 61 layers; it only read fewer of
+// them. DeepSeek-V4 caches fewer rows: each compressed layer pools M tokens into one 512-wide
+// entry, CSA layers (M = 4) pick the entries a query reads with an indexer, HCA layers (M = 128)
+// read all of them, and every layer also attends to its 128 newest tokens in full. This notebook
+// reads the V4-Flash layer map and prices it, prints the rows and the real shapes, then writes the
+// CSA compressor with its overlap and the attention-sink softmax in plain C and checks both against
+// `ref/v4`. It measures which tokens an entry pools, runs a toy V4 stack through both of its paths,
+// and counts what a query reads at 128K and 1M.
 //
-// Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_06 --step`
-// walks it cell by cell; `make nb-06` rebuilds it after an edit and walks it again.
+// Cells that compute define an `NB_CELL` function; the last cell runs them.
+// `build/bin/nb_06 --step` walks it cell by cell; `make nb-06` rebuilds it after an edit and walks
+// it again.
 
 // %%
 #include <math.h>
@@ -37,13 +38,13 @@
 //
 // The checkpoint's `compress_ratios` decides each layer: 0 window-only, 4 CSA, 128 HCA. Only the
 // compressed entries grow with the context; per token a CSA layer keeps a quarter of a 584-byte row
-// plus a quarter of a 68-byte index key, an HCA layer 1/128 of a row, a window-only layer nothing. In
-// bytes per token:
+// plus a quarter of a 68-byte index key, an HCA layer 1/128 of a row, a window-only layer nothing.
+// In bytes per token:
 //
 // $$n_\text{CSA} \cdot \frac{584 + 68}{4} + n_\text{HCA} \cdot \frac{584}{128}.$$
 //
-// The transformers write-up instead quotes the transformers fallback schedule (two HCA layers, then CSA at odd
-// indices): the cell prices that too.
+// The transformers write-up instead quotes the transformers fallback schedule (two HCA layers, then
+// CSA at odd indices): the cell prices that too.
 
 // %%
 enum { N_KINDS = 3 };
@@ -115,9 +116,9 @@ NB_CELL(cell_layer_map)
 // %% [markdown]
 // ## The rows
 //
-// A compressed entry and a window row share one 584-byte layout: the 448 channels that carry no rotation
-// in E4M3 with one power-of-two (E8M0) scale per 64, the 64 rotary channels in bf16. The CSA indexer's
-// key is MXFP4: 128 E2M1 values, one E8M0 scale per 32.
+// A compressed entry and a window row share one 584-byte layout: the 448 channels that carry no
+// rotation in E4M3 with one power-of-two (E8M0) scale per 64, the 64 rotary channels in bf16. The
+// CSA indexer's key is MXFP4: 128 E2M1 values, one E8M0 scale per 32.
 
 // %%
 static void print_row_map(kvf_row layout)
@@ -149,17 +150,18 @@ NB_CELL(cell_rows)
     printf("index key: 128 x 0.5 + %zu E8M0 scales = %zu B\n", field_bytes(KVF_ROW_V4_INDEX, "scale"), key);
     printf("against a bf16 row of 512 values (1,024 B): %.1f%%, %.1f%% saved\n", 100.0 * (double)row / 1024,
            100.0 - 100.0 * (double)row / 1024);
-    return nb_expect(scales == 7 && pad == 1 && row == 584 && key == 68, "row map: %zu scales, %zu pad, %zu B, key %zu B",
-                     scales, pad, row, key);
+    return nb_expect(scales == 7 && pad == 1 && row == 584 && key == 68,
+                     "row map: %zu scales, %zu pad, %zu B, key %zu B", scales, pad, row, key);
 }
 
 // %% [markdown]
 // ## What it computes at real shapes
 //
-// Every layer is MQA with one 512-wide vector per key serving as key and value. The query comes from a
-// 1,024-wide latent, each head is RMS-normalised without a gain, and the trailing 64 channels rotate.
-// Compressors project to $(1 + \mathrm{ov})\,c$ channels for values and as many gate logits; CSA's
-// overlap ($\mathrm{ov} = 1$) doubles them. The cell reads the shapes from the config through `ref/v4`'s sizes tables.
+// Every layer is MQA with one 512-wide vector per key serving as key and value. The query comes
+// from a 1,024-wide latent, each head is RMS-normalised without a gain, and the trailing 64
+// channels rotate. Compressors project to $(1 + \mathrm{ov})\,c$ channels for values and as many
+// gate logits; CSA's overlap ($\mathrm{ov} = 1$) doubles them. The cell reads the shapes from the
+// config through `ref/v4`'s sizes tables.
 
 // %%
 /* t[V4_COMPRESSOR_N_WEIGHTS]: a compressor's sizes table */
@@ -211,31 +213,33 @@ NB_CELL(cell_shapes)
            grouped / dense);
     const double both = 1 / sqrt((double)(csa.indexer.n_heads * csa.indexer.head_dim));
     const double one = 1 / sqrt((double)csa.indexer.head_dim);
-    printf("indexer weight scale HI^-1/2 * DI^-1/2 = %.6f; DI^-1/2 alone = %.6f, %.0fx larger\n", both, one, one / both);
+    printf("indexer weight scale HI^-1/2 * DI^-1/2 = %.6f; DI^-1/2 alone = %.6f, %.0fx larger\n", both, one,
+           one / both);
     return KVL_OK;
 }
 
 // %% [markdown]
 // ## The compressor, written out
 //
-// A compressed layer turns every $M$ tokens into one entry of $c$ channels. Each token $t$ projects to
-// values and gate logits, $(1 + \mathrm{ov})\,c$ of each, the gate with a learned bias for its place in
-// the block:
+// A compressed layer turns every $M$ tokens into one entry of $c$ channels. Each token $t$ projects
+// to values and gate logits, $(1 + \mathrm{ov})\,c$ of each, the gate with a learned bias for its
+// place in the block:
 //
 // $$a_t = W_C \, x_t, \qquad z_t = W_Z \, x_t + B_{t \bmod M}.$$
 //
-// Entry $i$ pools the slots $S_i$: block $i$ ($t = iM \ldots iM + M - 1$) through the last $c$ channels
-// and, with CSA's overlap ($\mathrm{ov} = 1$), block $i - 1$ through the first $c$. For every channel
-// one softmax runs over all $(1 + \mathrm{ov})\,M$ slots, so the two blocks compete for its mass:
+// Entry $i$ pools the slots $S_i$: block $i$ ($t = iM \ldots iM + M - 1$) through the last $c$
+// channels and, with CSA's overlap ($\mathrm{ov} = 1$), block $i - 1$ through the first $c$. For
+// every channel one softmax runs over all $(1 + \mathrm{ov})\,M$ slots, so the two blocks compete
+// for its mass:
 //
 // $$\hat{C}_i[h] = \sum_{t \in S_i} \alpha_t[h] \, a_t[h],$$
 //
 // $$\alpha_t[h] = \frac{e^{z_t[h]}}{\sum_{u \in S_i} e^{z_u[h]}}.$$
 //
-// Then $C_i = \mathrm{RMSNorm}(\hat{C}_i) \odot g$, and its trailing $D_r$ channels rotate at the block's
-// first position $iM$ (the interleaved rotation of `ref/core/rope.h`). A CSA entry mixes $2M$ tokens
-// and still arrives once per $M$; HCA ($\mathrm{ov} = 0$) pools its own block. Entry 0 has no block
-// $-1$, and a tail of fewer than $M$ tokens makes no entry yet.
+// Then $C_i = \mathrm{RMSNorm}(\hat{C}_i) \odot g$, and its trailing $D_r$ channels rotate at the
+// block's first position $iM$ (the interleaved rotation of `ref/core/rope.h`). A CSA entry mixes
+// $2M$ tokens and still arrives once per $M$; HCA ($\mathrm{ov} = 0$) pools its own block. Entry 0
+// has no block $-1$, and a tail of fewer than $M$ tokens makes no entry yet.
 
 // %%
 enum { MAX_SLOTS = 256 };   /* (1 + ov)·M: 8 for CSA, 128 for V4's HCA */
@@ -284,10 +288,10 @@ static void compress(float *entries, const v4_compressor_config *c, const v4_com
 }
 
 // %% [markdown]
-// The toy's CSA layer ($M = 4$, overlap, $c = 32$, $d = 64$) and HCA layer ($M = 8$) compress the same 45
-// random tokens (the last one, or five, make no entry) here and in `ref/v4`'s `v4_compressor_forward`.
-// `ref/v4` projects in float32 through OpenBLAS, this code in double: the entries agree to a few float32
-// ulps, far below $10^{-5}$ of their size.
+// The toy's CSA layer ($M = 4$, overlap, $c = 32$, $d = 64$) and HCA layer ($M = 8$) compress the
+// same 45 random tokens (the last one, or five, make no entry) here and in `ref/v4`'s
+// `v4_compressor_forward`. `ref/v4` projects in float32 through OpenBLAS, this code in double: the
+// entries agree to a few float32 ulps, far below $10^{-5}$ of their size.
 
 // %%
 enum { TOY_D = 64, TOY_T = 45, POOL_T = 32 };
@@ -348,11 +352,11 @@ NB_CELL(cell_compressor)
 // %% [markdown]
 // ## What a query reads: compressed entries and the window
 //
-// Entry $i$ exists once its block is complete, so the query at token $t$ can read the entries
-// $i < \lfloor (t + 1)/M \rfloor$. The newest tokens, up to $M - 1$ of them, sit in no entry yet; every
-// layer also attends to its newest $W$ tokens uncompressed, and $M - 1 < W$ (V4-Flash: $W = 128$, $M$ up
-// to 128) means the window always covers them. The figure draws it at the toy's sizes, for the query at
-// token 21.
+// Entry $i$ exists once its block is complete, so the query at token $t$ can read the entries $i <
+// \lfloor (t + 1)/M \rfloor$. The newest tokens, up to $M - 1$ of them, sit in no entry yet; every
+// layer also attends to its newest $W$ tokens uncompressed, and $M - 1 < W$ (V4-Flash: $W = 128$,
+// $M$ up to 128) means the window always covers them. The figure draws it at the toy's sizes, for
+// the query at token 21.
 
 // %%
 NB_CELL(cell_windows)
@@ -371,8 +375,8 @@ NB_CELL(cell_windows)
 // ## Which tokens an entry pools, measured
 //
 // The same compressor on 32 random tokens: change one token and see which entries move. A CSA entry
-// $i$ pools block $i - 1$ through the first half of the projection and block $i$ through the second:
-// eight tokens, one entry per four. An HCA entry pools its own block only.
+// $i$ pools block $i - 1$ through the first half of the projection and block $i$ through the
+// second: eight tokens, one entry per four. An HCA entry pools its own block only.
 
 // %%
 /* moved[N][POOL_T]: 1 where changing token j changes entry i */
@@ -451,10 +455,11 @@ NB_CELL(cell_pooling)
 //
 // $$p_i = \frac{e^{s_i}}{e^{\sigma_h} + \sum_j e^{s_j}}.$$
 //
-// The weights then sum to $1 - e^{\sigma_h} / (e^{\sigma_h} + \sum_j e^{s_j})$, less than one, and a head
-// whose scores all sit far below $\sigma_h$ contributes almost nothing. With $\sigma_h \to -\infty$ it is
-// the plain softmax. Computed as written, $e^{s_i}$ overflows for large scores; taking
-// $\mu = \max(\sigma_h, \max_j s_j)$ out of every exponent changes nothing and keeps each below 1.
+// The weights then sum to $1 - e^{\sigma_h} / (e^{\sigma_h} + \sum_j e^{s_j})$, less than one, and
+// a head whose scores all sit far below $\sigma_h$ contributes almost nothing. With $\sigma_h \to
+// -\infty$ it is the plain softmax. Computed as written, $e^{s_i}$ overflows for large scores;
+// taking $\mu = \max(\sigma_h, \max_j s_j)$ out of every exponent changes nothing and keeps each
+// below 1.
 
 // %%
 static void sink_softmax(double *p, const double *s, size_t n, double sigma)
@@ -506,11 +511,11 @@ NB_CELL(cell_sinks)
 // %% [markdown]
 // ## A toy V4 stack, two paths
 //
-// The toy of `tests/v4_toy.h`: $d = 64$, $H = 4$, $D_h = 32$, $D_r = 8$, $D_q' = 32$, $G = 2$, $D_o = 16$,
-// $W = 8$, layer map [0, 0, 4, 8, 4] (window, window, CSA $M = 4$ top-3, HCA $M = 8$, CSA), 45 tokens.
-// The whole-sequence definition and what a server runs (a prefill of 13 tokens, then one token at a time
-// through the caches) must agree. Then a stack at the real entry widths (head dim 512, $D_I = 128$) with
-// native rows reports what its caches hold.
+// The toy of `tests/v4_toy.h`: $d = 64$, $H = 4$, $D_h = 32$, $D_r = 8$, $D_q' = 32$, $G = 2$, $D_o
+// = 16$, $W = 8$, layer map [0, 0, 4, 8, 4] (window, window, CSA $M = 4$ top-3, HCA $M = 8$, CSA),
+// 45 tokens. The whole-sequence definition and what a server runs (a prefill of 13 tokens, then one
+// token at a time through the caches) must agree. Then a stack at the real entry widths (head dim
+// 512, $D_I = 128$) with native rows reports what its caches hold.
 
 // %%
 static int toy_stack(model_config *c, model_weights *w, const char *json, uint64_t seed)
@@ -610,10 +615,10 @@ NB_CELL(cell_toy_stack)
 // ## Counting at real size
 //
 // Keys one query reads in each kind of layer at context $T$: $\min(T, W)$ in a window-only layer,
-// $\min(T, W) + \min(k, \lfloor T/4 \rfloor)$ in a CSA layer (top-$k$ of its entries) and
-// $\min(T, W) + \lfloor T/128 \rfloor$ in an HCA layer (all of them); then the entries held at 128K and 1M
-// tokens, the bounded window ($L \cdot W \cdot 584$ bytes per sequence), and V4-Flash against V3.2 per
-// token. "128K" is 131,072 tokens and "1M" 1,048,576 here.
+// $\min(T, W) + \min(k, \lfloor T/4 \rfloor)$ in a CSA layer (top-$k$ of its entries) and $\min(T,
+// W) + \lfloor T/128 \rfloor$ in an HCA layer (all of them); then the entries held at 128K and 1M
+// tokens, the bounded window ($L \cdot W \cdot 584$ bytes per sequence), and V4-Flash against V3.2
+// per token. "128K" is 131,072 tokens and "1M" 1,048,576 here.
 
 // %%
 static void print_reads(const kvl_model *m, double T)
@@ -679,9 +684,9 @@ NB_CELL(cell_counts)
 // %% [markdown]
 // ## Out of scope
 //
-// Hyper-connections, MoE and MTP change what enters an attention layer, not what its cache holds; the
-// project does not model them. `build/bin/v4_cache` rebuilds the per-token figure from live caches at the
-// full 43-layer map and shows the window replay bit for bit.
+// Hyper-connections, MoE and MTP change what enters an attention layer, not what its cache holds;
+// the project does not model them. `build/bin/v4_cache` rebuilds the per-token figure from live
+// caches at the full 43-layer map and shows the window replay bit for bit.
 
 // %%
 int main(int argc, char **argv)
