@@ -77,10 +77,12 @@ int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m)
         f->bytes_per_token += entries * (double)(f->main_row_bytes + (keyed ? f->index_key_bytes : 0));
     }
     f->bytes_per_entry = f->entries_per_token > 0 ? f->bytes_per_token / f->entries_per_token : 0;
+    if (m->generation == KVL_GEN_MHA) f->bounded_tokens = m->window;   /* the loader's window: every layer's */
     return KVL_OK;
 }
 
 double kvl_kv_bytes_held(const kvl_kv_footprint *f, double T)
 {
-    return T * f->bytes_per_token + (double)f->window_bytes_per_sequence;
+    const double held = f->bounded_tokens && T > (double)f->bounded_tokens ? (double)f->bounded_tokens : T;
+    return held * f->bytes_per_token + (double)f->window_bytes_per_sequence;
 }

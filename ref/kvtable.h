@@ -4,7 +4,9 @@
  * A layer contributes only if it writes a global (per-token) cache (kvl_layer_writes_cache): every
  * layer of MHA/MLA/DSA, the CSA and HCA layers of V4, the KV-source layers of V4.1. A layer that
  * compresses M tokens into one entry adds 1/M entries per token. Window rows are bounded per
- * sequence and reported apart, never folded into the per-token figure. */
+ * sequence and reported apart, never folded into the per-token figure. A model windowed in every
+ * layer (an MHA config's sliding_window) still pays bytes_per_token for each token inside its window,
+ * and holds at most W of them: bounded_tokens. */
 #ifndef KVL_KVTABLE_H
 #define KVL_KVTABLE_H
 
@@ -21,14 +23,17 @@ typedef struct {
     size_t main_row_bytes;       /* one cached entry of the main attention */
     size_t index_key_bytes;      /* one indexer key (0 when the model has no indexer keys) */
     size_t window_row_bytes;     /* one window row (0 when the model has no window) */
-    size_t window_bytes_per_sequence;  /* W window rows in every layer, whatever the context */
+    size_t window_bytes_per_sequence;  /* V4/V4.1: W window rows in every layer, whatever the context */
+    size_t bounded_tokens;       /* a model whose every layer attends a window of W (MHA with sliding_window,
+                                  * Mistral): its per-token cache holds at most W tokens; 0: no bound */
 } kvl_kv_footprint;
 
 /* Fill f from m. Fails (KVL_EINVAL, message naming the model file) when the config's dims do not
  * fit the row layout of its cache (a v32-fp8 cache needs kv_lora_rank + qk_rope_head_dim = 576...). */
 int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m);
 
-/* Bytes the caches hold for one sequence of T tokens: T · bytes_per_token + the window rows. */
+/* Bytes the caches hold for one sequence of T tokens: min(T, bounded_tokens) · bytes_per_token (T when
+ * unbounded) + the window rows. */
 double kvl_kv_bytes_held(const kvl_kv_footprint *f, double T);
 
 #endif

@@ -76,6 +76,35 @@ START_TEST(test_v41_flash_holds_890_bytes_per_token)
 }
 END_TEST
 
+/* Mistral 7B's sliding_window of 4,096 in every layer: each token costs its rows while it is in the
+ * window, and a sequence never holds more than W of them: 32 · 4,096 · 4,096 B = 512 MiB at any length. */
+START_TEST(test_a_window_in_every_layer_bounds_what_a_sequence_holds)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/03_swa/mistral-7b.json")) == KVL_OK, "%s", kvl_error());
+    kvl_kv_footprint f;
+    ck_assert_msg(kvl_kv_footprint_of(&f, &m) == KVL_OK, "%s", kvl_error());
+    const double row = 2.0 * 8 * 128 * 2, per_token = 32 * row;   /* K and V of 8 KV heads of 128, bf16 */
+    ck_assert_double_eq(f.bytes_per_token, per_token);
+    ck_assert_uint_eq(f.bounded_tokens, 4096);
+    ck_assert_double_eq(kvl_kv_bytes_held(&f, 1000), 1000 * per_token);
+    ck_assert_double_eq(kvl_kv_bytes_held(&f, 4096), 4096 * per_token);
+    ck_assert_double_eq(kvl_kv_bytes_held(&f, 1 << 20), 4096 * per_token);
+    ck_assert_double_eq(4096 * per_token, 512.0 * 1024 * 1024);
+    kvl_model_free(&m);
+    char cmd[1024], out[8192], err[512];
+    snprintf(cmd, sizeof cmd, "kvtable --format csv %s", kvl_path("chapters/03_swa/mistral-7b.json"));
+    ck_assert_msg(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(out, "\"131,072\"") && strstr(out, "\"536,870,912\",0.50,0.50"), "%s", out);
+    /* a model without a window holds every token */
+    ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/01_cost/llama-3-70b.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_kv_footprint_of(&f, &m) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(f.bounded_tokens, 0);
+    ck_assert_double_eq(kvl_kv_bytes_held(&f, 1 << 20), (1 << 20) * f.bytes_per_token);
+    kvl_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_lineage_shrinks_437_fold)
 {
     double ratio = footprint("deepseek-llm-67b.json").bytes_per_token / footprint("deepseek-v4.1-flash.json").bytes_per_token;
@@ -242,6 +271,7 @@ Suite *kvl_suite(void)
     Suite *s = suite_create("ch08_table");
     TCase *fig = tcase_create("figures");
     tcase_add_test(fig, test_llm67b_holds_389120_bytes_per_token);
+    tcase_add_test(fig, test_a_window_in_every_layer_bounds_what_a_sequence_holds);
     tcase_add_test(fig, test_v3_holds_70272_bytes_per_token);
     tcase_add_test(fig, test_v32_holds_48068_bytes_per_token);
     tcase_add_test(fig, test_v4_flash_holds_3514_25_bytes_per_token);

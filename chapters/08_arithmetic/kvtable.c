@@ -69,8 +69,9 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
     double first = rows[0].kv.bytes_per_token / r->kv.bytes_per_token;
     snprintf(c->prev, sizeof c->prev, i ? "%.2fx" : "-", prev);
     snprintf(c->first, sizeof c->first, "%.1fx", first);
-    snprintf(c->window, sizeof c->window, "%s", r->kv.window_bytes_per_sequence
-                 ? kvl_grouped(tmp, sizeof tmp, (double)r->kv.window_bytes_per_sequence, 0) : "-");
+    const double window = r->kv.bounded_tokens ? (double)r->kv.bounded_tokens * r->kv.bytes_per_token
+                                               : (double)r->kv.window_bytes_per_sequence;
+    snprintf(c->window, sizeof c->window, "%s", window > 0 ? kvl_grouped(tmp, sizeof tmp, window, 0) : "-");
     snprintf(c->gib128, sizeof c->gib128, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_128K) / GIB);
     snprintf(c->gib1m, sizeof c->gib1m, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_1M) / GIB);
 }
@@ -146,7 +147,15 @@ static void print_notes(const row *rows, size_t n)
     if (n == 0) return;
     printf("\nKV layers: layers that write a per-token cache. entries/token: sum of 1/M over them.\n"
            "bytes/entry: main row + indexer key, from formats/ row sizes. Window rows are per sequence,\n"
-           "not per token; GiB@128K/@1M = bytes/token x 131,072 / 1,048,576 tokens + the window rows.\n\n");
+           "not per token; GiB@128K/@1M = bytes/token x 131,072 / 1,048,576 tokens + the window rows.\n");
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].kv.bounded_tokens) {
+            printf("A model whose every layer attends a window of W tokens (%s: W %zu) holds at most W of\n"
+                   "them: its window B/seq is W x bytes/token, and the GiB columns count min(T, W) tokens.\n",
+                   rows[i].model.name, rows[i].kv.bounded_tokens);
+            break;
+        }
+    printf("\n");
     for (size_t i = 0; i < n; i++)
         if (rows[i].model.mechanism[0]) printf("  %-20s %s\n", rows[i].model.name, rows[i].model.mechanism);
     char a[32], b[32];
@@ -176,6 +185,7 @@ static int print_json(const row *rows, size_t n)
         cJSON_AddNumberToObject(o, "factor_vs_previous", i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1);
         cJSON_AddNumberToObject(o, "factor_vs_first", rows[0].kv.bytes_per_token / r->kv.bytes_per_token);
         cJSON_AddNumberToObject(o, "window_bytes_per_sequence", (double)r->kv.window_bytes_per_sequence);
+        cJSON_AddNumberToObject(o, "bounded_tokens", (double)r->kv.bounded_tokens);
         cJSON_AddNumberToObject(o, "bytes_held_128k", kvl_kv_bytes_held(&r->kv, CONTEXT_128K));
         cJSON_AddNumberToObject(o, "bytes_held_1m", kvl_kv_bytes_held(&r->kv, CONTEXT_1M));
         cJSON_AddItemToArray(arr, o);
