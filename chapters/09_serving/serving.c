@@ -52,14 +52,14 @@ static void print_mode(const row *rows, size_t n, int dp, const plan *p)
     printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, budget %s GiB per GPU)\n",
            dp ? "data-parallel" : "tensor-parallel", p->d.tp, p->d.gpus, p->d.page, KVL_GROUPED(p->context),
            kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
-    printf("  %-20s %10s %14s %12s %14s %14s %10s %10s\n", "model", "B/token", "window B/seq", "GiB/seq",
+    printf("  %-20s %10s %14s %16s %14s %14s %10s %10s\n", "model", "B/token", "window B/seq", "B/seq",
            "tokens/GPU", "tokens/node", "seqs/GPU", "seqs/node");
     for (size_t i = 0; i < n; i++) {
         const kvl_rank_cache *r = &rows[i].rank[dp];
         const kvl_fit *f = &rows[i].fit[dp];
-        printf("  %-20s %10s %14s %12.3f %14s %14s %10s %10s\n", rows[i].model.name,
+        printf("  %-20s %10s %14s %16s %14s %14s %10s %10s\n", rows[i].model.name,
                kvl_grouped((char[32]){0}, 32, r->bytes_per_token, 2), KVL_GROUPED(r->window_bytes_per_sequence),
-               f->sequence_bytes / GIB, KVL_GROUPED(f->tokens_per_gpu), KVL_GROUPED(f->tokens_per_node),
+               KVL_GROUPED(f->sequence_bytes), KVL_GROUPED(f->tokens_per_gpu), KVL_GROUPED(f->tokens_per_node),
                KVL_GROUPED(f->sequences_per_gpu), KVL_GROUPED(f->sequences_per_node));
     }
 }
@@ -69,8 +69,8 @@ static void print_notes(void)
     printf("\nB/token and window B/seq: what one GPU stores. MHA/GQA's KV heads are split over the tp ranks;\n"
            "a latent row (MLA, DSA) and V4's shared entry are whole on every rank. With data-parallel\n"
            "attention each rank holds whole rows for its own sequences, so a node's tokens are the ranks'\n"
-           "sum. GiB/seq: one sequence of the context in pages of page entries, plus its window rows.\n"
-           "tokens/GPU: budget / B/token; seqs/GPU: budget / GiB/seq, rounded down.\n");
+           "sum. B/seq: one sequence of the context in pages of page entries, plus its window rows.\n"
+           "tokens/GPU: budget / B/token; seqs/GPU: budget / B/seq, rounded down.\n");
 }
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
@@ -87,8 +87,8 @@ static void put_xml_text(FILE *f, const char *s)
     }
 }
 
-/* Sequences of the context per node, log10 axis, two bars per model: tensor-parallel attention
- * (light) and data-parallel attention (dark). Written to FILE.partial and renamed. */
+/* Sequences of the context per node on a log10 axis from 10^d0 to 10^d1, two bars per model:
+ * tensor-parallel attention (light) and data-parallel attention (dark). */
 static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
 {
     const double left = 190, right = 760, top = 80, bar = 16, gap = 14;
@@ -115,6 +115,8 @@ static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
     }
 }
 
+/* The chart of draw_bars under a title naming the deployment, written to FILE.partial and renamed:
+ * no half-written chart. */
 static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
 {
     char tmp[4096];
@@ -125,7 +127,8 @@ static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
     FILE *f = fopen(tmp, "w");
     if (!f) { fprintf(stderr, "serving: --svg %s: cannot write: %s\n", path, strerror(errno)); return 2; }
     double hi = 10;
-    for (size_t i = 0; i < n; i++) hi = fmax(hi, fmax(rows[i].fit[0].sequences_per_node, rows[i].fit[1].sequences_per_node));
+    for (size_t i = 0; i < n; i++)
+        hi = fmax(hi, fmax(rows[i].fit[0].sequences_per_node, rows[i].fit[1].sequences_per_node));
     double height = 80 + (double)n * 46 + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%.0f\" font-family=\"sans-serif\">\n"
                "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", height);
