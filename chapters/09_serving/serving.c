@@ -219,7 +219,8 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
     if (k == F_SVG) *svg = v;
     else if (k == F_BUDGET) {
         double g;
-        if (kvl_parse_real(&g, v, 1e-9, 1e6)) return kvl_bad_usage("serving", "--budget-gib must be a number above 0", v);
+        if (kvl_parse_real(&g, v, 1e-9, 1e6))
+            return kvl_bad_usage("serving", "--budget-gib must be a number above 0", v);
         p->budget = g * GIB;
     } else if (kvl_parse_size(counts[k], v, 1, hi[k])) return kvl_bad_usage("serving", why[k], v);
     return 0;
