@@ -42,6 +42,7 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
     if (rc != KVL_OK) return rc;
     *r = (kvl_rank_cache){.main_row_bytes = f->main_row_bytes, .index_key_bytes = f->index_key_bytes,
                           .window_bytes_per_sequence = f->window_bytes_per_sequence,
+                          .bounded_tokens = f->bounded_tokens,
                           .groups_per_node = d->dp_attention ? d->gpus : d->gpus / d->tp};
     if (m->generation == KVL_GEN_MHA) {
         /* main_row_bytes = 2 · Hkv · Dh · element bytes: a rank keeps its share of the heads */
@@ -57,9 +58,10 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
 double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, size_t T)
 {
     double bytes = (double)r->window_bytes_per_sequence;
+    size_t held = r->bounded_tokens && T > r->bounded_tokens ? r->bounded_tokens : T;
     for (size_t i = 0; i < m->n_layers; i++)
         if (kvl_layer_writes_cache(m, i))
-            bytes += (double)kvl_paged_entries(T, m->layers[i].compress_ratio, d->page) *
+            bytes += (double)kvl_paged_entries(held, m->layers[i].compress_ratio, d->page) *
                      (double)layer_entry_bytes(m, r, i);
     return bytes;
 }

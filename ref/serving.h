@@ -10,14 +10,16 @@
  *    max(1, Hkv // tp), the same count whenever one of tp and Hkv divides the other.
  *  - An MLA/DSA row [c_kv | k_rope] is one latent shared by every head, and V4/V4.1 keep a single
  *    shared KV entry: neither has a head axis to split, so every rank holds the whole row in every
- *    layer (DeepSeek-V2, section 2.1.2; the same get_num_kv_heads returns 1 for an MLA model: "during
+ *    layer (DeepSeek-V2 paper, section 2.1; the same get_num_kv_heads returns 1 for an MLA model: "during
  *    decode it becomes MQA"). This is what data-parallel attention answers.
  *  - Data-parallel attention: each rank attends for its own sequences with whole rows (all KV
  *    heads), so the ranks of a node hold different tokens and a node's tokens are their sum. Without
  *    it the tp ranks of a group hold the same tokens, and a node has gpus / tp such groups.
  *  - The indexer key (V3.2, V4, V4.1) is one head per entry: never split.
  *  - Window rows are W rows per layer per sequence in a ring, bounded whatever the context: they are
- *    counted per sequence, not paged (this project's rule).
+ *    counted per sequence, not paged (this project's rule). An MHA model windowed in every layer
+ *    (Mistral's sliding_window, kvl_kv_footprint.bounded_tokens) holds at most W tokens of its
+ *    per-token rows, paged like any other.
  *  - Pages: a layer that stores one entry per token holds a sequence of T tokens in ceil(T / page)
  *    pages of `page` tokens. A layer compressing M tokens per entry holds ceil(T / M) entries, in
  *    pages of `page` entries: ceil(ceil(T / M) / page) pages (this project's rule; a page counted in
@@ -47,6 +49,7 @@ typedef struct {
     size_t index_key_bytes;            /* one indexer key (whole on every rank) */
     double bytes_per_token;            /* Σ over global layers of (row + key) / M, on one rank */
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
+    size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */
 } kvl_rank_cache;
 
@@ -73,8 +76,8 @@ size_t kvl_paged_entries(size_t T, size_t M, size_t page);
  * kvl_deployment_check. */
 int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footprint *f, const kvl_deployment *d);
 
-/* Bytes one rank allocates for one sequence of T tokens: each global layer's paged entries times
- * its row (and key), plus the window rows. */
+/* Bytes one rank allocates for one sequence of T tokens (at most bounded_tokens of them kept): each
+ * global layer's paged entries times its row (and key), plus the window rows. */
 double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, size_t T);
 
 /* out = what a cache budget of `budget` bytes per GPU holds at context T. KVL_EINVAL, naming the

@@ -144,6 +144,23 @@ START_TEST(test_pages_round_a_compressed_layers_entries)
 }
 END_TEST
 
+/* Mistral 7B (32 layers, 8 KV heads of 128, a 4,096-token window in every layer) at tp 8: one head
+ * per rank, and at most 4,096 tokens held, whatever the context. */
+START_TEST(test_a_model_windowed_in_every_layer_holds_at_most_w_tokens)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/03_swa/mistral-7b.json")) == KVL_OK, "%s", kvl_error());
+    loaded l = {.m = m};
+    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
+    ck_assert_double_eq(r.bytes_per_token, 32.0 * 2 * 1 * 128 * 2);
+    ck_assert_double_eq(kvl_rank_sequence_bytes(&l.m, &r, &d, 4000), paged(4000, 1, 64) * 16384);
+    ck_assert_double_eq(kvl_rank_sequence_bytes(&l.m, &r, &d, 131072), 4096.0 * 16384);
+    kvl_model_free(&l.m);
+}
+END_TEST
+
 /* Each of 4 ranks of DeepSeek LLM 67B builds its share (16 query heads, 2 KV heads) as a live bf16
  * cache of T rows; the sum over the ranks is one whole copy, and one rank's bytes are serving's. */
 START_TEST(test_a_ranks_bytes_equal_its_live_mha_caches)
@@ -259,6 +276,7 @@ Suite *kvl_suite(void)
     TCase *pages = tcase_create("pages");
     tcase_add_test(pages, test_pages_round_entries_up_at_the_edges);
     tcase_add_test(pages, test_pages_round_a_compressed_layers_entries);
+    tcase_add_test(pages, test_a_model_windowed_in_every_layer_holds_at_most_w_tokens);
     suite_add_tcase(s, pages);
     TCase *live = tcase_create("live caches");
     tcase_add_test(live, test_a_ranks_bytes_equal_its_live_mha_caches);
