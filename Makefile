@@ -127,7 +127,7 @@ $(BUILD)/bin/$(notdir $(1:.c=)): $(call obj,$(1)) $(LIBS)
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call program_rule,$(p))))
 
-# notebooks_c/NN_name.c → nb_NN, linked with the notebook runtime (nb, nb_source, svg); nb_ipynb converts
+# notebooks_c/NN_name.c → nb_NN, linked with the notebook runtime (nb, nb_source, pager, draw_*); nb_ipynb converts
 define notebook_rule
 $(2): $(call obj,$(1)) $(call obj,$(NBLIB_SRC)) $(LIBS)
 	@mkdir -p $$(@D)
@@ -154,12 +154,10 @@ test: all  ## build and run every Check suite; non-zero exit on any failure
 sanitize:  ## run the whole test suite built with -fsanitize=address,undefined
 	@CK_TIMEOUT_MULTIPLIER=4 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 test
 
-# kvbench draws its figure with the notebooks' SVG writer (notebooks_c/svg.c).
-$(BUILD)/obj/tests/bench/%.o: CFLAGS += -Inotebooks_c
-$(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC) notebooks_c/svg.c) $(LIBS)
+$(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(call obj,$(BENCH_SRC) notebooks_c/svg.c) $(LIBS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(call obj,$(BENCH_SRC)) $(LIBS) $(LDLIBS) -o $@
 
 bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them; also build/bench/results.md and decode.svg (minutes)
 	@mkdir -p $(BUILD)/bench

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_io.h"
 #include "grouped.h"
 #include "nb_source.h"
 #include "pager.h"
@@ -58,15 +59,13 @@ static int valid_name(const char *name)
     return 1;
 }
 
+/* Whole or not at all (ref/core/file_io.h): no half-written figure is left behind. */
 static int write_figure(const char *path, const svg_doc *svg)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return kvl_fail(KVL_EIO, "figure %s: cannot write: %s", path, strerror(errno));
-    int bad = fputs(svg->text, f) < 0;
-    bad |= fclose(f) != 0;
-    if (!bad) return KVL_OK;
-    remove(path);   /* no half-written figure left behind */
-    return kvl_fail(KVL_EIO, "figure %s: write failed", path);
+    kvl_file_out o;
+    KVL_TRY(kvl_file_out_open(&o, path));
+    kvl_file_out_write(&o, svg->text, strlen(svg->text));
+    return kvl_file_out_commit(&o);
 }
 
 int nb_figure(const char *name, svg_doc *svg)

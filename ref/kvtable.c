@@ -54,8 +54,7 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
                     kvl_cache_layout_name(m->kv_cache), kvl_generation_name(m->generation));
 }
 
-/* A layer stores an index key per entry when it runs its own indexer over its own entries. */
-static int stores_index_key(const kvl_model *m, size_t layer)
+int kvl_layer_stores_index_key(const kvl_model *m, size_t layer)
 {
     return m->layers[layer].index_source == (int)layer;
 }
@@ -69,7 +68,7 @@ int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m)
     f->window_bytes_per_sequence = m->n_layers * m->window * f->window_row_bytes;
     for (size_t i = 0; i < m->n_layers; i++) {
         if (!kvl_layer_writes_cache(m, i)) continue;
-        int keyed = f->index_key_bytes && stores_index_key(m, i);
+        int keyed = f->index_key_bytes && kvl_layer_stores_index_key(m, i);
         double entries = 1.0 / (double)m->layers[i].compress_ratio;
         f->global_layers++;
         f->index_layers += (size_t)keyed;

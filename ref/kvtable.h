@@ -32,6 +32,9 @@ typedef struct {
  * fit the row layout of its cache (a v32-fp8 cache needs kv_lora_rank + qk_rope_head_dim = 576...). */
 int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m);
 
+/* A layer stores an index key per entry when it runs its own indexer over its own entries. */
+int kvl_layer_stores_index_key(const kvl_model *m, size_t layer);
+
 /* Bytes the caches hold for one sequence of T tokens: min(T, bounded_tokens) · bytes_per_token (T when
  * unbounded) + the window rows. */
 double kvl_kv_bytes_held(const kvl_kv_footprint *f, double T);

@@ -29,10 +29,10 @@ size_t kvl_paged_entries(size_t T, size_t M, size_t page)
     return (entries + page - 1) / page * page;
 }
 
-/* A layer stores an indexer key per entry when it runs its own indexer over its own entries. */
+/* One entry of `layer` on a rank: its main row, and its index key where it stores one. */
 static size_t layer_entry_bytes(const kvl_model *m, const kvl_rank_cache *r, size_t layer)
 {
-    int keyed = r->index_key_bytes && m->layers[layer].index_source == (int)layer;
+    int keyed = r->index_key_bytes && kvl_layer_stores_index_key(m, layer);
     return r->main_row_bytes + (keyed ? r->index_key_bytes : 0);
 }
 

@@ -5,7 +5,6 @@
  *
  * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,9 +13,11 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file_io.h"
 #include "grouped.h"
 #include "kvtable.h"
 #include "program.h"
+#include "svg.h"
 #include "status.h"
 
 #define CONTEXT_128K 131072.0
@@ -200,31 +201,17 @@ static int print_json(const row *rows, size_t n)
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
 
-/* Text for an SVG element: &, <, > and " as XML entities, control characters (which XML 1.0 does not
- * allow) as spaces. */
-static void put_xml_text(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '&') fputs("&amp;", f);
-        else if (*p == '<') fputs("&lt;", f);
-        else if (*p == '>') fputs("&gt;", f);
-        else if (*p == '"') fputs("&quot;", f);
-        else fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, f);
-    }
-}
-
 /* Horizontal bars on a log10 axis, one per model, labelled with the model and its bytes per token.
  * The generations the V4.1-Flash model card charts (_kvlineage.headline) are drawn dark, the others
- * light, so the chart reads on its own. Written to FILE.partial and renamed: no half-written chart. */
+ * light, so the chart reads on its own. Written whole or not at all (ref/core/file_io.h). */
 static int write_svg(const char *path, const row *rows, size_t n)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.partial", path) >= (int)sizeof tmp) {
-        fprintf(stderr, "kvtable: --svg: a path of %zu characters is too long\n", strlen(path));
+    kvl_file_out o;
+    if (kvl_file_out_open(&o, path) != KVL_OK) {
+        fprintf(stderr, "kvtable: --svg %s\n", kvl_error());
         return 2;
     }
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "kvtable: --svg %s: cannot write: %s\n", path, strerror(errno)); return 2; }
+    FILE *f = o.fp;
     const double left = 190, right = 760, top = 70, bar = 34, gap = 14;
     double lo = 1e300, hi = 0;
     for (size_t i = 0; i < n; i++) {
@@ -255,13 +242,13 @@ static int write_svg(const char *path, const row *rows, size_t n)
         int headline = rows[i].model.headline;
         char num[32];
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar * 0.65);
-        put_xml_text(f, rows[i].model.name);
+        svg_put_text(f, rows[i].model.name);
         fputs("</text>\n", f);
         fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
                 headline ? "#1f4e8c" : "#a9c1e0");
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (", left + w + 6, y + bar * 0.65,
                 headline ? " font-weight=\"bold\"" : "", kvl_grouped(num, sizeof num, v, 2));
-        put_xml_text(f, rows[i].model.date);
+        svg_put_text(f, rows[i].model.date);
         fputs(")</text>\n", f);
     }
     char a[32], b[32];
@@ -270,10 +257,8 @@ static int write_svg(const char *path, const row *rows, size_t n)
             kvl_grouped(b, sizeof b, rows[n - 1].kv.bytes_per_token, 2),
             rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        int why = errno;
-        unlink(tmp);
-        fprintf(stderr, "kvtable: --svg %s: cannot write: %s\n", path, strerror(why));
+    if (kvl_file_out_commit(&o) != KVL_OK) {
+        fprintf(stderr, "kvtable: --svg %s\n", kvl_error());
         return 2;
     }
     return 0;
@@ -283,37 +268,7 @@ static int write_svg(const char *path, const row *rows, size_t n)
 
 static int by_date(const void *a, const void *b)
 {
-    const row *x = a, *y = b;
-    int c = strcmp(x->model.date, y->model.date);
-    return c ? c : strcmp(x->model.name, y->model.name);
-}
-
-static int is_json(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 5 && strcmp(name + n - 5, ".json") == 0;
-}
-
-/* Paths of the .json files in ref/configs/ under $KVL_ROOT (or the source tree this was built from). */
-static char **default_configs(size_t *n)
-{
-    char dir[900];
-    snprintf(dir, sizeof dir, "%s/ref/configs", kvl_root_dir());
-    DIR *d = opendir(dir);
-    if (!d) { fprintf(stderr, "kvtable: %s: cannot open the config directory (set KVL_ROOT)\n", dir); exit(2); }
-    char **paths = NULL;
-    size_t count = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_json(e->d_name)) continue;
-        char **grown = realloc(paths, (count + 1) * sizeof *paths);
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        if (!grown || !(grown[count] = malloc(len))) { fprintf(stderr, "kvtable: out of memory\n"); exit(1); }
-        paths = grown;
-        snprintf(paths[count++], len, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    *n = count;
-    return paths;
+    return kvl_model_date_order(&((const row *)a)->model, &((const row *)b)->model);
 }
 
 enum { F_FORMAT, F_SVG };
@@ -341,10 +296,15 @@ int main(int argc, char **argv)
         else { free(given); return kvl_bad_usage("kvtable", "--format must be text, markdown, csv or json", v); }
     }
     size_t n = n_given;
-    char **paths = n ? given : default_configs(&n);
+    char **paths = given;
+    int status = 0;
+    if (!n_given && kvl_config_files(&paths, &n) != KVL_OK) {
+        fprintf(stderr, "kvtable: %s\n", kvl_error());
+        free(given);
+        return 2;
+    }
     row *rows = n ? calloc(n, sizeof *rows) : NULL;
-    int status = n ? 0 : 2;
-    if (!n) fprintf(stderr, "kvtable: no config files\n");
+    if (!n) { fprintf(stderr, "kvtable: no config files\n"); status = 2; }
     else if (!rows) { fprintf(stderr, "kvtable: out of memory\n"); status = 1; }
     for (size_t i = 0; i < n && !status; i++) {
         if (kvl_model_load(&rows[i].model, paths[i]) != KVL_OK ||
@@ -369,10 +329,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; rows && i < n; i++) kvl_model_free(&rows[i].model);
     free(rows);
-    if (!n_given) {
-        for (size_t i = 0; i < n; i++) free(paths[i]);
-        free(paths);
-    }
+    if (!n_given) kvl_config_files_free(paths, n);
     free(given);
     return kvl_exit_status("kvtable", status);
 }

@@ -5,7 +5,6 @@
  *   serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G] [--svg FILE] [CONFIG.json ...]
  *
  * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,9 +13,11 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "file_io.h"
 #include "grouped.h"
 #include "kvtable.h"
 #include "program.h"
+#include "svg.h"
 #include "serving.h"
 #include "status.h"
 
@@ -75,18 +76,6 @@ static void print_notes(void)
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
 
-/* Text for an SVG element: &, <, > and " as XML entities, control characters as spaces. */
-static void put_xml_text(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '&') fputs("&amp;", f);
-        else if (*p == '<') fputs("&lt;", f);
-        else if (*p == '>') fputs("&gt;", f);
-        else if (*p == '"') fputs("&quot;", f);
-        else fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, f);
-    }
-}
-
 /* Sequences of the context per node on a log10 axis from 10^d0 to 10^d1, two bars per model:
  * tensor-parallel attention (light) and data-parallel attention (dark). */
 static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
@@ -102,7 +91,7 @@ static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (2 * bar + gap);
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar + 4);
-        put_xml_text(f, rows[i].model.name);
+        svg_put_text(f, rows[i].model.name);
         fputs("</text>\n", f);
         for (int dp = 0; dp < 2; dp++) {
             double v = rows[i].fit[dp].sequences_per_node, yb = y + dp * bar;
@@ -115,17 +104,16 @@ static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
     }
 }
 
-/* The chart of draw_bars under a title naming the deployment, written to FILE.partial and renamed:
- * no half-written chart. */
+/* The chart of draw_bars under a title naming the deployment, written whole or not at all
+ * (ref/core/file_io.h). */
 static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.partial", path) >= (int)sizeof tmp) {
-        fprintf(stderr, "serving: --svg: a path of %zu characters is too long\n", strlen(path));
+    kvl_file_out o;
+    if (kvl_file_out_open(&o, path) != KVL_OK) {
+        fprintf(stderr, "serving: --svg %s\n", kvl_error());
         return 2;
     }
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "serving: --svg %s: cannot write: %s\n", path, strerror(errno)); return 2; }
+    FILE *f = o.fp;
     double hi = 10;
     for (size_t i = 0; i < n; i++)
         hi = fmax(hi, fmax(rows[i].fit[0].sequences_per_node, rows[i].fit[1].sequences_per_node));
@@ -139,10 +127,8 @@ static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
             p->d.gpus, p->d.tp, p->d.page, kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
     draw_bars(f, rows, n, 0, ceil(log10(hi)));
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        int why = errno;
-        unlink(tmp);
-        fprintf(stderr, "serving: --svg %s: cannot write: %s\n", path, strerror(why));
+    if (kvl_file_out_commit(&o) != KVL_OK) {
+        fprintf(stderr, "serving: --svg %s\n", kvl_error());
         return 2;
     }
     return 0;
@@ -152,37 +138,7 @@ static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
 
 static int by_date(const void *a, const void *b)
 {
-    const row *x = a, *y = b;
-    int c = strcmp(x->model.date, y->model.date);
-    return c ? c : strcmp(x->model.name, y->model.name);
-}
-
-static int is_json(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 5 && strcmp(name + n - 5, ".json") == 0;
-}
-
-/* Paths of the .json files in ref/configs/ under $KVL_ROOT (or the source tree this was built from). */
-static char **default_configs(size_t *n)
-{
-    char dir[900];
-    snprintf(dir, sizeof dir, "%s/ref/configs", kvl_root_dir());
-    DIR *d = opendir(dir);
-    if (!d) { fprintf(stderr, "serving: %s: cannot open the config directory (set KVL_ROOT)\n", dir); exit(2); }
-    char **paths = NULL;
-    size_t count = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_json(e->d_name)) continue;
-        char **grown = realloc(paths, (count + 1) * sizeof *paths);
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        if (!grown || !(grown[count] = malloc(len))) { fprintf(stderr, "serving: out of memory\n"); exit(1); }
-        paths = grown;
-        snprintf(paths[count++], len, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    *n = count;
-    return paths;
+    return kvl_model_date_order(&((const row *)a)->model, &((const row *)b)->model);
 }
 
 /* One model under both attention splits; 2 after one line on stderr when the config or the plan is bad. */
@@ -248,7 +204,12 @@ int main(int argc, char **argv)
         status = kvl_bad_usage("serving", "--tp must divide --gpus", tp);
     }
     size_t n = n_given;
-    char **paths = status ? NULL : n ? given : default_configs(&n);
+    char **paths = status ? NULL : given;
+    if (!status && !n_given && kvl_config_files(&paths, &n) != KVL_OK) {
+        fprintf(stderr, "serving: %s\n", kvl_error());
+        paths = NULL;
+        status = 2;
+    }
     row *rows = n && !status ? calloc(n, sizeof *rows) : NULL;
     if (!status && !n) { fprintf(stderr, "serving: no config files\n"); status = 2; }
     else if (!status && !rows) { fprintf(stderr, "serving: out of memory\n"); status = 1; }
@@ -265,10 +226,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; rows && i < n; i++) kvl_model_free(&rows[i].model);
     free(rows);
-    if (paths && !n_given) {
-        for (size_t i = 0; i < n; i++) free(paths[i]);
-        free(paths);
-    }
+    if (paths && !n_given) kvl_config_files_free(paths, n);
     free(given);
     return kvl_exit_status("serving", status);
 }

@@ -2,11 +2,14 @@
 #include "program.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "status.h"
 
 #ifndef KVL_SOURCE_DIR
 #define KVL_SOURCE_DIR "."
@@ -91,4 +94,38 @@ int kvl_args_next(kvl_args *a, const char **value)
     }
     *value = a->argv[a->next++];
     return k;
+}
+
+static int is_json(const char *name)
+{
+    const size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".json") == 0;
+}
+
+int kvl_config_files(char ***paths, size_t *n)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/ref/configs", kvl_root_dir());
+    *paths = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return kvl_fail(KVL_EIO, "%s: cannot open the config directory (set KVL_ROOT)", dir);
+    int rc = KVL_OK;
+    for (struct dirent *e; rc == KVL_OK && (e = readdir(d));) {
+        if (!is_json(e->d_name)) continue;
+        const size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char **grown = realloc(*paths, (*n + 1) * sizeof **paths);
+        if (grown) *paths = grown;
+        if (!grown || !((*paths)[*n] = malloc(len))) rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", dir);
+        else snprintf((*paths)[(*n)++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (rc != KVL_OK) kvl_config_files_free(*paths, *n);
+    return rc;
+}
+
+void kvl_config_files_free(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
 }

@@ -12,6 +12,12 @@
  * they were built from. */
 const char *kvl_root_dir(void);
 
+/* The lineage's configs, every .json file of ref/configs under kvl_root_dir(): *paths[*n], each allocated, in the
+ * directory's order (the programs sort what they load by date); free with kvl_config_files_free.
+ * KVL_EIO naming the directory (set KVL_ROOT) or KVL_ENOMEM. */
+int kvl_config_files(char ***paths, size_t *n);
+void kvl_config_files_free(char **paths, size_t n);
+
 /* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on stderr and
  * return 2, the exit status of a bad command line. */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);

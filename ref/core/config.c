@@ -1013,3 +1013,9 @@ void kvl_rope_describe(char *out, size_t cap, const kvl_model *m)
     snprintf(out, cap, "rotary: YaRN factor %g from %s: cos and sin x %.6g, softmax scale x %.6g%s", r->factor,
              source[m->rope_spelling], r->attention_factor, m2, r->interleaved ? "" : ", pairs (i, i + Dr/2)");
 }
+
+int kvl_model_date_order(const kvl_model *a, const kvl_model *b)
+{
+    const int c = strcmp(a->date, b->date);
+    return c ? c : strcmp(a->name, b->name);
+}

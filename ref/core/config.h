@@ -106,6 +106,9 @@ const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v
  * transformers computes it: cos and sin x 1.13863, softmax scale x 1" (under 192 bytes). */
 void kvl_rope_describe(char *out, size_t cap, const kvl_model *m);
 
+/* The lineage's order, for qsort: by _kvlineage.date, then by name. */
+int kvl_model_date_order(const kvl_model *a, const kvl_model *b);
+
 /* A layer writes a global (per-token) cache: it is its own KV source and not window-only. */
 int kvl_layer_writes_cache(const kvl_model *m, size_t layer);
 

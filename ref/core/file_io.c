@@ -102,6 +102,7 @@ void kvl_file_out_write(kvl_file_out *o, const void *data, size_t n)
 int kvl_file_out_commit(kvl_file_out *o)
 {
     errno = 0;
+    if (ferror(o->fp) && !o->err) o->err = EIO;   /* a caller's own fprintf to o->fp that failed */
     if (fclose(o->fp) != 0 && !o->err) o->err = errno ? errno : EIO;
     o->fp = NULL;
     if (!o->err && rename(o->tmp, o->path) != 0) o->err = errno;

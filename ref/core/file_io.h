@@ -34,7 +34,8 @@ typedef struct {
 /* Create o's temporary for path. KVL_EIO "PATH: cannot create: ERROR", KVL_ENOMEM. */
 int kvl_file_out_open(kvl_file_out *o, const char *path);
 
-/* Append data[n]; a failure is remembered and reported by kvl_file_out_commit. */
+/* Append data[n]; a failure is remembered and reported by kvl_file_out_commit. A caller may also
+ * fprintf to o->fp: the stream's error indicator is read at commit. */
 void kvl_file_out_write(kvl_file_out *o, const void *data, size_t n);
 
 /* Close the temporary and rename it to path if every write and the close succeeded; otherwise

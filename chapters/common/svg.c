@@ -62,17 +62,33 @@ static void print(svg_doc *s, const char *fmt, ...)
     va_end(ap);
 }
 
-/* text with &, <, > and " replaced by their XML entities */
+/* What byte c of a text becomes in XML: an entity for &, <, > and ", a space for a control character
+ * (XML 1.0 allows none), else NULL (the byte itself). */
+static const char *xml_entity(unsigned char c)
+{
+    switch (c) {
+    case '&': return "&amp;";
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '"': return "&quot;";
+    default: return c < 0x20 || c == 0x7f ? " " : NULL;
+    }
+}
+
 static void append_escaped(svg_doc *s, const char *text)
 {
     for (const char *p = text; *p; p++) {
-        switch (*p) {
-        case '&': append(s, "&amp;", 5); break;
-        case '<': append(s, "&lt;", 4); break;
-        case '>': append(s, "&gt;", 4); break;
-        case '"': append(s, "&quot;", 6); break;
-        default: append(s, p, 1);
-        }
+        const char *e = xml_entity((unsigned char)*p);
+        append(s, e ? e : p, e ? strlen(e) : 1);
+    }
+}
+
+void svg_put_text(FILE *f, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        const char *e = xml_entity((unsigned char)*p);
+        if (e) fputs(e, f);
+        else fputc(*p, f);
     }
 }
 

@@ -1,4 +1,5 @@
-/* svg: the figures the notebooks draw, written as SVG text by the project itself (no plotting library).
+/* svg: the figures the notebooks and programs draw, written as SVG text by the project itself (no
+ * plotting library).
  *
  * A figure is built in memory (svg_doc) from a few primitives, then handed to the notebook runtime
  * (nb.h, nb_figure), which embeds it in the notebook or writes it to a file. The chart helpers below
@@ -11,10 +12,11 @@
  *
  * Shapes: values[n] and labels[n] for bars; cells[rows][cols] of category indices for grids;
  * x[n] samples for histograms. Sizes are in SVG user units (pixels). */
-#ifndef KVL_NB_SVG_H
-#define KVL_NB_SVG_H
+#ifndef KVL_SVG_H
+#define KVL_SVG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
     char *text;     /* the document so far, NUL-terminated */
@@ -35,6 +37,9 @@ void svg_line(svg_doc *s, double x1, double y1, double x2, double y2, const char
 /* Text at (x, y) (baseline), anchor "start", "middle" or "end", printf-style, escaped for XML. */
 void svg_text(svg_doc *s, double x, double y, double size, const char *anchor, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* text streamed to f as an SVG element's text: &, <, > and " as XML entities, control characters as
+ * spaces, the rule every svg_text follows (for a program that writes its chart to a file itself). */
+void svg_put_text(FILE *f, const char *text);
 /* The same, bold. */
 void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
