@@ -341,6 +341,9 @@ static const struct {
     {"08_arithmetic", "2.5 × (584 + 68) = 1,630 B per token, 1.83×", "nb_08", "2.5 x (584 + 68) = 1,630 B/token, 1.83x"},
     {"08_arithmetic", "788 → 650 B mean entry", "nb_08", "650.03"},
     {"08_arithmetic", "1,152 B per layer, × 61 = 70,272", "nb_08", "1,152 B per layer x 61 layers = 70,272 B per token"},
+    {"09_serving", "16 sequences", "serving", "DeepSeek LLM 67B 48,640 0 6,375,342,080"},
+    {"09_serving", "7,192 of V4.1-Flash", "serving", "965,161,184 899 7,192"},
+    {"09_serving", "8 × 11 = 88", "serving", "12,223,832 11 88"},
 };
 
 /* s with every run of white space made one space, in place */
