@@ -312,6 +312,8 @@ static int print_replay(const stack *st, const float *x, const options *o)
     for (size_t i = 0; i < o->n_prompts; i++)
         printf("   prefill of %s tokens on this stack and machine: full %.2f s, early exit %.2f s (%.2f)\n",
                KVL_GROUPED(o->prompts[i]), times[i][0], times[i][1], times[i][1] / times[i][0]);
+    printf("   (each timed once, so the time ratio moves with the machine's load from run to run; the work\n"
+           "   ratio counted in section 1 does not)\n");
     return KVL_OK;
 }
 
