@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,4 +123,26 @@ int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, c
     if (f) { slurp(f, err, err_cap); fclose(f); }
     unlink(in_path); unlink(out_path); unlink(err_path);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int by_chapter_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+size_t kvl_list_chapters(char names[][64], size_t max, const char *holding)
+{
+    DIR *d = opendir(kvl_path("chapters"));
+    ck_assert_msg(d != NULL, "cannot list chapters (set KVL_ROOT)");
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < max;) {
+        const char *s = e->d_name;
+        char rel[160];
+        snprintf(rel, sizeof rel, "chapters/%.63s/%s", s, holding);
+        if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == '_' && access(kvl_path(rel), R_OK) == 0)
+            snprintf(names[n++], 64, "%.63s", s);
+    }
+    closedir(d);
+    qsort(names, n, 64, by_chapter_name);
+    return n;
 }

@@ -35,4 +35,8 @@ char *kvl_read_text(const char *path);
 /* Path of a file below the project root ($KVL_ROOT, set by `make test`, else the current directory). */
 const char *kvl_path(const char *relative);
 
+/* The course's chapters/NN_name folders that hold the file `holding` (a chapter whose text or
+ * exercises are not written yet lacks it): names[0..n) sorted, at most max of them. */
+size_t kvl_list_chapters(char names[][64], size_t max, const char *holding);
+
 #endif

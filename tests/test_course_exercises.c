@@ -30,28 +30,10 @@
 
 static char out[OUT_CAP], err[OUT_CAP];
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(a, b);
-}
-
 /* chapters/NN_name folders that hold an exercises.md, sorted */
 static size_t list_chapters(char names[][64])
 {
-    DIR *d = opendir(kvl_path("chapters"));
-    ck_assert_msg(d != NULL, "cannot list chapters (set KVL_ROOT)");
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < MAX_CHAPTERS) {
-        const char *s = e->d_name;
-        char rel[128];
-        snprintf(rel, sizeof rel, "chapters/%.63s/exercises.md", s);
-        if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == '_' &&
-            access(kvl_path(rel), R_OK) == 0)
-            snprintf(names[n++], 64, "%.63s", s);
-    }
-    closedir(d);
-    qsort(names, n, 64, by_name);
+    const size_t n = kvl_list_chapters(names, MAX_CHAPTERS, "exercises.md");
     ck_assert_msg(n >= 4, "exercises in %zu chapters, expected at least 4 (set KVL_ROOT)", n);
     return n;
 }

@@ -22,28 +22,11 @@
 
 static char out[OUT_CAP], err[OUT_CAP];
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(a, b);
-}
-
 /* chapters/NN_name folders that hold a README.md (a chapter whose text is not written yet has only
  * programs), sorted */
 static size_t list_chapters(char names[][64])
 {
-    DIR *d = opendir(kvl_path("chapters"));
-    ck_assert_msg(d != NULL, "cannot list chapters (set KVL_ROOT)");
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < MAX_CHAPTERS) {
-        const char *s = e->d_name;
-        char rel[128];
-        snprintf(rel, sizeof rel, "chapters/%.63s/README.md", s);
-        if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == '_' && access(kvl_path(rel), R_OK) == 0)
-            snprintf(names[n++], 64, "%.63s", s);
-    }
-    closedir(d);
-    qsort(names, n, 64, by_name);
+    const size_t n = kvl_list_chapters(names, MAX_CHAPTERS, "README.md");
     ck_assert_msg(n >= 6, "expected chapters 1-5 and 8, found %zu", n);
     return n;
 }

@@ -513,10 +513,11 @@ static int kvlayer_case(const char *name, size_t layer, const char *input, const
     return kvl_run(cmd, NULL, line, line_cap, err, err_cap);
 }
 
-/* kvlayer on case `name`'s layer against its transformers output `out_name`, prefilling `prefill`
- * tokens and decoding the rest; its one line must contain `says`. */
-static void expect_kvlayer_matches(const char *name, size_t layer, const char *out_name, size_t prefill,
-                                   const char *says)
+/* kvlayer on case `name`'s layer with the hidden states of the folder's file `input`, against its
+ * transformers output `out_name`, prefilling `prefill` tokens and decoding the rest; its one line must
+ * contain `says`. */
+static void expect_kvlayer_matches_on(const char *name, const char *input, size_t layer, const char *out_name,
+                                      size_t prefill, const char *says)
 {
     char config[128], weights[128], dir[64], extra[64], line[1024], err[1024], out[128];
     snprintf(config, sizeof config, ECO "%s/config.json", name);
@@ -524,7 +525,7 @@ static void expect_kvlayer_matches(const char *name, size_t layer, const char *o
     reference r;
     open_reference_at(&r, config, weights, out_name);
     snprintf(extra, sizeof extra, "--prefill %zu", prefill);
-    int status = kvlayer_case(name, layer, "model.safetensors", extra, dir, sizeof dir, line, sizeof line, err, sizeof err);
+    int status = kvlayer_case(name, layer, input, extra, dir, sizeof dir, line, sizeof line, err, sizeof err);
     ck_assert_msg(status == 0, "%s: exit %d: %s", name, status, err);
     ck_assert_msg(strstr(line, says) != NULL, "%s: kvlayer says '%s', not '%s'", name, line, says);
     float *got;
@@ -538,6 +539,12 @@ static void expect_kvlayer_matches(const char *name, size_t layer, const char *o
     free(got);
     rm_dir(dir);
     close_reference(&r);
+}
+
+static void expect_kvlayer_matches(const char *name, size_t layer, const char *out_name, size_t prefill,
+                                   const char *says)
+{
+    expect_kvlayer_matches_on(name, "model.safetensors", layer, out_name, prefill, says);
 }
 
 START_TEST(test_transformers_5_rope_parameters_are_read_as_transformers_does)
@@ -621,22 +628,7 @@ END_TEST
 
 START_TEST(test_float64_safetensors_input_is_read)
 {
-    char config[128], weights[128], dir[64], line[1024], err[1024], out[128];
-    snprintf(config, sizeof config, ECO "v3_rope_parameters/config.json");
-    snprintf(weights, sizeof weights, ECO "v3_rope_parameters");
-    reference r;
-    open_reference_at(&r, config, weights, "out");
-    int status = kvlayer_case("v3_rope_parameters", 0, "x_f64.safetensors", "", dir, sizeof dir, line, sizeof line,
-                              err, sizeof err);
-    ck_assert_msg(status == 0, "exit %d: %s", status, err);
-    float *got;
-    size_t rows, cols;
-    snprintf(out, sizeof out, "%s/out.npy", dir);
-    ck_assert_msg(kvl_npy_read(&got, &rows, &cols, out) == KVL_OK, "%s", kvl_error());
-    expect_matches(&r, "kvlayer on float64 x", got);
-    free(got);
-    rm_dir(dir);
-    close_reference(&r);
+    expect_kvlayer_matches_on("v3_rope_parameters", "x_f64.safetensors", 0, "out", 16, "from rope_parameters");
 }
 END_TEST
 
