@@ -547,10 +547,19 @@ static void expect_kvlayer_matches(const char *name, size_t layer, const char *o
     expect_kvlayer_matches_on(name, "model.safetensors", layer, out_name, prefill, says);
 }
 
+/* The config of ecosystem case `name`, loaded. */
+static kvl_model eco_model(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, ECO "%s/config.json", name);
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+    return m;
+}
+
 START_TEST(test_transformers_5_rope_parameters_are_read_as_transformers_does)
 {
-    kvl_model m;
-    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v3_rope_parameters/config.json")) == KVL_OK, "%s", kvl_error());
+    kvl_model m = eco_model("v3_rope_parameters");
     ck_assert_int_eq(m.rope_spelling, KVL_ROPE_PARAMETERS);
     ck_assert_double_eq(m.rope.theta, 50000);   /* no top-level rope_theta: the 10,000 default would be wrong */
     ck_assert_double_eq(m.rope.factor, 4);
@@ -569,8 +578,7 @@ END_TEST
 /* transformers' attention_factor m(4, 0.707)/m(4, 1) on cos and sin, m(4, 1)² on the softmax scale */
 START_TEST(test_mscale_unlike_mscale_all_dim_scales_cos_and_sin_as_transformers_does)
 {
-    kvl_model m;
-    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v3_mscale_differs/config.json")) == KVL_OK, "%s", kvl_error());
+    kvl_model m = eco_model("v3_mscale_differs");
     const double m1 = 0.1 * log(4.0) + 1, m707 = 0.1 * 0.707 * log(4.0) + 1;
     ck_assert_double_eq_tol(m.rope.attention_factor, m707 / m1, 1e-15);
     ck_assert_double_eq(m.rope.mscale, 1.0);
@@ -583,9 +591,7 @@ END_TEST
  * and nothing on the softmax scale, DeepSeek's inference code m(4, 1)² on the softmax scale only. */
 START_TEST(test_yarn_without_mscale_keys_is_read_in_the_convention_of_its_spelling)
 {
-    kvl_model hf, ds;
-    ck_assert_msg(kvl_model_load(&hf, kvl_path(ECO "v3_yarn_no_mscale/config.json")) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_model_load(&ds, kvl_path(ECO "v3_deepseek_flat/config.json")) == KVL_OK, "%s", kvl_error());
+    kvl_model hf = eco_model("v3_yarn_no_mscale"), ds = eco_model("v3_deepseek_flat");
     ck_assert_double_eq_tol(hf.rope.attention_factor, 0.1 * log(4.0) + 1, 1e-15);
     ck_assert_double_eq(hf.rope.mscale, 0);
     ck_assert_double_eq(ds.rope.attention_factor, 1);
@@ -609,8 +615,7 @@ END_TEST
  * as CSA, and a CSA layer at a ratio other than V4-Flash's. */
 START_TEST(test_v4_layer_types_and_compress_rates_of_transformers_5_are_read)
 {
-    kvl_model m;
-    ck_assert_msg(kvl_model_load(&m, kvl_path(ECO "v4_layer_types/config.json")) == KVL_OK, "%s", kvl_error());
+    kvl_model m = eco_model("v4_layer_types");
     ck_assert_int_eq(m.generation, KVL_GEN_V4);
     ck_assert_uint_eq(m.qk_rope_head_dim, 8);
     const kvl_layer_kind kind[] = {KVL_LAYER_WINDOW, KVL_LAYER_CSA, KVL_LAYER_HCA};

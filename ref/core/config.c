@@ -9,6 +9,7 @@
 
 #include "file_io.h"
 #include "json_text.h"
+#include "rope.h"
 #include "status.h"
 
 /* Largest width, head count or rank accepted: anything above is a typo, and sizes derived from it
@@ -287,7 +288,7 @@ static kvl_generation recognise(const cJSON *root)
  *       out (rope_factor 40, original_seq_len 4096, mscale 1), and YaRN only while max_seq_len
  *       (default 16384) exceeds original_seq_len;
  *   none of these   plain RoPE at rope_theta.
- * with m(f, s) = 0.1·s·ln f + 1 (1 for f ≤ 1). The published DeepSeek configs set mscale equal to
+ * with m(f, s) = 0.1·s·ln f + 1 (1 for f ≤ 1; kvl_yarn_mscale, ref/core/rope.h). The published DeepSeek configs set mscale equal to
  * mscale_all_dim, where both conventions compute the same layer. */
 
 static const char *const flat_rope_fields[] = {"rope_factor", "original_seq_len", "mscale", "max_seq_len"};
@@ -361,8 +362,6 @@ static void plain_rope(kvl_rope_config *rope)
     rope->attention_factor = 1;
 }
 
-static double yarn_m(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * log(factor) + 1.0; }
-
 /* The rope type of a transformers rotary object: "rope_type", or the older "type"; both must agree. */
 static int rope_type(const reader *r, const cJSON *obj, const char *path, const char **type)
 {
@@ -418,7 +417,7 @@ static int read_hf_rope(const reader *r, const cJSON *obj, const char *path, int
     KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &ms));
     KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale_all_dim", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &mad));
     KVL_TRY(read_real(r, obj, (real_field){.hf = "attention_factor", .lo = 0, .hi = 1e3, .optional = 1, .dflt = -1}, &af));
-    if (af < 0) af = unit_attention_factor ? 1 : ms && mad ? yarn_m(factor, ms) / yarn_m(factor, mad) : yarn_m(factor, 1);
+    if (af < 0) af = unit_attention_factor ? 1 : ms && mad ? kvl_yarn_mscale(factor, ms) / kvl_yarn_mscale(factor, mad) : kvl_yarn_mscale(factor, 1);
     rope->attention_factor = af;
     rope->mscale = mad;
     return KVL_OK;
@@ -1009,7 +1008,7 @@ void kvl_rope_describe(char *out, size_t cap, const kvl_model *m)
                  r->interleaved ? "" : ", pairs (i, i + Dr/2)");
         return;
     }
-    const double m2 = m->generation >= KVL_GEN_V4 ? 1 : pow(yarn_m(r->factor, r->mscale), 2);
+    const double m2 = m->generation >= KVL_GEN_V4 ? 1 : pow(kvl_yarn_mscale(r->factor, r->mscale), 2);
     snprintf(out, cap, "rotary: YaRN factor %g from %s: cos and sin x %.6g, softmax scale x %.6g%s", r->factor,
              source[m->rope_spelling], r->attention_factor, m2, r->interleaved ? "" : ", pairs (i, i + Dr/2)");
 }
