@@ -5,7 +5,9 @@
  *    line: nothing on stdout, one line on stderr naming the file and the field;
  *  - a config that would run for minutes (a compress ratio of 2^20, an index_topk of 2^24) is refused
  *    the same way, within seconds;
- *  - a run whose stdout is /dev/full exits 1 with one line on stderr.
+ *  - a run whose stdout is /dev/full exits 1 with one line on stderr;
+ *  - a long run names its stage on stderr while it runs (chapters/common/progress.h), leaving stdout as
+ *    it is, and says nothing there when stderr is not a terminal and nobody asked.
  * Each config is a copy of the project's with one field changed, in a temporary root handed over as
  * KVL_ROOT (or passed with --config). */
 #include <cjson/cJSON.h>
@@ -202,6 +204,77 @@ START_TEST(test_a_stdout_that_cannot_be_written_fails_every_program)
 }
 END_TEST
 
+/* The programs whose runs can last longer than a few seconds, each at a size that takes a fraction of one. */
+static const char *const LONG_RUNS[] = {
+    "mla_cost --contexts 64 --repeats 1", "dsa_cost --contexts 1K --no-timing",
+    "v4_cache --tokens 128 --replay-window 2", "v41_cache --tokens 16 --max-context 16",
+    "replay --prompts 256 --persist-tokens 256",
+};
+
+/* s with every run of digits and points replaced by one '#' and its spaces dropped: a report with its
+ * timings, and the padding that aligns them, taken out. */
+static int numeral(char c) { return (c >= '0' && c <= '9') || c == '.'; }
+
+static void without_numbers(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if (*r == ' ') {
+            r++;
+            continue;
+        }
+        if (!numeral(*r)) {
+            *w++ = *r++;
+            continue;
+        }
+        while (numeral(*r)) r++;
+        *w++ = '#';
+    }
+    *w = '\0';
+}
+
+static char quiet[CAP];
+
+START_TEST(test_a_long_run_names_its_stage_on_stderr_and_leaves_stdout_as_it_is)
+{
+    for (size_t i = 0; i < sizeof LONG_RUNS / sizeof *LONG_RUNS; i++) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "KVL_PROGRESS=0 %s", LONG_RUNS[i]);
+        ck_assert_msg(kvl_run(cmd, "", quiet, CAP, err, CAP) == 0 && !*err, "%s: %s", cmd, err);
+        snprintf(cmd, sizeof cmd, "KVL_PROGRESS=1 KVL_PROGRESS_SECONDS=0.001 %s", LONG_RUNS[i]);
+        ck_assert_msg(kvl_run(cmd, "", out, CAP, err, CAP) == 0, "%s: %s", cmd, err);
+        without_numbers(quiet);
+        without_numbers(out);
+        ck_assert_msg(!strcmp(out, quiet), "%s: stdout differs from the run without progress", cmd);
+        const size_t word = strcspn(LONG_RUNS[i], " ");
+        const int full = strlen(err) == CAP - 1;   /* a slow machine's many lines: the last one cut */
+        size_t lines = 0;
+        for (char *line = err, *end; *line; line = end + 1, lines++) {
+            end = strchr(line, '\n');
+            if (!end && full) break;
+            ck_assert_msg(end != NULL, "%s: stderr does not end its line: %s", cmd, line);
+            *end = '\0';
+            const char *stage = line + word + 2;
+            ck_assert_msg(!strncmp(line, LONG_RUNS[i], word) && !strncmp(line + word, ": ", 2) &&
+                              strstr(stage, " (") && !strcmp(end - 3, " s)"),
+                          "%s: not a progress line \"PROGRAM: STAGE (T s)\": %s", cmd, line);
+        }
+        ck_assert_msg(lines > 0, "%s: no progress line at a 1 ms interval", cmd);
+    }
+}
+END_TEST
+
+START_TEST(test_progress_stays_off_when_stderr_is_not_a_terminal)
+{
+    for (size_t i = 0; i < sizeof LONG_RUNS / sizeof *LONG_RUNS; i++) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "KVL_PROGRESS_SECONDS=0.001 %s", LONG_RUNS[i]);
+        ck_assert_msg(kvl_run(cmd, "", out, CAP, err, CAP) == 0, "%s: %s", cmd, err);
+        ck_assert_msg(!*err, "%s: stderr is a file, yet it printed: %.200s", cmd, err);
+    }
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("reliability_programs");
@@ -209,6 +282,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_configs_that_load_but_cannot_run_are_refused_before_any_output);
     tcase_add_test(tc, test_configs_that_would_run_for_minutes_are_refused_at_once);
     tcase_add_test(tc, test_a_stdout_that_cannot_be_written_fails_every_program);
+    tcase_add_test(tc, test_a_long_run_names_its_stage_on_stderr_and_leaves_stdout_as_it_is);
+    tcase_add_test(tc, test_progress_stays_off_when_stderr_is_not_a_terminal);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -24,6 +24,7 @@
 #include "linalg.h"
 #include "mla.h"
 #include "program.h"
+#include "progress.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
@@ -419,24 +420,32 @@ int main(int argc, char **argv)
     options opt;
     int p = parse_args(&opt, argc, argv);
     if (p) return p == 1 ? kvl_exit_status("mla_cost", 0) : 2;
+    kvl_progress_start("mla_cost");
+    kvl_progress("checking the config");
     kvl_model m;
     if (kvl_model_load(&m, opt.config) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "mla_cost: %s\n", kvl_error());
         return 2;
     }
     if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA) {
+        kvl_progress_stop();
         fprintf(stderr, "mla_cost: %s: attention is %s, not MLA\n", opt.config, kvl_generation_name(m.generation));
         kvl_model_free(&m);
         return 2;
     }
     if (check_run(&m, &opt) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "mla_cost: %s\n", kvl_error());
         kvl_model_free(&m);
         return 2;
     }
     int rc = cache_bytes(&m);
+    if (rc == KVL_OK) kvl_progress("the decode step, naive and absorbed");
     if (rc == KVL_OK) rc = decode_step(&m, &opt);
+    if (rc == KVL_OK) kvl_progress("the toy check");
     if (rc == KVL_OK) rc = writeup_toy_check();
+    kvl_progress_stop();
     kvl_model_free(&m);
     if (rc != KVL_OK) {
         fprintf(stderr, "mla_cost: %s\n", kvl_error());

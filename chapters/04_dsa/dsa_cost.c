@@ -28,6 +28,7 @@
 #include "topk.h"
 #include "mla.h"
 #include "program.h"
+#include "progress.h"
 #include "rng.h"
 #include "rows.h"
 #include "softmax.h"
@@ -609,28 +610,36 @@ int main(int argc, char **argv)
     options opt;
     int p = parse_args(&opt, argc, argv);
     if (p) return p == 1 ? kvl_exit_status("dsa_cost", 0) : 2;
+    kvl_progress_start("dsa_cost");
+    kvl_progress("checking the config");
     kvl_model m;
     if (kvl_model_load(&m, opt.config) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         return 2;
     }
     dsa_config c;
     if (dsa_config_from_model(&c, &m) != KVL_OK || check_fp8_width(&c, opt.config) != KVL_OK ||
         check_run(&m, &c, &opt) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());
         kvl_model_free(&m);
         return 2;
     }
     cache_bytes(&m, &c);
+    kvl_progress("the decode query");
     int rc = decode_query(&c, &opt);
     if (rc == KVL_OK) {
         printf("\n");
+        kvl_progress("the indexer's training target");
         rc = training_target();
     }
     if (rc == KVL_OK) {
         printf("\n");
+        kvl_progress("recall of FP8 index keys");
         rc = fp8_recall(&c);
     }
+    kvl_progress_stop();
     kvl_model_free(&m);
     if (rc != KVL_OK) {
         fprintf(stderr, "dsa_cost: %s\n", kvl_error());

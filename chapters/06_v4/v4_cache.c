@@ -32,6 +32,7 @@
 #include "kvtable.h"
 #include "model.h"
 #include "program.h"
+#include "progress.h"
 #include "rng.h"
 #include "rows.h"
 #include "status.h"
@@ -442,9 +443,11 @@ static int run(const kvl_model *flash, const options *o)
     print_map(flash);
     double per_token = 0;
     size_t window = 0, state = 0;
+    kvl_progress("the live cache of %zu tokens", o->tokens);
     int rc = live_bytes(flash, o, &per_token, &window, &state);
     if (rc == KVL_OK) rc = formula(flash, per_token);
     if (rc == KVL_OK) shares(flash, per_token, window, state);
+    if (rc == KVL_OK) kvl_progress("replay from the window rows");
     if (rc == KVL_OK) rc = replay(flash, o);
     return rc;
 }
@@ -474,17 +477,22 @@ int main(int argc, char **argv)
             return kvl_bad_usage("v4_cache", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
     }
+    kvl_progress_start("v4_cache");
+    kvl_progress("checking the config");
     kvl_model flash;
     if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read or run is bad input: 2, before any output */
+        kvl_progress_stop();
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         return 2;
     }
     if (check_config(&flash, &o) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         kvl_model_free(&flash);
         return 2;
     }
     const int rc = run(&flash, &o);
+    kvl_progress_stop();
     kvl_model_free(&flash);
     if (rc != KVL_OK) {
         fprintf(stderr, "v4_cache: %s\n", kvl_error());

@@ -34,6 +34,7 @@
 #include "prefix_cache.h"
 #include "prefix_file.h"
 #include "program.h"
+#include "progress.h"
 #include "rng.h"
 #include "status.h"
 #include "timing.h"
@@ -250,16 +251,20 @@ static int run_prompt(prompt_result *r, const stack *st, const float *x, size_t 
     }
     const size_t s_exact = ced_exact_replay_start(P, st->L, st->W), s_bounded = ced_bounded_replay_start(P, st->W);
     *r = (prompt_result){.exact_tokens = P - s_exact, .bounded_tokens = P - s_bounded};
+    kvl_progress("the %zu-token prompt: full prefill", P);
     int rc = truth(rows, next, &r->full_s, st, x, P, s_exact, file);
     const size_t from[] = {s_exact, s_bounded};
     replay_error *err[] = {&r->exact, &r->bounded};
+    static const char *const path[] = {"exact", "bounded"};
     for (size_t i = 0; i < 2 && rc == KVL_OK; i++) {
+        kvl_progress("the %zu-token prompt: hit and %s replay", P, path[i]);
         csa2_cache c;
         rc = hit_and_replay(&c, st, file, x, P, from[i]);
         if (rc == KVL_OK) rc = measure(err[i], &c, st, rows, next, x, P);
         csa2_cache_free(&c);
     }
     if (rc == KVL_OK) {
+        kvl_progress("the %zu-token prompt: early exit", P);
         csa2_cache c;
         rc = early_exit_and_replay(&c, &r->early_s, st, x, P, s_bounded);
         if (rc == KVL_OK) rc = measure(&r->early_bounded, &c, st, rows, next, x, P);
@@ -425,7 +430,9 @@ static int print_files(const kvl_model *v41, const kvl_model *v4, const options 
     snprintf(p4w, sizeof p4w, "%s/v4-window.kvp", o->dir);
     file_bytes b41 = {0}, b4g = {0}, b4w = {0};
     const size_t T = o->persist_tokens;
+    kvl_progress("V4.1's prefix-cache file");
     int rc = v41_file(&b41, v41, o, p41);
+    if (rc == KVL_OK) kvl_progress("V4's prefix-cache files");
     if (rc == KVL_OK) rc = v4_files(&b4g, &b4w, v4, o, p4g, p4w);
     remove(p41);
     remove(p4g);
@@ -583,8 +590,11 @@ int main(int argc, char **argv)
             return kvl_bad_usage("replay", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
     }
+    kvl_progress_start("replay");
+    kvl_progress("checking the configs");
     kvl_model v41, v4;
     if (load_both(&v41, &v4, &o) != KVL_OK) {   /* bad input: 2, before any output */
+        kvl_progress_stop();
         fprintf(stderr, "replay: %s\n", kvl_error());
         return 2;
     }
@@ -601,6 +611,7 @@ int main(int argc, char **argv)
         remove(path);
     }
     rmdir(o.dir);
+    kvl_progress_stop();
     if (rc != KVL_OK) {
         fprintf(stderr, "replay: %s\n", kvl_error());
         return 1;

@@ -31,6 +31,7 @@
 #include "grouped.h"
 #include "kvtable.h"
 #include "program.h"
+#include "progress.h"
 #include "rng.h"
 #include "rows.h"
 #include "status.h"
@@ -299,7 +300,9 @@ static int run(const kvl_model *flash, const options *o)
 {
     print_map(flash);
     print_work_formula(flash);
+    kvl_progress("the work of a live stack");
     int rc = print_work_live(flash, o);
+    if (rc == KVL_OK) kvl_progress("the cache of %zu tokens", o->tokens);
     if (rc == KVL_OK) rc = print_cache(flash, o);
     return rc;
 }
@@ -329,17 +332,22 @@ int main(int argc, char **argv)
             return kvl_bad_usage("v41_cache", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
     }
+    kvl_progress_start("v41_cache");
+    kvl_progress("checking the config");
     kvl_model flash;
     if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read or run is bad input: 2, before any output */
+        kvl_progress_stop();
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
         return 2;
     }
     if (check_config(&flash, &o) != KVL_OK) {
+        kvl_progress_stop();
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
         kvl_model_free(&flash);
         return 2;
     }
     const int rc = run(&flash, &o);
+    kvl_progress_stop();
     kvl_model_free(&flash);
     if (rc != KVL_OK) {
         fprintf(stderr, "v41_cache: %s\n", kvl_error());

@@ -33,6 +33,7 @@
 #include "mla.h"
 #include "npy.h"
 #include "program.h"
+#include "progress.h"
 #include "rows.h"
 #include "safetensors.h"
 #include "status.h"
@@ -252,9 +253,11 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
     else if (!(out = calloc(T * d, sizeof *out))) status = failed(kvl_fail(KVL_ENOMEM, "out of memory"));
     else {
         size_t P = o->prefill < 0 ? T : (size_t)o->prefill;
+        kvl_progress("layer %zu over %zu tokens", o->layer, T);
         rc = m->generation == KVL_GEN_MLA   ? run_mla(out, m, ck, o, x, T, P)
            : m->generation == KVL_GEN_DSA ? run_dsa(out, m, ck, o, x, T, P)
                                           : run_v4(out, m, ck, o, x, T, P);
+        if (rc == KVL_OK) kvl_progress("writing the output");
         if (rc == KVL_OK) rc = write_output(o, m, out, T, d);
         if (rc != KVL_OK) status = failed(rc);
         else report(o, m, T, P);
@@ -269,9 +272,14 @@ int main(int argc, char **argv)
     options o;
     int parsed = parse_options(&o, argc, argv);
     if (parsed) return parsed == 1 ? kvl_exit_status("kvlayer", 0) : EXIT_BAD_INPUT;
+    kvl_progress_start("kvlayer");
+    kvl_progress("reading the config, the weights and x");
     kvl_model m;
     int rc = kvl_model_load(&m, o.config);
-    if (rc != KVL_OK) return failed(rc);
+    if (rc != KVL_OK) {
+        kvl_progress_stop();
+        return failed(rc);
+    }
     int status = 0;
     if (o.layer >= m.n_layers) status = bad_input("--layer %zu: the config has %zu layers", o.layer, m.n_layers);
     else if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA && m.generation != KVL_GEN_V4)
@@ -284,5 +292,6 @@ int main(int argc, char **argv)
         if (rc == KVL_OK) kvl_st_checkpoint_close(&ck);
     }
     kvl_model_free(&m);
+    kvl_progress_stop();
     return kvl_exit_status("kvlayer", status);
 }
