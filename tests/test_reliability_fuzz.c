@@ -13,6 +13,8 @@
  *           file (tests/fuzz/npy_property.h);
  *   json_text  kvl_json_text_check accepts only what cJSON parses, and refuses in one line naming a
  *           line and column inside the input (tests/fuzz/json_text_property.h);
+ *   args    the programs' command-line reader returns each flag once with its value, and reads counts,
+ *           numbers and context lists as their definitions say (tests/fuzz/args_property.h);
  *   kvfmt   the program, run on the input's command line and stdin, exits 0, or 2 with one line on
  *           stderr (tests/fuzz/kvfmt_input.h); a crash, a sanitizer report or a hang fails it. */
 #include <dirent.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fuzz/args_property.h"
 #include "fuzz/config_property.h"
 #include "fuzz/json_text_property.h"
 #include "fuzz/kvfmt_input.h"
@@ -99,6 +102,12 @@ static const char *json_text_check(const char *path, const uint8_t *data, size_t
 {
     (void)path;
     return fuzz_json_text_fault(data, size);
+}
+
+static const char *args_check(const char *path, const uint8_t *data, size_t size)
+{
+    (void)path;
+    return fuzz_args_fault(data, size);
 }
 
 static const char *prefix_check(const char *path, const uint8_t *data, size_t size)
@@ -193,6 +202,12 @@ START_TEST(test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone)
 }
 END_TEST
 
+START_TEST(test_every_saved_command_line_is_read_as_the_flag_and_value_definitions_say)
+{
+    replay("args", args_check);
+}
+END_TEST
+
 START_TEST(test_every_saved_kvfmt_input_exits_0_or_2_with_one_line)
 {
     replay("kvfmt", kvfmt_check);
@@ -210,6 +225,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone);
     tcase_add_test(tc, test_every_saved_npy_input_reads_its_shape_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_json_text_is_parsed_by_cjson_or_refused_at_its_place);
+    tcase_add_test(tc, test_every_saved_command_line_is_read_as_the_flag_and_value_definitions_say);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,8 @@ tests/test_reliability_fuzz.c read them, neither needs Python).
   npy/     small files laid out as numpy writes them, in versions 1.0, 2.0 and 3.0, float32 and float64,
            1-D, 2-D and empty; and a few the reader refuses (Fortran order, '<i4', short data)
   json_text/  JSON of every kind of value, escape and UTF-8 length, a toy config and a shard index
+  args/    command lines as the programs take them: byte 0 = positional arguments taken (1) or not (0),
+           then the arguments, each ended by a NUL (tests/fuzz/args_property.h)
 
 Run from the project root after `make` (it packs rows with build/bin/kvfmt):
   python3 tests/fuzz/gen_corpus.py [path/to/kvfmt]
@@ -192,8 +194,23 @@ def json_text_corpus():
         write("json_text", name, text.encode())
 
 
+def args_corpus():
+    lines = {
+        "counts": (0, ["--tokens", "2048", "--seed", "0", "--contexts", "1K,32K,128K"]),
+        "flag-alone": (0, ["--no-timing", "--contexts", "4k,100"]),
+        "reals": (1, ["0.25", "2", "1e-3", ".5", "7.", "3E+2"]),
+        "help": (0, ["--tokens", "16", "--help"]),
+        "repeated": (0, ["--seed", "1", "--seed", "2"]),
+        "no-value": (0, ["--contexts"]),
+        "positional": (1, ["config.json", "--tokens", "64", "out.npy"]),
+        "refused-values": (1, ["+5", " 5", "0x10", "inf", "nan", "1,", ",1", "0K", "99999999999999999999", ""]),
+    }
+    for name, (positional, args) in lines.items():
+        write("args", name, bytes([positional]) + b"".join(a.encode() + b"\0" for a in args))
+
+
 def main():
-    for subdir in ("config", "kvfmt", "rows", "safetensors", "npy", "json_text"):
+    for subdir in ("config", "kvfmt", "rows", "safetensors", "npy", "json_text", "args"):
         os.makedirs(os.path.join(CORPUS, subdir), exist_ok=True)
     rng = np.random.default_rng(20261130)
     config_corpus()
@@ -202,6 +219,7 @@ def main():
     safetensors_corpus(rng)
     npy_corpus()
     json_text_corpus()
+    args_corpus()
 
 
 if __name__ == "__main__":
