@@ -109,22 +109,35 @@ static void weight_table(weight_entry t[N_INDEX_WEIGHTS], dsa_weights *w, const 
     t[4] = (weight_entry){&w->w_iw, HI, d, DRAW_MATRIX};
 }
 
-int dsa_weights_alloc(dsa_weights *w, const dsa_config *c)
+int dsa_weights_size(size_t *n_floats, const dsa_config *c)
 {
-    memset(w, 0, sizeof *w);
+    *n_floats = 0;
     int rc = dsa_config_check(c);
-    if (rc != KVL_OK) return kvl_fail(rc, "dsa_weights_alloc: %s", kvl_error());
+    if (rc != KVL_OK) return kvl_fail(rc, "dsa_weights_size: %s", kvl_error());
     size_t total;
     KVL_TRY(mla_weights_size(&total, &c->mla));
-    const size_t n_mla = total;
+    dsa_weights scratch;
     weight_entry t[N_INDEX_WEIGHTS];
-    weight_table(t, w, c);
+    weight_table(t, &scratch, c);
     for (size_t i = 0; i < N_INDEX_WEIGHTS; i++) {
         if (t[i].rows > (SIZE_MAX / sizeof(float) - total) / t[i].cols)
-            return kvl_fail(KVL_EINVAL, "dsa_weights_alloc: weight %zu of %zu x %zu overflows", i, t[i].rows,
+            return kvl_fail(KVL_EINVAL, "dsa_weights_size: weight %zu of %zu x %zu overflows", i, t[i].rows,
                             t[i].cols);
         total += t[i].rows * t[i].cols;
     }
+    *n_floats = total;
+    return KVL_OK;
+}
+
+int dsa_weights_alloc(dsa_weights *w, const dsa_config *c)
+{
+    memset(w, 0, sizeof *w);
+    size_t total, n_mla;
+    int rc = dsa_weights_size(&total, c);
+    if (rc == KVL_OK) rc = mla_weights_size(&n_mla, &c->mla);
+    if (rc != KVL_OK) return kvl_fail(rc, "dsa_weights_alloc: %s", kvl_error());
+    weight_entry t[N_INDEX_WEIGHTS];
+    weight_table(t, w, c);
     float *block = calloc(total, sizeof *block);
     if (!block) return kvl_fail(KVL_ENOMEM, "dsa_weights_alloc: out of memory for %zu floats", total);
     mla_weights_cut(&w->mla, &c->mla, block);

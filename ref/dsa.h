@@ -90,6 +90,10 @@ typedef struct {
     size_t n_floats;  /* its length */
 } dsa_weights;
 
+/* *n_floats = the block length dsa_weights_alloc would allocate for c (MLA's weights, then the
+ * indexer's), allocating nothing. KVL_EINVAL for a bad config or an overflow. */
+int dsa_weights_size(size_t *n_floats, const dsa_config *c);
+
 /* Allocate the weights of c, zeroed. KVL_EINVAL (bad config, size overflow), KVL_ENOMEM; on failure
  * *w is empty and dsa_weights_free is harmless. */
 int dsa_weights_alloc(dsa_weights *w, const dsa_config *c);

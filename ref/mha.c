@@ -66,6 +66,15 @@ static void weight_sizes(size_t n[N_WEIGHTS], size_t fan_in[N_WEIGHTS], const mh
     n[W_O] = mul_or_zero(c->d, q);  fan_in[W_O] = q;
 }
 
+uint64_t mha_weights_size(const mha_config *c)
+{
+    size_t n[N_WEIGHTS], fan_in[N_WEIGHTS];
+    weight_sizes(n, fan_in, c);
+    uint64_t total = 0;
+    for (int i = 0; i < N_WEIGHTS; i++) total += n[i];
+    return total;
+}
+
 int mha_weights_init_random(mha_weights *w, const mha_config *c, kvl_rng *rng)
 {
     memset(w, 0, sizeof *w);

@@ -23,6 +23,7 @@
 #define KVL_MHA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "rng.h"
@@ -56,6 +57,10 @@ typedef struct {
     float *w_v;   /* [Hkv·Dh][d], directly after w_k */
     float *w_o;   /* [d][H·Dh] */
 } mha_weights;
+
+/* The number of floats mha_weights_init_random draws for c, allocating nothing (0 when a product
+ * overflows). */
+uint64_t mha_weights_size(const mha_config *c);
 
 /* Draw every weight from rng as N(0, 1/fan_in), in the order w_q, w_k, w_v, w_o (each in C order).
  * KVL_ENOMEM; on failure *w is empty. */

@@ -906,6 +906,85 @@ static int read_annotations(const reader *r, kvl_model *m)
                     r->origin, file_text(cache));
 }
 
+/* ---- vocabulary, feed-forward networks and precision --------------------------------------------- */
+
+/* A string field that must be one of names[n] when present: its index, or -1 when absent. */
+static int read_choice(const reader *r, const cJSON *obj, const char *name, const char *path,
+                       const char *const *names, size_t n, int *out)
+{
+    const char *v;
+    KVL_TRY(optional_string(r, obj, name, path, &v));
+    *out = -1;
+    if (!v) return KVL_OK;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) { *out = (int)i; return KVL_OK; }
+    char known[160] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s\"%s\"", i ? ", " : "", names[i]);
+    return kvl_fail(KVL_EINVAL, "%s: field \"%s%s\" is \"%s\"; this project reads %s", r->origin, path, name,
+                    file_text(v), known);
+}
+
+/* The precision. DeepSeek's inference spelling says dtype ("bf16", "fp8") and expert_dtype; transformers
+ * says torch_dtype, or dtype from version 5 ("bfloat16", "float16", "float32"), and a quantization_config
+ * for FP8 (whose weights are E4M3 whatever the dtype names: the dtype of what is not quantised). */
+static int read_precision(const reader *r, kvl_ffn *f)
+{
+    static const char *const dtypes[] = {"bf16", "fp8", "bfloat16", "float16", "float32"};
+    static const kvl_weight_format by_dtype[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8, KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16,
+                                                 KVL_WEIGHTS_F32};
+    static const char *const expert_dtypes[] = {"fp8", "fp4"};
+    static const char *const methods[] = {"fp8"}, *const scales[] = {"ue8m0"};
+    int dtype, torch_dtype, expert, method = -1, scale = -1;
+    KVL_TRY(read_choice(r, r->root, "dtype", "", dtypes, 5, &dtype));
+    KVL_TRY(read_choice(r, r->root, "torch_dtype", "", dtypes + 2, 3, &torch_dtype));
+    if (dtype < 0 && torch_dtype >= 0) dtype = torch_dtype + 2;
+    KVL_TRY(read_choice(r, r->root, "expert_dtype", "", expert_dtypes, 2, &expert));
+    const cJSON *q;
+    KVL_TRY(optional_object(r, r->root, "quantization_config", "", &q));
+    if (q) {
+        KVL_TRY(read_choice(r, q, "quant_method", "quantization_config.", methods, 1, &method));
+        KVL_TRY(read_choice(r, q, "scale_fmt", "quantization_config.", scales, 1, &scale));
+        if (method < 0)
+            return kvl_fail(KVL_EINVAL, "%s: field \"quantization_config\" has no \"quant_method\"", r->origin);
+    }
+    f->linear = method == 0 ? KVL_WEIGHTS_FP8 : dtype >= 0 ? by_dtype[dtype] : KVL_WEIGHTS_BF16;
+    f->experts = expert == 1 ? KVL_WEIGHTS_FP4 : expert == 0 ? KVL_WEIGHTS_FP8 : f->linear;
+    f->scale_e8m0 = scale == 0;
+    return KVL_OK;
+}
+
+static int read_ffn(const reader *r, kvl_model *m)
+{
+    kvl_ffn *f = &m->ffn;
+    const cJSON *o = r->root;
+    KVL_TRY(read_size(r, o, (size_field){.hf = "vocab_size", .lo = 0, .hi = MAX_DIM, .optional = 1}, &f->vocab_size));
+    KVL_TRY(optional_bool(r, o, "tie_word_embeddings", 0, &f->tied_embeddings));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "intermediate_size", .ds = "inter_dim", .lo = 0, .hi = MAX_DIM, .optional = 1},
+                      &f->inter_dim));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "moe_intermediate_size", .ds = "moe_inter_dim", .lo = 0, .hi = MAX_DIM,
+                                         .optional = 1}, &f->moe_inter_dim));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "n_routed_experts", .lo = 0, .hi = MAX_DIM, .optional = 1, .null_is_zero = 1},
+                      &f->n_routed_experts));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "n_shared_experts", .lo = 0, .hi = MAX_DIM, .optional = 1, .null_is_zero = 1},
+                      &f->n_shared_experts));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_experts_per_tok", .ds = "n_activated_experts", .lo = 0,
+                                         .hi = f->n_routed_experts, .optional = 1, .null_is_zero = 1}, &f->n_activated_experts));
+    const size_t all_dense = f->n_routed_experts || !f->inter_dim ? 0 : m->n_layers;
+    KVL_TRY(read_size(r, o, (size_field){.hf = "first_k_dense_replace", .ds = "n_dense_layers", .lo = 0, .hi = m->n_layers,
+                                         .optional = 1, .dflt = all_dense}, &f->n_dense_layers));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS,
+                                         .optional = 1}, &f->n_mtp_layers));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "hc_mult", .lo = 0, .hi = 64, .optional = 1}, &f->hc_mult));
+    if (f->n_routed_experts && (!f->moe_inter_dim || !f->n_activated_experts))
+        return kvl_fail(KVL_EINVAL, "%s: %zu routed experts but no expert width or experts per token", r->origin,
+                        f->n_routed_experts);
+    if (f->n_dense_layers && !f->inter_dim)
+        return kvl_fail(KVL_EINVAL, "%s: %zu dense FFN layers but no \"intermediate_size\" (\"inter_dim\")", r->origin,
+                        f->n_dense_layers);
+    return read_precision(r, f);
+}
+
 /* ---- entry points ------------------------------------------------------------------------------ */
 
 static void where(const char *json, size_t len, const char *at, size_t *line, size_t *col)
@@ -953,6 +1032,7 @@ int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *orig
         rc = read_dims(&r, m);
     }
     if (rc == KVL_OK) rc = build_layers(&r, m);
+    if (rc == KVL_OK) rc = read_ffn(&r, m);
     if (rc == KVL_OK) rc = read_annotations(&r, m);
     cJSON_Delete(root);
     if (rc != KVL_OK) kvl_model_free(m);

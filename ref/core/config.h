@@ -67,6 +67,30 @@ typedef enum {
     KVL_ROPE_FLAT,         /* DeepSeek's inference code: rope_factor, original_seq_len, mscale, ... */
 } kvl_rope_spelling;
 
+/* How a checkpoint stores a group of weights. */
+typedef enum {
+    KVL_WEIGHTS_BF16,       /* 2 bytes a weight (bf16 or float16) */
+    KVL_WEIGHTS_F32,        /* 4 bytes a weight */
+    KVL_WEIGHTS_FP8,        /* E4M3, one scale per 128 × 128 block (dtype "fp8", quantization_config fp8) */
+    KVL_WEIGHTS_FP4,        /* MXFP4: E2M1, one E8M0 scale per 32 (expert_dtype "fp4") */
+} kvl_weight_format;
+
+/* What the parameter count reads besides attention: the vocabulary, the feed-forward networks, the
+ * residual copies and the checkpoint's precision. Every count is 0 where the config does not state it. */
+typedef struct {
+    size_t vocab_size;
+    int tied_embeddings;                   /* tie_word_embeddings: the head is the embedding */
+    size_t inter_dim;                      /* a dense FFN's width (intermediate_size / inter_dim) */
+    size_t moe_inter_dim;                  /* one expert's width (moe_intermediate_size / moe_inter_dim) */
+    size_t n_dense_layers;                 /* leading layers with a dense FFN (first_k_dense_replace) */
+    size_t n_routed_experts, n_shared_experts;
+    size_t n_activated_experts;            /* routed experts a token uses (num_experts_per_tok) */
+    size_t n_mtp_layers;                   /* num_nextn_predict_layers / n_mtp_layers */
+    size_t hc_mult;                        /* hyper-connection copies of the residual (V4, V4.1) */
+    kvl_weight_format linear, experts;     /* as the checkpoint ships them */
+    int scale_e8m0;                        /* FP8 block scales are E8M0 (1 byte), else float32 */
+} kvl_ffn;
+
 typedef struct {
     char path[512];         /* the file it came from, for messages */
     char name[96], date[16], mechanism[160];
@@ -88,6 +112,7 @@ typedef struct {
     kvl_rope_spelling rope_spelling;
     kvl_rope_config rope;           /* queries and keys of MLA/DSA; ratio-0 layers of V4/V4.1 */
     kvl_rope_config compress_rope;  /* V4/V4.1 layers with a compressor (theta = compress_rope_theta) */
+    kvl_ffn ffn;
 
     kvl_layer *layers;      /* [n_layers] */
 } kvl_model;
