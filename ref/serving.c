@@ -80,3 +80,21 @@ int kvl_fit_of(kvl_fit *out, const kvl_model *m, const kvl_rank_cache *r, const 
     out->sequences_per_node = out->sequences_per_gpu * g;
     return KVL_OK;
 }
+
+static uint64_t share(uint64_t n, size_t k) { return n / k + (n % k != 0); }
+
+double kvl_rank_weight_bytes(const kvl_params *p, const kvl_deployment *d, kvl_weight_format linear,
+                             kvl_weight_format experts, int scale_e8m0)
+{
+    kvl_params r = {
+        .embedding = share(p->embedding, d->tp),
+        .head = share(p->head, d->tp),
+        .norms = p->norms,
+        .attention = d->dp_attention ? p->attention : share(p->attention, d->tp),
+        .dense_ffn = share(p->dense_ffn, d->tp),
+        .routed_experts = share(p->routed_experts, d->gpus),
+        .shared_experts = share(p->shared_experts, d->gpus),
+        .routers = p->routers,
+    };
+    return kvl_params_bytes(&r, linear, experts, scale_e8m0);
+}

@@ -24,6 +24,12 @@
  *    pages of `page` tokens. A layer compressing M tokens per entry holds ceil(T / M) entries, in
  *    pages of `page` entries: ceil(ceil(T / M) / page) pages (this project's rule; a page counted in
  *    entries, not in the tokens behind them).
+ *  - Weights on a rank: the routed and shared experts spread over every GPU of the node (expert
+ *    parallelism); the embedding, the head and the dense FFNs split over the tp ranks; attention split
+ *    over them too, or whole on every rank under data-parallel attention (SGLang's DP-attention guide:
+ *    attention replicated over the DP ranks, experts parallel); norms and routers whole everywhere. A
+ *    rank's share of n weights over k ranks is ceil(n / k). This project's rule, for an engine's first-
+ *    order layout; engines also keep buffers and graphs that the activation fraction stands for.
  *  - Tokens that fit: the cache budget over the per-token bytes, windows and pages aside, as an
  *    engine sizes its token pool (memory left / bytes of one token's cells). Sequences that fit: the
  *    budget over one sequence's paged bytes plus its window rows, rounded down. */
@@ -34,6 +40,7 @@
 
 #include "config.h"
 #include "kvtable.h"
+#include "params.h"
 
 typedef struct {
     size_t gpus;        /* GPUs in one node */
@@ -79,6 +86,11 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
 /* Bytes one rank allocates for one sequence of T tokens (at most bounded_tokens of them kept): each
  * global layer's paged entries times its row (and key), plus the window rows. */
 double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, size_t T);
+
+/* Bytes of weights one GPU of d holds of a model with parameters p, its linear weights stored as
+ * `linear` and its experts as `experts` (kvl_params_bytes), split as the rules above say. */
+double kvl_rank_weight_bytes(const kvl_params *p, const kvl_deployment *d, kvl_weight_format linear,
+                             kvl_weight_format experts, int scale_e8m0);
 
 /* out = what a cache budget of `budget` bytes per GPU holds at context T. KVL_EINVAL, naming the
  * budget, when it is below one sequence's window rows. */

@@ -10,9 +10,11 @@
 
 #include "common.h"
 #include "config.h"
+#include "grouped.h"
 #include "kvtable.h"
 #include "mha.h"
 #include "mla.h"
+#include "params.h"
 #include "serving.h"
 #include "status.h"
 #include "swa.h"
@@ -242,9 +244,13 @@ START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
 {
     const char *cmd[] = {"serving --gpus 0", "serving --page 0", "serving --gpus 8 --tp 3",
                          "serving --gpus 6 --tp 3", "serving --budget-gib 0.001", "serving --budget-gib 0",
-                         "serving --tp", "serving --gpus 8 --gpus 8"};
-    const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "budget", "--budget-gib", "--tp", "--gpus"};
-    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice"};
+                         "serving --tp", "serving --gpus 8 --gpus 8",
+                         "serving --gpus 1 --tp 1 --memory-gib 80 ref/configs/deepseek-v3.json",
+                         "serving --memory-gib 141 --budget-gib 10", "serving --activations 0.5",
+                         "serving --memory-gib 141 --activations 1", "serving --weights fp16"};
+    const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "budget", "--budget-gib", "--tp", "--gpus",
+                           "--memory-gib", "--budget-gib", "--memory-gib", "--activations", "--weights"};
+    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice", "80", "give one", "not given", "1", "fp16"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
@@ -252,6 +258,51 @@ START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
         ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
         ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
     }
+}
+END_TEST
+
+/* One GPU holds ceil(n / k) of each part: the experts over all GPUs, the rest over the tp ranks, and
+ * attention whole under data-parallel attention; one GPU alone holds the whole count. */
+START_TEST(test_a_gpus_weights_are_its_share_of_the_count)
+{
+    loaded l = load("deepseek-v3.json");
+    kvl_params p;
+    ck_assert(kvl_params_of(&p, &l.m) == KVL_OK);
+    const kvl_weight_format fp8 = KVL_WEIGHTS_FP8;
+    kvl_deployment one = {.gpus = 1, .tp = 1, .page = 64}, tp8 = {.gpus = 8, .tp = 8, .page = 64}, dp8 = tp8;
+    dp8.dp_attention = 1;
+    ck_assert(kvl_rank_weight_bytes(&p, &one, fp8, fp8, 0) == kvl_params_bytes(&p, fp8, fp8, 0));
+    const double whole_attention = kvl_params_bytes(&(kvl_params){.attention = p.attention}, fp8, fp8, 0);
+    const double rank_attention = kvl_params_bytes(&(kvl_params){.attention = (p.attention + 7) / 8}, fp8, fp8, 0);
+    const double tp = kvl_rank_weight_bytes(&p, &tp8, fp8, fp8, 0), dp = kvl_rank_weight_bytes(&p, &dp8, fp8, fp8, 0);
+    ck_assert(fabs(dp - tp - (whole_attention - rank_attention)) < 1e-9 * dp);
+    kvl_params rank = {.embedding = (p.embedding + 7) / 8, .head = (p.head + 7) / 8, .norms = p.norms,
+                       .attention = (p.attention + 7) / 8, .dense_ffn = (p.dense_ffn + 7) / 8,
+                       .routed_experts = (p.routed_experts + 7) / 8, .shared_experts = (p.shared_experts + 7) / 8,
+                       .routers = p.routers};
+    ck_assert(tp == kvl_params_bytes(&rank, fp8, fp8, 0));
+    kvl_model_free(&l.m);
+}
+END_TEST
+
+/* With --memory-gib the cache gets what the activations and the weights leave: V3 on 8 × 141 GiB, tp 8,
+ * holds floor((141 GiB · 0.9 − its FP8 weights per GPU) / 70,272) tokens per GPU. */
+START_TEST(test_memory_leaves_the_cache_what_activations_and_weights_do_not_take)
+{
+    loaded l = load("deepseek-v3.json");
+    kvl_params p;
+    ck_assert(kvl_params_of(&p, &l.m) == KVL_OK);
+    const kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
+    const double weights = kvl_rank_weight_bytes(&p, &d, KVL_WEIGHTS_FP8, KVL_WEIGHTS_FP8, 0);
+    const double budget = 141.0 * 1073741824.0 * 0.9 - weights;
+    char want[64], out[16384], err[4096];
+    kvl_grouped(want, sizeof want, floor(budget / 70272.0), 0);
+    ck_assert_int_eq(kvl_run("serving --memory-gib 141 ref/configs/deepseek-v3.json", NULL, out, sizeof out, err,
+                             sizeof err), 0);
+    const char *line = strstr(out, "DeepSeek-V3 ");
+    ck_assert_msg(line && strstr(line, want) && strstr(line, want) < strchr(line, '\n'), "want %s tokens/GPU: %s",
+                  want, out);
+    kvl_model_free(&l.m);
 }
 END_TEST
 
@@ -286,6 +337,10 @@ Suite *kvl_suite(void)
     tcase_add_test(bad, test_a_bad_deployment_is_refused_naming_the_field);
     tcase_add_test(bad, test_serving_refuses_a_bad_deployment_before_any_output);
     tcase_add_test(bad, test_serving_prints_every_config_under_both_splits);
+    TCase *weights = tcase_create("weights");
+    tcase_add_test(weights, test_a_gpus_weights_are_its_share_of_the_count);
+    tcase_add_test(weights, test_memory_leaves_the_cache_what_activations_and_weights_do_not_take);
+    suite_add_tcase(s, weights);
     suite_add_tcase(s, bad);
     return s;
 }

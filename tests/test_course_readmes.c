@@ -327,6 +327,11 @@ static const struct {
     {"09_serving", "16 sequences", "serving", "DeepSeek LLM 67B 48,640 0 6,375,342,080"},
     {"09_serving", "7,192 of V4.1-Flash", "serving", "965,161,184 899 7,192"},
     {"09_serving", "8 × 11 = 88", "serving", "12,223,832 11 88"},
+    {"09_serving", "78.5 GiB a GPU and leave 48.4 GiB", "serving --memory-gib 141",
+     "DeepSeek-V3 70,272 0 9,210,691,584 738,931 738,931 5 5 78.5 48.4"},
+    {"09_serving", "32 under data-parallel attention", "serving --memory-gib 141", "4,774,232 4 32 87.8 39.1"},
+    {"09_serving", "828 and 6,328", "serving --memory-gib 141", "111,164,634 828 828 34.8 92.1"},
+    {"09_serving", "6,328", "serving --memory-gib 141", "848,985,936 791 6,328 38.9 88"},
 };
 
 /* s with every run of white space made one space, in place */

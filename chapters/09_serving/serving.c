@@ -2,7 +2,8 @@
  * sequences of a context fit in the memory it has left for the cache (chapter 9). Every figure is
  * derived from the configs in ref/configs/ and the row sizes of formats/ (ref/serving.h).
  *
- *   serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G] [--svg FILE] [CONFIG.json ...]
+ *   serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G | --memory-gib G [--activations F]]
+ *           [--weights native|bf16|fp8] [--svg FILE] [CONFIG.json ...]
  *
  * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include "file_io.h"
 #include "grouped.h"
 #include "kvtable.h"
+#include "params.h"
 #include "program.h"
 #include "svg.h"
 #include "serving.h"
@@ -26,42 +28,66 @@
 typedef struct {
     kvl_model model;
     kvl_kv_footprint kv;
+    kvl_params params;
     kvl_rank_cache rank[2];   /* [0]: tensor-parallel attention; [1]: data-parallel attention */
+    double weights[2];        /* bytes of weights on one GPU */
+    double budget[2];         /* bytes of cache on one GPU */
     kvl_fit fit[2];
 } row;
+
+/* How the weights are stored: as the config's checkpoint ships them, or all bf16, or all FP8. */
+enum { WEIGHTS_NATIVE, WEIGHTS_BF16, WEIGHTS_FP8 };
 
 typedef struct {
     kvl_deployment d;   /* dp_attention set per column */
     size_t context;
-    double budget;      /* bytes per GPU */
+    double budget;      /* bytes of cache per GPU, when memory is 0 */
+    double memory;      /* bytes per GPU; the cache gets what activations and the weights leave */
+    double activations; /* the fraction of memory kept for activations */
+    int weights;
 } plan;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G] [--svg FILE]\n"
-               "               [CONFIG.json ...]\n"
+    fprintf(f, "usage: serving [--gpus N] [--tp N] [--page N] [--context T]\n"
+               "               [--budget-gib G | --memory-gib G [--activations F]] [--weights native|bf16|fp8]\n"
+               "               [--svg FILE] [CONFIG.json ...]\n"
                "Prints, per GPU and per node of the deployment, the KV cache bytes per token, the window bytes\n"
-               "per sequence and the tokens and sequences of the context that fit in the cache budget, with\n"
-               "and without data-parallel attention. Defaults: 8 GPUs, tp 8, page 64, context 131072,\n"
-               "budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+               "per sequence, the tokens and sequences of the context that fit in the cache budget, and the\n"
+               "weights each GPU holds, with and without data-parallel attention. The budget is G GiB of\n"
+               "cache per GPU (--budget-gib), or what a GPU of G GiB (--memory-gib) has left after the\n"
+               "fraction F for activations (default 0.1) and its weights, counted from the config's shapes as\n"
+               "its checkpoint stores them (native) or all in bf16 or FP8. Defaults: 8 GPUs, tp 8, page 64,\n"
+               "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
+               "by date.\n");
 }
 
 /* ---- the table ------------------------------------------------------------------------------------ */
 
+static const char *const WEIGHT_NAMES[] = {"native", "bf16", "fp8"};
+
 static void print_mode(const row *rows, size_t n, int dp, const plan *p)
 {
-    printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, budget %s GiB per GPU)\n",
-           dp ? "data-parallel" : "tensor-parallel", p->d.tp, p->d.gpus, p->d.page, KVL_GROUPED(p->context),
-           kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
-    printf("  %-20s %10s %14s %16s %14s %14s %10s %10s\n", "model", "B/token", "window B/seq", "B/seq",
-           "tokens/GPU", "tokens/node", "seqs/GPU", "seqs/node");
+    char budget[96];
+    if (p->memory > 0)
+        snprintf(budget, sizeof budget, "%s GiB per GPU, %s of it for activations, %s weights",
+                 kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2),
+                 kvl_grouped((char[32]){0}, 32, p->activations, 2), WEIGHT_NAMES[p->weights]);
+    else
+        snprintf(budget, sizeof budget, "budget %s GiB per GPU", kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
+    printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, %s)\n", dp ? "data-parallel" : "tensor-parallel",
+           p->d.tp, p->d.gpus, p->d.page, KVL_GROUPED(p->context), budget);
+    printf("  %-20s %10s %14s %16s %14s %14s %10s %10s %12s %12s\n", "model", "B/token", "window B/seq", "B/seq",
+           "tokens/GPU", "tokens/node", "seqs/GPU", "seqs/node", "weights GiB", "cache GiB");
     for (size_t i = 0; i < n; i++) {
         const kvl_rank_cache *r = &rows[i].rank[dp];
         const kvl_fit *f = &rows[i].fit[dp];
-        printf("  %-20s %10s %14s %16s %14s %14s %10s %10s\n", rows[i].model.name,
+        printf("  %-20s %10s %14s %16s %14s %14s %10s %10s %12s %12s\n", rows[i].model.name,
                kvl_grouped((char[32]){0}, 32, r->bytes_per_token, 2), KVL_GROUPED(r->window_bytes_per_sequence),
                KVL_GROUPED(f->sequence_bytes), KVL_GROUPED(f->tokens_per_gpu), KVL_GROUPED(f->tokens_per_node),
-               KVL_GROUPED(f->sequences_per_gpu), KVL_GROUPED(f->sequences_per_node));
+               KVL_GROUPED(f->sequences_per_gpu), KVL_GROUPED(f->sequences_per_node),
+               kvl_grouped((char[32]){0}, 32, rows[i].weights[dp] / GIB, 1),
+               kvl_grouped((char[32]){0}, 32, rows[i].budget[dp] / GIB, 1));
     }
 }
 
@@ -71,7 +97,10 @@ static void print_notes(void)
            "a latent row (MLA, DSA) and V4's shared entry are whole on every rank. With data-parallel\n"
            "attention each rank holds whole rows for its own sequences, so a node's tokens are the ranks'\n"
            "sum. B/seq: one sequence of the context in pages of page entries, plus its window rows.\n"
-           "tokens/GPU: budget / B/token; seqs/GPU: budget / B/seq, rounded down.\n");
+           "tokens/GPU: budget / B/token; seqs/GPU: budget / B/seq, rounded down. weights GiB: one GPU's\n"
+           "share, counted from the config's shapes (ref/params.h): experts spread over every GPU, the rest\n"
+           "over the tp ranks, attention whole on each rank under data-parallel attention. cache GiB: the\n"
+           "budget, given or left by --memory-gib after activations and weights.\n");
 }
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
@@ -148,11 +177,29 @@ static int load_row(row *r, const char *path, const plan *p)
         fprintf(stderr, "serving: %s\n", kvl_error());
         return 2;
     }
+    if (kvl_params_of(&r->params, &r->model) != KVL_OK) {
+        fprintf(stderr, "serving: %s\n", kvl_error());
+        return 2;
+    }
+    const kvl_ffn *ffn = &r->model.ffn;
+    static const kvl_weight_format as[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8};
+    const kvl_weight_format linear = p->weights == WEIGHTS_NATIVE ? ffn->linear : as[p->weights];
+    const kvl_weight_format experts = p->weights == WEIGHTS_NATIVE ? ffn->experts : as[p->weights];
     for (int dp = 0; dp < 2; dp++) {
         kvl_deployment d = p->d;
         d.dp_attention = dp;
+        r->weights[dp] = kvl_rank_weight_bytes(&r->params, &d, linear, experts, ffn->scale_e8m0);
+        r->budget[dp] = p->memory > 0 ? p->memory * (1 - p->activations) - r->weights[dp] : p->budget;
+        if (p->memory > 0 && r->budget[dp] <= 0) {
+            fprintf(stderr, "serving: %s: --memory-gib %s leaves %s GiB after activations, below the %s GiB of "
+                            "weights a GPU holds (%s attention)\n", r->model.path,
+                    kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2),
+                    kvl_grouped((char[32]){0}, 32, p->memory * (1 - p->activations) / GIB, 1),
+                    kvl_grouped((char[32]){0}, 32, r->weights[dp] / GIB, 1), dp ? "data-parallel" : "tensor-parallel");
+            return 2;
+        }
         if (kvl_rank_cache_of(&r->rank[dp], &r->model, &r->kv, &d) != KVL_OK ||
-            kvl_fit_of(&r->fit[dp], &r->model, &r->rank[dp], &d, p->budget, p->context) != KVL_OK) {
+            kvl_fit_of(&r->fit[dp], &r->model, &r->rank[dp], &d, r->budget[dp], p->context) != KVL_OK) {
             fprintf(stderr, "serving: %s\n", kvl_error());
             return 2;
         }
@@ -160,9 +207,10 @@ static int load_row(row *r, const char *path, const plan *p)
     return 0;
 }
 
-enum { F_GPUS, F_TP, F_PAGE, F_CONTEXT, F_BUDGET, F_SVG };
-static const kvl_flag FLAGS[] = {{"--gpus", 1}, {"--tp", 1}, {"--page", 1}, {"--context", 1},
-                                 {"--budget-gib", 1}, {"--svg", 1}};
+enum { F_GPUS, F_TP, F_PAGE, F_CONTEXT, F_BUDGET, F_SVG, F_MEMORY, F_ACTIVATIONS, F_WEIGHTS };
+static const kvl_flag FLAGS[] = {{"--gpus", 1},       {"--tp", 1},  {"--page", 1},
+                                 {"--context", 1},    {"--budget-gib", 1}, {"--svg", 1},
+                                 {"--memory-gib", 1}, {"--activations", 1}, {"--weights", 1}};
 
 /* Reads one flag's value into p; 2 after one line on stderr naming the flag and value. */
 static int read_flag(plan *p, const char **svg, int k, const char *v)
@@ -173,7 +221,19 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
                                       "--context must be a count from 1 to 1073741824"};
     static const size_t hi[] = {4096, 4096, 1048576, 1073741824};
     if (k == F_SVG) *svg = v;
-    else if (k == F_BUDGET) {
+    else if (k == F_MEMORY) {
+        double g;
+        if (kvl_parse_real(&g, v, 1e-9, 1e6)) return kvl_bad_usage("serving", "--memory-gib must be a number above 0", v);
+        p->memory = g * GIB;
+    } else if (k == F_ACTIVATIONS) {
+        if (kvl_parse_real(&p->activations, v, 0, 0.99))
+            return kvl_bad_usage("serving", "--activations must be a fraction from 0 to 0.99", v);
+    } else if (k == F_WEIGHTS) {
+        size_t i = 0;
+        while (i < 3 && strcmp(v, WEIGHT_NAMES[i])) i++;
+        if (i == 3) return kvl_bad_usage("serving", "--weights must be native, bf16 or fp8", v);
+        p->weights = (int)i;
+    } else if (k == F_BUDGET) {
         double g;
         if (kvl_parse_real(&g, v, 1e-9, 1e6))
             return kvl_bad_usage("serving", "--budget-gib must be a number above 0", v);
@@ -184,7 +244,7 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
 
 int main(int argc, char **argv)
 {
-    plan p = {.d = {.gpus = 8, .tp = 8, .page = 64}, .context = 131072, .budget = 100 * GIB};
+    plan p = {.d = {.gpus = 8, .tp = 8, .page = 64}, .context = 131072, .budget = 100 * GIB, .activations = 0.1};
     const char *svg = NULL;
     char **given = calloc((size_t)argc, sizeof *given);
     size_t n_given = 0;
@@ -198,6 +258,11 @@ int main(int argc, char **argv)
         else if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
         else status = read_flag(&p, &svg, k, v);
     }
+    const unsigned long long given_flags = a.seen;
+    if (!status && (given_flags >> F_MEMORY & 1) && (given_flags >> F_BUDGET & 1))
+        status = kvl_bad_usage("serving", "--memory-gib and --budget-gib both set the cache budget: give one", NULL);
+    if (!status && (given_flags >> F_ACTIVATIONS & 1) && !(given_flags >> F_MEMORY & 1))
+        status = kvl_bad_usage("serving", "--activations is a fraction of --memory-gib, which is not given", NULL);
     if (!status && p.d.gpus % p.d.tp) {
         char tp[32];
         snprintf(tp, sizeof tp, "%zu", p.d.tp);
