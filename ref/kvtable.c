@@ -20,11 +20,18 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
 {
     switch (m->kv_cache) {
     case KVL_CACHE_BF16:
-        /* K and V of every KV head (MHA/GQA), or the latent and the shared RoPE key (MLA) */
-        f->main_row_bytes = (m->generation == KVL_GEN_MHA ? 2 * m->n_kv_heads * m->head_dim
-                                                         : m->kv_lora_rank + m->qk_rope_head_dim) * bf16_bytes();
-        f->index_key_bytes = 0;
-        f->window_row_bytes = 0;
+        /* every value in bf16: K and V of every KV head (MHA/GQA); the latent and the shared RoPE key
+         * (MLA, DSA) and DSA's index key; V4/V4.1's shared entry, its index key and its window row */
+        switch (m->generation) {
+        case KVL_GEN_MHA: f->main_row_bytes = 2 * m->n_kv_heads * m->head_dim * bf16_bytes(); break;
+        case KVL_GEN_MLA:
+        case KVL_GEN_DSA: f->main_row_bytes = (m->kv_lora_rank + m->qk_rope_head_dim) * bf16_bytes(); break;
+        case KVL_GEN_V4:
+        case KVL_GEN_V41: f->main_row_bytes = m->head_dim * bf16_bytes(); break;
+        }
+        f->index_key_bytes = m->generation == KVL_GEN_MHA || m->generation == KVL_GEN_MLA ? 0
+                                                                                       : m->index_head_dim * bf16_bytes();
+        f->window_row_bytes = m->generation == KVL_GEN_V4 || m->generation == KVL_GEN_V41 ? m->head_dim * bf16_bytes() : 0;
         return KVL_OK;
     case KVL_CACHE_V32_FP8:
         if (m->generation != KVL_GEN_DSA && m->generation != KVL_GEN_MLA) break;

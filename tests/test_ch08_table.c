@@ -78,6 +78,35 @@ END_TEST
 
 /* Mistral 7B's sliding_window of 4,096 in every layer: each token costs its rows while it is in the
  * window, and a sequence never holds more than W of them: 32 · 4,096 · 4,096 B = 512 MiB at any length. */
+/* A bf16 cache keeps every value in bf16: each global layer's entry (V4/V4.1: head_dim values; V3.2:
+ * the latent and RoPE key) and its own index key per M tokens, and V4/V4.1's window rows. The oracle
+ * walks the layers. */
+START_TEST(test_a_bf16_cache_holds_every_value_of_every_row_in_two_bytes)
+{
+    static const char *const names[] = {"deepseek-v3.2-exp.json", "deepseek-v4-flash.json", "deepseek-v4.1-flash.json"};
+    for (size_t i = 0; i < 3; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "ref/configs/%s", names[i]);
+        kvl_model m;
+        ck_assert_msg(kvl_model_load(&m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+        m.kv_cache = KVL_CACHE_BF16;
+        kvl_kv_footprint f;
+        ck_assert_msg(kvl_kv_footprint_of(&f, &m) == KVL_OK, "%s", kvl_error());
+        const int v4 = m.generation == KVL_GEN_V4 || m.generation == KVL_GEN_V41;
+        const double entry = v4 ? (double)m.head_dim : (double)(m.kv_lora_rank + m.qk_rope_head_dim);
+        double want = 0;
+        for (size_t l = 0; l < m.n_layers; l++) {
+            if (!kvl_layer_writes_cache(&m, l)) continue;
+            const double key = kvl_layer_stores_index_key(&m, l) ? (double)m.index_head_dim : 0;
+            want += 2 * (entry + key) / (double)m.layers[l].compress_ratio;
+        }
+        ck_assert_msg(f.bytes_per_token == want, "%s: %g B/token in bf16, want %g", names[i], f.bytes_per_token, want);
+        ck_assert_uint_eq(f.window_bytes_per_sequence, v4 ? m.n_layers * m.window * m.head_dim * 2 : 0);
+        kvl_model_free(&m);
+    }
+}
+END_TEST
+
 START_TEST(test_a_window_in_every_layer_bounds_what_a_sequence_holds)
 {
     kvl_model m;
@@ -272,6 +301,7 @@ Suite *kvl_suite(void)
     TCase *fig = tcase_create("figures");
     tcase_add_test(fig, test_llm67b_holds_389120_bytes_per_token);
     tcase_add_test(fig, test_a_window_in_every_layer_bounds_what_a_sequence_holds);
+    tcase_add_test(fig, test_a_bf16_cache_holds_every_value_of_every_row_in_two_bytes);
     tcase_add_test(fig, test_v3_holds_70272_bytes_per_token);
     tcase_add_test(fig, test_v32_holds_48068_bytes_per_token);
     tcase_add_test(fig, test_v4_flash_holds_3514_25_bytes_per_token);
