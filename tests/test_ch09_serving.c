@@ -247,10 +247,13 @@ START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
                          "serving --tp", "serving --gpus 8 --gpus 8",
                          "serving --gpus 1 --tp 1 --memory-gib 80 ref/configs/deepseek-v3.json",
                          "serving --memory-gib 141 --budget-gib 10", "serving --activations 0.5",
-                         "serving --memory-gib 141 --activations 1", "serving --weights fp16"};
+                         "serving --memory-gib 141 --activations 1", "serving --weights fp16",
+                         "serving --cache v41-fp4 ref/configs/deepseek-v3.json", "serving --cache fp16"};
     const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "budget", "--budget-gib", "--tp", "--gpus",
-                           "--memory-gib", "--budget-gib", "--memory-gib", "--activations", "--weights"};
-    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice", "80", "give one", "not given", "1", "fp16"};
+                           "--memory-gib", "--budget-gib", "--memory-gib", "--activations", "--weights",
+                           "kv_cache v41-fp4", "--cache"};
+    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice", "80", "give one", "not given", "1", "fp16",
+                           "deepseek-v3.json", "fp16"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);

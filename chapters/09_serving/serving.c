@@ -3,7 +3,7 @@
  * derived from the configs in ref/configs/ and the row sizes of formats/ (ref/serving.h).
  *
  *   serving [--gpus N] [--tp N] [--page N] [--context T] [--budget-gib G | --memory-gib G [--activations F]]
- *           [--weights native|bf16|fp8] [--svg FILE] [CONFIG.json ...]
+ *           [--weights native|bf16|fp8] [--cache native|bf16|v32-fp8|v4-fp8|v41-fp4] [--svg FILE] [CONFIG.json ...]
  *
  * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
 #include <errno.h>
@@ -45,19 +45,22 @@ typedef struct {
     double memory;      /* bytes per GPU; the cache gets what activations and the weights leave */
     double activations; /* the fraction of memory kept for activations */
     int weights;
+    int cache;          /* a kvl_cache_layout for every model, or -1: each config's own */
 } plan;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: serving [--gpus N] [--tp N] [--page N] [--context T]\n"
                "               [--budget-gib G | --memory-gib G [--activations F]] [--weights native|bf16|fp8]\n"
-               "               [--svg FILE] [CONFIG.json ...]\n"
+               "               [--cache native|bf16|v32-fp8|v4-fp8|v41-fp4] [--svg FILE] [CONFIG.json ...]\n"
                "Prints, per GPU and per node of the deployment, the KV cache bytes per token, the window bytes\n"
                "per sequence, the tokens and sequences of the context that fit in the cache budget, and the\n"
                "weights each GPU holds, with and without data-parallel attention. The budget is G GiB of\n"
                "cache per GPU (--budget-gib), or what a GPU of G GiB (--memory-gib) has left after the\n"
                "fraction F for activations (default 0.1) and its weights, counted from the config's shapes as\n"
-               "its checkpoint stores them (native) or all in bf16 or FP8. Defaults: 8 GPUs, tp 8, page 64,\n"
+               "its checkpoint stores them (native) or all in bf16 or FP8. --cache prices every model's cache\n"
+               "in one row layout (chapter 8's; a config whose dims the layout does not hold is refused)\n"
+               "instead of its own. Defaults: 8 GPUs, tp 8, page 64,\n"
                "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
                "by date.\n");
 }
@@ -173,7 +176,9 @@ static int by_date(const void *a, const void *b)
 /* One model under both attention splits; 2 after one line on stderr when the config or the plan is bad. */
 static int load_row(row *r, const char *path, const plan *p)
 {
-    if (kvl_model_load(&r->model, path) != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
+    int rc = kvl_model_load(&r->model, path);
+    if (rc == KVL_OK && p->cache >= 0) r->model.kv_cache = (kvl_cache_layout)p->cache;
+    if (rc != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
         fprintf(stderr, "serving: %s\n", kvl_error());
         return 2;
     }
@@ -207,10 +212,11 @@ static int load_row(row *r, const char *path, const plan *p)
     return 0;
 }
 
-enum { F_GPUS, F_TP, F_PAGE, F_CONTEXT, F_BUDGET, F_SVG, F_MEMORY, F_ACTIVATIONS, F_WEIGHTS };
+enum { F_GPUS, F_TP, F_PAGE, F_CONTEXT, F_BUDGET, F_SVG, F_MEMORY, F_ACTIVATIONS, F_WEIGHTS, F_CACHE };
 static const kvl_flag FLAGS[] = {{"--gpus", 1},       {"--tp", 1},  {"--page", 1},
                                  {"--context", 1},    {"--budget-gib", 1}, {"--svg", 1},
-                                 {"--memory-gib", 1}, {"--activations", 1}, {"--weights", 1}};
+                                 {"--memory-gib", 1}, {"--activations", 1}, {"--weights", 1},
+                                 {"--cache", 1}};
 
 /* Reads one flag's value into p; 2 after one line on stderr naming the flag and value. */
 static int read_flag(plan *p, const char **svg, int k, const char *v)
@@ -233,6 +239,13 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
         while (i < 3 && strcmp(v, WEIGHT_NAMES[i])) i++;
         if (i == 3) return kvl_bad_usage("serving", "--weights must be native, bf16 or fp8", v);
         p->weights = (int)i;
+    } else if (k == F_CACHE) {
+        static const char *const layouts[] = {"bf16", "v32-fp8", "v4-fp8", "v41-fp4"};
+        p->cache = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(v, layouts[i])) p->cache = i;
+        if (p->cache < 0 && strcmp(v, "native"))
+            return kvl_bad_usage("serving", "--cache must be native, bf16, v32-fp8, v4-fp8 or v41-fp4", v);
     } else if (k == F_BUDGET) {
         double g;
         if (kvl_parse_real(&g, v, 1e-9, 1e6))
@@ -244,7 +257,8 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
 
 int main(int argc, char **argv)
 {
-    plan p = {.d = {.gpus = 8, .tp = 8, .page = 64}, .context = 131072, .budget = 100 * GIB, .activations = 0.1};
+    plan p = {.d = {.gpus = 8, .tp = 8, .page = 64}, .context = 131072, .budget = 100 * GIB, .activations = 0.1,
+              .cache = -1};
     const char *svg = NULL;
     char **given = calloc((size_t)argc, sizeof *given);
     size_t n_given = 0;
