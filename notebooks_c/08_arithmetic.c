@@ -93,7 +93,13 @@ static void row_sizes(double *r_main, double *r_key, double *r_win, const kvl_mo
     const double mla = (double)(m->kv_lora_rank + m->qk_rope_head_dim);
     *r_main = *r_key = *r_win = 0;
     switch (m->kv_cache) {
-    case KVL_CACHE_BF16: *r_main = bf16 * (m->generation == KVL_GEN_MHA ? mha : mla); break;
+    case KVL_CACHE_BF16: {   /* every value in bf16; V3.2's and V4's keys and V4's window rows too */
+        const int v4 = m->generation == KVL_GEN_V4 || m->generation == KVL_GEN_V41;
+        *r_main = bf16 * (m->generation == KVL_GEN_MHA ? mha : v4 ? (double)m->head_dim : mla);
+        if (m->generation != KVL_GEN_MHA && m->generation != KVL_GEN_MLA) *r_key = bf16 * (double)m->index_head_dim;
+        if (v4) *r_win = bf16 * (double)m->head_dim;
+        break;
+    }
     case KVL_CACHE_V32_FP8:
         *r_main = (double)kvf_row_bytes(KVF_ROW_V32_MAIN);
         if (m->generation == KVL_GEN_DSA) *r_key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);

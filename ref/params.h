@@ -9,7 +9,7 @@
  *   weights and n_routed biases (V3's e_score_correction_bias; V2's router has none, a difference of
  *   160 a layer that this count keeps);
  *   an MTP module: one more layer shaped as the last, its projection 2d·d and two norm gains 2d, the
- *   embedding and head shared (DeepSeek-V3's README_WEIGHTS.md).
+ *   embedding and head shared (DeepSeek-V3's README_WEIGHTS).
  *
  * Not counted, where a config has them: V4/V4.1's hyper-connection mixers (hc_mult), V4.1's Engram
  * tables, DSpark layers and vision tower, biases the project's modules do not have. */

@@ -33,7 +33,7 @@ START_TEST(test_parameter_counts_equal_the_published_totals)
     static const published cases[] = {
         {"ref/configs/deepseek-llm-67b.json", "DeepSeek LLM paper: 67B", 67, 0.5, 0, 0},
         {"ref/configs/deepseek-v2.json", "DeepSeek-V2 paper: 236B total, 21B activated", 236, 0.5, 21, 0.5},
-        {"ref/configs/deepseek-v3.json", "DeepSeek-V3 README_WEIGHTS.md: 671B, 36.6B activated with the head", 671, 0.5,
+        {"ref/configs/deepseek-v3.json", "DeepSeek-V3 README_WEIGHTS: 671B, 36.6B activated with the head", 671, 0.5,
          36.6, 0.05},
         {"ref/configs/deepseek-v4-flash.json", "DeepSeek-V4-Flash model card: 284B total, 13B activated", 284, 0.5, 13,
          0.5},
@@ -96,7 +96,7 @@ START_TEST(test_the_parts_follow_their_definitions)
 END_TEST
 
 /* An MTP module is one more layer shaped as the last, a 2d → d projection and two norm gains: V3 with
- * "n_mtp_layers": 1 (the field DeepSeek's config_671B.json leaves out). Its README_WEIGHTS.md gives
+ * "n_mtp_layers": 1 (the field DeepSeek's config_671B.json leaves out). Its README_WEIGHTS gives
  * 11.5B unique parameters; the shapes give 11.61B, 0.10B of it the projection (chapter 9). */
 START_TEST(test_an_mtp_module_is_one_layer_and_its_projection)
 {
