@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "config.h"
@@ -309,6 +310,24 @@ START_TEST(test_memory_leaves_the_cache_what_activations_and_weights_do_not_take
 }
 END_TEST
 
+/* serving --svg draws the chart chapter 9 commits (and notebook 09 draws too), byte for byte. */
+START_TEST(test_serving_draws_the_committed_figure)
+{
+    char path[] = "/tmp/kvl-serving-XXXXXX.svg", cmd[128], out[16384], err[4096];
+    const int fd = mkstemps(path, 4);
+    ck_assert(fd >= 0);
+    snprintf(cmd, sizeof cmd, "serving --svg %s", path);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 0);
+    char *fresh = kvl_read_text(path), *committed = kvl_read_text(kvl_path("chapters/09_serving/figures/sequences_per_node.svg"));
+    ck_assert_msg(fresh && committed && !strcmp(fresh, committed),
+                  "chapters/09_serving/figures/sequences_per_node.svg differs from what serving --svg draws now");
+    free(fresh);
+    free(committed);
+    close(fd);
+    remove(path);
+}
+END_TEST
+
 START_TEST(test_serving_prints_every_config_under_both_splits)
 {
     char out[16384], err[4096];
@@ -340,6 +359,7 @@ Suite *kvl_suite(void)
     tcase_add_test(bad, test_a_bad_deployment_is_refused_naming_the_field);
     tcase_add_test(bad, test_serving_refuses_a_bad_deployment_before_any_output);
     tcase_add_test(bad, test_serving_prints_every_config_under_both_splits);
+    tcase_add_test(bad, test_serving_draws_the_committed_figure);
     TCase *weights = tcase_create("weights");
     tcase_add_test(weights, test_a_gpus_weights_are_its_share_of_the_count);
     tcase_add_test(weights, test_memory_leaves_the_cache_what_activations_and_weights_do_not_take);

@@ -69,15 +69,21 @@ static void usage(FILE *f)
 
 static const char *const WEIGHT_NAMES[] = {"native", "bf16", "fp8"};
 
+/* What the cache gets, in words: "budget 100 GiB per GPU" or the memory it is left from. */
+static void budget_text(char *out, size_t cap, const plan *p)
+{
+    if (p->memory > 0)
+        snprintf(out, cap, "%s GiB per GPU, %s of it for activations, %s weights",
+                 kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2), kvl_grouped((char[32]){0}, 32, p->activations, 2),
+                 WEIGHT_NAMES[p->weights]);
+    else
+        snprintf(out, cap, "budget %s GiB per GPU", kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
+}
+
 static void print_mode(const row *rows, size_t n, int dp, const plan *p)
 {
     char budget[96];
-    if (p->memory > 0)
-        snprintf(budget, sizeof budget, "%s GiB per GPU, %s of it for activations, %s weights",
-                 kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2),
-                 kvl_grouped((char[32]){0}, 32, p->activations, 2), WEIGHT_NAMES[p->weights]);
-    else
-        snprintf(budget, sizeof budget, "budget %s GiB per GPU", kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
+    budget_text(budget, sizeof budget, p);
     printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, %s)\n", dp ? "data-parallel" : "tensor-parallel",
            p->d.tp, p->d.gpus, p->d.page, KVL_GROUPED(p->context), budget);
     printf("  %-20s %10s %14s %16s %14s %14s %10s %10s %12s %12s\n", "model", "B/token", "window B/seq", "B/seq",
@@ -108,58 +114,35 @@ static void print_notes(void)
 
 /* ---- the chart ----------------------------------------------------------------------------------- */
 
-/* Sequences of the context per node on a log10 axis from 10^d0 to 10^d1, two bars per model:
- * tensor-parallel attention (light) and data-parallel attention (dark). */
-static void draw_bars(FILE *f, const row *rows, size_t n, double d0, double d1)
-{
-    const double left = 190, right = 760, top = 80, bar = 16, gap = 14;
-    for (double e = d0; e <= d1; e++) {
-        double x = left + (e - d0) / (d1 - d0) * (right - left);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
-                top + (double)n * (2 * bar + gap));
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", x,
-                top + (double)n * (2 * bar + gap) + 16, KVL_GROUPED(pow(10, e)));
-    }
-    for (size_t i = 0; i < n; i++) {
-        double y = top + (double)i * (2 * bar + gap);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar + 4);
-        svg_put_text(f, rows[i].model.name);
-        fputs("</text>\n", f);
-        for (int dp = 0; dp < 2; dp++) {
-            double v = rows[i].fit[dp].sequences_per_node, yb = y + dp * bar;
-            double w = v >= 1 ? (log10(v) - d0) / (d1 - d0) * (right - left) : 0;
-            fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, yb, w,
-                    bar - 2, dp ? "#1f4e8c" : "#a9c1e0");
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", left + w + 6, yb + bar - 4,
-                    KVL_GROUPED(v));
-        }
-    }
-}
-
-/* The chart of draw_bars under a title naming the deployment, written whole or not at all
- * (ref/core/file_io.h). */
+/* The chart of sequences of the context per node, tensor- (light) against data-parallel attention
+ * (dark), written whole or not at all (ref/core/file_io.h). */
 static int write_svg(const char *path, const row *rows, size_t n, const plan *p)
 {
-    kvl_file_out o;
-    if (kvl_file_out_open(&o, path) != KVL_OK) {
-        fprintf(stderr, "serving: --svg %s\n", kvl_error());
-        return 2;
+    const char **labels = malloc(n * sizeof *labels);
+    double *tp = malloc(n * sizeof *tp), *dp = malloc(n * sizeof *dp);
+    if (!labels || !tp || !dp) {
+        free(labels), free(tp), free(dp);
+        fprintf(stderr, "serving: out of memory\n");
+        return 1;
     }
-    FILE *f = o.fp;
-    double hi = 10;
     for (size_t i = 0; i < n; i++)
-        hi = fmax(hi, fmax(rows[i].fit[0].sequences_per_node, rows[i].fit[1].sequences_per_node));
-    double height = 80 + (double)n * 46 + 40;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%.0f\" font-family=\"sans-serif\">\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", height);
-    fprintf(f, "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">Sequences of %s tokens per node, "
-               "log scale</text>\n", KVL_GROUPED(p->context));
-    fprintf(f, "<text x=\"20\" y=\"52\" font-size=\"13\" fill=\"#444\">%zu GPUs, tp %zu, page %zu, %s GiB of cache "
-               "per GPU; light: tensor-parallel attention, dark: data-parallel attention</text>\n",
-            p->d.gpus, p->d.tp, p->d.page, kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
-    draw_bars(f, rows, n, 0, ceil(log10(hi)));
-    fprintf(f, "</svg>\n");
-    if (kvl_file_out_commit(&o) != KVL_OK) {
+        labels[i] = rows[i].model.name, tp[i] = rows[i].fit[0].sequences_per_node, dp[i] = rows[i].fit[1].sequences_per_node;
+    char title[96], subtitle[200], budget[96];
+    snprintf(title, sizeof title, "Sequences of %s tokens per node, log scale", KVL_GROUPED(p->context));
+    budget_text(budget, sizeof budget, p);
+    snprintf(subtitle, sizeof subtitle, "%zu GPUs, tp %zu, page %zu, %s; light: tensor-parallel attention, dark: "
+             "data-parallel attention", p->d.gpus, p->d.tp, p->d.page, budget);
+    svg_doc s;
+    svg_pair_bars_log(&s, title, subtitle, labels, tp, dp, n);
+    free(labels), free(tp), free(dp);
+    kvl_file_out o;
+    int rc = s.failed ? kvl_fail(KVL_ENOMEM, "out of memory") : kvl_file_out_open(&o, path);
+    if (rc == KVL_OK) {
+        kvl_file_out_write(&o, s.text, s.len);
+        rc = kvl_file_out_commit(&o);
+    }
+    svg_free(&s);
+    if (rc != KVL_OK) {
         fprintf(stderr, "serving: --svg %s\n", kvl_error());
         return 2;
     }

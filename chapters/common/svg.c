@@ -197,6 +197,35 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
     svg_end(s);
 }
 
+void svg_pair_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
+                       const double *light, const double *dark, size_t n)
+{
+    const double left = 190, right = 760, top = 80, bar = 16, gap = 14;
+    double hi = 10;
+    for (size_t i = 0; i < n; i++) hi = fmax(hi, fmax(light[i], dark[i]));
+    const double d1 = ceil(log10(hi)), bottom = top + (double)n * (2 * bar + gap);
+    svg_begin(s, 900, bottom + 40);
+    svg_title(s, 20, 30, 18, "%s", title);
+    svg_text(s, 20, 52, 13, "start", "%s", subtitle);
+    for (double e = 0; e <= d1; e++) {
+        const double x = left + e / d1 * (right - left);
+        char tick[40];
+        svg_line(s, x, top - 8, x, bottom, AXIS, 1);
+        svg_text(s, x, bottom + 16, 12, "middle", "%s", bar_number(tick, sizeof tick, pow(10, e)));
+    }
+    for (size_t i = 0; i < n; i++) {
+        const double y = top + (double)i * (2 * bar + gap), v[2] = {light[i], dark[i]};
+        svg_text(s, left - 8, y + bar + 4, 13, "end", "%s", labels[i]);
+        for (int k = 0; k < 2; k++) {
+            const double w = v[k] >= 1 ? log10(v[k]) / d1 * (right - left) : 0;
+            char num[40];
+            svg_rect(s, left, y + k * bar, w, bar - 2, k ? DARK : LIGHT);
+            svg_text(s, left + w + 6, y + k * bar + bar - 4, 12, "start", "%s", bar_number(num, sizeof num, v[k]));
+        }
+    }
+    svg_end(s);
+}
+
 /* ---- a grid of categories --------------------------------------------------------------------------------- */
 
 void svg_grid(svg_doc *s, const char *title, const unsigned char *cells, size_t rows, size_t cols,

@@ -51,6 +51,11 @@ void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...
 void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
                   const double *values, const int *emphasis, size_t n, const char *unit);
 
+/* Two horizontal bars per label on a log10 axis from 1 to the next power of ten above the largest
+ * value (at least 10): light[i] above dark[i], each with its value; a value below 1 draws no bar. */
+void svg_pair_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
+                       const double *light, const double *dark, size_t n);
+
 /* A grid of cells[rows][cols], cell (r, c) filled with colours[cells[r][c]] (an index below n_colours),
  * rows top to bottom, columns left to right; a legend names each colour (legend[i]; NULL skips one).
  * row_label and col_label name the axes; rows and columns are numbered every row_tick and col_tick
