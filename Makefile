@@ -145,12 +145,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	$(Q)$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
 
 # ---- targets -------------------------------------------------------------------------------------
-test: all  ## build and run every Check suite; non-zero exit on any failure
+# The site's browser test runs last, where Chromium is: it builds the site, then loads every page.
+test: all  ## build and run every Check suite, then the site's browser test where Chromium is; non-zero exit on any failure
 	@failed=0; for t in $(TESTS); do \
 	  echo "== $$(basename $$t)"; \
 	  KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $$t || failed=$$((failed+1)); \
 	done; \
-	echo "== $(words $(TESTS)) suites, $$failed failed"; [ $$failed -eq 0 ]
+	echo "== site (browser)"; \
+	if $(SITE_BROWSER_FOUND); then \
+	  { $(MAKE) --no-print-directory site && $(SITE_CHECK); } || failed=$$((failed+1)); \
+	else echo "site: browser test skipped: no chromium, chromedriver or python3-selenium (apt-get install $(BROWSER_PKGS))"; fi; \
+	echo "== $(words $(TESTS) site) suites, $$failed failed"; [ $$failed -eq 0 ]
 
 # ASan and UBSan run the suites, and the programs they start, several times slower: Check's per-test
 # limit (tests/common.h) is stretched to match.
@@ -191,6 +196,13 @@ SITE_SRC   := $(wildcard site/*.c)
 KATEX_DIR  ?= /usr/share/javascript/katex
 HLJS_DIR   ?= /usr/share/javascript/highlight.js
 SITE_OUT   := $(BUILD)/site
+SITE_SHOTS := $(BUILD)/site-shots
+
+# the first python3 that imports selenium (Debian's is /usr/bin/python3, perhaps not the first on PATH)
+SITE_PYTHON = $$(for p in python3 /usr/bin/python3; do $$p -c 'import selenium' 2>/dev/null && { echo $$p; break; }; done)
+SITE_BROWSER_FOUND = command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && [ -n "$(SITE_PYTHON)" ]
+SITE_CHECK = KVL_ROOT=$(CURDIR) $(SITE_PYTHON) tests/site/check_site.py --site $(SITE_OUT) --shots $(SITE_SHOTS) \
+	--kvsite $(BUILD)/bin/kvsite
 
 # cmark-gfm, KaTeX and highlight.js: installed when run as root, otherwise make stops naming the apt-get line.
 $(BUILD)/site-deps.ok:
