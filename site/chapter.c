@@ -170,7 +170,7 @@ int site_chapter_write(site *s, size_t k)
         p.prev_href = prev, p.prev_title = s->chapters[k - 1].title;
     }
     snprintf(next, sizeof next, "%s.html", k + 1 < s->n_chapters ? s->chapters[k + 1].dir : "sources");
-    p.next_href = next, p.next_title = k + 1 < s->n_chapters ? s->chapters[k + 1].title : "sources and disagreements";
+    p.next_href = next, p.next_title = k + 1 < s->n_chapters ? s->chapters[k + 1].title : "sources";
     cmark_strbuf body = site_buffer();
     int rc = chapter_body(s, c, &body);
     if (rc == KVL_OK) rc = site_page_write(s, page, &p, cmark_strbuf_cstr(&body));

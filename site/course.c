@@ -87,7 +87,9 @@ static int add_row(site *s, cmark_node *row, const int *col)
     site_chapter *c = &s->chapters[s->n_chapters];
     *c = (site_chapter){chapter_dir(cell(row, col[0])), NULL, cell_text(cell(row, col[1])), cell_text(cell(row, col[2])), 0};
     s->n_chapters++;
-    if (!c->dir) return kvl_fail(KVL_EINVAL, "%s/README.md: a row of the table of chapters links no chapters/NN_name/ folder", s->root);
+    if (!c->dir)
+        return kvl_fail(KVL_EINVAL, "%s/README.md: a row of the table of chapters links no chapters/NN_name/ folder",
+                        s->root);
     if (!c->teaches || !c->time) return kvl_fail(KVL_ENOMEM, "out of memory");
     char nb[SITE_PATH_MAX];
     snprintf(nb, sizeof nb, "%s/%s.md", s->notebooks, c->dir);

@@ -6,7 +6,8 @@
  * each chapter's README.md, exercises.md, solutions.md and figures, DIR/NN_name.md (the notebook
  * renderings `make notebooks` writes, a folder given relative to the project), chapters/SOURCES.md and
  * chapters/DISAGREEMENTS.md; and writes into the --out folder index.html (the course map), one page per
- * chapter, sources.html, the figures, and a page for each project file a text links to (src/).
+ * chapter, sources.html, disagreements.html, the figures, and a page for each project file a text links
+ * to (src/).
  * `make site` runs it, then copies KaTeX, highlight.js and site/site.{css,js} into assets/.
  *
  * Exit status 0; 2 for bad input (a file missing or unreadable, a link to nothing in the project, a
@@ -30,44 +31,50 @@ static int usage(void)
     printf("usage: kvsite --notebooks DIR --out DIR\n"
            "Writes the course as a static website into the --out folder: index.html, one page per chapter\n"
            "(its text, its notebook's cells and outputs from DIR/NN_name.md, its exercises with their\n"
-           "solutions folded), sources.html and the files they link to. DIR is relative to the project\n"
-           "($KVL_ROOT, else the source tree).\n");
+           "solutions folded), sources.html, disagreements.html and the files they link to. DIR is\n"
+           "relative to the project ($KVL_ROOT, else the source tree).\n");
     return kvl_exit_status("kvsite", 0);
 }
 
-static int sources_write(site *s)
+/* chapters/NAME.md as the page page.html, between prev and next */
+static int text_page(site *s, const char *name, const char *page, const char *title, const char *prev,
+                     const char *prev_title, const char *next, const char *next_title)
 {
+    char path[SITE_PATH_MAX], file[SITE_PATH_MAX];
+    snprintf(path, sizeof path, "chapters/%s.md", name);
+    snprintf(file, sizeof file, "%s.html", page);
     site_anchors a = {0};
-    site_md src = {0}, dis = {0};
-    int rc = site_anchor(&a, "disagreements") ? KVL_OK : kvl_fail(KVL_ENOMEM, "out of memory");
-    if (rc == KVL_OK) rc = site_md_open(&src, s, "chapters/SOURCES.md", 0, &a);
-    if (rc == KVL_OK) rc = site_md_open(&dis, s, "chapters/DISAGREEMENTS.md", 0, &a);
+    site_md d;
+    KVL_TRY(site_md_open(&d, s, path, 0, &a));
     cmark_strbuf body = site_buffer();
-    if (rc == KVL_OK) {
-        cmark_strbuf_puts(&body, "<article class=\"text\">\n");
-        site_md_html(&src, NULL, &body);
-        cmark_strbuf_puts(&body, "</article>\n<section id=\"disagreements\" class=\"text\">\n");
-        site_md_html(&dis, NULL, &body);
-        cmark_strbuf_puts(&body, "</section>\n");
-        char prev[SITE_PATH_MAX];
-        snprintf(prev, sizeof prev, "%s.html", s->n_chapters ? s->chapters[s->n_chapters - 1].dir : "index");
-        site_page p = {.title = "sources and disagreements", .prev_href = prev,
-                       .prev_title = s->n_chapters ? s->chapters[s->n_chapters - 1].title : "the course",
-                       .next_href = "index.html", .next_title = "the course"};
-        rc = site_page_write(s, "sources.html", &p, cmark_strbuf_cstr(&body));
-    }
-    cmark_strbuf_free(&body);
-    if (src.doc) site_md_close(&src);
-    if (dis.doc) site_md_close(&dis);
+    cmark_strbuf_puts(&body, "<article class=\"text\">\n");
+    site_md_html(&d, NULL, &body);
+    cmark_strbuf_puts(&body, "</article>\n");
+    site_md_close(&d);
     site_anchors_free(&a);
+    site_page p = {.title = title, .prev_href = prev, .prev_title = prev_title, .next_href = next, .next_title = next_title};
+    int rc = site_page_write(s, file, &p, cmark_strbuf_cstr(&body));
+    cmark_strbuf_free(&body);
     return rc;
+}
+
+/* sources.html and disagreements.html, after the last chapter */
+static int citation_pages_write(site *s)
+{
+    char last[SITE_PATH_MAX];
+    snprintf(last, sizeof last, "%s.html", s->n_chapters ? s->chapters[s->n_chapters - 1].dir : "index");
+    const char *last_title = s->n_chapters ? s->chapters[s->n_chapters - 1].title : "the course";
+    KVL_TRY(text_page(s, "SOURCES", "sources", "sources", last, last_title, "disagreements.html",
+                      "where the sources disagree"));
+    return text_page(s, "DISAGREEMENTS", "disagreements", "where the sources disagree", "sources.html", "sources",
+                     "index.html", "the course");
 }
 
 static int build(site *s)
 {
     KVL_TRY(site_course_read(s));
     for (size_t k = 0; k < s->n_chapters; k++) KVL_TRY(site_chapter_write(s, k));
-    KVL_TRY(sources_write(s));
+    KVL_TRY(citation_pages_write(s));
     KVL_TRY(site_index_write(s));
     for (size_t k = 0; k < s->n_copies; k++) KVL_TRY(site_copy(s, s->copies[k].path, s->copies[k].target));
     return site_sources_write(s);

@@ -8,7 +8,7 @@
  *   chapters/NN/solutions.md#a    → NN.html#sol-a     (no anchor: NN.html#exercises; solutions fold
  *                                                      under their exercises)
  *   chapters/SOURCES.md#a         → sources.html#a
- *   chapters/DISAGREEMENTS.md#a   → sources.html#a    (no anchor: sources.html#disagreements)
+ *   chapters/DISAGREEMENTS.md#a   → disagreements.html#a
  *   README.md                     → index.html
  *   NOTEBOOKS/X (a figure)        → notebooks/X, copied
  *   an .svg, .png, .jpg or .gif   → files/PATH, copied

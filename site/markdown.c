@@ -85,8 +85,9 @@ char *site_md_text(const site_md *d, cmark_node *n)
 
 cmark_node *site_md_heading(const site_md *d, int level)
 {
+    const int now = level + d->demote > 6 ? 6 : level + d->demote;
     for (cmark_node *c = cmark_node_first_child(d->doc); c; c = cmark_node_next(c))
-        if (cmark_node_get_type(c) == CMARK_NODE_HEADING && cmark_node_get_heading_level(c) == (level + d->demote > 6 ? 6 : level + d->demote)) return c;
+        if (cmark_node_get_type(c) == CMARK_NODE_HEADING && cmark_node_get_heading_level(c) == now) return c;
     return NULL;
 }
 

@@ -33,7 +33,8 @@ const root = document.documentElement;
 const images = Array.from(document.images).map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0}));
 const links = Array.from(document.querySelectorAll('a[href]')).map(a => ({href: a.getAttribute('href'), url: a.href}));
 const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id);
-const untypeset = Array.from(document.querySelectorAll('.math')).filter(m => !m.querySelector('.katex')).map(m => m.textContent.slice(0, 60));
+const untypeset = Array.from(document.querySelectorAll('.math')).filter(m => !m.querySelector('.katex'))
+    .map(m => m.textContent.slice(0, 60));
 const dollars = [];
 const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {acceptNode: n =>
     n.parentElement.closest('pre, code, script, style, .katex') ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
@@ -43,7 +44,8 @@ if (root.scrollWidth > root.clientWidth) {
   for (const e of document.body.querySelectorAll('*')) {
     const r = e.getBoundingClientRect();
     if (r.right > root.clientWidth + 1 && !e.parentElement.closest('pre, table, .katex-display')) {
-      wide.push(e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).split(' ')[0] : '') + ' ' + Math.round(r.right) + 'px');
+      const name = e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).split(' ')[0] : '');
+      wide.push(name + ' ' + Math.round(r.right) + 'px');
       if (wide.length >= 3) break;
     }
   }
