@@ -76,8 +76,10 @@ static int build(site *s)
     for (size_t k = 0; k < s->n_chapters; k++) KVL_TRY(site_chapter_write(s, k));
     KVL_TRY(citation_pages_write(s));
     KVL_TRY(site_index_write(s));
+    /* the pages of linked files first: a folder's listing or a rendered README records copies too */
+    KVL_TRY(site_sources_write(s));
     for (size_t k = 0; k < s->n_copies; k++) KVL_TRY(site_copy(s, s->copies[k].path, s->copies[k].target));
-    return site_sources_write(s);
+    return KVL_OK;
 }
 
 static void site_free(site *s)

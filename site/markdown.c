@@ -91,8 +91,8 @@ cmark_node *site_md_heading(const site_md *d, int level)
     return NULL;
 }
 
-/* The links and images of the document, pointed at the site. */
-static int rewrite_links(site_md *d, site *s)
+/* The links and images of the document, pointed at the site from a page `top` below its top folder. */
+static int rewrite_links(site_md *d, site *s, const char *top)
 {
     int rc = KVL_OK;
     cmark_iter *it = cmark_iter_new(d->doc);
@@ -102,7 +102,14 @@ static int rewrite_links(site_md *d, site *s)
         if (ev != CMARK_EVENT_ENTER || (t != CMARK_NODE_LINK && t != CMARK_NODE_IMAGE)) continue;
         char *target;
         rc = site_link(s, d->path, cmark_node_get_url(c), &target);
-        if (rc == KVL_OK) cmark_node_set_url(c, target);
+        if (rc == KVL_OK && *top && target[0] != '#' && !strstr(target, "://") && strncmp(target, "mailto:", 7)) {
+            cmark_strbuf up = site_buffer();
+            site_printf(&up, "%s%s", top, target);
+            cmark_node_set_url(c, cmark_strbuf_cstr(&up));
+            cmark_strbuf_free(&up);
+        } else if (rc == KVL_OK) {
+            cmark_node_set_url(c, target);
+        }
         free(target);
     }
     cmark_iter_free(it);
@@ -136,10 +143,8 @@ static int anchor_headings(site_md *d, site *s, int demote, site_anchors *a)
     return rc;
 }
 
-int site_md_open_text(site_md *d, site *s, const char *path, const char *text, int demote, site_anchors *a)
+static int open_text(site_md *d, site *s, const char *text, const char *top, int demote, site_anchors *a)
 {
-    *d = (site_md){.path = path, .demote = demote};
-    cmark_gfm_core_extensions_ensure_registered();
     d->parser = cmark_parser_new(OPTIONS);
     const char *ext[] = {"table", "strikethrough", "autolink"};
     for (size_t k = 0; k < sizeof ext / sizeof *ext; k++)
@@ -149,20 +154,26 @@ int site_md_open_text(site_md *d, site *s, const char *path, const char *text, i
     cmark_parser_feed(d->parser, cmark_strbuf_cstr(&md), (size_t)md.size);
     cmark_strbuf_free(&md);
     d->doc = cmark_parser_finish(d->parser);
-    int rc = rewrite_links(d, s);
+    int rc = rewrite_links(d, s, top);
     if (rc == KVL_OK) rc = anchor_headings(d, s, demote, a);
+    return rc;
+}
+
+int site_md_open_below(site_md *d, site *s, const char *path, const char *top, int demote, site_anchors *a)
+{
+    char *text;
+    *d = (site_md){.path = path, .demote = demote};
+    cmark_gfm_core_extensions_ensure_registered();
+    KVL_TRY(site_read(s, path, &text));
+    int rc = open_text(d, s, text, top, demote, a);
+    free(text);
     if (rc != KVL_OK) site_md_close(d);
     return rc;
 }
 
 int site_md_open(site_md *d, site *s, const char *path, int demote, site_anchors *a)
 {
-    char *text;
-    *d = (site_md){0};
-    KVL_TRY(site_read(s, path, &text));
-    int rc = site_md_open_text(d, s, path, text, demote, a);
-    free(text);
-    return rc;
+    return site_md_open_below(d, s, path, "", demote, a);
 }
 
 void site_md_html(const site_md *d, cmark_node *n, cmark_strbuf *out)

@@ -31,8 +31,9 @@ typedef struct {
  * anchors in a. KVL_EIO (the file), KVL_EINVAL (a link to nothing), KVL_ENOMEM. */
 int site_md_open(site_md *d, site *s, const char *path, int demote, site_anchors *a);
 
-/* The same for text that is not a project file, its links read as if written in path. */
-int site_md_open_text(site_md *d, site *s, const char *path, const char *text, int demote, site_anchors *a);
+/* The same for a page below the site's top folder: top is the way up from it ("../../"), put in front of
+ * every link that leads to another file of the site. */
+int site_md_open_below(site_md *d, site *s, const char *path, const char *top, int demote, site_anchors *a);
 
 /* Append the HTML of node n (with its children; NULL: the whole document) to out. */
 void site_md_html(const site_md *d, cmark_node *n, cmark_strbuf *out);

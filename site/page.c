@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "links.h"
+#include "markdown.h"
 #include "status.h"
 
 /* "../" once per folder of path, the way from a page back to the site's top */
@@ -78,6 +79,27 @@ static const char *language_of(const char *path)
     return "";
 }
 
+/* A Markdown file outside the course (a folder's README): rendered, its links made to work from
+ * page, where it lands. */
+static int markdown_page(site *s, const site_source *src, const char *page, cmark_strbuf *body)
+{
+    char top[SITE_PATH_MAX];
+    to_top(top, page);
+    site_anchors a = {0};
+    site_md d;
+    int rc = site_md_open_below(&d, s, src->path, top, 0, &a);
+    if (rc == KVL_OK) {
+        cmark_strbuf_puts(body, "<p class=\"source-note\">");
+        site_escape(body, src->path);
+        cmark_strbuf_puts(body, "</p>\n<article class=\"text\">\n");
+        site_md_html(&d, NULL, body);
+        cmark_strbuf_puts(body, "</article>\n");
+        site_md_close(&d);
+    }
+    site_anchors_free(&a);
+    return rc;
+}
+
 static int file_page(const site *s, const site_source *src, cmark_strbuf *body)
 {
     char *text;
@@ -108,17 +130,18 @@ static int folder_page(site *s, size_t k, cmark_strbuf *body)
     if (!dir) return kvl_fail(KVL_EIO, "%s: cannot open the folder", full);
     char **names = NULL;
     size_t n = 0;
-    for (struct dirent *e; (e = readdir(dir));) {
-        char **grown = e->d_name[0] == '.' ? names : realloc(names, (n + 1) * sizeof *grown);
-        if (!grown) break;
-        if (e->d_name[0] != '.') (names = grown)[n++] = strdup(e->d_name);
+    int rc = KVL_OK;
+    for (struct dirent *e; rc == KVL_OK && (e = readdir(dir));) {
+        if (e->d_name[0] == '.') continue;
+        char **grown = realloc(names, (n + 1) * sizeof *grown);
+        if (!grown) rc = kvl_fail(KVL_ENOMEM, "out of memory");
+        else (names = grown)[n++] = strdup(e->d_name);
     }
     closedir(dir);
     qsort(names, n, sizeof *names, by_name);
     cmark_strbuf_puts(body, "<h1 class=\"source\">");
     site_escape(body, s->sources[k].path);
     cmark_strbuf_puts(body, "/</h1>\n<ul class=\"listing\">\n");
-    int rc = KVL_OK;
     for (size_t i = 0; i < n && rc == KVL_OK; i++) {
         char path[SITE_PATH_MAX], *target = NULL;
         if (!names[i]) { rc = kvl_fail(KVL_ENOMEM, "out of memory"); break; }
@@ -150,10 +173,16 @@ int site_sources_write(site *s)
         if (s->sources[k].written) continue;
         s->sources[k].written = 1;
         cmark_strbuf body = site_buffer();
-        int rc = s->sources[k].is_dir ? folder_page(s, k, &body) : file_page(s, &s->sources[k], &body);
         char page[SITE_PATH_MAX];
-        if (rc == KVL_OK) rc = site_source_page(page, s->sources[k].path, s->sources[k].is_dir);
-        site_page p = {.title = s->sources[k].path};
+        const site_source src = s->sources[k];   /* a copy: rendering a page may record more, moving s->sources */
+        int rc = site_source_page(page, src.path, src.is_dir);
+        const size_t n = strlen(src.path);
+        if (rc == KVL_OK) {
+            rc = src.is_dir                                       ? folder_page(s, k, &body)
+                 : n > 3 && !strcmp(src.path + n - 3, ".md") ? markdown_page(s, &src, page, &body)
+                                                               : file_page(s, &src, &body);
+        }
+        site_page p = {.title = src.path};
         if (rc == KVL_OK) rc = site_page_write(s, page, &p, cmark_strbuf_cstr(&body));
         cmark_strbuf_free(&body);
         KVL_TRY(rc);
