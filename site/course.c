@@ -21,22 +21,6 @@ static int is(cmark_node *n, const char *type)
     return n && !strcmp(cmark_node_get_type_string(n), type);
 }
 
-/* The literal text of n's inlines (no formulas in the table) */
-static char *cell_text(cmark_node *n)
-{
-    cmark_strbuf b = site_buffer();
-    cmark_iter *it = cmark_iter_new(n);
-    for (cmark_event_type ev; (ev = cmark_iter_next(it)) != CMARK_EVENT_DONE;) {
-        cmark_node *c = cmark_iter_get_node(it);
-        if (ev == CMARK_EVENT_ENTER && (cmark_node_get_type(c) == CMARK_NODE_TEXT || cmark_node_get_type(c) == CMARK_NODE_CODE))
-            cmark_strbuf_puts(&b, cmark_node_get_literal(c));
-    }
-    cmark_iter_free(it);
-    char *t = strdup(cmark_strbuf_cstr(&b));
-    cmark_strbuf_free(&b);
-    return t;
-}
-
 static cmark_node *cell(cmark_node *row, int k)
 {
     cmark_node *c = cmark_node_first_child(row);
@@ -49,7 +33,7 @@ static int column(cmark_node *header, const char *name)
 {
     int k = 0;
     for (cmark_node *c = cmark_node_first_child(header); c; c = cmark_node_next(c), k++) {
-        char *t = cell_text(c);
+        char *t = site_md_text(NULL, c);
         const int same = t && !strcasecmp(t, name);
         free(t);
         if (same) return k;
@@ -85,7 +69,8 @@ static int add_row(site *s, cmark_node *row, const int *col)
     if (!grown) return kvl_fail(KVL_ENOMEM, "out of memory");
     s->chapters = grown;
     site_chapter *c = &s->chapters[s->n_chapters];
-    *c = (site_chapter){chapter_dir(cell(row, col[0])), NULL, cell_text(cell(row, col[1])), cell_text(cell(row, col[2])), 0};
+    *c = (site_chapter){.dir = chapter_dir(cell(row, col[0])), .teaches = site_md_text(NULL, cell(row, col[1])),
+                        .time = site_md_text(NULL, cell(row, col[2]))};
     s->n_chapters++;
     if (!c->dir)
         return kvl_fail(KVL_EINVAL, "%s/README.md: a row of the table of chapters links no chapters/NN_name/ folder",

@@ -17,6 +17,12 @@ cmark_strbuf site_buffer(void)
     return b;
 }
 
+int site_ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
 void site_escape(cmark_strbuf *b, const char *text)
 {
     for (const char *p = text; *p; p++) {

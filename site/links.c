@@ -27,12 +27,6 @@ const char *site_anchor_prefix(const site *s, const char *path)
     return "";
 }
 
-static int ends_with(const char *s, const char *tail)
-{
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && !strcmp(s + n - t, tail);
-}
-
 static int has_scheme(const char *url)
 {
     size_t n = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
@@ -99,8 +93,8 @@ static int place(site *s, char *out, const char *path, const char *anchor)
     if (kind == 1 && !strncmp(path, s->notebooks, nb) && path[nb] == '/') {
         snprintf(target, sizeof target, "notebooks/%s", path + nb + 1);
         KVL_TRY(remember_copy(s, path, target));
-    } else if (kind == 1 && (ends_with(path, ".svg") || ends_with(path, ".png") || ends_with(path, ".jpg") ||
-                             ends_with(path, ".gif"))) {
+    } else if (kind == 1 && (site_ends_with(path, ".svg") || site_ends_with(path, ".png") || site_ends_with(path, ".jpg") ||
+                             site_ends_with(path, ".gif"))) {
         if ((size_t)snprintf(target, sizeof target, "files/%s", path) >= sizeof target)
             return kvl_fail(KVL_EINVAL, "%s: path too long", path);
         KVL_TRY(remember_copy(s, path, target));
@@ -108,7 +102,7 @@ static int place(site *s, char *out, const char *path, const char *anchor)
         KVL_TRY(site_source_page(target, path, kind == 2));
         KVL_TRY(remember_source(s, path, kind == 2));
     }
-    return with_anchor(out, target, "", kind == 1 && !ends_with(path, ".md") ? "" : anchor, "");
+    return with_anchor(out, target, "", kind == 1 && !site_ends_with(path, ".md") ? "" : anchor, "");
 }
 
 int site_link(site *s, const char *from, const char *url, char **target)

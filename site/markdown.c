@@ -53,6 +53,10 @@ static const char *heading_anchor(site_anchors *a, const char *prefix, const cha
 /* The formula a placeholder stands for, appended to b; the text as it is otherwise. */
 static void text_with_math(const site_md *d, cmark_strbuf *b, const char *literal)
 {
+    if (!d) {
+        cmark_strbuf_puts(b, literal);
+        return;
+    }
     cmark_strbuf html = site_buffer();
     site_math_restore(&d->math, &html, literal);
     /* the spans restore wraps around each formula carry no text of their own: drop the tags */

@@ -38,7 +38,8 @@ int site_md_open_below(site_md *d, site *s, const char *path, const char *top, i
 /* Append the HTML of node n (with its children; NULL: the whole document) to out. */
 void site_md_html(const site_md *d, cmark_node *n, cmark_strbuf *out);
 
-/* The plain text of n's inlines, formulas as written, allocated; NULL on no memory. */
+/* The plain text of n's inlines, formulas as written (d NULL: a tree cmark parsed directly, which
+ * holds no placeholders), allocated; NULL on no memory. */
 char *site_md_text(const site_md *d, cmark_node *n);
 
 /* The first heading of level `level` in the document (before any demotion), or NULL. */

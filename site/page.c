@@ -71,11 +71,8 @@ static const char *language_of(const char *path)
         {".c", "c"}, {".h", "c"}, {".cu", "cpp"}, {".cuh", "cpp"}, {".cc", "cpp"}, {".py", "python"},
         {".json", "json"}, {".sh", "bash"}, {".md", "markdown"}, {"Makefile", "makefile"}, {".txt", ""},
     };
-    const size_t n = strlen(path);
-    for (size_t k = 0; k < sizeof by_tail / sizeof *by_tail; k++) {
-        const size_t t = strlen(by_tail[k][0]);
-        if (n >= t && !strcmp(path + n - t, by_tail[k][0])) return by_tail[k][1];
-    }
+    for (size_t k = 0; k < sizeof by_tail / sizeof *by_tail; k++)
+        if (site_ends_with(path, by_tail[k][0])) return by_tail[k][1];
     return "";
 }
 
@@ -176,11 +173,10 @@ int site_sources_write(site *s)
         char page[SITE_PATH_MAX];
         const site_source src = s->sources[k];   /* a copy: rendering a page may record more, moving s->sources */
         int rc = site_source_page(page, src.path, src.is_dir);
-        const size_t n = strlen(src.path);
         if (rc == KVL_OK) {
-            rc = src.is_dir                                       ? folder_page(s, k, &body)
-                 : n > 3 && !strcmp(src.path + n - 3, ".md") ? markdown_page(s, &src, page, &body)
-                                                               : file_page(s, &src, &body);
+            rc = src.is_dir                          ? folder_page(s, k, &body)
+                 : site_ends_with(src.path, ".md") ? markdown_page(s, &src, page, &body)
+                                                   : file_page(s, &src, &body);
         }
         site_page p = {.title = src.path};
         if (rc == KVL_OK) rc = site_page_write(s, page, &p, cmark_strbuf_cstr(&body));

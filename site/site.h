@@ -72,6 +72,9 @@ int site_path_join(char *out, const char *dir, const char *rel);
 /* The folder part of path ("chapters/02_mla" for "chapters/02_mla/README.md", "" for "README.md"). */
 void site_path_dir(char *out, const char *path);
 
+/* 1 if s ends with tail. */
+int site_ends_with(const char *s, const char *tail);
+
 /* Append text to b with &, <, >, " as entities. */
 void site_escape(cmark_strbuf *b, const char *text);
 
