@@ -6,8 +6,11 @@ CC       ?= cc
 NVCC     ?= nvcc
 SAN      ?=
 APT_PKGS := libopenblas-dev libcjson-dev check pkg-config
-# python3-nbformat: the notebook schema test needs it, and skips (saying so) without it
-APT_OPTIONAL := python3-nbformat
+# python3-nbformat: the notebook schema test needs it, and skips (saying so) without it. The site
+# packages build `make site`; the browser ones run its browser test, which skips (saying so) without them.
+SITE_PKGS    := libcmark-gfm-dev libcmark-gfm-extensions-dev libjs-katex libjs-highlight.js
+BROWSER_PKGS := chromium chromium-driver python3-selenium
+APT_OPTIONAL := python3-nbformat $(SITE_PKGS) $(BROWSER_PKGS)
 PC_PKGS  := openblas libcjson check
 
 .DEFAULT_GOAL := all
@@ -98,7 +101,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize run bench cuda deps help clean notebooks
+.PHONY: all test sanitize run bench cuda deps help clean notebooks site
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c
@@ -142,12 +145,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	$(Q)$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
 
 # ---- targets -------------------------------------------------------------------------------------
-test: all  ## build and run every Check suite; non-zero exit on any failure
+# The site's browser test runs last, where Chromium is: it builds the site, then loads every page.
+test: all  ## build and run every Check suite, then the site's browser test where Chromium is; non-zero exit on any failure
 	@failed=0; for t in $(TESTS); do \
 	  echo "== $$(basename $$t)"; \
 	  KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $$t || failed=$$((failed+1)); \
 	done; \
-	echo "== $(words $(TESTS)) suites, $$failed failed"; [ $$failed -eq 0 ]
+	echo "== site (browser)"; \
+	if $(SITE_BROWSER_FOUND); then \
+	  { $(MAKE) --no-print-directory site && $(SITE_CHECK); } || failed=$$((failed+1)); \
+	else echo "site: browser test skipped: no chromium, chromedriver or python3-selenium (apt-get install $(BROWSER_PKGS))"; fi; \
+	echo "== $(words $(TESTS) site) suites, $$failed failed"; [ $$failed -eq 0 ]
 
 # ASan and UBSan run the suites, and the programs they start, several times slower: Check's per-test
 # limit (tests/common.h) is stretched to match.
@@ -178,6 +186,51 @@ nb-%: $(BUILD)/bin/nb_%  ## rebuild notebook NN and walk it cell by cell (make n
 
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
+
+# ---- the course as a website ---------------------------------------------------------------------
+# site/*.c is kvsite, the generator: README.md's table of chapters, each chapter's text, its rendered
+# notebook (the .md `make notebooks` writes beside the .ipynb) and its exercises, through cmark-gfm,
+# into build/site/. KaTeX and highlight.js are copied in from Debian's packages, so that the pages need
+# no network. The site is built in site.new/ and takes site/'s place only when complete.
+SITE_SRC   := $(wildcard site/*.c)
+KATEX_DIR  ?= /usr/share/javascript/katex
+HLJS_DIR   ?= /usr/share/javascript/highlight.js
+SITE_OUT   := $(BUILD)/site
+SITE_SHOTS := $(BUILD)/site-shots
+
+# the first python3 that imports selenium (Debian's is /usr/bin/python3, perhaps not the first on PATH)
+SITE_PYTHON = $$(for p in python3 /usr/bin/python3; do $$p -c 'import selenium' 2>/dev/null && { echo $$p; break; }; done)
+SITE_BROWSER_FOUND = command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && [ -n "$(SITE_PYTHON)" ]
+SITE_CHECK = KVL_ROOT=$(CURDIR) $(SITE_PYTHON) tests/site/check_site.py --site $(SITE_OUT) --shots $(SITE_SHOTS) \
+	--kvsite $(BUILD)/bin/kvsite
+
+# cmark-gfm, KaTeX and highlight.js: installed when run as root, otherwise make stops naming the apt-get line.
+$(BUILD)/site-deps.ok:
+	@mkdir -p $(@D)
+	@found() { pkg-config --exists libcmark-gfm && [ -f /usr/include/cmark-gfm-core-extensions.h ] && \
+	  [ -f $(KATEX_DIR)/katex.min.js ] && [ -f $(HLJS_DIR)/highlight.min.js ]; }; \
+	if ! found && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "kvlineage: installing what the site is built with: $(SITE_PKGS)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SITE_PKGS); } \
+	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log"; exit 1; }; \
+	fi; \
+	found || { echo "make site needs cmark-gfm, KaTeX and highlight.js; run:  sudo apt-get install $(SITE_PKGS)"; exit 1; }; \
+	touch $@
+
+$(call obj,$(SITE_SRC)): | $(BUILD)/site-deps.ok
+$(BUILD)/bin/kvsite: $(call obj,$(SITE_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(call obj,$(SITE_SRC)) $(LIBS) $(LDLIBS) -lcmark-gfm-extensions -lcmark-gfm -o $@
+
+site: $(BUILD)/bin/kvsite notebooks  ## the course as a static website in build/site/ (open build/site/index.html; works offline)
+	@rm -rf $(SITE_OUT).new && mkdir -p $(SITE_OUT).new/assets/katex $(SITE_OUT).new/assets/highlight
+	@KVL_ROOT=$(CURDIR) $(BUILD)/bin/kvsite --notebooks $(BUILD)/notebooks --out $(SITE_OUT).new
+	@cp -RL $(KATEX_DIR)/katex.min.js $(KATEX_DIR)/katex.min.css $(KATEX_DIR)/fonts $(SITE_OUT).new/assets/katex/
+	@cp $(HLJS_DIR)/highlight.min.js $(HLJS_DIR)/styles/github.css $(SITE_OUT).new/assets/highlight/
+	@cp site/site.css site/site.js $(SITE_OUT).new/assets/
+	@rm -rf $(SITE_OUT) && mv $(SITE_OUT).new $(SITE_OUT)
+	@echo "  SITE   $(SITE_OUT)/index.html ($$(find $(SITE_OUT) -name '*.html' | wc -l) pages)"
 
 # ---- CUDA ----------------------------------------------------------------------------------------
 # Kernels live in cuda/*.cuh, and every cuda/*.cu is built twice: by the host C++ compiler against the
