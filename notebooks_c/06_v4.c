@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_compare.h"
 #include "draw_v4.h"
 #include "kvtable.h"
 #include "model.h"
@@ -329,11 +330,11 @@ static int compare_compressor(const char *what, size_t layer, uint64_t seed, con
         const v4_compressor_config *cc = &c.compressor;
         const size_t N = v4_compressor_entries(cc, TOY_T);
         compress(mine, cc, &w.compressor, x, TOY_T);
-        double scale, diff = dv4_max_diff(mine, theirs, N * cc->width, &scale);
-        printf("%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens; max |mine - ref/v4| %.2g "
-               "(entries up to %.3g), relative %.2g\n", what, cc->ratio, cc->overlap, cc->width, N, TOY_T, diff,
-               scale, diff / scale);
-        rc = nb_expect(diff <= 1e-5 * scale, "%s: the compressor differs from ref/v4 by %g", what, diff);
+        double scale, diff = nbc_max_diff(mine, theirs, N * cc->width, &scale);
+        char what_n[160];
+        snprintf(what_n, sizeof what_n, "%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens, mine against "
+                 "ref/v4", what, cc->ratio, cc->overlap, cc->width, N, TOY_T);
+        rc = nbc_report(what_n, diff, scale, 1e-5);
     }
     v4_weights_free(&w);
     return rc;
@@ -542,12 +543,12 @@ static int compare_paths(const model_config *c, const model_weights *w, const fl
     for (size_t t = S; t < TOY_T && rc == KVL_OK; t++) rc = model_decode(got + t * TOY_D, c, w, &cache, x + t * TOY_D);
     model_cache_free(&cache);
     if (rc != KVL_OK) return rc;
-    double scale, diff = dv4_max_diff(got, want, TOY_T * TOY_D, &scale);
-    printf("prefill %d + decode %d against the whole-sequence forward: max |diff| %.3g (outputs up to %.3g)\n", S,
-           TOY_T - S, diff, scale);
+    double scale, diff = nbc_max_diff(got, want, TOY_T * TOY_D, &scale);
+    char what[96];
+    snprintf(what, sizeof what, "prefill %d + decode %d against the whole-sequence forward", S, TOY_T - S);
     /* float32 through 5 layers whose products OpenBLAS blocks differently per batch shape: a few ulps
      * of the residual stream per layer, far below 1e-5 of its scale */
-    return nb_expect(diff <= 1e-5 * scale, "the paths differ by %g", diff);
+    return nbc_report(what, diff, scale, 1e-5);
 }
 
 // %%
