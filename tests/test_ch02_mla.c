@@ -15,8 +15,10 @@
 #include "common.h"
 #include "config.h"
 #include "element.h"
+#include "grouped.h"
 #include "linalg.h"
 #include "mla.h"
+#include "oracle_attention.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
@@ -958,6 +960,30 @@ START_TEST(test_mla_cost_program_derives_the_chapter_figures)
 }
 END_TEST
 
+/* The per-token work mla_cost prints and counts is the definition's, at V3's widths and at a toy's. */
+START_TEST(test_mla_cost_counts_a_cached_token_by_the_definition)
+{
+    static const size_t widths[][4] = {{512, 128, 64, 128}, {32, 16, 8, 16}, {256, 128, 64, 128}}; /* Dc Dnope Dr Dv */
+    for (size_t i = 0; i < N_OF(widths); i++) {
+        const mla_config c = {.kv_lora_rank = widths[i][0], .qk_nope = widths[i][1], .qk_rope = widths[i][2],
+                              .v_head = widths[i][3]};
+        ck_assert_double_eq(mla_absorbed_flop_per_token(&c), oracle_mla_absorbed_flop_per_token(widths[i][0], widths[i][2]));
+        ck_assert_double_eq(mla_naive_flop_per_token(&c),
+                            oracle_mla_naive_flop_per_token(widths[i][0], widths[i][1], widths[i][2], widths[i][3]));
+    }
+    kvl_model m;
+    ok(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.json")));
+    char want[160];
+    snprintf(want, sizeof want, "2 Dc = %s flop per token per head",
+             KVL_GROUPED(oracle_mla_absorbed_flop_per_token(m.kv_lora_rank, m.qk_rope_head_dim)));
+    kvl_model_free(&m);
+    static char out[65536], err[4096];
+    ck_assert_int_eq(kvl_run("mla_cost --contexts 64 --repeats 1", NULL, out, sizeof out, err, sizeof err), 0);
+    const char *near = strstr(out, "2 Dc =");
+    ck_assert_msg(strstr(out, want) != NULL, "mla_cost does not print \"%s\": %.80s", want, near ? near : "(no such line)");
+}
+END_TEST
+
 START_TEST(test_mla_cost_program_rejects_bad_arguments)
 {
     static char out[16384], err[4096];
@@ -1014,6 +1040,7 @@ Suite *kvl_suite(void)
 
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_mla_cost_program_derives_the_chapter_figures);
+    tcase_add_test(program, test_mla_cost_counts_a_cached_token_by_the_definition);
     tcase_add_test(program, test_mla_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;

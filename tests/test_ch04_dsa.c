@@ -15,9 +15,11 @@
 #include "config.h"
 #include "dsa.h"
 #include "element.h"
+#include "grouped.h"
 #include "hadamard.h"
 #include "linalg.h"
 #include "mla.h"
+#include "oracle_attention.h"
 #include "oracle_dsa.h"
 #include "rng.h"
 #include "rows.h"
@@ -803,6 +805,22 @@ START_TEST(test_dsa_cost_program_derives_the_chapter_figures)
 }
 END_TEST
 
+/* dsa_cost's dense MLA row costs every head the absorbed form's work by the definition, as mla_cost's does. */
+START_TEST(test_dsa_cost_counts_a_latent_row_by_the_definition)
+{
+    kvl_model m;
+    ck_assert_int_eq(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.2-exp.json")), KVL_OK);
+    char want[160];
+    snprintf(want, sizeof want, "against dense MLA's %s flop and 656 B",
+             KVL_GROUPED((double)m.n_heads * oracle_mla_absorbed_flop_per_token(m.kv_lora_rank, m.qk_rope_head_dim)));
+    kvl_model_free(&m);
+    static char out[65536], err[4096];
+    ck_assert_int_eq(kvl_run("dsa_cost --contexts 2K --no-timing", NULL, out, sizeof out, err, sizeof err), 0);
+    const char *near = strstr(out, "against dense MLA's");
+    ck_assert_msg(strstr(out, want) != NULL, "dsa_cost does not print \"%s\": %.80s", want, near ? near : "(no such line)");
+}
+END_TEST
+
 START_TEST(test_dsa_cost_program_rejects_bad_arguments)
 {
     static char out[16384], err[4096];
@@ -856,6 +874,7 @@ Suite *kvl_suite(void)
 
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_dsa_cost_program_derives_the_chapter_figures);
+    tcase_add_test(program, test_dsa_cost_counts_a_latent_row_by_the_definition);
     tcase_add_test(program, test_dsa_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;

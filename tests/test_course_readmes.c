@@ -217,7 +217,7 @@ static const struct {
     {"02_mla", "GQA-8 312,320 B, 4.44×", "nb_02", "5,120 312,320 0.31 4.44"},
     {"02_mla", "65,536 B per layer, 4.0 MB, 56.9×; GQA-8 249,856 B, 3.56×", "nb_02", "249,856 0.25 3.56"},
     {"02_mla", "262,144 flop per head", "nb_02", "2 Dc (Dnope + Dv) = 262,144 flop"},
-    {"02_mla", "2,304 to score", "nb_02", "4 (Dc + Dr) = 2,304 flop"},
+    {"02_mla", "2,176 to score", "nb_02", "2 (Dc + Dr) + 2 Dc = 2,176 flop"},
     {"02_mla", "K+V: 128  absorbed latent: 32", "nb_02", "cached floats per token, naive K+V: 128 absorbed latent: 32"},
     {"02_mla", "3.55e-15 and 8.88e-16", "nb_02", "max |score diff| : 3.55"},
     {"03_swa", "119,872 query-key pairs (≤ 128,000)", "nb_03", "119,872 pairs <= n*W = 128,000"},

@@ -126,7 +126,7 @@ static work naive_work(const mla_config *c, double N)
     const double Dr = (double)c->qk_rope, Dv = (double)c->v_head, f = sizeof(float);
     work w;
     /* per head: K = C W_UKᵀ, scores = q·K, V = C W_UVᵀ, o = p V */
-    w.flop = H * (2 * N * Dc * Dn + 2 * N * (Dn + Dr) + 2 * N * Dc * Dv + 2 * N * Dv);
+    w.flop = H * N * mla_naive_flop_per_token(c);
     w.bytes = f * (N * (Dc + Dr) + H * (N * Dc + Dn * Dc + N * (Dn + Dr) + N * Dc + Dv * Dc + N + N * Dv));
     return w;
 }
@@ -136,9 +136,9 @@ static work absorbed_work(const mla_config *c, double N)
     const double H = (double)c->n_heads, Dc = (double)c->kv_lora_rank, Dn = (double)c->qk_nope;
     const double Dr = (double)c->qk_rope, Dv = (double)c->v_head, Dw = Dc + Dr, f = sizeof(float);
     work w;
-    /* q̂ = W_UKᵀ q^C per head, scores = Q̂ Cᵀ, Ô = P C (over the whole row), o = W_UV ô per head */
-    w.flop = H * (2 * Dn * Dc + 2 * N * Dw + 2 * N * Dw + 2 * Dc * Dv);
-    w.bytes = f * (H * Dn * Dc + N * Dw + H * N + N * Dw + H * Dv * Dc);
+    /* q̂ = W_UKᵀ q^C per head, scores = Q̂ [C | K_rope]ᵀ, ô = P C, o = W_UV ô per head */
+    w.flop = H * (2 * Dn * Dc + N * mla_absorbed_flop_per_token(c) + 2 * Dc * Dv);
+    w.bytes = f * (H * Dn * Dc + N * Dw + H * N + N * Dc + H * Dv * Dc);
     return w;
 }
 
@@ -286,14 +286,15 @@ static int decode_step(const kvl_model *m, const options *opt)
     if (rc == KVL_OK)
         printf("\n  The naive form rebuilds every head's %zu-channel key and %zu-channel value from each cached latent\n"
                "  on every step: 2 Dc (Dnope + Dv) = %s flop per token per head before any attention is done.\n"
-               "  The absorbed form scores the %zu-wide rows as they are, 4 (Dc + Dr) = %s flop per token per\n"
-               "  head: on long contexts the per-step work falls %.0fx, and each step reads the cache as stored\n"
-               "  instead of rebuilding K and V from it, which is why servers decode in the absorbed form\n"
-               "  (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads: the absorbed step does %.0f flop\n"
-               "  per byte read at %s tokens, tending to %.0f on long contexts, so the processor's ratio of\n"
-               "  flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
+               "  The absorbed form scores the %zu-wide rows as they are and sums their latents, 2 (Dc + Dr) +\n"
+               "  2 Dc = %s flop per token per head: on long contexts the per-step work falls %.0fx, and each\n"
+               "  step reads the cache as stored instead of rebuilding K and V from it, which is why servers\n"
+               "  decode in the absorbed form (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads:\n"
+               "  the absorbed step does %.0f flop"
+               " per byte read at %s tokens, tending to %.0f on long contexts, so the\n"
+               "  processor's ratio of flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
                c->qk_nope + c->qk_rope, c->v_head, G(2.0 * c->kv_lora_rank * (c->qk_nope + c->v_head)),
-               c->kv_lora_rank + c->qk_rope, G(4.0 * (c->kv_lora_rank + c->qk_rope)),
+               c->kv_lora_rank + c->qk_rope, G(mla_absorbed_flop_per_token(c)),
                naive_work(c, 1e6).flop / absorbed_work(c, 1e6).flop, c->n_heads,
                absorbed_work(c, (double)max_N).flop / absorbed_work(c, (double)max_N).bytes, G(max_N),
                absorbed_work(c, 1e12).flop / absorbed_work(c, 1e12).bytes);

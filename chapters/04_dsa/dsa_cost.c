@@ -103,11 +103,10 @@ static double absorb_flop(const dsa_config *c)
     return 2.0 * (double)m->n_heads * (double)m->kv_lora_rank * (double)(m->qk_nope + m->v_head);
 }
 
-/* MLA absorbed over n rows: scores against [c_kv | k_rope] (Dc + Dr), values from c_kv (Dc) */
+/* MLA absorbed over n rows, every head */
 static double attention_flop(const dsa_config *c, double n)
 {
-    const mla_config *m = &c->mla;
-    return 2.0 * (double)m->n_heads * n * (double)(2 * m->kv_lora_rank + m->qk_rope);
+    return (double)c->mla.n_heads * n * mla_absorbed_flop_per_token(&c->mla);
 }
 
 /* the indexer over T keys: HI dot products of DI per key, then the weighted ReLU sum (a multiply and
