@@ -386,7 +386,8 @@ NB_CELL(cell_counts)
 // The V3.2-Exp report trains the indexer to imitate dense attention: first a warm-up with the model
 // frozen, matching the heads' summed, L1-normalised attention with a KL loss (1,000 steps, 2.1B
 // tokens), then the sparse stage with everything training together (943.7B tokens). These are the
-// report's figures, not computed here; `build/bin/dsa_cost` shows the loss at toy size.
+// report's figures, not computed here; `build/bin/dsa_cost` shows the loss at toy size, and
+// falling over a short warm-up of the head weights alone.
 
 // %%
 int main(int argc, char **argv)
