@@ -50,7 +50,9 @@
 // One key $k^I_s$ per token serves all index heads; $q^I$ and $k^I$ carry RoPE on their leading
 // $D_r$ channels (`ref/dsa.h`). The deployed bytes (`formats/rows.h`): the 656-byte main row (E4M3
 // latent with four FP32 scales, the RoPE key in bf16) and the 132-byte index key (E4M3 with one FP32
-// scale).
+// scale). E4M3 is an 8-bit float (4 exponent bits, 3 mantissa bits, largest 448), one byte a value;
+// each block's FP32 scale brings its largest value into that range. Here only the byte counts
+// matter; chapter 5 builds the format and both rows bit by bit.
 
 // %%
 NB_CELL(cell_bytes)
