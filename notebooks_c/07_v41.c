@@ -28,6 +28,7 @@
 #include "csa2_stack.h"
 #include "draw_compare.h"
 #include "draw_v41.h"
+#include "element.h"
 #include "kvtable.h"
 #include "nb.h"
 #include "prefix_cache.h"
@@ -231,7 +232,13 @@ NB_CELL(cell_bytes)
 // ($d D_h + D_h$), the indexer's $W_{IQ}$ and head weights $W_{IW}$ ($D_q H_I D_I + d H_I$; a Reindex
 // layer has no key projection: it reads layer 20's keys), one sink per head ($H$), and the grouped
 // output $W_{OA}$ in $G = 8$ blocks and $W_{OB}$ ($G D_o \frac{H}{G} D_h + d G D_o$). The other modes
-// differ only in the indexer and compressor rows.
+// differ only in the indexer and compressor rows. The walkthrough says its counts equal the element
+// counts of the checkpoint's tensors; no checkpoint is read here, so that is quoted, and what the
+// tests check is that these products are what `ref/csa2` allocates.
+//
+// DeepSeek-V4.1-Flash's inference code keeps $W_{OA}$ (`wo_a`) in bf16 where the other large matrices
+// are FP8: its conversion dequantises it, and its comment notes that an FP8 grouped product would halve
+// that memory. The last line prints what that is per layer.
 
 // %%
 NB_CELL(cell_params)
@@ -255,6 +262,9 @@ NB_CELL(cell_params)
            nb_num(reuse, 0), nb_num(full2, 0), nb_num(full1, 0));
     printf("scales: indexer weights / sqrt(%g x %g) = 1/%g; attention scores / sqrt(%g) = 1/%.2f\n", DI, HI,
            sqrt(DI * HI), Dh, sqrt(Dh));
+    const double wo_a = G * Do * (H / G * Dh), MiB = 1024.0 * 1024.0;
+    printf("W_OA (wo_a): %s weights per layer; in bf16 %s MiB, in FP8 %s MiB plus its scales\n", nb_num(wo_a, 0),
+           nb_num(wo_a * kvf_element_bits(KVF_BF16) / 8 / MiB, 0), nb_num(wo_a * kvf_element_bits(KVF_E4M3) / 8 / MiB, 0));
     kvl_model_free(&m);
     return nb_expect(reindex == 132024128, "the Reindex count is %.0f", reindex);
 }
@@ -433,7 +443,7 @@ NB_CELL(cell_fp4)
 //     \; + \sum_{\ell \ge E,\ \ell \in \mathcal{K}} \left(d + P^{C}_\ell + P^{IK}_\ell\right).$$
 //
 // These are attention-side weights only (no MoE, no embeddings): the model card's "active parameters"
-// count far more. The cell decides the exit on the map built above, counts its weights, and checks both
+// (8B in prefill, 16B in decode) count the routed experts too, far more. The cell decides the exit on the map built above, counts its weights, and checks both
 // against `ref/ced`; then it moves a KV source into the decoder's middle, where the exit must be refused.
 // The figure is the map with its sources and the split.
 
