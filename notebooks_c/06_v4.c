@@ -68,6 +68,15 @@ static void count_kinds(size_t *n, const kvl_model *m)
         for (size_t k = 0; k < N_KINDS; k++) n[k] += m->layers[l].kind == KINDS[k];
 }
 
+/* the compress ratio of m's layers of kind k (the config gives every CSA layer one ratio, every HCA
+ * layer another); 0 when none is of that kind */
+static size_t ratio_of(const kvl_model *m, kvl_layer_kind k)
+{
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == k) return m->layers[l].compress_ratio;
+    return 0;
+}
+
 /* kind[l]: the index in KINDS of layer l's kind, as the figure colours it */
 static int draw_layer_map(const kvl_model *m)
 {
@@ -662,16 +671,18 @@ NB_CELL(cell_counts)
     const double L = (double)m.n_layers, W = (double)m.window, K = (double)m.index_topk;
     const double row = (double)kvf_row_bytes(KVF_ROW_V4_MAIN);
     print_reads(&m, 131072);
-    printf("CSA's top-%s entries x 4 tokens cover %s tokens; the HCA tail of at most 127 tokens sits inside "
-           "the %s-token window\n", nb_num(K, 0), nb_num(K * 4, 0), nb_num(W, 0));
-    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n", nb_num(131072 / 128, 0),
-           nb_num(131072 / 4, 0), nb_num(1048576 / 128, 0), nb_num(floor(1e6 / 128), 0));
+    const double M_csa = (double)ratio_of(&m, KVL_LAYER_CSA), M_hca = (double)ratio_of(&m, KVL_LAYER_HCA);
+    printf("CSA's top-%s entries x %s tokens cover %s tokens; the HCA tail of at most %s tokens sits inside "
+           "the %s-token window\n", nb_num(K, 0), nb_num(M_csa, 0), nb_num(K * M_csa, 0), nb_num(M_hca - 1, 0),
+           nb_num(W, 0));
+    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n", nb_num(131072 / M_hca, 0),
+           nb_num(131072 / M_csa, 0), nb_num(1048576 / M_hca, 0), nb_num(floor(1e6 / M_hca), 0));
     const double window = L * W * row;
     printf("window rows per sequence: %s x %s x %s = %s B = %.2f MB = %.2f MiB\n", nb_num(L, 0), nb_num(W, 0),
            nb_num(row, 0), nb_num(window, 0), window / 1e6, window / 1048576);
     size_t n[N_KINDS];
     count_kinds(n, &m);
-    const double main_rows = (double)n[1] * row / 4 + (double)n[2] * row / 128;
+    const double main_rows = (double)n[1] * row / M_csa + (double)n[2] * row / M_hca;
     printf("a window row kept per token in every layer would be %s x %s = %s B/token: %.2fx the compressed main "
            "rows (%s), %.2fx with the index keys (%s)\n",
            nb_num(L, 0), nb_num(row, 0), nb_num(L * row, 0), L * row / main_rows, nb_num(main_rows, 2),

@@ -977,10 +977,8 @@ START_TEST(test_mla_cost_counts_a_cached_token_by_the_definition)
     snprintf(want, sizeof want, "2 Dc = %s flop per token per head",
              KVL_GROUPED(oracle_mla_absorbed_flop_per_token(m.kv_lora_rank, m.qk_rope_head_dim)));
     kvl_model_free(&m);
-    static char out[65536], err[4096];
-    ck_assert_int_eq(kvl_run("mla_cost --contexts 64 --repeats 1", NULL, out, sizeof out, err, sizeof err), 0);
-    const char *near = strstr(out, "2 Dc =");
-    ck_assert_msg(strstr(out, want) != NULL, "mla_cost does not print \"%s\": %.80s", want, near ? near : "(no such line)");
+    const char *const lines[] = {want};
+    kvl_expect_prints("mla_cost --contexts 64 --repeats 1", lines, 1, "The absorbed form");
 }
 END_TEST
 
@@ -996,6 +994,21 @@ START_TEST(test_mla_cost_program_rejects_bad_arguments)
         const char *nl = strchr(err, '\n');
         ck_assert_msg(nl && nl[1] == '\0', "%s: stderr should be one line, got \"%s\"", bad[i], err);
     }
+}
+END_TEST
+
+/* nb_02's latent against MHA at V3's heads: 2·H·Dnope values per layer, over Dc and over Dc + Dr. */
+START_TEST(test_notebook_compares_the_latent_with_mha_by_the_definition)
+{
+    kvl_model m;
+    ok(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.json")));
+    const double mha = 2.0 * (double)m.n_heads * (double)m.qk_nope_head_dim, Dc = (double)m.kv_lora_rank;
+    char a[200];
+    snprintf(a, sizeof a, "%s values: %.0f x the latent alone, %.1f x with the RoPE key", KVL_GROUPED(mha), mha / Dc,
+             mha / (Dc + (double)m.qk_rope_head_dim));
+    kvl_model_free(&m);
+    const char *const want[] = {a};
+    kvl_expect_prints("nb_02", want, 1, "MHA with H heads");
 }
 END_TEST
 
@@ -1041,6 +1054,7 @@ Suite *kvl_suite(void)
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_mla_cost_program_derives_the_chapter_figures);
     tcase_add_test(program, test_mla_cost_counts_a_cached_token_by_the_definition);
+    tcase_add_test(program, test_notebook_compares_the_latent_with_mha_by_the_definition);
     tcase_add_test(program, test_mla_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;
