@@ -509,6 +509,31 @@ START_TEST(test_converter_pairs_each_output_with_its_cell)
 }
 END_TEST
 
+/* --figures-at: the Markdown links the figures where the chapter keeps them and writes no OUT_files/;
+ * the flag without a folder is refused. */
+START_TEST(test_converter_links_figures_at_a_given_folder)
+{
+    char dir[64], src[128], cells[128], cmd[800], path[160];
+    make_temp_dir(dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/nb.c", dir);
+    snprintf(cells, sizeof cells, "%s/nb.cells", dir);
+    write_text(src, SYNTHETIC);
+    write_text(cells, STREAM);
+    snprintf(cmd, sizeof cmd, "nb_ipynb '%s' '%s' '%s/out' --figures-at figures", src, cells, dir);
+    ck_assert_msg(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP) == 0, "%s: %s", cmd, err);
+    snprintf(path, sizeof path, "%s/out.md", dir);
+    char *md = kvl_read_text(path);
+    ck_assert_msg(md && strstr(md, "![fig](figures/fig.svg)"), "the rendering does not link figures/fig.svg:\n%.600s",
+                  md ? md : "");
+    free(md);
+    snprintf(path, sizeof path, "%s/out_files", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "%s was written", path);
+    snprintf(cmd, sizeof cmd, "nb_ipynb '%s' '%s' '%s/out' --figures-at", src, cells, dir);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP), 2);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_converter_rejects_a_stream_that_does_not_fit_the_source)
 {
     static const struct { const char *stream, *message; } bad[] = {
@@ -548,6 +573,7 @@ Suite *kvl_suite(void)
     tcase_add_test(ipynb, test_every_notebook_converts_with_one_cell_per_source_cell);
     tcase_add_test(ipynb, test_every_ipynb_validates_against_the_nbformat_schema);
     tcase_add_test(ipynb, test_converter_pairs_each_output_with_its_cell);
+    tcase_add_test(ipynb, test_converter_links_figures_at_a_given_folder);
     tcase_add_test(ipynb, test_converter_rejects_a_stream_that_does_not_fit_the_source);
     suite_add_tcase(s, ipynb);
     return s;
