@@ -101,7 +101,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize run bench cuda deps help clean notebooks site
+.PHONY: all test sanitize run bench cuda deps help clean notebooks renders site
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c
@@ -178,6 +178,16 @@ notebooks: $(NBS)  ## run every notebook into build/notebooks/NN_name.ipynb (nbf
 	@set -e; for s in $(NB_SRC); do n=$$(basename $$s .c); echo "  NB     $(BUILD)/notebooks/$$n.ipynb"; \
 	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${n%%_*} --cells > $(BUILD)/notebooks/$$n.cells; \
 	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/notebooks/$$n.cells $(BUILD)/notebooks/$$n; done
+
+# Each chapter's notebook.md is its notebook rendered with the outputs and figures, committed so that a
+# repository browser shows it; its figures are linked from the chapter's figures/, which --figures rewrites
+# in the same run. tests/test_course_notebooks holds both equal to a fresh run.
+renders: $(NBS)  ## rewrite each chapter's notebook.md and figures/ from a fresh run of its notebook (then commit them)
+	@mkdir -p $(BUILD)/renders
+	@set -e; for s in $(NB_SRC); do NN=$$(basename $$s .c); echo "  RENDER chapters/$$NN/notebook.md"; \
+	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${NN%%_*} --cells --figures chapters/$$NN/figures > $(BUILD)/renders/$$NN.cells; \
+	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/renders/$$NN.cells $(BUILD)/renders/$$NN --figures-at figures; \
+	  cp $(BUILD)/renders/$$NN.md chapters/$$NN/notebook.md; done
 
 # make nb-02: rebuild notebooks_c/02_mla.c and walk it cell by cell, the loop of changing a notebook and
 # rerunning it (at the end of input --step runs on, so it also runs unattended)

@@ -363,11 +363,14 @@ NB_CELL(cell_ref_forms)
            c->n_heads * (c->qk_nope + c->qk_rope + c->v_head), c->kv_lora_rank + c->qk_rope);
     printf("the cache holds %s B after %d tokens = %s B per token\n", nb_num((double)lib.cache_bytes, 0), TOKENS,
            nb_num((double)lib.cache_bytes / TOKENS, 0));
-    const double Dc = (double)v3.kv_lora_rank, Dw = Dc + (double)v3.qk_rope_head_dim;
-    const double up = 2 * Dc * (double)(v3.qk_nope_head_dim + v3.v_head_dim), direct = 4 * Dw;
-    printf("\nper cached token and head at V3's size, before any attention: naive re-expansion\n"
-           "2 Dc (Dnope + Dv) = %s flop; absorbed 4 (Dc + Dr) = %s flop for the scores and the sum: %.0fx less\n",
-           nb_num(up, 0), nb_num(direct, 0), (up + 2 * (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim)) / direct);
+    mla_config at_v3;
+    if (rc == KVL_OK) rc = mla_config_from_model(&at_v3, &v3);
+    if (rc != KVL_OK) return rc;
+    const double up = 2 * (double)v3.kv_lora_rank * (double)(v3.qk_nope_head_dim + v3.v_head_dim);
+    printf("\nper cached token and head at V3's size: naive re-expansion 2 Dc (Dnope + Dv) = %s flop before\n"
+           "any attention; absorbed 2 (Dc + Dr) + 2 Dc = %s flop for the score and the sum: %.0fx less in all\n",
+           nb_num(up, 0), nb_num(mla_absorbed_flop_per_token(&at_v3), 0),
+           mla_naive_flop_per_token(&at_v3) / mla_absorbed_flop_per_token(&at_v3));
     return rc;
 }
 

@@ -385,8 +385,10 @@ NB_CELL(cell_reach)
 // %% [markdown]
 // ## Sinks
 //
-// V4's window layers (chapter 6) add a sink: one learned logit $\sigma$ per head that joins the
-// softmax's denominator and nothing else:
+// A window changes what a softmax must do: every query spends a total weight of 1 on its $W$ keys,
+// even when none of them holds what the head looks for, and then the weight lands on whatever is
+// near. V4's window layers (chapter 6, where the sink enters its attention) give each head a way out,
+// a sink: one learned logit $\sigma$ per head that joins the softmax's denominator and nothing else:
 //
 // $$p_i = \frac{e^{s_i}}{e^{\sigma} + \sum_j e^{s_j}}.$$
 //

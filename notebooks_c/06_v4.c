@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "draw_compare.h"
 #include "draw_v4.h"
 #include "kvtable.h"
 #include "model.h"
@@ -65,6 +66,15 @@ static void count_kinds(size_t *n, const kvl_model *m)
     for (size_t k = 0; k < N_KINDS; k++) n[k] = 0;
     for (size_t l = 0; l < m->n_layers; l++)
         for (size_t k = 0; k < N_KINDS; k++) n[k] += m->layers[l].kind == KINDS[k];
+}
+
+/* the compress ratio of m's layers of kind k (the config gives every CSA layer one ratio, every HCA
+ * layer another); 0 when none is of that kind */
+static size_t ratio_of(const kvl_model *m, kvl_layer_kind k)
+{
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == k) return m->layers[l].compress_ratio;
+    return 0;
 }
 
 /* kind[l]: the index in KINDS of layer l's kind, as the figure colours it */
@@ -329,11 +339,11 @@ static int compare_compressor(const char *what, size_t layer, uint64_t seed, con
         const v4_compressor_config *cc = &c.compressor;
         const size_t N = v4_compressor_entries(cc, TOY_T);
         compress(mine, cc, &w.compressor, x, TOY_T);
-        double scale, diff = dv4_max_diff(mine, theirs, N * cc->width, &scale);
-        printf("%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens; max |mine - ref/v4| %.2g "
-               "(entries up to %.3g), relative %.2g\n", what, cc->ratio, cc->overlap, cc->width, N, TOY_T, diff,
-               scale, diff / scale);
-        rc = nb_expect(diff <= 1e-5 * scale, "%s: the compressor differs from ref/v4 by %g", what, diff);
+        double scale, diff = nbc_max_diff(mine, theirs, N * cc->width, &scale);
+        char what_n[160];
+        snprintf(what_n, sizeof what_n, "%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens, mine against "
+                 "ref/v4", what, cc->ratio, cc->overlap, cc->width, N, TOY_T);
+        rc = nbc_report(what_n, diff, scale, 1e-5);
     }
     v4_weights_free(&w);
     return rc;
@@ -542,12 +552,12 @@ static int compare_paths(const model_config *c, const model_weights *w, const fl
     for (size_t t = S; t < TOY_T && rc == KVL_OK; t++) rc = model_decode(got + t * TOY_D, c, w, &cache, x + t * TOY_D);
     model_cache_free(&cache);
     if (rc != KVL_OK) return rc;
-    double scale, diff = dv4_max_diff(got, want, TOY_T * TOY_D, &scale);
-    printf("prefill %d + decode %d against the whole-sequence forward: max |diff| %.3g (outputs up to %.3g)\n", S,
-           TOY_T - S, diff, scale);
+    double scale, diff = nbc_max_diff(got, want, TOY_T * TOY_D, &scale);
+    char what[96];
+    snprintf(what, sizeof what, "prefill %d + decode %d against the whole-sequence forward", S, TOY_T - S);
     /* float32 through 5 layers whose products OpenBLAS blocks differently per batch shape: a few ulps
      * of the residual stream per layer, far below 1e-5 of its scale */
-    return nb_expect(diff <= 1e-5 * scale, "the paths differ by %g", diff);
+    return nbc_report(what, diff, scale, 1e-5);
 }
 
 // %%
@@ -661,16 +671,18 @@ NB_CELL(cell_counts)
     const double L = (double)m.n_layers, W = (double)m.window, K = (double)m.index_topk;
     const double row = (double)kvf_row_bytes(KVF_ROW_V4_MAIN);
     print_reads(&m, 131072);
-    printf("CSA's top-%s entries x 4 tokens cover %s tokens; the HCA tail of at most 127 tokens sits inside "
-           "the %s-token window\n", nb_num(K, 0), nb_num(K * 4, 0), nb_num(W, 0));
-    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n", nb_num(131072 / 128, 0),
-           nb_num(131072 / 4, 0), nb_num(1048576 / 128, 0), nb_num(floor(1e6 / 128), 0));
+    const double M_csa = (double)ratio_of(&m, KVL_LAYER_CSA), M_hca = (double)ratio_of(&m, KVL_LAYER_HCA);
+    printf("CSA's top-%s entries x %s tokens cover %s tokens; the HCA tail of at most %s tokens sits inside "
+           "the %s-token window\n", nb_num(K, 0), nb_num(M_csa, 0), nb_num(K * M_csa, 0), nb_num(M_hca - 1, 0),
+           nb_num(W, 0));
+    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n", nb_num(131072 / M_hca, 0),
+           nb_num(131072 / M_csa, 0), nb_num(1048576 / M_hca, 0), nb_num(floor(1e6 / M_hca), 0));
     const double window = L * W * row;
     printf("window rows per sequence: %s x %s x %s = %s B = %.2f MB = %.2f MiB\n", nb_num(L, 0), nb_num(W, 0),
            nb_num(row, 0), nb_num(window, 0), window / 1e6, window / 1048576);
     size_t n[N_KINDS];
     count_kinds(n, &m);
-    const double main_rows = (double)n[1] * row / 4 + (double)n[2] * row / 128;
+    const double main_rows = (double)n[1] * row / M_csa + (double)n[2] * row / M_hca;
     printf("a window row kept per token in every layer would be %s x %s = %s B/token: %.2fx the compressed main "
            "rows (%s), %.2fx with the index keys (%s)\n",
            nb_num(L, 0), nb_num(row, 0), nb_num(L * row, 0), L * row / main_rows, nb_num(main_rows, 2),

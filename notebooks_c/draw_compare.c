@@ -18,9 +18,21 @@ double nbc_max_diff(const float *a, const float *b, size_t n, double *scale)
     return d;
 }
 
-int nbc_report(const char *what, double diff, double scale, double tolerance)
+int nbc_describe(char *buf, size_t cap, double diff, double scale, double tolerance)
 {
     const double rel = scale > 0 ? diff / scale : diff;
-    printf("%s: max |difference| %.3g, relative %.3g (tolerance %.0e)\n", what, diff, rel, tolerance);
-    return nb_expect(rel <= tolerance, "%s: relative difference %g above %g", what, rel, tolerance);
+    const int within = rel <= tolerance;
+    if (tolerance == 0) snprintf(buf, cap, within ? "identical" : "differ by %.3g, relative %.3g", diff, rel);
+    else if (!within) snprintf(buf, cap, "relative difference %.3g, above the tolerance %.0e", rel, tolerance);
+    else snprintf(buf, cap, "relative difference under %.0e (tolerance %.0e)", rel < tolerance / 10 ? tolerance / 10 :
+                  tolerance, tolerance);
+    return within;
+}
+
+int nbc_report(const char *what, double diff, double scale, double tolerance)
+{
+    char text[160];
+    const int within = nbc_describe(text, sizeof text, diff, scale, tolerance);
+    printf("%s: %s\n", what, text);
+    return nb_expect(within, "%s: %s", what, text);
 }

@@ -1,21 +1,9 @@
 #include "draw_v4.h"
 
-#include <math.h>
 #include <stdio.h>
 
 #include "nb.h"
 #include "svg.h"
-
-double dv4_max_diff(const float *got, const float *want, size_t n, double *scale)
-{
-    double diff = 0;
-    *scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)got[i] - want[i]));
-        *scale = fmax(*scale, fabs((double)want[i]));
-    }
-    return diff;
-}
 
 int dv4_layer_map_figure(const unsigned char *kind, size_t L)
 {

@@ -6,9 +6,6 @@
 
 #include <stddef.h>
 
-/* max_i |got_i − want_i| over n values; *scale = max_i |want_i| */
-double dv4_max_diff(const float *got, const float *want, size_t n, double *scale);
-
 /* The figure "layer_map": kind[L] of each layer, 0 window-only, 1 CSA, 2 HCA (at most 64 layers). */
 int dv4_layer_map_figure(const unsigned char *kind, size_t L);
 

@@ -1,11 +1,13 @@
 /* nb_ipynb: a notebook's source and its --cells output stream (nb.h) → a Jupyter notebook and a
  * Markdown rendering of it.
  *
- *   nb_ipynb SOURCE.c STREAM OUT
+ *   nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]
  *
  * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its cell
  * function really printed, figures as image/svg+xml), OUT.md (the same, for reading without Jupyter)
- * and OUT_files/NAME.svg (the figures the Markdown links to). Both open by saying they render a C
+ * and OUT_files/NAME.svg (the figures the Markdown links to). With --figures-at the Markdown links
+ * DIR/NAME.svg instead (DIR relative to OUT.md) and no OUT_files/ is written: `make renders` points
+ * a chapter's notebook.md at the figures/ folder the notebook's --figures already fills. Both open by saying they render a C
  * program and how to run it (`make nb-NN`). `make notebooks` runs it for every notebook. Exit status 0; 2 for bad input: a source or stream that cannot be read, a stream that does
  * not match the source (a marker out of place, an output for a line outside any code cell) or holds no
  * cell at all; 1 when an output cannot be written. */
@@ -273,7 +275,8 @@ static int write_ipynb(const char *out, const char *source, const nb_source *s, 
 
 /* Markdown: text cells as they are, code in ```c fences, printed output in ```text fences, figures
  * as images in OUT_files/. */
-static int markdown_cell(buffer *md, const char *out, const nb_source *s, size_t k, const outputs *o)
+static int markdown_cell(buffer *md, const char *out, const char *figures_at, const nb_source *s, size_t k,
+                         const outputs *o)
 {
     const nb_source_cell *c = &s->cells[k];
     buffer b = {0};
@@ -286,6 +289,11 @@ static int markdown_cell(buffer *md, const char *out, const nb_source *s, size_t
     for (size_t i = 0; rc == KVL_OK && i < o->n; i++) {
         const output *it = &o->items[i];
         char piece[4352];
+        if (it->is_svg && figures_at) {
+            snprintf(piece, sizeof piece, "![%s](%s/%s.svg)\n\n", it->name, figures_at, it->name);
+            rc = buffer_add(md, piece, strlen(piece));
+            continue;
+        }
         if (it->is_svg) {
             char path[4096];
             snprintf(path, sizeof path, "%s_files/%s.svg", out, it->name);
@@ -303,17 +311,18 @@ static int markdown_cell(buffer *md, const char *out, const nb_source *s, size_t
     return rc;
 }
 
-static int write_markdown(const char *out, const char *source, const nb_source *s, const outputs *cells)
+static int write_markdown(const char *out, const char *figures_at, const char *source, const nb_source *s,
+                          const outputs *cells)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s_files", out);
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) return kvl_fail(KVL_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if (!figures_at && mkdir(path, 0777) != 0 && errno != EEXIST) return kvl_fail(KVL_EIO, "%s: cannot create: %s", path, strerror(errno));
     buffer md = {0};
     char head[1200];
     snprintf(head, sizeof head, "<!-- %s with the output of its cells; nb_ipynb wrote this file -->\n\n", source);
     int rc = buffer_add(&md, head, strlen(head));
     if (rc == KVL_OK) rc = rendering_note(&md, source);
-    for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++) rc = markdown_cell(&md, out, s, k, &cells[k]);
+    for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++) rc = markdown_cell(&md, out, figures_at, s, k, &cells[k]);
     snprintf(path, sizeof path, "%s.md", out);
     if (rc == KVL_OK) rc = write_text(path, md.text);
     free(md.text);
@@ -323,15 +332,17 @@ static int write_markdown(const char *out, const char *source, const nb_source *
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: nb_ipynb SOURCE.c STREAM OUT\n"
+        printf("usage: nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]\n"
                "Pairs the --cells output STREAM of a notebook program with the cells of SOURCE.c and writes\n"
-               "OUT.ipynb (nbformat 4.5), OUT.md and the figures in OUT_files/.\n");
+               "OUT.ipynb (nbformat 4.5), OUT.md and the figures in OUT_files/; with --figures-at, OUT.md links\n"
+               "its figures as DIR/NAME.svg (relative to OUT.md) and no OUT_files/ is written.\n");
         return kvl_exit_status("nb_ipynb", 0);
     }
-    if (argc != 4) {
-        fprintf(stderr, "nb_ipynb: expected SOURCE.c STREAM OUT (try --help)\n");
+    if (argc != 4 && !(argc == 6 && !strcmp(argv[4], "--figures-at") && argv[5][0])) {
+        fprintf(stderr, "nb_ipynb: expected SOURCE.c STREAM OUT [--figures-at DIR] (try --help)\n");
         return 2;
     }
+    const char *figures_at = argc == 6 ? argv[5] : NULL;
     nb_source s;
     int rc = nb_source_read(&s, argv[1]);
     outputs *cells = rc == KVL_OK ? calloc(s.n_cells + 1, sizeof *cells) : NULL;
@@ -339,7 +350,7 @@ int main(int argc, char **argv)
     if (rc == KVL_OK) rc = read_stream(cells, &s, argv[2]);
     const int bad_input = rc != KVL_OK && rc != KVL_ENOMEM;
     if (rc == KVL_OK) rc = write_ipynb(argv[3], argv[1], &s, cells);
-    if (rc == KVL_OK) rc = write_markdown(argv[3], argv[1], &s, cells);
+    if (rc == KVL_OK) rc = write_markdown(argv[3], figures_at, argv[1], &s, cells);
     for (size_t k = 0; cells && k < s.n_cells; k++) {
         for (size_t i = 0; i < cells[k].n; i++) free(cells[k].items[i].text);
         free(cells[k].items);

@@ -58,6 +58,18 @@ int mla_config_from_model(mla_config *c, const kvl_model *m)
     return KVL_OK;
 }
 
+double mla_naive_flop_per_token(const mla_config *c)
+{
+    const double Dc = (double)c->kv_lora_rank, Dn = (double)c->qk_nope, Dr = (double)c->qk_rope, Dv = (double)c->v_head;
+    return 2 * Dc * (Dn + Dv) + 2 * (Dn + Dr) + 2 * Dv;
+}
+
+double mla_absorbed_flop_per_token(const mla_config *c)
+{
+    const double Dc = (double)c->kv_lora_rank, Dr = (double)c->qk_rope;
+    return 2 * (Dc + Dr) + 2 * Dc;
+}
+
 /* ---- small helpers -------------------------------------------------------------------------------- */
 
 static size_t qk_width(const mla_config *c) { return c->qk_nope + c->qk_rope; }

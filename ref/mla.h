@@ -61,6 +61,16 @@ int mla_config_from_model(mla_config *c, const kvl_model *m);
  * positive; the message names the field. Every function below that takes a config checks it so. */
 int mla_config_check(const mla_config *c);
 
+/* Flop one head spends on one cached token in a decode step, by the definition (2 per multiply-add;
+ * the softmax left out). The chapter programs and notebooks count work with these and nothing else.
+ * Naive: rebuild the key's Dnope channels and the value from c_kv, 2·Dc·(Dnope + Dv), then score the
+ * (Dnope + Dr)-wide key and add the Dv-wide value into the sum, 2·(Dnope + Dr) + 2·Dv. Absorbed:
+ * score q̂·[c_kv | k_rope], 2·(Dc + Dr), and add c_kv into the sum, 2·Dc: 4·Dc + 2·Dr in all.
+ * (mla_values_absorbed runs its product over the whole row and drops the k_rope columns after, a
+ * convenience of the dense layout that is not the operation's work.) */
+double mla_naive_flop_per_token(const mla_config *c);
+double mla_absorbed_flop_per_token(const mla_config *c);
+
 /* ---- weights: one allocation, cut in the order of the fields ------------------------------------ */
 
 typedef struct {

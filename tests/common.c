@@ -146,3 +146,15 @@ size_t kvl_list_chapters(char names[][64], size_t max, const char *holding)
     qsort(names, n, 64, by_chapter_name);
     return n;
 }
+
+void kvl_expect_prints(const char *cmdline, const char *const *want, size_t n, const char *near)
+{
+    static char out[1 << 20], err[1 << 16];
+    const int rc = kvl_run(cmdline, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s exited %d: %.500s", cmdline, rc, err);
+    for (size_t i = 0; i < n; i++) {
+        const char *at = near ? strstr(out, near) : out;
+        ck_assert_msg(strstr(out, want[i]) != NULL, "%s does not print \"%s\"; it printed: %.400s", cmdline, want[i],
+                      at ? at : out);
+    }
+}

@@ -29,6 +29,11 @@ void kvl_expect_close_f64(const char *what, const double *got, const double *wan
  * program died of a signal). Programs are found in $KVL_BIN (set by `make test`), else build/bin. */
 int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, char *err, size_t err_cap);
 
+/* Run `cmdline` (it must exit 0) and fail unless its output holds each of want[0..n), strings the
+ * test formats from the definition; the message names the first one missing and shows the output from
+ * `near` on (where that line should be; NULL: from the start), cut short to fit Check's message. */
+void kvl_expect_prints(const char *cmdline, const char *const *want, size_t n, const char *near);
+
 /* The whole file at path, NUL-terminated, in memory the caller frees; NULL if it cannot be opened. */
 char *kvl_read_text(const char *path);
 

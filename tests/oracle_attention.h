@@ -198,4 +198,26 @@ static inline double *oracle_widen(const float *x, size_t n)
     return y;
 }
 
+/* Flop one head spends on one cached token in a decode step, counted by walking the definition's loops
+ * (2 per multiply-add, the softmax left out). Absorbed: the score q̂·[c_j | k^R_j] and the term
+ * p_j·c_j of the latent sum. Naive: re-expanding k^C_j = W_UK c_j and v_j = W_UV c_j, then the score
+ * q·[k^C_j | k^R_j] and the term p_j·v_j. */
+static inline double oracle_mla_absorbed_flop_per_token(size_t Dc, size_t Dr)
+{
+    double flop = 0;
+    for (size_t i = 0; i < Dc + Dr; i++) flop += 2;
+    for (size_t i = 0; i < Dc; i++) flop += 2;
+    return flop;
+}
+
+static inline double oracle_mla_naive_flop_per_token(size_t Dc, size_t Dnope, size_t Dr, size_t Dv)
+{
+    double flop = 0;
+    for (size_t o = 0; o < Dnope + Dv; o++)
+        for (size_t i = 0; i < Dc; i++) flop += 2;
+    for (size_t i = 0; i < Dnope + Dr; i++) flop += 2;
+    for (size_t i = 0; i < Dv; i++) flop += 2;
+    return flop;
+}
+
 #endif

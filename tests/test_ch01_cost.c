@@ -2,7 +2,11 @@
  * the totals derived from their configs (389,120 B and 327,680 B = 320 KiB per token), its
  * live cache checks all agree, and it handles its arguments as every chapter program must. */
 #include "common.h"
+#include "config.h"
+#include "grouped.h"
+#include "status.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +70,23 @@ START_TEST(test_cost_refuses_an_mla_config)
 }
 END_TEST
 
+/* nb_01's MHA at DeepSeek-V2's size, against 2·H·Dh·L from V2's config (the V2 paper's d_h of 128 for
+ * keys and values) at bf16's 2 bytes. */
+START_TEST(test_notebook_prices_mha_at_v2s_size_by_the_definition)
+{
+    kvl_model v2;
+    ck_assert_msg(kvl_model_load(&v2, kvl_path("ref/configs/deepseek-v2.json")) == KVL_OK, "%s", kvl_error());
+    const double elements = 2.0 * (double)v2.n_heads * (double)v2.qk_nope_head_dim * (double)v2.n_layers;
+    char a[160], b[160];
+    snprintf(a, sizeof a, "x %zu layers = %s elements per token", v2.n_layers, KVL_GROUPED(elements));
+    snprintf(b, sizeof b, "in bf16: %s B = %.2f MB (%.2f MiB) per token", KVL_GROUPED(2 * elements), 2 * elements / 1e6,
+             2 * elements / 1048576.0);
+    kvl_model_free(&v2);
+    const char *const want[] = {a, b};
+    kvl_expect_prints("nb_01", want, 2, "MHA at DeepSeek-V2");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch01_cost");
@@ -74,6 +95,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_cost_live_check_follows_tokens);
     tcase_add_test(tc, test_cost_help_and_bad_arguments);
     tcase_add_test(tc, test_cost_refuses_an_mla_config);
+    tcase_add_test(tc, test_notebook_prices_mha_at_v2s_size_by_the_definition);
     suite_add_tcase(s, tc);
     return s;
 }

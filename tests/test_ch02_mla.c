@@ -15,8 +15,10 @@
 #include "common.h"
 #include "config.h"
 #include "element.h"
+#include "grouped.h"
 #include "linalg.h"
 #include "mla.h"
+#include "oracle_attention.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
@@ -958,6 +960,28 @@ START_TEST(test_mla_cost_program_derives_the_chapter_figures)
 }
 END_TEST
 
+/* The per-token work mla_cost prints and counts is the definition's, at V3's widths and at a toy's. */
+START_TEST(test_mla_cost_counts_a_cached_token_by_the_definition)
+{
+    static const size_t widths[][4] = {{512, 128, 64, 128}, {32, 16, 8, 16}, {256, 128, 64, 128}}; /* Dc Dnope Dr Dv */
+    for (size_t i = 0; i < N_OF(widths); i++) {
+        const mla_config c = {.kv_lora_rank = widths[i][0], .qk_nope = widths[i][1], .qk_rope = widths[i][2],
+                              .v_head = widths[i][3]};
+        ck_assert_double_eq(mla_absorbed_flop_per_token(&c), oracle_mla_absorbed_flop_per_token(widths[i][0], widths[i][2]));
+        ck_assert_double_eq(mla_naive_flop_per_token(&c),
+                            oracle_mla_naive_flop_per_token(widths[i][0], widths[i][1], widths[i][2], widths[i][3]));
+    }
+    kvl_model m;
+    ok(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.json")));
+    char want[160];
+    snprintf(want, sizeof want, "2 Dc = %s flop per token per head",
+             KVL_GROUPED(oracle_mla_absorbed_flop_per_token(m.kv_lora_rank, m.qk_rope_head_dim)));
+    kvl_model_free(&m);
+    const char *const lines[] = {want};
+    kvl_expect_prints("mla_cost --contexts 64 --repeats 1", lines, 1, "The absorbed form");
+}
+END_TEST
+
 START_TEST(test_mla_cost_program_rejects_bad_arguments)
 {
     static char out[16384], err[4096];
@@ -970,6 +994,21 @@ START_TEST(test_mla_cost_program_rejects_bad_arguments)
         const char *nl = strchr(err, '\n');
         ck_assert_msg(nl && nl[1] == '\0', "%s: stderr should be one line, got \"%s\"", bad[i], err);
     }
+}
+END_TEST
+
+/* nb_02's latent against MHA at V3's heads: 2·H·Dnope values per layer, over Dc and over Dc + Dr. */
+START_TEST(test_notebook_compares_the_latent_with_mha_by_the_definition)
+{
+    kvl_model m;
+    ok(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.json")));
+    const double mha = 2.0 * (double)m.n_heads * (double)m.qk_nope_head_dim, Dc = (double)m.kv_lora_rank;
+    char a[200];
+    snprintf(a, sizeof a, "%s values: %.0f x the latent alone, %.1f x with the RoPE key", KVL_GROUPED(mha), mha / Dc,
+             mha / (Dc + (double)m.qk_rope_head_dim));
+    kvl_model_free(&m);
+    const char *const want[] = {a};
+    kvl_expect_prints("nb_02", want, 1, "MHA with H heads");
 }
 END_TEST
 
@@ -1014,6 +1053,8 @@ Suite *kvl_suite(void)
 
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_mla_cost_program_derives_the_chapter_figures);
+    tcase_add_test(program, test_mla_cost_counts_a_cached_token_by_the_definition);
+    tcase_add_test(program, test_notebook_compares_the_latent_with_mha_by_the_definition);
     tcase_add_test(program, test_mla_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;

@@ -2,7 +2,11 @@
  * output beyond it bit-identical), and the Mistral 7B figures come out of its config: an 8× smaller
  * cache at 32K, 32·4095 = 131,040 positions of reach against the lineage write-up's 32·4096 = 131,072. */
 #include "common.h"
+#include "config.h"
+#include "grouped.h"
+#include "status.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define CAP 16384
@@ -49,6 +53,22 @@ START_TEST(test_reach_help_and_bad_arguments)
 }
 END_TEST
 
+/* nb_03's V4.1 receptive field: the report's n_win·L/2, with W − 1 per hop, and the whole stack's
+ * L·(W − 1), from V4.1-Flash's config. */
+START_TEST(test_notebook_prints_v41s_field_by_the_definition)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    const double L = (double)m.n_layers, W = (double)m.window;
+    char a[200];
+    snprintf(a, sizeof a, "n_win*L/2 = %s tokens (%s with W-1 per hop); the full stack L*(W-1) = %s", KVL_GROUPED(W * L / 2),
+             KVL_GROUPED((W - 1) * L / 2), KVL_GROUPED((W - 1) * L));
+    kvl_model_free(&m);
+    const char *const want[] = {a};
+    kvl_expect_prints("nb_03", want, 1, "n_win*L/2");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch03_reach");
@@ -56,6 +76,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_reach_default_run);
     tcase_add_test(tc, test_reach_follows_layers_and_window);
     tcase_add_test(tc, test_reach_help_and_bad_arguments);
+    tcase_add_test(tc, test_notebook_prints_v41s_field_by_the_definition);
     suite_add_tcase(s, tc);
     return s;
 }

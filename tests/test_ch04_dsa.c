@@ -15,9 +15,11 @@
 #include "config.h"
 #include "dsa.h"
 #include "element.h"
+#include "grouped.h"
 #include "hadamard.h"
 #include "linalg.h"
 #include "mla.h"
+#include "oracle_attention.h"
 #include "oracle_dsa.h"
 #include "rng.h"
 #include "rows.h"
@@ -766,15 +768,15 @@ static double number_after(const char *out, const char *label)
 START_TEST(test_dsa_cost_program_derives_the_chapter_figures)
 {
     static char out[65536], err[4096];
-    int rc = kvl_run("dsa_cost --contexts 2K,4K --repeats 1", NULL, out, sizeof out, err, sizeof err);
+    int rc = kvl_run("dsa_cost --contexts 2K,128K --repeats 1", NULL, out, sizeof out, err, sizeof err);
     ck_assert_msg(rc == 0, "dsa_cost exited %d: %s", rc, err);
     static const char *const figures[] = {
         "656 B", "132 B", "788 B/token, x 61 layers = 48,068 B/token", "22.2% of the values", "20.1% of the bytes",
-        "2,048 of 131,072 latent rows: 64x fewer (62.5x at 128,000)", "= 2,178 tokens in flop", "= 2,564 in bytes read",
-        ": 32.3x fewer",
+        "2,048 of 131,072 latent rows, 64x fewer (62.5x at 128,000)", "= 2,178 tokens in flop", "= 2,564 in bytes read",
+        "32.3x fewer, while the indexer",
     };
     for (size_t i = 0; i < N_OF(figures); i++)
-        ck_assert_msg(strstr(out, figures[i]) != NULL, "dsa_cost output lacks \"%s\":\n%s", figures[i], out);
+        ck_assert_msg(strstr(out, figures[i]) != NULL, "dsa_cost output lacks \"%s\"", figures[i]);
 
     /* the toy's losses, recomputed here from the definition: same config, seed and draws as the program */
     toy z;
@@ -798,8 +800,65 @@ START_TEST(test_dsa_cost_program_derives_the_chapter_figures)
     ck_assert_msg(fabs(got_uniform - uniform) < PRINTED_LOSS_TOL, "uniform L_I printed %.4f, definition %.6f",
                   got_uniform, uniform);
     printf("dsa_cost toy: L_I printed %.4f, definition %.6f\n", got_dense, dense);
+
+    /* the warm-up's table: it starts from the untrained loss, never rises, and ends below the uniform
+     * indexer's, the definition's values above */
+    const char *row = strstr(out, "target mass in top-K\n");
+    ck_assert_msg(row != NULL, "dsa_cost prints no warm-up table");
+    row = strchr(row, '\n') + 1;
+    double first = NAN, last = NAN;
+    size_t rows = 0, step;
+    for (double loss, mass; sscanf(row, " %zu %lf %lf%%", &step, &loss, &mass) == 3; rows++) {
+        if (rows == 0) first = loss;
+        else ck_assert_msg(loss <= last, "the warm-up's loss rises to %.3f at step %zu", loss, step);
+        last = loss;
+        row = strchr(row, '\n') + 1;
+    }
+    ck_assert_msg(rows >= 3, "the warm-up table has %zu rows", rows);
+    ck_assert_msg(fabs(first - dense) < 1e-3, "the warm-up starts at %.3f, not the untrained L_I %.6f", first, dense);
+    ck_assert_msg(last < uniform, "the warm-up ends at %.3f, not below the uniform indexer's %.6f", last, uniform);
     free(target); free(q);
     toy_free(&z);
+}
+END_TEST
+
+/* dsa_cost's dense MLA row costs every head the absorbed form's work by the definition, as mla_cost's does. */
+START_TEST(test_dsa_cost_counts_a_latent_row_by_the_definition)
+{
+    kvl_model m;
+    ck_assert_int_eq(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.2-exp.json")), KVL_OK);
+    char want[160];
+    snprintf(want, sizeof want, "against dense MLA's %s flop and 656 B",
+             KVL_GROUPED((double)m.n_heads * oracle_mla_absorbed_flop_per_token(m.kv_lora_rank, m.qk_rope_head_dim)));
+    kvl_model_free(&m);
+    const char *const lines[] = {want};
+    kvl_expect_prints("dsa_cost --contexts 2K --no-timing", lines, 1, "against dense MLA's");
+}
+END_TEST
+
+/* The summary under the table is about the longest context the reader asked for, whichever it is. */
+START_TEST(test_dsa_cost_summary_follows_the_contexts_given)
+{
+    static char out[65536], err[4096];
+    static const size_t longest[] = {4096, 3072, 1024};
+    static const char *const args[] = {"2K,4K", "3K,1K", "1K"};
+    const size_t K = 2048;   /* index_topk of deepseek-v3.2-exp.json, the default config */
+    for (size_t i = 0; i < N_OF(args); i++) {
+        char cmd[96], want[160], fewer[48];
+        snprintf(cmd, sizeof cmd, "dsa_cost --no-timing --contexts %s", args[i]);
+        const double T = (double)longest[i];
+        if (longest[i] > K)
+            snprintf(want, sizeof want, "At %s tokens, the longest context asked for:\n  the attention reads %s of %s "
+                     "latent rows, %sx fewer.", KVL_GROUPED(T), KVL_GROUPED(K), KVL_GROUPED(T),
+                     kvl_grouped(fewer, sizeof fewer, T / (double)K, 1));
+        else
+            snprintf(want, sizeof want, "At %s tokens, the longest context asked for, the top-k keeps all %s rows",
+                     KVL_GROUPED(T), KVL_GROUPED(T));
+        const char *const lines[] = {want};
+        kvl_expect_prints(cmd, lines, 1, "the longest context");
+        ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 0);
+        ck_assert_msg(!strstr(out, "131,072 tokens"), "%s speaks of 131,072 tokens", cmd);
+    }
 }
 END_TEST
 
@@ -856,6 +915,8 @@ Suite *kvl_suite(void)
 
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_dsa_cost_program_derives_the_chapter_figures);
+    tcase_add_test(program, test_dsa_cost_counts_a_latent_row_by_the_definition);
+    tcase_add_test(program, test_dsa_cost_summary_follows_the_contexts_given);
     tcase_add_test(program, test_dsa_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;

@@ -4,6 +4,9 @@
  * bytes of a V4-Flash stack at real entry widths (3,514.25 per token), and the chapter program
  * (chapters/06_v4/README.md: the 3,514.25 and the replay length of its "Where the sources disagree"). */
 #include "common.h"
+#include "config.h"
+#include "grouped.h"
+#include "status.h"
 #include "oracle_v4.h"
 #include "v4_toy.h"
 
@@ -298,6 +301,39 @@ START_TEST(test_chapter_program_help_and_bad_arguments)
 }
 END_TEST
 
+/* nb_06's V4-Flash entry counts and window comparison against the definitions, from the config's layer map:
+ * a layer of ratio M holds ⌊T/M⌋ entries; CSA's top-k covers k·M tokens; a main row is 448 FP8 + 64 bf16
+ * RoPE values + 7 E8M0 scales and a pad byte (584 B), an index key 128 FP4 values + 4 E8M0 scales (68 B). */
+START_TEST(test_notebook_counts_entries_and_window_rows_by_the_definition)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4-flash.json")) == KVL_OK, "%s", kvl_error());
+    const double Dh = (double)m.head_dim, Dr = (double)m.qk_rope_head_dim, DI = (double)m.index_head_dim;
+    const double row = (Dh - Dr) + 2 * Dr + (Dh - Dr) / 64 + 1, key = DI / 2 + DI / 32;
+    double M_csa = 0, M_hca = 0, main_rows = 0, keys = 0;
+    for (size_t l = 0; l < m.n_layers; l++) {
+        const double M = (double)m.layers[l].compress_ratio;
+        if (m.layers[l].kind == KVL_LAYER_CSA) M_csa = M, keys += key / M;
+        if (m.layers[l].kind == KVL_LAYER_HCA) M_hca = M;
+        if (m.layers[l].kind == KVL_LAYER_CSA || m.layers[l].kind == KVL_LAYER_HCA) main_rows += row / M;
+    }
+    const double L = (double)m.n_layers, K = (double)m.index_topk;
+    char a[200], b[200], c[300];
+    snprintf(a, sizeof a, "CSA's top-%s entries x %s tokens cover %s tokens", KVL_GROUPED(K), KVL_GROUPED(M_csa),
+             KVL_GROUPED(K * M_csa));
+    snprintf(b, sizeof b, "entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)",
+             KVL_GROUPED(floor(131072 / M_hca)), KVL_GROUPED(floor(131072 / M_csa)), KVL_GROUPED(floor(1048576 / M_hca)),
+             KVL_GROUPED(floor(1e6 / M_hca)));
+    snprintf(c, sizeof c, "%s x %s = %s B/token: %.2fx the compressed main rows (%s), %.2fx with the index keys (%s)",
+             KVL_GROUPED(L), KVL_GROUPED(row), KVL_GROUPED(L * row), L * row / main_rows,
+             kvl_grouped((char[48]){0}, 48, main_rows, 2), L * row / (main_rows + keys),
+             kvl_grouped((char[48]){0}, 48, main_rows + keys, 2));
+    kvl_model_free(&m);
+    const char *const want[] = {a, b, c};
+    kvl_expect_prints("nb_06", want, 3, "CSA's top-");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch06_model");
@@ -311,6 +347,7 @@ Suite *kvl_suite(void)
     TCase *tp = tcase_create("program");
     tcase_add_test(tp, test_chapter_program_reports_live_bytes_and_replay);
     tcase_add_test(tp, test_chapter_program_help_and_bad_arguments);
+    tcase_add_test(tp, test_notebook_counts_entries_and_window_rows_by_the_definition);
     suite_add_tcase(s, tp);
     return s;
 }

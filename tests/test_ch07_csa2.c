@@ -2,11 +2,14 @@
  * plain loops and double precision, written here. Toy sizes from tests/ch07_toy.h. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ch07_toy.h"
 #include "common.h"
+#include "config.h"
+#include "grouped.h"
 #include "csa2_stack.h"
 #include "linalg.h"
 #include "norm.h"
@@ -625,12 +628,40 @@ START_TEST(test_config_rejects_a_v4_model)
 }
 END_TEST
 
+/* nb_07's candidate pool, the indexers' scores per query at 1M and the FP4 cache's headroom, from
+ * V4.1-Flash's config: the pool is blocks × block size; a Full layer of ratio M scans ⌊T/M⌋ entries
+ * and a Reindex layer at most the pool; ‖RMSNorm(v)‖ = √Dh against E4M3's 448 × E2M1's 6. */
+START_TEST(test_notebook_prices_the_pool_and_the_fp4_bound_by_the_definition)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    const double pool = (double)m.candidate_topk_blocks * (double)m.candidate_block_size, T = 1048576;
+    double scans = 0, reindex = 0;
+    for (size_t l = 0; l < m.n_layers; l++) {
+        if (m.layers[l].kind == KVL_LAYER_FULL) scans += floor(T / (double)m.layers[l].compress_ratio);
+        if (m.layers[l].kind == KVL_LAYER_REINDEX) reindex += fmin(T, pool);
+    }
+    const double bound = sqrt((double)m.head_dim);
+    char a[200], b[200], c[200];
+    snprintf(a, sizeof a, "top %s blocks of %s = %s positions", KVL_GROUPED(m.candidate_topk_blocks),
+             KVL_GROUPED(m.candidate_block_size), KVL_GROUPED(pool));
+    snprintf(b, sizeof b, "T 1,048,576: Full scans %s + Reindex %s = %s scores per query", KVL_GROUPED(scans),
+             KVL_GROUPED(reindex), KVL_GROUPED(scans + reindex));
+    snprintf(c, sizeof c, "sqrt(%zu) = %.3f; format range 448 x 6 = 2688, headroom %.0fx", m.head_dim, bound,
+             448.0 * 6 / bound);
+    kvl_model_free(&m);
+    const char *const want[] = {a, b, c};
+    kvl_expect_prints("nb_07", want, 3, "candidate pool");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch07_csa2");
     TCase *tc = tcase_create("csa2");
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_compressor_ratio1_gives_normalised_projection);
+    tcase_add_test(tc, test_notebook_prices_the_pool_and_the_fp4_bound_by_the_definition);
     tcase_add_test(tc, test_compressor_ratio2_with_equal_gates_gives_normalised_mean);
     tcase_add_test(tc, test_compressor_matches_softmax_gate_definition_at_ratio2);
     tcase_add_test(tc, test_compressor_push_matches_forward_when_fed_in_ragged_chunks);

@@ -15,6 +15,7 @@
 #include "ch07_stack_toy.h"
 #include "ch07_toy.h"
 #include "common.h"
+#include "grouped.h"
 
 #define P 100          /* prompt: 12 windows long, past the exact-replay reach L·(W − 1) = 70 */
 #define N_DECODE 3     /* tokens decoded after the prompt */
@@ -351,7 +352,7 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
     ck_assert_uint_eq(we.params, early);
     ch07_stack_toy_free(&t);
 
-    /* Seed 002's parameter check of V4.1-Flash layer 24, a Reindex layer. */
+    /* The V4.1 layer walkthrough's parameter check of V4.1-Flash layer 24, a Reindex layer. */
     kvl_model m;
     ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
     csa2_config c;
@@ -363,12 +364,60 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
 }
 END_TEST
 
+/* V4.1-Flash's parameter counts by role, as nb_07 prints them and ref/csa2 counts them, against the
+ * definition: each matrix's rows times its columns (plus a norm's gain) from the config's widths. */
+START_TEST(test_v41_parameter_counts_by_role_are_the_definitions)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    const uint64_t d = m.d, Dq = m.q_lora_rank, H = m.n_heads, Dh = m.head_dim, HI = m.index_n_heads,
+                   DI = m.index_head_dim, G = m.o_groups, Do = m.o_lora_rank;
+    const uint64_t q_latent = d * Dq + Dq, q_heads = Dq * H * Dh, window = d * Dh + Dh, sinks = H;
+    const uint64_t wo_a = G * Do * (H / G * Dh), output = wo_a + d * G * Do, indexer = Dq * HI * DI + d * HI;
+    const uint64_t core = q_latent + q_heads + window + sinks + output, keys = DI * Dh + DI;
+    static const struct { size_t layer; uint64_t compressor, index_keys, index_query; } modes[] = {
+        {0, 0, 0, 0},                          /* window-only */
+        {3, 0, 0, 0},                          /* Reuse */
+        {24, 0, 0, 1},                         /* Reindex: W_IQ, W_IW, no keys */
+        {2, 2, 1, 1},                          /* Full at M 2: W_C and W_Z, gain; W_IK, gain */
+        {20, 1, 1, 1},                         /* Full at M 1: W_C only */
+    };
+    uint64_t total[5];
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        csa2_config c;
+        ck_assert_int_eq(csa2_config_from_model(&c, &m, modes[i].layer), KVL_OK);
+        const csa2_params p = csa2_layer_params(&c);
+        const uint64_t compressor = modes[i].compressor * d * Dh + (modes[i].compressor ? Dh : 0);
+        ck_assert_uint_eq(p.core, core);
+        ck_assert_uint_eq(p.compressor, compressor);
+        ck_assert_uint_eq(p.index_keys, modes[i].index_keys * keys);
+        ck_assert_uint_eq(p.index_query, modes[i].index_query * indexer);
+        total[i] = p.core + p.compressor + p.index_keys + p.index_query;
+    }
+    kvl_model_free(&m);
+    char want[4][320];
+    snprintf(want[0], sizeof want[0], "query compression %s, query heads %s, window %s, indexer %s, sinks %s, "
+             "grouped output %s", KVL_GROUPED(q_latent), KVL_GROUPED(q_heads), KVL_GROUPED(window), KVL_GROUPED(indexer),
+             KVL_GROUPED(sinks), KVL_GROUPED(output));
+    snprintf(want[1], sizeof want[1], "Reindex layer: %s parameters; x 4 Reindex layers = %s", KVL_GROUPED(total[2]),
+             KVL_GROUPED(4 * total[2]));
+    snprintf(want[2], sizeof want[2], "Reuse and window-only layers %s; Full layers %s (M 2: W_C and W_Z) and %s (M 1",
+             KVL_GROUPED(total[1]), KVL_GROUPED(total[3]), KVL_GROUPED(total[4]));
+    snprintf(want[3], sizeof want[3], "W_OA (wo_a): %s weights per layer; in bf16 %s MiB, in FP8 %s MiB",
+             KVL_GROUPED(wo_a), KVL_GROUPED(wo_a * 2 / (1 << 20)), KVL_GROUPED(wo_a / (1 << 20)));
+    ck_assert_uint_eq(total[0], total[1]);
+    const char *const lines[] = {want[0], want[1], want[2], want[3]};
+    kvl_expect_prints("nb_07", lines, 4, "query compression");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch07_replay");
     TCase *tc = tcase_create("replay");
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_early_exit_global_rows_equal_full_prefill_bit_for_bit);
+    tcase_add_test(tc, test_v41_parameter_counts_by_role_are_the_definitions);
     tcase_add_test(tc, test_early_exit_global_rows_equal_full_prefill_native_rows);
     tcase_add_test(tc, test_replay_from_zero_is_the_full_forward);
     tcase_add_test(tc, test_exact_replay_rebuilds_every_window_and_the_next_tokens);

@@ -185,7 +185,7 @@ static void expect_all(const char *expect, size_t len, const char *where)
         snprintf(want, sizeof want, "%.*s", (int)n, line);
         if (n) {
             ck_assert_msg(strstr(out, want) != NULL,
-                          "%s: the check's output lacks \"%s\"; it printed:\n%s", where, want, out);
+                          "%s: the check's output lacks \"%s\"; it printed, from the start:\n%.2000s", where, want, out);
             lines++;
         }
         line = end ? end + 1 : expect + len;

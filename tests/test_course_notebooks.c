@@ -4,7 +4,8 @@
  * converts into a notebook whose cells are exactly the source's and whose code cells carry the output
  * their cell functions printed, validates against the nbformat 4.5 schema (when python3's nbformat is
  * installed; otherwise the test says so and passes), walks cell by cell with --step, and draws exactly
- * the figures committed under chapters/NN_name/figures/. The converter is also tested on a small
+ * the figures committed under chapters/NN_name/figures/ and prints the rendering committed as
+ * chapters/NN_name/notebook.md. The converter is also tested on a small
  * synthetic notebook whose outputs are known. A notebook added for a new chapter is picked up without
  * an edit here. */
 #include "common.h"
@@ -353,35 +354,68 @@ static void list_svgs(char *names, size_t cap, const char *dir)
     }
 }
 
-START_TEST(test_committed_figures_are_what_the_notebooks_draw)
+/* "" when a and b are the same text, else where they first differ: "line N: committed '...', fresh '...'" */
+static void first_difference(char *buf, size_t cap, const char *committed, const char *fresh)
+{
+    buf[0] = '\0';
+    if (!strcmp(committed, fresh)) return;
+    size_t line = 1;
+    const char *a = committed, *b = fresh;
+    while (*a && *a == *b) {
+        if (*a == '\n') line++;
+        a++, b++;
+    }
+    while (a > committed && a[-1] != '\n') a--, b--;   /* back to the line's start, on both sides */
+    snprintf(buf, cap, "line %zu: committed '%.*s', fresh '%.*s'", line, (int)strcspn(a, "\n"), a,
+             (int)strcspn(b, "\n"), b);
+}
+
+/* One run of each notebook, as `make renders` does it: its figures are the committed
+ * chapters/NN_name/figures/NAME.svg, byte for byte and no more or fewer, and its Markdown rendering is
+ * the committed chapters/NN_name/notebook.md. What a notebook prints is the same on every machine (its
+ * rounding-level differences are printed as a decade, draw_compare.h), so the comparison is exact. */
+START_TEST(test_committed_renders_are_what_the_notebooks_print_and_draw)
 {
     notebook nb[MAX_NOTEBOOKS];
     size_t n = list_notebooks(nb);
     char dir[64];
     make_temp_dir(dir, sizeof dir);
     for (size_t i = 0; i < n; i++) {
-        char cmd[1600], fresh[1400], committed[4400], a[4096], b[4096];
+        char cmd[8192], fresh[1400], committed[4400], a[4096], b[4096], diff[600];
         snprintf(fresh, sizeof fresh, "%s/%s", dir, nb[i].name);
         ck_assert(mkdir(fresh, 0777) == 0);
-        snprintf(cmd, sizeof cmd, "nb_%s --figures '%s'", nb[i].number, fresh);
+        snprintf(cmd, sizeof cmd, "cd '%s' && nb_%s --cells --figures '%s' > '%s.cells' && "
+                 "nb_ipynb notebooks_c/%s.c '%s.cells' '%s' --figures-at figures", kvl_path("."), nb[i].number, fresh,
+                 fresh, nb[i].name, fresh, fresh);
         ck_assert_msg(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP) == 0, "%s failed:\n%s", cmd, err);
         snprintf(committed, sizeof committed, "%s/%s/figures", kvl_path("chapters"), nb[i].name);
         list_svgs(a, sizeof a, fresh);
         list_svgs(b, sizeof b, committed);
-        ck_assert_msg(!strcmp(a, b), "%s draws [%s] but chapters/%s/figures holds [%s]; regenerate with "
-                      "build/bin/nb_%s --figures chapters/%s/figures", nb[i].name, a, nb[i].name, b, nb[i].number,
-                      nb[i].name);
+        ck_assert_msg(!strcmp(a, b), "%s draws [%s] but chapters/%s/figures holds [%s]; regenerate with make renders",
+                      nb[i].name, a, nb[i].name, b);
         for (char *name = strtok(a, " "); name; name = strtok(NULL, " ")) {
             char p[4600], q[4600];
             snprintf(p, sizeof p, "%s/%s", fresh, name);
             snprintf(q, sizeof q, "%s/%s", committed, name);
             char *x = kvl_read_text(p), *y = kvl_read_text(q);
-            ck_assert_msg(x && y && !strcmp(x, y), "chapters/%s/figures/%s differs from what nb_%s draws now; "
-                          "regenerate with build/bin/nb_%s --figures chapters/%s/figures", nb[i].name, name,
-                          nb[i].number, nb[i].number, nb[i].name);
+            ck_assert_msg(x && y, "cannot read %s or %s", p, q);
+            first_difference(diff, sizeof diff, y, x);
+            ck_assert_msg(!diff[0], "chapters/%s/figures/%s differs from what nb_%s draws now, %s; regenerate with "
+                          "make renders", nb[i].name, name, nb[i].number, diff);
             free(x);
             free(y);
         }
+        char p[1500], q[4400];
+        snprintf(p, sizeof p, "%s.md", fresh);
+        snprintf(q, sizeof q, "%s/%s/notebook.md", kvl_path("chapters"), nb[i].name);
+        char *x = kvl_read_text(p), *y = kvl_read_text(q);
+        ck_assert_msg(x, "nb_ipynb wrote no %s", p);
+        ck_assert_msg(y, "no chapters/%s/notebook.md; write it with make renders", nb[i].name);
+        first_difference(diff, sizeof diff, y, x);
+        ck_assert_msg(!diff[0], "chapters/%s/notebook.md differs from a fresh rendering of nb_%s, %s; regenerate with "
+                      "make renders", nb[i].name, nb[i].number, diff);
+        free(x);
+        free(y);
     }
     remove_dir(dir);
 }
@@ -475,6 +509,31 @@ START_TEST(test_converter_pairs_each_output_with_its_cell)
 }
 END_TEST
 
+/* --figures-at: the Markdown links the figures where the chapter keeps them and writes no OUT_files/;
+ * the flag without a folder is refused. */
+START_TEST(test_converter_links_figures_at_a_given_folder)
+{
+    char dir[64], src[128], cells[128], cmd[800], path[160];
+    make_temp_dir(dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/nb.c", dir);
+    snprintf(cells, sizeof cells, "%s/nb.cells", dir);
+    write_text(src, SYNTHETIC);
+    write_text(cells, STREAM);
+    snprintf(cmd, sizeof cmd, "nb_ipynb '%s' '%s' '%s/out' --figures-at figures", src, cells, dir);
+    ck_assert_msg(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP) == 0, "%s: %s", cmd, err);
+    snprintf(path, sizeof path, "%s/out.md", dir);
+    char *md = kvl_read_text(path);
+    ck_assert_msg(md && strstr(md, "![fig](figures/fig.svg)"), "the rendering does not link figures/fig.svg:\n%.600s",
+                  md ? md : "");
+    free(md);
+    snprintf(path, sizeof path, "%s/out_files", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "%s was written", path);
+    snprintf(cmd, sizeof cmd, "nb_ipynb '%s' '%s' '%s/out' --figures-at", src, cells, dir);
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, OUT_CAP, err, OUT_CAP), 2);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_converter_rejects_a_stream_that_does_not_fit_the_source)
 {
     static const struct { const char *stream, *message; } bad[] = {
@@ -508,12 +567,13 @@ Suite *kvl_suite(void)
     tcase_add_test(run, test_a_notebook_whose_output_cannot_be_written_exits_1);
     tcase_add_test(run, test_step_mode_walks_every_cell_and_stops_on_q);
     tcase_add_test(run, test_step_mode_pages_and_wraps_prose_to_the_terminal);
-    tcase_add_test(run, test_committed_figures_are_what_the_notebooks_draw);
+    tcase_add_test(run, test_committed_renders_are_what_the_notebooks_print_and_draw);
     suite_add_tcase(s, run);
     TCase *ipynb = tcase_create("ipynb");
     tcase_add_test(ipynb, test_every_notebook_converts_with_one_cell_per_source_cell);
     tcase_add_test(ipynb, test_every_ipynb_validates_against_the_nbformat_schema);
     tcase_add_test(ipynb, test_converter_pairs_each_output_with_its_cell);
+    tcase_add_test(ipynb, test_converter_links_figures_at_a_given_folder);
     tcase_add_test(ipynb, test_converter_rejects_a_stream_that_does_not_fit_the_source);
     suite_add_tcase(s, ipynb);
     return s;

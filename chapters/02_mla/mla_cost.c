@@ -127,7 +127,7 @@ static work naive_work(const mla_config *c, double N)
     const double Dr = (double)c->qk_rope, Dv = (double)c->v_head, f = sizeof(float);
     work w;
     /* per head: K = C W_UKᵀ, scores = q·K, V = C W_UVᵀ, o = p V */
-    w.flop = H * (2 * N * Dc * Dn + 2 * N * (Dn + Dr) + 2 * N * Dc * Dv + 2 * N * Dv);
+    w.flop = H * N * mla_naive_flop_per_token(c);
     w.bytes = f * (N * (Dc + Dr) + H * (N * Dc + Dn * Dc + N * (Dn + Dr) + N * Dc + Dv * Dc + N + N * Dv));
     return w;
 }
@@ -137,9 +137,9 @@ static work absorbed_work(const mla_config *c, double N)
     const double H = (double)c->n_heads, Dc = (double)c->kv_lora_rank, Dn = (double)c->qk_nope;
     const double Dr = (double)c->qk_rope, Dv = (double)c->v_head, Dw = Dc + Dr, f = sizeof(float);
     work w;
-    /* q̂ = W_UKᵀ q^C per head, scores = Q̂ Cᵀ, Ô = P C (over the whole row), o = W_UV ô per head */
-    w.flop = H * (2 * Dn * Dc + 2 * N * Dw + 2 * N * Dw + 2 * Dc * Dv);
-    w.bytes = f * (H * Dn * Dc + N * Dw + H * N + N * Dw + H * Dv * Dc);
+    /* q̂ = W_UKᵀ q^C per head, scores = Q̂ [C | K_rope]ᵀ, ô = P C, o = W_UV ô per head */
+    w.flop = H * (2 * Dn * Dc + N * mla_absorbed_flop_per_token(c) + 2 * Dc * Dv);
+    w.bytes = f * (H * Dn * Dc + N * Dw + H * N + N * Dc + H * Dv * Dc);
     return w;
 }
 
@@ -287,14 +287,15 @@ static int decode_step(const kvl_model *m, const options *opt)
     if (rc == KVL_OK)
         printf("\n  The naive form rebuilds every head's %zu-channel key and %zu-channel value from each cached latent\n"
                "  on every step: 2 Dc (Dnope + Dv) = %s flop per token per head before any attention is done.\n"
-               "  The absorbed form scores the %zu-wide rows as they are, 4 (Dc + Dr) = %s flop per token per\n"
-               "  head: on long contexts the per-step work falls %.0fx, and each step reads the cache as stored\n"
-               "  instead of rebuilding K and V from it, which is why servers decode in the absorbed form\n"
-               "  (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads: the absorbed step does %.0f flop\n"
-               "  per byte read at %s tokens, tending to %.0f on long contexts, so the processor's ratio of\n"
-               "  flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
+               "  The absorbed form scores the %zu-wide rows as they are and sums their latents, 2 (Dc + Dr) +\n"
+               "  2 Dc = %s flop per token per head: on long contexts the per-step work falls %.0fx, and each\n"
+               "  step reads the cache as stored instead of rebuilding K and V from it, which is why servers\n"
+               "  decode in the absorbed form (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads:\n"
+               "  the absorbed step does %.0f flop"
+               " per byte read at %s tokens, tending to %.0f on long contexts, so the\n"
+               "  processor's ratio of flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
                c->qk_nope + c->qk_rope, c->v_head, G(2.0 * c->kv_lora_rank * (c->qk_nope + c->v_head)),
-               c->kv_lora_rank + c->qk_rope, G(4.0 * (c->kv_lora_rank + c->qk_rope)),
+               c->kv_lora_rank + c->qk_rope, G(mla_absorbed_flop_per_token(c)),
                naive_work(c, 1e6).flop / absorbed_work(c, 1e6).flop, c->n_heads,
                absorbed_work(c, (double)max_N).flop / absorbed_work(c, (double)max_N).bytes, G(max_N),
                absorbed_work(c, 1e12).flop / absorbed_work(c, 1e12).bytes);
@@ -313,7 +314,9 @@ static void draw(kvl_rng *rng, double *x, size_t n, double fan)
     for (size_t i = 0; i < n; i++) x[i] /= sqrt(fan);
 }
 
-/* out[h][i] = Σ_t p[h][t] · (W[h] C[t])_i, and the like, through linalg's double products */
+/* out[h][i] = Σ_t p[h][t] · (W[h] C[t])_i, and the like, through linalg's plain double loops: its BLAS
+ * products would order the sums by the machine's kernel, and the digits printed with them (2.66e-15 on
+ * an AVX-512 OpenBLAS, 3.55e-15 on an AVX2 one) with it */
 static int writeup_toy_check(void)
 {
     static double W_DKV[WT_DC][WT_D], W_UK[WT_NH][WT_DH][WT_DC], W_UV[WT_NH][WT_DH][WT_DC],
@@ -326,25 +329,25 @@ static int writeup_toy_check(void)
     draw(&rng, &W_Q[0][0][0], WT_NH * WT_DH * WT_D, WT_D);
     draw(&rng, &Hs[0][0], WT_T * WT_D, 1);
     draw(&rng, h_t, WT_D, 1);
-    int rc = kvl_matmul_abt_f64(&C[0][0], &Hs[0][0], &W_DKV[0][0], WT_T, WT_DC, WT_D);
+    int rc = kvl_matmul_abt_f64_loop(&C[0][0], &Hs[0][0], &W_DKV[0][0], WT_T, WT_DC, WT_D);
     double ds = 0, dout = 0;
     for (int h = 0; h < WT_NH && rc == KVL_OK; h++) {
         double q[WT_DH], K[WT_T][WT_DH], V[WT_T][WT_DH], s[WT_T], s_abs[WT_T], q_abs[WT_DC], o_lat[WT_DC];
         double out[WT_DH], out_abs[WT_DH];
-        rc = kvl_matvec_f64(q, &W_Q[h][0][0], h_t, WT_DH, WT_D);
+        rc = kvl_matvec_f64_loop(q, &W_Q[h][0][0], h_t, WT_DH, WT_D);
         /* naive: K and V up-projected for every cached token */
-        if (rc == KVL_OK) rc = kvl_matmul_abt_f64(&K[0][0], &C[0][0], &W_UK[h][0][0], WT_T, WT_DH, WT_DC);
-        if (rc == KVL_OK) rc = kvl_matmul_abt_f64(&V[0][0], &C[0][0], &W_UV[h][0][0], WT_T, WT_DH, WT_DC);
-        if (rc == KVL_OK) rc = kvl_matvec_f64(s, &K[0][0], q, WT_T, WT_DH);
+        if (rc == KVL_OK) rc = kvl_matmul_abt_f64_loop(&K[0][0], &C[0][0], &W_UK[h][0][0], WT_T, WT_DH, WT_DC);
+        if (rc == KVL_OK) rc = kvl_matmul_abt_f64_loop(&V[0][0], &C[0][0], &W_UV[h][0][0], WT_T, WT_DH, WT_DC);
+        if (rc == KVL_OK) rc = kvl_matvec_f64_loop(s, &K[0][0], q, WT_T, WT_DH);
         double p[WT_T];
         memcpy(p, s, sizeof p);
         kvl_softmax_f64(p, WT_T);
-        if (rc == KVL_OK) rc = kvl_matmul_ab_f64(out, p, &V[0][0], 1, WT_DH, WT_T);
+        if (rc == KVL_OK) rc = kvl_matmul_ab_f64_loop(out, p, &V[0][0], 1, WT_DH, WT_T);
         /* absorbed: q̂ = W_UKᵀ q, scores against C, latent sum, W_UV after */
-        if (rc == KVL_OK) rc = kvl_matmul_ab_f64(q_abs, q, &W_UK[h][0][0], 1, WT_DC, WT_DH);
-        if (rc == KVL_OK) rc = kvl_matvec_f64(s_abs, &C[0][0], q_abs, WT_T, WT_DC);
-        if (rc == KVL_OK) rc = kvl_matmul_ab_f64(o_lat, p, &C[0][0], 1, WT_DC, WT_T);
-        if (rc == KVL_OK) rc = kvl_matvec_f64(out_abs, &W_UV[h][0][0], o_lat, WT_DH, WT_DC);
+        if (rc == KVL_OK) rc = kvl_matmul_ab_f64_loop(q_abs, q, &W_UK[h][0][0], 1, WT_DC, WT_DH);
+        if (rc == KVL_OK) rc = kvl_matvec_f64_loop(s_abs, &C[0][0], q_abs, WT_T, WT_DC);
+        if (rc == KVL_OK) rc = kvl_matmul_ab_f64_loop(o_lat, p, &C[0][0], 1, WT_DC, WT_T);
+        if (rc == KVL_OK) rc = kvl_matvec_f64_loop(out_abs, &W_UV[h][0][0], o_lat, WT_DH, WT_DC);
         for (int t = 0; t < WT_T; t++) ds = fmax(ds, fabs(s[t] - s_abs[t]));
         for (int i = 0; i < WT_DH; i++) dout = fmax(dout, fabs(out[i] - out_abs[i]));
     }
