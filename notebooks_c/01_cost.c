@@ -51,7 +51,8 @@
 // out.
 
 // %%
-/* The levers of one MHA-generation config: L, entries/token/layer, elements/entry, bytes/element. */
+/* The levers of one MHA-generation config: L, entries/token/layer, elements/entry,
+ * bytes/element. */
 typedef struct {
     char name[96];
     size_t d, layers, entries, elements, bytes, n_heads, n_kv_heads, head_dim;
@@ -62,11 +63,18 @@ static int levers_of(levers *v, const char *config)
     kvl_model m;
     int rc = kvl_model_load(&m, nb_path(config));
     if (rc != KVL_OK) return rc;
-    *v = (levers){.d = m.d, .layers = m.n_layers, .entries = 1, .elements = 2 * m.n_kv_heads * m.head_dim,
-                  .bytes = kvf_element_bits(KVF_BF16) / 8, .n_heads = m.n_heads, .n_kv_heads = m.n_kv_heads,
+    *v = (levers){.d = m.d,
+                  .layers = m.n_layers,
+                  .entries = 1,
+                  .elements = 2 * m.n_kv_heads * m.head_dim,
+                  .bytes = kvf_element_bits(KVF_BF16) / 8,
+                  .n_heads = m.n_heads,
+                  .n_kv_heads = m.n_kv_heads,
                   .head_dim = m.head_dim};
     snprintf(v->name, sizeof v->name, "%s", m.name);
-    rc = m.generation == KVL_GEN_MHA ? KVL_OK : kvl_fail(KVL_EINVAL, "%s: not an MHA-generation config", config);
+    rc = m.generation == KVL_GEN_MHA
+             ? KVL_OK
+             : kvl_fail(KVL_EINVAL, "%s: not an MHA-generation config", config);
     kvl_model_free(&m);
     return rc;
 }
@@ -84,16 +92,19 @@ NB_CELL(cell_levers)
     if (rc == KVL_OK) rc = levers_of(&llama70b, "chapters/01_cost/llama-3-70b.json");
     if (rc != KVL_OK) return rc;
     const levers *all[] = {&ds67b, &llama70b};
-    printf("%-18s %7s %9s %15s %7s %12s %11s\n", "model", "layers", "entries", "elements/entry", "B/elem",
-           "B/token", "KiB/token");
+    printf("%-18s %7s %9s %15s %7s %12s %11s\n", "model", "layers", "entries", "elements/entry",
+           "B/elem", "B/token", "KiB/token");
     for (int i = 0; i < 2; i++) {
         const levers *v = all[i];
-        printf("%-18s %7zu %9zu %15s %7zu %12s %11s\n", v->name, v->layers, v->entries, nb_num((double)v->elements, 0),
-               v->bytes, nb_num((double)bytes_per_token(v), 0), nb_num((double)bytes_per_token(v) / 1024, 2));
+        printf("%-18s %7zu %9zu %15s %7zu %12s %11s\n", v->name, v->layers, v->entries,
+               nb_num((double)v->elements, 0), v->bytes, nb_num((double)bytes_per_token(v), 0),
+               nb_num((double)bytes_per_token(v) / 1024, 2));
     }
-    printf("\n%s: 2 x %zu KV heads x %zu dims x %zu B = %s B per layer, x %zu layers = %s B per token\n", ds67b.name,
-           ds67b.n_kv_heads, ds67b.head_dim, ds67b.bytes, nb_num((double)(ds67b.elements * ds67b.bytes), 0),
-           ds67b.layers, nb_num((double)bytes_per_token(&ds67b), 0));
+    printf(
+        "\n%s: 2 x %zu KV heads x %zu dims x %zu B = %s B per layer, x %zu layers = %s B per token\n",
+        ds67b.name, ds67b.n_kv_heads, ds67b.head_dim, ds67b.bytes,
+        nb_num((double)(ds67b.elements * ds67b.bytes), 0), ds67b.layers,
+        nb_num((double)bytes_per_token(&ds67b), 0));
     return KVL_OK;
 }
 
@@ -119,18 +130,23 @@ NB_CELL(cell_variants)
             levers u = *v;
             u.elements = 2 * kv[j] * v->head_dim;
             printf("  Hkv %3zu %-5s %12s B/token   MHA / %zu\n", kv[j],
-                   kv[j] == v->n_heads ? "MHA" : kv[j] == 1 ? "MQA" : "GQA", nb_num((double)bytes_per_token(&u), 0),
-                   v->n_heads / kv[j]);
+                   kv[j] == v->n_heads ? "MHA"
+                   : kv[j] == 1        ? "MQA"
+                                       : "GQA",
+                   nb_num((double)bytes_per_token(&u), 0), v->n_heads / kv[j]);
         }
     }
     kvl_model v2;
     int rc = kvl_model_load(&v2, nb_path("ref/configs/deepseek-v2.json"));
     if (rc != KVL_OK) return rc;
-    const double elements = 2.0 * (double)v2.n_heads * (double)v2.qk_nope_head_dim * (double)v2.n_layers;
+    const double elements =
+        2.0 * (double)v2.n_heads * (double)v2.qk_nope_head_dim * (double)v2.n_layers;
     const double bytes = elements * kvf_element_bits(KVF_BF16) / 8;
-    printf("\nMHA at DeepSeek-V2's size: 2 x %zu heads x %zu dims x %zu layers = %s elements per token\n", v2.n_heads,
-           v2.qk_nope_head_dim, v2.n_layers, nb_num(elements, 0));
-    printf("  in bf16: %s B = %.2f MB (%.2f MiB) per token\n", nb_num(bytes, 0), bytes / 1e6, bytes / 1048576.0);
+    printf(
+        "\nMHA at DeepSeek-V2's size: 2 x %zu heads x %zu dims x %zu layers = %s elements per token\n",
+        v2.n_heads, v2.qk_nope_head_dim, v2.n_layers, nb_num(elements, 0));
+    printf("  in bf16: %s B = %.2f MB (%.2f MiB) per token\n", nb_num(bytes, 0), bytes / 1e6,
+           bytes / 1048576.0);
     kvl_model_free(&v2);
     return KVL_OK;
 }
@@ -147,7 +163,8 @@ NB_CELL(cell_token_cache_figure)
     const char *names[] = {"MHA", "GQA-8", "MQA"};
     const size_t kv[] = {ds67b.n_heads, ds67b.n_kv_heads, 1};
     svg_doc s;
-    cost_draw_token_cache(&s, ds67b.name, names, kv, 3, ds67b.n_heads, ds67b.head_dim * ds67b.bytes);
+    cost_draw_token_cache(&s, ds67b.name, names, kv, 3, ds67b.n_heads,
+                          ds67b.head_dim * ds67b.bytes);
     return nb_figure("token_cache", &s);
 }
 
@@ -168,16 +185,19 @@ NB_CELL(cell_live)
     int rc = mha_config_init(&c, ds67b.d, ds67b.n_heads, ds67b.n_kv_heads, ds67b.head_dim, 0, 1e4);
     if (rc == KVL_OK) rc = cost_live_bytes_per_token(&live, &c, 16);
     if (rc != KVL_OK) return rc;
-    printf("one layer of %s, bf16 ring: %s B per token (formula %s)\n", ds67b.name, nb_num((double)live, 0),
-           nb_num((double)(ds67b.elements * ds67b.bytes), 0));
-    rc = nb_expect(live == ds67b.elements * ds67b.bytes, "live bytes %zu differ from the formula", live);
+    printf("one layer of %s, bf16 ring: %s B per token (formula %s)\n", ds67b.name,
+           nb_num((double)live, 0), nb_num((double)(ds67b.elements * ds67b.bytes), 0));
+    rc = nb_expect(live == ds67b.elements * ds67b.bytes, "live bytes %zu differ from the formula",
+                   live);
     for (size_t kv = 4; kv >= 1 && rc == KVL_OK; kv /= 2) {
-        size_t got = 0, want = COST_TOY_LAYERS * 40 * 2 * kv * COST_TOY_HEAD_DIM * swa_store_bytes(SWA_STORE_BF16);
+        size_t got = 0, want = COST_TOY_LAYERS * 40 * 2 * kv * COST_TOY_HEAD_DIM *
+                               swa_store_bytes(SWA_STORE_BF16);
         rc = cost_toy_stack_bytes(&got, kv, 40);
         if (rc != KVL_OK) break;
-        printf("toy stack, Hkv %zu, 40 tokens: caches hold %s B, L*T*2*Hkv*Dh*b = %s B\n", kv, nb_num((double)got, 0),
-               nb_num((double)want, 0));
-        rc = nb_expect(got == want, "toy stack with Hkv %zu: live %zu B, formula %zu B", kv, got, want);
+        printf("toy stack, Hkv %zu, 40 tokens: caches hold %s B, L*T*2*Hkv*Dh*b = %s B\n", kv,
+               nb_num((double)got, 0), nb_num((double)want, 0));
+        rc = nb_expect(got == want, "toy stack with Hkv %zu: live %zu B, formula %zu B", kv, got,
+                       want);
     }
     return rc;
 }
@@ -193,7 +213,8 @@ NB_CELL(cell_live)
 
 // %%
 /* mha (Hkv = H) ← gqa with every KV head g copied to the query heads that read it */
-static void copy_heads_to_mha(mha_weights *mha, const mha_weights *gqa, const mha_config *cg, const mha_config *cm)
+static void copy_heads_to_mha(mha_weights *mha, const mha_weights *gqa, const mha_config *cg,
+                              const mha_config *cm)
 {
     const size_t d = cg->d, Dh = cg->head_dim, group = cg->n_heads / cg->n_kv_heads;
     memcpy(mha->w_q, gqa->w_q, cg->n_heads * Dh * d * sizeof(float));
@@ -226,8 +247,8 @@ NB_CELL(cell_gqa_is_mha)
         double scale, diff = nbc_max_diff(yg, ym, T * 64, &scale);
         /* float32 sums of 64 and 24 terms: far below 1e-5 of the output's scale */
         rc = nbc_report("GQA-2 vs MHA with copied K/V heads, 24 tokens", diff, scale, 1e-5);
-        printf("cache per token per layer: GQA-2 %zu floats, MHA %zu floats\n", 2 * cg.n_kv_heads * cg.head_dim,
-               2 * cm.n_kv_heads * cm.head_dim);
+        printf("cache per token per layer: GQA-2 %zu floats, MHA %zu floats\n",
+               2 * cg.n_kv_heads * cg.head_dim, 2 * cm.n_kv_heads * cm.head_dim);
     }
     mha_weights_free(&wg);
     mha_weights_free(&wm);
@@ -360,10 +381,12 @@ NB_CELL(cell_built_vs_ref)
 
     printf("query head h reads KV head:");
     for (int h = 0; h < H; h++) printf(" %d", h / GROUP);
-    printf("\none row per token per layer: 2 x %d KV heads x %d = %d values (MHA's would be %d)\n", HKV, DH, ROW,
-           2 * H * DH);
-    rc = cost_check("cache rows 0-24, built vs ref/mha's ring", &rows[0][0], &lib_rows[0][0], (N + 1) * ROW, 1e-5);
-    if (rc == KVL_OK) rc = cost_check("decode of token 24, built vs mha_decode", out, lib_out, D, 1e-5);
+    printf("\none row per token per layer: 2 x %d KV heads x %d = %d values (MHA's would be %d)\n",
+           HKV, DH, ROW, 2 * H * DH);
+    rc = cost_check("cache rows 0-24, built vs ref/mha's ring", &rows[0][0], &lib_rows[0][0],
+                    (N + 1) * ROW, 1e-5);
+    if (rc == KVL_OK)
+        rc = cost_check("decode of token 24, built vs mha_decode", out, lib_out, D, 1e-5);
     return rc;
 }
 
@@ -396,8 +419,8 @@ NB_CELL(cell_figure)
     }
     svg_doc s;
     svg_bars_log(&s, "KV cache bytes per token: MHA, GQA-8, MQA",
-                 "L x 2 x Hkv x Dh x 2 B (bf16), from each config.json; dark: as shipped", label, values, emphasis, 6,
-                 "B");
+                 "L x 2 x Hkv x Dh x 2 B (bf16), from each config.json; dark: as shipped", label,
+                 values, emphasis, 6, "B");
     return nb_figure("bytes_per_token", &s);
 }
 

@@ -53,20 +53,22 @@ NB_CELL(cell_latent)
     kvl_model v2;
     if (rc == KVL_OK) rc = kvl_model_load(&v2, nb_path("ref/configs/deepseek-v2.json"));
     if (rc != KVL_OK) return rc;
-    const double b = kvf_element_bits(KVF_BF16) / 8.0, Dc = (double)v3.kv_lora_rank, Dr = (double)v3.qk_rope_head_dim;
+    const double b = kvf_element_bits(KVF_BF16) / 8.0, Dc = (double)v3.kv_lora_rank,
+                 Dr = (double)v3.qk_rope_head_dim;
     const double mha = 2.0 * (double)v3.n_heads * (double)v3.qk_nope_head_dim;
-    printf("%s: H %zu, Dq' %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, %zu layers\n", v3.name, v3.n_heads, v3.q_lora_rank,
-           v3.kv_lora_rank, v3.qk_rope_head_dim, v3.qk_nope_head_dim, v3.v_head_dim, v3.n_layers);
-    printf("cached per token per layer: Dc + Dr = %s + %s = %s values\n", nb_num(Dc, 0), nb_num(Dr, 0),
-           nb_num(Dc + Dr, 0));
+    printf("%s: H %zu, Dq' %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, %zu layers\n", v3.name,
+           v3.n_heads, v3.q_lora_rank, v3.kv_lora_rank, v3.qk_rope_head_dim, v3.qk_nope_head_dim,
+           v3.v_head_dim, v3.n_layers);
+    printf("cached per token per layer: Dc + Dr = %s + %s = %s values\n", nb_num(Dc, 0),
+           nb_num(Dr, 0), nb_num(Dc + Dr, 0));
     printf("MHA with H heads of %zu (the V2 paper's 2*n_h*d_h): %s values: %s x the latent alone, "
            "%.1f x with the RoPE key\n",
            v3.qk_nope_head_dim, nb_num(mha, 0), nb_num(mha / Dc, 1), mha / (Dc + Dr));
-    printf("as GQA with heads of d_h = %zu: (Dc + Dr) / (2 d_h) = %.2f groups\n", v3.qk_nope_head_dim,
-           (Dc + Dr) / (2.0 * (double)v3.qk_nope_head_dim));
+    printf("as GQA with heads of d_h = %zu: (Dc + Dr) / (2 d_h) = %.2f groups\n",
+           v3.qk_nope_head_dim, (Dc + Dr) / (2.0 * (double)v3.qk_nope_head_dim));
     printf("bf16: %s B per layer; x %zu layers = %s B per token (%s: %zu layers, %s B per token)\n",
-           nb_num((Dc + Dr) * b, 0), v3.n_layers, nb_num((Dc + Dr) * b * (double)v3.n_layers, 0), v2.name, v2.n_layers,
-           nb_num((Dc + Dr) * b * (double)v2.n_layers, 0));
+           nb_num((Dc + Dr) * b, 0), v3.n_layers, nb_num((Dc + Dr) * b * (double)v3.n_layers, 0),
+           v2.name, v2.n_layers, nb_num((Dc + Dr) * b * (double)v2.n_layers, 0));
     kvl_model_free(&v2);
     return KVL_OK;
 }
@@ -82,13 +84,14 @@ NB_CELL(cell_latent)
 // %%
 NB_CELL(cell_long_request)
 {
-    const double row = (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * kvf_element_bits(KVF_BF16) / 8.0;
+    const double row =
+        (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * kvf_element_bits(KVF_BF16) / 8.0;
     const double L = (double)v3.n_layers, T128k = 131072, GiB = 1073741824.0;
-    printf("%zu layers x 131,072 tokens: %s B = %.2f GB = %.2f GiB\n", v3.n_layers, nb_num(row * L * T128k, 0),
-           row * L * T128k / 1e9, row * L * T128k / GiB);
+    printf("%zu layers x 131,072 tokens: %s B = %.2f GB = %.2f GiB\n", v3.n_layers,
+           nb_num(row * L * T128k, 0), row * L * T128k / 1e9, row * L * T128k / GiB);
     printf("%zu layers x 128,000 tokens: %.2f GB\n", v3.n_layers, row * L * 128000 / 1e9);
-    printf("%zu layers (with the MTP layer) x 131,072 tokens: %.2f GiB = %.2f GB\n", v3.n_layers + 1,
-           row * (L + 1) * T128k / GiB, row * (L + 1) * T128k / 1e9);
+    printf("%zu layers (with the MTP layer) x 131,072 tokens: %.2f GiB = %.2f GB\n",
+           v3.n_layers + 1, row * (L + 1) * T128k / GiB, row * (L + 1) * T128k / 1e9);
     return KVL_OK;
 }
 
@@ -106,22 +109,29 @@ NB_CELL(cell_long_request)
 
 NB_CELL(cell_mha_compare)
 {
-    const double b = kvf_element_bits(KVF_BF16) / 8.0, L = (double)v3.n_layers, H = (double)v3.n_heads;
-    const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim), Dv = (double)v3.v_head_dim;
+    const double b = kvf_element_bits(KVF_BF16) / 8.0, L = (double)v3.n_layers,
+                 H = (double)v3.n_heads;
+    const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim),
+                 Dv = (double)v3.v_head_dim;
     const double Dn = (double)v3.qk_nope_head_dim;
     const double mla = (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * b * L;
-    const struct { const char *what; double heads, k, v; } rows[] = {
-        {"MHA, K 192 + V 128 (corrected)", H, Dk, Dv},  {"GQA-8, K 192 + V 128 (corrected)", GQA_GROUPS, Dk, Dv},
-        {"MHA, V sized like K (lineage)", H, Dk, Dk},  {"GQA-8, V sized like K (lineage)", GQA_GROUPS, Dk, Dk},
-        {"MHA, d_h 128 (V2 paper)", H, Dn, Dn},         {"GQA-8, d_h 128 (V2 paper)", GQA_GROUPS, Dn, Dn},
+    const struct { const char *what; double heads, k, v;
+    } rows[] = {
+        {"MHA, K 192 + V 128 (corrected)", H, Dk, Dv},
+        {"GQA-8, K 192 + V 128 (corrected)", GQA_GROUPS, Dk, Dv},
+        {"MHA, V sized like K (lineage)", H, Dk, Dk},
+        {"GQA-8, V sized like K (lineage)", GQA_GROUPS, Dk, Dk},
+        {"MHA, d_h 128 (V2 paper)", H, Dn, Dn},
+        {"GQA-8, d_h 128 (V2 paper)", GQA_GROUPS, Dn, Dn},
     };
     printf("%-34s %10s %12s %8s %8s\n", "cache", "B/layer", "B/token", "MB", "x MLA");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         double layer = rows[i].heads * (rows[i].k + rows[i].v) * b;
-        printf("%-34s %10s %12s %8.2f %8.2f\n", rows[i].what, nb_num(layer, 0), nb_num(layer * L, 0), layer * L / 1e6,
-               layer * L / mla);
+        printf("%-34s %10s %12s %8.2f %8.2f\n", rows[i].what, nb_num(layer, 0),
+               nb_num(layer * L, 0), layer * L / 1e6, layer * L / mla);
     }
-    printf("%-34s %10s %12s %8.2f %8.2f\n", "MLA, Dc + Dr = 576", nb_num(mla / L, 0), nb_num(mla, 0), mla / 1e6, 1.0);
+    printf("%-34s %10s %12s %8.2f %8.2f\n", "MLA, Dc + Dr = 576", nb_num(mla / L, 0),
+           nb_num(mla, 0), mla / 1e6, 1.0);
     return KVL_OK;
 }
 
@@ -255,7 +265,8 @@ typedef struct {
     void (*value)(double o[DV], const double *p, const head_view *v);
 } head_form;
 
-static const head_form NAIVE = {score_naive, value_naive}, ABSORBED = {score_absorbed, value_absorbed};
+static const head_form NAIVE = {score_naive, value_naive},
+                       ABSORBED = {score_absorbed, value_absorbed};
 
 // %% [markdown]
 // ## The lineage write-up's numpy check, in C
@@ -309,7 +320,8 @@ NB_CELL(cell_numpy_check)
     printf("max |output diff|: %s\n", mlanb_repr(dout));
     printf("cached floats per token, naive K+V: %d  absorbed latent: %d\n", 2 * WT_NH * DN, DC);
     /* both forms sum O(10) terms of O(1) in double: rounding stays near 1e-15 */
-    return nb_expect(ds < 1e-12 && dout < 1e-12, "absorbed and naive differ beyond rounding: %g, %g", ds, dout);
+    return nb_expect(ds < 1e-12 && dout < 1e-12,
+                     "absorbed and naive differ beyond rounding: %g, %g", ds, dout);
 }
 
 // %% [markdown]
@@ -331,9 +343,12 @@ NB_CELL(cell_numpy_agrees)
     double ds = 0, dout = 0;
     for (int i = 0; i < WT_NH * WT_T; i++) ds = fmax(ds, fabs(s[i] - (&scores_naive[0][0])[i]));
     for (int i = 0; i < WT_NH * DV; i++) dout = fmax(dout, fabs(o[i] - (&out_naive[0][0])[i]));
-    printf("C against numpy, same draws: max |score - numpy| %.3g, max |output - numpy| %.3g\n", ds, dout);
-    printf("numpy's own max diffs in that file: %s, %s\n", mlanb_repr(numpy_diff[0]), mlanb_repr(numpy_diff[1]));
-    return nb_expect(ds < 1e-12 && dout < 1e-12, "the C draws do not reproduce numpy's (%g, %g)", ds, dout);
+    printf("C against numpy, same draws: max |score - numpy| %.3g, max |output - numpy| %.3g\n", ds,
+           dout);
+    printf("numpy's own max diffs in that file: %s, %s\n", mlanb_repr(numpy_diff[0]),
+           mlanb_repr(numpy_diff[1]));
+    return nb_expect(ds < 1e-12 && dout < 1e-12, "the C draws do not reproduce numpy's (%g, %g)",
+                     ds, dout);
 }
 
 // %% [markdown]
@@ -359,18 +374,20 @@ NB_CELL(cell_ref_forms)
     double scale, diff = nbc_max_diff(lib.y_absorbed, lib.y_naive, c->d, &scale);
     /* float32 sums over Dc = 32 and 40 keys reassociated: a few ulps of the output scale */
     rc = nbc_report("decode at position 39, float32, naive vs absorbed", diff, scale, 1e-5);
-    printf("floats cached per token: naive K and V per head H(Dnope+Dr+Dv) = %zu, the row Dc+Dr = %zu\n",
-           c->n_heads * (c->qk_nope + c->qk_rope + c->v_head), c->kv_lora_rank + c->qk_rope);
-    printf("the cache holds %s B after %d tokens = %s B per token\n", nb_num((double)lib.cache_bytes, 0), TOKENS,
-           nb_num((double)lib.cache_bytes / TOKENS, 0));
+    printf(
+        "floats cached per token: naive K and V per head H(Dnope+Dr+Dv) = %zu, the row Dc+Dr = %zu\n",
+        c->n_heads * (c->qk_nope + c->qk_rope + c->v_head), c->kv_lora_rank + c->qk_rope);
+    printf("the cache holds %s B after %d tokens = %s B per token\n",
+           nb_num((double)lib.cache_bytes, 0), TOKENS, nb_num((double)lib.cache_bytes / TOKENS, 0));
     mla_config at_v3;
     if (rc == KVL_OK) rc = mla_config_from_model(&at_v3, &v3);
     if (rc != KVL_OK) return rc;
     const double up = 2 * (double)v3.kv_lora_rank * (double)(v3.qk_nope_head_dim + v3.v_head_dim);
-    printf("\nper cached token and head at V3's size: naive re-expansion 2 Dc (Dnope + Dv) = %s flop before\n"
-           "any attention; absorbed 2 (Dc + Dr) + 2 Dc = %s flop for the score and the sum: %.0fx less in all\n",
-           nb_num(up, 0), nb_num(mla_absorbed_flop_per_token(&at_v3), 0),
-           mla_naive_flop_per_token(&at_v3) / mla_absorbed_flop_per_token(&at_v3));
+    printf(
+        "\nper cached token and head at V3's size: naive re-expansion 2 Dc (Dnope + Dv) = %s flop before\n"
+        "any attention; absorbed 2 (Dc + Dr) + 2 Dc = %s flop for the score and the sum: %.0fx less in all\n",
+        nb_num(up, 0), nb_num(mla_absorbed_flop_per_token(&at_v3), 0),
+        mla_naive_flop_per_token(&at_v3) / mla_absorbed_flop_per_token(&at_v3));
     return rc;
 }
 
@@ -439,12 +456,17 @@ NB_CELL(cell_built_vs_ref)
     decode(naive, &NAIVE, c->softmax_scale);
     decode(absorbed, &ABSORBED, c->softmax_scale);
 
-    int rc = cost_check("cache rows [c_kv | k_rope] 0-39, built vs mla_latent", &rows[0][0], &lib_rows[0][0],
-                        TOKENS * (DC + DR), 1e-5);
-    if (rc == KVL_OK) rc = cost_check("decode of token 39, built absorbed vs built naive", absorbed, naive, D, 1e-12);
-    if (rc == KVL_OK) rc = cost_check("decode of token 39, built naive vs mla_decode_naive", naive, lib_naive, D, 1e-5);
+    int rc = cost_check("cache rows [c_kv | k_rope] 0-39, built vs mla_latent", &rows[0][0],
+                        &lib_rows[0][0], TOKENS * (DC + DR), 1e-5);
     if (rc == KVL_OK)
-        rc = cost_check("decode of token 39, built absorbed vs mla_decode_absorbed", absorbed, lib_abs, D, 1e-5);
+        rc = cost_check("decode of token 39, built absorbed vs built naive", absorbed, naive, D,
+                        1e-12);
+    if (rc == KVL_OK)
+        rc = cost_check("decode of token 39, built naive vs mla_decode_naive", naive, lib_naive, D,
+                        1e-5);
+    if (rc == KVL_OK)
+        rc = cost_check("decode of token 39, built absorbed vs mla_decode_absorbed", absorbed,
+                        lib_abs, D, 1e-5);
     mlanb_run_free(&lib);
     return rc;
 }
@@ -459,18 +481,23 @@ NB_CELL(cell_built_vs_ref)
 // %%
 NB_CELL(cell_figure)
 {
-    const double b = kvf_element_bits(KVF_BF16) / 8.0, L = (double)v3.n_layers, H = (double)v3.n_heads;
-    const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim), Dv = (double)v3.v_head_dim;
-    const char *labels[] = {"MHA, V like K (lineage write-up)", "MHA, K 192 + V 128", "GQA-8, K 192 + V 128",
-                            "MLA, c_kv 512 + k_rope 64"};
-    const double values[] = {H * 2 * Dk * b * L, H * (Dk + Dv) * b * L, GQA_GROUPS * (Dk + Dv) * b * L,
+    const double b = kvf_element_bits(KVF_BF16) / 8.0, L = (double)v3.n_layers,
+                 H = (double)v3.n_heads;
+    const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim),
+                 Dv = (double)v3.v_head_dim;
+    const char *labels[] = {"MHA, V like K (lineage write-up)", "MHA, K 192 + V 128",
+                            "GQA-8, K 192 + V 128", "MLA, c_kv 512 + k_rope 64"};
+    const double values[] = {H * 2 * Dk * b * L, H * (Dk + Dv) * b * L,
+                             GQA_GROUPS * (Dk + Dv) * b * L,
                              (double)(v3.kv_lora_rank + v3.qk_rope_head_dim) * b * L};
     const int emphasis[] = {0, 1, 1, 1};
     char subtitle[160];
-    snprintf(subtitle, sizeof subtitle, "%zu layers, bf16, %zu heads; light: the lineage write-up's MHA, V like K",
+    snprintf(subtitle, sizeof subtitle,
+             "%zu layers, bf16, %zu heads; light: the lineage write-up's MHA, V like K",
              v3.n_layers, v3.n_heads);
     svg_doc s;
-    svg_bars_log(&s, "DeepSeek-V3 geometry: KV cache bytes per token", subtitle, labels, values, emphasis, 4, "B");
+    svg_bars_log(&s, "DeepSeek-V3 geometry: KV cache bytes per token", subtitle, labels, values,
+                 emphasis, 4, "B");
     kvl_model_free(&v3);
     return nb_figure("cache_per_token", &s);
 }

@@ -7,9 +7,9 @@
 // see, so this notebook writes the window rule and the ring here, runs the ring against the banded
 // mask and against `ref/swa`, and measures the reach.
 //
-// Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_03 --step`
-// walks it cell by cell. Figures and the config look-up live in `notebooks_c/draw_swa.c`, the
-// printed comparisons in `notebooks_c/draw_compare.c`.
+// Cells that compute define an `NB_CELL` function; the last cell runs them.
+// `build/bin/nb_03 --step` walks it cell by cell. Figures and the config look-up live in
+// `notebooks_c/draw_swa.c`, the printed comparisons in `notebooks_c/draw_compare.c`.
 
 // %%
 #include <math.h>
@@ -34,10 +34,10 @@
 //
 // $$t - W < j \le t,$$
 //
-// that is, keys $\max(0, t-W+1) \dots t$. Longformer's window is $\tfrac{1}{2}w$ on each side; a causal decoder puts all of it on the left.
-// Below, $T = 24$ and $W = 6$: each row is a query, each column a key; `#` is visible, `-` is a past
-// key the window has let go, `.` is the future. The rule is checked against `ref/swa`'s
-// `swa_visible` on every cell.
+// that is, keys $\max(0, t-W+1) \dots t$. Longformer's window is $\tfrac{1}{2}w$ on each side; a
+// causal decoder puts all of it on the left. Below, $T = 24$ and $W = 6$: each row is a query, each
+// column a key; `#` is visible, `-` is a past key the window has let go, `.` is the future. The
+// rule is checked against `ref/swa`'s `swa_visible` on every cell.
 
 // %%
 enum { BAND_T = 24, BAND_W = 6 };
@@ -61,7 +61,8 @@ NB_CELL(cell_band)
         printf("   query %2zu sees %2zu..%zu\n", t, t + 1 > BAND_W ? t + 1 - BAND_W : 0, t);
     }
     printf("cells where the rule and swa_visible disagree: %zu of %d\n", disagree, BAND_T * BAND_T);
-    int rc = nb_expect(disagree == 0, "the window rule and swa_visible disagree on %zu cells", disagree);
+    int rc =
+        nb_expect(disagree == 0, "the window rule and swa_visible disagree on %zu cells", disagree);
     return rc == KVL_OK ? nb03_draw_band(&cells[0][0], BAND_T, BAND_W) : rc;
 }
 
@@ -136,7 +137,8 @@ NB_CELL(cell_ring)
             held[t][k] = k < ring_live(&r, t) ? (size_t)slots[k] : NB03_EMPTY;
             printf(k < ring_live(&r, t) ? " %2.0f" : "  .", (double)slots[k]);
         }
-        printf(" ]  holds %zu..%zu, next write to slot %zu\n", t + 1 - ring_live(&r, t), t, (t + 1) % RING_W);
+        printf(" ]  holds %zu..%zu, next write to slot %zu\n", t + 1 - ring_live(&r, t), t,
+               (t + 1) % RING_W);
         if (rc == KVL_OK && memcmp(slots, ref.rows, ring_live(&r, t) * sizeof *slots))
             rc = nb_expect(0, "after position %zu the ring and swa_ring hold different rows", t);
     }
@@ -157,9 +159,9 @@ NB_CELL(cell_ring)
 // $$m_{tj} = 0 \text{ for } t - W < j \le t, \text{ else } -\infty.$$
 //
 // The ring never sees a masked key: at step $t$ it writes $[k_t \mid v_t]$ to slot $t \bmod W$ and
-// attends over its live slots, in slot order, which the softmax does not see. Over $T = 40$ positions
-// with $W = 8$ and $D = 16$ the two must agree, and both must agree with `ref/swa`'s tiled
-// `swa_ring_attend` (the fast path a decode step runs) on the same rows.
+// attends over its live slots, in slot order, which the softmax does not see. Over $T = 40$
+// positions with $W = 8$ and $D = 16$ the two must agree, and both must agree with `ref/swa`'s
+// tiled `swa_ring_attend` (the fast path a decode step runs) on the same rows.
 
 // %%
 enum { ATT_T = 40, ATT_W = 8, ATT_D = 16 };
@@ -172,11 +174,14 @@ static double score(const float *q, const float *k, size_t D)
     return s / sqrt((double)D);
 }
 
-/* o[D] = Σ_j softmax_j(s_j) v_j over rows kv[n][2D] = [k_j | v_j]; s_j = q·k_j/√D where visible[j], else −∞ */
-static void attend(float *o, const float *q, const float *kv, const int *visible, size_t n, size_t D)
+/* o[D] = Σ_j softmax_j(s_j) v_j over rows kv[n][2D] = [k_j | v_j]; s_j = q·k_j/√D where
+ * visible[j], else −∞ */
+static void attend(float *o, const float *q, const float *kv, const int *visible, size_t n,
+                   size_t D)
 {
     double p[ATT_T], mx = -INFINITY, sum = 0;
-    for (size_t j = 0; j < n; j++) mx = fmax(mx, p[j] = visible[j] ? score(q, kv + j * 2 * D, D) : -INFINITY);
+    for (size_t j = 0; j < n; j++)
+        mx = fmax(mx, p[j] = visible[j] ? score(q, kv + j * 2 * D, D) : -INFINITY);
     for (size_t j = 0; j < n; j++) sum += p[j] = exp(p[j] - mx);
     for (size_t i = 0; i < D; i++) {
         double acc = 0;
@@ -206,7 +211,8 @@ NB_CELL(cell_ring_against_band)
         attend(by_ring[t], q[t], &slots[0][0], live, ring_live(&r, t), ATT_D);
         rc = swa_ring_append(&ref, kv[t], 1);
         if (rc == KVL_OK)
-            rc = swa_ring_attend(fast[t], q[t], 1, &ref, 1, 0, ATT_D, ATT_D, ATT_D, (float)(1 / sqrt(ATT_D)));
+            rc = swa_ring_attend(fast[t], q[t], 1, &ref, 1, 0, ATT_D, ATT_D, ATT_D,
+                                 (float)(1 / sqrt(ATT_D)));
     }
     swa_ring_free(&ref);
     if (rc != KVL_OK) return rc;
@@ -215,7 +221,8 @@ NB_CELL(cell_ring_against_band)
     rc = nbc_report("the ring against the banded mask, 40 queries", diff, scale, 1e-6);
     diff = nbc_max_diff(&fast[0][0], &by_ring[0][0], ATT_T * ATT_D, &scale);
     /* ref's float32 online softmax over at most 8 rows against double sums */
-    return rc == KVL_OK ? nbc_report("the ring against ref's swa_ring_attend", diff, scale, 1e-5) : rc;
+    return rc == KVL_OK ? nbc_report("the ring against ref's swa_ring_attend", diff, scale, 1e-5)
+                        : rc;
 }
 
 // %% [markdown]
@@ -241,14 +248,16 @@ NB_CELL(cell_layer_ring_equals_band)
         rc = mha_forward(want, &c, &w, x, T);
     }
     if (rc == KVL_OK) rc = mha_prefill(got, &c, &w, &cache, x, S);
-    for (size_t t = S; t < T && rc == KVL_OK; t++) rc = mha_decode(got + t * D, &c, &w, &cache, x + t * D);
+    for (size_t t = S; t < T && rc == KVL_OK; t++)
+        rc = mha_decode(got + t * D, &c, &w, &cache, x + t * D);
     if (rc == KVL_OK) {
         double scale, diff = nbc_max_diff(got, want, T * D, &scale);
         printf("the ring now holds positions %zu..%d: %zu old ones and the newest, %s B\n",
                swa_ring_oldest(&cache.ring), T - 1, swa_ring_held(&cache.ring) - 1,
                nb_num((double)mha_cache_bytes_used(&cache), 0));
         /* the same float32 sums over at most 8 keys, in a different association */
-        rc = nbc_report("a windowed layer decoded through its ring against its banded forward", diff, scale, 1e-5);
+        rc = nbc_report("a windowed layer decoded through its ring against its banded forward",
+                        diff, scale, 1e-5);
     }
     mha_cache_free(&cache);
     mha_weights_free(&w);
@@ -258,8 +267,8 @@ NB_CELL(cell_layer_ring_equals_band)
 // %% [markdown]
 // ## Mistral's window, and the reach of a stack
 //
-// One windowed layer moves information at most $W - 1$ positions forward (the window's oldest key is
-// $W - 1$ back), so $L$ stacked layers reach
+// One windowed layer moves information at most $W - 1$ positions forward (the window's oldest key
+// is $W - 1$ back), so $L$ stacked layers reach
 //
 // $$\text{reach}(L, W) = L\,(W - 1).$$
 //
@@ -281,14 +290,17 @@ NB_CELL(cell_mistral)
         return rc;
     }
     const double L = (double)m.n_layers, W = (double)m.window;
-    printf("%s: %zu layers, window %s, context %s tokens\n", m.name, m.n_layers, nb_num(W, 0), nb_num(context, 0));
-    printf("  cache per layer: %s entries instead of %s, %.0fx smaller at the full context\n", nb_num(W, 0),
-           nb_num(context, 0), context / W);
-    printf("  reach L*(W-1) = %s positions; the sources' L*W = %s\n", nb_num(L * (W - 1), 0), nb_num(L * W, 0));
+    printf("%s: %zu layers, window %s, context %s tokens\n", m.name, m.n_layers, nb_num(W, 0),
+           nb_num(context, 0));
+    printf("  cache per layer: %s entries instead of %s, %.0fx smaller at the full context\n",
+           nb_num(W, 0), nb_num(context, 0), context / W);
+    printf("  reach L*(W-1) = %s positions; the sources' L*W = %s\n", nb_num(L * (W - 1), 0),
+           nb_num(L * W, 0));
     const double L41 = (double)v41.n_layers, W41 = (double)v41.window;
     printf("%s: %zu layers, window %s\n", v41.name, v41.n_layers, nb_num(W41, 0));
-    printf("  the report's theoretical field n_win*L/2 = %s tokens (%s with W-1 per hop); the full stack L*(W-1) = %s\n",
-           nb_num(W41 * L41 / 2, 0), nb_num((W41 - 1) * L41 / 2, 0), nb_num((W41 - 1) * L41, 0));
+    printf(
+        "  the report's theoretical field n_win*L/2 = %s tokens (%s with W-1 per hop); the full stack L*(W-1) = %s\n",
+        nb_num(W41 * L41 / 2, 0), nb_num((W41 - 1) * L41 / 2, 0), nb_num((W41 - 1) * L41, 0));
     kvl_model_free(&m);
     kvl_model_free(&v41);
     return KVL_OK;
@@ -298,9 +310,9 @@ NB_CELL(cell_mistral)
 // ## The reach, measured
 //
 // A toy stack (`ref/model`: d 64, H 4, Hkv 2, Dh 16, $W = 8$, SwiGLU MLP) runs twice, once with
-// token 0 redrawn, at depths $\ell = 1 \dots 4$. Output $t$ moves only if token 0 reaches it: beyond
-// $\ell\,(W - 1)$ every row is bit-identical, and inside the reach the change fades hop by hop. The
-// cell measures, for the outputs $o$ and $o'$ of the two runs,
+// token 0 redrawn, at depths $\ell = 1 \dots 4$. Output $t$ moves only if token 0 reaches it:
+// beyond $\ell\,(W - 1)$ every row is bit-identical, and inside the reach the change fades hop by
+// hop. The cell measures, for the outputs $o$ and $o'$ of the two runs,
 //
 // $$\delta_t = \lVert o_t - o'_t \rVert_2 / \lVert o_0 - o'_0 \rVert_2 ,$$
 //
@@ -315,7 +327,8 @@ static int influence(double *delta, size_t layers)
     char json[256];
     snprintf(json, sizeof json,
              "{\"hidden_size\": %d, \"num_hidden_layers\": %zu, \"num_attention_heads\": 4,"
-             " \"num_key_value_heads\": 2, \"head_dim\": 16, \"sliding_window\": %d}", R_D, layers, R_W);
+             " \"num_key_value_heads\": 2, \"head_dim\": 16, \"sliding_window\": %d}",
+             R_D, layers, R_W);
     kvl_model m;
     model_config c;
     model_weights w = {0};
@@ -354,10 +367,12 @@ static int influence(double *delta, size_t layers)
 NB_CELL(cell_reach)
 {
     static double delta[R_LAYERS][R_T];
-    static unsigned char cells[R_LAYERS + 1][R_T];   /* row 0: the input, where only token 0 changed */
+    static unsigned char cells[R_LAYERS + 1]
+                              [R_T]; /* row 0: the input, where only token 0 changed */
     cells[0][0] = 4;
     int rc = KVL_OK;
-    printf("%6s %14s %12s   relative change at positions 0, 7, 14, ..., 42\n", "depth", "reach l(W-1)", "last moved");
+    printf("%6s %14s %12s   relative change at positions 0, 7, 14, ..., 42\n", "depth",
+           "reach l(W-1)", "last moved");
     for (size_t l = 1; l <= R_LAYERS && rc == KVL_OK; l++) {
         rc = influence(delta[l - 1], l);
         size_t last = 0;
@@ -367,28 +382,31 @@ NB_CELL(cell_reach)
             cells[l][t] = rel == 0 ? 0 : rel < 1e-3 ? 1 : rel < 1e-2 ? 2 : rel < 1e-1 ? 3 : 4;
         }
         printf("%6zu %14zu %12zu  ", l, l * (R_W - 1), last);
-        for (size_t t = 0; t < R_T; t += R_W - 1) printf(" %9.2e", delta[l - 1][t] / delta[l - 1][0]);
+        for (size_t t = 0; t < R_T; t += R_W - 1)
+            printf(" %9.2e", delta[l - 1][t] / delta[l - 1][0]);
         printf("\n");
         if (rc == KVL_OK)
-            rc = nb_expect(last == l * (R_W - 1), "depth %zu: last moved %zu, reach %zu", l, last, l * (R_W - 1));
+            rc = nb_expect(last == l * (R_W - 1), "depth %zu: last moved %zu, reach %zu", l, last,
+                           l * (R_W - 1));
     }
     return rc == KVL_OK ? nb03_draw_reach(&cells[0][0], R_LAYERS, R_T, R_W) : rc;
 }
 
 // %% [markdown]
-// PowerAttention (Chen et al., 2025) measured the same fading on trained models: with a window of about
-// 2K, sliding-window models retrieve a passkey up to 12K tokens back but degrade at 16K and 32K, and
-// the information strength decays to near zero after about 6 layers. Those are the authors' results,
-// quoted; the toy above only shows the shape, and the V4.1 report relies on that shape when it replays
-// just the last window (chapter 7).
+// PowerAttention (Chen et al., 2025) measured the same fading on trained models: with a window of
+// about 2K, sliding-window models retrieve a passkey up to 12K tokens back but degrade at 16K and
+// 32K, and the information strength decays to near zero after about 6 layers. Those are the
+// authors' results, quoted; the toy above only shows the shape, and the V4.1 report relies on that
+// shape when it replays just the last window (chapter 7).
 
 // %% [markdown]
 // ## Sinks
 //
 // A window changes what a softmax must do: every query spends a total weight of 1 on its $W$ keys,
 // even when none of them holds what the head looks for, and then the weight lands on whatever is
-// near. V4's window layers (chapter 6, where the sink enters its attention) give each head a way out,
-// a sink: one learned logit $\sigma$ per head that joins the softmax's denominator and nothing else:
+// near. V4's window layers (chapter 6, where the sink enters its attention) give each head a way
+// out, a sink: one learned logit $\sigma$ per head that joins the softmax's denominator and nothing
+// else:
 //
 // $$p_i = \frac{e^{s_i}}{e^{\sigma} + \sum_j e^{s_j}}.$$
 //
@@ -421,11 +439,12 @@ NB_CELL(cell_sink)
     kvl_softmax_f64(plain, 5);
     for (int i = 0; i < 5; i++) sum += p[i], diff = fmax(diff, fabs(q[i] - plain[i]));
     const double p_sink = sink_share(scores, 5, sigma);
-    printf("sink logit %.1f: kept weights sum to %.6f, 1 - p_sink = %.6f\n", sigma, sum, 1 - p_sink);
+    printf("sink logit %.1f: kept weights sum to %.6f, 1 - p_sink = %.6f\n", sigma, sum,
+           1 - p_sink);
     printf("sink logit -inf: max |difference from the plain softmax| = %.3g\n", diff);
     /* double softmax of five terms: rounding far below 1e-12 */
-    return nb_expect(fabs(sum - (1 - p_sink)) < 1e-12 && diff < 1e-12, "sink softmax off by %g / %g",
-                     fabs(sum - (1 - p_sink)), diff);
+    return nb_expect(fabs(sum - (1 - p_sink)) < 1e-12 && diff < 1e-12,
+                     "sink softmax off by %g / %g", fabs(sum - (1 - p_sink)), diff);
 }
 
 // %%

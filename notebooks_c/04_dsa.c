@@ -1,17 +1,17 @@
 // %% [markdown]
 // # Chapter 4 · DSA: a learned indexer picks what attention reads
 //
-// With MLA the entry is small, but a decode step at 128K context still reads and scores 128K latents
-// per layer. DeepSeek-V3.2's sparse attention keeps them all in the cache and reads a few: a cheap
-// "lightning indexer" scores every cached position for the current query, and MLA attends to the
-// top $K = 2048$ only. This notebook prices the V3.2 cache row by row, runs the toy indexer and
-// draws what it selects, then builds the indexer's score, the top-k and the sparse attention here
-// and runs them against `ref/dsa`'s fast paths, checks the sparse paths against the dense one, and
-// counts the work.
+// With MLA the entry is small, but a decode step at 128K context still reads and scores 128K
+// latents per layer. DeepSeek-V3.2's sparse attention keeps them all in the cache and reads a few:
+// a cheap "lightning indexer" scores every cached position for the current query, and MLA attends
+// to the top $K = 2048$ only. This notebook prices the V3.2 cache row by row, runs the toy indexer
+// and draws what it selects, then builds the indexer's score, the top-k and the sparse attention
+// here and runs them against `ref/dsa`'s fast paths, checks the sparse paths against the dense one,
+// and counts the work.
 //
-// Cells that compute define an `NB_CELL` function; the last cell runs them. `build/bin/nb_04 --step`
-// walks it cell by cell. Figures and row maps live in `notebooks_c/draw_dsa.c`, the printed
-// comparisons in `notebooks_c/draw_compare.c`.
+// Cells that compute define an `NB_CELL` function; the last cell runs them.
+// `build/bin/nb_04 --step` walks it cell by cell. Figures and row maps live in
+// `notebooks_c/draw_dsa.c`, the printed comparisons in `notebooks_c/draw_compare.c`.
 
 // %%
 #include <math.h>
@@ -49,10 +49,10 @@
 //
 // One key $k^I_s$ per token serves all index heads; $q^I$ and $k^I$ carry RoPE on their leading
 // $D_r$ channels (`ref/dsa.h`). The deployed bytes (`formats/rows.h`): the 656-byte main row (E4M3
-// latent with four FP32 scales, the RoPE key in bf16) and the 132-byte index key (E4M3 with one FP32
-// scale). E4M3 is an 8-bit float (4 exponent bits, 3 mantissa bits, largest 448), one byte a value;
-// each block's FP32 scale brings its largest value into that range. Here only the byte counts
-// matter; chapter 5 builds the format and both rows bit by bit.
+// latent with four FP32 scales, the RoPE key in bf16) and the 132-byte index key (E4M3 with one
+// FP32 scale). E4M3 is an 8-bit float (4 exponent bits, 3 mantissa bits, largest 448), one byte a
+// value; each block's FP32 scale brings its largest value into that range. Here only the byte
+// counts matter; chapter 5 builds the format and both rows bit by bit.
 
 // %%
 NB_CELL(cell_bytes)
@@ -62,17 +62,20 @@ NB_CELL(cell_bytes)
     if (rc != KVL_OK) return rc;
     nb04_print_row_map(KVF_ROW_V32_MAIN);
     nb04_print_row_map(KVF_ROW_V32_INDEX);
-    const double main_row = (double)kvf_row_bytes(KVF_ROW_V32_MAIN), key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
-    const double latent = (double)(m.kv_lora_rank + m.qk_rope_head_dim), DI = (double)m.index_head_dim;
-    printf("\n%s: %zu layers, indexer %zu heads x %zu, top-k %zu\n", m.name, m.n_layers, m.index_n_heads,
-           m.index_head_dim, m.index_topk);
+    const double main_row = (double)kvf_row_bytes(KVF_ROW_V32_MAIN),
+                 key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
+    const double latent = (double)(m.kv_lora_rank + m.qk_rope_head_dim),
+                 DI = (double)m.index_head_dim;
+    printf("\n%s: %zu layers, indexer %zu heads x %zu, top-k %zu\n", m.name, m.n_layers,
+           m.index_n_heads, m.index_head_dim, m.index_topk);
     printf("values per token per layer: latent %s + index key %s = %s; "
            "the key is %.1f%% of the latent's values, %.1f%% of its bytes\n",
-           nb_num(latent, 0), nb_num(DI, 0), nb_num(latent + DI, 0), 100 * DI / latent, 100 * key / main_row);
-    printf("bytes per token: %zu x (%s + %s) = %s\n", m.n_layers, nb_num(main_row, 0), nb_num(key, 0),
-           nb_num((double)m.n_layers * (main_row + key), 0));
-    printf("indexer scale HI^-1/2 * DI^-1/2 = (%zu * %zu)^-1/2 = %.6f\n", m.index_n_heads, m.index_head_dim,
-           1 / sqrt((double)(m.index_n_heads * m.index_head_dim)));
+           nb_num(latent, 0), nb_num(DI, 0), nb_num(latent + DI, 0), 100 * DI / latent,
+           100 * key / main_row);
+    printf("bytes per token: %zu x (%s + %s) = %s\n", m.n_layers, nb_num(main_row, 0),
+           nb_num(key, 0), nb_num((double)m.n_layers * (main_row + key), 0));
+    printf("indexer scale HI^-1/2 * DI^-1/2 = (%zu * %zu)^-1/2 = %.6f\n", m.index_n_heads,
+           m.index_head_dim, 1 / sqrt((double)(m.index_n_heads * m.index_head_dim)));
     kvl_model_free(&m);
     return KVL_OK;
 }
@@ -97,9 +100,17 @@ static int32_t toy_sel[TOY_T * TOY_K]; /* dsa_forward's selections */
 
 static int toy_setup(void)
 {
-    toy = (dsa_config){.mla = {.d = TOY_D, .n_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 32, .qk_nope = 16,
-                               .qk_rope = 8, .v_head = 16, .norm_eps = 1e-6},
-                       .index_n_heads = 4, .index_head_dim = 16, .index_topk = TOY_K,
+    toy = (dsa_config){.mla = {.d = TOY_D,
+                               .n_heads = 4,
+                               .q_lora_rank = 32,
+                               .kv_lora_rank = 32,
+                               .qk_nope = 16,
+                               .qk_rope = 8,
+                               .v_head = 16,
+                               .norm_eps = 1e-6},
+                       .index_n_heads = 4,
+                       .index_head_dim = 16,
+                       .index_topk = TOY_K,
                        .index_norm_eps = DSA_INDEX_NORM_EPS};
     toy.mla.softmax_scale = kvl_yarn_softmax_scale(16 + 8, 40, 1);
     int rc = kvl_rope_init_yarn(&toy.mla.rope, 8, 1e4, 40, 4096, 32, 1);
@@ -123,7 +134,8 @@ NB_CELL(cell_selection)
         size_t picked = 0;
         for (size_t k = 0; k < TOY_K; k++)
             if (toy_sel[t * TOY_K + k] >= 0) cells[t][toy_sel[t * TOY_K + k]] = 2, picked++;
-        rc = nb_expect(picked == (t + 1 < TOY_K ? t + 1 : TOY_K), "query %zu picked %zu positions", t, picked);
+        rc = nb_expect(picked == (t + 1 < TOY_K ? t + 1 : TOY_K), "query %zu picked %zu positions",
+                       t, picked);
         if (rc != KVL_OK) return rc;
     }
     for (size_t t = 4; t < TOY_T; t += 9) {
@@ -143,11 +155,13 @@ NB_CELL(cell_selection)
 //
 // $$I_{t,s} = \sum_h w_{t,h}\, \mathrm{ReLU}(q^I_{t,h} \cdot k^I_s),$$
 //
-// and $I_{t,s} = -\infty$ for $s > t$, the causal mask. The cell scores all $32 \times 32$ pairs and compares them with `dsa_indexer_f32`, which computes
-// the same sum as matrix products over tiles of keys (`ref/core/index_scan.h`).
+// and $I_{t,s} = -\infty$ for $s > t$, the causal mask. The cell scores all $32 \times 32$ pairs
+// and compares them with `dsa_indexer_f32`, which computes the same sum as matrix products over
+// tiles of keys (`ref/core/index_scan.h`).
 
 // %%
-/* I(t, s) = Σ_h w_h · ReLU(q_h · k_s) for one query's heads q[HI][DI], weights w[HI] and one key k[DI] */
+/* I(t, s) = Σ_h w_h · ReLU(q_h · k_s) for one query's heads q[HI][DI], weights w[HI] and one key
+ * k[DI] */
 static float index_score(const float *q, const float *w, const float *k, size_t HI, size_t DI)
 {
     float I = 0;
@@ -171,7 +185,8 @@ NB_CELL(cell_index_scores)
     if (rc != KVL_OK) return rc;
     for (size_t t = 0; t < TOY_T; t++)
         for (size_t s = 0; s < TOY_T; s++)
-            toy_I[t * TOY_T + s] = s <= t ? index_score(q + t * HI * DI, w + t * HI, k + s * DI, HI, DI) : -INFINITY;
+            toy_I[t * TOY_T + s] =
+                s <= t ? index_score(q + t * HI * DI, w + t * HI, k + s * DI, HI, DI) : -INFINITY;
     printf("query 31, keys 0..5: I =");
     for (size_t s = 0; s < 6; s++) printf(" %.4f", (double)toy_I[31 * TOY_T + s]);
     double scale, diff = nbc_max_diff(toy_I, fast, TOY_T * TOY_T, &scale);
@@ -188,8 +203,8 @@ NB_CELL(cell_index_scores)
 // The function below takes the largest remaining score $K$ times (a strict $>$ while scanning
 // upwards is what sends a tie to the smaller position). Ties are not rare: a key that every head's
 // query points away from scores exactly 0 after the ReLU. The cell runs the function on a row with
-// ties, then on the notebook's scores for every query, against `ref`'s `kvl_topk` and the selections
-// `dsa_forward` made.
+// ties, then on the notebook's scores for every query, against `ref`'s `kvl_topk` and the
+// selections `dsa_forward` made.
 
 // %%
 /* sel[K] = the positions of the min(K, #finite) largest of I[n], ascending, then −1 */
@@ -217,20 +232,23 @@ NB_CELL(cell_top_k)
     int32_t two[2], two_ref[2];
     top_k(two, ties, 6, 2);
     int rc = kvl_topk(two_ref, ties, 1, 6, 2);
-    printf("scores {1, 3, 3, 2, 3, -inf}, K = 2: picks {%d, %d}, kvl_topk {%d, %d}\n", two[0], two[1], two_ref[0],
-           two_ref[1]);
+    printf("scores {1, 3, 3, 2, 3, -inf}, K = 2: picks {%d, %d}, kvl_topk {%d, %d}\n", two[0],
+           two[1], two_ref[0], two_ref[1]);
     static int32_t mine[TOY_T * TOY_K], fast[TOY_T * TOY_K];
     for (size_t t = 0; t < TOY_T; t++) top_k(mine + t * TOY_K, toy_I + t * TOY_T, TOY_T, TOY_K);
     if (rc == KVL_OK) rc = kvl_topk(fast, toy_I, TOY_T, TOY_T, TOY_K);
     if (rc != KVL_OK) return rc;
     size_t differ_ref = 0, differ_forward = 0, zeros = 0;
-    for (size_t i = 0; i < TOY_T * TOY_K; i++) differ_ref += mine[i] != fast[i], differ_forward += mine[i] != toy_sel[i];
+    for (size_t i = 0; i < TOY_T * TOY_K; i++)
+        differ_ref += mine[i] != fast[i], differ_forward += mine[i] != toy_sel[i];
     for (size_t i = 0; i < TOY_T * TOY_T; i++) zeros += toy_I[i] == 0;
     printf("%zu of the %d causal scores are exactly 0\n", zeros, TOY_T * (TOY_T + 1) / 2);
-    printf("32 queries, K = 6: picks that differ from kvl_topk %zu, from dsa_forward's selections %zu\n", differ_ref,
-           differ_forward);
-    return nb_expect(two[0] == two_ref[0] && two[1] == two_ref[1] && differ_ref == 0 && differ_forward == 0,
-                     "top-k differs: %zu picks from kvl_topk, %zu from dsa_forward", differ_ref, differ_forward);
+    printf(
+        "32 queries, K = 6: picks that differ from kvl_topk %zu, from dsa_forward's selections %zu\n",
+        differ_ref, differ_forward);
+    return nb_expect(
+        two[0] == two_ref[0] && two[1] == two_ref[1] && differ_ref == 0 && differ_forward == 0,
+        "top-k differs: %zu picks from kvl_topk, %zu from dsa_forward", differ_ref, differ_forward);
 }
 
 // %% [markdown]
@@ -250,9 +268,10 @@ NB_CELL(cell_top_k)
 // tokens, tiled with an online softmax. The figure draws that query's path.
 
 // %%
-/* ô[H][Dc]: per head, softmax over the picks of τ q̂_h · r_s, weighting the picked rows' latents c_s */
-static void sparse_attend(float *o_hat, const float *q_hat, const float *rows, const int32_t *sel, size_t K,
-                          size_t H, size_t Dc, size_t Dr, double tau)
+/* ô[H][Dc]: per head, softmax over the picks of τ q̂_h · r_s, weighting the picked rows' latents
+ * c_s */
+static void sparse_attend(float *o_hat, const float *q_hat, const float *rows, const int32_t *sel,
+                          size_t K, size_t H, size_t Dc, size_t Dr, double tau)
 {
     const size_t R = Dc + Dr;
     for (size_t h = 0; h < H; h++) {
@@ -260,7 +279,8 @@ static void sparse_attend(float *o_hat, const float *q_hat, const float *rows, c
         size_t n = 0;
         for (; n < K && sel[n] >= 0; n++) {
             double dot = 0;
-            for (size_t i = 0; i < R; i++) dot += (double)q_hat[h * R + i] * rows[(size_t)sel[n] * R + i];
+            for (size_t i = 0; i < R; i++)
+                dot += (double)q_hat[h * R + i] * rows[(size_t)sel[n] * R + i];
             mx = fmax(mx, p[n] = tau * dot);
         }
         for (size_t k = 0; k < n; k++) sum += p[k] = exp(p[k] - mx);
@@ -276,7 +296,8 @@ static void sparse_attend(float *o_hat, const float *q_hat, const float *rows, c
 NB_CELL(cell_sparse_attention)
 {
     enum { t = TOY_T - 1, H = 4, Dc = 32, Dr = 8, R = Dc + Dr };
-    static float rows[TOY_T * R], q[H * (16 + Dr)], q_hat[H * R], mine[H * Dc], fast[H * Dc], out[TOY_T * TOY_D];
+    static float rows[TOY_T * R], q[H * (16 + Dr)], q_hat[H * R], mine[H * Dc], fast[H * Dc],
+        out[TOY_T * TOY_D];
     int32_t picks[TOY_K];
     top_k(picks, toy_I + t * TOY_T, TOY_T, TOY_K);
     dsa_cache cache = {0};
@@ -302,16 +323,17 @@ NB_CELL(cell_sparse_attention)
 // %% [markdown]
 // ## Sparse equals dense when K covers the context
 //
-// If $K \ge t + 1$ for every query, top-k keeps everything and DSA is MLA (`tests/test_ch04_dsa.c`).
-// And the decode path a server runs, which gathers the $K$ selected rows from the cache by index and
-// attends over those alone (FlashMLA's sparse decode), must select and output what the
-// whole-sequence definition does. The cell checks both on the toy.
+// If $K \ge t + 1$ for every query, top-k keeps everything and DSA is MLA
+// (`tests/test_ch04_dsa.c`). And the decode path a server runs, which gathers the $K$ selected rows
+// from the cache by index and attends over those alone (FlashMLA's sparse decode), must select and
+// output what the whole-sequence definition does. The cell checks both on the toy.
 
 // %%
 NB_CELL(cell_paths_agree)
 {
     enum { S = 11 };
-    static float dense[TOY_T * TOY_D], sparse[TOY_T * TOY_D], want[TOY_T * TOY_D], got[TOY_T * TOY_D];
+    static float dense[TOY_T * TOY_D], sparse[TOY_T * TOY_D], want[TOY_T * TOY_D],
+        got[TOY_T * TOY_D];
     static int32_t sel_all[TOY_T * TOY_T], sel_want[TOY_T * TOY_K], sel_got[TOY_T * TOY_K];
     dsa_config all = toy;
     all.index_topk = TOY_T;
@@ -320,26 +342,31 @@ NB_CELL(cell_paths_agree)
     if (rc == KVL_OK) rc = dsa_forward(sparse, sel_all, &all, &toy_w, toy_x, TOY_T);
     if (rc != KVL_OK) return rc;
     const double d_dense = nbc_max_diff(sparse, dense, TOY_T * TOY_D, &scale);
-    printf("K = %d >= every t + 1: max |DSA - dense MLA| = %.3g (outputs up to %.3g)\n", TOY_T, d_dense, scale);
+    printf("K = %d >= every t + 1: max |DSA - dense MLA| = %.3g (outputs up to %.3g)\n", TOY_T,
+           d_dense, scale);
     /* the same float32 attention, masked rows contributing exact zeros */
-    rc = nb_expect(d_dense <= 1e-5 * scale, "DSA with K covering everything differs from MLA by %g", d_dense);
+    rc = nb_expect(d_dense <= 1e-5 * scale, "DSA with K covering everything differs from MLA by %g",
+                   d_dense);
     dsa_cache cache = {0};
     if (rc == KVL_OK) rc = dsa_forward(want, sel_want, &toy, &toy_w, toy_x, TOY_T);
     if (rc == KVL_OK) rc = dsa_cache_init(&cache, &toy, TOY_T, DSA_CACHE_F32);
     if (rc == KVL_OK) rc = dsa_prefill(got, sel_got, &toy, &toy_w, &cache, toy_x, S);
     for (size_t t = S; t < TOY_T && rc == KVL_OK; t++)
-        rc = dsa_decode_gather(got + t * TOY_D, sel_got + t * TOY_K, &toy, &toy_w, &cache, toy_x + t * TOY_D);
+        rc = dsa_decode_gather(got + t * TOY_D, sel_got + t * TOY_K, &toy, &toy_w, &cache,
+                               toy_x + t * TOY_D);
     if (rc == KVL_OK) {
         const double d = nbc_max_diff(got, want, TOY_T * TOY_D, &scale);
         const int same = memcmp(sel_got, sel_want, sizeof sel_got) == 0;
         char outputs[160];
         const int close = nbc_describe(outputs, sizeof outputs, d, scale, 1e-5);
-        printf("prefill %d + decode %d by gathering the picked rows: selections %s, outputs' %s\n", S, TOY_T - S,
-               same ? "identical" : "DIFFERENT", outputs);
-        printf("the cache holds %s B for %d tokens: (Dc + Dr + DI) x 4 B = %s B per token in float32\n",
-               nb_num((double)dsa_cache_bytes_used(&cache), 0), TOY_T,
-               nb_num((double)dsa_cache_bytes_used(&cache) / TOY_T, 0));
-        rc = nb_expect(same && close, "decode path: selections %s, outputs' %s", same ? "equal" : "differ", outputs);
+        printf("prefill %d + decode %d by gathering the picked rows: selections %s, outputs' %s\n",
+               S, TOY_T - S, same ? "identical" : "DIFFERENT", outputs);
+        printf(
+            "the cache holds %s B for %d tokens: (Dc + Dr + DI) x 4 B = %s B per token in float32\n",
+            nb_num((double)dsa_cache_bytes_used(&cache), 0), TOY_T,
+            nb_num((double)dsa_cache_bytes_used(&cache) / TOY_T, 0));
+        rc = nb_expect(same && close, "decode path: selections %s, outputs' %s",
+                       same ? "equal" : "differ", outputs);
     }
     dsa_cache_free(&cache);
     dsa_weights_free(&toy_w);
@@ -364,20 +391,24 @@ NB_CELL(cell_counts)
     const double K = (double)m.index_topk;
     const double contexts[] = {131072, 128000};
     for (int i = 0; i < 2; i++)
-        printf("one query at context %s: attention reads %s of %s rows, %.1fx fewer\n", nb_num(contexts[i], 0),
-               nb_num(K, 0), nb_num(contexts[i], 0), contexts[i] / K);
+        printf("one query at context %s: attention reads %s of %s rows, %.1fx fewer\n",
+               nb_num(contexts[i], 0), nb_num(K, 0), nb_num(contexts[i], 0), contexts[i] / K);
     const double T = 131072;
     double core = 0, dense = 0;
     for (double t = 0; t < T; t++) {
         core += fmin(t + 1, K);
         dense += t + 1;
     }
-    printf("a whole %s-token prefill: core attention scores %s query-key pairs instead of %s: %.1fx fewer;\n"
-           "the indexer still scores all %s\n", nb_num(T, 0), nb_num(core, 0), nb_num(dense, 0), dense / core,
-           nb_num(dense, 0));
-    printf("below K = %s tokens top-k keeps every position: DSA is dense MLA plus the indexer's scan\n", nb_num(K, 0));
-    printf("one selected set per query serves all %zu heads; per-head selection would read up to %zux the rows\n",
-           m.n_heads, m.n_heads);
+    printf(
+        "a whole %s-token prefill: core attention scores %s query-key pairs instead of %s: %.1fx fewer;\n"
+        "the indexer still scores all %s\n",
+        nb_num(T, 0), nb_num(core, 0), nb_num(dense, 0), dense / core, nb_num(dense, 0));
+    printf(
+        "below K = %s tokens top-k keeps every position: DSA is dense MLA plus the indexer's scan\n",
+        nb_num(K, 0));
+    printf(
+        "one selected set per query serves all %zu heads; per-head selection would read up to %zux the rows\n",
+        m.n_heads, m.n_heads);
     kvl_model_free(&m);
     return KVL_OK;
 }

@@ -56,15 +56,20 @@ NB_CELL(cell_fp8)
         if (isfinite(v)) finite++, min_sub = fmin(min_sub, v);
     }
     const double max = kvf_element_max(KVF_E4M3), ieee_max = kvf_e4m3_decode(0x77);
-    printf("E4M3: %zu positive finite non-zero codes, max %g (code 0x7e), smallest subnormal 2^%.0f, "
-           "NaN 0x7f and 0xff\n", finite, max, log2(min_sub));
-    printf("      binades log2(max / smallest subnormal): %.2f; with IEEE-style infinities (max %g): %.2f\n",
-           log2(max / min_sub), ieee_max, log2(ieee_max / min_sub));
+    printf(
+        "E4M3: %zu positive finite non-zero codes, max %g (code 0x7e), smallest subnormal 2^%.0f, "
+        "NaN 0x7f and 0xff\n",
+        finite, max, log2(min_sub));
+    printf(
+        "      binades log2(max / smallest subnormal): %.2f; with IEEE-style infinities (max %g): %.2f\n",
+        log2(max / min_sub), ieee_max, log2(ieee_max / min_sub));
     printf("E5M2: max %g, smallest subnormal 2^%.0f, +inf code 0x7c\n", kvf_element_max(KVF_E5M2),
            log2(kvf_e5m2_decode(0x01)));
-    printf("E8M0 (scales only): code 0x00 = 2^%.0f ... code 0xfe = 2^%.0f, 0xff NaN; no zero, no sign\n",
-           log2(kvf_e8m0_decode(0x00)), log2(kvf_e8m0_decode(0xfe)));
-    return nb_expect(finite == 126 && isnan(kvf_e4m3_decode(0x7f)), "E4M3 table: %zu finite codes", finite);
+    printf(
+        "E8M0 (scales only): code 0x00 = 2^%.0f ... code 0xfe = 2^%.0f, 0xff NaN; no zero, no sign\n",
+        log2(kvf_e8m0_decode(0x00)), log2(kvf_e8m0_decode(0xfe)));
+    return nb_expect(finite == 126 && isnan(kvf_e4m3_decode(0x7f)), "E4M3 table: %zu finite codes",
+                     finite);
 }
 
 // %% [markdown]
@@ -154,8 +159,8 @@ static uint8_t e2m1_encode(float x) { return (uint8_t)encode(x, &E2M1, 1); }
 enum { N_PROBES = 1 << 16 };
 
 /* probes of `decode`'s format on which mine(x) and theirs(x) give different codes */
-static size_t codes_differ(uint8_t (*mine)(float), uint8_t (*theirs)(float), float (*decode)(uint8_t),
-                           unsigned n_codes, size_t *n)
+static size_t codes_differ(uint8_t (*mine)(float), uint8_t (*theirs)(float),
+                           float (*decode)(uint8_t), unsigned n_codes, size_t *n)
 {
     static float x[N_PROBES];
     size_t differ = 0;
@@ -168,20 +173,23 @@ NB_CELL(cell_encoders)
 {
     size_t n1, n2, n3;
     const size_t d1 = codes_differ(e4m3_encode, kvf_e4m3_encode, kvf_e4m3_decode, 0x80, &n1);
-    const size_t d2 = codes_differ(e4m3_encode_sat, kvf_e4m3_encode_sat, kvf_e4m3_decode, 0x80, &n2);
+    const size_t d2 =
+        codes_differ(e4m3_encode_sat, kvf_e4m3_encode_sat, kvf_e4m3_decode, 0x80, &n2);
     const size_t d3 = codes_differ(e2m1_encode, kvf_e2m1_encode, kvf_e2m1_decode, 8, &n3);
-    printf("E4M3 plain cast:      %zu of %s probes differ from formats/\n", d1, nb_num((double)n1, 0));
+    printf("E4M3 plain cast:      %zu of %s probes differ from formats/\n", d1,
+           nb_num((double)n1, 0));
     printf("E4M3 saturating cast: %zu of %s probes differ\n", d2, nb_num((double)n2, 0));
     printf("E2M1:                 %zu of %s probes differ\n", d3, nb_num((double)n3, 0));
-    printf("E4M3: 464 -> 0x%02x (448), 480 -> 0x%02x (NaN), saturating 480 -> 0x%02x (448)\n", e4m3_encode(464),
-           e4m3_encode(480), e4m3_encode_sat(480));
+    printf("E4M3: 464 -> 0x%02x (448), 480 -> 0x%02x (NaN), saturating 480 -> 0x%02x (448)\n",
+           e4m3_encode(464), e4m3_encode(480), e4m3_encode_sat(480));
     printf("midpoints round to:");
     for (unsigned c = 0; c < 7; c++) {
         const float mid = 0.5f * (e2m1_mags[c] + e2m1_mags[c + 1]);
         printf(" %g->%g", (double)mid, (double)kvf_e2m1_decode(e2m1_encode(mid)));
     }
     printf("\n");
-    return nb_expect(d1 + d2 + d3 == 0, "the encoders differ from formats/ on %zu probes", d1 + d2 + d3);
+    return nb_expect(d1 + d2 + d3 == 0, "the encoders differ from formats/ on %zu probes",
+                     d1 + d2 + d3);
 }
 
 // %% [markdown]
@@ -199,10 +207,12 @@ NB_CELL(cell_encoders)
 // %%
 NB_CELL(cell_bits)
 {
-    const double e2m1 = kvf_element_bits(KVF_E2M1), e8 = kvf_element_bits(KVF_E8M0), e4m3 = kvf_element_bits(KVF_E4M3);
-    printf("MXFP4: %g + %g/%d = %.2f bits per element\n", e2m1, e8, KVF_MX_BLOCK, e2m1 + e8 / KVF_MX_BLOCK);
-    printf("NVFP4: %g + %g/%d = %.2f bits per element (the FP32 tensor scale not counted)\n", e2m1, e4m3,
-           KVF_NVFP4_BLOCK, e2m1 + e4m3 / KVF_NVFP4_BLOCK);
+    const double e2m1 = kvf_element_bits(KVF_E2M1), e8 = kvf_element_bits(KVF_E8M0),
+                 e4m3 = kvf_element_bits(KVF_E4M3);
+    printf("MXFP4: %g + %g/%d = %.2f bits per element\n", e2m1, e8, KVF_MX_BLOCK,
+           e2m1 + e8 / KVF_MX_BLOCK);
+    printf("NVFP4: %g + %g/%d = %.2f bits per element (the FP32 tensor scale not counted)\n", e2m1,
+           e4m3, KVF_NVFP4_BLOCK, e2m1 + e4m3 / KVF_NVFP4_BLOCK);
     printf("\n%-11s %6s %7s %14s\n", "row", "values", "bytes", "bits/value");
     for (kvf_row r = 0; r < KVF_N_ROW; r++)
         printf("%-11s %6zu %7zu %14.3f\n", kvf_row_name(r), kvf_row_values(r), kvf_row_bytes(r),
@@ -240,12 +250,14 @@ static void mxfp4_block(uint8_t *packed, uint8_t *scale, const float *x)
     k = k < -127 ? -127 : k > 127 ? 127 : k;
     *scale = (uint8_t)(k + 127);
     memset(packed, 0, MX / 2);
-    for (int i = 0; i < MX; i++) packed[i / 2] |= (uint8_t)(e2m1_encode(ldexpf(x[i], -k)) << (4 * (i % 2)));
+    for (int i = 0; i < MX; i++)
+        packed[i / 2] |= (uint8_t)(e2m1_encode(ldexpf(x[i], -k)) << (4 * (i % 2)));
 }
 
 static void mxfp4_decode(float *y, const uint8_t *packed, uint8_t scale)
 {
-    for (int i = 0; i < MX; i++) y[i] = ldexpf(kvf_e2m1_decode(packed[i / 2] >> (4 * (i % 2))), scale - 127);
+    for (int i = 0; i < MX; i++)
+        y[i] = ldexpf(kvf_e2m1_decode(packed[i / 2] >> (4 * (i % 2))), scale - 127);
 }
 
 // %%
@@ -254,7 +266,8 @@ enum { N_BLOCKS = 2048 };
 NB_CELL(cell_mxfp4_block)
 {
     static float x[N_BLOCKS * MX], mine[N_BLOCKS * MX], theirs[N_BLOCKS * MX];
-    static uint8_t my_codes[N_BLOCKS * MX / 2], codes[N_BLOCKS * MX / 2], my_scales[N_BLOCKS], scales[N_BLOCKS];
+    static uint8_t my_codes[N_BLOCKS * MX / 2], codes[N_BLOCKS * MX / 2], my_scales[N_BLOCKS],
+        scales[N_BLOCKS];
     kvl_rng rng;
     kvl_rng_seed(&rng, 8);
     kvl_rng_normal_f32(&rng, x, N_BLOCKS * MX, 1.0);
@@ -267,16 +280,19 @@ NB_CELL(cell_mxfp4_block)
     int err = kvf_quant_mxfp4(codes, scales, x, N_BLOCKS * MX);
     if (!err) err = kvf_dequant_mxfp4(theirs, codes, scales, N_BLOCKS * MX);
     if (err) return kvl_fail(KVL_EINVAL, "mxfp4: %s", kvf_strerror(err));
-    const int same = !memcmp(my_codes, codes, sizeof codes) && !memcmp(my_scales, scales, sizeof scales);
+    const int same =
+        !memcmp(my_codes, codes, sizeof codes) && !memcmp(my_scales, scales, sizeof scales);
     const double diff = dfmt_rel_l2(mine, theirs, N_BLOCKS * MX);
-    printf("%d blocks of %d: codes and scales %s formats/'s; decoded values differ by %g (relative L2)\n",
-           N_BLOCKS, MX, same ? "equal to" : "DIFFER from", diff);
+    printf(
+        "%d blocks of %d: codes and scales %s formats/'s; decoded values differ by %g (relative L2)\n",
+        N_BLOCKS, MX, same ? "equal to" : "DIFFER from", diff);
     const size_t b = 20;   /* N(0,1) values at their own scale: the block drawn below */
-    printf("block %zu: scale code 0x%02x = 2^%d, round-trip error %.4f (relative L2)\n", b, my_scales[b],
-           my_scales[b] - 127, dfmt_rel_l2(mine + b * MX, x + b * MX, MX));
+    printf("block %zu: scale code 0x%02x = 2^%d, round-trip error %.4f (relative L2)\n", b,
+           my_scales[b], my_scales[b] - 127, dfmt_rel_l2(mine + b * MX, x + b * MX, MX));
     const dfmt_examples ex = {-3.5f, 3, kvf_e8m0_decode(my_scales[b]),
                               e4m3_encode(-3.5f), e2m1_encode(3), my_scales[b]};
-    int rc = nb_expect(same && diff == 0, "the block differs from formats/ (decoded values by %g)", diff);
+    int rc = nb_expect(same && diff == 0, "the block differs from formats/ (decoded values by %g)",
+                       diff);
     return rc == KVL_OK ? dfmt_layouts_figure(&ex, my_codes + b * MX / 2, my_scales[b]) : rc;
 }
 
@@ -314,14 +330,16 @@ NB_CELL(cell_scale_choice)
     for (size_t i = 0; i < N; i++) x[i] = (float)(x[i] * 3.1 / amax);
     /* E8M0: the round-up rule DeepSeek's kernels use for power-of-two scales */
     const double pow2 = kvf_e8m0_decode(kvf_scale_rceil(3.1f, KVF_E2M1));
-    for (size_t i = 0; i < N; i++) xq[i] = kvf_e2m1_decode(e2m1_encode((float)(x[i] / pow2))) * (float)pow2;
+    for (size_t i = 0; i < N; i++)
+        xq[i] = kvf_e2m1_decode(e2m1_encode((float)(x[i] / pow2))) * (float)pow2;
     block_report("E8M0 (power of two)", pow2, x, xq, N);
     uint8_t codes[N / 2], scale;
     int err = kvf_quant_fp4_v41(codes, &scale, x, N);
     if (!err) err = kvf_dequant_fp4_v41(xq, codes, &scale, N);
     if (err) return kvl_fail(KVL_EINVAL, "fp4 quantiser: %s", kvf_strerror(err));
     block_report("E4M3 (fractional)", kvf_e4m3_decode(scale), x, xq, N);
-    printf("binades in use: log2(3/0.5) = %.3f against log2(6/0.5) = %.3f\n", log2(3 / 0.5), log2(6 / 0.5));
+    printf("binades in use: log2(3/0.5) = %.3f against log2(6/0.5) = %.3f\n", log2(3 / 0.5),
+           log2(6 / 0.5));
     return KVL_OK;
 }
 
@@ -338,10 +356,12 @@ NB_CELL(cell_scale_choice)
 // %%
 NB_CELL(cell_headroom)
 {
-    const double ceiling = kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1), bound = sqrt((double)KVF_V41_DIM);
-    printf("E4M3 scale max x E2M1 max = %g x %g = %g\n", kvf_element_max(KVF_E4M3), kvf_element_max(KVF_E2M1), ceiling);
-    printf("a normalised %d-channel latent: |x_i| <= ||x|| = sqrt(%d) = %.3f; headroom %.0fx\n", KVF_V41_DIM,
-           KVF_V41_DIM, bound, ceiling / bound);
+    const double ceiling = kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1),
+                 bound = sqrt((double)KVF_V41_DIM);
+    printf("E4M3 scale max x E2M1 max = %g x %g = %g\n", kvf_element_max(KVF_E4M3),
+           kvf_element_max(KVF_E2M1), ceiling);
+    printf("a normalised %d-channel latent: |x_i| <= ||x|| = sqrt(%d) = %.3f; headroom %.0fx\n",
+           KVF_V41_DIM, KVF_V41_DIM, bound, ceiling / bound);
     return KVL_OK;
 }
 
@@ -364,8 +384,8 @@ NB_CELL(cell_headroom)
 // %%
 enum { DIM = KVF_V41_DIM };
 
-/* latent[DIM] ~ default_rng(seed).standard_normal(DIM), scaled in double to L2 norm √DIM; x̂ its V4.1
- * FP4 round trip; *amax and *rel = ‖x̂ − latent‖ / ‖latent‖ */
+/* latent[DIM] ~ default_rng(seed).standard_normal(DIM), scaled in double to L2 norm √DIM; x̂ its
+ * V4.1 FP4 round trip; *amax and *rel = ‖x̂ − latent‖ / ‖latent‖ */
 static int fp4_check(double *latent, float *xq, double *amax, double *rel, uint64_t seed)
 {
     kvl_rng rng;
@@ -405,11 +425,13 @@ NB_CELL(cell_fp4_check)
     if (rc != KVL_OK) return rc;
     printf("max |latent|       : %s\n", dfmt_numpy_round(amax, 3));
     printf("rel L2 error       : %s\n", dfmt_numpy_round(rel, 4));
-    printf("bytes per 512-ch entry: fp16 %u  fp8 %u  fp4+E4M3/16 %zu\n", DIM * kvf_element_bits(KVF_BF16) / 8,
-           DIM * kvf_element_bits(KVF_E4M3) / 8, kvf_row_bytes(KVF_ROW_V41_MAIN));
-    return nb_expect(!strcmp(dfmt_numpy_round(amax, 3), "3.861") && !strcmp(dfmt_numpy_round(rel, 4), "0.0912"),
-                     "seed 0 gives %s and %s, not the lineage write-up's 3.861 and 0.0912", dfmt_numpy_round(amax, 3),
-                     dfmt_numpy_round(rel, 4));
+    printf("bytes per 512-ch entry: fp16 %u  fp8 %u  fp4+E4M3/16 %zu\n",
+           DIM * kvf_element_bits(KVF_BF16) / 8, DIM * kvf_element_bits(KVF_E4M3) / 8,
+           kvf_row_bytes(KVF_ROW_V41_MAIN));
+    return nb_expect(!strcmp(dfmt_numpy_round(amax, 3), "3.861") &&
+                         !strcmp(dfmt_numpy_round(rel, 4), "0.0912"),
+                     "seed 0 gives %s and %s, not the lineage write-up's 3.861 and 0.0912",
+                     dfmt_numpy_round(amax, 3), dfmt_numpy_round(rel, 4));
 }
 
 // %% [markdown]
@@ -432,13 +454,15 @@ NB_CELL(cell_fp4_seeds)
     while (rc == KVL_OK && fscanf(f, "%u %31s %31s", &seed, want_max, want_rel) == 3) {
         double amax, rel;
         rc = fp4_check(latent, xq, &amax, &rel, seed);
-        same += !strcmp(dfmt_numpy_round(amax, 3), want_max) && !strcmp(dfmt_numpy_round(rel, 4), want_rel);
+        same += !strcmp(dfmt_numpy_round(amax, 3), want_max) &&
+                !strcmp(dfmt_numpy_round(rel, 4), want_rel);
         lo = fmin(lo, rel), hi = fmax(hi, rel), sum += rel, n++;
     }
     fclose(f);
     if (rc != KVL_OK) return rc;
-    printf("seeds 0..%u: relative error %.4f to %.4f, mean %.4f; %u of %u seeds print numpy's digits\n", n - 1, lo, hi,
-           sum / n, same, n);
+    printf(
+        "seeds 0..%u: relative error %.4f to %.4f, mean %.4f; %u of %u seeds print numpy's digits\n",
+        n - 1, lo, hi, sum / n, same, n);
     return nb_expect(n > 0 && same == n, "%u of %u seeds differ from numpy", n - same, n);
 }
 
@@ -454,11 +478,11 @@ NB_CELL(cell_error_histogram)
         err[i] = (double)seed0_xq[i] - seed0_latent[i];
         worst = fmax(worst, fabs(err[i]));
     }
-    const double edge = ceil(worst * 10) / 10;   /* the axis: the largest error, up to the next 0.1 */
+    const double edge = ceil(worst * 10) / 10; /* the axis: the largest error, up to the next 0.1 */
     printf("largest error of the 512: %.4f\n", worst);
     svg_doc s;
-    svg_histogram(&s, "V4.1 FP4 round-trip error per channel (seed 0, 512 channels)", err, DIM, 40, -edge, edge,
-                  "quantised minus original value");
+    svg_histogram(&s, "V4.1 FP4 round-trip error per channel (seed 0, 512 channels)", err, DIM, 40,
+                  -edge, edge, "quantised minus original value");
     return nb_figure("fp4_error", &s);
 }
 
@@ -476,14 +500,16 @@ NB_CELL(cell_rows)
     kvl_rng rng;
     kvl_rng_seed(&rng, 6);
     kvl_rng_normal_f32(&rng, x, 576, 1.0);
-    printf("%-11s %6s %6s   %s\n", "row", "bytes", "values", "relative L2 error of the round trip (N(0,1) values)");
+    printf("%-11s %6s %6s   %s\n", "row", "bytes", "values",
+           "relative L2 error of the round trip (N(0,1) values)");
     for (kvf_row r = 0; r < KVF_N_ROW; r++) {
         uint8_t row[1024];
         const size_t n = kvf_row_values(r);
         int err = kvf_row_pack(r, row, x);
         if (!err) err = kvf_row_unpack(r, y, row);
         if (err) return kvl_fail(KVL_EINVAL, "%s: %s", kvf_row_name(r), kvf_strerror(err));
-        printf("%-11s %6zu %6zu   %.4f\n", kvf_row_name(r), kvf_row_bytes(r), n, dfmt_rel_l2(y, x, n));
+        printf("%-11s %6zu %6zu   %.4f\n", kvf_row_name(r), kvf_row_bytes(r), n,
+               dfmt_rel_l2(y, x, n));
     }
     return KVL_OK;
 }
@@ -497,9 +523,11 @@ NB_CELL(cell_rows)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_fp8),          NB_RUN(cell_e2m1),         NB_RUN(cell_encoders),
-                                    NB_RUN(cell_bits),         NB_RUN(cell_mxfp4_block),  NB_RUN(cell_scale_choice),
-                                    NB_RUN(cell_headroom),     NB_RUN(cell_fp4_check),    NB_RUN(cell_fp4_seeds),
-                                    NB_RUN(cell_error_histogram), NB_RUN(cell_rows)};
+    static const nb_cell cells[] = {NB_RUN(cell_fp8),         NB_RUN(cell_e2m1),
+                                    NB_RUN(cell_encoders),    NB_RUN(cell_bits),
+                                    NB_RUN(cell_mxfp4_block), NB_RUN(cell_scale_choice),
+                                    NB_RUN(cell_headroom),    NB_RUN(cell_fp4_check),
+                                    NB_RUN(cell_fp4_seeds),   NB_RUN(cell_error_histogram),
+                                    NB_RUN(cell_rows)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }

@@ -54,7 +54,8 @@ static const kvl_layer_kind KINDS[N_KINDS] = {KVL_LAYER_WINDOW, KVL_LAYER_CSA, K
 /* bytes one layer of kind k adds per token: (main row + index key) / M */
 static double layer_bytes_per_token(kvl_layer_kind k, size_t ratio)
 {
-    const double row = (double)kvf_row_bytes(KVF_ROW_V4_MAIN), key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
+    const double row = (double)kvf_row_bytes(KVF_ROW_V4_MAIN),
+                 key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
     if (k == KVL_LAYER_CSA) return (row + key) / (double)ratio;
     if (k == KVL_LAYER_HCA) return row / (double)ratio;
     return 0;
@@ -102,22 +103,25 @@ NB_CELL(cell_layer_map)
     size_t n[N_KINDS];
     count_kinds(n, &m);
     double sum = 0;
-    for (size_t l = 0; l < m.n_layers; l++) sum += layer_bytes_per_token(m.layers[l].kind, m.layers[l].compress_ratio);
-    printf("%s: %zu layers = %zu window-only + %zu CSA + %zu HCA\n", m.name, m.n_layers, n[0], n[1], n[2]);
+    for (size_t l = 0; l < m.n_layers; l++)
+        sum += layer_bytes_per_token(m.layers[l].kind, m.layers[l].compress_ratio);
+    printf("%s: %zu layers = %zu window-only + %zu CSA + %zu HCA\n", m.name, m.n_layers, n[0], n[1],
+           n[2]);
     printf("window-only layers:");
     for (size_t l = 0; l < m.n_layers; l++)
         if (m.layers[l].kind == KVL_LAYER_WINDOW) printf(" %zu", l);
-    printf("\nper token: %zu x (584 + 68)/4 + %zu x 584/128 = %s B/token (ref/kvtable: %s)\n", n[1], n[2],
-           nb_num(sum, 2), nb_num(f.bytes_per_token, 2));
+    printf("\nper token: %zu x (584 + 68)/4 + %zu x 584/128 = %s B/token (ref/kvtable: %s)\n", n[1],
+           n[2], nb_num(sum, 2), nb_num(f.bytes_per_token, 2));
     /* transformers' fallback: [HCA, HCA] + [CSA if i odd else HCA for i in range(L - 2)] */
     size_t csa = 0;
     for (size_t i = 0; i + 2 < m.n_layers; i++) csa += i % 2;
     const size_t hca = m.n_layers - csa;
     const double fallback = (double)csa * layer_bytes_per_token(KVL_LAYER_CSA, 4) +
                             (double)hca * layer_bytes_per_token(KVL_LAYER_HCA, 128);
-    printf("the fallback schedule instead: %zu CSA + %zu HCA, no window-only layer = %s B/token\n", csa, hca,
-           nb_num(fallback, 2));
-    rc = nb_expect(sum == f.bytes_per_token, "the map gives %g, ref/kvtable %g", sum, f.bytes_per_token);
+    printf("the fallback schedule instead: %zu CSA + %zu HCA, no window-only layer = %s B/token\n",
+           csa, hca, nb_num(fallback, 2));
+    rc = nb_expect(sum == f.bytes_per_token, "the map gives %g, ref/kvtable %g", sum,
+                   f.bytes_per_token);
     if (rc == KVL_OK) rc = draw_layer_map(&m);
     kvl_model_free(&m);
     return rc;
@@ -137,7 +141,8 @@ static void print_row_map(kvf_row layout)
     const kvf_row_field *f = kvf_row_fields(layout, &n);
     printf("%s, %zu bytes:\n", kvf_row_name(layout), kvf_row_bytes(layout));
     for (size_t i = 0; i < n; i++)
-        printf("  bytes %3zu..%-3zu %-6s %s\n", f[i].offset, f[i].offset + f[i].size - 1, f[i].name, f[i].format);
+        printf("  bytes %3zu..%-3zu %-6s %s\n", f[i].offset, f[i].offset + f[i].size - 1, f[i].name,
+               f[i].format);
 }
 
 /* bytes of the field `name` in the row's byte map, 0 if it has none */
@@ -155,11 +160,14 @@ NB_CELL(cell_rows)
     print_row_map(KVF_ROW_V4_MAIN);
     print_row_map(KVF_ROW_V4_INDEX);
     const size_t row = kvf_row_bytes(KVF_ROW_V4_MAIN), key = kvf_row_bytes(KVF_ROW_V4_INDEX);
-    const size_t scales = field_bytes(KVF_ROW_V4_MAIN, "scale"), pad = field_bytes(KVF_ROW_V4_MAIN, "pad");
-    printf("main row: 448 E4M3 + 64 x 2 bf16 + %zu E8M0 scales (448/64) + %zu pad = %zu B\n", scales, pad, row);
-    printf("index key: 128 x 0.5 + %zu E8M0 scales = %zu B\n", field_bytes(KVF_ROW_V4_INDEX, "scale"), key);
-    printf("against a bf16 row of 512 values (1,024 B): %.1f%%, %.1f%% saved\n", 100.0 * (double)row / 1024,
-           100.0 - 100.0 * (double)row / 1024);
+    const size_t scales = field_bytes(KVF_ROW_V4_MAIN, "scale"),
+                 pad = field_bytes(KVF_ROW_V4_MAIN, "pad");
+    printf("main row: 448 E4M3 + 64 x 2 bf16 + %zu E8M0 scales (448/64) + %zu pad = %zu B\n",
+           scales, pad, row);
+    printf("index key: 128 x 0.5 + %zu E8M0 scales = %zu B\n",
+           field_bytes(KVF_ROW_V4_INDEX, "scale"), key);
+    printf("against a bf16 row of 512 values (1,024 B): %.1f%%, %.1f%% saved\n",
+           100.0 * (double)row / 1024, 100.0 - 100.0 * (double)row / 1024);
     return nb_expect(scales == 7 && pad == 1 && row == 584 && key == 68,
                      "row map: %zu scales, %zu pad, %zu B, key %zu B", scales, pad, row, key);
 }
@@ -177,8 +185,8 @@ NB_CELL(cell_rows)
 /* t[V4_COMPRESSOR_N_WEIGHTS]: a compressor's sizes table */
 static void print_weight_table(const char *what, const v4_weight *t)
 {
-    static const char *const names[V4_COMPRESSOR_N_WEIGHTS] = {"W_C (values)", "W_Z (gates)", "B (position bias)",
-                                                                "RMSNorm gain"};
+    static const char *const names[V4_COMPRESSOR_N_WEIGHTS] = {"W_C (values)", "W_Z (gates)",
+                                                               "B (position bias)", "RMSNorm gain"};
     printf("  %s:", what);
     for (size_t i = 0; i < V4_COMPRESSOR_N_WEIGHTS; i++)
         printf("%s %s [%zu][%zu]", i ? "," : "", names[i], t[i].rows, t[i].cols);
@@ -196,13 +204,15 @@ NB_CELL(cell_shapes)
     if (rc == KVL_OK) rc = v4_config_from_model(&hca, &m, 3);
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
-    const size_t H = csa.n_heads, Dh = csa.head_dim, G = csa.o_groups, Do = csa.o_lora_rank, d = csa.d;
-    printf("d %zu, H %zu, Dh %zu (Dr %zu trailing), Dq' %zu, W %zu, G %zu, Do %zu; indexer HI %zu x DI %zu, top-%zu\n",
-           d, H, Dh, csa.rope.Dr, csa.q_lora_rank, csa.window, G, Do, csa.indexer.n_heads, csa.indexer.head_dim,
-           csa.indexer.topk);
-    printf("W_DQ [%zu][%zu], W_UQ [%zu][%zu], W_KV [%zu][%zu]; W_IQ [%zu][%zu], W_IW [%zu][%zu]\n", csa.q_lora_rank, d,
-           H * Dh, csa.q_lora_rank, Dh, d, csa.indexer.n_heads * csa.indexer.head_dim, csa.q_lora_rank,
-           csa.indexer.n_heads, d);
+    const size_t H = csa.n_heads, Dh = csa.head_dim, G = csa.o_groups, Do = csa.o_lora_rank,
+                 d = csa.d;
+    printf(
+        "d %zu, H %zu, Dh %zu (Dr %zu trailing), Dq' %zu, W %zu, G %zu, Do %zu; indexer HI %zu x DI %zu, top-%zu\n",
+        d, H, Dh, csa.rope.Dr, csa.q_lora_rank, csa.window, G, Do, csa.indexer.n_heads,
+        csa.indexer.head_dim, csa.indexer.topk);
+    printf("W_DQ [%zu][%zu], W_UQ [%zu][%zu], W_KV [%zu][%zu]; W_IQ [%zu][%zu], W_IW [%zu][%zu]\n",
+           csa.q_lora_rank, d, H * Dh, csa.q_lora_rank, Dh, d,
+           csa.indexer.n_heads * csa.indexer.head_dim, csa.q_lora_rank, csa.indexer.n_heads, d);
     v4_compressor_weights cw;
     v4_weight t[V4_COMPRESSOR_N_WEIGHTS];
     v4_compressor_weight_table(t, &cw, &csa.compressor);
@@ -215,16 +225,17 @@ NB_CELL(cell_shapes)
     const double grouped = (double)(G * Do) * (double)(H / G * Dh) + (double)d * (double)(G * Do);
     printf("heads: %zu x %zu = %s channels; %zu groups of %zu heads, %s channels per group; "
            "W_OA [%zu][%zu] read as %zu x [%zu][%zu]\n",
-           H, Dh, nb_num((double)(H * Dh), 0), G, H / G, nb_num((double)(H / G * Dh), 0), G * Do, H / G * Dh, G, Do,
-           H / G * Dh);
-    printf("output projection: dense %s -> %s = %s weights; grouped %zu x %s x %s + %s x %s = %s (%.2f of dense)\n",
-           nb_num((double)(H * Dh), 0), nb_num((double)d, 0), nb_num(dense, 0), G, nb_num((double)(H / G * Dh), 0),
-           nb_num((double)Do, 0), nb_num((double)d, 0), nb_num((double)(G * Do), 0), nb_num(grouped, 0),
-           grouped / dense);
+           H, Dh, nb_num((double)(H * Dh), 0), G, H / G, nb_num((double)(H / G * Dh), 0), G * Do,
+           H / G * Dh, G, Do, H / G * Dh);
+    printf(
+        "output projection: dense %s -> %s = %s weights; grouped %zu x %s x %s + %s x %s = %s (%.2f of dense)\n",
+        nb_num((double)(H * Dh), 0), nb_num((double)d, 0), nb_num(dense, 0), G,
+        nb_num((double)(H / G * Dh), 0), nb_num((double)Do, 0), nb_num((double)d, 0),
+        nb_num((double)(G * Do), 0), nb_num(grouped, 0), grouped / dense);
     const double both = 1 / sqrt((double)(csa.indexer.n_heads * csa.indexer.head_dim));
     const double one = 1 / sqrt((double)csa.indexer.head_dim);
-    printf("indexer weight scale HI^-1/2 * DI^-1/2 = %.6f; DI^-1/2 alone = %.6f, %.0fx larger\n", both, one,
-           one / both);
+    printf("indexer weight scale HI^-1/2 * DI^-1/2 = %.6f; DI^-1/2 alone = %.6f, %.0fx larger\n",
+           both, one, one / both);
     return KVL_OK;
 }
 
@@ -261,8 +272,10 @@ static double dot(const float *row, const float *x, size_t d)
     return sum;
 }
 
-/* Ĉ_i[h] for x[T][d]: block i − 1 (overlap only) through channel h of a and z, block i through ov·c + h */
-static float pool(const v4_compressor_config *c, const v4_compressor_weights *w, const float *x, size_t i, size_t h)
+/* Ĉ_i[h] for x[T][d]: block i − 1 (overlap only) through channel h of a and z, block i through
+ * ov·c + h */
+static float pool(const v4_compressor_config *c, const v4_compressor_weights *w, const float *x,
+                  size_t i, size_t h)
 {
     const size_t M = c->ratio, ov = c->overlap, wide = (1 + ov) * c->width;
     double a[MAX_SLOTS], z[MAX_SLOTS], mu = -INFINITY;
@@ -341,8 +354,10 @@ static int compare_compressor(const char *what, size_t layer, uint64_t seed, con
         compress(mine, cc, &w.compressor, x, TOY_T);
         double scale, diff = nbc_max_diff(mine, theirs, N * cc->width, &scale);
         char what_n[160];
-        snprintf(what_n, sizeof what_n, "%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens, mine against "
-                 "ref/v4", what, cc->ratio, cc->overlap, cc->width, N, TOY_T);
+        snprintf(what_n, sizeof what_n,
+                 "%s (M %zu, overlap %zu, c %zu): %zu entries from %d tokens, mine against "
+                 "ref/v4",
+                 what, cc->ratio, cc->overlap, cc->width, N, TOY_T);
         rc = nbc_report(what_n, diff, scale, 1e-5);
     }
     v4_weights_free(&w);
@@ -374,10 +389,11 @@ NB_CELL(cell_windows)
     enum { T = 24, M_CSA = 4, M_HCA = 8, W = 8, t = 21 };
     const size_t csa = (t + 1) / M_CSA, hca = (t + 1) / M_HCA, first = t + 1 - W;
     printf("query %d reads CSA entries 0..%zu (tokens 0..%zu; %zu..%d wait for entry %zu), "
-           "HCA entries 0..%zu (tokens 0..%zu)\n", t, csa - 1, csa * M_CSA - 1, csa * M_CSA, t, csa, hca - 1,
-           hca * M_HCA - 1);
-    printf("and the window, tokens %zu..%d: it covers every token no complete block holds (W = %d > M - 1 = %d)\n",
-           first, t, W, M_HCA - 1);
+           "HCA entries 0..%zu (tokens 0..%zu)\n",
+           t, csa - 1, csa * M_CSA - 1, csa * M_CSA, t, csa, hca - 1, hca * M_HCA - 1);
+    printf(
+        "and the window, tokens %zu..%d: it covers every token no complete block holds (W = %d > M - 1 = %d)\n",
+        first, t, W, M_HCA - 1);
     return dv4_windows_figure(T, M_CSA, M_HCA, W, t);
 }
 
@@ -405,7 +421,8 @@ static void entries_moved(unsigned char *moved, size_t *N, const v4_compressor_c
         compress(again, c, w, x, POOL_T);
         x[j * TOY_D] = kept;
         for (size_t i = 0; i < *N; i++)
-            moved[i * POOL_T + j] = memcmp(base + i * c->width, again + i * c->width, c->width * sizeof *base) != 0;
+            moved[i * POOL_T + j] =
+                memcmp(base + i * c->width, again + i * c->width, c->width * sizeof *base) != 0;
     }
 }
 
@@ -417,12 +434,13 @@ static void print_pooled(const char *what, const unsigned char *moved, size_t N,
         size_t first = POOL_T, n = 0;
         for (size_t j = 0; j < POOL_T; j++)
             if (moved[i * POOL_T + j]) first = first < j ? first : j, n++;
-        printf("  entry %zu pools %zu tokens, %zu..%zu; visible from query %zu on\n", i, n, first, first + n - 1,
-               (i + 1) * M - 1);
+        printf("  entry %zu pools %zu tokens, %zu..%zu; visible from query %zu on\n", i, n, first,
+               first + n - 1, (i + 1) * M - 1);
     }
 }
 
-/* every moved cell lies in block i (or, with overlap, block i − 1), and each of those blocks moved */
+/* every moved cell lies in block i (or, with overlap, block i − 1), and each of those blocks
+ * moved */
 static int pools_exactly(const unsigned char *moved, size_t N, size_t M, size_t ov)
 {
     for (size_t i = 0; i < N; i++)
@@ -448,8 +466,10 @@ NB_CELL(cell_pooling)
         entries_moved(hca_moved, &n_hca, &hca.compressor, &hw.compressor);
         print_pooled("CSA", csa_moved, n_csa, 4);
         print_pooled("HCA", hca_moved, n_hca, 8);
-        printf("a CSA entry mixes 2M = 8 tokens and one arrives every M = 4; an HCA entry mixes its own M\n");
-        rc = nb_expect(pools_exactly(csa_moved, n_csa, 4, 1) && pools_exactly(hca_moved, n_hca, 8, 0),
+        printf(
+            "a CSA entry mixes 2M = 8 tokens and one arrives every M = 4; an HCA entry mixes its own M\n");
+        rc = nb_expect(pools_exactly(csa_moved, n_csa, 4, 1) &&
+                           pools_exactly(hca_moved, n_hca, 8, 0),
                        "an entry moved with a token outside its blocks");
     }
     if (rc == KVL_OK) rc = dv4_pooling_figure(csa_moved, n_csa, POOL_T, 4);
@@ -504,8 +524,8 @@ NB_CELL(cell_sinks)
     double p[64], s[65], worst = 0;   /* s: 64 scores, then the sink */
     for (size_t k = 0; k < 4; k++) {
         worst = fmax(worst, sink_diff(scores, 4, sigmas[k], p));
-        printf("sigma %4g: weights %.4f %.4f %.4f %.4f, sum %.4f\n", sigmas[k], p[0], p[1], p[2], p[3],
-               p[0] + p[1] + p[2] + p[3]);
+        printf("sigma %4g: weights %.4f %.4f %.4f %.4f, sum %.4f\n", sigmas[k], p[0], p[1], p[2],
+               p[3], p[0] + p[1] + p[2] + p[3]);
     }
     kvl_rng rng;
     kvl_rng_seed(&rng, 67);
@@ -513,8 +533,10 @@ NB_CELL(cell_sinks)
         kvl_rng_normal_f64(&rng, s, 65, 4.0);
         worst = fmax(worst, sink_diff(s, 64, s[64], p));
     }
-    printf("against ref's kvl_softmax_sink_f64 on these and 1,000 random rows: max |diff| %.2g\n", worst);
-    /* the same exps and division in double: equal, or a few ulps apart were the sums taken in another order */
+    printf("against ref's kvl_softmax_sink_f64 on these and 1,000 random rows: max |diff| %.2g\n",
+           worst);
+    /* the same exps and division in double: equal, or a few ulps apart were the sums taken in
+     * another order */
     return nb_expect(worst < 1e-15, "the sink softmax differs from ref by %g", worst);
 }
 
@@ -549,14 +571,16 @@ static int compare_paths(const model_config *c, const model_weights *w, const fl
     int rc = model_forward(want, c, w, x, TOY_T);
     if (rc == KVL_OK) rc = model_cache_init_v4(&cache, c, TOY_T, V4_CACHE_F32);
     if (rc == KVL_OK) rc = model_prefill(got, c, w, &cache, x, S);
-    for (size_t t = S; t < TOY_T && rc == KVL_OK; t++) rc = model_decode(got + t * TOY_D, c, w, &cache, x + t * TOY_D);
+    for (size_t t = S; t < TOY_T && rc == KVL_OK; t++)
+        rc = model_decode(got + t * TOY_D, c, w, &cache, x + t * TOY_D);
     model_cache_free(&cache);
     if (rc != KVL_OK) return rc;
     double scale, diff = nbc_max_diff(got, want, TOY_T * TOY_D, &scale);
     char what[96];
-    snprintf(what, sizeof what, "prefill %d + decode %d against the whole-sequence forward", S, TOY_T - S);
-    /* float32 through 5 layers whose products OpenBLAS blocks differently per batch shape: a few ulps
-     * of the residual stream per layer, far below 1e-5 of its scale */
+    snprintf(what, sizeof what, "prefill %d + decode %d against the whole-sequence forward", S,
+             TOY_T - S);
+    /* float32 through 5 layers whose products OpenBLAS blocks differently per batch shape: a few
+     * ulps of the residual stream per layer, far below 1e-5 of its scale */
     return nbc_report(what, diff, scale, 1e-5);
 }
 
@@ -588,8 +612,10 @@ static int live_bytes(void)
         printf("  %-26s %6zu B for %d tokens = %8.4f B/token; window rows %s B\n",
                model_layer_name(name, sizeof name, &c.layers[l]), held, T, (double)held / T,
                nb_num((double)v4_cache_window_bytes(&cache.v4[l]), 0));
-        const double want = T * layer_bytes_per_token(c.layers[l].v4.kind, c.layers[l].v4.compressor.ratio);
-        rc = nb_expect((double)held == want, "layer %zu holds %zu B, the rows say %g", l, held, want);
+        const double want =
+            T * layer_bytes_per_token(c.layers[l].v4.kind, c.layers[l].v4.compressor.ratio);
+        rc = nb_expect((double)held == want, "layer %zu holds %zu B, the rows say %g", l, held,
+                       want);
     }
     model_cache_free(&cache);
     model_weights_free(&w);
@@ -634,9 +660,10 @@ NB_CELL(cell_toy_stack)
 static void print_reads(const kvl_model *m, double T)
 {
     const double W = (double)m->window, K = (double)m->index_topk, win = fmin(T, W);
-    printf("query at context %s: window-only reads %s keys, CSA %s + %s = %s, HCA %s + %s = %s\n", nb_num(T, 0),
-           nb_num(win, 0), nb_num(win, 0), nb_num(fmin(K, floor(T / 4)), 0), nb_num(win + fmin(K, floor(T / 4)), 0),
-           nb_num(win, 0), nb_num(floor(T / 128), 0), nb_num(win + floor(T / 128), 0));
+    printf("query at context %s: window-only reads %s keys, CSA %s + %s = %s, HCA %s + %s = %s\n",
+           nb_num(T, 0), nb_num(win, 0), nb_num(win, 0), nb_num(fmin(K, floor(T / 4)), 0),
+           nb_num(win + fmin(K, floor(T / 4)), 0), nb_num(win, 0), nb_num(floor(T / 128), 0),
+           nb_num(win + floor(T / 128), 0));
 }
 
 static int print_against_v32(const kvl_kv_footprint *v4f, double per_seq_window)
@@ -649,11 +676,13 @@ static int print_against_v32(const kvl_kv_footprint *v4f, double per_seq_window)
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     const double T = 1048576;
-    printf("V3.2 %s B/token / V4-Flash %s = %.2fx; at 1M tokens V4-Flash keeps %.2f%% of V3.2's cache "
-           "(%.2f%% with its window)\n",
-           nb_num(v32.bytes_per_token, 2), nb_num(v4f->bytes_per_token, 2), v32.bytes_per_token / v4f->bytes_per_token,
-           100 * v4f->bytes_per_token / v32.bytes_per_token,
-           100 * (v4f->bytes_per_token * T + per_seq_window) / (v32.bytes_per_token * T));
+    printf(
+        "V3.2 %s B/token / V4-Flash %s = %.2fx; at 1M tokens V4-Flash keeps %.2f%% of V3.2's cache "
+        "(%.2f%% with its window)\n",
+        nb_num(v32.bytes_per_token, 2), nb_num(v4f->bytes_per_token, 2),
+        v32.bytes_per_token / v4f->bytes_per_token,
+        100 * v4f->bytes_per_token / v32.bytes_per_token,
+        100 * (v4f->bytes_per_token * T + per_seq_window) / (v32.bytes_per_token * T));
     return KVL_OK;
 }
 
@@ -671,22 +700,26 @@ NB_CELL(cell_counts)
     const double L = (double)m.n_layers, W = (double)m.window, K = (double)m.index_topk;
     const double row = (double)kvf_row_bytes(KVF_ROW_V4_MAIN);
     print_reads(&m, 131072);
-    const double M_csa = (double)ratio_of(&m, KVL_LAYER_CSA), M_hca = (double)ratio_of(&m, KVL_LAYER_HCA);
-    printf("CSA's top-%s entries x %s tokens cover %s tokens; the HCA tail of at most %s tokens sits inside "
-           "the %s-token window\n", nb_num(K, 0), nb_num(M_csa, 0), nb_num(K * M_csa, 0), nb_num(M_hca - 1, 0),
-           nb_num(W, 0));
-    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n", nb_num(131072 / M_hca, 0),
-           nb_num(131072 / M_csa, 0), nb_num(1048576 / M_hca, 0), nb_num(floor(1e6 / M_hca), 0));
+    const double M_csa = (double)ratio_of(&m, KVL_LAYER_CSA),
+                 M_hca = (double)ratio_of(&m, KVL_LAYER_HCA);
+    printf(
+        "CSA's top-%s entries x %s tokens cover %s tokens; the HCA tail of at most %s tokens sits inside "
+        "the %s-token window\n",
+        nb_num(K, 0), nb_num(M_csa, 0), nb_num(K * M_csa, 0), nb_num(M_hca - 1, 0), nb_num(W, 0));
+    printf("entries per layer: at 128K %s HCA, %s CSA; at 1M %s HCA (%s if 1M = 10^6)\n",
+           nb_num(131072 / M_hca, 0), nb_num(131072 / M_csa, 0), nb_num(1048576 / M_hca, 0),
+           nb_num(floor(1e6 / M_hca), 0));
     const double window = L * W * row;
-    printf("window rows per sequence: %s x %s x %s = %s B = %.2f MB = %.2f MiB\n", nb_num(L, 0), nb_num(W, 0),
-           nb_num(row, 0), nb_num(window, 0), window / 1e6, window / 1048576);
+    printf("window rows per sequence: %s x %s x %s = %s B = %.2f MB = %.2f MiB\n", nb_num(L, 0),
+           nb_num(W, 0), nb_num(row, 0), nb_num(window, 0), window / 1e6, window / 1048576);
     size_t n[N_KINDS];
     count_kinds(n, &m);
     const double main_rows = (double)n[1] * row / M_csa + (double)n[2] * row / M_hca;
-    printf("a window row kept per token in every layer would be %s x %s = %s B/token: %.2fx the compressed main "
-           "rows (%s), %.2fx with the index keys (%s)\n",
-           nb_num(L, 0), nb_num(row, 0), nb_num(L * row, 0), L * row / main_rows, nb_num(main_rows, 2),
-           L * row / f.bytes_per_token, nb_num(f.bytes_per_token, 2));
+    printf(
+        "a window row kept per token in every layer would be %s x %s = %s B/token: %.2fx the compressed main "
+        "rows (%s), %.2fx with the index keys (%s)\n",
+        nb_num(L, 0), nb_num(row, 0), nb_num(L * row, 0), L * row / main_rows, nb_num(main_rows, 2),
+        L * row / f.bytes_per_token, nb_num(f.bytes_per_token, 2));
     printf("rebuilding every window row after a prefix-cache hit: n_win x L = %s tokens is enough; "
            "the minimum is L(W-1)+1 = %s\n", nb_num(W * L, 0), nb_num(L * (W - 1) + 1, 0));
     kvl_model_free(&m);
@@ -703,8 +736,9 @@ NB_CELL(cell_counts)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_layer_map), NB_RUN(cell_rows),      NB_RUN(cell_shapes),
-                                    NB_RUN(cell_compressor), NB_RUN(cell_windows),  NB_RUN(cell_pooling),
-                                    NB_RUN(cell_sinks),     NB_RUN(cell_toy_stack), NB_RUN(cell_counts)};
+    static const nb_cell cells[] = {
+        NB_RUN(cell_layer_map),  NB_RUN(cell_rows),      NB_RUN(cell_shapes),
+        NB_RUN(cell_compressor), NB_RUN(cell_windows),   NB_RUN(cell_pooling),
+        NB_RUN(cell_sinks),      NB_RUN(cell_toy_stack), NB_RUN(cell_counts)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }

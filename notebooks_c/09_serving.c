@@ -1,14 +1,14 @@
 // %% [markdown]
 // # Chapter 9 · Serving arithmetic: what one GPU holds, and how many sequences fit
 //
-// Chapter 8 priced one token in one copy of the cache. A deployment splits the model over GPUs, keeps
-// its weights beside the cache, allocates the cache in pages and keeps window rows per sequence. This
-// notebook builds each of those rules in plain C, holds it to `ref/serving` (header `ref/serving.h`)
-// on every config, and ends with a picture of one GPU's memory. `build/bin/serving` prints the same
-// figures for any deployment.
+// Chapter 8 priced one token in one copy of the cache. A deployment splits the model over GPUs,
+// keeps its weights beside the cache, allocates the cache in pages and keeps window rows per
+// sequence. This notebook builds each of those rules in plain C, holds it to `ref/serving` (header
+// `ref/serving.h`) on every config, and ends with a picture of one GPU's memory.
+// `build/bin/serving` prints the same figures for any deployment.
 //
-// Cells that compute define an `NB_CELL` function; the last cell runs them. `make nb-09` rebuilds the
-// notebook and walks it cell by cell; change this file and run it again. The figure lives in
+// Cells that compute define an `NB_CELL` function; the last cell runs them. `make nb-09` rebuilds
+// the notebook and walks it cell by cell; change this file and run it again. The figure lives in
 // `notebooks_c/draw_serving.c`.
 
 // %%
@@ -31,21 +31,23 @@ static size_t n_gens;
 // %% [markdown]
 // ## What one GPU stores per token
 //
-// Tensor parallelism over $t$ ranks splits attention by heads. MHA/GQA's cache has a head axis: a rank
-// keeps $\lceil H_{kv} / t \rceil$ KV heads (one, replicated, once $t > H_{kv}$), so its row is
-// $2 \lceil H_{kv}/t \rceil D_h$ values. An MLA latent $[c^{KV}; k^R]$ is shared by every head and
-// V4's entry by every query head: there is nothing to split, and every rank keeps the whole row. Per
-// token a rank then stores
+// Tensor parallelism over $t$ ranks splits attention by heads. MHA/GQA's cache has a head axis: a
+// rank keeps $\lceil H_{kv} / t \rceil$ KV heads (one, replicated, once $t > H_{kv}$), so its row
+// is $2 \lceil H_{kv}/t \rceil D_h$ values. An MLA latent $[c^{KV}; k^R]$ is shared by every head
+// and V4's entry by every query head: there is nothing to split, and every rank keeps the whole
+// row. Per token a rank then stores
 //
 // $$B_{\text{rank}} = \sum_{\ell \in \mathcal{G}}
 //     \frac{R_\ell(t) + [\ell \text{ indexes itself}]\, R_{\text{key}}}{M_\ell}.$$
 
 // %%
-/* bytes one of tp ranks stores per token of m (footprint f): each cache layer's row and key per M */
+/* bytes one of tp ranks stores per token of m (footprint f): each cache layer's row and key per
+ * M */
 static double rank_bytes_per_token(const kvl_model *m, const kvl_kv_footprint *f, size_t tp)
 {
     const double heads = (double)((m->n_kv_heads + tp - 1) / tp);
-    const double row = m->generation == KVL_GEN_MHA ? 2 * heads * (double)m->head_dim * 2 : (double)f->main_row_bytes;
+    const double row = m->generation == KVL_GEN_MHA ? 2 * heads * (double)m->head_dim * 2
+                                                    : (double)f->main_row_bytes;
     double b = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         if (!kvl_layer_writes_cache(m, l)) continue;
@@ -70,8 +72,9 @@ NB_CELL(cell_split)
             rc = kvl_rank_cache_of(&r, &gens[i].m, &gens[i].kv, &d);
             const double built = rank_bytes_per_token(&gens[i].m, &gens[i].kv, tps[j]);
             printf(" %10s", nb_num(built, 2));
-            if (rc == KVL_OK) rc = nb_expect(built == r.bytes_per_token, "%s at tp %zu: %g, ref %g", gens[i].m.name,
-                                              tps[j], built, r.bytes_per_token);
+            if (rc == KVL_OK)
+                rc = nb_expect(built == r.bytes_per_token, "%s at tp %zu: %g, ref %g",
+                               gens[i].m.name, tps[j], built, r.bytes_per_token);
         }
         printf("\n");
     }
@@ -80,30 +83,33 @@ NB_CELL(cell_split)
 }
 
 // %% [markdown]
-// The 67B's 389,120 bytes halve with every doubling of $t$ down to 48,640 at $t = 8 = H_{kv}$, and stop
-// there; the latents do not move. That is why serving engines added **data-parallel attention** for
-// MLA models: each rank attends for its own sequences with whole rows, so the 8 ranks of a node hold 8
-// different sets of tokens instead of 8 copies of one.
+// The 67B's 389,120 bytes halve with every doubling of $t$ down to 48,640 at $t = 8 = H_{kv}$, and
+// stop there; the latents do not move. That is why serving engines added **data-parallel
+// attention** for MLA models: each rank attends for its own sequences with whole rows, so the 8
+// ranks of a node hold 8 different sets of tokens instead of 8 copies of one.
 //
 // ## Pages
 //
-// A paged cache allocates a sequence's entries in pages of $P$ entries. A layer compressing $M$ tokens
-// per entry holds $\lceil T/M \rceil$ entries of a $T$-token sequence, in
-// $\lceil \lceil T/M \rceil / P \rceil$ pages (this project's rule: no public source states the page
-// unit of a compressed layer). Window rows are a ring of $W$ rows per layer, a fixed cost per sequence,
-// not paged:
+// A paged cache allocates a sequence's entries in pages of $P$ entries. A layer compressing $M$
+// tokens per entry holds $\lceil T/M \rceil$ entries of a $T$-token sequence, in
+// $\lceil \lceil T/M \rceil / P \rceil$ pages (this project's rule: no public source states the
+// page unit of a compressed layer). Window rows are a ring of $W$ rows per layer, a fixed cost per
+// sequence, not paged:
 //
 // $$S(T) = \sum_{\ell \in \mathcal{G}}
-//     \left\lceil \frac{\lceil T / M_\ell \rceil}{P} \right\rceil P \,\big(R_\ell + R_{\text{key},\ell}\big)
+//     \left\lceil \frac{\lceil T / M_\ell \rceil}{P} \right\rceil P
+//     \,\big(R_\ell + R_{\text{key},\ell}\big)
 //     + L\,W\,R_{\text{win}}.$$
 
 // %%
-/* bytes one sequence of T tokens takes on one of tp ranks of m, pages of `page` entries (tp 1: whole
- * rows, as under data-parallel attention) */
-static double sequence_bytes(const kvl_model *m, const kvl_kv_footprint *f, size_t tp, size_t page, size_t T)
+/* bytes one sequence of T tokens takes on one of tp ranks of m, pages of `page` entries (tp 1:
+ * whole rows, as under data-parallel attention) */
+static double sequence_bytes(const kvl_model *m, const kvl_kv_footprint *f, size_t tp, size_t page,
+                             size_t T)
 {
     const double heads = (double)((m->n_kv_heads + tp - 1) / tp);
-    const double row = m->generation == KVL_GEN_MHA ? 2 * heads * (double)m->head_dim * 2 : (double)f->main_row_bytes;
+    const double row = m->generation == KVL_GEN_MHA ? 2 * heads * (double)m->head_dim * 2
+                                                    : (double)f->main_row_bytes;
     double b = (double)f->window_bytes_per_sequence;
     for (size_t l = 0; l < m->n_layers; l++) {
         if (!kvl_layer_writes_cache(m, l)) continue;
@@ -127,8 +133,8 @@ NB_CELL(cell_pages)
             const double built = sequence_bytes(&gens[i].m, &gens[i].kv, d.tp, d.page, T[j]);
             const double ref = kvl_rank_sequence_bytes(&gens[i].m, &r, &d, T[j]);
             if (gens[i].m.generation >= KVL_GEN_V4)
-                printf("%-20s %8s %16s %12s\n", gens[i].m.name, nb_num((double)T[j], 0), nb_num(built, 0),
-                       nb_num(built / (double)T[j], 1));
+                printf("%-20s %8s %16s %12s\n", gens[i].m.name, nb_num((double)T[j], 0),
+                       nb_num(built, 0), nb_num(built / (double)T[j], 1));
             rc = nb_expect(built == ref, "%s, T %zu: %g, ref %g", gens[i].m.name, T[j], built, ref);
         }
     }
@@ -142,12 +148,12 @@ NB_CELL(cell_pages)
 //
 // ## The weights, and what fits beside them
 //
-// A GPU of $G$ bytes keeps a fraction $a$ for activations and holds its share of the weights $w$; the
-// cache gets the rest, $G(1-a) - w$. The experts spread over every GPU of the node, the rest over the
-// $t$ ranks (attention whole on each rank under data-parallel attention), each at the checkpoint's
-// precision: bf16 2 bytes a weight, FP8 one byte and a 4-byte (or E8M0 1-byte) scale per 128 × 128
-// block, MXFP4 half a byte and one byte per 32. The parameter counts are `ref/params`'s, which the
-// chapter's tests hold to the published totals.
+// A GPU of $G$ bytes keeps a fraction $a$ for activations and holds its share of the weights $w$;
+// the cache gets the rest, $G(1-a) - w$. The experts spread over every GPU of the node, the rest
+// over the $t$ ranks (attention whole on each rank under data-parallel attention), each at the
+// checkpoint's precision: bf16 2 bytes a weight, FP8 one byte and a 4-byte (or E8M0 1-byte) scale
+// per 128 × 128 block, MXFP4 half a byte and one byte per 32. The parameter counts are
+// `ref/params`'s, which the chapter's tests hold to the published totals.
 
 // %%
 /* bytes of n weights in format fmt */
@@ -160,9 +166,12 @@ static double stored(double n, kvl_weight_format fmt, int e8m0)
 /* one GPU's weights: experts over `gpus`, the rest over tp, attention whole when dp */
 static double gpu_weights(const kvl_params *p, const kvl_ffn *f, double gpus, double tp, int dp)
 {
-    const double kept = ceil((double)(p->embedding + p->head) / tp) + (double)(p->norms + p->routers);
-    const double linear = (dp ? (double)p->attention : ceil((double)p->attention / tp)) + ceil((double)p->dense_ffn / tp);
-    const double experts = ceil((double)p->routed_experts / gpus) + ceil((double)p->shared_experts / gpus);
+    const double kept =
+        ceil((double)(p->embedding + p->head) / tp) + (double)(p->norms + p->routers);
+    const double linear = (dp ? (double)p->attention : ceil((double)p->attention / tp)) +
+                          ceil((double)p->dense_ffn / tp);
+    const double experts =
+        ceil((double)p->routed_experts / gpus) + ceil((double)p->shared_experts / gpus);
     return stored(kept, KVL_WEIGHTS_BF16, 0) + stored(linear, f->linear, f->scale_e8m0) +
            stored(experts, f->experts, f->scale_e8m0);
 }
@@ -175,8 +184,10 @@ NB_CELL(cell_fit)
     const double G = 141 * GIB, a = 0.1;
     const size_t T = 131072;
     int rc = KVL_OK;
-    printf("8 GPUs of 141 GiB, a tenth for activations, tp 8, pages of 64, %s-token sequences\n", nb_num((double)T, 0));
-    printf("%-20s %12s %12s %12s %12s\n", "model", "weights GiB", "cache GiB", "seqs/node tp", "seqs/node dp");
+    printf("8 GPUs of 141 GiB, a tenth for activations, tp 8, pages of 64, %s-token sequences\n",
+           nb_num((double)T, 0));
+    printf("%-20s %12s %12s %12s %12s\n", "model", "weights GiB", "cache GiB", "seqs/node tp",
+           "seqs/node dp");
     for (size_t i = 0; i < n_gens && rc == KVL_OK; i++) {
         kvl_params p;
         rc = kvl_params_of(&p, &gens[i].m);
@@ -184,34 +195,37 @@ NB_CELL(cell_fit)
         for (int dp = 0; dp < 2 && rc == KVL_OK; dp++) {
             const kvl_deployment d = {.gpus = 8, .tp = 8, .dp_attention = dp, .page = 64};
             w[dp] = gpu_weights(&p, &gens[i].m.ffn, 8, 8, dp);
-            const double ref = kvl_rank_weight_bytes(&p, &d, gens[i].m.ffn.linear, gens[i].m.ffn.experts,
-                                                     gens[i].m.ffn.scale_e8m0);
-            rc = nb_expect(fabs(w[dp] - ref) <= 1e-9 * ref, "%s: weights %g, ref %g", gens[i].m.name, w[dp], ref);
+            const double ref = kvl_rank_weight_bytes(
+                &p, &d, gens[i].m.ffn.linear, gens[i].m.ffn.experts, gens[i].m.ffn.scale_e8m0);
+            rc = nb_expect(fabs(w[dp] - ref) <= 1e-9 * ref, "%s: weights %g, ref %g",
+                           gens[i].m.name, w[dp], ref);
             kvl_rank_cache r;
             kvl_fit fit;
             if (rc == KVL_OK) rc = kvl_rank_cache_of(&r, &gens[i].m, &gens[i].kv, &d);
             if (rc == KVL_OK) rc = kvl_fit_of(&fit, &gens[i].m, &r, &d, G * (1 - a) - w[dp], T);
             const double one = sequence_bytes(&gens[i].m, &gens[i].kv, dp ? 1 : 8, 64, T);
-            seqs[dp] = floor((G * (1 - a) - w[dp]) / one) * (dp ? 8 : 1);   /* dp: 8 ranks, 8 sets of tokens */
-            if (rc == KVL_OK) rc = nb_expect(seqs[dp] == fit.sequences_per_node, "%s: fit", gens[i].m.name);
+            seqs[dp] = floor((G * (1 - a) - w[dp]) / one) *
+                       (dp ? 8 : 1); /* dp: 8 ranks, 8 sets of tokens */
+            if (rc == KVL_OK)
+                rc = nb_expect(seqs[dp] == fit.sequences_per_node, "%s: fit", gens[i].m.name);
         }
-        printf("%-20s %12s %12s %12s %12s\n", gens[i].m.name, nb_num(w[0] / GIB, 1), nb_num((G * (1 - a) - w[0]) / GIB, 1),
-               nb_num(seqs[0], 0), nb_num(seqs[1], 0));
+        printf("%-20s %12s %12s %12s %12s\n", gens[i].m.name, nb_num(w[0] / GIB, 1),
+               nb_num((G * (1 - a) - w[0]) / GIB, 1), nb_num(seqs[0], 0), nb_num(seqs[1], 0));
         bars[i] = (nb09_gpu){gens[i].m.name, w[0], G * a, G * (1 - a) - w[0], seqs[0]};
     }
     return rc;
 }
 
 // %% [markdown]
-// Under data-parallel attention a rank keeps whole rows for its own sequences: the 67B's are 8 times
-// its split ones, so it gains nothing (8 against 18), while the latent models gain 8× less the room
-// their replicated attention weights take (V3: 5 → 32).
+// Under data-parallel attention a rank keeps whole rows for its own sequences: the 67B's are 8
+// times its split ones, so it gains nothing (8 against 18), while the latent models gain 8× less
+// the room their replicated attention weights take (V3: 5 → 32).
 
 // %% [markdown]
 // ## Sequences per node
 //
-// `serving`'s own deployment, 100 GiB of cache per GPU with the weights left out, draws the chapter's
-// chart: the same bars `build/bin/serving --svg FILE` writes.
+// `serving`'s own deployment, 100 GiB of cache per GPU with the weights left out, draws the
+// chapter's chart: the same bars `build/bin/serving --svg FILE` writes.
 
 // %%
 NB_CELL(cell_sequences)
@@ -229,11 +243,12 @@ NB_CELL(cell_sequences)
             if (rc == KVL_OK) rc = kvl_fit_of(&f, &gens[i].m, &r, &d, 100 * GIB, 131072);
             fit[dp][i] = f.sequences_per_node;
         }
-        printf("%-20s %8s sequences per node, %8s with data-parallel attention\n", labels[i], nb_num(fit[0][i], 0),
-               nb_num(fit[1][i], 0));
+        printf("%-20s %8s sequences per node, %8s with data-parallel attention\n", labels[i],
+               nb_num(fit[0][i], 0), nb_num(fit[1][i], 0));
     }
     if (rc != KVL_OK) return rc;
-    return nb09_draw_sequences(labels, fit[0], fit[1], n_gens, 131072, "8 GPUs, tp 8, page 64, budget 100 GiB per GPU");
+    return nb09_draw_sequences(labels, fit[0], fit[1], n_gens, 131072,
+                               "8 GPUs, tp 8, page 64, budget 100 GiB per GPU");
 }
 
 // %% [markdown]
@@ -246,7 +261,8 @@ NB_CELL(cell_sequences)
 // %%
 NB_CELL(cell_figure)
 {
-    const int rc = nb09_draw_gpu(bars, n_gens, "8 GPUs of 141 GiB, tp 8, pages of 64, 131,072-token sequences");
+    const int rc = nb09_draw_gpu(bars, n_gens,
+                                 "8 GPUs of 141 GiB, tp 8, pages of 64, 131,072-token sequences");
     nb08_free_all(gens, n_gens);
     return rc;
 }
@@ -254,7 +270,7 @@ NB_CELL(cell_figure)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_split), NB_RUN(cell_pages), NB_RUN(cell_fit), NB_RUN(cell_sequences),
-                                    NB_RUN(cell_figure)};
+    static const nb_cell cells[] = {NB_RUN(cell_split), NB_RUN(cell_pages), NB_RUN(cell_fit),
+                                    NB_RUN(cell_sequences), NB_RUN(cell_figure)};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
 }

@@ -61,8 +61,8 @@ const char *nb08_factor_text(char *buf, size_t cap, double f)
     return buf;
 }
 
-int nb08_check(const char *what, const double *built, const double *ref, const char *const *names, size_t n,
-               double tolerance)
+int nb08_check(const char *what, const double *built, const double *ref, const char *const *names,
+               size_t n, double tolerance)
 {
     double diff = 0, scale = 0;
     size_t worst = 0;
@@ -73,7 +73,8 @@ int nb08_check(const char *what, const double *built, const double *ref, const c
     char label[160];
     snprintf(label, sizeof label, "%s, built against ref/kvtable on %zu configs", what, n);
     const int rc = nbc_report(label, diff, scale, tolerance);
-    if (rc != KVL_OK && n) printf("  worst: %s, built %g, ref/kvtable %g\n", names[worst], built[worst], ref[worst]);
+    if (rc != KVL_OK && n)
+        printf("  worst: %s, built %g, ref/kvtable %g\n", names[worst], built[worst], ref[worst]);
     return rc;
 }
 
@@ -91,9 +92,10 @@ int nb08_draw_bytes(const nb08_generation *g, size_t n)
         dark[i] = g[i].m.headline;
     }
     svg_doc s;
-    svg_bars_log(&s, "KV cache bytes per token, derived from each config.json",
-                 "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
-                 labels, values, dark, n, "B");
+    svg_bars_log(
+        &s, "KV cache bytes per token, derived from each config.json",
+        "dark: the generations on the V4.1-Flash model card's chart; window rows (per sequence) not included",
+        labels, values, dark, n, "B");
     return nb_figure("bytes_per_token", &s);
 }
 
@@ -113,8 +115,9 @@ static void step_note(svg_doc *s, const nb08_box *b, double y)
     svg_line(s, LIN_X0 - 14, y + 4, LIN_X0 - 18, y - 2, "#9b5d00", 1.5);
     svg_line(s, LIN_X0 - 14, y + 4, LIN_X0 - 10, y - 2, "#9b5d00", 1.5);
     svg_text(s, LIN_X0, y - 14, 12, "start", "%s", b->step);
-    svg_text(s, LIN_X0, y + 2, 11, "start", "layers %s (width), bytes per layer %s (height), total %.2fx", layers,
-             height, b[-1].layers * b[-1].bytes_per_layer / (b->layers * b->bytes_per_layer));
+    svg_text(s, LIN_X0, y + 2, 11, "start",
+             "layers %s (width), bytes per layer %s (height), total %.2fx", layers, height,
+             b[-1].layers * b[-1].bytes_per_layer / (b->layers * b->bytes_per_layer));
 }
 
 int nb08_draw_lineage(const nb08_box *box, size_t n)
@@ -123,9 +126,12 @@ int nb08_draw_lineage(const nb08_box *box, size_t n)
     for (size_t i = 0; i < n; i++) height += box_height(&box[i]) + (i ? LIN_STEP : 0) + 12;
     svg_doc s;
     svg_begin(&s, LIN_WIDTH, height);
-    svg_title(&s, 20, 26, 15, "Bytes per token as area: cache layers (width) x bytes per layer per token (height)");
-    svg_text(&s, 20, 46, 12, "start", "one scale for every box: %g px per layer, %g px per byte; window rows (per "
-                                      "sequence) not included", LIN_W, LIN_H);
+    svg_title(&s, 20, 26, 15,
+              "Bytes per token as area: cache layers (width) x bytes per layer per token (height)");
+    svg_text(&s, 20, 46, 12, "start",
+             "one scale for every box: %g px per layer, %g px per byte; window rows (per "
+             "sequence) not included",
+             LIN_W, LIN_H);
     double y = LIN_Y0;
     for (size_t i = 0; i < n; i++) {
         const nb08_box *b = &box[i];
@@ -136,8 +142,9 @@ int nb08_draw_lineage(const nb08_box *box, size_t n)
         const double h = box_height(b), w = b->layers * LIN_W;
         svg_rect(&s, LIN_X0, y, w, h, i + 1 == n ? "#1f4e8c" : "#7fa7d9");
         svg_text(&s, LIN_X0 - 24, y + fmin(h, 24) / 2 + 4, 12, "end", "%s", b->name);
-        svg_text(&s, LIN_X0 + w + 10, y + fmin(h, 24) / 2 + 4, 12, "start", "%s layers x %s B = %s B/token",
-                 nb_num(b->layers, 0), nb_num(b->bytes_per_layer, 2), nb_num(b->layers * b->bytes_per_layer, 2));
+        svg_text(&s, LIN_X0 + w + 10, y + fmin(h, 24) / 2 + 4, 12, "start",
+                 "%s layers x %s B = %s B/token", nb_num(b->layers, 0),
+                 nb_num(b->bytes_per_layer, 2), nb_num(b->layers * b->bytes_per_layer, 2));
         y += h + 12;
     }
     svg_end(&s);

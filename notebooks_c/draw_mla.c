@@ -31,17 +31,27 @@ int mlanb_numpy_block(double *values, size_t n, const char *name)
     while (fgets(line, sizeof line, f) && got < n) {
         if (line[0] == '#') continue;
         if (sscanf(line, "%63s %zu", head, &count) == 2 && !strcmp(head, name)) {
-            while (got < count && got < n && fgets(line, sizeof line, f)) values[got++] = strtod(line, NULL);
+            while (got < count && got < n && fgets(line, sizeof line, f))
+                values[got++] = strtod(line, NULL);
         }
     }
     fclose(f);
-    return got == n ? KVL_OK : kvl_fail(KVL_EPARSE, "mla_toy_numpy.txt: block %s has fewer than %zu values", name, n);
+    return got == n ? KVL_OK
+                    : kvl_fail(KVL_EPARSE, "mla_toy_numpy.txt: block %s has fewer than %zu values",
+                               name, n);
 }
 
 static int toy_config(mla_config *c)
 {
-    *c = (mla_config){.d = 64, .n_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 32, .qk_nope = 16, .qk_rope = 8,
-                      .v_head = 16, .norm_eps = 1e-6, .softmax_scale = kvl_yarn_softmax_scale(16 + 8, 40, 1)};
+    *c = (mla_config){.d = 64,
+                      .n_heads = 4,
+                      .q_lora_rank = 32,
+                      .kv_lora_rank = 32,
+                      .qk_nope = 16,
+                      .qk_rope = 8,
+                      .v_head = 16,
+                      .norm_eps = 1e-6,
+                      .softmax_scale = kvl_yarn_softmax_scale(16 + 8, 40, 1)};
     return kvl_rope_init_yarn(&c->rope, 8, 1e4, 40, 4096, 32, 1);
 }
 
@@ -54,7 +64,9 @@ static int run_alloc(mlanb_run *r, size_t T)
     r->q = malloc(c->n_heads * (c->qk_nope + c->qk_rope) * sizeof *r->q);
     r->y_naive = malloc(T * c->d * sizeof *r->y_naive);
     r->y_absorbed = malloc(c->d * sizeof *r->y_absorbed);
-    return r->x && r->rows && r->q && r->y_naive && r->y_absorbed ? KVL_OK : kvl_fail(KVL_ENOMEM, "out of memory");
+    return r->x && r->rows && r->q && r->y_naive && r->y_absorbed
+               ? KVL_OK
+               : kvl_fail(KVL_ENOMEM, "out of memory");
 }
 
 int mlanb_run_ref(mlanb_run *r, size_t T, unsigned seed)
@@ -75,7 +87,8 @@ int mlanb_run_ref(mlanb_run *r, size_t T, unsigned seed)
     }
     if (rc == KVL_OK) rc = mla_prefill(r->y_naive, &r->c, &r->w, &absorbed, r->x, T - 1);
     if (rc == KVL_OK) rc = mla_decode_naive(r->y_naive, &r->c, &r->w, &naive, r->x + (T - 1) * d);
-    if (rc == KVL_OK) rc = mla_decode_absorbed(r->y_absorbed, &r->c, &r->w, &absorbed, r->x + (T - 1) * d);
+    if (rc == KVL_OK)
+        rc = mla_decode_absorbed(r->y_absorbed, &r->c, &r->w, &absorbed, r->x + (T - 1) * d);
     if (rc == KVL_OK) rc = swa_ring_read(r->rows, &absorbed.ring, 0, T);
     if (rc == KVL_OK) rc = mla_query(r->q, &r->c, &r->w, r->x + (T - 1) * d, 1, T - 1);
     r->cache_bytes = mla_cache_bytes_used(&absorbed);
@@ -96,7 +109,7 @@ void mlanb_run_free(mlanb_run *r)
     *r = (mlanb_run){0};
 }
 
-/* ---- the absorption figure ---------------------------------------------------------------------------- */
+/* ---- the absorption figure ------------------------------------------------------------------- */
 
 #define ABS_PX 0.18          /* pixels per matrix element along a side */
 #define ABS_THIN 7.0         /* the drawn width of a vector */
@@ -105,7 +118,8 @@ void mlanb_run_free(mlanb_run *r)
 #define ABS_Q "#999"         /* the query */
 #define ABS_GROUP "#f6ead6"  /* the product computed first */
 
-/* A matrix drawn to its rows × cols with `text` above it, or (rows = 0) an operator written as `text`. */
+/* A matrix drawn to its rows × cols with `text` above it, or (rows = 0) an operator written as
+ * `text`. */
 typedef struct {
     const char *text;
     size_t rows, cols;
@@ -140,8 +154,8 @@ static void draw_item(svg_doc *s, const abs_item *it, double x, double ymid)
 
 /* One order of the products at (x, ymid): the items in a row, the ones computed first on a tinted
  * band captioned `first`, and a title above. The x of the centre of item `mark` goes to *mark_x. */
-static void draw_order(svg_doc *s, double x, double ymid, const char *title, const abs_item *it, size_t n,
-                       const char *first, size_t mark, double *mark_x)
+static void draw_order(svg_doc *s, double x, double ymid, const char *title, const abs_item *it,
+                       size_t n, const char *first, size_t mark, double *mark_x)
 {
     const double gap = 8;
     double at = x, lo = INFINITY, hi = -INFINITY;
@@ -164,8 +178,10 @@ void mlanb_draw_absorption(svg_doc *s, size_t Dnope, size_t Dc, size_t Dv)
 {
     const double y1 = 170, y2 = 400, left = 30, right = 470;
     svg_begin(s, 900, 520);
-    svg_title(s, 20, 28, 16, "Absorption: the same products in the other order (one head, widths to scale)");
-    svg_text(s, 20, 48, 12, "start", "tinted: computed first. The RoPE part q^R_h·k^R_j of the score is the same "
+    svg_title(s, 20, 28, 16,
+              "Absorption: the same products in the other order (one head, widths to scale)");
+    svg_text(s, 20, 48, 12, "start",
+             "tinted: computed first. The RoPE part q^R_h·k^R_j of the score is the same "
              "in both orders and left out; the scale multiplies both.");
     const abs_item score_naive[] = {
         {"q^C_hᵀ", 1, Dnope, ABS_Q, 0}, {"·", 0, 0, NULL, 0},  {"(", 0, 0, NULL, 0},
@@ -187,13 +203,15 @@ void mlanb_draw_absorption(svg_doc *s, size_t Dnope, size_t Dc, size_t Dv)
     draw_order(s, left, y1, "score, naive", score_naive, 6, naive_k, 3, &from);
     draw_order(s, left, y2, "score, absorbed", score_absorbed, 6, once, 2, &to);
     svg_line(s, from, y1 + 95, to, y2 - 95, ABS_W, 1.5);
-    const double len = hypot(to - from, 190 - (y2 - y1)), ux = (to - from) / len, uy = (y2 - y1 - 190) / len;
+    const double len = hypot(to - from, 190 - (y2 - y1)), ux = (to - from) / len,
+                 uy = (y2 - y1 - 190) / len;
     svg_line(s, to, y2 - 95, to - 8 * ux - 5 * uy, y2 - 95 - 8 * uy + 5 * ux, ABS_W, 1.5);
     svg_line(s, to, y2 - 95, to - 8 * ux + 5 * uy, y2 - 95 - 8 * uy - 5 * ux, ABS_W, 1.5);
-    svg_text(s, (from + to) / 2 + 8, (y1 + y2) / 2 + 4, 11, "start", "W_UK^h moves from the keys to the query");
+    svg_text(s, (from + to) / 2 + 8, (y1 + y2) / 2 + 4, 11, "start",
+             "W_UK^h moves from the keys to the query");
     draw_order(s, right, y1, "value, naive", value_naive, 5, naive_v, 2, &unused);
-    draw_order(s, right, y2, "value, absorbed", value_absorbed, 5, "Σ_j p_j c_j: the latents summed first", 0,
-               &unused);
+    draw_order(s, right, y2, "value, absorbed", value_absorbed, 5,
+               "Σ_j p_j c_j: the latents summed first", 0, &unused);
     svg_text(s, 20, 505, 11, "start",
              "Per cached token and head the naive order costs 2·%zu·%zu flop for the key and "
              "2·%zu·%zu for the value; the absorbed one 2·%zu for each.",

@@ -12,8 +12,8 @@
 /* The window figure "window_band": cells[T][T] of 0 (future), 1 (past, outside), 2 (visible). */
 int nb03_draw_band(const unsigned char *cells, size_t T, size_t W);
 
-/* The ring figure "ring_buffer": held[steps][W] the position in each slot after step t (NB03_EMPTY for
- * none), written[t] the slot step t wrote. */
+/* The ring figure "ring_buffer": held[steps][W] the position in each slot after step t
+ * (NB03_EMPTY for none), written[t] the slot step t wrote. */
 int nb03_draw_ring(const size_t *held, const size_t *written, size_t steps, size_t W);
 
 /* The reach figure "reach": cells[layers + 1][T] of shade 0 … 4 (row 0 the input). */

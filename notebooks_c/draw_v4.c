@@ -16,8 +16,8 @@ int dv4_layer_map_figure(const unsigned char *kind, size_t L)
     static const char *const legend[] = {NULL, "0 window-only: 0 B/token", "1 CSA: 163 B/token",
                                          "2 HCA: 4.5625 B/token"};
     svg_doc s;
-    svg_grid(&s, "V4-Flash layer map (compress_ratios); every layer also keeps a 128-row window", cells, KINDS, L,
-             colours, legend, 4, "kind", "layer", 1, 2);
+    svg_grid(&s, "V4-Flash layer map (compress_ratios); every layer also keeps a 128-row window",
+             cells, KINDS, L, colours, legend, 4, "kind", "layer", 1, 2);
     return nb_figure("layer_map", &s);
 }
 
@@ -28,16 +28,17 @@ int dv4_pooling_figure(const unsigned char *moved, size_t n, size_t T, size_t M)
     if (T > MAX_T) return nb_expect(0, "%zu tokens do not fit the figure", T);
     const size_t rows = n < ROWS ? n : ROWS;
     for (size_t i = 0; i < rows; i++)
-        for (size_t j = 0; j < T; j++) cells[i * T + j] = !moved[i * T + j] ? 0 : j / M == i ? 2 : 1;
+        for (size_t j = 0; j < T; j++)
+            cells[i * T + j] = !moved[i * T + j] ? 0 : j / M == i ? 2 : 1;
     static const char *const colours[] = {"#f2f2f2", "#7fa7d9", "#1f4e8c"};
     static const char *const legend[] = {"not pooled", "block i-1 (first c)", "block i (last c)"};
     svg_doc s;
-    svg_grid(&s, "CSA (M = 4, overlap 1): which tokens move each entry (toy, measured)", cells, rows, T,
-             colours, legend, 3, "entry i", "token position", 1, 4);
+    svg_grid(&s, "CSA (M = 4, overlap 1): which tokens move each entry (toy, measured)", cells,
+             rows, T, colours, legend, 3, "entry i", "token position", 1, 4);
     return nb_figure("csa_pooling", &s);
 }
 
-/* ---- the compression windows ------------------------------------------------------------------------ */
+/* ---- the compression windows ----------------------------------------------------------------- */
 
 #define PREV_FILL "#7fa7d9"
 #define OWN_FILL "#1f4e8c"
@@ -55,14 +56,16 @@ static void draw_bar(svg_doc *s, double y, size_t first, size_t len, const char 
     svg_rect(s, token_x(first) + 1, y, (double)len * CELL - 2, BAR, fill);
 }
 
-/* entries of a compressor of ratio M and overlap ov over T tokens, one row each from y; query t reads
- * those with i < ⌊(t+1)/M⌋. Returns the y below the last row. */
-static double draw_entries(svg_doc *s, double y, const char *name, size_t T, size_t M, size_t ov, size_t t)
+/* entries of a compressor of ratio M and overlap ov over T tokens, one row each from y; query t
+ * reads those with i < ⌊(t+1)/M⌋. Returns the y below the last row. */
+static double draw_entries(svg_doc *s, double y, const char *name, size_t T, size_t M, size_t ov,
+                           size_t t)
 {
     const size_t readable = (t + 1) / M;
     for (size_t i = 0; i * M < T; i++, y += ROW) {
         const int read = i < readable;
-        svg_text(s, X0 - 10, y + 12, 12, "end", "%s entry %zu%s", name, i, read ? "" : " (not yet)");
+        svg_text(s, X0 - 10, y + 12, 12, "end", "%s entry %zu%s", name, i,
+                 read ? "" : " (not yet)");
         if (ov && i > 0) draw_bar(s, y, (i - 1) * M, M, read ? PREV_FILL : UNREAD_FILL);
         draw_bar(s, y, i * M, M, read ? OWN_FILL : UNREAD_FILL);
     }
@@ -75,9 +78,12 @@ int dv4_windows_figure(size_t T, size_t m_csa, size_t m_hca, size_t W, size_t t)
     const size_t entries = (T + m_csa - 1) / m_csa + (T + m_hca - 1) / m_hca;
     svg_doc s;
     svg_begin(&s, width < 960 ? 960 : width, 230 + (double)entries * ROW);
-    svg_title(&s, 20, 28, 17, "What each compressed entry pools, and what the query at token %zu reads", t);
-    svg_text(&s, 20, 48, 12, "start", "CSA M = %zu with overlap, HCA M = %zu, window W = %zu (V4-Flash: M = 4 and 128, "
-             "W = 128); a bar is one entry over the tokens it pools", m_csa, m_hca, W);
+    svg_title(&s, 20, 28, 17,
+              "What each compressed entry pools, and what the query at token %zu reads", t);
+    svg_text(&s, 20, 48, 12, "start",
+             "CSA M = %zu with overlap, HCA M = %zu, window W = %zu (V4-Flash: M = 4 and 128, "
+             "W = 128); a bar is one entry over the tokens it pools",
+             m_csa, m_hca, W);
     double y = 70;
     svg_text(&s, X0 - 10, y + 14, 12, "end", "token");
     for (size_t j = 0; j < T; j++) {

@@ -48,13 +48,14 @@ int nb_expect(int holds, const char *fmt, ...)
     return kvl_fail(KVL_EINVAL, "%s", msg);
 }
 
-/* ---- figures ------------------------------------------------------------------------------------------ */
+/* ---- figures --------------------------------------------------------------------------------- */
 
 static int valid_name(const char *name)
 {
     if (!*name) return 0;
     for (const char *p = name; *p; p++)
-        if (!(*p == '-' || *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+        if (!(*p == '-' || *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= 'A' && *p <= 'Z')))
             return 0;
     return 1;
 }
@@ -71,21 +72,25 @@ static int write_figure(const char *path, const svg_doc *svg)
 int nb_figure(const char *name, svg_doc *svg)
 {
     int rc = KVL_OK;
-    if (!valid_name(name)) rc = kvl_fail(KVL_EINVAL, "figure name \"%s\": use letters, digits, - and _", name);
-    else if (svg->failed || !svg->text) rc = kvl_fail(KVL_ENOMEM, "figure %s: out of memory while drawing", name);
+    if (!valid_name(name))
+        rc = kvl_fail(KVL_EINVAL, "figure name \"%s\": use letters, digits, - and _", name);
+    else if (svg->failed || !svg->text)
+        rc = kvl_fail(KVL_ENOMEM, "figure %s: out of memory while drawing", name);
     char path[4096] = "";
     if (rc == KVL_OK && run.figures) {
         snprintf(path, sizeof path, "%s/%s.svg", run.figures, name);
         rc = write_figure(path, svg);
     }
-    if (rc == KVL_OK && run.mode == MODE_CELLS) printf("\n%%%%kvl svg %s\n%s\n%%%%kvl /svg\n", name, svg->text);
+    if (rc == KVL_OK && run.mode == MODE_CELLS)
+        printf("\n%%%%kvl svg %s\n%s\n%%%%kvl /svg\n", name, svg->text);
     else if (rc == KVL_OK && run.figures) printf("[figure %s: %s]\n", name, path);
-    else if (rc == KVL_OK) printf("[figure %s: run with --figures DIR to write it as DIR/%s.svg]\n", name, name);
+    else if (rc == KVL_OK)
+        printf("[figure %s: run with --figures DIR to write it as DIR/%s.svg]\n", name, name);
     svg_free(svg);
     return rc;
 }
 
-/* ---- the cells ----------------------------------------------------------------------------------------- */
+/* ---- the cells ------------------------------------------------------------------------------- */
 
 static int run_cell(const nb_cell *c, const char *source)
 {
@@ -115,11 +120,13 @@ static int check_table(const nb_source *s, const nb_cell *cells, size_t n)
     for (size_t i = 0; i < n; i++) {
         size_t k = nb_source_cell_of_line(s, (size_t)cells[i].line);
         if (k == s->n_cells || s->cells[k].kind != NB_CODE)
-            return kvl_fail(KVL_EINVAL, "%s:%d: cell function %s is not inside a code cell", s->path, cells[i].line,
-                            cells[i].name);
-        if (i && k <= nb_source_cell_of_line(s, (size_t)cells[i - 1].line))
-            return kvl_fail(KVL_EINVAL, "%s:%d: cell function %s is listed out of source order, or shares a cell",
+            return kvl_fail(KVL_EINVAL, "%s:%d: cell function %s is not inside a code cell",
                             s->path, cells[i].line, cells[i].name);
+        if (i && k <= nb_source_cell_of_line(s, (size_t)cells[i - 1].line))
+            return kvl_fail(
+                KVL_EINVAL,
+                "%s:%d: cell function %s is listed out of source order, or shares a cell", s->path,
+                cells[i].line, cells[i].name);
     }
     return KVL_OK;
 }
@@ -195,8 +202,10 @@ static int step(const nb_cell *cells, size_t n, const char *source)
     nb_pager_init(&p);
     char target[64], intro[1400];
     make_target(target, sizeof target);
-    snprintf(intro, sizeof intro, "%s, cell by cell: Enter for the next, q to quit. Change the file, then `make %s` "
-             "rebuilds it and walks it again.", source, target);
+    snprintf(intro, sizeof intro,
+             "%s, cell by cell: Enter for the next, q to quit. Change the file, then `make %s` "
+             "rebuilds it and walks it again.",
+             source, target);
     const char *const intro_lines[] = {intro};
     nb_pager_markdown(&p, intro_lines, 1);
     int status = 0;
@@ -218,12 +227,14 @@ static int step(const nb_cell *cells, size_t n, const char *source)
 
 static void usage(FILE *f, const char *program)
 {
-    fprintf(f, "usage: %s [--step | --cells] [--figures DIR]\n"
-               "Runs this notebook's cells and prints their output.\n"
-               "  --step          walk the notebook cell by cell (text, code, output), Enter between cells\n"
-               "  --cells         print each cell's output between %%%%kvl markers, for nb_ipynb\n"
-               "  --figures DIR   also write every figure as DIR/NAME.svg\n",
-            program);
+    fprintf(
+        f,
+        "usage: %s [--step | --cells] [--figures DIR]\n"
+        "Runs this notebook's cells and prints their output.\n"
+        "  --step          walk the notebook cell by cell (text, code, output), Enter between cells\n"
+        "  --cells         print each cell's output between %%%%kvl markers, for nb_ipynb\n"
+        "  --figures DIR   also write every figure as DIR/NAME.svg\n",
+        program);
 }
 
 int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells)
@@ -238,7 +249,9 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
         }
         if (!strcmp(argv[i], "--step") || !strcmp(argv[i], "--cells")) {
             const nb_mode mode = argv[i][2] == 's' ? MODE_STEP : MODE_CELLS;
-            bad = run.mode == mode ? "given twice" : run.mode != MODE_RUN ? "--step or --cells, not both" : NULL;
+            bad = run.mode == mode       ? "given twice"
+                  : run.mode != MODE_RUN ? "--step or --cells, not both"
+                                         : NULL;
             run.mode = mode;
         } else if (!strcmp(argv[i], "--figures")) {
             bad = i + 1 == argc ? "needs a directory" : run.figures ? "given twice" : NULL;
@@ -252,10 +265,13 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
         }
     }
     struct stat st;
-    if (run.figures && (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
-        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program, run.figures);
+    if (run.figures &&
+        (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
+                run.program, run.figures);
         return 2;
     }
-    const int status = run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
+    const int status =
+        run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
     return kvl_exit_status(run.program, status);
 }

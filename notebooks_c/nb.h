@@ -1,8 +1,8 @@
 /* nb: the runtime every notebook in notebooks_c/ links, so that one C file is at once a jupytext
  * "percent" notebook, a program that prints the chapter's numbers, and a terminal walk-through.
  *
- * A code cell that computes something defines one cell function with NB_CELL; the notebook's last cell
- * lists them, in source order, and hands the list to nb_main:
+ * A code cell that computes something defines one cell function with NB_CELL; the notebook's
+ * last cell lists them, in source order, and hands the list to nb_main:
  *
  *     // %%
  *     NB_CELL(cell_bytes)
@@ -17,14 +17,15 @@
  *         return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
  *     }
  *
- * NB_CELL records the line it stands on, which is how a cell function is matched to the notebook cell
- * that holds it (nb_source.h) without naming cells twice.
+ * NB_CELL records the line it stands on, which is how a cell function is matched to the notebook
+ * cell that holds it (nb_source.h) without naming cells twice.
  *
- * How outputs reach a .ipynb. The design is a marker stream: run with --cells, the program prints each
- * cell function's output between marker lines, and the converter nb_ipynb pairs that stream with the
- * cells of the source file. The notebook program stays a plain program (no JSON, no output capture),
- * and the converter needs no knowledge of any chapter. The stream, one marker per line, each preceded
- * by a newline that is not part of the output (so an output that does not end in a newline survives):
+ * How outputs reach a .ipynb. The design is a marker stream: run with --cells, the program
+ * prints each cell function's output between marker lines, and the converter nb_ipynb pairs that
+ * stream with the cells of the source file. The notebook program stays a plain program (no JSON,
+ * no output capture), and the converter needs no knowledge of any chapter. The stream, one
+ * marker per line, each preceded by a newline that is not part of the output (so an output that
+ * does not end in a newline survives):
  *
  *     %%kvl cell LINE NAME      the output of the cell function defined at LINE follows
  *     %%kvl svg NAME            an SVG figure follows (nb_figure), up to
@@ -33,10 +34,10 @@
  *
  * Modes of every notebook program:
  *     nb_NN                    run every cell, print the outputs
- *     nb_NN --step             walk the notebook: each cell's text or code, then its output, waiting
- *                              for Enter between cells (q quits; at end of input it runs on); prose is
- *                              re-wrapped to the terminal and every screenful waits too (pager.h).
- *                              `make nb-NN` rebuilds the notebook and runs this
+ *     nb_NN --step             walk the notebook: each cell's text or code, then its output,
+ *                              waiting for Enter between cells (q quits; at end of input it runs
+ *                              on); prose is re-wrapped to the terminal and every screenful waits
+ *                              too (pager.h). `make nb-NN` rebuilds the notebook and runs this
  *     nb_NN --cells            the marker stream above
  *     --figures DIR            (with any mode) also write each figure to DIR/NAME.svg
  * The source is found as KVL_ROOT/<file>, else under the source tree the program was built from. */
@@ -80,7 +81,8 @@ int nb_expect(int holds, const char *fmt, ...) __attribute__((format(printf, 2, 
  * appear in one printf. */
 const char *nb_num(double v, int decimals);
 
-/* The path of `relative` under the project root (KVL_ROOT, else the source tree), for configs and data. */
+/* The path of `relative` under the project root (KVL_ROOT, else the source tree), for configs
+ * and data. */
 const char *nb_path(const char *relative);
 
 #endif

@@ -3,14 +3,16 @@
  *
  *   nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]
  *
- * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its cell
- * function really printed, figures as image/svg+xml), OUT.md (the same, for reading without Jupyter)
- * and OUT_files/NAME.svg (the figures the Markdown links to). With --figures-at the Markdown links
- * DIR/NAME.svg instead (DIR relative to OUT.md) and no OUT_files/ is written: `make renders` points
- * a chapter's notebook.md at the figures/ folder the notebook's --figures already fills. Both open by saying they render a C
- * program and how to run it (`make nb-NN`). `make notebooks` runs it for every notebook. Exit status 0; 2 for bad input: a source or stream that cannot be read, a stream that does
- * not match the source (a marker out of place, an output for a line outside any code cell) or holds no
- * cell at all; 1 when an output cannot be written. */
+ * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its
+ * cell function really printed, figures as image/svg+xml), OUT.md (the same, for reading without
+ * Jupyter) and OUT_files/NAME.svg (the figures the Markdown links to). With --figures-at the
+ * Markdown links DIR/NAME.svg instead (DIR relative to OUT.md) and no OUT_files/ is written:
+ * `make renders` points a chapter's notebook.md at the figures/ folder the notebook's --figures
+ * already fills. Both open by saying they render a C program and how to run it (`make nb-NN`).
+ * `make notebooks` runs it for every notebook. Exit status 0; 2 for bad input: a source or
+ * stream that cannot be read, a stream that does not match the source (a marker out of place, an
+ * output for a line outside any code cell) or holds no cell at all; 1 when an output cannot be
+ * written. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +57,7 @@ static int buffer_add(buffer *b, const char *s, size_t n)
     return KVL_OK;
 }
 
-/* ---- the stream ------------------------------------------------------------------------------------------ */
+/* ---- the stream ------------------------------------------------------------------------------ */
 
 /* Move what b holds into a new output of cell o (nothing when b is empty); b is left empty. */
 static int take_output(outputs *o, buffer *b, int is_svg, const char *name)
@@ -91,13 +93,16 @@ static int marker(reader *r, const char *m)
     int line = 0, used = 0;
     char name[64] = "";
     if (sscanf(m, "cell %d %63s%n", &line, name, &used) == 2 && r->at == OUTSIDE && !m[used]) {
-        if (r->text.len) return kvl_fail(KVL_EINVAL, "%s:%zu: output outside any cell", r->stream_path, r->line);
+        if (r->text.len)
+            return kvl_fail(KVL_EINVAL, "%s:%zu: output outside any cell", r->stream_path, r->line);
         size_t k = nb_source_cell_of_line(r->src, (size_t)line);
         if (line < 1 || k == r->src->n_cells || r->src->cells[k].kind != NB_CODE)
-            return kvl_fail(KVL_EINVAL, "%s:%zu: cell function %s at line %d of %s is not in a code cell",
+            return kvl_fail(KVL_EINVAL,
+                            "%s:%zu: cell function %s at line %d of %s is not in a code cell",
                             r->stream_path, r->line, name, line, r->src->path);
         if (r->cells[k].ran)
-            return kvl_fail(KVL_EINVAL, "%s:%zu: a second output for the code cell holding line %d of %s",
+            return kvl_fail(KVL_EINVAL,
+                            "%s:%zu: a second output for the code cell holding line %d of %s",
                             r->stream_path, r->line, line, r->src->path);
         r->cells[k].ran = 1;
         r->cell = k;
@@ -117,7 +122,8 @@ static int marker(reader *r, const char *m)
         r->at = OUTSIDE;
         return take_output(&r->cells[r->cell], &r->text, 0, "");
     }
-    return kvl_fail(KVL_EINVAL, "%s:%zu: marker \"%%%%kvl %s\" out of place", r->stream_path, r->line, m);
+    return kvl_fail(KVL_EINVAL, "%s:%zu: marker \"%%%%kvl %s\" out of place", r->stream_path,
+                    r->line, m);
 }
 
 static int read_stream(outputs *cells, const nb_source *src, const char *path)
@@ -138,16 +144,19 @@ static int read_stream(outputs *cells, const nb_source *src, const char *path)
             rc = buffer_add(&r.text, line, (size_t)n);
         }
     }
-    if (rc == KVL_OK && r.line == 0) rc = kvl_fail(KVL_EINVAL, "%s: an empty stream, no cell output", path);
-    if (rc == KVL_OK && r.at != OUTSIDE) rc = kvl_fail(KVL_EINVAL, "%s: the stream ends inside a cell", path);
-    if (rc == KVL_OK && r.text.len) rc = kvl_fail(KVL_EINVAL, "%s: output after the last cell", path);
+    if (rc == KVL_OK && r.line == 0)
+        rc = kvl_fail(KVL_EINVAL, "%s: an empty stream, no cell output", path);
+    if (rc == KVL_OK && r.at != OUTSIDE)
+        rc = kvl_fail(KVL_EINVAL, "%s: the stream ends inside a cell", path);
+    if (rc == KVL_OK && r.text.len)
+        rc = kvl_fail(KVL_EINVAL, "%s: output after the last cell", path);
     free(line);
     free(r.text.text);
     fclose(f);
     return rc;
 }
 
-/* ---- the notebook ------------------------------------------------------------------------------------------ */
+/* ---- the notebook ---------------------------------------------------------------------------- */
 
 /* text → ["line\n", ..., "last"], nbformat's multiline string */
 static cJSON *lines_of(const char *text)
@@ -202,11 +211,15 @@ static cJSON *output_json(const output *o)
 static int rendering_note(buffer *b, const char *source)
 {
     const char *base = strrchr(source, '/') ? strrchr(source, '/') + 1 : source;
-    if (!(base[0] >= '0' && base[0] <= '9' && base[1] >= '0' && base[1] <= '9' && base[2] == '_')) return KVL_OK;
+    if (!(base[0] >= '0' && base[0] <= '9' && base[1] >= '0' && base[1] <= '9' && base[2] == '_'))
+        return KVL_OK;
     char note[1400];
-    snprintf(note, sizeof note, "*A rendering of the C program `notebooks_c/%s` with the output it printed; Jupyter "
-             "does not run it. Run it yourself with `make nb-%.2s`, which rebuilds it and walks it cell by cell (or "
-             "`build/bin/nb_%.2s` for the outputs alone); change the .c file and run that again.*\n\n", base, base, base);
+    snprintf(
+        note, sizeof note,
+        "*A rendering of the C program `notebooks_c/%s` with the output it printed; Jupyter "
+        "does not run it. Run it yourself with `make nb-%.2s`, which rebuilds it and walks it cell by cell (or "
+        "`build/bin/nb_%.2s` for the outputs alone); change the .c file and run that again.*\n\n",
+        base, base, base);
     return buffer_add(b, note, strlen(note));
 }
 
@@ -218,7 +231,11 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
         const nb_source_cell *c = &s->cells[k];
         buffer b = {0};
         int rc = k == 0 && c->kind == NB_MARKDOWN ? rendering_note(&b, source) : KVL_OK;
-        if (rc != KVL_OK || cell_text(&b, s, c) != KVL_OK) { free(b.text); cJSON_Delete(nb); return NULL; }
+        if (rc != KVL_OK || cell_text(&b, s, c) != KVL_OK) {
+            free(b.text);
+            cJSON_Delete(nb);
+            return NULL;
+        }
         cJSON *cell = cJSON_CreateObject();
         char id[32];
         snprintf(id, sizeof id, "cell-%zu", k + 1);
@@ -228,7 +245,8 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
         cJSON_AddObjectToObject(cell, "metadata");
         if (c->kind == NB_CODE) {
             cJSON *outs = cJSON_AddArrayToObject(cell, "outputs");
-            for (size_t i = 0; i < cells[k].n; i++) cJSON_AddItemToArray(outs, output_json(&cells[k].items[i]));
+            for (size_t i = 0; i < cells[k].n; i++)
+                cJSON_AddItemToArray(outs, output_json(&cells[k].items[i]));
         }
         cJSON_AddItemToObject(cell, "source", lines_of(b.text));
         free(b.text);
@@ -245,7 +263,7 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
     return nb;
 }
 
-/* ---- writing -------------------------------------------------------------------------------------------------- */
+/* ---- writing --------------------------------------------------------------------------------- */
 
 static int write_text(const char *path, const char *text)
 {
@@ -256,7 +274,8 @@ static int write_text(const char *path, const char *text)
     return bad ? kvl_fail(KVL_EIO, "%s: write failed", path) : KVL_OK;
 }
 
-static int write_ipynb(const char *out, const char *source, const nb_source *s, const outputs *cells)
+static int write_ipynb(const char *out, const char *source, const nb_source *s,
+                       const outputs *cells)
 {
     cJSON *nb = notebook_json(source, s, cells);
     char *text = nb ? cJSON_Print(nb) : NULL;
@@ -275,15 +294,16 @@ static int write_ipynb(const char *out, const char *source, const nb_source *s, 
 
 /* Markdown: text cells as they are, code in ```c fences, printed output in ```text fences, figures
  * as images in OUT_files/. */
-static int markdown_cell(buffer *md, const char *out, const char *figures_at, const nb_source *s, size_t k,
-                         const outputs *o)
+static int markdown_cell(buffer *md, const char *out, const char *figures_at, const nb_source *s,
+                         size_t k, const outputs *o)
 {
     const nb_source_cell *c = &s->cells[k];
     buffer b = {0};
     int rc = cell_text(&b, s, c);
     if (rc == KVL_OK && c->kind == NB_CODE) rc = buffer_add(md, "```c\n", 5);
     if (rc == KVL_OK) rc = buffer_add(md, b.text, b.len);
-    if (rc == KVL_OK) rc = buffer_add(md, c->kind == NB_CODE ? "\n```\n\n" : "\n\n", c->kind == NB_CODE ? 6 : 2);
+    if (rc == KVL_OK)
+        rc = buffer_add(md, c->kind == NB_CODE ? "\n```\n\n" : "\n\n", c->kind == NB_CODE ? 6 : 2);
     free(b.text);
     const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
     for (size_t i = 0; rc == KVL_OK && i < o->n; i++) {
@@ -305,24 +325,28 @@ static int markdown_cell(buffer *md, const char *out, const char *figures_at, co
         size_t n = strlen(it->text);
         rc = buffer_add(md, "```text\n", 8);
         if (rc == KVL_OK) rc = buffer_add(md, it->text, n);
-        if (rc == KVL_OK) rc = buffer_add(md, n && it->text[n - 1] == '\n' ? "```\n\n" : "\n```\n\n",
-                                          n && it->text[n - 1] == '\n' ? 5 : 6);
+        if (rc == KVL_OK)
+            rc = buffer_add(md, n && it->text[n - 1] == '\n' ? "```\n\n" : "\n```\n\n",
+                            n && it->text[n - 1] == '\n' ? 5 : 6);
     }
     return rc;
 }
 
-static int write_markdown(const char *out, const char *figures_at, const char *source, const nb_source *s,
-                          const outputs *cells)
+static int write_markdown(const char *out, const char *figures_at, const char *source,
+                          const nb_source *s, const outputs *cells)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s_files", out);
-    if (!figures_at && mkdir(path, 0777) != 0 && errno != EEXIST) return kvl_fail(KVL_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if (!figures_at && mkdir(path, 0777) != 0 && errno != EEXIST)
+        return kvl_fail(KVL_EIO, "%s: cannot create: %s", path, strerror(errno));
     buffer md = {0};
     char head[1200];
-    snprintf(head, sizeof head, "<!-- %s with the output of its cells; nb_ipynb wrote this file -->\n\n", source);
+    snprintf(head, sizeof head,
+             "<!-- %s with the output of its cells; nb_ipynb wrote this file -->\n\n", source);
     int rc = buffer_add(&md, head, strlen(head));
     if (rc == KVL_OK) rc = rendering_note(&md, source);
-    for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++) rc = markdown_cell(&md, out, figures_at, s, k, &cells[k]);
+    for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++)
+        rc = markdown_cell(&md, out, figures_at, s, k, &cells[k]);
     snprintf(path, sizeof path, "%s.md", out);
     if (rc == KVL_OK) rc = write_text(path, md.text);
     free(md.text);
@@ -332,10 +356,11 @@ static int write_markdown(const char *out, const char *figures_at, const char *s
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]\n"
-               "Pairs the --cells output STREAM of a notebook program with the cells of SOURCE.c and writes\n"
-               "OUT.ipynb (nbformat 4.5), OUT.md and the figures in OUT_files/; with --figures-at, OUT.md links\n"
-               "its figures as DIR/NAME.svg (relative to OUT.md) and no OUT_files/ is written.\n");
+        printf(
+            "usage: nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]\n"
+            "Pairs the --cells output STREAM of a notebook program with the cells of SOURCE.c and writes\n"
+            "OUT.ipynb (nbformat 4.5), OUT.md and the figures in OUT_files/; with --figures-at, OUT.md links\n"
+            "its figures as DIR/NAME.svg (relative to OUT.md) and no OUT_files/ is written.\n");
         return kvl_exit_status("nb_ipynb", 0);
     }
     if (argc != 4 && !(argc == 6 && !strcmp(argv[4], "--figures-at") && argv[5][0])) {

@@ -1,13 +1,13 @@
 /* nb_source: a notebook's C file read as jupytext "percent" cells.
  *
- * A line that starts with `// %%` opens a cell: `// %% [markdown]` a Markdown cell, any other such line
- * a code cell (text after the `%%` is the cell's title). Lines before the first marker form a code cell
- * when any of them is not blank. A Markdown cell's lines are comments: its text is each line with
- * the leading `// ` (or a bare `//`) removed. A code cell's text is its lines as they are. Leading and
- * trailing blank lines of a cell are dropped, as jupytext does.
+ * A line that starts with `// %%` opens a cell: `// %% [markdown]` a Markdown cell, any other
+ * such line a code cell (text after the `%%` is the cell's title). Lines before the first marker
+ * form a code cell when any of them is not blank. A Markdown cell's lines are comments: its text
+ * is each line with the leading `// ` (or a bare `//`) removed. A code cell's text is its lines
+ * as they are. Leading and trailing blank lines of a cell are dropped, as jupytext does.
  *
- * Line numbers are 1-based, as the compiler's __LINE__ counts them, so a cell function's __LINE__
- * tells which cell holds it (nb.h). */
+ * Line numbers are 1-based, as the compiler's __LINE__ counts them, so a cell function's
+ * __LINE__ tells which cell holds it (nb.h). */
 #ifndef KVL_NB_SOURCE_H
 #define KVL_NB_SOURCE_H
 
@@ -34,10 +34,12 @@ typedef struct {
 int nb_source_read(nb_source *s, const char *path);
 void nb_source_free(nb_source *s);
 
-/* Index of the cell holding `line` (a marker line belongs to the cell it opens), or n_cells if none. */
+/* Index of the cell holding `line` (a marker line belongs to the cell it opens), or n_cells if
+ * none. */
 size_t nb_source_cell_of_line(const nb_source *s, size_t line);
 
-/* Line `line` of cell c as the notebook shows it: Markdown without its comment prefix, code as is. */
+/* Line `line` of cell c as the notebook shows it: Markdown without its comment prefix, code as
+ * is. */
 const char *nb_source_cell_line(const nb_source *s, const nb_source_cell *c, size_t line);
 
 #endif

@@ -45,7 +45,8 @@ int nb_pager_wait(nb_pager *p, const char *prompt)
     fflush(stdout);
     char line[64];
     const int got = fgets(line, sizeof line, stdin) != NULL;
-    if (!got || !isatty(STDIN_FILENO)) printf("\n");   /* a terminal echoes the reader's Enter itself */
+    if (!got || !isatty(STDIN_FILENO))
+        printf("\n"); /* a terminal echoes the reader's Enter itself */
     p->used = 0;
     if (got && line[0] == 'q') p->quit = 1;
     return !p->quit;
@@ -56,13 +57,15 @@ int nb_pager_line(nb_pager *p, const char *line)
     if (p->quit) return 0;
     const size_t w = nb_text_width(line, strlen(line));
     const size_t rows = w == 0 ? 1 : (w + p->cols - 1) / p->cols;
-    if (p->used > 0 && p->used + rows > p->rows - 1 && !nb_pager_wait(p, "-- more: Enter, q: quit -- ")) return 0;
+    if (p->used > 0 && p->used + rows > p->rows - 1 &&
+        !nb_pager_wait(p, "-- more: Enter, q: quit -- "))
+        return 0;
     printf("%s\n", line);
     p->used += rows;
     return 1;
 }
 
-/* ---- Markdown ------------------------------------------------------------------------------------------ */
+/* ---- Markdown -------------------------------------------------------------------------------- */
 
 static const char *skip_spaces(const char *l)
 {
@@ -159,7 +162,8 @@ int nb_pager_markdown(nb_pager *p, const char *const *lines, size_t n)
         if (fenced || is_fence(l)) {
             fenced ^= is_fence(l);
             ok = flush_paragraph(p, &g) && nb_pager_line(p, l);
-        } else if (!*skip_spaces(l) || is_verbatim(l) || (!g.len && !marker && !strncmp(l, "    ", 4))) {
+        } else if (!*skip_spaces(l) || is_verbatim(l) ||
+                   (!g.len && !marker && !strncmp(l, "    ", 4))) {
             ok = flush_paragraph(p, &g) && nb_pager_line(p, l);
         } else if (marker) {
             ok = flush_paragraph(p, &g) && append(&g, l, strlen(l));

@@ -1,10 +1,11 @@
-/* The terminal side of `nb_NN --step`: prose re-wrapped to the terminal's width, and every screenful
- * followed by a prompt, so that a long cell never scrolls its own header away.
+/* The terminal side of `nb_NN --step`: prose re-wrapped to the terminal's width, and every
+ * screenful followed by a prompt, so that a long cell never scrolls its own header away.
  *
- * The screen is the terminal's (TIOCGWINSZ on stdout), else $LINES × $COLUMNS, else 24 × 80. Prose is
- * wrapped to the screen's width, at most 100 columns, never inside a word; a line is as wide as its
- * UTF-8 characters. A line longer than the screen (a table, a program's output) is printed whole and
- * counted as the rows the terminal folds it into. At the end of stdin a prompt is answered "go on". */
+ * The screen is the terminal's (TIOCGWINSZ on stdout), else $LINES × $COLUMNS, else 24 × 80.
+ * Prose is wrapped to the screen's width, at most 100 columns, never inside a word; a line is as
+ * wide as its UTF-8 characters. A line longer than the screen (a table, a program's output) is
+ * printed whole and counted as the rows the terminal folds it into. At the end of stdin a prompt
+ * is answered "go on". */
 #ifndef KVL_NB_PAGER_H
 #define KVL_NB_PAGER_H
 
@@ -19,7 +20,8 @@ typedef struct {
 
 void nb_pager_init(nb_pager *p);
 
-/* Print one line (no newline in it), prompting first when the screen is full. 0 once the reader quit. */
+/* Print one line (no newline in it), prompting first when the screen is full. 0 once the reader
+ * quit. */
 int nb_pager_line(nb_pager *p, const char *line);
 
 /* Print Markdown text lines[n] with its paragraphs and list items re-wrapped to p->width; headings,

@@ -3,10 +3,10 @@
  * Every chapter text has the course's sections and shows a figure that exists; every command it tells
  * the reader to run (lines of ```sh blocks, and inline code that starts with build/bin/, build/tests/
  * or make) exists and succeeds from the repository root (programs are run; make targets must exist;
- * chapter suites must be suites that `make test` runs in the same pass); every number the texts quote from a program
- * is what that program prints now; and the top-level README links the chapters in order. A chapter
- * text added later (chapters/NN_name/README.md) is picked up by name, and its commands are run
- * without an edit here. */
+ * chapter suites must be suites that `make test` runs in the same pass); every number the texts quote
+ * from a program is what that program prints now; the top-level README links the chapters in order;
+ * and the course's sources (chapters/ and notebooks_c/) read in 100 columns. A chapter text added later
+ * (chapters/NN_name/README.md) is picked up by name, and its commands are run without an edit here. */
 #include "common.h"
 
 #include <ctype.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_CHAPTERS 16
@@ -421,6 +422,65 @@ START_TEST(test_course_map_links_every_chapter_in_order)
 }
 END_TEST
 
+/* ---- width ------------------------------------------------------------------------------------ */
+
+#define COLUMNS 100
+
+/* Lines of the text at rel wider than COLUMNS code points, each reported on stderr; a Markdown table
+ * row (its first character '|') and a line that is a C string literal (first character '"', a line
+ * of what a program prints, whose own lines are what the reader sees) are not measured. */
+static size_t wide_lines(const char *rel)
+{
+    char *text = kvl_read_text(kvl_path(rel));
+    ck_assert_msg(text != NULL, "cannot read %s", rel);
+    size_t n = 0, line = 1;
+    for (const char *p = text; *p; line++) {
+        const char *end = strchr(p, '\n'), *first = p;
+        if (!end) end = p + strlen(p);
+        while (first < end && *first == ' ') first++;
+        size_t width = 0;
+        for (const char *q = p; q < end; q++) width += ((unsigned char)*q & 0xC0) != 0x80;
+        if (width > COLUMNS && *first != '|' && *first != '"') {
+            fprintf(stderr, "%s:%zu: %zu columns: %.60s...\n", rel, line, width, first);
+            n++;
+        }
+        p = *end ? end + 1 : end;
+    }
+    free(text);
+    return n;
+}
+
+/* Every C source and Markdown text under folder rel (the rendered notebook.md files aside: their
+ * code is notebooks_c/'s and their output the programs'), checked by wide_lines; *files counts them. */
+static size_t wide_lines_under(const char *rel, size_t *files)
+{
+    DIR *d = opendir(kvl_path(rel));
+    ck_assert_msg(d != NULL, "cannot list %s (set KVL_ROOT)", rel);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char child[512];
+        snprintf(child, sizeof child, "%s/%s", rel, e->d_name);
+        struct stat st;
+        if (stat(kvl_path(child), &st) != 0) continue;
+        const size_t len = strlen(e->d_name);
+        const int text = len > 2 && (!strcmp(e->d_name + len - 2, ".c") || !strcmp(e->d_name + len - 2, ".h") ||
+                                     (!strcmp(e->d_name + len - 3, ".md") && strcmp(e->d_name, "notebook.md")));
+        if (S_ISDIR(st.st_mode)) n += wide_lines_under(child, files);
+        else if (S_ISREG(st.st_mode) && text) n += wide_lines(child), (*files)++;
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_the_course_reads_in_100_columns)
+{
+    size_t files = 0, wide = wide_lines_under("chapters", &files) + wide_lines_under("notebooks_c", &files);
+    ck_assert_msg(files > 50, "found only %zu course files (set KVL_ROOT)", files);
+    ck_assert_msg(wide == 0, "%zu lines of the course (listed on stderr) are wider than %d columns", wide, COLUMNS);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("course_readmes");
@@ -428,6 +488,7 @@ Suite *kvl_suite(void)
     tcase_add_test(text, test_every_chapter_text_has_the_course_sections);
     tcase_add_test(text, test_every_figure_a_chapter_shows_exists);
     tcase_add_test(text, test_course_map_links_every_chapter_in_order);
+    tcase_add_test(text, test_the_course_reads_in_100_columns);
     suite_add_tcase(s, text);
     TCase *run = tcase_create("run");
     tcase_add_test(run, test_every_command_a_chapter_gives_runs);

@@ -4,10 +4,11 @@
  *   bytes/token = layers × entries per token per layer × elements per entry × bytes per element
  *               =   L    ×            1                 ×      2·Hkv·Dh      ×        b
  *
- * the four levers every later generation pulls. For DeepSeek LLM 67B (ref/configs) and Llama-3-70B
- * (chapters/01_cost) it prints each lever as shipped (GQA-8) and as MHA (Hkv = H) and MQA (Hkv = 1),
- * with the per-layer bytes read back from a live ref/mha cache at the real geometry; then it runs a
- * toy layer stack through ref/model and checks the bytes its caches hold against the formula.
+ * the four levers every later generation pulls. For DeepSeek LLM 67B (ref/configs) and
+ * Llama-3-70B (chapters/01_cost) it prints each lever as shipped (GQA-8) and as MHA (Hkv = H)
+ * and MQA (Hkv = 1), with the per-layer bytes read back from a live ref/mha cache at the real
+ * geometry; then it runs a toy layer stack through ref/model and checks the bytes its caches
+ * hold against the formula.
  *
  *   cost [--tokens N] [--config FILE.json]
  *
@@ -39,22 +40,25 @@ static const char TOY_STACK[] =
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cost [--tokens N] [--config FILE.json]\n"
-               "The KV cache per token of MHA, GQA and MQA, lever by lever, at DeepSeek LLM 67B and\n"
-               "Llama-3-70B (or FILE.json, an MHA/GQA/MQA config), then a live check: a toy stack's cache\n"
-               "bytes after N tokens (1..%d, default %d) against the formula.\n", MAX_TOKENS, DEFAULT_TOKENS);
+    fprintf(
+        f,
+        "usage: cost [--tokens N] [--config FILE.json]\n"
+        "The KV cache per token of MHA, GQA and MQA, lever by lever, at DeepSeek LLM 67B and\n"
+        "Llama-3-70B (or FILE.json, an MHA/GQA/MQA config), then a live check: a toy stack's cache\n"
+        "bytes after N tokens (1..%d, default %d) against the formula.\n",
+        MAX_TOKENS, DEFAULT_TOKENS);
 }
 
-/* ---- the four levers at a real size --------------------------------------------------------------- */
+/* ---- the four levers at a real size ---------------------------------------------------------- */
 
 typedef struct {
     const char *label;
     size_t layers, entries, elements, bytes;   /* the four levers */
-    size_t layer_bytes_live;                   /* one layer's cache growth per token, read from ref/mha */
+    size_t layer_bytes_live; /* one layer's cache growth per token, read from ref/mha */
 } levers;
 
-/* One layer's bytes per token, measured: a cache of this geometry, two rows appended, bytes held / 2.
- * No weights are needed: the bytes are a property of the storage. */
+/* One layer's bytes per token, measured: a cache of this geometry, two rows appended, bytes held
+ * / 2. No weights are needed: the bytes are a property of the storage. */
 static int live_layer_bytes(size_t *out, const mha_config *c, swa_store store)
 {
     mha_cache cache;
@@ -73,9 +77,14 @@ static int levers_of(levers *v, const kvl_model *m, size_t n_kv_heads, const cha
 {
     mha_config c;
     int rc = mha_config_from_model(&c, m, 0);
-    if (rc == KVL_OK) rc = mha_config_init(&c, m->d, m->n_heads, n_kv_heads, m->head_dim, m->window, m->rope.theta);
+    if (rc == KVL_OK)
+        rc = mha_config_init(&c, m->d, m->n_heads, n_kv_heads, m->head_dim, m->window,
+                             m->rope.theta);
     if (rc != KVL_OK) return rc;
-    *v = (levers){.label = label, .layers = m->n_layers, .entries = 1, .elements = 2 * n_kv_heads * m->head_dim,
+    *v = (levers){.label = label,
+                  .layers = m->n_layers,
+                  .entries = 1,
+                  .elements = 2 * n_kv_heads * m->head_dim,
                   .bytes = kvf_element_bits(KVF_BF16) / 8};
     return live_layer_bytes(&v->layer_bytes_live, &c, SWA_STORE_BF16);
 }
@@ -102,11 +111,14 @@ static int price_model(priced *p, const char *path, const char *shown)
         rc = kvl_fail(KVL_EINVAL, "%s: kv_cache %s; this chapter prices bf16 K and V", path,
                       kvl_cache_layout_name(m->kv_cache));
     for (size_t l = 0; rc == KVL_OK && l < m->n_layers; l++)
-        if (!kvl_layer_writes_cache(m, l)) rc = kvl_fail(KVL_EINVAL, "%s: layer %zu keeps no cache", path, l);
+        if (!kvl_layer_writes_cache(m, l))
+            rc = kvl_fail(KVL_EINVAL, "%s: layer %zu keeps no cache", path, l);
     p->shown = shown;
-    snprintf(p->as_shipped, sizeof p->as_shipped, m->n_kv_heads == m->n_heads ? "MHA (shipped)"
-                                                   : m->n_kv_heads == 1        ? "MQA (shipped)"
-                                                                               : "GQA-%zu (shipped)", m->n_kv_heads);
+    snprintf(p->as_shipped, sizeof p->as_shipped,
+             m->n_kv_heads == m->n_heads ? "MHA (shipped)"
+             : m->n_kv_heads == 1        ? "MQA (shipped)"
+                                         : "GQA-%zu (shipped)",
+             m->n_kv_heads);
     if (rc == KVL_OK) rc = levers_of(&p->v[0], m, m->n_kv_heads, p->as_shipped);
     if (rc == KVL_OK) rc = levers_of(&p->v[1], m, m->n_heads, "MHA");
     if (rc == KVL_OK) rc = levers_of(&p->v[2], m, 1, "MQA");
@@ -120,34 +132,39 @@ static int print_model(const priced *p)
     const kvl_model *m = &p->m;
     const levers *v = p->v;
     int rc = KVL_OK;
-    printf("\n%s (%s): %zu layers, %zu query heads, %zu KV heads, head dim %zu, bf16\n", m->name, p->shown,
-           m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim);
-    printf("  %-16s %7s %13s %16s %9s %12s %11s %14s %12s\n", "variant", "layers", "entries/tok", "elements/entry",
-           "B/elem", "B/layer", "live B/lyr", "B/token", "KiB/token");
+    printf("\n%s (%s): %zu layers, %zu query heads, %zu KV heads, head dim %zu, bf16\n", m->name,
+           p->shown, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim);
+    printf("  %-16s %7s %13s %16s %9s %12s %11s %14s %12s\n", "variant", "layers", "entries/tok",
+           "elements/entry", "B/elem", "B/layer", "live B/lyr", "B/token", "KiB/token");
     for (int i = 0; i < 3; i++) {
-        size_t per_layer = v[i].entries * v[i].elements * v[i].bytes, per_token = v[i].layers * per_layer;
+        size_t per_layer = v[i].entries * v[i].elements * v[i].bytes,
+               per_token = v[i].layers * per_layer;
         char a[32], b[32], c[32], d[32];
-        printf("  %-16s %7zu %13zu %16s %9zu %12s %11s %14s %12.2f%s\n", v[i].label, v[i].layers, v[i].entries,
-               kvl_grouped(a, sizeof a, v[i].elements, 0), v[i].bytes, kvl_grouped(b, sizeof b, per_layer, 0),
-               kvl_grouped(d, sizeof d, v[i].layer_bytes_live, 0), kvl_grouped(c, sizeof c, per_token, 0),
-               (double)per_token / 1024.0,
+        printf("  %-16s %7zu %13zu %16s %9zu %12s %11s %14s %12.2f%s\n", v[i].label, v[i].layers,
+               v[i].entries, kvl_grouped(a, sizeof a, v[i].elements, 0), v[i].bytes,
+               kvl_grouped(b, sizeof b, per_layer, 0),
+               kvl_grouped(d, sizeof d, v[i].layer_bytes_live, 0),
+               kvl_grouped(c, sizeof c, per_token, 0), (double)per_token / 1024.0,
                v[i].layer_bytes_live == per_layer ? "" : "  LIVE MISMATCH");
-        if (v[i].layer_bytes_live != per_layer) rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", m->path);
+        if (v[i].layer_bytes_live != per_layer)
+            rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", m->path);
     }
     size_t shipped = v[0].layers * v[0].elements * v[0].bytes;
-    printf("  With %zu query heads sharing each KV head the cache is 1/%zu of MHA's; MQA's is 1/%zu.\n",
-           m->n_heads / m->n_kv_heads, m->n_heads / m->n_kv_heads, m->n_heads);
+    printf(
+        "  With %zu query heads sharing each KV head the cache is 1/%zu of MHA's; MQA's is 1/%zu.\n",
+        m->n_heads / m->n_kv_heads, m->n_heads / m->n_kv_heads, m->n_heads);
     char total[32];
-    printf("  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n", m->n_kv_heads,
-           m->head_dim, v[0].bytes, m->n_layers, kvl_grouped(total, sizeof total, shipped, 0),
-           (double)shipped / 1024.0);
+    printf(
+        "  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n",
+        m->n_kv_heads, m->head_dim, v[0].bytes, m->n_layers,
+        kvl_grouped(total, sizeof total, shipped, 0), (double)shipped / 1024.0);
     return rc;
 }
 
-/* ---- live check on a toy stack --------------------------------------------------------------------- */
+/* ---- live check on a toy stack --------------------------------------------------------------- */
 
-/* Prefill the first half of T tokens, decode the rest, and compare the bytes the stack's caches hold
- * with L·T·2·Hkv·Dh·b. */
+/* Prefill the first half of T tokens, decode the rest, and compare the bytes the stack's caches
+ * hold with L·T·2·Hkv·Dh·b. */
 static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
 {
     char json[512];
@@ -171,17 +188,19 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
         kvl_rng_normal_f32(&rng, x, T * c.d, 1.0);
         size_t half = T / 2;
         if (half) rc = model_prefill(out, &c, &w, &cache, x, half);
-        for (size_t t = half; t < T && rc == KVL_OK; t++) rc = model_decode(out + t * c.d, &c, &w, &cache, x + t * c.d);
+        for (size_t t = half; t < T && rc == KVL_OK; t++)
+            rc = model_decode(out + t * c.d, &c, &w, &cache, x + t * c.d);
     }
     if (rc == KVL_OK) {
         const mha_config *a = &c.layers[0].mha;
         size_t want = c.n_layers * T * 2 * a->n_kv_heads * a->head_dim * swa_store_bytes(store);
         size_t got = model_cache_bytes_used(&cache);
         char name[32], g[32], f[32];
-        printf("  %-6s %-5s %zu layers x %zu tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
-               model_layer_name(name, sizeof name, &c.layers[0]), swa_store_name(store), c.n_layers, T,
-               a->n_kv_heads, a->head_dim, swa_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
-               kvl_grouped(g, sizeof g, got, 0), got == want ? "match" : "MISMATCH");
+        printf(
+            "  %-6s %-5s %zu layers x %zu tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
+            model_layer_name(name, sizeof name, &c.layers[0]), swa_store_name(store), c.n_layers, T,
+            a->n_kv_heads, a->head_dim, swa_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
+            kvl_grouped(g, sizeof g, got, 0), got == want ? "match" : "MISMATCH");
         *ok &= got == want;
     }
     free(x);
@@ -192,7 +211,7 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
     return rc;
 }
 
-/* ---- main ---------------------------------------------------------------------------------------- */
+/* ---- main ------------------------------------------------------------------------------------ */
 
 enum { F_TOKENS, F_CONFIG };
 static const kvl_flag FLAGS[] = {{"--tokens", 1}, {"--config", 1}};
@@ -211,11 +230,13 @@ int main(int argc, char **argv)
         if (k == F_CONFIG) extra = v;
     }
 
-    /* Every config is read and checked before anything is printed: a bad one exits 2, alone on stderr. */
+    /* Every config is read and checked before anything is printed: a bad one exits 2, alone on
+     * stderr. */
     priced models[2];
     size_t n_models = 0;
     char path[4096];
-    const char *const builtin[] = {"ref/configs/deepseek-llm-67b.json", "chapters/01_cost/llama-3-70b.json"};
+    const char *const builtin[] = {"ref/configs/deepseek-llm-67b.json",
+                                   "chapters/01_cost/llama-3-70b.json"};
     for (size_t i = 0; i < (extra ? 1 : 2); i++) {
         snprintf(path, sizeof path, "%s%s%s", extra ? "" : kvl_root_dir(), extra ? "" : "/",
                  extra ? extra : builtin[i]);
@@ -242,6 +263,9 @@ int main(int argc, char **argv)
     const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
     for (int i = 0; i < 3; i++)
         for (int s = 0; s < 2; s++)
-            if (live_toy(T, kv[i], stores[s], &ok) != KVL_OK) { fprintf(stderr, "cost: %s\n", kvl_error()); return 1; }
+            if (live_toy(T, kv[i], stores[s], &ok) != KVL_OK) {
+                fprintf(stderr, "cost: %s\n", kvl_error());
+                return 1;
+            }
     return kvl_exit_status("cost", ok ? 0 : 1);
 }

@@ -1,14 +1,15 @@
-/* mla_cost: what multi-head latent attention stores, and what absorbing W_UK buys at decode (chapter 2).
+/* mla_cost: what multi-head latent attention stores, and what absorbing W_UK buys at decode
+ * (chapter 2).
  *
  *   mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]
  *
- * (a) Cache bytes at the config's head geometry (DeepSeek-V3 by default): the latent row against MHA
- *     and GQA-8 with the same heads, and the lineage write-up's figures that sized V like K, all derived from
- *     the config; a live MLA cache confirms the per-token bytes.
- * (b) One decode step of one layer at the config's attention dims, from the query to the heads' outputs,
- *     naive (re-expand K and V from every cached latent) against absorbed (score the latent rows
- *     directly): time, counted flop and bytes, rates. The naive form is timed while a step fits the
- *     budget; beyond that its work is counted only.
+ * (a) Cache bytes at the config's head geometry (DeepSeek-V3 by default): the latent row against
+ *     MHA and GQA-8 with the same heads, and the lineage write-up's figures that sized V like K,
+ *     all derived from the config; a live MLA cache confirms the per-token bytes.
+ * (b) One decode step of one layer at the config's attention dims, from the query to the heads'
+ *     outputs, naive (re-expand K and V from every cached latent) against absorbed (score the
+ *     latent rows directly): time, counted flop and bytes, rates. The naive form is timed while
+ *     a step fits the budget; beyond that its work is counted only.
  * (c) The lineage write-up's numpy absorption check, redone in double with the project's rng.
  * Every figure is computed at run time. */
 #include <errno.h>
@@ -40,7 +41,8 @@
 #define NAIVE_CALIBRATION 256  /* tokens of the untimed naive step that predicts the others */
 #define MAX_NAIVE_BUDGET 60.0
 #define MAX_RUN_GIB 8.0        /* memory a run may take: weights, rows and scores */
-#define MAX_TIMED_TFLOP 8.0    /* counted flop of every timed absorbed step and the naive calibration */
+#define MAX_TIMED_TFLOP                                                                            \
+    8.0 /* counted flop of every timed absorbed step and the naive calibration */
 #define GIB 1073741824.0
 
 typedef struct {
@@ -52,49 +54,59 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]\n"
-               "MLA's cache against MHA and GQA-8, a naive against an absorbed decode step at the config's\n"
-               "attention dims, and the lineage write-up's numpy absorption check in double.\n"
-               "  --config FILE         an MLA config.json (default: ref/configs/deepseek-v3.json)\n"
-               "  --contexts LIST       cached tokens per decode step, K = 1024\n"
-               "                        (default 1K,4K,8K,16K,32K,64K,128K)\n"
-               "  --repeats R           timed repeats per step, median reported (default 3)\n"
-               "  --naive-budget S      time the naive step only while one step is predicted under S seconds\n"
-               "                        (0 < S <= 60, default 2)\n"
-               "A config and contexts whose run needs more than %.0f GiB of memory or %.0f TFLOP of timed steps\n"
-               "are refused before anything is printed.\n", MAX_RUN_GIB, MAX_TIMED_TFLOP);
+    fprintf(
+        f,
+        "usage: mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]\n"
+        "MLA's cache against MHA and GQA-8, a naive against an absorbed decode step at the config's\n"
+        "attention dims, and the lineage write-up's numpy absorption check in double.\n"
+        "  --config FILE         an MLA config.json (default: ref/configs/deepseek-v3.json)\n"
+        "  --contexts LIST       cached tokens per decode step, K = 1024\n"
+        "                        (default 1K,4K,8K,16K,32K,64K,128K)\n"
+        "  --repeats R           timed repeats per step, median reported (default 3)\n"
+        "  --naive-budget S      time the naive step only while one step is predicted under S seconds\n"
+        "                        (0 < S <= 60, default 2)\n"
+        "A config and contexts whose run needs more than %.0f GiB of memory or %.0f TFLOP of timed steps\n"
+        "are refused before anything is printed.\n",
+        MAX_RUN_GIB, MAX_TIMED_TFLOP);
 }
 
 #define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */
 
-/* ---- (a) cache bytes ------------------------------------------------------------------------------ */
+/* ---- (a) cache bytes ------------------------------------------------------------------------- */
 
 static int cache_bytes(const kvl_model *m)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, Dc = (double)m->kv_lora_rank;
-    const double Dr = (double)m->qk_rope_head_dim, Dn = (double)m->qk_nope_head_dim, Dv = (double)m->v_head_dim;
+    const double Dr = (double)m->qk_rope_head_dim, Dn = (double)m->qk_nope_head_dim,
+                 Dv = (double)m->v_head_dim;
     const double Dk = Dn + Dr, b = BF16_BYTES;
     const double mla = (Dc + Dr) * b, mha = H * (Dk + Dv) * b, gqa = GQA_GROUPS * (Dk + Dv) * b;
     const double mha_v_as_k = H * Dk * 2 * b, gqa_v_as_k = GQA_GROUPS * Dk * 2 * b;
 
-    printf("(a) KV cache at %s's head geometry (%s): %zu layers, H %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, bf16\n\n",
-           m->name[0] ? m->name : "this model", m->path, m->n_layers, m->n_heads, m->kv_lora_rank,
-           m->qk_rope_head_dim, m->qk_nope_head_dim, m->v_head_dim);
-    printf("  MLA     [c_kv | k_rope] = %s + %s = %s values x %.0f B = %s B/layer, x %s layers = %s B/token\n",
-           G(Dc), G(Dr), G(Dc + Dr), b, G(mla), G(L), G(mla * L));
-    printf("  MHA     H(Dnope+Dr + Dv) = %s(%s + %s) x %.0f B = %s B/layer = %s B/token (%.1fx MLA)\n", G(H), G(Dk),
-           G(Dv), b, G(mha), G(mha * L), mha / mla);
-    printf("  GQA-%d   %d(%s + %s) x %.0f B = %s B/layer = %s B/token (%.2fx MLA)\n", GQA_GROUPS, GQA_GROUPS, G(Dk),
-           G(Dv), b, G(gqa), G(gqa * L), gqa / mla);
-    printf("  naive MLA, K and V re-expanded per head: %s values per token per layer, as MHA\n", G(H * (Dk + Dv)));
-    printf("\n  The lineage write-up sizes V like K (%s channels): MHA %s(%s x 2) x %.0f B = %s B/layer\n"
-           "  = %s B/token (%.1fx), GQA-%d %s B/token (%.2fx). But a value has v_head_dim = %s channels, not %s:\n"
-           "  the decoupled RoPE channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
-           G(Dk), G(H), G(Dk), b, G(mha_v_as_k), G(mha_v_as_k * L), mha_v_as_k / mla, GQA_GROUPS, G(gqa_v_as_k * L),
-           gqa_v_as_k / mla, G(Dv), G(Dk));
-    printf("\n  The latent caches %s values, as many as GQA with %.2f groups of K and V heads of %s channels:\n"
-           "  (Dc + Dr) / (2 Dv) = %s / %s = %.2f groups (the V2 paper's Table 1, with Dc = 4 Dh and Dr = Dh/2).\n",
-           G(Dc + Dr), (Dc + Dr) / (2 * Dv), G(Dv), G(Dc + Dr), G(2 * Dv), (Dc + Dr) / (2 * Dv));
+    printf(
+        "(a) KV cache at %s's head geometry (%s): %zu layers, H %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, bf16\n\n",
+        m->name[0] ? m->name : "this model", m->path, m->n_layers, m->n_heads, m->kv_lora_rank,
+        m->qk_rope_head_dim, m->qk_nope_head_dim, m->v_head_dim);
+    printf(
+        "  MLA     [c_kv | k_rope] = %s + %s = %s values x %.0f B = %s B/layer, x %s layers = %s B/token\n",
+        G(Dc), G(Dr), G(Dc + Dr), b, G(mla), G(L), G(mla * L));
+    printf(
+        "  MHA     H(Dnope+Dr + Dv) = %s(%s + %s) x %.0f B = %s B/layer = %s B/token (%.1fx MLA)\n",
+        G(H), G(Dk), G(Dv), b, G(mha), G(mha * L), mha / mla);
+    printf("  GQA-%d   %d(%s + %s) x %.0f B = %s B/layer = %s B/token (%.2fx MLA)\n", GQA_GROUPS,
+           GQA_GROUPS, G(Dk), G(Dv), b, G(gqa), G(gqa * L), gqa / mla);
+    printf("  naive MLA, K and V re-expanded per head: %s values per token per layer, as MHA\n",
+           G(H * (Dk + Dv)));
+    printf(
+        "\n  The lineage write-up sizes V like K (%s channels): MHA %s(%s x 2) x %.0f B = %s B/layer\n"
+        "  = %s B/token (%.1fx), GQA-%d %s B/token (%.2fx). But a value has v_head_dim = %s channels, not %s:\n"
+        "  the decoupled RoPE channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
+        G(Dk), G(H), G(Dk), b, G(mha_v_as_k), G(mha_v_as_k * L), mha_v_as_k / mla, GQA_GROUPS,
+        G(gqa_v_as_k * L), gqa_v_as_k / mla, G(Dv), G(Dk));
+    printf(
+        "\n  The latent caches %s values, as many as GQA with %.2f groups of K and V heads of %s channels:\n"
+        "  (Dc + Dr) / (2 Dv) = %s / %s = %.2f groups (the V2 paper's Table 1, with Dc = 4 Dh and Dr = Dh/2).\n",
+        G(Dc + Dr), (Dc + Dr) / (2 * Dv), G(Dv), G(Dc + Dr), G(2 * Dv), (Dc + Dr) / (2 * Dv));
 
     mla_config c;
     mla_cache cache;
@@ -108,14 +120,16 @@ static int cache_bytes(const kvl_model *m)
     }
     rc = mla_cache_append(&cache, &c, rows, LIVE_TOKENS);
     if (rc == KVL_OK)
-        printf("\n  live: a bf16 MLA cache holding %s tokens reports %s B = %s B/token per layer\n\n", G(LIVE_TOKENS),
-               G(mla_cache_bytes_used(&cache)), G((double)mla_cache_bytes_used(&cache) / LIVE_TOKENS));
+        printf(
+            "\n  live: a bf16 MLA cache holding %s tokens reports %s B = %s B/token per layer\n\n",
+            G(LIVE_TOKENS), G(mla_cache_bytes_used(&cache)),
+            G((double)mla_cache_bytes_used(&cache) / LIVE_TOKENS));
     free(rows);
     mla_cache_free(&cache);
     return rc;
 }
 
-/* ---- (b) one decode step ------------------------------------------------------------------------- */
+/* ---- (b) one decode step --------------------------------------------------------------------- */
 
 typedef struct { double flop, bytes; } work;
 
@@ -128,7 +142,8 @@ static work naive_work(const mla_config *c, double N)
     work w;
     /* per head: K = C W_UKᵀ, scores = q·K, V = C W_UVᵀ, o = p V */
     w.flop = H * N * mla_naive_flop_per_token(c);
-    w.bytes = f * (N * (Dc + Dr) + H * (N * Dc + Dn * Dc + N * (Dn + Dr) + N * Dc + Dv * Dc + N + N * Dv));
+    w.bytes = f * (N * (Dc + Dr) +
+                   H * (N * Dc + Dn * Dc + N * (Dn + Dr) + N * Dc + Dv * Dc + N + N * Dv));
     return w;
 }
 
@@ -147,19 +162,23 @@ static work absorbed_work(const mla_config *c, double N)
 static work projection_work(const mla_config *c)
 {
     const double d = (double)c->d, Dq = (double)c->q_lora_rank, H = (double)c->n_heads;
-    const double Dqk = (double)(c->qk_nope + c->qk_rope), Dw = (double)(c->kv_lora_rank + c->qk_rope);
-    const double floats = (Dq ? Dq * d + H * Dqk * Dq : H * Dqk * d) + Dw * d + d * H * (double)c->v_head;
+    const double Dqk = (double)(c->qk_nope + c->qk_rope),
+                 Dw = (double)(c->kv_lora_rank + c->qk_rope);
+    const double floats =
+        (Dq ? Dq * d + H * Dqk * Dq : H * Dqk * d) + Dw * d + d * H * (double)c->v_head;
     return (work){2 * floats, sizeof(float) * floats};
 }
 
-typedef int (*scores_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *,
+typedef int (*scores_fn)(float *, const mla_config *, const mla_weights *, const float *,
+                         const float *, const float *, size_t, size_t);
+typedef int (*values_fn)(float *, const mla_config *, const mla_weights *, const float *,
                          const float *, size_t, size_t);
-typedef int (*values_fn)(float *, const mla_config *, const mla_weights *, const float *, const float *, size_t,
-                         size_t);
 
-/* One head-attention step over rows[N][Dc+Dr]: scores, softmax, values; the median of `repeats` in *t. */
-static int time_step(double *t, scores_fn scores, values_fn values, const mla_config *c, const mla_weights *w,
-                     const float *q, const float *rows, size_t N, float *s, float *o, size_t repeats)
+/* One head-attention step over rows[N][Dc+Dr]: scores, softmax, values; the median of `repeats`
+ * in *t. */
+static int time_step(double *t, scores_fn scores, values_fn values, const mla_config *c,
+                     const mla_weights *w, const float *q, const float *rows, size_t N, float *s,
+                     float *o, size_t repeats)
 {
     double times[MAX_REPEATS];
     for (size_t r = 0; r < repeats; r++) {
@@ -181,10 +200,11 @@ static void print_row(size_t N, const char *form, double t, work w)
     char ctx[32];
     snprintf(ctx, sizeof ctx, "%s", N ? G(N) : "");
     if (t > 0)
-        printf("  %8s  %-9s %10.2f %10.2f %10.3f %9.1f %8.1f\n", ctx, form, 1e3 * t, 1e-9 * w.flop, 1e-9 * w.bytes,
-               1e-9 * w.flop / t, 1e-9 * w.bytes / t);
+        printf("  %8s  %-9s %10.2f %10.2f %10.3f %9.1f %8.1f\n", ctx, form, 1e3 * t, 1e-9 * w.flop,
+               1e-9 * w.bytes, 1e-9 * w.flop / t, 1e-9 * w.bytes / t);
     else
-        printf("  %8s  %-9s %10s %10.2f %10.3f %9s %8s\n", ctx, form, "-", 1e-9 * w.flop, 1e-9 * w.bytes, "-", "-");
+        printf("  %8s  %-9s %10s %10.2f %10.3f %9s %8s\n", ctx, form, "-", 1e-9 * w.flop,
+               1e-9 * w.bytes, "-", "-");
 }
 
 typedef struct {
@@ -202,8 +222,9 @@ static void bench_free(bench *b)
     free(b->o);
 }
 
-/* Weights allocated for the whole layer; only W_UKV, the one both forms use differently, is drawn.
- * Query and cached rows ~ N(0, 1): c_kv leaves its RMSNorm at unit scale, and k_rope is rotated noise. */
+/* Weights allocated for the whole layer; only W_UKV, the one both forms use differently, is
+ * drawn. Query and cached rows ~ N(0, 1): c_kv leaves its RMSNorm at unit scale, and k_rope is
+ * rotated noise. */
 static int bench_init(bench *b, const kvl_model *m, size_t max_N)
 {
     memset(b, 0, sizeof *b);
@@ -230,7 +251,8 @@ static int bench_init(bench *b, const kvl_model *m, size_t max_N)
 static int decode_step(const kvl_model *m, const options *opt)
 {
     size_t max_N = 0;
-    for (size_t i = 0; i < opt->n_contexts; i++) max_N = opt->contexts[i] > max_N ? opt->contexts[i] : max_N;
+    for (size_t i = 0; i < opt->n_contexts; i++)
+        max_N = opt->contexts[i] > max_N ? opt->contexts[i] : max_N;
     bench b;
     int rc = bench_init(&b, m, max_N);
     if (rc != KVL_OK) {
@@ -239,19 +261,23 @@ static int decode_step(const kvl_model *m, const options *opt)
     }
     const mla_config *c = &b.c;
     const work proj = projection_work(c);
-    printf("(b) One decode step of one layer at the attention dims of %s: H %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu;\n"
-           "    float32 rows, random weights. Timed: from the query q [H][%zu] and the N cached rows [N][%zu] to the\n"
-           "    heads' outputs o [H][%zu] (scores, softmax, values). The projections around it (W_DQ, W_UQ, W_DKV\n"
-           "    in, W_O out: %.2f GFLOP, %.2f GB of weights) are the same in both forms and not timed.\n"
-           "    Median of %zu; flop and bytes counted per matrix product (2MNK, operands read once).\n\n",
-           m->name[0] ? m->name : m->path, c->n_heads, c->kv_lora_rank, c->qk_rope, c->qk_nope, c->v_head,
-           c->qk_nope + c->qk_rope, c->kv_lora_rank + c->qk_rope, c->v_head, 1e-9 * proj.flop, 1e-9 * proj.bytes,
-           opt->repeats);
-    printf("  %8s  %-9s %10s %10s %10s %9s %8s\n", "context", "form", "ms", "GFLOP", "GB read", "GFLOP/s", "GB/s");
+    printf(
+        "(b) One decode step of one layer at the attention dims of %s: H %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu;\n"
+        "    float32 rows, random weights. Timed: from the query q [H][%zu] and the N cached rows [N][%zu] to the\n"
+        "    heads' outputs o [H][%zu] (scores, softmax, values). The projections around it (W_DQ, W_UQ, W_DKV\n"
+        "    in, W_O out: %.2f GFLOP, %.2f GB of weights) are the same in both forms and not timed.\n"
+        "    Median of %zu; flop and bytes counted per matrix product (2MNK, operands read once).\n\n",
+        m->name[0] ? m->name : m->path, c->n_heads, c->kv_lora_rank, c->qk_rope, c->qk_nope,
+        c->v_head, c->qk_nope + c->qk_rope, c->kv_lora_rank + c->qk_rope, c->v_head,
+        1e-9 * proj.flop, 1e-9 * proj.bytes, opt->repeats);
+    printf("  %8s  %-9s %10s %10s %10s %9s %8s\n", "context", "form", "ms", "GFLOP", "GB read",
+           "GFLOP/s", "GB/s");
     /* flop/s of the last timed naive step, to predict the next; first from one short step */
     double naive_rate = 0, t_cal = 0;
-    const size_t n_cal = opt->contexts[0] < NAIVE_CALIBRATION ? opt->contexts[0] : NAIVE_CALIBRATION;
-    rc = time_step(&t_cal, mla_scores_naive, mla_values_naive, c, &b.w, b.q, b.rows, n_cal, b.scores, b.o, 1);
+    const size_t n_cal =
+        opt->contexts[0] < NAIVE_CALIBRATION ? opt->contexts[0] : NAIVE_CALIBRATION;
+    rc = time_step(&t_cal, mla_scores_naive, mla_values_naive, c, &b.w, b.q, b.rows, n_cal,
+                   b.scores, b.o, 1);
     if (rc == KVL_OK) naive_rate = naive_work(c, (double)n_cal).flop / t_cal;
     size_t timed_up_to = 0, skipped = 0;
     for (size_t i = 0; i < opt->n_contexts && rc == KVL_OK; i++) {
@@ -260,50 +286,58 @@ static int decode_step(const kvl_model *m, const options *opt)
         double tn = 0, ta = 0;
         const int time_naive = wn.flop / naive_rate <= opt->naive_budget;
         if (time_naive) {
-            rc = time_step(&tn, mla_scores_naive, mla_values_naive, c, &b.w, b.q, b.rows, N, b.scores, b.o,
-                           opt->repeats);
+            rc = time_step(&tn, mla_scores_naive, mla_values_naive, c, &b.w, b.q, b.rows, N,
+                           b.scores, b.o, opt->repeats);
             if (rc == KVL_OK) naive_rate = wn.flop / tn, timed_up_to = N;
         } else {
             skipped++;
         }
         if (rc == KVL_OK)
-            rc = time_step(&ta, mla_scores_absorbed, mla_values_absorbed, c, &b.w, b.q, b.rows, N, b.scores, b.o,
-                           opt->repeats);
+            rc = time_step(&ta, mla_scores_absorbed, mla_values_absorbed, c, &b.w, b.q, b.rows, N,
+                           b.scores, b.o, opt->repeats);
         if (rc != KVL_OK) break;
         print_row(N, "naive", tn, wn);
         print_row(0, "absorbed", ta, wa);
-        if (tn > 0) printf("  %8s  naive / absorbed: %.1fx the time, %.1fx the flop, %.1fx the bytes\n", "", tn / ta,
-                           wn.flop / wa.flop, wn.bytes / wa.bytes);
-        else printf("  %8s  naive / absorbed: %.1fx the flop, %.1fx the bytes; naive predicted %.1f s at %.1f GFLOP/s\n",
-                    "", wn.flop / wa.flop, wn.bytes / wa.bytes, wn.flop / naive_rate, 1e-9 * naive_rate);
+        if (tn > 0)
+            printf("  %8s  naive / absorbed: %.1fx the time, %.1fx the flop, %.1fx the bytes\n", "",
+                   tn / ta, wn.flop / wa.flop, wn.bytes / wa.bytes);
+        else
+            printf(
+                "  %8s  naive / absorbed: %.1fx the flop, %.1fx the bytes; naive predicted %.1f s at %.1f GFLOP/s\n",
+                "", wn.flop / wa.flop, wn.bytes / wa.bytes, wn.flop / naive_rate,
+                1e-9 * naive_rate);
     }
     if (rc == KVL_OK && skipped && timed_up_to)
-        printf("\n  The naive step was timed up to %s tokens; past that one step is predicted over the %.1f s budget\n"
-               "  (--naive-budget), so only its work is counted (time -).\n", G(timed_up_to), opt->naive_budget);
+        printf(
+            "\n  The naive step was timed up to %s tokens; past that one step is predicted over the %.1f s budget\n"
+            "  (--naive-budget), so only its work is counted (time -).\n",
+            G(timed_up_to), opt->naive_budget);
     else if (rc == KVL_OK && skipped)
-        printf("\n  The naive step was not timed: at the %.1f GFLOP/s it ran over %s tokens, every step asked for is\n"
-               "  predicted over the %.1f s budget (--naive-budget), so only its work is counted (time -).\n",
-               1e-9 * naive_rate, G(n_cal), opt->naive_budget);
+        printf(
+            "\n  The naive step was not timed: at the %.1f GFLOP/s it ran over %s tokens, every step asked for is\n"
+            "  predicted over the %.1f s budget (--naive-budget), so only its work is counted (time -).\n",
+            1e-9 * naive_rate, G(n_cal), opt->naive_budget);
     if (rc == KVL_OK)
-        printf("\n  The naive form rebuilds every head's %zu-channel key and %zu-channel value from each cached latent\n"
-               "  on every step: 2 Dc (Dnope + Dv) = %s flop per token per head before any attention is done.\n"
-               "  The absorbed form scores the %zu-wide rows as they are and sums their latents, 2 (Dc + Dr) +\n"
-               "  2 Dc = %s flop per token per head: on long contexts the per-step work falls %.0fx, and each\n"
-               "  step reads the cache as stored instead of rebuilding K and V from it, which is why servers\n"
-               "  decode in the absorbed form (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads:\n"
-               "  the absorbed step does %.0f flop"
-               " per byte read at %s tokens, tending to %.0f on long contexts, so the\n"
-               "  processor's ratio of flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
-               c->qk_nope + c->qk_rope, c->v_head, G(2.0 * c->kv_lora_rank * (c->qk_nope + c->v_head)),
-               c->kv_lora_rank + c->qk_rope, G(mla_absorbed_flop_per_token(c)),
-               naive_work(c, 1e6).flop / absorbed_work(c, 1e6).flop, c->n_heads,
-               absorbed_work(c, (double)max_N).flop / absorbed_work(c, (double)max_N).bytes, G(max_N),
-               absorbed_work(c, 1e12).flop / absorbed_work(c, 1e12).bytes);
+        printf(
+            "\n  The naive form rebuilds every head's %zu-channel key and %zu-channel value from each cached latent\n"
+            "  on every step: 2 Dc (Dnope + Dv) = %s flop per token per head before any attention is done.\n"
+            "  The absorbed form scores the %zu-wide rows as they are and sums their latents, 2 (Dc + Dr) +\n"
+            "  2 Dc = %s flop per token per head: on long contexts the per-step work falls %.0fx, and each\n"
+            "  step reads the cache as stored instead of rebuilding K and V from it, which is why servers\n"
+            "  decode in the absorbed form (FlashMLA's \"MQA mode\"). Every cached row serves all %zu heads:\n"
+            "  the absorbed step does %.0f flop"
+            " per byte read at %s tokens, tending to %.0f on long contexts, so the\n"
+            "  processor's ratio of flop/s to bytes/s decides whether arithmetic or memory bounds it.\n\n",
+            c->qk_nope + c->qk_rope, c->v_head, G(2.0 * c->kv_lora_rank * (c->qk_nope + c->v_head)),
+            c->kv_lora_rank + c->qk_rope, G(mla_absorbed_flop_per_token(c)),
+            naive_work(c, 1e6).flop / absorbed_work(c, 1e6).flop, c->n_heads,
+            absorbed_work(c, (double)max_N).flop / absorbed_work(c, (double)max_N).bytes, G(max_N),
+            absorbed_work(c, 1e12).flop / absorbed_work(c, 1e12).bytes);
     bench_free(&b);
     return rc;
 }
 
-/* ---- (c) the lineage write-up's numpy check in double ----------------------------------------------------------- */
+/* ---- (c) the lineage write-up's numpy check in double ---------------------------------------- */
 
 enum { WT_D = 64, WT_NH = 4, WT_DH = 16, WT_DC = 32, WT_T = 10 };
 
@@ -314,9 +348,9 @@ static void draw(kvl_rng *rng, double *x, size_t n, double fan)
     for (size_t i = 0; i < n; i++) x[i] /= sqrt(fan);
 }
 
-/* out[h][i] = Σ_t p[h][t] · (W[h] C[t])_i, and the like, through linalg's plain double loops: its BLAS
- * products would order the sums by the machine's kernel, and the digits printed with them (2.66e-15 on
- * an AVX-512 OpenBLAS, 3.55e-15 on an AVX2 one) with it */
+/* out[h][i] = Σ_t p[h][t] · (W[h] C[t])_i, and the like, through linalg's plain double loops:
+ * its BLAS products would order the sums by the machine's kernel, and the digits printed with
+ * them (2.66e-15 on an AVX-512 OpenBLAS, 3.55e-15 on an AVX2 one) with it */
 static int writeup_toy_check(void)
 {
     static double W_DKV[WT_DC][WT_D], W_UK[WT_NH][WT_DH][WT_DC], W_UV[WT_NH][WT_DH][WT_DC],
@@ -332,12 +366,15 @@ static int writeup_toy_check(void)
     int rc = kvl_matmul_abt_f64_loop(&C[0][0], &Hs[0][0], &W_DKV[0][0], WT_T, WT_DC, WT_D);
     double ds = 0, dout = 0;
     for (int h = 0; h < WT_NH && rc == KVL_OK; h++) {
-        double q[WT_DH], K[WT_T][WT_DH], V[WT_T][WT_DH], s[WT_T], s_abs[WT_T], q_abs[WT_DC], o_lat[WT_DC];
+        double q[WT_DH], K[WT_T][WT_DH], V[WT_T][WT_DH], s[WT_T], s_abs[WT_T], q_abs[WT_DC],
+            o_lat[WT_DC];
         double out[WT_DH], out_abs[WT_DH];
         rc = kvl_matvec_f64_loop(q, &W_Q[h][0][0], h_t, WT_DH, WT_D);
         /* naive: K and V up-projected for every cached token */
-        if (rc == KVL_OK) rc = kvl_matmul_abt_f64_loop(&K[0][0], &C[0][0], &W_UK[h][0][0], WT_T, WT_DH, WT_DC);
-        if (rc == KVL_OK) rc = kvl_matmul_abt_f64_loop(&V[0][0], &C[0][0], &W_UV[h][0][0], WT_T, WT_DH, WT_DC);
+        if (rc == KVL_OK)
+            rc = kvl_matmul_abt_f64_loop(&K[0][0], &C[0][0], &W_UK[h][0][0], WT_T, WT_DH, WT_DC);
+        if (rc == KVL_OK)
+            rc = kvl_matmul_abt_f64_loop(&V[0][0], &C[0][0], &W_UV[h][0][0], WT_T, WT_DH, WT_DC);
         if (rc == KVL_OK) rc = kvl_matvec_f64_loop(s, &K[0][0], q, WT_T, WT_DH);
         double p[WT_T];
         memcpy(p, s, sizeof p);
@@ -352,18 +389,22 @@ static int writeup_toy_check(void)
         for (int i = 0; i < WT_DH; i++) dout = fmax(dout, fabs(out[i] - out_abs[i]));
     }
     if (rc != KVL_OK) return rc;
-    printf("(c) The lineage write-up's numpy check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0),\n"
-           "    drawn in its order W_DKV, W_UK, W_UV, W_Q, H, h_t):\n\n", WT_D, WT_NH, WT_DH, WT_DC, WT_T);
+    printf(
+        "(c) The lineage write-up's numpy check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0),\n"
+        "    drawn in its order W_DKV, W_UK, W_UV, W_Q, H, h_t):\n\n",
+        WT_D, WT_NH, WT_DH, WT_DC, WT_T);
     printf("max |score diff| : %.16g\n", ds);
     printf("max |output diff|: %.16g\n", dout);
-    printf("cached floats per token, naive K+V: %d  absorbed latent: %d\n", 2 * WT_NH * WT_DH, WT_DC);
+    printf("cached floats per token, naive K+V: %d  absorbed latent: %d\n", 2 * WT_NH * WT_DH,
+           WT_DC);
     return KVL_OK;
 }
 
-/* ---- arguments ----------------------------------------------------------------------------------- */
+/* ---- arguments ------------------------------------------------------------------------------- */
 
 enum { F_CONFIG, F_CONTEXTS, F_REPEATS, F_NAIVE_BUDGET };
-static const kvl_flag FLAGS[] = {{"--config", 1}, {"--contexts", 1}, {"--repeats", 1}, {"--naive-budget", 1}};
+static const kvl_flag FLAGS[] = {
+    {"--config", 1}, {"--contexts", 1}, {"--repeats", 1}, {"--naive-budget", 1}};
 
 /* 0: run; 1: --help printed; 2: bad arguments (message printed) */
 static int parse_args(options *opt, int argc, char **argv)
@@ -383,14 +424,15 @@ static int parse_args(options *opt, int argc, char **argv)
         }
         if (k == KVL_ARGS_BAD) return 2;
         if (k == F_CONFIG) snprintf(opt->config, sizeof opt->config, "%s", v);
-        if (k == F_CONTEXTS &&
-            kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS, MAX_CONTEXT, v) != KVL_OK)
+        if (k == F_CONTEXTS && kvl_parse_contexts(opt->contexts, &opt->n_contexts, MAX_CONTEXTS,
+                                                  MAX_CONTEXT, v) != KVL_OK)
             return kvl_bad_usage("mla_cost", kvl_error(), NULL);
         if (k == F_REPEATS && kvl_parse_size(&opt->repeats, v, 1, MAX_REPEATS))
             return kvl_bad_usage("mla_cost", "--repeats must be an integer from 1 to 100", v);
-        if (k == F_NAIVE_BUDGET &&
-            (kvl_parse_real(&opt->naive_budget, v, 0, MAX_NAIVE_BUDGET) || !(opt->naive_budget > 0)))
-            return kvl_bad_usage("mla_cost", "--naive-budget must be a number of seconds in (0, 60]", v);
+        if (k == F_NAIVE_BUDGET && (kvl_parse_real(&opt->naive_budget, v, 0, MAX_NAIVE_BUDGET) ||
+                                    !(opt->naive_budget > 0)))
+            return kvl_bad_usage("mla_cost",
+                                 "--naive-budget must be a number of seconds in (0, 60]", v);
     }
     return 0;
 }
@@ -404,16 +446,21 @@ static int check_run(const kvl_model *m, const options *opt)
     int rc = mla_config_from_model(&c, m);
     if (rc == KVL_OK) rc = mla_weights_size(&weights, &c);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", m->path, kvl_error());
-    for (size_t i = 0; i < opt->n_contexts; i++) max_N = opt->contexts[i] > max_N ? opt->contexts[i] : max_N;
-    const double H = (double)c.n_heads, Dw = (double)(c.kv_lora_rank + c.qk_rope), N = (double)max_N;
-    const double floats = (double)weights + N * Dw + H * N + H * (double)(c.qk_nope + c.qk_rope + c.v_head);
+    for (size_t i = 0; i < opt->n_contexts; i++)
+        max_N = opt->contexts[i] > max_N ? opt->contexts[i] : max_N;
+    const double H = (double)c.n_heads, Dw = (double)(c.kv_lora_rank + c.qk_rope),
+                 N = (double)max_N;
+    const double floats =
+        (double)weights + N * Dw + H * N + H * (double)(c.qk_nope + c.qk_rope + c.v_head);
     const double bytes = sizeof(float) * floats + LIVE_TOKENS * Dw * (sizeof(float) + BF16_BYTES);
     double flop = naive_work(&c, NAIVE_CALIBRATION).flop;
     for (size_t i = 0; i < opt->n_contexts; i++)
         flop += (double)opt->repeats * absorbed_work(&c, (double)opt->contexts[i]).flop;
     char fields[256];
-    snprintf(fields, sizeof fields, "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, qk_rope_head_dim %zu, "
-             "hidden_size (dim) %zu and %zu cached tokens", c.n_heads, c.kv_lora_rank, c.qk_rope, c.d, max_N);
+    snprintf(fields, sizeof fields,
+             "num_attention_heads (n_heads) %zu, kv_lora_rank %zu, qk_rope_head_dim %zu, "
+             "hidden_size (dim) %zu and %zu cached tokens",
+             c.n_heads, c.kv_lora_rank, c.qk_rope, c.d, max_N);
     KVL_TRY(kvl_bound_run(m, fields, bytes / GIB, MAX_RUN_GIB, "GiB of memory"));
     return kvl_bound_run(m, fields, flop * 1e-12, MAX_TIMED_TFLOP, "TFLOP of timed steps");
 }
@@ -433,7 +480,8 @@ int main(int argc, char **argv)
     }
     if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA) {
         kvl_progress_stop();
-        fprintf(stderr, "mla_cost: %s: attention is %s, not MLA\n", opt.config, kvl_generation_name(m.generation));
+        fprintf(stderr, "mla_cost: %s: attention is %s, not MLA\n", opt.config,
+                kvl_generation_name(m.generation));
         kvl_model_free(&m);
         return 2;
     }

@@ -1,14 +1,15 @@
-/* swa_reach: how far a token reaches through stacked sliding windows, in theory and in a toy stack
- * (chapter 3; chapters/03_swa/README.md).
+/* swa_reach: how far a token reaches through stacked sliding windows, in theory and in a toy
+ * stack (chapter 3; chapters/03_swa/README.md).
  *
  * A window of W keys includes the query, so one layer moves information at most W − 1 positions
- * forward, and L layers at most L·(W − 1). The program replaces token 0 of a random input, runs a
- * toy ref/model stack of windowed layers on both inputs, and prints ‖Δ out_t‖ grouped by hops of
- * W − 1 positions: every output beyond the theoretical reach is bit-identical, the influence inside
- * it falls off hop by hop, and an effective reach (where the change drops below a threshold) is
- * measured per depth. Then the Mistral 7B figures, computed from its config
- * (chapters/03_swa/mistral-7b.json): the cache a window saves at the full context, checked on a live
- * ref/mha ring, and the stacked reach with the query-inclusive window against the lineage write-up's L·W.
+ * forward, and L layers at most L·(W − 1). The program replaces token 0 of a random input, runs
+ * a toy ref/model stack of windowed layers on both inputs, and prints ‖Δ out_t‖ grouped by hops
+ * of W − 1 positions: every output beyond the theoretical reach is bit-identical, the influence
+ * inside it falls off hop by hop, and an effective reach (where the change drops below a
+ * threshold) is measured per depth. Then the Mistral 7B figures, computed from its config
+ * (chapters/03_swa/mistral-7b.json): the cache a window saves at the full context, checked on a
+ * live ref/mha ring, and the stacked reach with the query-inclusive window against the lineage
+ * write-up's L·W.
  *
  *   swa_reach [--layers L] [--window W] [--threshold R] [--seed S]
  *
@@ -54,16 +55,18 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: swa_reach [--layers L] [--window W] [--threshold R] [--seed S]\n"
-               "Influence of token 0 on every later output of a toy stack of L windowed layers (1..%d,\n"
-               "default 4) of window W (2..%d, default 8), by hop, against the reach L*(W-1); the effective\n"
-               "reach is the last position whose change is at least R (default 0.01) of token 0's own.\n"
-               "Then the Mistral 7B window figures, computed from %s, whose max_position_embeddings\n"
-               "must be at most %d and whose live ring at most %.0f GiB.\n", MAX_LAYERS, MAX_WINDOW, MISTRAL,
-               MAX_CONTEXT, MAX_RING_GIB);
+    fprintf(
+        f,
+        "usage: swa_reach [--layers L] [--window W] [--threshold R] [--seed S]\n"
+        "Influence of token 0 on every later output of a toy stack of L windowed layers (1..%d,\n"
+        "default 4) of window W (2..%d, default 8), by hop, against the reach L*(W-1); the effective\n"
+        "reach is the last position whose change is at least R (default 0.01) of token 0's own.\n"
+        "Then the Mistral 7B window figures, computed from %s, whose max_position_embeddings\n"
+        "must be at most %d and whose live ring at most %.0f GiB.\n",
+        MAX_LAYERS, MAX_WINDOW, MISTRAL, MAX_CONTEXT, MAX_RING_GIB);
 }
 
-/* ---- the toy stack ---------------------------------------------------------------------------------- */
+/* ---- the toy stack --------------------------------------------------------------------------- */
 
 /* delta[T] = ‖out_t − out'_t‖₂ and same[T] = bit-identical rows, for a stack of `layers` windowed
  * layers on x and on x with token 0 redrawn. The weights come from `seed` layer by layer, so the
@@ -84,7 +87,8 @@ static int influence(double *delta, int *same, size_t layers, size_t W, size_t T
     kvl_rng_seed(&rng, seed);
     rc = model_weights_init_random(&w, &c, &rng);
     const size_t d = c.d;
-    float *x = malloc(T * d * sizeof *x), *a = malloc(T * d * sizeof *a), *b = malloc(T * d * sizeof *b);
+    float *x = malloc(T * d * sizeof *x), *a = malloc(T * d * sizeof *a),
+          *b = malloc(T * d * sizeof *b);
     if (rc == KVL_OK && (!x || !a || !b)) rc = kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
     if (rc == KVL_OK) {
         kvl_rng_seed(&rng, seed + 1);
@@ -97,7 +101,8 @@ static int influence(double *delta, int *same, size_t layers, size_t W, size_t T
     }
     for (size_t t = 0; t < T && rc == KVL_OK; t++) {
         double s = 0;
-        for (size_t i = 0; i < d; i++) s += ((double)a[t * d + i] - b[t * d + i]) * ((double)a[t * d + i] - b[t * d + i]);
+        for (size_t i = 0; i < d; i++)
+            s += ((double)a[t * d + i] - b[t * d + i]) * ((double)a[t * d + i] - b[t * d + i]);
         delta[t] = sqrt(s);
         same[t] = memcmp(a + t * d, b + t * d, d * sizeof *a) == 0;
     }
@@ -108,38 +113,47 @@ static int influence(double *delta, int *same, size_t layers, size_t W, size_t T
 }
 
 /* The last layer's outputs, by hop: hop h ≥ 1 holds positions (h−1)(W−1)+1 … h(W−1), the ones a
- * change first reaches through h layers; hop 0 is token 0 itself. Returns 0 when everything beyond the reach is bit-identical and
- * the output at the reach itself moved. */
+ * change first reaches through h layers; hop 0 is token 0 itself. Returns 0 when everything
+ * beyond the reach is bit-identical and the output at the reach itself moved. */
 static int print_hops(const double *delta, const int *same, size_t L, size_t W, size_t T)
 {
     const size_t reach = L * (W - 1);
-    printf("\n%6s %12s %14s %14s %14s\n", "hop", "positions", "max |d out|", "mean |d out|", "max / |d out_0|");
+    printf("\n%6s %12s %14s %14s %14s\n", "hop", "positions", "max |d out|", "mean |d out|",
+           "max / |d out_0|");
     for (size_t h = 0; h <= L; h++) {
         size_t lo = h ? (h - 1) * (W - 1) + 1 : 0, hi = h * (W - 1);
         double mx = 0, sum = 0;
         for (size_t t = lo; t <= hi; t++) { mx = fmax(mx, delta[t]); sum += delta[t]; }
-        printf("%6zu %6zu..%-5zu %14.6g %14.6g %14.3e\n", h, lo, hi, mx, sum / (double)(hi - lo + 1), mx / delta[0]);
+        printf("%6zu %6zu..%-5zu %14.6g %14.6g %14.3e\n", h, lo, hi, mx,
+               sum / (double)(hi - lo + 1), mx / delta[0]);
     }
     size_t identical = 0, last_moved = 0;
     for (size_t t = 0; t < T; t++) {
         if (t > reach && same[t]) identical++;
         if (!same[t]) last_moved = t;
     }
-    printf("%6s %6zu..%-5zu %14s   %zu of %zu rows bit-identical\n", "beyond", reach + 1, T - 1, "0", identical,
-           T - 1 - reach);
-    printf("theoretical reach L*(W-1) = %zu*%zu = %zu; last output that moved: %zu\n", L, W - 1, reach, last_moved);
+    printf("%6s %6zu..%-5zu %14s   %zu of %zu rows bit-identical\n", "beyond", reach + 1, T - 1,
+           "0", identical, T - 1 - reach);
+    printf("theoretical reach L*(W-1) = %zu*%zu = %zu; last output that moved: %zu\n", L, W - 1,
+           reach, last_moved);
     return identical == T - 1 - reach && last_moved == reach ? 0 : 1;
 }
 
 static int toy(const options *o)
 {
     const size_t L = o->layers, W = o->window, reach = L * (W - 1), T = reach + 2 * W;
-    printf("Stacked windows in a toy stack (ref/model): d 64, H 4, Hkv 2, Dh 16, SwiGLU %d, W %zu, L %zu, T %zu.\n"
-           "Token 0 is redrawn; |d out_t| is the L2 change of output t. A window of W keys includes the query,\n"
-           "so a hop moves at most W-1 = %zu positions.\n", TOY_MLP, W, L, T, W - 1);
+    printf(
+        "Stacked windows in a toy stack (ref/model): d 64, H 4, Hkv 2, Dh 16, SwiGLU %d, W %zu, L %zu, T %zu.\n"
+        "Token 0 is redrawn; |d out_t| is the L2 change of output t. A window of W keys includes the query,\n"
+        "so a hop moves at most W-1 = %zu positions.\n",
+        TOY_MLP, W, L, T, W - 1);
     double *delta = malloc(T * sizeof *delta);
     int *same = malloc(T * sizeof *same), bad = 0;
-    if (!delta || !same) { free(delta); free(same); return kvl_fail(KVL_ENOMEM, "swa_reach: out of memory"); }
+    if (!delta || !same) {
+        free(delta);
+        free(same);
+        return kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
+    }
     printf("\n%6s %18s %18s %22s\n", "depth", "reach l*(W-1)", "last moved", "effective reach");
     int rc = KVL_OK;
     for (size_t l = 1; l <= L && rc == KVL_OK; l++) {
@@ -153,17 +167,20 @@ static int toy(const options *o)
         bad |= last != l * (W - 1);
         printf("%6zu %18zu %18zu %22zu\n", l, l * (W - 1), last, effective);
     }
-    printf("(effective reach: the last position whose change is at least %g of |d out_0|)\n", o->threshold);
+    printf("(effective reach: the last position whose change is at least %g of |d out_0|)\n",
+           o->threshold);
     if (rc == KVL_OK) bad |= print_hops(delta, same, L, W, T);
     free(delta);
     free(same);
-    if (rc == KVL_OK && bad) rc = kvl_fail(KVL_EINVAL, "swa_reach: the measured reach differs from L*(W-1)");
+    if (rc == KVL_OK && bad)
+        rc = kvl_fail(KVL_EINVAL, "swa_reach: the measured reach differs from L*(W-1)");
     return rc;
 }
 
-/* ---- Mistral 7B ----------------------------------------------------------------------------------- */
+/* ---- Mistral 7B ------------------------------------------------------------------------------ */
 
-/* max_position_embeddings of the config file (not part of kvl_model: only this chapter needs it). */
+/* max_position_embeddings of the config file (not part of kvl_model: only this chapter needs
+ * it). */
 static int context_of(size_t *out, const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -174,9 +191,12 @@ static int context_of(size_t *out, const char *path)
     buf[n] = '\0';
     cJSON *root = cJSON_Parse(buf);
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings");
-    int rc = cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble <= 1e9
-                 ? KVL_OK
-                 : kvl_fail(KVL_EINVAL, "%s: field \"max_position_embeddings\" missing or not a positive integer", path);
+    int rc =
+        cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble <= 1e9
+            ? KVL_OK
+            : kvl_fail(KVL_EINVAL,
+                       "%s: field \"max_position_embeddings\" missing or not a positive integer",
+                       path);
     if (rc == KVL_OK) *out = (size_t)it->valuedouble;
     cJSON_Delete(root);
     return rc;
@@ -215,17 +235,22 @@ static int mistral_load(mistral_model *mm)
     if (rc != KVL_OK) return rc;
     rc = context_of(&mm->context, path);
     if (rc == KVL_OK && m->window == 0) rc = kvl_fail(KVL_EINVAL, "%s: no sliding_window", path);
-    if (rc == KVL_OK) rc = kvl_bound_field(m, "max_position_embeddings", mm->context, 1, MAX_CONTEXT);
-    if (rc == KVL_OK && m->window >= mm->context)   /* the figures compare a window with the full context */
-        rc = kvl_fail(KVL_EINVAL, "%s: field sliding_window is %zu, not below max_position_embeddings %zu", path,
-                      m->window, mm->context);
+    if (rc == KVL_OK)
+        rc = kvl_bound_field(m, "max_position_embeddings", mm->context, 1, MAX_CONTEXT);
+    if (rc == KVL_OK &&
+        m->window >= mm->context) /* the figures compare a window with the full context */
+        rc = kvl_fail(KVL_EINVAL,
+                      "%s: field sliding_window is %zu, not below max_position_embeddings %zu",
+                      path, m->window, mm->context);
     if (rc == KVL_OK && mha_config_from_model(&mm->c, m, 0) != KVL_OK)
         rc = kvl_fail(KVL_EINVAL, "%s: %s", path, kvl_error());
     if (rc == KVL_OK) {
         const double rows = (double)(m->window < mm->context ? m->window : mm->context);
-        const double bytes = (double)(2 * mm->c.n_kv_heads * mm->c.head_dim) * (rows * 2 + RING_BLOCK * sizeof(float));
+        const double bytes = (double)(2 * mm->c.n_kv_heads * mm->c.head_dim) *
+                             (rows * 2 + RING_BLOCK * sizeof(float));
         char fields[160];
-        snprintf(fields, sizeof fields, "sliding_window %zu, num_key_value_heads %zu and head_dim %zu", m->window,
+        snprintf(fields, sizeof fields,
+                 "sliding_window %zu, num_key_value_heads %zu and head_dim %zu", m->window,
                  mm->c.n_kv_heads, mm->c.head_dim);
         rc = kvl_bound_run(m, fields, bytes / GIB, MAX_RING_GIB, "GiB of memory");
     }
@@ -243,29 +268,40 @@ static int mistral_print(const mistral_model *mm)
     KVL_TRY(live_ring_bytes(&live, c, C));
     const size_t L = m->n_layers, W = m->window;
     const size_t row = 2 * c->n_kv_heads * c->head_dim * swa_store_bytes(SWA_STORE_BF16);
-    printf("\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n", m->name, MISTRAL,
-           L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim, kvl_grouped(b, sizeof b, C, 0));
-    printf("  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
-           kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, C, 0), kvl_grouped(e, sizeof e, W, 0), C / W, W);
-    printf("  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
-           kvl_grouped(a, sizeof a, C, 0), L, (double)(L * C * row) / 1048576.0, (double)(L * W * row) / 1048576.0,
-           kvl_grouped(b, sizeof b, row, 0));
-    printf("  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B %s\n", kvl_grouped(a, sizeof a, C, 0),
-           kvl_grouped(b, sizeof b, live, 0), kvl_grouped(e, sizeof e, row, 0),
+    printf(
+        "\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n",
+        m->name, MISTRAL, L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim,
+        kvl_grouped(b, sizeof b, C, 0));
+    printf(
+        "  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
+        kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, C, 0),
+        kvl_grouped(e, sizeof e, W, 0), C / W, W);
+    printf(
+        "  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
+        kvl_grouped(a, sizeof a, C, 0), L, (double)(L * C * row) / 1048576.0,
+        (double)(L * W * row) / 1048576.0, kvl_grouped(b, sizeof b, row, 0));
+    printf("  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B %s\n",
+           kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, live, 0),
+           kvl_grouped(e, sizeof e, row, 0),
            live == W * row ? "(as the formula says)" : "MISMATCH");
     printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
            kvl_grouped(a, sizeof a, L * (W - 1), 0));
     printf("  the lineage write-up's figure:         L*W     = %zu*%zu = %s positions\n", L, W,
            kvl_grouped(b, sizeof b, L * W, 0));
-    printf("  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
-           "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n", L * W - L * (W - 1));
-    return live == W * row ? KVL_OK : kvl_fail(KVL_EINVAL, "swa_reach: live ring bytes differ from W entries");
+    printf(
+        "  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
+        "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n",
+        L * W - L * (W - 1));
+    return live == W * row
+               ? KVL_OK
+               : kvl_fail(KVL_EINVAL, "swa_reach: live ring bytes differ from W entries");
 }
 
-/* ---- main ---------------------------------------------------------------------------------------- */
+/* ---- main ------------------------------------------------------------------------------------ */
 
 enum { F_LAYERS, F_WINDOW, F_THRESHOLD, F_SEED };
-static const kvl_flag FLAGS[] = {{"--layers", 1}, {"--window", 1}, {"--threshold", 1}, {"--seed", 1}};
+static const kvl_flag FLAGS[] = {
+    {"--layers", 1}, {"--window", 1}, {"--threshold", 1}, {"--seed", 1}};
 
 int main(int argc, char **argv)
 {
@@ -283,7 +319,8 @@ int main(int argc, char **argv)
         if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
             return kvl_bad_usage("swa_reach", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
-        if (k == F_THRESHOLD && (kvl_parse_real(&o.threshold, v, 0, 1) || !(o.threshold > 0 && o.threshold < 1)))
+        if (k == F_THRESHOLD &&
+            (kvl_parse_real(&o.threshold, v, 0, 1) || !(o.threshold > 0 && o.threshold < 1)))
             return kvl_bad_usage("swa_reach", "--threshold must be a number in (0, 1)", v);
     }
     mistral_model mm;   /* read and checked first: a bad config is refused before the toy prints */

@@ -1,19 +1,20 @@
-/* kvfmt: a calculator for chapter 5's number formats, block schemes and DeepSeek KV rows, built on
- * formats/ (element.h, block.h, rows.h). One function per command; the commands share one argument
- * parser and one reader of numbers.
+/* kvfmt: a calculator for chapter 5's number formats, block schemes and DeepSeek KV rows, built
+ * on formats/ (element.h, block.h, rows.h). One function per command; the commands share one
+ * argument parser and one reader of numbers.
  *
  *   kvfmt encode   --format F [--saturate] [VALUE...]   cast values (else one per line on stdin)
  *   kvfmt decode   --format F CODE...                   the value of each code
  *   kvfmt table    --format F                           every code with its value and class
  *   kvfmt quant    --scheme S                           block-quantise the floats on stdin
- *   kvfmt row      --layout L [--pack | --unpack]       a KV row's byte map, or pack / unpack one row
- *   kvfmt fp4-demo [--seed S]                           the V4.1 FP4 error check of the lineage write-up
+ *   kvfmt row      --layout L [--pack | --unpack]       a KV row's byte map, or pack / unpack a row
+ *   kvfmt fp4-demo [--seed S]                           the V4.1 FP4 check of the lineage write-up
  *
- * Numbers are read as strtod reads them (decimal, hex float such as 0x1.8p+3, inf, nan) and rounded
- * once to float32, the type the library converts; errors are measured against the number as written.
- * The value of a code prints exactly (the shortest text that reads back as the same double); other
- * float32 results print as the shortest text that reads back as the same float32.
- * Exit status: 0; 2 for bad input, with one line on stderr naming what and where; 1 out of memory. */
+ * Numbers are read as strtod reads them (decimal, hex float such as 0x1.8p+3, inf, nan) and
+ * rounded once to float32, the type the library converts; errors are measured against the number
+ * as written. The value of a code prints exactly (the shortest text that reads back as the same
+ * double); other float32 results print as the shortest text that reads back as the same float32.
+ * Exit status: 0; 2 for bad input, with one line on stderr naming what and where; 1 out of
+ * memory. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -33,7 +34,7 @@
 #define TOKEN_MAX 64        /* longest number or code accepted: a double's digits and then some */
 #define ECHO_MAX 40         /* characters of an offending token quoted back in a message */
 
-/* ---- messages ------------------------------------------------------------------------------------- */
+/* ---- messages -------------------------------------------------------------------------------- */
 
 static char msg_prefix[32] = "kvfmt";   /* "kvfmt <command>", set once in main */
 
@@ -59,7 +60,7 @@ static void *grow(void *p, size_t count, size_t size)
     return q;
 }
 
-/* ---- number text ---------------------------------------------------------------------------------- */
+/* ---- number text ----------------------------------------------------------------------------- */
 
 typedef struct { char s[48]; } text;
 
@@ -81,7 +82,8 @@ static int reads_back_f64(const char *s, double v)
 }
 
 /* The shortest %g text of a finite or special v that `reads_back` as v, at most max_digits
- * significant digits, and at least the digits of its integer part below 10^17 (480, not 4.8e+02). */
+ * significant digits, and at least the digits of its integer part below 10^17 (480, not
+ * 4.8e+02). */
 static text shortest_text(double v, int max_digits, int (*reads_back)(const char *s, double v))
 {
     text t;
@@ -107,7 +109,8 @@ static text f64_text(double v)
     return shortest_text(v, 17, reads_back_f64);
 }
 
-/* An error or ratio to six digits; "n/a" where it is undefined (an infinity or NaN on either side). */
+/* An error or ratio to six digits; "n/a" where it is undefined (an infinity or NaN on either
+ * side). */
 static text err_text(double v)
 {
     text t;
@@ -143,7 +146,7 @@ static text echo(const char *s, size_t len)
     return t;
 }
 
-/* ---- parsing numbers and codes -------------------------------------------------------------------- */
+/* ---- parsing numbers and codes --------------------------------------------------------------- */
 
 /* s[len] → *out as strtod reads it, the whole token or nothing: 0, or -1 if it is not a number. */
 static int parse_number(const char *s, size_t len, double *out)
@@ -153,7 +156,8 @@ static int parse_number(const char *s, size_t len, double *out)
     memcpy(buf, s, len);
     buf[len] = '\0';
     char *end;
-    *out = strtod(buf, &end);   /* ERANGE is fine: overflow reads as ±inf, underflow as 0 or a subnormal */
+    *out = strtod(buf,
+                  &end); /* ERANGE is fine: overflow reads as ±inf, underflow as 0 or a subnormal */
     return end == buf + len ? 0 : -1;
 }
 
@@ -218,8 +222,8 @@ static char *read_all(FILE *f, size_t *len)
     return buf;
 }
 
-/* All of stdin as text (caller frees), or NULL and *status = 2 when it holds a NUL byte: binary data,
- * at which the text would otherwise silently end. */
+/* All of stdin as text (caller frees), or NULL and *status = 2 when it holds a NUL byte: binary
+ * data, at which the text would otherwise silently end. */
 static char *read_stdin_text(int *status)
 {
     size_t len;
@@ -266,16 +270,18 @@ static int require_finite(const numbers *v, const char *who)
     for (size_t i = 0; i < v->n; i++) {
         float x = (float)v->x[i];
         if (isnan(x))
-            return bad_input("stdin line %zu: value %zu (from 0) is NaN; %s takes finite values only", v->line[i], i,
-                             who);
+            return bad_input(
+                "stdin line %zu: value %zu (from 0) is NaN; %s takes finite values only",
+                v->line[i], i, who);
         if (isinf(x))
-            return bad_input("stdin line %zu: value %zu (from 0), %s, is infinite in float32; %s takes finite values only",
-                             v->line[i], i, f64_text(v->x[i]).s, who);
+            return bad_input(
+                "stdin line %zu: value %zu (from 0), %s, is infinite in float32; %s takes finite values only",
+                v->line[i], i, f64_text(v->x[i]).s, who);
     }
     return 0;
 }
 
-/* ---- arguments ------------------------------------------------------------------------------------ */
+/* ---- arguments ------------------------------------------------------------------------------- */
 
 enum {
     OPT_FORMAT = 1u << 0,
@@ -301,7 +307,8 @@ enum { N_OPTIONS = sizeof OPTION_SPECS / sizeof OPTION_SPECS[0] };
 
 typedef struct {
     unsigned given;                 /* OPT_* bits seen */
-    const char *value[N_OPTIONS];   /* the value of each option that takes one, by OPTION_SPECS index */
+    const char
+        *value[N_OPTIONS]; /* the value of each option that takes one, by OPTION_SPECS index */
     int value_at[N_OPTIONS];        /* its argv index */
     const char **args;              /* positional arguments, in order */
     int *args_at;                   /* their argv indices */
@@ -330,7 +337,8 @@ static int find_option(const char *arg)
 {
     size_t len = strcspn(arg, "=");
     for (int k = 0; k < N_OPTIONS; k++)
-        if (strlen(OPTION_SPECS[k].name) == len && strncmp(arg, OPTION_SPECS[k].name, len) == 0) return k;
+        if (strlen(OPTION_SPECS[k].name) == len && strncmp(arg, OPTION_SPECS[k].name, len) == 0)
+            return k;
     return strcmp(arg, "-h") == 0 ? option_index(OPT_HELP) : -1;
 }
 
@@ -341,8 +349,10 @@ static int take_option(options *o, int argc, char **argv, int *i, unsigned allow
     int k = find_option(arg);
     if (k < 0) return bad_input("unknown option '%s' (argument %d)", echo(arg, strlen(arg)).s, *i);
     const char *name = OPTION_SPECS[k].name;
-    if (!(OPTION_SPECS[k].bit & allowed)) return bad_input("option %s does not apply here (argument %d)", name, *i);
-    if (o->given & OPTION_SPECS[k].bit) return bad_input("option %s given twice (argument %d)", name, *i);
+    if (!(OPTION_SPECS[k].bit & allowed))
+        return bad_input("option %s does not apply here (argument %d)", name, *i);
+    if (o->given & OPTION_SPECS[k].bit)
+        return bad_input("option %s given twice (argument %d)", name, *i);
     o->given |= OPTION_SPECS[k].bit;
     const char *eq = strchr(arg, '=');
     if (!OPTION_SPECS[k].takes_value) {
@@ -356,7 +366,8 @@ static int take_option(options *o, int argc, char **argv, int *i, unsigned allow
 
 /* argv[first..argc) → o: options from `allowed`, and positional arguments if takes_args.
  * A token starting with "--" is an option (so "-1.5" is a value); "--" ends the options. */
-static int parse_options(options *o, int argc, char **argv, int first, unsigned allowed, int takes_args)
+static int parse_options(options *o, int argc, char **argv, int first, unsigned allowed,
+                         int takes_args)
 {
     *o = (options){0};
     o->args = grow(NULL, (size_t)argc, sizeof *o->args);
@@ -370,7 +381,8 @@ static int parse_options(options *o, int argc, char **argv, int first, unsigned 
             if (status) return status;
             continue;
         }
-        if (!takes_args) return bad_input("unexpected argument '%s' (argument %d)", echo(arg, strlen(arg)).s, i);
+        if (!takes_args)
+            return bad_input("unexpected argument '%s' (argument %d)", echo(arg, strlen(arg)).s, i);
         o->args[o->n_args] = arg;
         o->args_at[o->n_args++] = i;
     }
@@ -396,12 +408,13 @@ static int parse_format(const options *o, kvf_element *f)
     const char *name = required(o, OPT_FORMAT);
     if (!name) return EXIT_BAD_INPUT;
     if (kvf_element_from_name(name, f) == 0) return 0;
-    return bad_input("unknown format '%s' (argument %d); formats: float8_e4m3fn float8_e5m2 float4_e2m1fn "
-                     "float8_e8m0fnu bfloat16, or e4m3 e5m2 e2m1 e8m0 bf16", echo(name, strlen(name)).s,
-                     opt_at(o, OPT_FORMAT));
+    return bad_input(
+        "unknown format '%s' (argument %d); formats: float8_e4m3fn float8_e5m2 float4_e2m1fn "
+        "float8_e8m0fnu bfloat16, or e4m3 e5m2 e2m1 e8m0 bf16",
+        echo(name, strlen(name)).s, opt_at(o, OPT_FORMAT));
 }
 
-/* ---- encode, decode, table ------------------------------------------------------------------------ */
+/* ---- encode, decode, table ------------------------------------------------------------------- */
 
 typedef uint32_t (*cast_fn)(kvf_element f, float x);
 
@@ -409,11 +422,13 @@ typedef uint32_t (*cast_fn)(kvf_element f, float x);
 static const char *e8m0_rounding(kvf_element f, cast_fn cast)
 {
     if (f != KVF_E8M0) return "";
-    return cast == kvf_encode_sat ? "  rounding up (toward +inf), saturating at 2^127, as CUDA's __nv_fp8_e8m0"
-                                  : "  rounding to nearest, a tie (1.5*2^k) up, as ml_dtypes' astype";
+    return cast == kvf_encode_sat
+               ? "  rounding up (toward +inf), saturating at 2^127, as CUDA's __nv_fp8_e8m0"
+               : "  rounding to nearest, a tie (1.5*2^k) up, as ml_dtypes' astype";
 }
 
-/* One line: code, decoded value, the input (and its float32 if that differs), error, relative error. */
+/* One line: code, decoded value, the input (and its float32 if that differs), error, relative
+ * error. */
 static void print_encoded(kvf_element f, cast_fn cast, double input)
 {
     float x = (float)input;
@@ -434,20 +449,23 @@ static int cmd_encode(const options *o)
     numbers v = {0};
     for (size_t i = 0; i < o->n_args && !status; i++) {
         double x;
-        if (parse_number(o->args[i], strlen(o->args[i]), &x) == 0) numbers_push(&v, x, (size_t)o->args_at[i]);
-        else status = bad_input("'%s' (argument %d) is not a number", echo(o->args[i], strlen(o->args[i])).s,
-                                o->args_at[i]);
+        if (parse_number(o->args[i], strlen(o->args[i]), &x) == 0)
+            numbers_push(&v, x, (size_t)o->args_at[i]);
+        else
+            status = bad_input("'%s' (argument %d) is not a number",
+                               echo(o->args[i], strlen(o->args[i])).s, o->args_at[i]);
     }
     if (!status && o->n_args == 0) status = numbers_from_stdin(&v);
-    if (!status && v.n == 0) status = bad_input("no values given, neither as arguments nor on stdin");
+    if (!status && v.n == 0)
+        status = bad_input("no values given, neither as arguments nor on stdin");
     cast_fn cast = o->given & OPT_SATURATE ? kvf_encode_sat : kvf_encode;
     for (size_t i = 0; i < v.n && !status; i++) print_encoded(f, cast, v.x[i]);
     numbers_free(&v);
     return status;
 }
 
-/* Mantissa bits of each format (element.h's table): the exponent field above them is 0 for zeros and
- * subnormals. */
+/* Mantissa bits of each format (element.h's table): the exponent field above them is 0 for zeros
+ * and subnormals. */
 static unsigned mantissa_bits(kvf_element f)
 {
     switch (f) {
@@ -459,7 +477,8 @@ static unsigned mantissa_bits(kvf_element f)
     }
 }
 
-/* zero, subnormal, normal, inf or nan. E8M0 has no sign, zero or subnormal: every number is normal. */
+/* zero, subnormal, normal, inf or nan. E8M0 has no sign, zero or subnormal: every number is
+ * normal. */
 static const char *code_class(kvf_element f, uint32_t code)
 {
     float v = kvf_decode(f, code);
@@ -478,7 +497,8 @@ static uint32_t max_code(kvf_element f)
 
 static void print_decoded(kvf_element f, uint32_t code)
 {
-    printf("%s  %s  %s\n", code_text(f, code).s, f64_text(kvf_decode(f, code)).s, code_class(f, code));
+    printf("%s  %s  %s\n", code_text(f, code).s, f64_text(kvf_decode(f, code)).s,
+           code_class(f, code));
 }
 
 static int cmd_decode(const options *o)
@@ -486,16 +506,19 @@ static int cmd_decode(const options *o)
     kvf_element f;
     int status = parse_format(o, &f);
     if (status) return status;
-    if (o->n_args == 0) return bad_input("no codes given; write them after the options, as 0x7e or 126");
+    if (o->n_args == 0)
+        return bad_input("no codes given; write them after the options, as 0x7e or 126");
     uint32_t *codes = grow(NULL, o->n_args, sizeof *codes);
     for (size_t i = 0; i < o->n_args && !status; i++) {
         const char *s = o->args[i];
         int r = parse_code(s, max_code(f), &codes[i]);
-        if (r == -1) status = bad_input("'%s' (argument %d) is not a code; write 0x7e or 126", echo(s, strlen(s)).s,
-                                        o->args_at[i]);
-        else if (r == -2) status = bad_input("code %s (argument %d) is out of range for %s (%s..%s)",
-                                             echo(s, strlen(s)).s, o->args_at[i], kvf_element_name(f),
-                                             code_text(f, 0).s, code_text(f, max_code(f)).s);
+        if (r == -1)
+            status = bad_input("'%s' (argument %d) is not a code; write 0x7e or 126",
+                               echo(s, strlen(s)).s, o->args_at[i]);
+        else if (r == -2)
+            status = bad_input("code %s (argument %d) is out of range for %s (%s..%s)",
+                               echo(s, strlen(s)).s, o->args_at[i], kvf_element_name(f),
+                               code_text(f, 0).s, code_text(f, max_code(f)).s);
     }
     for (size_t i = 0; i < o->n_args && !status; i++) print_decoded(f, codes[i]);
     free(codes);
@@ -512,7 +535,7 @@ static int cmd_table(const options *o)
     return 0;
 }
 
-/* ---- error summaries ------------------------------------------------------------------------------ */
+/* ---- error summaries ------------------------------------------------------------------------- */
 
 /* ||a||_2 of a[n], summed in double in index order. */
 static double l2_norm(const double *a, size_t n)
@@ -523,7 +546,8 @@ static double l2_norm(const double *a, size_t n)
 }
 
 /* x̂[n] against x[n]: ||x̂ − x|| / ||x|| and max |x̂ − x|, in double. */
-static void error_summary(double *rel_l2, double *max_abs, const float *xq, const double *x, size_t n)
+static void error_summary(double *rel_l2, double *max_abs, const float *xq, const double *x,
+                          size_t n)
 {
     double *err = grow(NULL, n ? n : 1, sizeof *err);
     *max_abs = 0;
@@ -542,9 +566,15 @@ static void print_error_summary(const float *xq, const double *x, size_t n)
     printf("rel L2 error %s  max abs error %s\n", err_text(rel_l2).s, err_text(max_abs).s);
 }
 
-/* ---- quant ---------------------------------------------------------------------------------------- */
+/* ---- quant ----------------------------------------------------------------------------------- */
 
-typedef enum { SCHEME_MXFP4, SCHEME_MXFP8, SCHEME_NVFP4, SCHEME_NVFP4_NOGLOBAL, SCHEME_FP8_128 } scheme_id;
+typedef enum {
+    SCHEME_MXFP4,
+    SCHEME_MXFP8,
+    SCHEME_NVFP4,
+    SCHEME_NVFP4_NOGLOBAL,
+    SCHEME_FP8_128
+} scheme_id;
 typedef enum { SCALE_E8M0, SCALE_E4M3, SCALE_FP32 } scale_kind;
 
 typedef struct {
@@ -629,7 +659,8 @@ static int quantise(quantised *q, const scheme *s, const float *x, size_t n)
     return KVF_ELAYOUT;
 }
 
-/* The element code of value i: codes[i] for E4M3, else the nibble i of the E2M1 pairs codes[n/2]. */
+/* The element code of value i: codes[i] for E4M3, else the nibble i of the E2M1 pairs
+ * codes[n/2]. */
 static uint32_t element_code(const quantised *q, const scheme *s, size_t i)
 {
     if (s->elem != KVF_E2M1) return q->codes[i];
@@ -655,15 +686,17 @@ static void print_block_scale(const quantised *q, const scheme *s, size_t b)
 static void print_quantised(const quantised *q, const scheme *s, const numbers *v)
 {
     size_t blocks = v->n / s->block;
-    printf("%s: %s; %zu values, %zu block%s\n", s->name, s->about, v->n, blocks, blocks == 1 ? "" : "s");
+    printf("%s: %s; %zu values, %zu block%s\n", s->name, s->about, v->n, blocks,
+           blocks == 1 ? "" : "s");
     if (s->id == SCHEME_NVFP4) printf("tensor scale %s (float32)\n", f32_text(q->s_global).s);
     for (size_t i = 0; i < v->n; i++) {
         if (i % s->block == 0) {
             print_block_scale(q, s, i / s->block);
             printf("%8s  %-24s %-6s  %-16s %s\n", "i", "input", "code", "dequantised", "error");
         }
-        printf("%8zu  %-24s %-6s  %-16s %s\n", i, f64_text(v->x[i]).s, code_text(s->elem, element_code(q, s, i)).s,
-               f32_text(q->xq[i]).s, err_text((double)q->xq[i] - v->x[i]).s);
+        printf("%8zu  %-24s %-6s  %-16s %s\n", i, f64_text(v->x[i]).s,
+               code_text(s->elem, element_code(q, s, i)).s, f32_text(q->xq[i]).s,
+               err_text((double)q->xq[i] - v->x[i]).s);
     }
     print_error_summary(q->xq, v->x, v->n);
 }
@@ -677,9 +710,11 @@ static const scheme *find_scheme(const char *name)
 
 static int check_quant_input(const numbers *v, const scheme *s)
 {
-    if (v->n == 0) return bad_input("no values on stdin; %s needs a multiple of %zu", s->name, s->block);
+    if (v->n == 0)
+        return bad_input("no values on stdin; %s needs a multiple of %zu", s->name, s->block);
     if (v->n % s->block)
-        return bad_input("stdin has %zu values, not a multiple of the %s block (%zu)", v->n, s->name, s->block);
+        return bad_input("stdin has %zu values, not a multiple of the %s block (%zu)", v->n,
+                         s->name, s->block);
     return require_finite(v, s->name);
 }
 
@@ -688,8 +723,10 @@ static int cmd_quant(const options *o)
     const char *name = required(o, OPT_SCHEME);
     if (!name) return EXIT_BAD_INPUT;
     const scheme *s = find_scheme(name);
-    if (!s) return bad_input("unknown scheme '%s' (argument %d); schemes: mxfp4 mxfp8 nvfp4 nvfp4-noglobal fp8-128",
-                             echo(name, strlen(name)).s, opt_at(o, OPT_SCHEME));
+    if (!s)
+        return bad_input(
+            "unknown scheme '%s' (argument %d); schemes: mxfp4 mxfp8 nvfp4 nvfp4-noglobal fp8-128",
+            echo(name, strlen(name)).s, opt_at(o, OPT_SCHEME));
     numbers v = {0};
     int status = numbers_from_stdin(&v);
     if (!status) status = check_quant_input(&v, s);
@@ -707,7 +744,7 @@ static int cmd_quant(const options *o)
     return status;
 }
 
-/* ---- row ------------------------------------------------------------------------------------------ */
+/* ---- row ------------------------------------------------------------------------------------- */
 
 static void print_row_map(kvf_row r)
 {
@@ -716,7 +753,8 @@ static void print_row_map(kvf_row r)
     printf("%s: %zu bytes, %zu values\n", kvf_row_name(r), kvf_row_bytes(r), kvf_row_values(r));
     printf("%-6s %6s %6s  %s\n", "field", "offset", "size", "format");
     for (size_t k = 0; k < n_fields; k++)
-        printf("%-6s %6zu %6zu  %s\n", fields[k].name, fields[k].offset, fields[k].size, fields[k].format);
+        printf("%-6s %6zu %6zu  %s\n", fields[k].name, fields[k].offset, fields[k].size,
+               fields[k].format);
 }
 
 /* bytes[n] as one line of hex, byte 0 first. */
@@ -732,7 +770,8 @@ static int row_pack(kvf_row r)
     numbers v = {0};
     int status = numbers_from_stdin(&v);
     if (!status && v.n != kvf_row_values(r))
-        status = bad_input("stdin has %zu values; a %s row takes %zu", v.n, kvf_row_name(r), kvf_row_values(r));
+        status = bad_input("stdin has %zu values; a %s row takes %zu", v.n, kvf_row_name(r),
+                           kvf_row_values(r));
     if (!status) status = require_finite(&v, kvf_row_name(r));
     if (!status) {
         float *x = numbers_f32(&v);
@@ -757,24 +796,29 @@ static int hex_digit(int c)
 
 /* The hex line s[len] (stdin line `line`; blanks between digits allowed) → row[want]: 0, or exit
  * status 2 for a character that is not a hex digit, an odd digit count or the wrong byte count. */
-static int parse_hex_row(uint8_t *row, size_t want, const char *s, size_t len, size_t line, const char *layout)
+static int parse_hex_row(uint8_t *row, size_t want, const char *s, size_t len, size_t line,
+                         const char *layout)
 {
     size_t digits = 0;
     for (size_t i = 0; i < len; i++) {
         if (strchr(" \t\r", s[i])) continue;
         int d = hex_digit((unsigned char)s[i]);
         if (d < 0)
-            return bad_input("stdin line %zu, column %zu: '%s' is not a hex digit", line, i + 1, echo(s + i, 1).s);
-        if (digits / 2 < want) row[digits / 2] = (uint8_t)(digits % 2 ? row[digits / 2] << 4 | d : d);
+            return bad_input("stdin line %zu, column %zu: '%s' is not a hex digit", line, i + 1,
+                             echo(s + i, 1).s);
+        if (digits / 2 < want)
+            row[digits / 2] = (uint8_t)(digits % 2 ? row[digits / 2] << 4 | d : d);
         digits++;
     }
     if (digits % 2) return bad_input("stdin line %zu: %zu hex digits, an odd count", line, digits);
     if (digits / 2 != want)
-        return bad_input("stdin line %zu: %zu bytes of hex; a %s row is %zu bytes", line, digits / 2, layout, want);
+        return bad_input("stdin line %zu: %zu bytes of hex; a %s row is %zu bytes", line,
+                         digits / 2, layout, want);
     return 0;
 }
 
-/* values[n] from a row, with originals->x[n] and the errors when originals->n = n (else just values). */
+/* values[n] from a row, with originals->x[n] and the errors when originals->n = n (else just
+ * values). */
 static void print_unpacked(const float *values, size_t n, const numbers *originals)
 {
     if (originals->n == 0) {
@@ -802,9 +846,9 @@ static const char *skip_blank_lines(const char *p, size_t *line)
     return p;
 }
 
-/* The field that makes value i of a row NaN: the bf16 field ("rope") past the quantised elements, else
- * the element's own code or, when that is not NaN, the scale of its block. The quantised elements are
- * the first field: E2M1 pairs (no NaN code) or E4M3. */
+/* The field that makes value i of a row NaN: the bf16 field ("rope") past the quantised
+ * elements, else the element's own code or, when that is not NaN, the scale of its block. The
+ * quantised elements are the first field: E2M1 pairs (no NaN code) or E4M3. */
 static const char *nan_field(kvf_row r, const uint8_t *row, size_t i)
 {
     size_t n;
@@ -816,13 +860,16 @@ static const char *nan_field(kvf_row r, const uint8_t *row, size_t i)
 }
 
 /* 0, or exit status 2 naming the first value of the unpacked row that is NaN and its field. An
- * infinity stays: a bf16 RoPE value packed past bf16's range unpacks to one, as ml_dtypes casts it. */
+ * infinity stays: a bf16 RoPE value packed past bf16's range unpacks to one, as ml_dtypes casts
+ * it. */
 static int require_no_nan(kvf_row r, const uint8_t *row, const float *values, size_t line)
 {
     for (size_t i = 0; i < kvf_row_values(r); i++)
         if (isnan(values[i]))
-            return bad_input("stdin line %zu: value %zu (from 0) of the %s row decodes to NaN: its field '%s' holds a "
-                             "NaN", line, i, kvf_row_name(r), nan_field(r, row, i));
+            return bad_input(
+                "stdin line %zu: value %zu (from 0) of the %s row decodes to NaN: its field '%s' holds a "
+                "NaN",
+                line, i, kvf_row_name(r), nan_field(r, row, i));
     return 0;
 }
 
@@ -837,12 +884,13 @@ static int row_unpack(kvf_row r)
     size_t len = strcspn(p, "\n");
     uint8_t *row = grow(NULL, kvf_row_bytes(r), 1);
     numbers originals = {0};
-    status = len ? parse_hex_row(row, kvf_row_bytes(r), p, len, line, kvf_row_name(r))
-                 : bad_input("stdin holds no hex line; expected one line of hex bytes, byte 0 first");
+    status =
+        len ? parse_hex_row(row, kvf_row_bytes(r), p, len, line, kvf_row_name(r))
+            : bad_input("stdin holds no hex line; expected one line of hex bytes, byte 0 first");
     if (!status && p[len]) status = numbers_from_text(&originals, p + len + 1, line + 1);
     if (!status && originals.n && originals.n != kvf_row_values(r))
-        status = bad_input("after the hex line stdin has %zu values; a %s row holds %zu", originals.n,
-                           kvf_row_name(r), kvf_row_values(r));
+        status = bad_input("after the hex line stdin has %zu values; a %s row holds %zu",
+                           originals.n, kvf_row_name(r), kvf_row_values(r));
     if (!status) {
         float *values = grow(NULL, kvf_row_values(r), sizeof *values);
         int err = kvf_row_unpack(r, values, row);
@@ -863,16 +911,19 @@ static int cmd_row(const options *o)
     if (!name) return EXIT_BAD_INPUT;
     kvf_row r;
     if (kvf_row_from_name(name, &r) != KVF_OK)
-        return bad_input("unknown layout '%s' (argument %d); layouts: v32-main v32-index v4-main v4-index "
-                         "v41-main v41-window", echo(name, strlen(name)).s, opt_at(o, OPT_LAYOUT));
-    if ((o->given & OPT_PACK) && (o->given & OPT_UNPACK)) return bad_input("give --pack or --unpack, not both");
+        return bad_input(
+            "unknown layout '%s' (argument %d); layouts: v32-main v32-index v4-main v4-index "
+            "v41-main v41-window",
+            echo(name, strlen(name)).s, opt_at(o, OPT_LAYOUT));
+    if ((o->given & OPT_PACK) && (o->given & OPT_UNPACK))
+        return bad_input("give --pack or --unpack, not both");
     if (o->given & OPT_PACK) return row_pack(r);
     if (o->given & OPT_UNPACK) return row_unpack(r);
     print_row_map(r);
     return 0;
 }
 
-/* ---- fp4-demo ------------------------------------------------------------------------------------- */
+/* ---- fp4-demo -------------------------------------------------------------------------------- */
 
 /* v rounded to `decimals` places and printed as numpy prints np.float64(v).round(decimals):
  * rint(v·10^d)/10^d, shortest text, "4.0" for a whole number. */
@@ -891,17 +942,19 @@ static int parse_seed(const options *o, uint64_t *seed)
     if (!s) return 0;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);   /* digits only: strtoull alone takes a sign and spaces */
+    unsigned long long v =
+        strtoull(s, &end, 10); /* digits only: strtoull alone takes a sign and spaces */
     if (!isdigit((unsigned char)*s) || *end || errno == ERANGE)
-        return bad_input("seed '%s' (argument %d) is not a whole number in [0, 2^64)", echo(s, strlen(s)).s,
-                         opt_at(o, OPT_SEED));
+        return bad_input("seed '%s' (argument %d) is not a whole number in [0, 2^64)",
+                         echo(s, strlen(s)).s, opt_at(o, OPT_SEED));
     *seed = v;
     return 0;
 }
 
-/* The lineage write-up's FP4 check (V4.1 part, "Check it in numpy"): a standard-normal latent[512] from
- * default_rng(seed), scaled in double to L2 norm sqrt(512), quantised with the library's V4.1 FP4
- * (block 16, E4M3 scale of amax/6, E2M1 nearest even) and compared in double with the latent. */
+/* The lineage write-up's FP4 check (V4.1 part, "Check it in numpy"): a standard-normal
+ * latent[512] from default_rng(seed), scaled in double to L2 norm sqrt(512), quantised with the
+ * library's V4.1 FP4 (block 16, E4M3 scale of amax/6, E2M1 nearest even) and compared in double
+ * with the latent. */
 static int cmd_fp4_demo(const options *o)
 {
     uint64_t seed;
@@ -914,7 +967,8 @@ static int cmd_fp4_demo(const options *o)
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
     kvl_rng_normal_f64(&rng, latent, DIM, 1.0);
-    double factor = sqrt((double)DIM) / l2_norm(latent, DIM);   /* numpy: latent *= sqrt(512) / norm(latent) */
+    double factor =
+        sqrt((double)DIM) / l2_norm(latent, DIM); /* numpy: latent *= sqrt(512) / norm(latent) */
     double amax = 0;
     for (size_t i = 0; i < DIM; i++) {
         latent[i] *= factor;
@@ -929,18 +983,20 @@ static int cmd_fp4_demo(const options *o)
     }
     double rel_l2, max_abs;
     error_summary(&rel_l2, &max_abs, xq, latent, DIM);
-    printf("seed %llu: latent[%d] ~ standard normal, scaled to L2 norm sqrt(%d)\n", (unsigned long long)seed, DIM, DIM);
+    printf("seed %llu: latent[%d] ~ standard normal, scaled to L2 norm sqrt(%d)\n",
+           (unsigned long long)seed, DIM, DIM);
     printf("V4.1 FP4: E2M1 elements, one E4M3 scale per %d channels mapping the block max onto 6\n",
            KVF_FP4_V41_BLOCK);
     printf("max |latent|       %s\n", numpy_round_text(amax, 3).s);
     printf("relative L2 error  %s\n", numpy_round_text(rel_l2, 4).s);
     /* fp16 and bf16 are both 16 bits wide */
-    printf("bytes per %d-channel entry: fp16 %u  fp8 %u  fp4+E4M3/%d %zu\n", DIM, DIM * kvf_element_bits(KVF_BF16) / 8,
-           DIM * kvf_element_bits(KVF_E4M3) / 8, KVF_FP4_V41_BLOCK, kvf_row_bytes(KVF_ROW_V41_MAIN));
+    printf("bytes per %d-channel entry: fp16 %u  fp8 %u  fp4+E4M3/%d %zu\n", DIM,
+           DIM * kvf_element_bits(KVF_BF16) / 8, DIM * kvf_element_bits(KVF_E4M3) / 8,
+           KVF_FP4_V41_BLOCK, kvf_row_bytes(KVF_ROW_V41_MAIN));
     return 0;
 }
 
-/* ---- commands ------------------------------------------------------------------------------------- */
+/* ---- commands -------------------------------------------------------------------------------- */
 
 typedef struct {
     const char *name;
@@ -996,14 +1052,14 @@ enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 static void usage(void)
 {
     printf("usage: kvfmt COMMAND [OPTIONS]\n"
-               "A calculator for element formats, block schemes and DeepSeek KV rows.\n"
-               "  encode    --format F [--saturate] [VALUE...]   cast values to a format\n"
-               "  decode    --format F CODE...                   the value of each code\n"
-               "  table     --format F                           every code, value and class\n"
-               "  quant     --scheme S                           block-quantise floats from stdin\n"
-               "  row       --layout L [--pack | --unpack]       a KV row's byte map, pack, unpack\n"
-               "  fp4-demo  [--seed S]                           the V4.1 FP4 error check\n"
-               "kvfmt COMMAND --help describes one command. Bad input exits with status 2.\n");
+           "A calculator for element formats, block schemes and DeepSeek KV rows.\n"
+           "  encode    --format F [--saturate] [VALUE...]   cast values to a format\n"
+           "  decode    --format F CODE...                   the value of each code\n"
+           "  table     --format F                           every code, value and class\n"
+           "  quant     --scheme S                           block-quantise floats from stdin\n"
+           "  row       --layout L [--pack | --unpack]       a KV row's byte map, pack, unpack\n"
+           "  fp4-demo  [--seed S]                           the V4.1 FP4 error check\n"
+           "kvfmt COMMAND --help describes one command. Bad input exits with status 2.\n");
 }
 
 static const command *find_command(const char *name)
@@ -1015,15 +1071,18 @@ static const command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return bad_input("no command given; commands: encode decode table quant row fp4-demo (kvfmt --help)");
+    if (argc < 2)
+        return bad_input(
+            "no command given; commands: encode decode table quant row fp4-demo (kvfmt --help)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage();
         return kvl_exit_status("kvfmt", 0);
     }
     const command *c = find_command(argv[1]);
     if (!c)
-        return bad_input("unknown command '%s' (argument 1); commands: encode decode table quant row fp4-demo",
-                         echo(argv[1], strlen(argv[1])).s);
+        return bad_input(
+            "unknown command '%s' (argument 1); commands: encode decode table quant row fp4-demo",
+            echo(argv[1], strlen(argv[1])).s);
     snprintf(msg_prefix, sizeof msg_prefix, "kvfmt %s", c->name);
     options o;
     int status = parse_options(&o, argc, argv, 2, c->allowed, c->takes_args);

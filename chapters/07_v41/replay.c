@@ -1,17 +1,19 @@
-/* replay: V4.1's causal encoder–decoder, bounded replay and prefix caching without window rows, measured
- * (chapter 7; chapters/07_v41/README.md, "The causal encoder–decoder, replay and prefix caching"; ref/ced.h,
- * ref/prefix_cache.h).
+/* replay: V4.1's causal encoder–decoder, bounded replay and prefix caching without window rows,
+ * measured (chapter 7; chapters/07_v41/README.md, "The causal encoder–decoder, replay and prefix
+ * caching"; ref/ced.h, ref/prefix_cache.h).
  *
- * 1. The early exit's work per prompt token, counted from the config's widths (ref/ced.h ced_prefill_work):
- *    every layer against the encoder plus layer 20's compressor and index keys; then timed on a narrow stack.
- * 2. Replay on a narrow stack with the real layer map and window (40 layers, W 128): for each prompt length,
- *    the tokens an exact rebuild recomputes (L·(W − 1) of them, 5,080) against bounded replay's W, and the
- *    error bounded replay leaves in the next token's output and in each layer's window rows. The prompt's
- *    global KV goes through a prefix-cache file first, so every replay starts from a real hit. The weights
- *    are random: they have no trained fading of influence, so the error shows what the approximation does
- *    to an untrained stack, not what it does to V4.1.
- * 3. Prefix-cache files at the deployed row widths: V4.1's global KV only, V4-Flash's global KV only, and
- *    V4-Flash's with its window rows, their sizes read from the files written.
+ * 1. The early exit's work per prompt token, counted from the config's widths (ref/ced.h
+ *    ced_prefill_work): every layer against the encoder plus layer 20's compressor and index
+ *    keys; then timed on a narrow stack.
+ * 2. Replay on a narrow stack with the real layer map and window (40 layers, W 128): for each
+ *    prompt length, the tokens an exact rebuild recomputes (L·(W − 1) of them, 5,080) against
+ *    bounded replay's W, and the error bounded replay leaves in the next token's output and in
+ *    each layer's window rows. The prompt's global KV goes through a prefix-cache file first, so
+ *    every replay starts from a real hit. The weights are random: they have no trained fading of
+ *    influence, so the error shows what the approximation does to an untrained stack, not what
+ *    it does to V4.1.
+ * 3. Prefix-cache files at the deployed row widths: V4.1's global KV only, V4-Flash's global KV
+ *    only, and V4-Flash's with its window rows, their sizes read from the files written.
  *
  *   replay [--prompts LIST] [--persist-tokens T] [--seed S]
  *
@@ -52,7 +54,8 @@ static const char V4[] = "ref/configs/deepseek-v4-flash.json";
 #define MAX_RATIO 4096
 #define MAX_WINDOW 4096
 #define MAX_TOPK 65536
-static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};   /* window layers whose error is shown */
+/* window layers whose error is shown */
+static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};
 #define N_DEPTHS (sizeof DEPTHS / sizeof *DEPTHS)
 
 typedef struct {
@@ -63,14 +66,16 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: replay [--prompts LIST] [--persist-tokens T] [--seed S]\n"
-               "V4.1's causal encoder-decoder and bounded replay (%s):\n"
-               "the early exit's work per prompt token; bounded against exact replay on a narrow stack with the\n"
-               "real layer map and window, for prompts LIST (default 1K,4K; each 256..64K); and the sizes of\n"
-               "prefix-cache files of T tokens (default 2048, 256..16384) for V4.1 and V4-Flash (%s).\n"
-               "Refused before anything is printed: a config whose rows do not fit its cache layout, or with\n"
-               "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d or an index_topk above %d.\n",
-            V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK);
+    fprintf(
+        f,
+        "usage: replay [--prompts LIST] [--persist-tokens T] [--seed S]\n"
+        "V4.1's causal encoder-decoder and bounded replay (%s):\n"
+        "the early exit's work per prompt token; bounded against exact replay on a narrow stack with the\n"
+        "real layer map and window, for prompts LIST (default 1K,4K; each 256..64K); and the sizes of\n"
+        "prefix-cache files of T tokens (default 2048, 256..16384) for V4.1 and V4-Flash (%s).\n"
+        "Refused before anything is printed: a config whose rows do not fit its cache layout, or with\n"
+        "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d or an index_topk above %d.\n",
+        V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK);
 }
 
 static int load(kvl_model *m, const char *rel)
@@ -98,21 +103,24 @@ static double rel_err(const float *a, const float *b, size_t n)
     return m > 0 ? e / m : e;
 }
 
-/* ---- 1. the early exit's work ------------------------------------------------------------------------------ */
+/* ---- 1. the early exit's work ---------------------------------------------------------------- */
 
 static void print_work(const csa2_stack_config *s)
 {
     ced_work full, early;
     ced_prefill_work(&full, &early, s);
-    printf("1. Prefill work per prompt token (counted from the config's widths; pre-norm and attention weights)\n");
-    printf("   full prefill     %2zu layers   %s parameters\n", full.layers, KVL_GROUPED(full.params));
-    printf("   early exit       %2zu layers   %s parameters: the encoder, then layer %zu's compressor and index keys\n",
-           early.layers, KVL_GROUPED(early.params), s->n_encoder);
-    printf("   early / full     %.3f of the layers, %.3f of the parameters\n", (double)early.layers / full.layers,
-           (double)early.params / full.params);
+    printf(
+        "1. Prefill work per prompt token (counted from the config's widths; pre-norm and attention weights)\n");
+    printf("   full prefill     %2zu layers   %s parameters\n", full.layers,
+           KVL_GROUPED(full.params));
+    printf(
+        "   early exit       %2zu layers   %s parameters: the encoder, then layer %zu's compressor and index keys\n",
+        early.layers, KVL_GROUPED(early.params), s->n_encoder);
+    printf("   early / full     %.3f of the layers, %.3f of the parameters\n",
+           (double)early.layers / full.layers, (double)early.params / full.params);
 }
 
-/* ---- the narrow stack ------------------------------------------------------------------------------------------ */
+/* ---- the narrow stack ------------------------------------------------------------------------ */
 
 /* The real layer map, window, top-k and pool, at a width that runs 64K-token prompts in seconds. */
 static void narrow(kvl_model *m)
@@ -154,7 +162,7 @@ static void stack_free(stack *st)
     csa2_stack_config_free(&st->s);
 }
 
-/* ---- 2. replay -------------------------------------------------------------------------------------------------- */
+/* ---- 2. replay ------------------------------------------------------------------------------- */
 
 typedef struct {
     double next;              /* next-token output, relative error */
@@ -165,17 +173,19 @@ typedef struct {
 static int read_windows(float *rows, const csa2_cache *c, const stack *st, size_t P)
 {
     const size_t n = st->W - 1, Dh = st->s.layers[0].core.head_dim;
-    for (size_t l = 0; l < st->L; l++) KVL_TRY(v4_rows_read(rows + l * n * Dh, &c->window[l], P - n, n));
+    for (size_t l = 0; l < st->L; l++)
+        KVL_TRY(v4_rows_read(rows + l * n * Dh, &c->window[l], P - n, n));
     return KVL_OK;
 }
 
 /* The error a replayed cache c leaves against the truth's rows and next-token output. */
-static int measure(replay_error *e, csa2_cache *c, const stack *st, const float *truth_rows, const float *truth_next,
-                   const float *x, size_t P)
+static int measure(replay_error *e, csa2_cache *c, const stack *st, const float *truth_rows,
+                   const float *truth_next, const float *x, size_t P)
 {
     const size_t n = st->W - 1, Dh = st->s.layers[0].core.head_dim;
     float *rows = malloc(st->L * n * Dh * sizeof *rows), *next = malloc(st->d * sizeof *next);
-    int rc = rows && next ? read_windows(rows, c, st, P) : kvl_fail(KVL_ENOMEM, "replay: out of memory");
+    int rc =
+        rows && next ? read_windows(rows, c, st, P) : kvl_fail(KVL_ENOMEM, "replay: out of memory");
     for (size_t i = 0; i < N_DEPTHS && rc == KVL_OK; i++)
         e->rows[i] = rel_err(rows + DEPTHS[i] * n * Dh, truth_rows + DEPTHS[i] * n * Dh, n * Dh);
     if (rc == KVL_OK) rc = csa2_stack_decode(next, &st->s, &st->w, c, x + P * st->d);
@@ -186,7 +196,8 @@ static int measure(replay_error *e, csa2_cache *c, const stack *st, const float 
 }
 
 /* A prefix hit on `file`, then encoder and decoder replay of x[from … P − 1]. */
-static int hit_and_replay(csa2_cache *c, const stack *st, const char *file, const float *x, size_t P, size_t from)
+static int hit_and_replay(csa2_cache *c, const stack *st, const char *file, const float *x,
+                          size_t P, size_t from)
 {
     KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
     float *h = malloc((P - from) * st->d * sizeof *h);
@@ -205,10 +216,11 @@ typedef struct {
     replay_error exact, bounded, early_bounded;
 } prompt_result;
 
-/* The truth: the prompt prefilled (split at the exact start, so that exact replay repeats its products),
- * its global KV saved to `file`, its window rows and next-token output kept; *secs its prefill time. */
-static int truth(float *rows, float *next, double *secs, const stack *st, const float *x, size_t P, size_t split,
-                 const char *file)
+/* The truth: the prompt prefilled (split at the exact start, so that exact replay repeats its
+ * products), its global KV saved to `file`, its window rows and next-token output kept; *secs
+ * its prefill time. */
+static int truth(float *rows, float *next, double *secs, const stack *st, const float *x, size_t P,
+                 size_t split, const char *file)
 {
     csa2_cache c;
     KVL_TRY(csa2_cache_init(&c, &st->s, P + 1, CSA2_CACHE_F32));
@@ -216,7 +228,8 @@ static int truth(float *rows, float *next, double *secs, const stack *st, const 
     int rc = h ? KVL_OK : kvl_fail(KVL_ENOMEM, "replay: out of memory");
     const double t0 = kvl_seconds();
     if (rc == KVL_OK && split) rc = csa2_stack_prefill(h, NULL, &st->s, &st->w, &c, x, split);
-    if (rc == KVL_OK) rc = csa2_stack_prefill(h, NULL, &st->s, &st->w, &c, x + split * st->d, P - split);
+    if (rc == KVL_OK)
+        rc = csa2_stack_prefill(h, NULL, &st->s, &st->w, &c, x + split * st->d, P - split);
     *secs = kvl_seconds() - t0;
     if (rc == KVL_OK) rc = csa2_prefix_save(file, &st->s, &c);
     if (rc == KVL_OK) rc = read_windows(rows, &c, st, P);
@@ -226,8 +239,10 @@ static int truth(float *rows, float *next, double *secs, const stack *st, const 
     return rc;
 }
 
-/* A fresh prompt served the V4.1 way: early exit (timed into *secs), then decoder replay from `from`. */
-static int early_exit_and_replay(csa2_cache *c, double *secs, const stack *st, const float *x, size_t P, size_t from)
+/* A fresh prompt served the V4.1 way: early exit (timed into *secs), then decoder replay from
+ * `from`. */
+static int early_exit_and_replay(csa2_cache *c, double *secs, const stack *st, const float *x,
+                                 size_t P, size_t from)
 {
     KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
     float *h = malloc(P * st->d * sizeof *h);
@@ -243,13 +258,15 @@ static int early_exit_and_replay(csa2_cache *c, double *secs, const stack *st, c
 static int run_prompt(prompt_result *r, const stack *st, const float *x, size_t P, const char *file)
 {
     const size_t Dh = st->s.layers[0].core.head_dim;
-    float *rows = malloc(st->L * (st->W - 1) * Dh * sizeof *rows), *next = malloc(st->d * sizeof *next);
+    float *rows = malloc(st->L * (st->W - 1) * Dh * sizeof *rows),
+          *next = malloc(st->d * sizeof *next);
     if (!rows || !next) {
         free(rows);
         free(next);
         return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     }
-    const size_t s_exact = ced_exact_replay_start(P, st->L, st->W), s_bounded = ced_bounded_replay_start(P, st->W);
+    const size_t s_exact = ced_exact_replay_start(P, st->L, st->W),
+                 s_bounded = ced_bounded_replay_start(P, st->W);
     *r = (prompt_result){.exact_tokens = P - s_exact, .bounded_tokens = P - s_bounded};
     kvl_progress("the %zu-token prompt: full prefill", P);
     int rc = truth(rows, next, &r->full_s, st, x, P, s_exact, file);
@@ -286,12 +303,15 @@ static int print_replay(const stack *st, const float *x, const options *o)
 {
     char file[128];
     snprintf(file, sizeof file, "%s/v41-narrow.kvp", o->dir);
-    printf("\n2. Replay on a narrow stack: the real layer map, L %zu (encoder %zu), W %zu, K %zu; d %zu, Dh %zu\n",
-           st->L, st->E, st->W, st->s.layers[st->E].indexer.topk, st->d, st->s.layers[0].core.head_dim);
-    printf("   An exact rebuild of every window replays L·(W − 1) = %s tokens (the report's n_win·L = %s is enough\n"
-           "   too); bounded replay replays W = %zu, and its windows are truncated at the replay start. Relative\n"
-           "   error against the full run, of the next token's output and of the window rows it reads, by layer:\n",
-           KVL_GROUPED(st->L * (st->W - 1)), KVL_GROUPED(st->L * st->W), st->W);
+    printf(
+        "\n2. Replay on a narrow stack: the real layer map, L %zu (encoder %zu), W %zu, K %zu; d %zu, Dh %zu\n",
+        st->L, st->E, st->W, st->s.layers[st->E].indexer.topk, st->d,
+        st->s.layers[0].core.head_dim);
+    printf(
+        "   An exact rebuild of every window replays L·(W − 1) = %s tokens (the report's n_win·L = %s is enough\n"
+        "   too); bounded replay replays W = %zu, and its windows are truncated at the replay start. Relative\n"
+        "   error against the full run, of the next token's output and of the window rows it reads, by layer:\n",
+        KVL_GROUPED(st->L * (st->W - 1)), KVL_GROUPED(st->L * st->W), st->W);
     printf("   %7s  %-24s %6s  %9s  ", "prompt", "path", "tokens", "next");
     for (size_t i = 0; i < N_DEPTHS; i++) printf(" layer%-2zu", DEPTHS[i]);
     printf("\n");
@@ -308,21 +328,24 @@ static int print_replay(const stack *st, const float *x, const options *o)
         fflush(stdout);
     }
     remove(file);
-    printf("   hit: a prefix-cache load, then encoder and decoder replay; early exit: the encoder and layer %zu's\n"
-           "   compressor, then decoder replay (exact from %s tokens: test_ch07_replay proves it bit for bit).\n"
-           "   Exact replay repeats the prefill's own products, so its rows match bit for bit. The weights are\n"
-           "   random: deeper layers see the truncated window through more hops and nothing trained makes far\n"
-           "   tokens' influence fade, so these errors say nothing about the trained model's.\n",
-           st->E, KVL_GROUPED((st->L - st->E) * (st->W - 1)));
+    printf(
+        "   hit: a prefix-cache load, then encoder and decoder replay; early exit: the encoder and layer %zu's\n"
+        "   compressor, then decoder replay (exact from %s tokens: test_ch07_replay proves it bit for bit).\n"
+        "   Exact replay repeats the prefill's own products, so its rows match bit for bit. The weights are\n"
+        "   random: deeper layers see the truncated window through more hops and nothing trained makes far\n"
+        "   tokens' influence fade, so these errors say nothing about the trained model's.\n",
+        st->E, KVL_GROUPED((st->L - st->E) * (st->W - 1)));
     for (size_t i = 0; i < o->n_prompts; i++)
-        printf("   prefill of %s tokens on this stack and machine: full %.2f s, early exit %.2f s (%.2f)\n",
-               KVL_GROUPED(o->prompts[i]), times[i][0], times[i][1], times[i][1] / times[i][0]);
-    printf("   (each timed once, so the time ratio moves with the machine's load from run to run; the work\n"
-           "   ratio counted in section 1 does not)\n");
+        printf(
+            "   prefill of %s tokens on this stack and machine: full %.2f s, early exit %.2f s (%.2f)\n",
+            KVL_GROUPED(o->prompts[i]), times[i][0], times[i][1], times[i][1] / times[i][0]);
+    printf(
+        "   (each timed once, so the time ratio moves with the machine's load from run to run; the work\n"
+        "   ratio counted in section 1 does not)\n");
     return KVL_OK;
 }
 
-/* ---- 3. prefix-cache files at the deployed widths ------------------------------------------------------------------ */
+/* ---- 3. prefix-cache files at the deployed widths -------------------------------------------- */
 
 /* A file's bytes by what they hold, read back from it. */
 typedef struct {
@@ -350,7 +373,8 @@ static int measure_file(file_bytes *b, const char *path)
 static kvl_model v41_small(const kvl_model *v41)
 {
     kvl_model m = *v41;
-    m.d = 64, m.n_heads = 2, m.q_lora_rank = 32, m.o_groups = 1, m.o_lora_rank = 16, m.index_n_heads = 2;
+    m.d = 64, m.n_heads = 2, m.q_lora_rank = 32, m.o_groups = 1, m.o_lora_rank = 16,
+    m.index_n_heads = 2;
     return m;
 }
 
@@ -364,7 +388,8 @@ static int v41_file(file_bytes *bytes, const kvl_model *v41, const options *o, c
     const size_t T = o->persist_tokens;
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 2);
-    float *x = rc == KVL_OK ? normals(T * st.d, &rng) : NULL, *h = x ? malloc(T * st.d * sizeof *h) : NULL;
+    float *x = rc == KVL_OK ? normals(T * st.d, &rng) : NULL,
+          *h = x ? malloc(T * st.d * sizeof *h) : NULL;
     if (rc == KVL_OK && !h) rc = kvl_fail(KVL_ENOMEM, "replay: out of memory");
     if (rc == KVL_OK) rc = csa2_cache_init(&c, &st.s, T, CSA2_CACHE_NATIVE);
     if (rc == KVL_OK) rc = ced_prefill(h, &st.s, &st.w, &c, x, T);
@@ -381,13 +406,14 @@ static int v41_file(file_bytes *bytes, const kvl_model *v41, const options *o, c
 static kvl_model v4_small(const kvl_model *v4)
 {
     kvl_model m = *v4;
-    m.d = 32, m.n_heads = 1, m.o_groups = 1, m.q_lora_rank = 16, m.o_lora_rank = 16, m.index_n_heads = 1;
+    m.d = 32, m.n_heads = 1, m.o_groups = 1, m.q_lora_rank = 16, m.o_lora_rank = 16,
+    m.index_n_heads = 1;
     return m;
 }
 
 /* Both of its files. */
-static int v4_files(file_bytes *global, file_bytes *with_window, const kvl_model *v4, const options *o,
-                    const char *path_g, const char *path_w)
+static int v4_files(file_bytes *global, file_bytes *with_window, const kvl_model *v4,
+                    const options *o, const char *path_g, const char *path_w)
 {
     const kvl_model m = v4_small(v4);
     model_config mc;
@@ -399,7 +425,8 @@ static int v4_files(file_bytes *global, file_bytes *with_window, const kvl_model
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 3);
     rc = model_weights_init_random(&w, &mc, &rng);
-    float *x = rc == KVL_OK ? normals(T * mc.d, &rng) : NULL, *h = x ? malloc(T * mc.d * sizeof *h) : NULL;
+    float *x = rc == KVL_OK ? normals(T * mc.d, &rng) : NULL,
+          *h = x ? malloc(T * mc.d * sizeof *h) : NULL;
     if (rc == KVL_OK && !h) rc = kvl_fail(KVL_ENOMEM, "replay: out of memory");
     if (rc == KVL_OK) rc = model_cache_init_v4(&c, &mc, T, V4_CACHE_NATIVE);
     if (rc == KVL_OK) rc = model_prefill(h, &mc, &w, &c, x, T);
@@ -417,9 +444,9 @@ static int v4_files(file_bytes *global, file_bytes *with_window, const kvl_model
 
 static void print_file(const char *what, const file_bytes *b, size_t T)
 {
-    printf("   %-36s %12s %10s %10s %8s %11s %10s\n", what, KVL_GROUPED(b->rows), KVL_GROUPED(b->tails),
-           KVL_GROUPED(b->window), KVL_GROUPED(b->framing), KVL_GROUPED(b->total),
-           kvl_grouped((char[48]){0}, 48, (double)b->rows / T, 2));
+    printf("   %-36s %12s %10s %10s %8s %11s %10s\n", what, KVL_GROUPED(b->rows),
+           KVL_GROUPED(b->tails), KVL_GROUPED(b->window), KVL_GROUPED(b->framing),
+           KVL_GROUPED(b->total), kvl_grouped((char[48]){0}, 48, (double)b->rows / T, 2));
 }
 
 static int print_files(const kvl_model *v41, const kvl_model *v4, const options *o)
@@ -438,26 +465,28 @@ static int print_files(const kvl_model *v41, const kvl_model *v4, const options 
     remove(p4g);
     remove(p4w);
     if (rc != KVL_OK) return rc;
-    printf("\n3. Prefix-cache files of a %s-token prompt in the deployed rows, bytes read back from the files\n",
-           KVL_GROUPED(T));
-    printf("   %-36s %12s %10s %10s %8s %11s %10s\n", "file", "entries+keys", "tails", "window", "framing", "total",
-           "rows/token");
+    printf(
+        "\n3. Prefix-cache files of a %s-token prompt in the deployed rows, bytes read back from the files\n",
+        KVL_GROUPED(T));
+    printf("   %-36s %12s %10s %10s %8s %11s %10s\n", "file", "entries+keys", "tails", "window",
+           "framing", "total", "rows/token");
     print_file("V4.1-Flash: global KV only", &b41, T);
     print_file("V4-Flash: global KV only (Zero SWA)", &b4g, T);
     print_file("V4-Flash: global KV and window rows", &b4w, T);
     const double v4_per_token = (double)b4g.rows / T;
-    printf("   Rows per token, V4.1 / V4: %.3f (the report's quarter). KV bytes, V4.1's global rows against V4's\n"
-           "   global and window rows: %.3f here. The report's \"roughly 1/8\" is a quarter times a half: it takes\n"
-           "   the window rows as half of what V4 persists. They are a fixed %s bytes per sequence, as many\n"
-           "   as V4's rows of a %s-token prompt, so 1/8 holds near that length only (run --persist-tokens\n"
-           "   with other lengths). The tails, the compressors' unfinished blocks (V4's HCA buffers 128 tokens\n"
-           "   a layer), are fixed per sequence too and kept out of these ratios.\n",
-           (double)b41.rows / b4g.rows, (double)b41.rows / (b4w.rows + b4w.window), KVL_GROUPED(b4w.window),
-           KVL_GROUPED(b4w.window / v4_per_token));
+    printf(
+        "   Rows per token, V4.1 / V4: %.3f (the report's quarter). KV bytes, V4.1's global rows against V4's\n"
+        "   global and window rows: %.3f here. The report's \"roughly 1/8\" is a quarter times a half: it takes\n"
+        "   the window rows as half of what V4 persists. They are a fixed %s bytes per sequence, as many\n"
+        "   as V4's rows of a %s-token prompt, so 1/8 holds near that length only (run --persist-tokens\n"
+        "   with other lengths). The tails, the compressors' unfinished blocks (V4's HCA buffers 128 tokens\n"
+        "   a layer), are fixed per sequence too and kept out of these ratios.\n",
+        (double)b41.rows / b4g.rows, (double)b41.rows / (b4w.rows + b4w.window),
+        KVL_GROUPED(b4w.window), KVL_GROUPED(b4w.window / v4_per_token));
     return KVL_OK;
 }
 
-/* ---- main ------------------------------------------------------------------------------------------------------------ */
+/* ---- main ------------------------------------------------------------------------------------ */
 
 /* A V4.1 stack of m made and run over PROBE_TOKENS tokens, then freed. */
 static int probe_v41(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
@@ -534,7 +563,8 @@ static int run(const kvl_model *v41, const kvl_model *v4, const options *o)
     if (rc == KVL_OK) rc = stack_make(&st, &m, o->seed);
     if (rc != KVL_OK) return rc;
     size_t longest = 0;
-    for (size_t i = 0; i < o->n_prompts; i++) longest = o->prompts[i] > longest ? o->prompts[i] : longest;
+    for (size_t i = 0; i < o->n_prompts; i++)
+        longest = o->prompts[i] > longest ? o->prompts[i] : longest;
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 4);
     float *x = normals((longest + 1) * st.d, &rng);
@@ -569,7 +599,8 @@ static const kvl_flag FLAGS[] = {{"--prompts", 1}, {"--persist-tokens", 1}, {"--
 int main(int argc, char **argv)
 {
     options o = {.persist_tokens = 2048, .seed = 11};
-    if (kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, "1K,4K") != KVL_OK) return 1;
+    if (kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, "1K,4K") != KVL_OK)
+        return 1;
     kvl_args a = kvl_args_start("replay", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
     const char *v;
     size_t n;
@@ -580,12 +611,16 @@ int main(int argc, char **argv)
         }
         if (k == KVL_ARGS_BAD) return 2;
         if (k == F_PROMPTS) {
-            int ok = kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, v) == KVL_OK;
+            int ok =
+                kvl_parse_contexts(o.prompts, &o.n_prompts, MAX_PROMPTS, MAX_PROMPT, v) == KVL_OK;
             for (size_t j = 0; ok && j < o.n_prompts; j++) ok = o.prompts[j] >= 256;
-            if (!ok) return kvl_bad_usage("replay", "--prompts takes up to 8 lengths of 256..64K tokens, as 1K,4K", v);
+            if (!ok)
+                return kvl_bad_usage(
+                    "replay", "--prompts takes up to 8 lengths of 256..64K tokens, as 1K,4K", v);
         }
         if (k == F_PERSIST_TOKENS && kvl_parse_size(&o.persist_tokens, v, 256, MAX_PERSIST))
-            return kvl_bad_usage("replay", "--persist-tokens must be an integer in [256, 16384]", v);
+            return kvl_bad_usage("replay", "--persist-tokens must be an integer in [256, 16384]",
+                                 v);
         if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
             return kvl_bad_usage("replay", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
@@ -599,13 +634,17 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *tmp = getenv("TMPDIR");
-    snprintf(o.dir, sizeof o.dir, "%s/kvl-replay-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    int rc = mkdtemp(o.dir) ? run(&v41, &v4, &o)
-                            : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
+    snprintf(o.dir, sizeof o.dir, "%s/kvl-replay-XXXXXX",
+             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    int rc = mkdtemp(o.dir)
+                 ? run(&v41, &v4, &o)
+                 : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
     kvl_model_free(&v41);
     kvl_model_free(&v4);
-    static const char *const files[] = {"v41-narrow.kvp", "v41.kvp", "v4-global.kvp", "v4-window.kvp"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {   /* left behind only by a failed run */
+    static const char *const files[] = {"v41-narrow.kvp", "v41.kvp", "v4-global.kvp",
+                                        "v4-window.kvp"};
+    for (size_t i = 0; i < sizeof files / sizeof *files;
+         i++) { /* left behind only by a failed run */
         char path[128];
         snprintf(path, sizeof path, "%s/%s", o.dir, files[i]);
         remove(path);

@@ -1,24 +1,26 @@
-/* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter 7;
- * chapters/07_v41/README.md, "What it computes" and "What it stores per token"; the stack in
+/* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter
+ * 7; chapters/07_v41/README.md, "What it computes" and "What it stores per token"; the stack in
  * ref/csa2_stack.h, the rows in formats/rows.h).
  *
- * 1. The layer-mode map from ref/configs/deepseek-v4.1-flash.json (kv_source_layers, index_source_layers):
- *    window-only, Full, Reindex, Reuse, with the source each layer reads.
- * 2. Indexer work per query against context length. Arithmetic at the real config: Full layers scan every
- *    visible entry (⌊T/2⌋ at 2, 8, 14; T at 20), Reindex layers only the candidate pool (2,048 blocks of 8 =
- *    16,384 positions), so per query 3·T/2 + T + 4·min(T, 16,384) scores: linear in T for the scans, constant
- *    for the deeper indexers (at 1M not "one full scan plus four bounded ones": the encoder's Full layers
- *    scan too). Then the same counted on a live stack (the real map at small model
- *    width, a pool of P blocks of 8 so that the turn from linear to constant shows at short contexts).
- * 3. The error of the 4-bit cache: the same stack with float32 caches and with the deployed rows (288-byte
- *    FP4 entries, 68-byte MXFP4 index keys, 528-byte FP8 window rows), attention output compared.
- * 4. Bytes per token from what the live caches hold after T tokens: 890, with the window rows (40·128·528 =
- *    2,703,360 B) and the compressor tails per sequence apart.
+ * 1. The layer-mode map from ref/configs/deepseek-v4.1-flash.json (kv_source_layers,
+ *    index_source_layers): window-only, Full, Reindex, Reuse, with the source each layer reads.
+ * 2. Indexer work per query against context length. Arithmetic at the real config: Full layers
+ *    scan every visible entry (⌊T/2⌋ at 2, 8, 14; T at 20), Reindex layers only the candidate
+ *    pool (2,048 blocks of 8 = 16,384 positions), so per query 3·T/2 + T + 4·min(T, 16,384)
+ *    scores: linear in T for the scans, constant for the deeper indexers (at 1M not "one full
+ *    scan plus four bounded ones": the encoder's Full layers scan too). Then the same counted on
+ *    a live stack (the real map at small model width, a pool of P blocks of 8 so that the turn
+ *    from linear to constant shows at short contexts).
+ * 3. The error of the 4-bit cache: the same stack with float32 caches and with the deployed rows
+ *    (288-byte FP4 entries, 68-byte MXFP4 index keys, 528-byte FP8 window rows), attention
+ *    output compared.
+ * 4. Bytes per token from what the live caches hold after T tokens: 890, with the window rows
+ *    (40·128·528 = 2,703,360 B) and the compressor tails per sequence apart.
  *
  *   v41_cache [--tokens T] [--pool-blocks P] [--max-context N] [--seed S]
  *
- * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections, Engram,
- * DSpark, vision (they change what enters a layer, not what its cache holds). */
+ * Configs are found under $KVL_ROOT, else the source tree. Out of scope: MoE, hyper-connections,
+ * Engram, DSpark, vision (they change what enters a layer, not what its cache holds). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,17 +59,19 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: v41_cache [--tokens T] [--pool-blocks P] [--max-context N] [--seed S]\n"
-               "DeepSeek-V4.1-Flash's attention and cache (%s): the layer-mode map; indexer\n"
-               "work per query against context (arithmetic at the real pool, then counted on a live stack whose\n"
-               "pool is P blocks of 8, default 8, at contexts 16, 32, ... up to N, 16..%d, default %d); the error\n"
-               "of the FP4/FP8 cache against float32 and the bytes per token its live caches hold after T tokens\n"
-               "(default 256, even, 2..%d).\n"
-               "Refused before anything is printed: a config whose rows do not fit V4.1's cache layout, or with\n"
-               "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d, an index_topk above %d\n"
-               "or a candidate_block_size above %d.\n",
-            FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW,
-            MAX_TOPK, MAX_BLOCK);
+    fprintf(
+        f,
+        "usage: v41_cache [--tokens T] [--pool-blocks P] [--max-context N] [--seed S]\n"
+        "DeepSeek-V4.1-Flash's attention and cache (%s): the layer-mode map; indexer\n"
+        "work per query against context (arithmetic at the real pool, then counted on a live stack whose\n"
+        "pool is P blocks of 8, default 8, at contexts 16, 32, ... up to N, 16..%d, default %d); the error\n"
+        "of the FP4/FP8 cache against float32 and the bytes per token its live caches hold after T tokens\n"
+        "(default 256, even, 2..%d).\n"
+        "Refused before anything is printed: a config whose rows do not fit V4.1's cache layout, or with\n"
+        "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d, an index_topk above %d\n"
+        "or a candidate_block_size above %d.\n",
+        FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS, MIN_LAYERS, MAX_LAYERS, MAX_RATIO,
+        MAX_WINDOW, MAX_TOPK, MAX_BLOCK);
 }
 
 static int load_flash(kvl_model *m)
@@ -80,7 +84,8 @@ static int load_flash(kvl_model *m)
     return kvl_fail(KVL_EINVAL, "%s: not a V4.1 config", path);
 }
 
-/* m's widths shrunk to a small model, the entry widths kept: the rows, not the model, fix the bytes. */
+/* m's widths shrunk to a small model, the entry widths kept: the rows, not the model, fix the
+ * bytes. */
 static void shrink(kvl_model *m)
 {
     m->d = LIVE_D;
@@ -91,11 +96,12 @@ static void shrink(kvl_model *m)
     m->index_n_heads = 2;
 }
 
-/* ---- 1. the map ---------------------------------------------------------------------------------------- */
+/* ---- 1. the map ------------------------------------------------------------------------------ */
 
 static void print_map(const kvl_model *m)
 {
-    const kvl_layer_kind kinds[] = {KVL_LAYER_WINDOW, KVL_LAYER_FULL, KVL_LAYER_REINDEX, KVL_LAYER_REUSE};
+    const kvl_layer_kind kinds[] = {KVL_LAYER_WINDOW, KVL_LAYER_FULL, KVL_LAYER_REINDEX,
+                                    KVL_LAYER_REUSE};
     printf("1. Layer modes of %s (%zu layers)\n", m->name, m->n_layers);
     for (size_t k = 0; k < 4; k++) {
         size_t n = 0;
@@ -111,16 +117,18 @@ static void print_map(const kvl_model *m)
     printf("   reads: layer:(KV source, top-k source)");
     for (size_t l = 0, n = 0; l < m->n_layers; l++) {
         if (m->layers[l].kind == KVL_LAYER_WINDOW) continue;
-        printf("%s %zu:(%d,%d)", n++ % 10 ? "" : "\n  ", l, m->layers[l].kv_source, m->layers[l].index_source);
+        printf("%s %zu:(%d,%d)", n++ % 10 ? "" : "\n  ", l, m->layers[l].kv_source,
+               m->layers[l].index_source);
     }
     printf("\n   candidate pool: layer %zu publishes the top %zu blocks of %zu = %zu positions\n\n",
            m->candidate_source_layer, m->candidate_topk_blocks, m->candidate_block_size,
            m->candidate_topk_blocks * m->candidate_block_size);
 }
 
-/* ---- 2. indexer work ------------------------------------------------------------------------------------- */
+/* ---- 2. indexer work ------------------------------------------------------------------------- */
 
-/* scores one query at position T − 1 evaluates, per the config: Full scans and pool-bounded Reindex */
+/* scores one query at position T − 1 evaluates, per the config: Full scans and pool-bounded
+ * Reindex */
 static void work_formula(const kvl_model *m, size_t T, uint64_t *scan, uint64_t *pooled)
 {
     const size_t pool = m->candidate_topk_blocks * m->candidate_block_size;
@@ -129,7 +137,8 @@ static void work_formula(const kvl_model *m, size_t T, uint64_t *scan, uint64_t 
         const kvl_layer *y = &m->layers[l];
         const uint64_t n_t = y->compress_ratio ? T / y->compress_ratio : 0;
         if (y->kind == KVL_LAYER_FULL) *scan += n_t;
-        if (y->kind == KVL_LAYER_REINDEX) *pooled += (size_t)y->kv_source == m->candidate_source_layer && n_t > pool ? pool : n_t;
+        if (y->kind == KVL_LAYER_REINDEX)
+            *pooled += (size_t)y->kv_source == m->candidate_source_layer && n_t > pool ? pool : n_t;
     }
 }
 
@@ -147,7 +156,8 @@ static void print_work_formula(const kvl_model *m)
                kvl_grouped(b, sizeof b, pooled, 0), kvl_grouped(c, sizeof c, scan + pooled, 0),
                kvl_grouped(e, sizeof e, nopool, 0));
     }
-    printf("   = 3*T/2 + T scanned by Full layers 2, 8, 14, 20, plus 4*min(T, pool) by Reindex 24, 28, 32, 36\n");
+    printf(
+        "   = 3*T/2 + T scanned by Full layers 2, 8, 14, 20, plus 4*min(T, pool) by Reindex 24, 28, 32, 36\n");
 }
 
 /* scored[L] ← each layer's indexer work for one decoded query at each checkpoint context */
@@ -170,13 +180,16 @@ static int print_work_live(const kvl_model *flash, const options *o)
     if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, T, CSA2_CACHE_F32);
     float *x = malloc(T * LIVE_D * sizeof *x), *out = malloc(T * LIVE_D * sizeof *out);
     uint64_t *before = calloc(m.n_layers, sizeof *before);
-    if (rc == KVL_OK && !(x && out && before)) rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
+    if (rc == KVL_OK && !(x && out && before))
+        rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, x, T * LIVE_D, 1.0);
-    printf("   counted on a live stack (pool %zu blocks of 8 = %zu positions), one decoded query at context T:\n",
-           o->pool_blocks, o->pool_blocks * 8);
+    printf(
+        "   counted on a live stack (pool %zu blocks of 8 = %zu positions), one decoded query at context T:\n",
+        o->pool_blocks, o->pool_blocks * 8);
     printf("   %9s %10s %10s %10s %10s\n", "T", "layer 2", "layer 20", "layer 24", "all Reindex");
     for (size_t k = 0, pos = 0; k < 6 && checks[k] <= T && rc == KVL_OK; k++) {
-        if (checks[k] - 1 > pos) rc = csa2_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
+        if (checks[k] - 1 > pos)
+            rc = csa2_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
         pos = checks[k] - 1;
         if (rc != KVL_OK) break;
         memcpy(before, c.scored, m.n_layers * sizeof *before);
@@ -186,11 +199,13 @@ static int print_work_live(const kvl_model *flash, const options *o)
         for (size_t l = 0; l < m.n_layers; l++)
             if (m.layers[l].kind == KVL_LAYER_REINDEX) re += c.scored[l] - before[l];
         if (rc == KVL_OK)
-            printf("   %9zu %10llu %10llu %10llu %10llu\n", checks[k], (unsigned long long)(c.scored[2] - before[2]),
-                   (unsigned long long)(c.scored[20] - before[20]), (unsigned long long)(c.scored[24] - before[24]),
-                   (unsigned long long)re);
+            printf("   %9zu %10llu %10llu %10llu %10llu\n", checks[k],
+                   (unsigned long long)(c.scored[2] - before[2]),
+                   (unsigned long long)(c.scored[20] - before[20]),
+                   (unsigned long long)(c.scored[24] - before[24]), (unsigned long long)re);
     }
-    if (rc == KVL_OK) printf("   Full layers grow with T; Reindex layers stop at the pool size.\n\n");
+    if (rc == KVL_OK)
+        printf("   Full layers grow with T; Reindex layers stop at the pool size.\n\n");
     free(x); free(out); free(before);
     csa2_cache_free(&c);
     csa2_stack_weights_free(&w);
@@ -198,7 +213,7 @@ static int print_work_live(const kvl_model *flash, const options *o)
     return rc;
 }
 
-/* ---- 3, 4. the 4-bit cache ---------------------------------------------------------------------------------- */
+/* ---- 3, 4. the 4-bit cache ------------------------------------------------------------------- */
 
 static int print_cache(const kvl_model *flash, const options *o)
 {
@@ -217,7 +232,8 @@ static int print_cache(const kvl_model *flash, const options *o)
     if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
     if (rc == KVL_OK) rc = csa2_cache_init(&cn, &s, T, CSA2_CACHE_NATIVE);
     if (rc == KVL_OK) rc = csa2_cache_init(&cf, &s, T, CSA2_CACHE_F32);
-    float *x = malloc(T * d * sizeof *x), *yn = malloc(T * d * sizeof *yn), *yf = malloc(T * d * sizeof *yf);
+    float *x = malloc(T * d * sizeof *x), *yn = malloc(T * d * sizeof *yn),
+          *yf = malloc(T * d * sizeof *yf);
     if (rc == KVL_OK && !(x && yn && yf)) rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, x, T * d, 1.0);
     if (rc == KVL_OK) rc = csa2_stack_prefill(yn, NULL, &s, &w, &cn, x, T);
@@ -231,19 +247,24 @@ static int print_cache(const kvl_model *flash, const options *o)
             worst = fmax(worst, fabs(e));
         }
         printf("3. The 4-bit cache against float32 (%zu tokens, 40 layers, d %zu, Dh 512)\n", T, d);
-        printf("   rows: entries %zu B (E2M1 + E4M3 per 16), index keys %zu B (MXFP4), window %zu B (E4M3 + E8M0 per 32)\n",
-               kvf_row_bytes(KVF_ROW_V41_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX), kvf_row_bytes(KVF_ROW_V41_WINDOW));
-        printf("   attention output (residual minus input): relative RMS error %.4f, max abs error %.4f\n\n",
-               sqrt(num / den), worst);
+        printf(
+            "   rows: entries %zu B (E2M1 + E4M3 per 16), index keys %zu B (MXFP4), window %zu B (E4M3 + E8M0 per 32)\n",
+            kvf_row_bytes(KVF_ROW_V41_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX),
+            kvf_row_bytes(KVF_ROW_V41_WINDOW));
+        printf(
+            "   attention output (residual minus input): relative RMS error %.4f, max abs error %.4f\n\n",
+            sqrt(num / den), worst);
         char a[32], b[32], c2[32];
         const size_t used = csa2_cache_bytes_used(&cn);
         printf("4. Bytes the live caches hold after %zu tokens\n", T);
-        printf("   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
-               kvl_grouped(a, sizeof a, used, 0), (double)used / (double)T);
+        printf(
+            "   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
+            kvl_grouped(a, sizeof a, used, 0), (double)used / (double)T);
         printf("   window rows, per sequence: %s B (40 x %zu x 528)\n",
                kvl_grouped(b, sizeof b, csa2_cache_window_bytes(&cn), 0),
                T < 128 ? T : (size_t)128);
-        printf("   compressor tails, per sequence: %s B\n", kvl_grouped(c2, sizeof c2, csa2_cache_state_bytes(&cn), 0));
+        printf("   compressor tails, per sequence: %s B\n",
+               kvl_grouped(c2, sizeof c2, csa2_cache_state_bytes(&cn), 0));
     }
     free(x); free(yn); free(yf);
     csa2_cache_free(&cn);
@@ -275,17 +296,19 @@ static int probe(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
     return rc;
 }
 
-/* The config against the bounds --help states, and the stacks of sections 2 to 4 made and run over a
- * few tokens: a config the program cannot run is refused before the first line. */
+/* The config against the bounds --help states, and the stacks of sections 2 to 4 made and run
+ * over a few tokens: a config the program cannot run is refused before the first line. */
 static int check_config(const kvl_model *flash, const options *o)
 {
     kvl_kv_footprint f;
     KVL_TRY(kvl_kv_footprint_of(&f, flash));
     KVL_TRY(kvl_bound_ratios(flash, MAX_RATIO));
-    KVL_TRY(kvl_bound_field(flash, "n_layers (num_hidden_layers)", flash->n_layers, MIN_LAYERS, MAX_LAYERS));
+    KVL_TRY(kvl_bound_field(flash, "n_layers (num_hidden_layers)", flash->n_layers, MIN_LAYERS,
+                            MAX_LAYERS));
     KVL_TRY(kvl_bound_field(flash, "window_size (sliding_window)", flash->window, 2, MAX_WINDOW));
     KVL_TRY(kvl_bound_field(flash, "index_topk", flash->index_topk, 1, MAX_TOPK));
-    KVL_TRY(kvl_bound_field(flash, "candidate_block_size", flash->candidate_block_size, 1, MAX_BLOCK));
+    KVL_TRY(
+        kvl_bound_field(flash, "candidate_block_size", flash->candidate_block_size, 1, MAX_BLOCK));
     kvl_model live = *flash, cache = *flash;
     shrink(&live);
     shrink(&cache);
@@ -308,7 +331,8 @@ static int run(const kvl_model *flash, const options *o)
 }
 
 enum { F_TOKENS, F_POOL_BLOCKS, F_MAX_CONTEXT, F_SEED };
-static const kvl_flag FLAGS[] = {{"--tokens", 1}, {"--pool-blocks", 1}, {"--max-context", 1}, {"--seed", 1}};
+static const kvl_flag FLAGS[] = {
+    {"--tokens", 1}, {"--pool-blocks", 1}, {"--max-context", 1}, {"--seed", 1}};
 
 int main(int argc, char **argv)
 {
@@ -335,7 +359,8 @@ int main(int argc, char **argv)
     kvl_progress_start("v41_cache");
     kvl_progress("checking the config");
     kvl_model flash;
-    if (load_flash(&flash) != KVL_OK) {   /* a config that cannot be read or run is bad input: 2, before any output */
+    if (load_flash(&flash) !=
+        KVL_OK) { /* a config that cannot be read or run is bad input: 2, before any output */
         kvl_progress_stop();
         fprintf(stderr, "v41_cache: %s\n", kvl_error());
         return 2;

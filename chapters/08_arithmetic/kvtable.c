@@ -33,9 +33,11 @@ typedef enum { OUT_TEXT, OUT_MARKDOWN, OUT_CSV, OUT_JSON } out_format;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
-               "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
-               "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+    fprintf(
+        f,
+        "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
+        "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
+        "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
 }
 
 static void entry_text(const row *r, char *buf, size_t cap)
@@ -44,11 +46,14 @@ static void entry_text(const row *r, char *buf, size_t cap)
     char main_row[32];
     kvl_grouped(main_row, sizeof main_row, (double)k->main_row_bytes, 0);
     if (!k->index_layers) snprintf(buf, cap, "%s", main_row);
-    else if (k->index_layers == k->global_layers) snprintf(buf, cap, "%zu+%zu", k->main_row_bytes, k->index_key_bytes);
-    else snprintf(buf, cap, "%zu (+%zu on %zu)", k->main_row_bytes, k->index_key_bytes, k->index_layers);
+    else if (k->index_layers == k->global_layers)
+        snprintf(buf, cap, "%zu+%zu", k->main_row_bytes, k->index_key_bytes);
+    else
+        snprintf(buf, cap, "%zu (+%zu on %zu)", k->main_row_bytes, k->index_key_bytes,
+                 k->index_layers);
 }
 
-/* ---- the table ------------------------------------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------------------------------- */
 
 typedef struct {
     const char *name, *date, *gen, *cache, *entry;
@@ -60,32 +65,38 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
     const row *r = &rows[i];
     char tmp[64];
     entry_text(r, entry, entry_cap);
-    *c = (cells){.name = r->model.name, .date = r->model.date[0] ? r->model.date : "-",
-                 .gen = kvl_generation_name(r->model.generation), .cache = kvl_cache_layout_name(r->model.kv_cache),
+    *c = (cells){.name = r->model.name,
+                 .date = r->model.date[0] ? r->model.date : "-",
+                 .gen = kvl_generation_name(r->model.generation),
+                 .cache = kvl_cache_layout_name(r->model.kv_cache),
                  .entry = entry};
     snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
-    snprintf(c->entries, sizeof c->entries, "%s", kvl_grouped(tmp, sizeof tmp, r->kv.entries_per_token, 5));
+    snprintf(c->entries, sizeof c->entries, "%s",
+             kvl_grouped(tmp, sizeof tmp, r->kv.entries_per_token, 5));
     snprintf(c->bpt, sizeof c->bpt, "%s", kvl_grouped(tmp, sizeof tmp, r->kv.bytes_per_token, 4));
     double prev = i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1;
     double first = rows[0].kv.bytes_per_token / r->kv.bytes_per_token;
     snprintf(c->prev, sizeof c->prev, i ? "%.2fx" : "-", prev);
     snprintf(c->first, sizeof c->first, "%.1fx", first);
-    const double window = r->kv.bounded_tokens ? (double)r->kv.bounded_tokens * r->kv.bytes_per_token
-                                               : (double)r->kv.window_bytes_per_sequence;
-    snprintf(c->window, sizeof c->window, "%s", window > 0 ? kvl_grouped(tmp, sizeof tmp, window, 0) : "-");
+    const double window = r->kv.bounded_tokens
+                              ? (double)r->kv.bounded_tokens * r->kv.bytes_per_token
+                              : (double)r->kv.window_bytes_per_sequence;
+    snprintf(c->window, sizeof c->window, "%s",
+             window > 0 ? kvl_grouped(tmp, sizeof tmp, window, 0) : "-");
     snprintf(c->gib128, sizeof c->gib128, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_128K) / GIB);
     snprintf(c->gib1m, sizeof c->gib1m, "%.2f", kvl_kv_bytes_held(&r->kv, CONTEXT_1M) / GIB);
 }
 
-static const char *const headers[] = {"model", "date", "attention", "cache", "KV layers", "entries/token",
-                                      "bytes/entry", "bytes/token", "x prev", "x first", "window B/seq",
-                                      "GiB@128K", "GiB@1M"};
+static const char *const headers[] = {"model",     "date",          "attention",    "cache",
+                                      "KV layers", "entries/token", "bytes/entry",  "bytes/token",
+                                      "x prev",    "x first",       "window B/seq", "GiB@128K",
+                                      "GiB@1M"};
 enum { N_COLS = sizeof headers / sizeof *headers };
 
 static void cell_list(const cells *c, const char *out[N_COLS])
 {
-    const char *v[N_COLS] = {c->name, c->date, c->gen, c->cache, c->layers, c->entries, c->entry, c->bpt,
-                             c->prev, c->first, c->window, c->gib128, c->gib1m};
+    const char *v[N_COLS] = {c->name, c->date, c->gen,   c->cache,  c->layers, c->entries, c->entry,
+                             c->bpt,  c->prev, c->first, c->window, c->gib128, c->gib1m};
     memcpy(out, v, sizeof v);
 }
 
@@ -123,7 +134,8 @@ static void print_grid(const row *rows, size_t n, out_format fmt)
     const char *sep = fmt == OUT_CSV ? "," : fmt == OUT_MARKDOWN ? " | " : "  ";
     const char *lead = fmt == OUT_MARKDOWN ? "| " : "", *tail = fmt == OUT_MARKDOWN ? " |" : "";
     for (size_t j = 0; j < N_COLS; j++)
-        printf("%s%-*s%s", j ? sep : lead, fmt == OUT_CSV ? 0 : (int)width[j], headers[j], j + 1 < N_COLS ? "" : tail);
+        printf("%s%-*s%s", j ? sep : lead, fmt == OUT_CSV ? 0 : (int)width[j], headers[j],
+               j + 1 < N_COLS ? "" : tail);
     printf("\n");
     if (fmt == OUT_MARKDOWN) {
         for (size_t j = 0; j < N_COLS; j++) printf("%s%s", j ? "|" : "|", j < 4 ? "---" : "---:");
@@ -146,19 +158,22 @@ static void print_grid(const row *rows, size_t n, out_format fmt)
 static void print_notes(const row *rows, size_t n)
 {
     if (n == 0) return;
-    printf("\nKV layers: layers that write a per-token cache. entries/token: sum of 1/M over them.\n"
-           "bytes/entry: main row + indexer key, from formats/ row sizes. Window rows are per sequence,\n"
-           "not per token; GiB@128K/@1M = bytes/token x 131,072 / 1,048,576 tokens + the window rows.\n");
+    printf(
+        "\nKV layers: layers that write a per-token cache. entries/token: sum of 1/M over them.\n"
+        "bytes/entry: main row + indexer key, from formats/ row sizes. Window rows are per sequence,\n"
+        "not per token; GiB@128K/@1M = bytes/token x 131,072 / 1,048,576 tokens + the window rows.\n");
     for (size_t i = 0; i < n; i++)
         if (rows[i].kv.bounded_tokens) {
-            printf("A model whose every layer attends a window of W tokens (%s: W %zu) holds at most W of\n"
-                   "them: its window B/seq is W x bytes/token, and the GiB columns count min(T, W) tokens.\n",
-                   rows[i].model.name, rows[i].kv.bounded_tokens);
+            printf(
+                "A model whose every layer attends a window of W tokens (%s: W %zu) holds at most W of\n"
+                "them: its window B/seq is W x bytes/token, and the GiB columns count min(T, W) tokens.\n",
+                rows[i].model.name, rows[i].kv.bounded_tokens);
             break;
         }
     printf("\n");
     for (size_t i = 0; i < n; i++)
-        if (rows[i].model.mechanism[0]) printf("  %-20s %s\n", rows[i].model.name, rows[i].model.mechanism);
+        if (rows[i].model.mechanism[0])
+            printf("  %-20s %s\n", rows[i].model.name, rows[i].model.mechanism);
     char a[32], b[32];
     printf("\n%s -> %s bytes per token: %.1fx over the lineage.\n",
            kvl_grouped(a, sizeof a, rows[0].kv.bytes_per_token, 4),
@@ -183,9 +198,12 @@ static int print_json(const row *rows, size_t n)
         cJSON_AddNumberToObject(o, "main_row_bytes", (double)r->kv.main_row_bytes);
         cJSON_AddNumberToObject(o, "index_key_bytes", (double)r->kv.index_key_bytes);
         cJSON_AddNumberToObject(o, "bytes_per_token", r->kv.bytes_per_token);
-        cJSON_AddNumberToObject(o, "factor_vs_previous", i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1);
-        cJSON_AddNumberToObject(o, "factor_vs_first", rows[0].kv.bytes_per_token / r->kv.bytes_per_token);
-        cJSON_AddNumberToObject(o, "window_bytes_per_sequence", (double)r->kv.window_bytes_per_sequence);
+        cJSON_AddNumberToObject(o, "factor_vs_previous",
+                                i ? rows[i - 1].kv.bytes_per_token / r->kv.bytes_per_token : 1);
+        cJSON_AddNumberToObject(o, "factor_vs_first",
+                                rows[0].kv.bytes_per_token / r->kv.bytes_per_token);
+        cJSON_AddNumberToObject(o, "window_bytes_per_sequence",
+                                (double)r->kv.window_bytes_per_sequence);
         cJSON_AddNumberToObject(o, "bounded_tokens", (double)r->kv.bounded_tokens);
         cJSON_AddNumberToObject(o, "bytes_held_128k", kvl_kv_bytes_held(&r->kv, CONTEXT_128K));
         cJSON_AddNumberToObject(o, "bytes_held_1m", kvl_kv_bytes_held(&r->kv, CONTEXT_1M));
@@ -199,7 +217,7 @@ static int print_json(const row *rows, size_t n)
     return 0;
 }
 
-/* ---- the chart ----------------------------------------------------------------------------------- */
+/* ---- the chart ------------------------------------------------------------------------------- */
 
 /* Horizontal bars on a log10 axis, one per model, labelled with the model and its bytes per token.
  * The generations the V4.1-Flash model card charts (_kvlineage.headline) are drawn dark, the others
@@ -221,39 +239,47 @@ static int write_svg(const char *path, const row *rows, size_t n)
     double d0 = floor(log10(lo > 0 ? lo : 1)), d1 = ceil(log10(hi > 1 ? hi : 10));
     if (d1 <= d0) d1 = d0 + 1;
     double height = top + (double)n * (bar + gap) + 70;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"980\" height=\"%.0f\" font-family=\"sans-serif\">\n",
-            height);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-               "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">KV cache bytes per token, "
-               "log scale, derived from each config.json</text>\n"
-               "<text x=\"20\" y=\"52\" font-size=\"13\" fill=\"#444\">dark bars: the generations on the "
-               "V4.1-Flash model card's chart; window rows (per sequence) not included</text>\n");
+    fprintf(
+        f,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"980\" height=\"%.0f\" font-family=\"sans-serif\">\n",
+        height);
+    fprintf(
+        f,
+        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+        "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">KV cache bytes per token, "
+        "log scale, derived from each config.json</text>\n"
+        "<text x=\"20\" y=\"52\" font-size=\"13\" fill=\"#444\">dark bars: the generations on the "
+        "V4.1-Flash model card's chart; window rows (per sequence) not included</text>\n");
     for (double e = d0; e <= d1; e++) {
         double x = left + (e - d0) / (d1 - d0) * (right - left);
         char tick[32];
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x, top - 8, x,
-                height - 55);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s B</text>\n", x,
-                height - 38, kvl_grouped(tick, sizeof tick, pow(10, e), 0));
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ccc\"/>\n", x,
+                top - 8, x, height - 55);
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" text-anchor=\"middle\">%s B</text>\n",
+                x, height - 38, kvl_grouped(tick, sizeof tick, pow(10, e), 0));
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap), v = rows[i].kv.bytes_per_token;
         double w = (log10(v) - d0) / (d1 - d0) * (right - left);
         int headline = rows[i].model.headline;
         char num[32];
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8, y + bar * 0.65);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">", left - 8,
+                y + bar * 0.65);
         svg_put_text(f, rows[i].model.name);
         fputs("</text>\n", f);
-        fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", left, y, w, bar,
-                headline ? "#1f4e8c" : "#a9c1e0");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (", left + w + 6, y + bar * 0.65,
-                headline ? " font-weight=\"bold\"" : "", kvl_grouped(num, sizeof num, v, 2));
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n",
+                left, y, w, bar, headline ? "#1f4e8c" : "#a9c1e0");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\"%s>%s B  (", left + w + 6,
+                y + bar * 0.65, headline ? " font-weight=\"bold\"" : "",
+                kvl_grouped(num, sizeof num, v, 2));
         svg_put_text(f, rows[i].model.date);
         fputs(")</text>\n", f);
     }
     char a[32], b[32];
-    fprintf(f, "<text x=\"20\" y=\"%.0f\" font-size=\"13\">%s to %s bytes per token: %.1fx</text>\n", height - 12,
-            kvl_grouped(a, sizeof a, rows[0].kv.bytes_per_token, 2),
+    fprintf(f,
+            "<text x=\"20\" y=\"%.0f\" font-size=\"13\">%s to %s bytes per token: %.1fx</text>\n",
+            height - 12, kvl_grouped(a, sizeof a, rows[0].kv.bytes_per_token, 2),
             kvl_grouped(b, sizeof b, rows[n - 1].kv.bytes_per_token, 2),
             rows[0].kv.bytes_per_token / rows[n - 1].kv.bytes_per_token);
     fprintf(f, "</svg>\n");
@@ -264,7 +290,7 @@ static int write_svg(const char *path, const row *rows, size_t n)
     return 0;
 }
 
-/* ---- inputs ------------------------------------------------------------------------------------- */
+/* ---- inputs ---------------------------------------------------------------------------------- */
 
 static int by_date(const void *a, const void *b)
 {
@@ -284,7 +310,11 @@ int main(int argc, char **argv)
     kvl_args a = kvl_args_start("kvtable", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 1);
     const char *v;
     for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
-        if (k == KVL_ARGS_HELP) { usage(stdout); free(given); return kvl_exit_status("kvtable", 0); }
+        if (k == KVL_ARGS_HELP) {
+            usage(stdout);
+            free(given);
+            return kvl_exit_status("kvtable", 0);
+        }
         if (k == KVL_ARGS_BAD) { free(given); return 2; }
         if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
         if (k == F_SVG) svg = v;
@@ -293,7 +323,10 @@ int main(int argc, char **argv)
         else if (strcmp(v, "markdown") == 0) fmt = OUT_MARKDOWN;
         else if (strcmp(v, "csv") == 0) fmt = OUT_CSV;
         else if (strcmp(v, "json") == 0) fmt = OUT_JSON;
-        else { free(given); return kvl_bad_usage("kvtable", "--format must be text, markdown, csv or json", v); }
+        else {
+            free(given);
+            return kvl_bad_usage("kvtable", "--format must be text, markdown, csv or json", v);
+        }
     }
     size_t n = n_given;
     char **paths = given;

@@ -50,11 +50,16 @@ int kvl_parse_real(double *out, const char *s, double lo, double hi)
     return 0;
 }
 
-kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_flag *flags, size_t n_flags,
-                        int positional)
+kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_flag *flags,
+                        size_t n_flags, int positional)
 {
-    return (kvl_args){.program = program, .flags = flags, .n_flags = n_flags, .positional = positional,
-                      .argc = argc, .argv = argv, .next = 1};
+    return (kvl_args){.program = program,
+                      .flags = flags,
+                      .n_flags = n_flags,
+                      .positional = positional,
+                      .argc = argc,
+                      .argv = argv,
+                      .next = 1};
 }
 
 static int find_flag(const kvl_args *a, const char *arg)
@@ -116,7 +121,8 @@ int kvl_config_files(char ***paths, size_t *n)
         const size_t len = strlen(dir) + strlen(e->d_name) + 2;
         char **grown = realloc(*paths, (*n + 1) * sizeof **paths);
         if (grown) *paths = grown;
-        if (!grown || !((*paths)[*n] = malloc(len))) rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", dir);
+        if (!grown || !((*paths)[*n] = malloc(len)))
+            rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", dir);
         else snprintf((*paths)[(*n)++], len, "%s/%s", dir, e->d_name);
     }
     closedir(d);

@@ -1,5 +1,5 @@
-/* What every chapter program does alike: find the source tree, read its command line one strict way,
- * refuse a bad one, and fail when its output could not be written. */
+/* What every chapter program does alike: find the source tree, read its command line one strict
+ * way, refuse a bad one, and fail when its output could not be written. */
 #ifndef KVL_PROGRAM_H
 #define KVL_PROGRAM_H
 
@@ -8,32 +8,34 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The project root the programs read configs from: $KVL_ROOT if set and not empty, else the source tree
- * they were built from. */
+/* The project root the programs read configs from:
+ * $KVL_ROOT if set and not empty, else the source tree they were built from. */
 const char *kvl_root_dir(void);
 
-/* The lineage's configs, every .json file of ref/configs under kvl_root_dir(): *paths[*n], each allocated, in the
- * directory's order (the programs sort what they load by date); free with kvl_config_files_free.
- * KVL_EIO naming the directory (set KVL_ROOT) or KVL_ENOMEM. */
+/* The lineage's configs, every .json file of ref/configs under kvl_root_dir(): *paths[*n], each
+ * allocated, in the directory's order (the programs sort what they load by date); free with
+ * kvl_config_files_free. KVL_EIO naming the directory (set KVL_ROOT) or KVL_ENOMEM. */
 int kvl_config_files(char ***paths, size_t *n);
 void kvl_config_files_free(char **paths, size_t n);
 
-/* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on stderr and
- * return 2, the exit status of a bad command line. */
+/* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on
+ * stderr and return 2, the exit status of a bad command line. */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);
 
 /* A command-line count: plain decimal digits (no sign, no space) for a value in [lo, hi] → *out, 0;
  * else -1 and *out untouched. */
 int kvl_parse_size(size_t *out, const char *s, size_t lo, size_t hi);
 
-/* A command-line number: decimal digits with an optional point and exponent ("0.25", "2", "1e-3"; no
- * sign, no space, no inf or nan) for a value in [lo, hi] → *out, 0; else -1 and *out untouched. */
+/* A command-line number: decimal digits with an optional point and exponent ("0.25", "2",
+ * "1e-3"; no sign, no space, no inf or nan) for a value in [lo, hi] → *out, 0; else -1 and *out
+ * untouched. */
 int kvl_parse_real(double *out, const char *s, double lo, double hi);
 
-/* ---- the command line ------------------------------------------------------------------------------
- * Every program reads it alike: "--name VALUE" or "--name" for each flag it takes, each at most once;
- * --help or -h; positional arguments only where the program takes them. Anything else is refused
- * with one line naming the argument. */
+/* ---- the command line
+ * ------------------------------------------------------------------------------ Every program
+ * reads it alike: "--name VALUE" or "--name" for each flag it takes, each at most once; --help
+ * or -h; positional arguments only where the program takes them. Anything else is refused with
+ * one line naming the argument. */
 
 typedef struct {
     const char *name;   /* "--tokens" */
@@ -59,25 +61,28 @@ enum {
 };
 
 /* The reader of argv[1..argc) for `program` taking flags[n_flags]. */
-kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_flag *flags, size_t n_flags,
-                        int positional);
+kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_flag *flags,
+                        size_t n_flags, int positional);
 
-/* The next argument: the index in flags of a flag (*value = its value, or NULL for one that takes
- * none), or one of KVL_ARGS_*. KVL_ARGS_BAD for an unknown flag, a stray argument, a flag without its
- * value or given twice, after "PROGRAM: ... (try --help)" on stderr. */
+/* The next argument: the index in flags of a flag (*value = its value, or NULL for one that
+ * takes none), or one of KVL_ARGS_*. KVL_ARGS_BAD for an unknown flag, a stray argument, a flag
+ * without its value or given twice, after "PROGRAM: ... (try --help)" on stderr. */
 int kvl_args_next(kvl_args *a, const char **value);
 
-/* ---- the end of a run ------------------------------------------------------------------------------ */
+/* ---- the end of a run ------------------------------------------------------------------------ */
 
-/* The exit status of a program whose run returned `status`: status, except that a run that succeeded
- * but whose stdout could not be written (a full disk, a closed pipe) gives 1 after one line on stderr.
- * stdout is flushed, not closed, and the function is inline: kvfmt's main is also a function that its
- * fuzz target, built from kvfmt.c, formats/ and ref/core/rng.c alone, calls again and again. */
+/* The exit status of a program whose run returned `status`: status, except that a run that
+ * succeeded but whose stdout could not be written (a full disk, a closed pipe) gives 1 after one
+ * line on stderr. stdout is flushed, not closed, and the function is inline: kvfmt's main is
+ * also a function that its fuzz target, built from kvfmt.c, formats/ and ref/core/rng.c alone,
+ * calls again and again. */
 static inline int kvl_exit_status(const char *program, int status)
 {
     if (fflush(stdout) == 0 && !ferror(stdout)) return status;
     const int why = errno;
-    if (status == 0) fprintf(stderr, "%s: cannot write the output: %s\n", program, why ? strerror(why) : "write error");
+    if (status == 0)
+        fprintf(stderr, "%s: cannot write the output: %s\n", program,
+                why ? strerror(why) : "write error");
     return status ? status : 1;
 }
 

@@ -1,5 +1,5 @@
-/* Progress lines on stderr; see progress.h. A thread rather than a signal timer, so that nothing the run
- * itself waits on (a write, an OpenMP barrier) is ever interrupted. */
+/* Progress lines on stderr; see progress.h. A thread rather than a signal timer, so that nothing
+ * the run itself waits on (a write, an OpenMP barrier) is ever interrupted. */
 #include "progress.h"
 
 #include <pthread.h>

@@ -14,7 +14,7 @@
 #define DARK "#1f4e8c"
 #define LIGHT "#a9c1e0"
 
-/* ---- the text buffer -------------------------------------------------------------------------------- */
+/* ---- the text buffer ------------------------------------------------------------------------- */
 
 static void append(svg_doc *s, const char *text, size_t n)
 {
@@ -62,8 +62,8 @@ static void print(svg_doc *s, const char *fmt, ...)
     va_end(ap);
 }
 
-/* What byte c of a text becomes in XML: an entity for &, <, > and ", a space for a control character
- * (XML 1.0 allows none), else NULL (the byte itself). */
+/* What byte c of a text becomes in XML: an entity for &, <, > and ", a space for a control
+ * character (XML 1.0 allows none), else NULL (the byte itself). */
 static const char *xml_entity(unsigned char c)
 {
     switch (c) {
@@ -92,14 +92,16 @@ void svg_put_text(FILE *f, const char *text)
     }
 }
 
-/* ---- primitives ---------------------------------------------------------------------------------------- */
+/* ---- primitives ------------------------------------------------------------------------------ */
 
 void svg_begin(svg_doc *s, double width, double height)
 {
     *s = (svg_doc){0};
-    print(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" " FONT
-             ">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-          width, height, width, height);
+    print(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" " FONT
+        ">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+        width, height, width, height);
 }
 
 void svg_end(svg_doc *s)
@@ -115,22 +117,29 @@ void svg_free(svg_doc *s)
 
 void svg_rect(svg_doc *s, double x, double y, double w, double h, const char *fill)
 {
-    print(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, y, w, h, fill);
+    print(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, y, w,
+          h, fill);
 }
 
-void svg_line(svg_doc *s, double x1, double y1, double x2, double y2, const char *stroke, double width)
+void svg_line(svg_doc *s, double x1, double y1, double x2, double y2, const char *stroke,
+              double width)
 {
-    print(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"/>\n", x1, y1, x2,
-          y2, stroke, width);
+    print(
+        s,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"/>\n",
+        x1, y1, x2, y2, stroke, width);
 }
 
-static void text_element(svg_doc *s, double x, double y, double size, const char *anchor, const char *weight,
-                         const char *fmt, va_list ap)
+static void text_element(svg_doc *s, double x, double y, double size, const char *anchor,
+                         const char *weight, const char *fmt, va_list ap)
 {
     char body[1024];
     vsnprintf(body, sizeof body, fmt, ap);
-    print(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"%s\" font-weight=\"%s\" fill=\"" INK "\">",
-          x, y, size, anchor, weight);
+    print(
+        s,
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"%s\" font-weight=\"%s\" fill=\"" INK
+        "\">",
+        x, y, size, anchor, weight);
     append_escaped(s, body);
     print(s, "</text>\n");
 }
@@ -151,8 +160,8 @@ void svg_title(svg_doc *s, double x, double y, double size, const char *fmt, ...
     va_end(ap);
 }
 
-/* v as a bar or tick label: grouped with up to two decimals, or two significant digits below 0.01 (an
- * error of 4e-08 must not read "0") */
+/* v as a bar or tick label: grouped with up to two decimals, or two significant digits below
+ * 0.01 (an error of 4e-08 must not read "0") */
 static const char *bar_number(char *buf, size_t cap, double v)
 {
     if (v != 0 && fabs(v) < 0.01) {
@@ -162,7 +171,7 @@ static const char *bar_number(char *buf, size_t cap, double v)
     return kvl_grouped(buf, cap, v, 2);
 }
 
-/* ---- bars on a log axis --------------------------------------------------------------------------------- */
+/* ---- bars on a log axis ---------------------------------------------------------------------- */
 
 void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
                   const double *values, const int *emphasis, size_t n, const char *unit)
@@ -184,7 +193,8 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         double x = left + (e - d0) / (d1 - d0) * (right - left);
         char tick[40];
         svg_line(s, x, top - 8, x, axis_y, AXIS, 1);
-        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s", bar_number(tick, sizeof tick, pow(10, e)), unit);
+        svg_text(s, x, axis_y + 18, 12, "middle", "%s %s",
+                 bar_number(tick, sizeof tick, pow(10, e)), unit);
     }
     for (size_t i = 0; i < n; i++) {
         double y = top + (double)i * (bar + gap);
@@ -192,13 +202,14 @@ void svg_bars_log(svg_doc *s, const char *title, const char *subtitle, const cha
         char v[40];
         svg_text(s, left - 8, y + bar * 0.68, 13, "end", "%s", labels[i]);
         svg_rect(s, left, y, w, bar, !emphasis || emphasis[i] ? DARK : LIGHT);
-        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s", bar_number(v, sizeof v, values[i]), unit);
+        svg_text(s, left + w + 6, y + bar * 0.68, 13, "start", "%s %s",
+                 bar_number(v, sizeof v, values[i]), unit);
     }
     svg_end(s);
 }
 
-void svg_pair_bars_log(svg_doc *s, const char *title, const char *subtitle, const char *const *labels,
-                       const double *light, const double *dark, size_t n)
+void svg_pair_bars_log(svg_doc *s, const char *title, const char *subtitle,
+                       const char *const *labels, const double *light, const double *dark, size_t n)
 {
     const double left = 190, right = 760, top = 80, bar = 16, gap = 14;
     double hi = 10;
@@ -220,17 +231,18 @@ void svg_pair_bars_log(svg_doc *s, const char *title, const char *subtitle, cons
             const double w = v[k] >= 1 ? log10(v[k]) / d1 * (right - left) : 0;
             char num[40];
             svg_rect(s, left, y + k * bar, w, bar - 2, k ? DARK : LIGHT);
-            svg_text(s, left + w + 6, y + k * bar + bar - 4, 12, "start", "%s", bar_number(num, sizeof num, v[k]));
+            svg_text(s, left + w + 6, y + k * bar + bar - 4, 12, "start", "%s",
+                     bar_number(num, sizeof num, v[k]));
         }
     }
     svg_end(s);
 }
 
-/* ---- a grid of categories --------------------------------------------------------------------------------- */
+/* ---- a grid of categories -------------------------------------------------------------------- */
 
 void svg_grid(svg_doc *s, const char *title, const unsigned char *cells, size_t rows, size_t cols,
-              const char *const *colours, const char *const *legend, size_t n_colours, const char *row_label,
-              const char *col_label, size_t row_tick, size_t col_tick)
+              const char *const *colours, const char *const *legend, size_t n_colours,
+              const char *row_label, const char *col_label, size_t row_tick, size_t col_tick)
 {
     const double cell = rows > 48 || cols > 48 ? 8 : 14, left = 70, top = 60;
     const double grid_w = cell * (double)cols, grid_h = cell * (double)rows;
@@ -249,9 +261,11 @@ void svg_grid(svg_doc *s, const char *title, const unsigned char *cells, size_t 
     for (size_t j = 0; col_tick && j < cols; j += col_tick)
         svg_text(s, left + cell * ((double)j + 0.5), top + grid_h + 14, 10, "middle", "%zu", j);
     svg_text(s, left + grid_w / 2, top + grid_h + 34, 13, "middle", "%s", col_label);
-    print(s, "<text x=\"18\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\" fill=\"" INK
-             "\">",
-          top + grid_h / 2, top + grid_h / 2);
+    print(
+        s,
+        "<text x=\"18\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\" fill=\"" INK
+        "\">",
+        top + grid_h / 2, top + grid_h / 2);
     append_escaped(s, row_label);
     print(s, "</text>\n");
     for (size_t k = 0, shown = 0; k < n_colours; k++) {
@@ -263,10 +277,10 @@ void svg_grid(svg_doc *s, const char *title, const unsigned char *cells, size_t 
     svg_end(s);
 }
 
-/* ---- a histogram ---------------------------------------------------------------------------------------- */
+/* ---- a histogram ----------------------------------------------------------------------------- */
 
-void svg_histogram(svg_doc *s, const char *title, const double *x, size_t n, size_t bins, double lo, double hi,
-                   const char *x_label)
+void svg_histogram(svg_doc *s, const char *title, const double *x, size_t n, size_t bins, double lo,
+                   double hi, const char *x_label)
 {
     const double left = 70, right = 700, top = 60, bottom = 300, width = 740, height = 360;
     size_t *count = calloc(bins ? bins : 1, sizeof *count), peak = 1;

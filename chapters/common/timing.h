@@ -1,4 +1,5 @@
-/* Wall-clock timing for the programs that time a step: a monotonic clock and the median of repeats. */
+/* Wall-clock timing for the programs that time a step: a monotonic clock and the median of
+ * repeats. */
 #ifndef KVL_TIMING_H
 #define KVL_TIMING_H
 

@@ -3,25 +3,26 @@
  *   kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE
  *           [--prefill P] [--cache native|f32]
  *
- * CONFIG is the model's config.json in any spelling ref/core/config.h reads (Hugging Face, transformers
- * 5's save_pretrained, DeepSeek's inference), each field read as the code that writes it computes; the
- * program prints one line naming the layer it ran and how the rotary fields were read. The weights are a
- * .safetensors file, an index .json, or a directory holding model.safetensors.index.json or
- * model.safetensors, under the Hugging Face or the inference naming, BF16/F32 or FP8 with block
- * scales (ref/weights_load.h); a non-finite weight or input is refused, naming the tensor and index. The
- * input is x[T][d]: a .npy file ('<f4' or '<f8', C order) or a .safetensors file's tensor "x" (or its
- * only tensor), F32, F64, BF16 or F16. The layer prefills the first P tokens (default: all T) in one
- * chunk and decodes the rest one at a time, through a cache stored as float32 or in the generation's
- * native layout (bf16 rows for MLA; for V3.2 and V4 the rows formats/rows.h defines, which fix the
- * geometry, as --help lists); decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d]
- * is written as .npy when its name ends so, else as safetensors (tensor "out").
+ * CONFIG is the model's config.json in any spelling ref/core/config.h reads (Hugging Face,
+ * transformers 5's save_pretrained, DeepSeek's inference), each field read as the code that
+ * writes it computes; the program prints one line naming the layer it ran and how the rotary
+ * fields were read. The weights are a .safetensors file, an index .json, or a directory holding
+ * model.safetensors.index.json or model.safetensors, under the Hugging Face or the inference
+ * naming, BF16/F32 or FP8 with block scales (ref/weights_load.h); a non-finite weight or input
+ * is refused, naming the tensor and index. The input is x[T][d]: a .npy file ('<f4' or '<f8', C
+ * order) or a .safetensors file's tensor "x" (or its only tensor), F32, F64, BF16 or F16. The
+ * layer prefills the first P tokens (default: all T) in one chunk and decodes the rest one at a
+ * time, through a cache stored as float32 or in the generation's native layout (bf16 rows for
+ * MLA; for V3.2 and V4 the rows formats/rows.h defines, which fix the geometry, as --help
+ * lists); decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d] is
+ * written as .npy when its name ends so, else as safetensors (tensor "out").
  *
- * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused with
- * a message: its Reuse and Reindex layers read other layers' entries and picks, so one layer alone is
- * not the model's layer (ref/csa2_stack.h runs the stack).
- * Flags are read as every program reads them (chapters/common/program.h: each once, counts in plain
- * digits). Exit status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming
- * it; 1 out of memory, or stdout not written. */
+ * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused
+ * with a message: its Reuse and Reindex layers read other layers' entries and picks, so one
+ * layer alone is not the model's layer (ref/csa2_stack.h runs the stack). Flags are read as
+ * every program reads them (chapters/common/program.h: each once, counts in plain digits). Exit
+ * status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming it; 1
+ * out of memory, or stdout not written. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,22 +75,26 @@ static int failed(int rc)
 
 static void usage(FILE *f)
 {
-    fputs("usage: kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE\n"
-          "               [--prefill P] [--cache native|f32]\n"
-          "  runs attention layer N of the checkpoint on x[T][d] (.npy or safetensors tensor \"x\", float32 or float64):\n"
-          "  the first P tokens (default all) as one prefill, the rest decoded one by one; writes out[T][d] (.npy or\n"
-          "  safetensors) and prints one line saying what ran and how the config's rotary fields were read.\n"
-          "  CONFIG: a Hugging Face config.json (rope_scaling, or transformers 5's rope_parameters, layer_types and\n"
-          "  compress_rates) or DeepSeek's inference config; each field means what the code writing it computes.\n"
-          "  --cache f32 runs any geometry; --cache native stores the generation's deployed rows, which fix it:\n", f);
-    fprintf(f, "    MLA   bf16 rows of kv_lora_rank + qk_rope_head_dim values (any geometry)\n"
-               "    V3.2  %zu-byte FP8 latent rows and %zu-byte index keys: kv_lora_rank %d, qk_rope_head_dim %d,"
-               " index_head_dim %d\n"
-               "    V4    %zu-byte FP8 rows and %zu-byte MXFP4 index keys: head_dim %d, qk_rope_head_dim %d,"
-               " index_head_dim %d\n",
-            kvf_row_bytes(KVF_ROW_V32_MAIN), kvf_row_bytes(KVF_ROW_V32_INDEX), KVF_V32_NOPE, KVF_V32_ROPE, KVF_INDEX_DIM,
-            kvf_row_bytes(KVF_ROW_V4_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX), KVF_V4_NOPE + KVF_V4_ROPE, KVF_V4_ROPE,
-            KVF_INDEX_DIM);
+    fputs(
+        "usage: kvlayer --config CONFIG --weights DIR_OR_FILE --layer N --input FILE --output FILE\n"
+        "               [--prefill P] [--cache native|f32]\n"
+        "  runs attention layer N of the checkpoint on x[T][d] (.npy or safetensors tensor \"x\", float32 or float64):\n"
+        "  the first P tokens (default all) as one prefill, the rest decoded one by one; writes out[T][d] (.npy or\n"
+        "  safetensors) and prints one line saying what ran and how the config's rotary fields were read.\n"
+        "  CONFIG: a Hugging Face config.json (rope_scaling, or transformers 5's rope_parameters, layer_types and\n"
+        "  compress_rates) or DeepSeek's inference config; each field means what the code writing it computes.\n"
+        "  --cache f32 runs any geometry; --cache native stores the generation's deployed rows, which fix it:\n",
+        f);
+    fprintf(
+        f,
+        "    MLA   bf16 rows of kv_lora_rank + qk_rope_head_dim values (any geometry)\n"
+        "    V3.2  %zu-byte FP8 latent rows and %zu-byte index keys: kv_lora_rank %d, qk_rope_head_dim %d,"
+        " index_head_dim %d\n"
+        "    V4    %zu-byte FP8 rows and %zu-byte MXFP4 index keys: head_dim %d, qk_rope_head_dim %d,"
+        " index_head_dim %d\n",
+        kvf_row_bytes(KVF_ROW_V32_MAIN), kvf_row_bytes(KVF_ROW_V32_INDEX), KVF_V32_NOPE,
+        KVF_V32_ROPE, KVF_INDEX_DIM, kvf_row_bytes(KVF_ROW_V4_MAIN),
+        kvf_row_bytes(KVF_ROW_V4_INDEX), KVF_V4_NOPE + KVF_V4_ROPE, KVF_V4_ROPE, KVF_INDEX_DIM);
 }
 
 enum { F_CONFIG, F_WEIGHTS, F_INPUT, F_OUTPUT, F_LAYER, F_PREFILL, F_CACHE };
@@ -117,8 +122,12 @@ static int parse_options(options *o, int argc, char **argv)
             return kvl_bad_usage("kvlayer", "--cache must be native or f32", v);
         else if (k == F_CACHE) o->native = !strcmp(v, "native");
     }
-    const char *missing = !o->config ? "--config" : !o->weights ? "--weights" : !(a.seen >> F_LAYER & 1) ? "--layer"
-                        : !o->input ? "--input" : !o->output ? "--output" : NULL;
+    const char *missing = !o->config                 ? "--config"
+                          : !o->weights              ? "--weights"
+                          : !(a.seen >> F_LAYER & 1) ? "--layer"
+                          : !o->input                ? "--input"
+                          : !o->output               ? "--output"
+                                                     : NULL;
     if (missing) return bad_input("%s is required (try --help)", missing);
     o->layer = layer;
     return 0;
@@ -139,8 +148,11 @@ static int read_safetensors_input(float **x, size_t *T, size_t *d, const char *p
     const kvl_st_tensor *t = kvl_st_find(&f, "x");
     if (!t && f.n_tensors == 1) t = &f.tensors[0];
     if (!t) rc = kvl_fail(KVL_EINVAL, "%s: no tensor \"x\" (and more than one tensor)", path);
-    else if (t->n_dims != 2) rc = kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" has %zu dims, want [T][d]", path, t->name, t->n_dims);
-    else if (!(*x = malloc(t->n_elements * sizeof **x + 1))) rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
+    else if (t->n_dims != 2)
+        rc = kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" has %zu dims, want [T][d]", path, t->name,
+                      t->n_dims);
+    else if (!(*x = malloc(t->n_elements * sizeof **x + 1)))
+        rc = kvl_fail(KVL_ENOMEM, "%s: out of memory", path);
     else {
         *T = t->shape[0];
         *d = t->shape[1];
@@ -169,16 +181,18 @@ static void report(const options *o, const kvl_model *m, size_t T, size_t P)
     kvl_rope_describe(rope, sizeof rope, m);
     const kvl_layer *l = &m->layers[o->layer];
     char ratio[32] = "";
-    if (l->kind == KVL_LAYER_CSA || l->kind == KVL_LAYER_HCA) snprintf(ratio, sizeof ratio, ", ratio %zu", l->compress_ratio);
-    printf("kvlayer: layer %zu (%s %s%s) of %s, %zu tokens (%zu prefilled, %zu decoded), %s cache, wrote %s; %s\n",
-           o->layer, kvl_generation_name(m->generation), kvl_layer_kind_name(l->kind), ratio, o->config, T, P, T - P,
-           o->native ? "native" : "float32", o->output, rope);
+    if (l->kind == KVL_LAYER_CSA || l->kind == KVL_LAYER_HCA)
+        snprintf(ratio, sizeof ratio, ", ratio %zu", l->compress_ratio);
+    printf(
+        "kvlayer: layer %zu (%s %s%s) of %s, %zu tokens (%zu prefilled, %zu decoded), %s cache, wrote %s; %s\n",
+        o->layer, kvl_generation_name(m->generation), kvl_layer_kind_name(l->kind), ratio,
+        o->config, T, P, T - P, o->native ? "native" : "float32", o->output, rope);
 }
 
-/* ---- the layers ----------------------------------------------------------------------------------- */
+/* ---- the layers ------------------------------------------------------------------------------ */
 
-static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
-                   size_t T, size_t P)
+static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o,
+                   const float *x, size_t T, size_t P)
 {
     mla_config c;
     mla_weights w;
@@ -189,15 +203,16 @@ static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, 
     rc = mla_cache_init(&cache, &c, T, o->native ? SWA_STORE_BF16 : SWA_STORE_F32);
     if (rc == KVL_OK) {
         if (P) rc = mla_prefill(out, &c, &w, &cache, x, P);
-        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = mla_decode_absorbed(out + t * c.d, &c, &w, &cache, x + t * c.d);
+        for (size_t t = P; rc == KVL_OK && t < T; t++)
+            rc = mla_decode_absorbed(out + t * c.d, &c, &w, &cache, x + t * c.d);
         mla_cache_free(&cache);
     }
     mla_weights_free(&w);
     return rc;
 }
 
-static int run_dsa(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
-                   size_t T, size_t P)
+static int run_dsa(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o,
+                   const float *x, size_t T, size_t P)
 {
     dsa_config c;
     dsa_weights w;
@@ -209,15 +224,16 @@ static int run_dsa(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, 
     if (rc == KVL_OK) {
         size_t d = c.mla.d;
         if (P) rc = dsa_prefill(out, NULL, &c, &w, &cache, x, P);
-        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = dsa_decode_masked(out + t * d, NULL, &c, &w, &cache, x + t * d);
+        for (size_t t = P; rc == KVL_OK && t < T; t++)
+            rc = dsa_decode_masked(out + t * d, NULL, &c, &w, &cache, x + t * d);
         dsa_cache_free(&cache);
     }
     dsa_weights_free(&w);
     return rc;
 }
 
-static int run_v4(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o, const float *x,
-                  size_t T, size_t P)
+static int run_v4(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o,
+                  const float *x, size_t T, size_t P)
 {
     v4_config c;
     v4_weights w;
@@ -228,7 +244,8 @@ static int run_v4(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, c
     rc = v4_cache_init(&cache, &c, T, o->native ? V4_CACHE_NATIVE : V4_CACHE_F32);
     if (rc == KVL_OK) {
         if (P) rc = v4_prefill(out, NULL, &c, &w, &cache, x, P);
-        for (size_t t = P; rc == KVL_OK && t < T; t++) rc = v4_decode(out + t * c.d, NULL, &c, &w, &cache, x + t * c.d);
+        for (size_t t = P; rc == KVL_OK && t < T; t++)
+            rc = v4_decode(out + t * c.d, NULL, &c, &w, &cache, x + t * c.d);
         v4_cache_free(&cache);
     }
     v4_weights_free(&w);
@@ -239,18 +256,23 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
 {
     float *x = NULL;
     size_t T = 0, d = 0;
-    int rc = ends_with(o->input, ".npy") ? kvl_npy_read(&x, &T, &d, o->input) : read_safetensors_input(&x, &T, &d, o->input);
+    int rc = ends_with(o->input, ".npy") ? kvl_npy_read(&x, &T, &d, o->input)
+                                         : read_safetensors_input(&x, &T, &d, o->input);
     if (rc != KVL_OK) {
         free(x);
         return failed(rc);
     }
     int status = 0;
     float *out = NULL;
-    if ((rc = kvl_expect_finite(x, (const size_t[]){T, d}, 2, o->input, "x")) != KVL_OK) status = failed(rc);
-    else if (d != m->d) status = bad_input("%s: x is [%zu][%zu], the config's width is %zu", o->input, T, d, m->d);
+    if ((rc = kvl_expect_finite(x, (const size_t[]){T, d}, 2, o->input, "x")) != KVL_OK)
+        status = failed(rc);
+    else if (d != m->d)
+        status = bad_input("%s: x is [%zu][%zu], the config's width is %zu", o->input, T, d, m->d);
     else if (T == 0) status = bad_input("%s: x holds no tokens", o->input);
-    else if (o->prefill > (long long)T) status = bad_input("--prefill %lld exceeds the %zu input tokens", o->prefill, T);
-    else if (!(out = calloc(T * d, sizeof *out))) status = failed(kvl_fail(KVL_ENOMEM, "out of memory"));
+    else if (o->prefill > (long long)T)
+        status = bad_input("--prefill %lld exceeds the %zu input tokens", o->prefill, T);
+    else if (!(out = calloc(T * d, sizeof *out)))
+        status = failed(kvl_fail(KVL_ENOMEM, "out of memory"));
     else {
         size_t P = o->prefill < 0 ? T : (size_t)o->prefill;
         kvl_progress("layer %zu over %zu tokens", o->layer, T);
@@ -281,10 +303,12 @@ int main(int argc, char **argv)
         return failed(rc);
     }
     int status = 0;
-    if (o.layer >= m.n_layers) status = bad_input("--layer %zu: the config has %zu layers", o.layer, m.n_layers);
-    else if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA && m.generation != KVL_GEN_V4)
-        status = bad_input("%s: generation %s: kvlayer runs MLA (V2/V3), DSA (V3.2) and V4 layers", o.config,
-                           kvl_generation_name(m.generation));
+    if (o.layer >= m.n_layers)
+        status = bad_input("--layer %zu: the config has %zu layers", o.layer, m.n_layers);
+    else if (m.generation != KVL_GEN_MLA && m.generation != KVL_GEN_DSA &&
+             m.generation != KVL_GEN_V4)
+        status = bad_input("%s: generation %s: kvlayer runs MLA (V2/V3), DSA (V3.2) and V4 layers",
+                           o.config, kvl_generation_name(m.generation));
     else {
         kvl_st_checkpoint ck;
         rc = kvl_st_checkpoint_open(&ck, o.weights);
