@@ -49,9 +49,14 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
         r->kv_heads = d->dp_attention ? m->n_kv_heads : kvl_rank_kv_heads(m->n_kv_heads, d->tp);
         r->main_row_bytes = f->main_row_bytes / m->n_kv_heads * r->kv_heads;
     }
-    for (size_t i = 0; i < m->n_layers; i++)
-        if (kvl_layer_writes_cache(m, i))
-            r->bytes_per_token += (double)layer_entry_bytes(m, r, i) / (double)m->layers[i].compress_ratio;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const kvl_layer_kind k = m->layers[i].kind;
+        r->kind_layers[k]++;
+        if (!kvl_layer_writes_cache(m, i)) continue;
+        const double b = (double)layer_entry_bytes(m, r, i) / (double)m->layers[i].compress_ratio;
+        r->bytes_per_token += b;
+        r->kind_bytes[k] += b;
+    }
     return KVL_OK;
 }
 

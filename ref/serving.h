@@ -49,12 +49,16 @@ typedef struct {
     size_t page;        /* entries per page of every paged layer */
 } kvl_deployment;
 
+#define KVL_N_LAYER_KINDS (KVL_LAYER_REUSE + 1)
+
 /* What one rank (one GPU) stores, after the split. */
 typedef struct {
     size_t kv_heads;                   /* KV heads a rank holds (MHA/GQA); 0 for a latent or shared row */
     size_t main_row_bytes;             /* one entry of the main attention, on one rank */
     size_t index_key_bytes;            /* one indexer key (whole on every rank) */
     double bytes_per_token;            /* Σ over global layers of (row + key) / M, on one rank */
+    double kind_bytes[KVL_N_LAYER_KINDS];   /* bytes_per_token's share of each layer kind */
+    size_t kind_layers[KVL_N_LAYER_KINDS];  /* layers of each kind (caching or not) */
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
     size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */

@@ -16,6 +16,7 @@
 #include "mha.h"
 #include "mla.h"
 #include "params.h"
+#include "rows.h"
 #include "serving.h"
 #include "status.h"
 #include "swa.h"
@@ -310,6 +311,37 @@ START_TEST(test_memory_leaves_the_cache_what_activations_and_weights_do_not_take
 }
 END_TEST
 
+/* A rank's bytes per token split by layer kind: the kinds sum to the total, and V4-Flash's CSA and
+ * HCA shares are 21 · (584 + 68) / 4 and 20 · 584 / 128 by the row sizes; layers that read another's
+ * entries (V4.1's Reindex and Reuse) or keep only their window add nothing. */
+START_TEST(test_bytes_by_layer_kind_sum_to_the_total)
+{
+    static const char *const names[] = {"deepseek-llm-67b.json", "deepseek-v3.json", "deepseek-v3.2-exp.json",
+                                        "deepseek-v4-flash.json", "deepseek-v4.1-flash.json"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        loaded l = load(names[i]);
+        const kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
+        double sum = 0;
+        size_t layers = 0;
+        for (int k = 0; k < KVL_N_LAYER_KINDS; k++) sum += r.kind_bytes[k], layers += r.kind_layers[k];
+        ck_assert_msg(fabs(sum - r.bytes_per_token) <= 1e-12 * r.bytes_per_token, "%s: %g by kind, %g in all",
+                      names[i], sum, r.bytes_per_token);
+        ck_assert_uint_eq(layers, l.m.n_layers);
+        if (l.m.generation == KVL_GEN_V4) {
+            const double main = (double)kvf_row_bytes(KVF_ROW_V4_MAIN), key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
+            ck_assert_uint_eq(r.kind_layers[KVL_LAYER_CSA], 21);
+            ck_assert_double_eq(r.kind_bytes[KVL_LAYER_CSA], 21 * (main + key) / 4);
+            ck_assert_double_eq(r.kind_bytes[KVL_LAYER_HCA], 20 * main / 128);
+            ck_assert_double_eq(r.kind_bytes[KVL_LAYER_WINDOW], 0);
+        }
+        if (l.m.generation == KVL_GEN_V41)
+            ck_assert(r.kind_bytes[KVL_LAYER_REINDEX] == 0 && r.kind_bytes[KVL_LAYER_REUSE] == 0 &&
+                      r.kind_bytes[KVL_LAYER_FULL] == r.bytes_per_token);
+        kvl_model_free(&l.m);
+    }
+}
+END_TEST
+
 /* serving --svg draws the chart chapter 9 commits (and notebook 09 draws too), byte for byte. */
 START_TEST(test_serving_draws_the_committed_figure)
 {
@@ -344,6 +376,7 @@ Suite *kvl_suite(void)
     TCase *split = tcase_create("split");
     tcase_add_test(split, test_doubling_tp_halves_gqa_bytes_until_tp_reaches_kv_heads);
     tcase_add_test(split, test_tp_leaves_a_latent_row_whole_on_every_rank);
+    tcase_add_test(split, test_bytes_by_layer_kind_sum_to_the_total);
     tcase_add_test(split, test_dp_attention_multiplies_a_nodes_mla_tokens_by_tp);
     suite_add_tcase(s, split);
     TCase *pages = tcase_create("pages");

@@ -348,6 +348,9 @@ static const struct {
      "DeepSeek-V3 70,272 0 9,210,691,584 738,931 738,931 5 5 78.5 48.4"},
     {"09_serving", "32 under data-parallel attention", "serving --memory-gib 141", "4,774,232 4 32 87.8 39.1"},
     {"09_serving", "828 and 6,328", "serving --memory-gib 141", "111,164,634 828 828 34.8 92.1"},
+    {"09_serving", "21 × 163 = 3,423 and HCA 20 × 4.56 = 91.25", "serving",
+     "window 2 x 0 = 0; CSA 21 x 163 = 3,423; HCA 20 x 4.56 = 91.25"},
+    {"09_serving", "4 × 222.5 = 890", "serving", "Full 4 x 222.5 = 890; Reindex 4 x 0 = 0; Reuse 30 x 0 = 0"},
     {"09_serving", "6,328", "serving --memory-gib 141", "848,985,936 791 6,328 38.9 88"},
 };
 

@@ -108,6 +108,27 @@ static void print_mode(const row *rows, size_t n, int dp, const plan *p)
     }
 }
 
+/* Each model's per-token bytes on one GPU by layer kind: "CSA 21 x 163 = 3,423". */
+static void print_kinds(const row *rows, size_t n)
+{
+    printf(
+        "\nB/token on one GPU by layer kind (tensor-parallel attention; a kind that reads another\n"
+        "layer's entries, or keeps only its window, adds none):\n");
+    for (size_t i = 0; i < n; i++) {
+        const kvl_rank_cache *r = &rows[i].rank[0];
+        printf("  %-20s", rows[i].model.name);
+        for (int k = 0, first = 1; k < KVL_N_LAYER_KINDS; k++) {
+            if (!r->kind_layers[k]) continue;
+            printf("%s%s %zu x %s = %s", first ? " " : "; ", kvl_layer_kind_name((kvl_layer_kind)k),
+                   r->kind_layers[k],
+                   kvl_grouped((char[32]){0}, 32, r->kind_bytes[k] / (double)r->kind_layers[k], 2),
+                   kvl_grouped((char[32]){0}, 32, r->kind_bytes[k], 2));
+            first = 0;
+        }
+        printf("\n");
+    }
+}
+
 static void print_notes(void)
 {
     printf(
@@ -326,6 +347,7 @@ int main(int argc, char **argv)
         print_mode(rows, n, 0, &p);
         printf("\n");
         print_mode(rows, n, 1, &p);
+        print_kinds(rows, n);
         print_notes();
     }
     for (size_t i = 0; rows && i < n; i++) kvl_model_free(&rows[i].model);
