@@ -833,8 +833,8 @@ NB_CELL(cell_replay_arithmetic)
 //
 // MoE, hyper-connections, Engram, DSpark/MTP and vision change what enters an attention layer, not
 // what its cache holds; the project does not model them. `build/bin/v41_cache` runs the full
-// 40-layer map at the real entry widths, sets the FP4 cache against float32 and reads 890 B/token
-// off live caches.
+// 40-layer map at the real entry widths, sets the FP4 cache against float32 and reads the bytes per
+// token off live caches.
 
 // %%
 int main(int argc, char **argv)

@@ -1,9 +1,9 @@
 // %% [markdown]
-// # Chapter 8 · The arithmetic, rebuilt: 389,120 → 890 bytes per token
+// # Chapter 8 · The arithmetic, rebuilt: the lineage's bytes per token
 //
-// The V4.1-Flash model card charts four numbers: 389,120 bytes per token for DeepSeek LLM 67B,
-// 48,068 for V3.2, 3,514 for V4-Flash and 890 for V4.1-Flash. This notebook rebuilds every one of
-// them from the `config.json` files in `ref/configs/` and the row sizes of `formats/`
+// The V4.1-Flash model card charts four numbers, the bytes per token of DeepSeek LLM 67B, V3.2,
+// V4-Flash and V4.1-Flash; the first cell prints them. This notebook rebuilds every one of them
+// from the `config.json` files in `ref/configs/` and the row sizes of `formats/`
 // (`ref/kvtable`), splits each step into the levers it pulled, and weighs live caches where the
 // generation's module exists. The arithmetic itself is built in plain C below and checked against
 // `ref/kvtable` on every config.

@@ -83,8 +83,8 @@ NB_CELL(cell_split)
 }
 
 // %% [markdown]
-// The 67B's 389,120 bytes halve with every doubling of $t$ down to 48,640 at $t = 8 = H_{kv}$, and
-// stop there; the latents do not move. That is why serving engines added **data-parallel
+// The 67B's bytes halve with every doubling of $t$ until $t = H_{kv} = 8$, and stop there (the
+// table above); the latents do not move. That is why serving engines added **data-parallel
 // attention** for MLA models: each rank attends for its own sequences with whole rows, so the 8
 // ranks of a node hold 8 different sets of tokens instead of 8 copies of one.
 //
@@ -143,8 +143,8 @@ NB_CELL(cell_pages)
 }
 
 // %% [markdown]
-// V4-Flash's window is the whole of a one-token sequence (3.2 MB) and a rounding error at 131,072
-// tokens: per token it falls from millions of bytes to the 3,514 of chapter 8.
+// V4-Flash's window is the whole of a one-token sequence and a rounding error at 131,072 tokens:
+// per token it falls from millions of bytes to chapter 8's figure (the table above).
 //
 // ## The weights, and what fits beside them
 //

@@ -530,14 +530,14 @@ static int read_rope_v4(const reader *r, kvl_model *m)
         KVL_TRY(read_hf_rope(r, main_obj, "rope_parameters.main.", 1, &plain));
         if (plain.factor != 1)
             return kvl_fail(KVL_EINVAL, "%s: field \"rope_parameters.main.rope_type\": YaRN on the window-only layers' "
-                            "rope is not implemented (V4 scales only the compress rope)", r->origin);
+                            "rope is outside V4's design, which scales only the compress rope: refused", r->origin);
     }
     m->compress_rope.theta = ctheta;
     if (compress_obj) KVL_TRY(read_hf_rope(r, compress_obj, compress_path, !nested, &m->compress_rope));
     else KVL_TRY(read_flat_rope(r, 0, &m->compress_rope));
     if (m->compress_rope.attention_factor != 1)
         return kvl_fail(KVL_EINVAL, "%s: field \"%sattention_factor\" is %g (transformers derives it when it is left out "
-                        "of a nested rope_parameters): a factor on V4's cos and sin is not implemented; set it to 1.0, "
+                        "of a nested rope_parameters): this project keeps V4's cos and sin unscaled; set it to 1.0, "
                         "as transformers' own DeepseekV4Config does", r->origin, compress_path, m->compress_rope.attention_factor);
     m->compress_rope.interleaved = 1;
     int interleaved;
@@ -555,8 +555,8 @@ static int read_rope_v4(const reader *r, kvl_model *m)
 }
 
 /* MHA's window W. transformers reads sliding_window only where use_sliding_window is not false
- * (Qwen2) and applies it to the layers whose layer_types entry is "sliding_attention"; a window on
- * some layers only is not implemented here. */
+ * (Qwen2) and applies it to the layers whose layer_types entry is "sliding_attention"; ref/mha and
+ * the tables apply one window to a whole model, so a window on some layers only is refused. */
 static int read_mha_window(const reader *r, kvl_model *m)
 {
     KVL_TRY(read_size(r, r->root, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = MAX_DIM, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
@@ -579,8 +579,8 @@ static int read_mha_window(const reader *r, kvl_model *m)
         return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" has %zu entries for %zu layers", r->origin, i, m->n_layers);
     if (n_sliding == 0) m->window = 0;
     else if (n_sliding < i)
-        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" mixes %zu sliding-window layers with %zu full ones: a "
-                        "window on some layers only is not implemented", r->origin, n_sliding, i - n_sliding);
+        return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" mixes %zu sliding-window layers with %zu full ones: ref/mha "
+                        "and the tables apply one window to every layer of a model, so this is refused", r->origin, n_sliding, i - n_sliding);
     else if (!m->window)
         return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" makes every layer \"sliding_attention\" but "
                         "\"sliding_window\" sets no window", r->origin);
