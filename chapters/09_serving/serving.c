@@ -276,10 +276,9 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
         if (i == 3) return kvl_bad_usage("serving", "--weights must be native, bf16 or fp8", v);
         p->weights = (int)i;
     } else if (k == F_CACHE) {
-        static const char *const layouts[] = {"bf16", "v32-fp8", "v4-fp8", "v41-fp4"};
         p->cache = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(v, layouts[i])) p->cache = i;
+        for (int i = KVL_CACHE_BF16; i <= KVL_CACHE_V41_FP4; i++)
+            if (!strcmp(v, kvl_cache_layout_name((kvl_cache_layout)i))) p->cache = i;
         if (p->cache < 0 && strcmp(v, "native"))
             return kvl_bad_usage("serving",
                                  "--cache must be native, bf16, v32-fp8, v4-fp8 or v41-fp4", v);
