@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "element.h"
+#include "few_rows.h"
 #include "linalg.h"
 #include "scratch.h"
 #include "softmax.h"
@@ -147,6 +148,16 @@ static void online_tile(online *st, const float *q, size_t Hq, const float *rows
         online_group(st, q, g, Gq, rows + r->k_off + g * r->Dk, ld, rows + r->v_off + g * r->Dv, ld, n, r, scale);
 }
 
+/* The same tile for a group of few query rows (Gq ≤ KVL_FEW_ROWS), read where it lies by the
+ * register-blocked kernels: no packed copy of Q, K or V, and bf16 widened in registers. */
+static void online_group_few(online *st, const float *q, size_t g, size_t Gq, const kvl_few_tile *t, float scale)
+{
+    float *acc_g = st->acc + g * Gq * t->Dv;
+    kvl_few_scores(st->s, q + g * Gq * t->Dk, Gq, t, scale);
+    online_weights(st, acc_g, g * Gq, Gq, t->n, t->Dv);
+    kvl_few_values(acc_g, st->s, Gq, t);
+}
+
 /* Heads h0 … h1 − 1 of part b folded into part a: the two partial softmaxes rescaled to their common max
  * (FlashDecoding's split-KV reduction). A part that saw nothing (m = −∞) weighs 0, and 0·NaN keeps a NaN. */
 static void online_merge(online *a, const online *b, size_t h0, size_t h1, size_t Dv)
@@ -238,6 +249,47 @@ static void run_part_groups(void *ctx, size_t p)
     }
 }
 
+/* Group g's keys and values in rows first … first + n − 1 of a view the few-row kernels read (float32
+ * in place or bf16). */
+static kvl_few_tile few_tile(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t g, size_t first, size_t n)
+{
+    const size_t k0 = first * r->stride + r->k_off + g * r->Dk, v0 = first * r->stride + r->v_off + g * r->Dv;
+    kvl_few_tile t = {.ldk = r->stride, .ldv = r->stride, .n = n, .Dk = r->Dk, .Dv = r->Dv, .bf16 = !!rows->bf16};
+    if (rows->bf16) {
+        t.k = rows->bf16 + k0;
+        t.v = rows->bf16 + v0;
+    } else {
+        const float *base = rows->tile(NULL, rows, 0, rows->N);
+        t.k = base + k0;
+        t.v = base + v0;
+    }
+    return t;
+}
+
+/* Part p through the few-row kernels, a tile of every group at a time. */
+static void run_part_few(void *ctx, size_t p)
+{
+    const split *sp = ctx;
+    const kvl_attend_rows *r = sp->r;
+    const size_t N = r->N, j1 = N * (p + 1) / sp->n_parts, Gq = sp->Hq / r->groups;
+    online *st = &sp->parts[p];
+    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
+        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
+        for (size_t g = 0; g < r->groups; g++) {
+            const kvl_few_tile t = few_tile(sp->rows, r, g, j, n);
+            online_group_few(st, sp->q, g, Gq, &t, sp->scale);
+        }
+    }
+}
+
+/* The few-row kernels take the step where a group has few query rows, the rows are float32 in place or
+ * bf16, and the CPU runs the kernels' SIMD form at these widths (elsewhere BLAS is faster). */
+static int reads_few(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
+{
+    const kvl_few_tile widths = {.Dk = r->Dk, .Dv = r->Dv};
+    return rows && Hq / r->groups <= KVL_FEW_ROWS && (rows->in_place || rows->bf16) && kvl_few_simd(&widths);
+}
+
 static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                         float scale, const float *sigma, const char *fn)
 {
@@ -247,7 +299,7 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
                         rows->N, rows->width);
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
-    const int decodes = rows && !rows->in_place;
+    const int few = reads_few(rows, r, Hq), decodes = rows && !rows->in_place && !few;
     const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
     if (!first || !other || other > (SIZE_MAX - first) / n_parts)
         return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
@@ -262,7 +314,9 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         mem += p ? other : first;
     }
     split sp = {parts, n_parts, Hq, q, rows, r, scale};
-    if (Hq) kvl_run_parts(decodes && rows->cols && r->groups > 1 ? run_part_groups : run_part_rows, &sp, n_parts);
+    if (Hq)
+        kvl_run_parts(few ? run_part_few : decodes && rows->cols && r->groups > 1 ? run_part_groups : run_part_rows,
+                      &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);
     free(parts);

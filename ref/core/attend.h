@@ -62,6 +62,12 @@
  * more than it saves. */
 #define KVL_ATTEND_PART_ROWS 64
 
+/* A group of at most this many query rows (GQA's 8) is read by the register-blocked kernels of
+ * ref/core/few_rows.h instead of BLAS, where the CPU runs them (AVX2+FMA, widths multiples of 8) and the
+ * rows are float32 or bf16: their products skip the packing a BLAS call this thin spends most of its time
+ * in, and bf16 rows are widened in registers instead of into a float tile. */
+#define KVL_FEW_ROWS 16
+
 /* Where keys and values sit in the cached rows. */
 typedef struct {
     size_t N;       /* rows */

@@ -43,7 +43,7 @@ static const float *bf16_cols(float *scratch, const kvl_row_tiles *r, size_t fir
 
 kvl_row_tiles kvl_row_tiles_bf16(const uint16_t *rows, size_t N, size_t width)
 {
-    return (kvl_row_tiles){.N = N, .width = width, .tile = bf16_tile, .src = rows, .cols = bf16_cols};
+    return (kvl_row_tiles){.N = N, .width = width, .tile = bf16_tile, .src = rows, .cols = bf16_cols, .bf16 = rows};
 }
 
 int kvl_row_tiles_read(float *dst, const kvl_row_tiles *r, size_t first, size_t n)

@@ -27,6 +27,8 @@ struct kvl_row_tiles {
     int in_place;      /* 1: tile never writes scratch, so a reader needs none (float32 rows); 0: it may */
     kvl_row_cols_fn cols; /* NULL, or a read of some columns only, for rows that decode value by value (bf16):
                              a GQA group reads its 2·128 of 2,048 columns and the tile stays in L2 */
+    const uint16_t *bf16; /* the codes[N][width] of bf16 rows, for a reader that widens them in registers
+                             (ref/core/few_rows.h); NULL for any other store */
 };
 
 /* Decoding a packed value takes about as long as 32 multiply-adds of a product (584-byte rows decode at

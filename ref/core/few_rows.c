@@ -1,0 +1,225 @@
+#include "few_rows.h"
+
+#include "element.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KVL_FEW_X86 1
+#include <immintrin.h>
+#endif
+
+/* ---- the plain loops --------------------------------------------------------------------------- */
+
+static float value_at(const kvl_few_tile *t, const void *base, size_t ld, size_t j, size_t i)
+{
+    return t->bf16 ? kvf_bf16_decode(((const uint16_t *)base)[j * ld + i]) : ((const float *)base)[j * ld + i];
+}
+
+void kvl_few_scores_plain(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    for (size_t r = 0; r < G; r++)
+        for (size_t j = 0; j < t->n; j++) {
+            float dot = 0.0f;
+            for (size_t i = 0; i < t->Dk; i++) dot += q[r * t->Dk + i] * value_at(t, t->k, t->ldk, j, i);
+            s[r * t->n + j] = scale * dot;
+        }
+}
+
+void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+    for (size_t r = 0; r < G; r++)
+        for (size_t j = 0; j < t->n; j++)
+            for (size_t i = 0; i < t->Dv; i++) acc[r * t->Dv + i] += p[r * t->n + j] * value_at(t, t->v, t->ldv, j, i);
+}
+
+/* ---- AVX2 + FMA ----------------------------------------------------------------------------------- */
+
+#ifdef KVL_FEW_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_AVX2 AVX2 static inline __attribute__((always_inline))
+
+/* Keys this far ahead are asked for while a key is scored: the group's 512 bytes of a 4 KiB or 8 KiB row
+ * are a short run per page, which the hardware prefetcher does not follow. */
+#define AHEAD 8
+
+INLINE_AVX2 __m256 load8(const void *base, size_t at, int bf16)
+{
+    if (!bf16) return _mm256_loadu_ps((const float *)base + at);
+    const __m128i codes = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + at));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(codes), 16));
+}
+
+/* [Σa0, Σa1, …, Σa7]: the eight sums of eight vectors */
+INLINE_AVX2 __m256 sum8(const __m256 a[8])
+{
+    const __m256 s01 = _mm256_hadd_ps(a[0], a[1]), s23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 s45 = _mm256_hadd_ps(a[4], a[5]), s67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 lo = _mm256_hadd_ps(s01, s23), hi = _mm256_hadd_ps(s45, s67);
+    return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R·J ≤ 12 (twelve sums and
+ * three keys in registers: twelve chains hide the FMA's latency, and q is read from L1 by the FMA). */
+INLINE_AVX2 void scores_block(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0, size_t R,
+                              size_t J, float scale, int bf16)
+{
+    __m256 a[16], k[3];
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; i++) a[i] = _mm256_setzero_ps();
+    for (size_t c = 0; c < t->Dk; c += 8) {
+#pragma GCC unroll 3
+        for (size_t j = 0; j < J; j++) k[j] = load8(t->k, (j0 + j) * t->ldk + c, bf16);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < R; r++) {
+            const __m256 qr = _mm256_loadu_ps(q + r * t->Dk + c);
+#pragma GCC unroll 3
+            for (size_t j = 0; j < J; j++) a[r * J + j] = _mm256_fmadd_ps(qr, k[j], a[r * J + j]);
+        }
+    }
+    float out[16];
+    const __m256 sc = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(out, _mm256_mul_ps(sc, sum8(a)));
+    if (R * J > 8) _mm256_storeu_ps(out + 8, _mm256_mul_ps(sc, sum8(a + 8)));
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[r * J + j];
+}
+
+/* The key and value rows of key j into cache (the group's columns only). */
+INLINE_AVX2 void fetch_key(const kvl_few_tile *t, size_t j, size_t elt)
+{
+    const char *k = (const char *)t->k + j * t->ldk * elt, *v = (const char *)t->v + j * t->ldv * elt;
+    for (size_t b = 0; b < t->Dk * elt; b += 64) __builtin_prefetch(k + b);
+    for (size_t b = 0; b < t->Dv * elt; b += 64) __builtin_prefetch(v + b);
+}
+
+/* Rows r0 … r0 + R − 1 (R 4 or 1) against every key, three keys at a time. */
+INLINE_AVX2 void scores_rows(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t, float scale,
+                             int bf16)
+{
+    const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);
+    float *sr = s + r0 * n;
+    const float *qr = q + r0 * t->Dk;
+    size_t j = 0;
+    for (; j + 3 <= n; j += 3) {
+        if (r0 == 0)
+            for (size_t f = j + AHEAD; f < j + AHEAD + 3 && f < n; f++) fetch_key(t, f, elt);
+        if (R == 4) scores_block(sr, n, qr, t, j, 4, 3, scale, bf16);
+        else scores_block(sr, n, qr, t, j, 1, 3, scale, bf16);
+    }
+    for (; j < n; j++) {
+        if (R == 4) scores_block(sr, n, qr, t, j, 4, 1, scale, bf16);
+        else scores_block(sr, n, qr, t, j, 1, 1, scale, bf16);
+    }
+}
+
+INLINE_AVX2 void scores_avx2(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale, int bf16)
+{
+    size_t r = 0;
+    for (; r + 4 <= G; r += 4) scores_rows(s, q, r, 4, t, scale, bf16);
+    for (; r < G; r++) scores_rows(s, q, r, 1, t, scale, bf16);
+}
+
+AVX2 static void scores_avx2_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_avx2(s, q, G, t, scale, 0);
+}
+
+AVX2 static void scores_avx2_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_avx2(s, q, G, t, scale, 1);
+}
+
+/* acc[R][8·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 8·C); R·C ≤ 12 (twelve
+ * chains, as the scores). */
+INLINE_AVX2 void values_block(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R, size_t C,
+                              int bf16)
+{
+    __m256 a[12], v[3];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) a[r * C + c] = _mm256_loadu_ps(acc + r * t->Dv + c0 + 8 * c);
+    for (size_t j = 0; j < t->n; j++) {
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) v[c] = load8(t->v, j * t->ldv + c0 + 8 * c, bf16);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < R; r++) {
+            const __m256 w = _mm256_broadcast_ss(p + r * t->n + j);
+#pragma GCC unroll 3
+            for (size_t c = 0; c < C; c++) a[r * C + c] = _mm256_fmadd_ps(w, v[c], a[r * C + c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) _mm256_storeu_ps(acc + r * t->Dv + c0 + 8 * c, a[r * C + c]);
+}
+
+/* Rows r0 … r0 + R − 1 (R 4 or 1), every value column, 24 at a time. */
+INLINE_AVX2 void values_rows(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t, int bf16)
+{
+    float *ar = acc + r0 * t->Dv;
+    const float *pr = p + r0 * t->n;
+    size_t c = 0;
+    for (; c + 24 <= t->Dv; c += 24) {
+        if (R == 4) values_block(ar, pr, t, c, 4, 3, bf16);
+        else values_block(ar, pr, t, c, 1, 3, bf16);
+    }
+    for (; c < t->Dv; c += 8) {
+        if (R == 4) values_block(ar, pr, t, c, 4, 1, bf16);
+        else values_block(ar, pr, t, c, 1, 1, bf16);
+    }
+}
+
+INLINE_AVX2 void values_avx2(float *acc, const float *p, size_t G, const kvl_few_tile *t, int bf16)
+{
+    size_t r = 0;
+    for (; r + 4 <= G; r += 4) values_rows(acc, p, r, 4, t, bf16);
+    for (; r < G; r++) values_rows(acc, p, r, 1, t, bf16);
+}
+
+AVX2 static void values_avx2_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+    values_avx2(acc, p, G, t, 0);
+}
+
+AVX2 static void values_avx2_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+    values_avx2(acc, p, G, t, 1);
+}
+#endif
+
+/* ---- dispatch ------------------------------------------------------------------------------------- */
+
+int kvl_few_simd(const kvl_few_tile *t)
+{
+#ifdef KVL_FEW_X86
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && t->Dk % 8 == 0 && t->Dv % 8 == 0;
+#else
+    (void)t;
+    return 0;
+#endif
+}
+
+void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+#ifdef KVL_FEW_X86
+    if (kvl_few_simd(t)) {
+        if (t->bf16) scores_avx2_bf16(s, q, G, t, scale);
+        else scores_avx2_f32(s, q, G, t, scale);
+        return;
+    }
+#endif
+    kvl_few_scores_plain(s, q, G, t, scale);
+}
+
+void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+#ifdef KVL_FEW_X86
+    if (kvl_few_simd(t)) {
+        if (t->bf16) values_avx2_bf16(acc, p, G, t);
+        else values_avx2_f32(acc, p, G, t);
+        return;
+    }
+#endif
+    kvl_few_values_plain(acc, p, G, t);
+}

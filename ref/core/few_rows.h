@@ -1,0 +1,47 @@
+/* A few query rows (a GQA group's G = 8) against a tile of n keys and values, register-blocked:
+ *
+ *   S[G][n]   = scale · Q[G][Dk] · K[n][Dk]ᵀ
+ *   acc[G][Dv] += P[G][n] · V[n][Dv]
+ *
+ * the two products of one tile of ref/core/attend.h's online softmax. A BLAS call this thin packs its
+ * operands for every tile and uses each packed value only G times, so on the 67B's shape (8 rows, 128
+ * wide) packing took more time than the multiply-adds. These kernels read K and V where they lie (rows
+ * ld apart in the cache), float32 or bf16, and keep a block of partial sums in registers:
+ *   scores  4 query rows × 3 keys, Dk in steps of 8 (12 sums, then horizontal reductions)
+ *   values  4 query rows × 24 value columns, the keys in order (12 sums held over the whole tile)
+ * A bf16 value is widened in a register as it is loaded (bf16 → float32 is exact: the code in the high
+ * half of the word), so no float copy of a bf16 tile is written.
+ *
+ * The AVX2+FMA kernels run where the CPU has both and Dk and Dv are multiples of 8; the plain loops
+ * (the _plain twins, also what runs anywhere else) are the same sums in another order: the two agree to
+ * float32 rounding. Every value of K and V is read; a NaN or infinity propagates as in any dot product. */
+#ifndef KVL_FEW_ROWS_H
+#define KVL_FEW_ROWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One tile of a group: key j at k + j·ldk (Dk values), value j at v + j·ldv (Dv values), float32 or
+ * bf16 codes (formats/element.h), n keys. */
+typedef struct {
+    const void *k, *v;
+    size_t ldk, ldv; /* elements from one row to the next */
+    size_t n, Dk, Dv;
+    int bf16; /* 0: float32, 1: bf16 codes */
+} kvl_few_tile;
+
+/* 1 where kvl_few_scores and kvl_few_values run the AVX2+FMA kernels for this tile's widths. */
+int kvl_few_simd(const kvl_few_tile *t);
+
+/* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ. Pulls the tile's value rows into cache a few keys
+ * ahead of the scores, for kvl_few_values after it. */
+void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale);
+
+/* acc[G][Dv] += p[G][n] · V. */
+void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t);
+
+/* The plain-loop twins: one float sum per output, in key (values) or column (scores) order. */
+void kvl_few_scores_plain(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale);
+void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_tile *t);
+
+#endif
