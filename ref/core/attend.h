@@ -32,7 +32,10 @@
  * into a float tile that stays in cache: once for every group, or, where there are several groups and
  * the view reads column ranges (bf16), each group's key and value columns on their own (a GQA tile of
  * whole rows is 2 MiB, a group's columns 256 KiB). A whole cache is never decoded at once, and each
- * thread's part decodes its own tiles.
+ * thread's part decodes its own tiles. A group of few query rows (GQA's 8, KVL_FEW_ROWS below) over
+ * float32 or bf16 rows skips both the BLAS calls and the float tile: its two products run in the
+ * register-blocked kernels of ref/core/few_rows.h, which read K and V in place and widen bf16 in
+ * registers.
  *
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.
