@@ -41,6 +41,12 @@ void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_ti
  * are a short run per page, which the hardware prefetcher does not follow. */
 #define AHEAD 8
 
+/* Each pass of the values over a tile reads a strip of 24 columns from every value row. The rows
+ * are 4 or 8 KiB apart, so they share a few L1 sets and the strip fetched for the scores has left L1
+ * by then: a pass asks for the strip this many keys ahead itself (on the 67B's step, 4 measured 15%
+ * faster than none and the best of 2 to 16). */
+#define VALUES_AHEAD 4
+
 INLINE_AVX2 __m256 load8(const void *base, size_t at, int bf16)
 {
     if (!bf16) return _mm256_loadu_ps((const float *)base + at);
@@ -138,7 +144,13 @@ INLINE_AVX2 void values_block(float *acc, const float *p, const kvl_few_tile *t,
     for (size_t r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (size_t c = 0; c < C; c++) a[r * C + c] = _mm256_loadu_ps(acc + r * t->Dv + c0 + 8 * c);
+    const size_t elt = bf16 ? sizeof(uint16_t) : sizeof(float);
     for (size_t j = 0; j < t->n; j++) {
+        if (j + VALUES_AHEAD < t->n) {
+            const char *ahead = (const char *)t->v + ((j + VALUES_AHEAD) * t->ldv + c0) * elt;
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 8 * C * elt - 1);
+        }
 #pragma GCC unroll 3
         for (size_t c = 0; c < C; c++) v[c] = load8(t->v, j * t->ldv + c0 + 8 * c, bf16);
 #pragma GCC unroll 4
