@@ -224,21 +224,6 @@ int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config 
 
 namespace {
 
-/* Keys per split of the pipelined kernel (a fixed split as given): as many splits as fill the SMs once at
- * one block each, `blocks` being sequences × head blocks, but few enough that each split's rows carry at
- * least four times the bytes of its partial sums (64 heads × 512 floats, written, then read by the
- * merge), and whole tiles. At B 64, 64 heads and 4,096 rows that is 2 splits, whose partials add 11%
- * to the bf16 rows' bytes (19% to FP8's); the attention kernels' rule (two blocks per SM) gives 5,
- * adding 28% (49%). */
-size_t flash_split(size_t fixed, size_t n, size_t blocks, size_t row_bytes)
-{
-    if (fixed) return fixed;
-    const size_t sms = static_cast<size_t>(kvl_cuda_sm_count()), fill = blocks >= sms ? 1 : sms / blocks;
-    const size_t partial_bytes = 2 * KVL_MMA_HEADS * KVL_MMA_DV * sizeof(float);
-    const size_t most = n / kvl_div_up(4 * partial_bytes, row_bytes), n_splits = fill < most ? fill : most ? most : 1;
-    return kvl_div_up(kvl_div_up(n, n_splits), KVL_MMA_TK) * KVL_MMA_TK;
-}
-
 /* The tensor-core attention with kernel k (named `name`, smem bytes of shared memory per block), then the
  * merge. */
 template <typename... P>
@@ -276,12 +261,24 @@ int check_mma_cache(const mla_config *c, mla_cache_cuda *cache, const char *fn)
 
 } /* namespace */
 
+/* At B 64, 64 heads and 4,096 rows this gives 2 splits, whose partial sums (64 heads × 512 floats per
+ * block, written, then read by the merge) add 11% to the bf16 rows' bytes (19% to FP8's); the attention
+ * kernels' rule (two blocks per SM) gives 5, adding 28% (49%). */
+size_t mla_mma_split_cuda(size_t n, size_t batch, size_t heads, size_t row_bytes)
+{
+    const size_t blocks = batch * kvl_div_up(heads, KVL_MMA_HEADS), sms = static_cast<size_t>(kvl_cuda_sm_count());
+    const size_t fill = blocks >= sms ? 1 : sms / blocks;
+    const size_t partial_bytes = 2 * KVL_MMA_HEADS * KVL_MMA_DV * sizeof(float);
+    const size_t most = n / kvl_div_up(4 * partial_bytes, row_bytes), n_splits = fill < most ? fill : most ? most : 1;
+    return kvl_div_up(kvl_div_up(n, n_splits), KVL_MMA_TK) * KVL_MMA_TK;
+}
+
 int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
     KVL_TRY(check_mma_cache(c, cache, __func__));
     const swa_ring_cuda *r = &cache->ring;
-    const size_t blocks = r->batch * kvl_div_up(c->n_heads, KVL_MMA_HEADS);
-    const size_t split = flash_split(cache->split, swa_ring_held_cuda(r), blocks, r->row_bytes);
+    const size_t split =
+        cache->split ? cache->split : mla_mma_split_cuda(swa_ring_held_cuda(r), r->batch, c->n_heads, r->row_bytes);
     const kvl_attend_shape sh = absorbed_shape(c, r, split, KVL_MMA_HEADS);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);

@@ -69,6 +69,10 @@ int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config 
 int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache);
 int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const mla_config *c,
                                         mla_cache_cuda *cache);
+/* Keys per split mla_attend_absorbed_mma_cuda takes when cache->split is 0, over n held rows of row_bytes
+ * each in batch sequences of `heads` heads: the splits fill the SMs once (one block each) and each
+ * split's rows carry at least four times its partial sums' bytes; a multiple of the 32-row tile. */
+size_t mla_mma_split_cuda(size_t n, size_t batch, size_t heads, size_t row_bytes);
 
 #ifdef __cplusplus
 }

@@ -394,6 +394,34 @@ START_TEST(test_pipelined_tensor_core_kernel_matches_the_simple_one_at_128_heads
 }
 END_TEST
 
+/* The pipelined kernel's own splits: whole tiles covering the rows; one wave of blocks (splits × sequences
+ * × head blocks within the SMs, or one split when the blocks alone exceed them); every split's row bytes
+ * at least four times its partial sums (64 heads × 512 floats written and read again) when there are
+ * several; and, given rows enough, as many splits as that wave holds. */
+START_TEST(test_pipelined_splits_fill_one_wave_and_keep_partials_under_a_quarter)
+{
+    const size_t sms = (size_t)kvl_cuda_sm_count(), partial = 2 * 64 * 512 * sizeof(float);
+    const size_t ns[] = {1, 31, 45, 1000, 4096, 65536, 1 << 20}, batches[] = {1, 2, 64, 300}, heads[] = {64, 128};
+    const size_t row_bytes[] = {1152, 656};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+        for (size_t j = 0; j < sizeof batches / sizeof *batches; j++)
+            for (size_t k = 0; k < 2; k++)
+                for (size_t r = 0; r < 2; r++) {
+                    const size_t n = ns[i], blocks = batches[j] * heads[k] / 64;
+                    const size_t split = mla_mma_split_cuda(n, batches[j], heads[k], row_bytes[r]);
+                    const size_t n_splits = (n + split - 1) / split;
+                    ck_assert_msg(split % 32 == 0 && split > 0, "n %zu: split %zu", n, split);
+                    ck_assert_msg(n_splits == 1 || n_splits * blocks <= sms, "n %zu, %zu blocks: %zu splits", n,
+                                  blocks, n_splits);
+                    ck_assert_msg(n_splits == 1 || split * row_bytes[r] >= 4 * partial,
+                                  "n %zu: %zu rows of %zu bytes a split", n, split, row_bytes[r]);
+                    if (n >= 4 * partial / row_bytes[r] * (sms + 1) && blocks < sms)
+                        ck_assert_msg(n_splits == sms / blocks, "n %zu, %zu blocks: %zu splits, %zu fit", n, blocks,
+                                      n_splits, sms / blocks);
+                }
+}
+END_TEST
+
 START_TEST(test_tensor_core_attention_rejects_other_widths_and_float_rows)
 {
     layer L;
@@ -447,6 +475,7 @@ Suite *kvl_suite(void)
     tcase_add_test(ta, test_attention_cuda_matches_the_definition_over_bf16_and_fp8_rows);
     tcase_add_test(ta, test_tensor_core_attention_matches_the_definition_within_bf16_weights);
     tcase_add_test(ta, test_pipelined_tensor_core_kernel_matches_the_simple_one_at_128_heads);
+    tcase_add_test(ta, test_pipelined_splits_fill_one_wave_and_keep_partials_under_a_quarter);
     tcase_add_test(ta, test_tensor_core_attention_rejects_other_widths_and_float_rows);
     suite_add_tcase(s, ta);
     TCase *t8 = tcase_create("fp8");
