@@ -224,11 +224,14 @@ int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config 
 
 namespace {
 
+/* a kernel as attend_mma takes it: its name, then itself */
+#define MMA_KERNEL(k) #k, k
+
 /* The tensor-core attention with kernel k (named `name`, smem bytes of shared memory per block), then the
  * merge. */
 template <typename... P>
-int attend_mma(const char *name, void (*k)(P...), size_t smem, float *o_hat, const float *q_hat, const kvl_attend_shape &sh,
-               const swa_ring_cuda *r, float *work)
+int attend_mma(const char *name, void (*k)(P...), size_t smem, float *o_hat, const float *q_hat,
+               const kvl_attend_shape &sh, const swa_ring_cuda *r, float *work)
 {
     const size_t head_blocks = kvl_div_up(sh.H, KVL_MMA_HEADS);
     if (sh.n_splits > 0x7FFFFFFFu || head_blocks > 65535 || sh.B > 65535)
@@ -283,8 +286,8 @@ int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_con
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
     return r->store == SWA_CUDA_BF16
-               ? attend_mma("kvl_mla_flash_kernel<kvl_fill_bf16>", kvl_mla_flash_kernel<kvl_fill_bf16>, KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work)
-               : attend_mma("kvl_mla_flash_kernel<kvl_fill_v32>", kvl_mla_flash_kernel<kvl_fill_v32>, KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work);
+               ? attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_bf16>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work)
+               : attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_v32>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work);
 }
 
 int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
@@ -295,8 +298,8 @@ int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const 
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
     return r->store == SWA_CUDA_BF16
-               ? attend_mma("kvl_mla_mma_kernel<kvl_chunks_bf16>", kvl_mla_mma_kernel<kvl_chunks_bf16>, KVL_MMA_SMEM, o_hat, q_hat, sh, r, work)
-               : attend_mma("kvl_mla_mma_kernel<kvl_chunks_v32>", kvl_mla_mma_kernel<kvl_chunks_v32>, KVL_MMA_SMEM, o_hat, q_hat, sh, r, work);
+               ? attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_bf16>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work)
+               : attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_v32>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work);
 }
 
 int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache,
