@@ -18,6 +18,13 @@
  *   kvl_smem<T>               the type a device function takes a shared array as
  *   KVL_SMEM_AS(U, p)         the same shared bytes seen as U
  *   KVL_UNROLL                unroll the loop that follows
+ *   kvl_cp_async_ca<N>(d, s[, n])   cp.async.ca of N (4, 8, 16) bytes from global s to shared d, of
+ *   kvl_cp_async_cg(d, s[, n])      which only the first n are read (the rest zeros); .cg: 16, past L1
+ *   kvl_cp_async_commit()     cp.async.commit_group;  kvl_cp_async_wait<N>(): cp.async.wait_group N;
+ *   kvl_cp_async_wait_all()   cp.async.wait_all (sm_80+; the emulator faults on a read before the wait)
+ *   kvl_ldmatrix_x{1,2,4}[_trans](r, p)
+ *                             ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: p is the row this
+ *                             lane addresses (row l % 8 of matrix l / 8), r[i] its part of matrix i
  *
  * In the emulator a __shared__ array declared the plain way would be a local of each fiber, one per
  * thread; the macros give one per block and route every access through the emulator's checks. */
@@ -113,6 +120,92 @@ template <typename T> using kvl_smem = ::emu::smem_ptr<T>;
 #define KVL_UNROLL _Pragma("unroll")
 #else
 #define KVL_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+/* ---- asynchronous copies and matrix loads (sm_80+) ------------------------------------------------
+ * PTX ISA, "Data Movement and Conversion Instructions: cp.async" and "Warp Level Matrix Load
+ * Instruction: ldmatrix"; the emulator's model of each is in emu/emu.h. */
+#ifdef __CUDACC__
+template <typename T> __device__ __forceinline__ unsigned kvl_shared_address(const T *p)
+{
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+template <int N, typename T>
+__device__ __forceinline__ void kvl_cp_async_ca(T *dst, const void *src, unsigned src_bytes = N)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(kvl_shared_address(dst)), "l"(src), "n"(N),
+                 "r"(src_bytes)
+                 : "memory");
+}
+template <typename T> __device__ __forceinline__ void kvl_cp_async_cg(T *dst, const void *src, unsigned src_bytes = 16)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(kvl_shared_address(dst)), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void kvl_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void kvl_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void kvl_cp_async_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+/* r[0 … count) from the rows p of each lane; .trans (suffix) hands out the transposed matrices */
+#define KVL_LDMATRIX_ASM_1(suffix)                                                                             \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1" suffix ".shared.b16 {%0}, [%1];\n"                            \
+                 : "=r"(r[0])                                                                                  \
+                 : "r"(kvl_shared_address(p)))
+#define KVL_LDMATRIX_ASM_2(suffix)                                                                             \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2" suffix ".shared.b16 {%0, %1}, [%2];\n"                        \
+                 : "=r"(r[0]), "=r"(r[1])                                                                      \
+                 : "r"(kvl_shared_address(p)))
+#define KVL_LDMATRIX_ASM_4(suffix)                                                                             \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" suffix ".shared.b16 {%0, %1, %2, %3}, [%4];\n"                \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                              \
+                 : "r"(kvl_shared_address(p)))
+#define KVL_LDMATRIX_(count, name, suffix)                                                                    \
+    template <typename T> __device__ __forceinline__ void name(uint32_t r[count], const T *p)                 \
+    {                                                                                                        \
+        KVL_LDMATRIX_ASM_##count(suffix);                                                                    \
+    }
+KVL_LDMATRIX_(1, kvl_ldmatrix_x1, "")
+KVL_LDMATRIX_(2, kvl_ldmatrix_x2, "")
+KVL_LDMATRIX_(4, kvl_ldmatrix_x4, "")
+KVL_LDMATRIX_(1, kvl_ldmatrix_x1_trans, ".trans")
+KVL_LDMATRIX_(2, kvl_ldmatrix_x2_trans, ".trans")
+KVL_LDMATRIX_(4, kvl_ldmatrix_x4_trans, ".trans")
+#else
+/* The emulator's calls, each given the place it is written at for its reports. */
+struct kvl_emu_at {
+    ::emu::site s;
+    template <int N, typename T> void cp_async_ca(kvl_smem<T> dst, const void *src, unsigned src_bytes = N) const
+    {
+        ::emu::cp_async(s, ::emu::CP_ASYNC_CA, dst.array(), dst.offset(), src, N, src_bytes);
+    }
+    template <typename T> void cp_async_cg(kvl_smem<T> dst, const void *src, unsigned src_bytes = 16) const
+    {
+        ::emu::cp_async(s, ::emu::CP_ASYNC_CG, dst.array(), dst.offset(), src, 16, src_bytes);
+    }
+    void cp_async_commit(void) const { ::emu::cp_async_commit(s); }
+    template <int N> void cp_async_wait(void) const { ::emu::cp_async_wait(s, N); }
+    void cp_async_wait_all(void) const { ::emu::cp_async_wait_all(s); }
+    template <unsigned count, bool trans, typename T> void ldmatrix(uint32_t *r, kvl_smem<T> p) const
+    {
+        ::emu::ldmatrix(s, count, trans, r, p.array(), p.offset());
+    }
+};
+#define KVL_EMU_AT ::kvl_emu_at{::emu::site{__FILE__, __LINE__}}
+#define kvl_cp_async_ca KVL_EMU_AT.cp_async_ca
+#define kvl_cp_async_cg KVL_EMU_AT.cp_async_cg
+#define kvl_cp_async_commit KVL_EMU_AT.cp_async_commit
+#define kvl_cp_async_wait KVL_EMU_AT.cp_async_wait
+#define kvl_cp_async_wait_all KVL_EMU_AT.cp_async_wait_all
+#define kvl_ldmatrix_x1 KVL_EMU_AT.ldmatrix<1, false>
+#define kvl_ldmatrix_x2 KVL_EMU_AT.ldmatrix<2, false>
+#define kvl_ldmatrix_x4 KVL_EMU_AT.ldmatrix<4, false>
+#define kvl_ldmatrix_x1_trans KVL_EMU_AT.ldmatrix<1, true>
+#define kvl_ldmatrix_x2_trans KVL_EMU_AT.ldmatrix<2, true>
+#define kvl_ldmatrix_x4_trans KVL_EMU_AT.ldmatrix<4, true>
 #endif
 
 /* KVL_LAUNCH(kernel, grid, block, smem, args…); the whole expression is passed as text so that a

@@ -224,8 +224,14 @@ int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config 
 
 namespace {
 
-template <typename R>
-int attend_mma(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, const swa_ring_cuda *r, float *work)
+/* a kernel as attend_mma takes it: its name, then itself */
+#define MMA_KERNEL(k) #k, k
+
+/* The tensor-core attention with kernel k (named `name`, smem bytes of shared memory per block), then the
+ * merge. */
+template <typename... P>
+int attend_mma(const char *name, void (*k)(P...), size_t smem, float *o_hat, const float *q_hat,
+               const kvl_attend_shape &sh, const swa_ring_cuda *r, float *work)
 {
     const size_t head_blocks = kvl_div_up(sh.H, KVL_MMA_HEADS);
     if (sh.n_splits > 0x7FFFFFFFu || head_blocks > 65535 || sh.B > 65535)
@@ -234,32 +240,66 @@ int attend_mma(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, con
     const kvl_attend_kv kv = ring_rows(r);
     float *part_o = work;
     kvl_softmax_part *part_ml = reinterpret_cast<kvl_softmax_part *>(work + sh.B * sh.H * sh.n_splits * sh.Dv);
-    CUDA_CHECK(cudaFuncSetAttribute(kvl_mla_mma_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, KVL_MMA_SMEM));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(sh.n_splits), static_cast<unsigned>(head_blocks),
                     static_cast<unsigned>(sh.B));
-    CUDA_CHECK(KVL_LAUNCH(kvl_mla_mma_kernel<R>, grid, KVL_MMA_THREADS, KVL_MMA_SMEM, part_o, part_ml, q_hat, sh, kv));
+    CUDA_CHECK(kvl_launch(name, k, grid, KVL_MMA_THREADS, smem, part_o, part_ml, q_hat, sh, kv));
     const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
     CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o_hat, part_o, part_ml,
                           static_cast<const float *>(NULL), sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
     return KVL_OK;
 }
 
-} /* namespace */
-
-int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
+int check_mma_cache(const mla_config *c, mla_cache_cuda *cache, const char *fn)
 {
-    KVL_TRY(check_cache(c, cache, 0, __func__));
+    KVL_TRY(check_cache(c, cache, 0, fn));
     const swa_ring_cuda *r = &cache->ring;
     if (c->kv_lora_rank != KVL_MMA_DV || c->qk_rope != KVL_MMA_DK - KVL_MMA_DV || r->store == SWA_CUDA_F32)
         return kvl_fail(KVL_EINVAL, "%s: the tensor-core kernel takes Dc %d and Dr %d over bf16 or FP8 rows (got "
-                        "Dc %zu, Dr %zu, %s rows)", __func__, KVL_MMA_DV, KVL_MMA_DK - KVL_MMA_DV, c->kv_lora_rank,
+                        "Dc %zu, Dr %zu, %s rows)", fn, KVL_MMA_DV, KVL_MMA_DK - KVL_MMA_DV, c->kv_lora_rank,
                         c->qk_rope, r->store == SWA_CUDA_F32 ? "float32" : r->store == SWA_CUDA_BF16 ? "bf16" : "FP8");
-    if (r->len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", __func__);
+    if (r->len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", fn);
+    return KVL_OK;
+}
+
+} /* namespace */
+
+/* At B 64, 64 heads and 4,096 rows this gives 2 splits, whose partial sums (64 heads × 512 floats per
+ * block, written, then read by the merge) add 11% to the bf16 rows' bytes (19% to FP8's); the attention
+ * kernels' rule (two blocks per SM) gives 5, adding 28% (49%). */
+size_t mla_mma_split_cuda(size_t n, size_t batch, size_t heads, size_t row_bytes)
+{
+    const size_t blocks = batch * kvl_div_up(heads, KVL_MMA_HEADS), sms = static_cast<size_t>(kvl_cuda_sm_count());
+    const size_t fill = blocks >= sms ? 1 : sms / blocks;
+    const size_t partial_bytes = 2 * KVL_MMA_HEADS * KVL_MMA_DV * sizeof(float);
+    const size_t most = n / kvl_div_up(4 * partial_bytes, row_bytes), n_splits = fill < most ? fill : most ? most : 1;
+    return kvl_div_up(kvl_div_up(n, n_splits), KVL_MMA_TK) * KVL_MMA_TK;
+}
+
+int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
+{
+    KVL_TRY(check_mma_cache(c, cache, __func__));
+    const swa_ring_cuda *r = &cache->ring;
+    const size_t split =
+        cache->split ? cache->split : mla_mma_split_cuda(swa_ring_held_cuda(r), r->batch, c->n_heads, r->row_bytes);
+    const kvl_attend_shape sh = absorbed_shape(c, r, split, KVL_MMA_HEADS);
+    KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
+    float *work = static_cast<float *>(cache->work.p);
+    return r->store == SWA_CUDA_BF16
+               ? attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_bf16>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work)
+               : attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_v32>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work);
+}
+
+int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
+{
+    KVL_TRY(check_mma_cache(c, cache, __func__));
+    const swa_ring_cuda *r = &cache->ring;
     const kvl_attend_shape sh = absorbed_shape(c, r, cache->split, KVL_MMA_HEADS);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
-    return r->store == SWA_CUDA_BF16 ? attend_mma<kvl_chunks_bf16>(o_hat, q_hat, sh, r, work)
-                                     : attend_mma<kvl_chunks_v32>(o_hat, q_hat, sh, r, work);
+    return r->store == SWA_CUDA_BF16
+               ? attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_bf16>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work)
+               : attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_v32>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work);
 }
 
 int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache,

@@ -11,7 +11,11 @@
  *   kvl_attend_kernel<kvl_rows_v32, 1> (attend_cuda.cuh) reads the 656-byte row in place: E4M3 codes
  *                               times their block's FP32 scale, then the bf16 RoPE dims (the reader
  *                               kvl_rows_v32 sits with the others in attend_cuda.cuh)
- *   kvl_mla_mma_kernel<R>       the absorbed attention on tensor cores (bf16 mma.sync m16n8k16, float
+ *   kvl_mla_flash_kernel<F>     the version the host API runs: kvl_mla_mma_kernel's products with the
+ *                               tiles double-buffered by cp.async, fragments by ldmatrix, FP8 decoded
+ *                               eight codes at a time from registers (its own comment below)
+ *   kvl_mla_mma_kernel<R>       the readable twin it is tested against: the absorbed attention on
+ *                               tensor cores (bf16 mma.sync m16n8k16, float
  *                               sums) for DeepSeek's widths, Dc 512 and Dr 64: one block of eight warps
  *                               per (split, 64 heads, sequence), so every row is read once per 64 heads.
  *                               A tile of 32 rows goes to shared memory as bf16 (FP8 rows decoded on the
@@ -231,6 +235,302 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
         }
     }
     if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];
+}
+
+/* ---- the pipelined version ----------------------------------------------------------------------------
+ * kvl_mla_flash_kernel<F> computes what kvl_mla_mma_kernel<R> does (same blocks, warps, tiles, products
+ * and rounding; only the softmax denominator is summed in another order) the way FlashMLA feeds its
+ * tensor cores:
+ *   - two tile buffers: tile i + 1 is fetched while tile i is scored and weighed. bf16 rows go to shared
+ *     memory by 16-byte cp.async.cg (rows past the split zero-filled by the copy itself); of an FP8 row
+ *     the bf16 RoPE part goes the same way and the E4M3 codes come into registers, one 8-byte load per
+ *     eight codes and one 4-byte load of their block's scale, and are decoded after the tile's products
+ *     into the other buffer, eight values to one 16-byte store;
+ *   - every fragment by ldmatrix: q̂ and the weights P with .x4, the keys with .x4 (two 8-key tiles per
+ *     load), the values with .x4.trans (P·V's B operand is the row tile itself, transposed on the way);
+ *   - a tile's rows found from one ring position per tile, not a remainder per 16 bytes;
+ *   - the softmax in the registers of the mma results: warp (g, 0) adds the other half's partial scores
+ *     (one float per score through shared memory) to its own and extends its 16 heads' softmax there.
+ *
+ * Ceiling and expected share (H200: 132 SMs at ~1.98 GHz, 128 bytes per clock of shared memory per SM,
+ * a device copy of ~4.2 TB/s, read plus written). Occupancy: 163,328 bytes of shared memory (q̂
+ * 74,752, two tiles 74,752, weights 5,120, partial scores 8,448, factors 256) allow one block per SM,
+ * which may use 255 registers per thread (ptxas: 250 for bf16 rows, 240-243 for FP8, no spills). The binding ceiling is
+ * shared-memory bandwidth, neither HBM nor the tensor cores. Per 32-row tile a block moves, in bytes:
+ * 36,864 into the tile (the fill), 147,456 of keys (eight warps × 18 steps × two ldmatrix.x4 of 512),
+ * 131,072 of values (eight warps × 2 steps × 16 ldmatrix.x4.trans), 73,728 of q̂ (eight warps × 18
+ * ldmatrix.x4), 16,384 of partial scores written and read, 12,288 of weights: 13,056 per row. At 128 B
+ * per clock that is 102 clocks per row per SM, 2.56 G rows/s over 132 SMs, which is 2.95 TB/s of bf16
+ * rows (1,152 bytes), ~70% of the copy, and 1.68 TB/s of FP8 rows (656 bytes), ~40%. Eight warps hide
+ * shared-memory latency only in part; at ~75% of that peak the expected shares are ~50% (bf16) and ~30%
+ * (FP8), against the 65% target. The tensor cores are not the limit: 64 · 1,088 · 2 = 139 kflop per row
+ * is ~360 TFLOP/s at the ceiling's rate, about half of what mma.sync sustains on Hopper. HBM is not
+ * either: at the bench's B 64, H 64, N 4,096 the splits (mla_cuda.cu) give 2 per sequence, 128 blocks
+ * on 132 SMs, and the partial sums add 11% (bf16) and 19% (FP8) to the rows' bytes, where the
+ * attention kernels' rule (5 splits there) adds 28% and 49%. FP8 rows save HBM bytes but not shared
+ * ones, so reaching 65% needs fewer shared bytes per row: wgmma on sm_90 reads each key and value once
+ * per warp group from shared memory instead of once per warp, and keeping q̂ in registers removes its
+ * 2,304 bytes. */
+
+#define KVL_FLASH_SMEM                                                                                    \
+    ((KVL_MMA_HEADS * KVL_MMA_KS + 2 * KVL_MMA_TK * KVL_MMA_KS + KVL_MMA_HEADS * KVL_MMA_PS) * 2 +       \
+     (KVL_MMA_HEADS * KVL_MMA_SS + KVL_MMA_HEADS) * 4)
+static_assert(KVL_MMA_KS * 2 % 16 == 0 && KVL_MMA_KS * 2 / 16 % 2 == 1,
+              "ldmatrix rows 16-byte aligned, eight consecutive rows in distinct bank groups");
+static_assert(KVL_MMA_PS * 2 % 16 == 0 && KVL_MMA_PS * 2 / 16 % 2 == 1, "the weights' rows alike");
+
+/* The ring slots of one tile's rows: slot first + r, wrapped by one comparison (valid ≤ slots). */
+struct kvl_tile_rows {
+    const uint8_t *seq;    /* sequence b's slot 0 */
+    size_t first, slots, row_bytes;
+    unsigned valid;        /* rows of the tile before the split's end */
+    __device__ const uint8_t *row(unsigned r) const
+    {
+        const size_t s = first + r;
+        return seq + (s >= slots ? s - slots : s) * row_bytes;
+    }
+};
+
+/* the rows tile … tile + 31 (those before hi) of sequence b in a ring-only kv */
+__device__ __forceinline__ kvl_tile_rows kvl_tile_at(const kvl_attend_kv &kv, size_t b, size_t tile, size_t hi)
+{
+    const size_t n = hi - tile < KVL_MMA_TK ? hi - tile : KVL_MMA_TK;
+    return kvl_tile_rows{kv.ring + b * kv.slots * kv.ring_row_bytes, tile % kv.slots, kv.slots, kv.ring_row_bytes,
+                         static_cast<unsigned>(n)};
+}
+
+/* Tile fills: fetch(st, dst, rows, tid) starts bringing a tile into dst[32][KS] (bf16) and commits its
+ * cp.async group; store(st, dst, tid) finishes it from the registers st (after the tile's products). */
+struct kvl_fill_bf16 {
+    static constexpr unsigned PER_THREAD = KVL_MMA_TK * KVL_MMA_CHUNKS / KVL_MMA_THREADS;
+    struct staged {};
+    __device__ static void fetch(staged &, kvl_smem<uint16_t> dst, const kvl_tile_rows &t, unsigned tid)
+    {
+        KVL_UNROLL
+        for (unsigned i = 0; i < PER_THREAD; i++) {
+            const unsigned e = tid + KVL_MMA_THREADS * i, r = e / KVL_MMA_CHUNKS, c = e % KVL_MMA_CHUNKS;
+            const bool ok = r < t.valid;
+            kvl_cp_async_cg(dst + r * KVL_MMA_KS + 8 * c, t.row(ok ? r : 0) + 16 * c, ok ? 16u : 0u);
+        }
+        kvl_cp_async_commit();
+    }
+    __device__ static void store(const staged &, kvl_smem<uint16_t>, unsigned) {}
+};
+static_assert(KVL_MMA_TK * KVL_MMA_CHUNKS % KVL_MMA_THREADS == 0, "every thread copies as many chunks");
+
+struct kvl_fill_v32 {
+    static constexpr unsigned CODE_CHUNKS = KVF_V32_NOPE / 8, ROPE_CHUNKS = KVL_MMA_CHUNKS - CODE_CHUNKS;
+    static constexpr unsigned PER_THREAD = KVL_MMA_TK * CODE_CHUNKS / KVL_MMA_THREADS;
+    static constexpr unsigned ROWS_PER_PASS = KVL_MMA_THREADS / CODE_CHUNKS;
+    /* thread tid holds codes 8c … 8c + 7 (c = tid % 64) of rows tid / 64 + 4i */
+    struct staged {
+        uint2 code[PER_THREAD];
+        float scale[PER_THREAD];
+    };
+    __device__ static void fetch(staged &st, kvl_smem<uint16_t> dst, const kvl_tile_rows &t, unsigned tid)
+    {
+        const unsigned rr = tid / ROPE_CHUNKS, rc = tid % ROPE_CHUNKS, c = tid % CODE_CHUNKS;
+        const bool rope_ok = rr < t.valid;
+        kvl_cp_async_cg(dst + rr * KVL_MMA_KS + KVF_V32_NOPE + 8 * rc,
+                        t.row(rope_ok ? rr : 0) + offsetof(kvf_row_v32_main, rope) + 16 * rc, rope_ok ? 16u : 0u);
+        kvl_cp_async_commit();
+        KVL_UNROLL
+        for (unsigned i = 0; i < PER_THREAD; i++) {
+            const unsigned r = tid / CODE_CHUNKS + ROWS_PER_PASS * i;
+            st.code[i] = uint2{0, 0};
+            st.scale[i] = 0.0f;
+            if (r < t.valid) {
+                const uint8_t *row = t.row(r);
+                st.code[i] = KVL_GLOBAL_AS(const uint2, row)[c];
+                const uint8_t *scales = row + offsetof(kvf_row_v32_main, scale);
+                st.scale[i] = KVL_GLOBAL_AS(const float, scales)[8 * c / KVF_V32_BLOCK];
+            }
+        }
+    }
+    __device__ static void store(const staged &st, kvl_smem<uint16_t> dst, unsigned tid)
+    {
+        const unsigned c = tid % CODE_CHUNKS;
+        KVL_UNROLL
+        for (unsigned i = 0; i < PER_THREAD; i++) {
+            const unsigned r = tid / CODE_CHUNKS + ROWS_PER_PASS * i;
+            uint32_t w[4];
+            KVL_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const uint32_t pair = (k < 2 ? st.code[i].x : st.code[i].y) >> (16 * (k % 2));
+                w[k] = kvl_bf16_encode(kvl_e4m3_decode(pair & 0xFFu) * st.scale[i]) |
+                       kvl_bf16_encode(kvl_e4m3_decode(pair >> 8 & 0xFFu) * st.scale[i]) << 16;
+            }
+            KVL_SMEM_AS(uint4, dst + r * KVL_MMA_KS + 8 * c)[0] = uint4{w[0], w[1], w[2], w[3]};
+        }
+    }
+};
+static_assert(KVL_MMA_TK * (KVL_MMA_CHUNKS - KVF_V32_NOPE / 8) == KVL_MMA_THREADS, "one RoPE chunk per thread");
+static_assert(KVL_MMA_THREADS % (KVF_V32_NOPE / 8) == 0 && KVF_V32_BLOCK % 8 == 0, "a thread keeps its codes' column");
+
+/* s[4][4] += scores of heads 16hg … 16hg + 15 (q_s rows) against the 32 rows of kv_s over channels
+ * [288·side, 288·side + 288): s[nt] is the mma result for keys 8nt … 8nt + 7 */
+__device__ __forceinline__ void kvl_flash_scores(float s[4][4], kvl_smem<uint16_t> q_s, kvl_smem<uint16_t> kv_s,
+                                                 unsigned hg, unsigned side, unsigned lane)
+{
+    const unsigned c0 = side * (KVL_MMA_DK / 2);
+    /* A: rows 0-15 of the group, columns +0 (lanes 0-15) and +8 (16-31); B: keys 0-7 (lanes 0-15) and
+     * 8-15 (16-31), channels +0 and +8 (lane / 8 even, odd) */
+    const kvl_smem<uint16_t> a_at = q_s + (16 * hg + lane % 16) * KVL_MMA_KS + c0 + 8 * (lane / 16);
+    const kvl_smem<uint16_t> b_at = kv_s + (8 * (lane / 16) + lane % 8) * KVL_MMA_KS + c0 + 8 * (lane / 8 % 2);
+    for (unsigned kk = 0; kk < KVL_MMA_DK / 2 / 16; kk++) {
+        uint32_t a[4];
+        kvl_ldmatrix_x4(a, a_at + 16 * kk);
+        KVL_UNROLL
+        for (unsigned np = 0; np < KVL_MMA_TK / 16; np++) {
+            uint32_t bk[4];
+            kvl_ldmatrix_x4(bk, b_at + 16 * np * KVL_MMA_KS + 16 * kk);
+            kvl_mma_bf16(s[2 * np], a, bk, s[2 * np]);
+            kvl_mma_bf16(s[2 * np + 1], a, bk + 2, s[2 * np + 1]);
+        }
+    }
+}
+
+/* acc[32][4] += P[heads 16hg …][32 keys] (p_s) · V[32 keys][channels 256·side …] (kv_s) */
+__device__ __forceinline__ void kvl_flash_values(float acc[KVL_MMA_DV / 2 / 8][4], kvl_smem<uint16_t> p_s,
+                                                 kvl_smem<uint16_t> kv_s, unsigned hg, unsigned side, unsigned lane)
+{
+    /* A as in the scores; B transposed: keys +0 and +8 (lane / 8 even, odd), channels +0 and +8 (lanes
+     * 0-15, 16-31) */
+    const kvl_smem<uint16_t> a_at = p_s + (16 * hg + lane % 16) * KVL_MMA_PS + 8 * (lane / 16);
+    const kvl_smem<uint16_t> v_at =
+        kv_s + (8 * (lane / 8 % 2) + lane % 8) * KVL_MMA_KS + side * (KVL_MMA_DV / 2) + 8 * (lane / 16);
+    KVL_UNROLL
+    for (unsigned kk = 0; kk < KVL_MMA_TK / 16; kk++) {
+        uint32_t a[4];
+        kvl_ldmatrix_x4(a, a_at + 16 * kk);
+        KVL_UNROLL
+        for (unsigned np = 0; np < KVL_MMA_DV / 2 / 16; np++) {
+            uint32_t bv[4];
+            kvl_ldmatrix_x4_trans(bv, v_at + 16 * kk * KVL_MMA_KS + 16 * np);
+            kvl_mma_bf16(acc[2 * np], a, bv, acc[2 * np]);
+            kvl_mma_bf16(acc[2 * np + 1], a, bv + 2, acc[2 * np + 1]);
+        }
+    }
+}
+
+/* The softmax of rows g (i = 0) and g + 8 (i = 1) of head group hg extended by the tile's scores s
+ * (this half's) plus the other half's in s_s: weights to p_s as bf16, the factor the sums take to f_s,
+ * m and l (every lane of a quad holds its rows' values) updated. */
+__device__ __forceinline__ void kvl_flash_softmax(float m[2], float l[2], const float s[4][4], kvl_smem<float> s_s,
+                                                  kvl_smem<uint16_t> p_s, kvl_smem<float> f_s, unsigned hg,
+                                                  unsigned lane, size_t valid, float scale)
+{
+    const unsigned g = lane / 4, t = lane % 4;
+    KVL_UNROLL
+    for (unsigned i = 0; i < 2; i++) {
+        const unsigned head = 16 * hg + g + 8 * i;
+        float sc[8], mx = -INFINITY;
+        KVL_UNROLL
+        for (unsigned k = 0; k < 8; k++) {
+            const unsigned nt = k / 2, key = 8 * nt + 2 * t + k % 2;
+            const float both = s[nt][2 * i + k % 2] + s_s[head * KVL_MMA_SS + key];
+            sc[k] = key < valid ? both * scale : -INFINITY;
+            mx = fmaxf(mx, sc[k]);
+        }
+        const float m_new = fmaxf(m[i], kvl_group_max<4>(mx));
+        float sum = 0.0f;
+        KVL_UNROLL
+        for (unsigned nt = 0; nt < 4; nt++) {
+            const uint32_t w0 = kvl_bf16_encode(expf(sc[2 * nt] - m_new));
+            const uint32_t w1 = kvl_bf16_encode(expf(sc[2 * nt + 1] - m_new));
+            KVL_SMEM_AS(uint32_t, p_s + head * KVL_MMA_PS + 8 * nt + 2 * t)[0] = w0 | w1 << 16;
+            sum += kvl_bf16_decode(w0) + kvl_bf16_decode(w1);
+        }
+        const float f = expf(m[i] - m_new);
+        l[i] = l[i] * f + kvl_group_sum<4>(sum);
+        m[i] = m_new;
+        if (t == 0) f_s[head] = f;
+    }
+}
+
+/* part_o[B][H][n_splits][512], part_ml[B][H][n_splits] from q_hat[B][H][576] over the rows of (sh, kv),
+ * kv a ring only (no fresh rows); F: kvl_fill_bf16 or kvl_fill_v32 */
+template <typename F>
+__global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
+    kvl_mla_flash_kernel(float *part_o, kvl_softmax_part *part_ml, const float *q_hat, kvl_attend_shape sh,
+                         kvl_attend_kv kv)
+{
+    KVL_DYNAMIC_SHARED(uint16_t, smem);
+    kvl_smem<uint16_t> q_s = smem, tiles = q_s + KVL_MMA_HEADS * KVL_MMA_KS;
+    kvl_smem<uint16_t> p_s = tiles + 2 * KVL_MMA_TK * KVL_MMA_KS;
+    kvl_smem<float> s_s = KVL_SMEM_AS(float, p_s + KVL_MMA_HEADS * KVL_MMA_PS);
+    kvl_smem<float> f_s = s_s + KVL_MMA_HEADS * KVL_MMA_SS;
+    const unsigned tid = threadIdx.x, warp = tid / KVL_WARP, lane = tid % KVL_WARP, g = lane / 4, t = lane % 4;
+    const unsigned hg = warp % 4, half = warp / 4;
+    const size_t b = blockIdx.z, h0 = blockIdx.y * static_cast<size_t>(KVL_MMA_HEADS), split = blockIdx.x;
+    const size_t nh = sh.H - h0 < KVL_MMA_HEADS ? sh.H - h0 : KVL_MMA_HEADS, key_end = sh.key_first + sh.n_keys;
+    const size_t lo = sh.key_first + split * sh.split, hi = lo + sh.split < key_end ? lo + sh.split : key_end;
+
+    typename F::staged st;
+    F::fetch(st, tiles, kvl_tile_at(kv, b, lo, hi), tid);
+    F::store(st, tiles, tid);
+    for (unsigned e = tid; e < KVL_MMA_HEADS * (KVL_MMA_DK / 4); e += KVL_MMA_THREADS) {
+        const unsigned hh = e / (KVL_MMA_DK / 4), c = 4 * (e % (KVL_MMA_DK / 4));
+        const float *q = q_hat + (b * sh.H + h0 + hh) * KVL_MMA_DK + c;
+        const bool ok = hh < nh;
+        const uint32_t w0 = ok ? kvl_bf16_encode(q[0]) | kvl_bf16_encode(q[1]) << 16 : 0u;
+        const uint32_t w1 = ok ? kvl_bf16_encode(q[2]) | kvl_bf16_encode(q[3]) << 16 : 0u;
+        KVL_SMEM_AS(uint2, q_s + hh * KVL_MMA_KS + c)[0] = uint2{w0, w1};
+    }
+    float acc[KVL_MMA_DV / 2 / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    unsigned cur = 0;
+    for (size_t tile = lo; tile < hi; tile += KVL_MMA_TK, cur ^= 1u) {
+        kvl_cp_async_wait<0>();
+        __syncthreads(); /* tile `cur` is whole, and every warp is done with the other buffer */
+        const kvl_smem<uint16_t> kv_s = tiles + cur * KVL_MMA_TK * KVL_MMA_KS,
+                                 next = tiles + (cur ^ 1u) * KVL_MMA_TK * KVL_MMA_KS;
+        const bool more = tile + KVL_MMA_TK < hi;
+        if (more) F::fetch(st, next, kvl_tile_at(kv, b, tile + KVL_MMA_TK, hi), tid);
+        float s[KVL_MMA_TK / 8][4] = {};
+        kvl_flash_scores(s, q_s, kv_s, hg, half, lane);
+        if (half == 1) {
+            KVL_UNROLL
+            for (unsigned nt = 0; nt < KVL_MMA_TK / 8; nt++) {
+                const size_t row = (16 * hg + g) * KVL_MMA_SS + 8 * nt + 2 * t;
+                s_s[row] = s[nt][0];
+                s_s[row + 1] = s[nt][1];
+                s_s[row + 8 * KVL_MMA_SS] = s[nt][2];
+                s_s[row + 8 * KVL_MMA_SS + 1] = s[nt][3];
+            }
+        }
+        __syncthreads();
+        if (half == 0) kvl_flash_softmax(m, l, s, s_s, p_s, f_s, hg, lane, hi - tile, sh.scale);
+        __syncthreads();
+        const float f_lo = f_s[16 * hg + g], f_hi = f_s[16 * hg + g + 8];
+        KVL_UNROLL
+        for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
+            acc[nt][0] *= f_lo;
+            acc[nt][1] *= f_lo;
+            acc[nt][2] *= f_hi;
+            acc[nt][3] *= f_hi;
+        }
+        kvl_flash_values(acc, p_s, kv_s, hg, half, lane);
+        if (more) F::store(st, next, tid);
+    }
+    const size_t head_lo = h0 + 16 * hg + g, head_hi = head_lo + 8;
+    KVL_UNROLL
+    for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
+        const size_t ch = half * (KVL_MMA_DV / 2) + 8 * nt + 2 * t;
+        if (head_lo < sh.H) {
+            float *o = part_o + ((b * sh.H + head_lo) * sh.n_splits + split) * KVL_MMA_DV + ch;
+            o[0] = acc[nt][0];
+            o[1] = acc[nt][1];
+        }
+        if (head_hi < sh.H) {
+            float *o = part_o + ((b * sh.H + head_hi) * sh.n_splits + split) * KVL_MMA_DV + ch;
+            o[0] = acc[nt][2];
+            o[1] = acc[nt][3];
+        }
+    }
+    if (half == 0 && t == 0) {
+        if (head_lo < sh.H) part_ml[(b * sh.H + head_lo) * sh.n_splits + split] = kvl_softmax_part{m[0], l[0]};
+        if (head_hi < sh.H) part_ml[(b * sh.H + head_hi) * sh.n_splits + split] = kvl_softmax_part{m[1], l[1]};
+    }
 }
 
 #endif

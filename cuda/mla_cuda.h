@@ -54,14 +54,25 @@ int mla_absorb_query_cuda(float *q_hat, const float *q, const mla_config *c, con
 int mla_unabsorb_output_cuda(float *o, const float *o_hat, const mla_config *c, const mla_weights *w, size_t B);
 
 /* The absorbed form's attention alone, over the rows the cache holds now: o_hat[B][H][Dc] from
- * q_hat[B][H][Dc+Dr] (queries already absorbed and rotated). Two versions:
+ * q_hat[B][H][Dc+Dr] (queries already absorbed and rotated). Three versions:
  *   mla_attend_absorbed_cuda      the float kernel mla_decode_absorbed_cuda runs (any widths, any store)
  *   mla_attend_absorbed_mma_cuda  tensor cores, for DeepSeek's widths (Dc 512, Dr 64) over bf16 or FP8
  *                                 rows: q̂ and the softmax weights rounded to bf16, products summed in
- *                                 float (what a server runs; the benchmark times it). KVL_EINVAL for other
- *                                 widths or a float32 cache. */
+ *                                 float (what a server runs; the benchmark times it). The pipelined
+ *                                 kernel (cp.async double buffers, ldmatrix), its splits chosen so that
+ *                                 the partial sums stay a small share of the traffic (cache->split fixes
+ *                                 them). KVL_EINVAL for other widths or a float32 cache.
+ *   mla_attend_absorbed_mma_simple_cuda  the same products by the readable kernel the pipelined one
+ *                                 is checked against (one tile buffer, scalar fragment loads), split
+ *                                 as the attention kernels split */
 int mla_attend_absorbed_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache);
 int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache);
+int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const mla_config *c,
+                                        mla_cache_cuda *cache);
+/* Keys per split mla_attend_absorbed_mma_cuda takes when cache->split is 0, over n held rows of row_bytes
+ * each in batch sequences of `heads` heads: the splits fill the SMs once (one block each) and each
+ * split's rows carry at least four times its partial sums' bytes; a multiple of the 32-row tile. */
+size_t mla_mma_split_cuda(size_t n, size_t batch, size_t heads, size_t row_bytes);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,13 @@ constexpr uint16_t MANY_READERS = 0xFFFF, NO_WARP = 0xFFFF;
 
 enum fiber_state { READY, AT_BARRIER, AT_WARP, DONE };
 
+/* One cp.async in flight: its destination in the arena and the bytes it will write there. */
+struct async_copy {
+    size_t pos;
+    unsigned bytes;
+    unsigned char data[16];
+};
+
 struct fiber {
     ucontext_t ctx;
     unsigned char *stack = nullptr; /* STACK_BYTES usable, a guard page below */
@@ -52,6 +59,8 @@ struct fiber {
     unsigned mask = 0;
     void *fake_stack = nullptr; /* address sanitizer's record of this fiber's stack */
     bool abandoned = false;     /* left mid-kernel by a fault: its stack may hold stale poison */
+    std::vector<async_copy> copies;  /* its cp.async in flight, oldest first */
+    std::vector<size_t> group_ends;  /* copies[0, group_ends[i]) form the committed groups up to i */
 };
 
 struct warp {
@@ -66,6 +75,7 @@ struct byte_record {
     uint16_t w_wepoch, r_wepoch; /* the thread's warp-sync epoch then (the latest read's) */
     uint16_t writer, reader;     /* linear thread index; reader MANY_READERS: several */
     uint16_t reader_warp;        /* the readers' warp, or NO_WARP when they span several */
+    uint8_t in_flight;           /* the writer's cp.async to it has not landed */
 };
 
 struct emulator {
@@ -338,6 +348,8 @@ int prepare_fiber(fiber *f)
     f->ctx.uc_stack.ss_size = 0;
     f->state = READY;
     f->fake_stack = nullptr;
+    f->copies.clear();
+    f->group_ends.clear();
     return 0;
 }
 
@@ -415,6 +427,11 @@ void smem_read(const smem_array *a, const void *p, size_t bytes)
         if (r->w_serial != x.serial)
             fault("%s reads %s, which no thread of the block has written", where(E.cur),
                   element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)));
+        if (r->in_flight)
+            fault("%s reads %s, which a cp.async of %s has not landed in: no cp.async.wait_group retired it",
+                  where(E.cur),
+                  element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)),
+                  thread_name(r->writer));
         if (!x.after(r->writer, r->w_epoch, r->w_wepoch))
             fault("race: %s reads %s, written by %s with no barrier between", where(E.cur),
                   element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)),
@@ -432,11 +449,18 @@ void smem_read(const smem_array *a, const void *p, size_t bytes)
     }
 }
 
-void smem_write(const smem_array *a, const void *p, size_t bytes)
+namespace {
+
+/* The running thread writes bytes of a at p now (in_flight: a cp.async it issues, landing later). */
+void record_write(const smem_array *a, const void *p, size_t bytes, bool in_flight)
 {
     const accessor x = accessor_of(E.cur);
     const size_t pos = static_cast<size_t>(static_cast<const unsigned char *>(p) - E.arena);
     for (byte_record *r = E.record + pos, *end = r + bytes; r < end; r++) {
+        if (r->w_serial == x.serial && r->in_flight)
+            fault("%s writes %s, which a cp.async of %s has not landed in yet", where(E.cur),
+                  element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)),
+                  thread_name(r->writer));
         if (r->w_serial == x.serial && !x.after(r->writer, r->w_epoch, r->w_wepoch))
             fault("race: %s writes %s, also written by %s with no barrier between", where(E.cur),
                   element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)),
@@ -445,9 +469,13 @@ void smem_write(const smem_array *a, const void *p, size_t bytes)
             fault("race: %s writes %s, read by %s with no barrier between", where(E.cur),
                   element_name(a, static_cast<size_t>(r - E.record) - static_cast<size_t>(a->base - E.arena)),
                   thread_name(r->reader));
-        *r = byte_record{x.serial, 0, x.bar, 0, x.wepoch, 0, x.me, 0, 0};
+        *r = byte_record{x.serial, 0, x.bar, 0, x.wepoch, 0, x.me, 0, 0, in_flight};
     }
 }
+
+} /* namespace */
+
+void smem_write(const smem_array *a, const void *p, size_t bytes) { record_write(a, p, bytes, false); }
 
 void smem_out_of_bounds(const smem_array *a, ptrdiff_t pos, size_t elem_bytes)
 {
@@ -789,6 +817,132 @@ void mma_bf16_m16n8k16(site s, float d[4], const uint32_t a[4], const uint32_t b
     memcpy(in.b, b, sizeof in.b);
     memcpy(in.c, c, sizeof in.c);
     collective(s, "mma.sync.m16n8k16", 0xFFFFFFFFu, &in, sizeof in, d, 4 * sizeof(float), combine_mma);
+}
+
+/* ---- asynchronous copies ------------------------------------------------------------------------------
+ * A copy is taken from global memory when issued (kernels do not write what they are copying) and lands
+ * in shared memory, as a write of its thread at that moment, when a wait retires its group. */
+
+namespace {
+
+void land(const async_copy &c)
+{
+    const accessor x = accessor_of(E.cur);
+    memcpy(E.arena + c.pos, c.data, c.bytes);
+    for (byte_record *r = E.record + c.pos, *end = r + c.bytes; r < end; r++)
+        *r = byte_record{x.serial, 0, x.bar, 0, x.wepoch, 0, x.me, 0, 0, 0};
+}
+
+/* Land the thread's oldest copies until only the n most recent committed groups (and the uncommitted
+ * copies) are in flight. */
+void retire_groups(fiber *f, unsigned n)
+{
+    if (f->group_ends.size() <= n) return;
+    const size_t keep_from = f->group_ends.size() - n, landed = f->group_ends[keep_from - 1];
+    for (size_t i = 0; i < landed; i++) land(f->copies[i]);
+    f->copies.erase(f->copies.begin(), f->copies.begin() + static_cast<ptrdiff_t>(landed));
+    f->group_ends.erase(f->group_ends.begin(), f->group_ends.begin() + static_cast<ptrdiff_t>(keep_from));
+    for (size_t &e : f->group_ends) e -= landed;
+}
+
+} /* namespace */
+
+void cp_async(site s, cp_async_cache cache, const smem_array *a, ptrdiff_t offset, const void *src, unsigned bytes,
+              unsigned src_bytes)
+{
+    const char *name = cache == CP_ASYNC_CG ? "cp.async.cg" : "cp.async.ca";
+    if (cache == CP_ASYNC_CG ? bytes != 16 : bytes != 4 && bytes != 8 && bytes != 16)
+        fault("%s at %s:%d copies %u bytes: %s copies %s", where(E.cur), s.file, s.line, bytes, name,
+              cache == CP_ASYNC_CG ? "16" : "4, 8 or 16");
+    if (src_bytes > bytes)
+        fault("%s at %s:%d: %s of %u bytes reads %u source bytes, more than it copies", where(E.cur), s.file, s.line,
+              name, bytes, src_bytes);
+    const ptrdiff_t pos = (a->base - E.arena) + offset;
+    if (offset < 0 || offset + static_cast<ptrdiff_t>(bytes) > static_cast<ptrdiff_t>(a->bytes) || pos % bytes != 0)
+        fault("%s at %s:%d: %s of %u bytes to byte %td of %s, which holds %zu bytes%s", where(E.cur), s.file, s.line,
+              name, bytes, offset, a->name, a->bytes, pos % bytes ? " (misaligned)" : "");
+    if (reinterpret_cast<uintptr_t>(src) % bytes != 0) misaligned_global(s, src, bytes, bytes);
+    async_copy c{static_cast<size_t>(pos), bytes, {0}};
+    if (src_bytes > 0) memcpy(c.data, src, src_bytes);
+    record_write(a, a->base + offset, bytes, true);
+    E.cur->copies.push_back(c);
+}
+
+void cp_async_commit(site s)
+{
+    (void)s;
+    E.cur->group_ends.push_back(E.cur->copies.size()); /* an empty group is a group too */
+}
+
+void cp_async_wait(site s, unsigned n)
+{
+    (void)s;
+    retire_groups(E.cur, n);
+}
+
+void cp_async_wait_all(site s)
+{
+    cp_async_commit(s);
+    cp_async_wait(s, 0);
+}
+
+/* ---- ldmatrix ------------------------------------------------------------------------------------------ */
+
+namespace {
+
+struct ldmatrix_in {
+    uint64_t pos; /* the row's place in the arena */
+    uint32_t count, trans;
+};
+
+int combine_ldmatrix(lane_data *d, unsigned lanes, char *msg, size_t cap)
+{
+    if (lanes != 0xFFFFFFFFu) {
+        snprintf(msg, cap, "ldmatrix needs all 32 lanes, the mask is 0x%08x", lanes);
+        return -1;
+    }
+    ldmatrix_in in[32];
+    for (unsigned l = 0; l < 32; l++) memcpy(&in[l], d[l].in, sizeof in[l]);
+    for (unsigned l = 0; l < 32; l++) {
+        uint32_t r[4] = {0, 0, 0, 0};
+        for (unsigned i = 0; i < in[l].count; i++) {
+            if (!in[l].trans) {
+                memcpy(&r[i], E.arena + in[8 * i + l / 4].pos + 4 * (l % 4), 4);
+                continue;
+            }
+            uint16_t lo, hi;
+            memcpy(&lo, E.arena + in[8 * i + 2 * (l % 4)].pos + 2 * (l / 4), 2);
+            memcpy(&hi, E.arena + in[8 * i + 2 * (l % 4) + 1].pos + 2 * (l / 4), 2);
+            r[i] = lo | static_cast<uint32_t>(hi) << 16;
+        }
+        memcpy(d[l].out, r, sizeof r);
+    }
+    return 0;
+}
+
+} /* namespace */
+
+void ldmatrix(site s, unsigned count, bool trans, uint32_t *r, const smem_array *a, ptrdiff_t offset)
+{
+    static const char *const names[2][5] = {
+        {"", "ldmatrix.x1", "ldmatrix.x2", "", "ldmatrix.x4"},
+        {"", "ldmatrix.x1.trans", "ldmatrix.x2.trans", "", "ldmatrix.x4.trans"}};
+    if (count != 1 && count != 2 && count != 4)
+        fault("%s at %s:%d: ldmatrix of %u matrices", where(E.cur), s.file, s.line, count);
+    const unsigned lane = E.cur->linear % 32;
+    ldmatrix_in in{0, count, trans ? 1u : 0u};
+    if (lane < 8 * count) { /* this lane's address is row lane % 8 of matrix lane / 8 */
+        const ptrdiff_t pos = (a->base - E.arena) + offset;
+        if (offset < 0 || offset + 16 > static_cast<ptrdiff_t>(a->bytes) || pos % 16 != 0)
+            fault("%s at %s:%d: %s row %u of matrix %u at byte %td of %s (%zu bytes): %s", where(E.cur), s.file,
+                  s.line, names[trans][count], lane % 8, lane / 8, offset, a->name, a->bytes,
+                  pos % 16 ? "not 16-byte aligned" : "outside the array");
+        smem_read(a, a->base + offset, 16);
+        in.pos = static_cast<uint64_t>(pos);
+    }
+    uint32_t out[4];
+    collective(s, names[trans][count], 0xFFFFFFFFu, &in, sizeof in, out, sizeof out, combine_ldmatrix);
+    memcpy(r, out, count * sizeof(uint32_t));
 }
 
 /* ---- launch ----------------------------------------------------------------------------------------- */

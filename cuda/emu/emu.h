@@ -17,7 +17,14 @@
  *     its bounds, or raced on: a read or write of a byte another thread wrote, or a write of a byte
  *     another thread read, with no barrier between them (__syncthreads, or __syncwarp within a warp).
  *   - a vector access to global memory (uint4, uint2, float4, uint32_t … through KVL_GLOBAL_AS in
- *     cuda/device.cuh) at an address that is not a multiple of the type's alignment, which faults on the GPU.
+ *     cuda/device.cuh) at an address that is not a multiple of the type's alignment, which faults on the GPU;
+ *   - a read or write of shared bytes that a cp.async still in flight will write: the copy lands only when
+ *     its thread's cp.async.wait_group (or wait_all) retires the group it was committed in, and counts as
+ *     that thread's write at that moment, so other threads still need a barrier after the wait; a
+ *     cp.async whose size is not 4, 8 or 16 (only 16 for .cg), or whose addresses are not multiples of it;
+ *   - an ldmatrix whose row addresses (row r of matrix i from lane 8i + r; lanes 0-7 for .x1, 0-15 for
+ *     .x2, all 32 for .x4) are not 16-byte aligned shared addresses with 16 bytes inside their array,
+ *     or that not all 32 lanes execute.
  * Shared memory is only reached through emu::smem_ptr (KVL_SHARED in cuda/device.cuh), which is how
  * each access is checked. Global memory is plain host memory: an address sanitizer build catches
  * out-of-bounds accesses there.
@@ -295,6 +302,9 @@ template <typename T> class smem_ptr {
     smem_ptr operator+(ptrdiff_t k) const { return smem_ptr(a_, offset_ + k * static_cast<ptrdiff_t>(sizeof(T))); }
     /* A view of the same bytes as another element type (the pointer cast kernels do on the GPU). */
     template <typename U> smem_ptr<U> as() const { return smem_ptr<U>(a_, offset_); }
+    /* the array and the byte offset in it, for the primitives that address shared memory themselves */
+    const smem_array *array() const { return a_; }
+    ptrdiff_t offset() const { return offset_; }
 
   private:
     T *at(ptrdiff_t i) const
@@ -308,6 +318,24 @@ template <typename T> class smem_ptr {
     const smem_array *a_;
     ptrdiff_t offset_;
 };
+
+/* ---- asynchronous copies and matrix loads (sm_80+) -------------------------------------------------
+ * cp.async.{ca,cg}.shared.global [a + offset], [src], bytes, src_bytes: bytes (4, 8, 16; .cg only 16)
+ * copied from global memory, the last bytes − src_bytes of them zeros; pending in the calling thread
+ * until a wait retires the group it is committed in. */
+enum cp_async_cache { CP_ASYNC_CA, CP_ASYNC_CG };
+void cp_async(site s, cp_async_cache cache, const smem_array *a, ptrdiff_t offset, const void *src, unsigned bytes,
+              unsigned src_bytes);
+/* cp.async.commit_group: the thread's uncommitted copies become one group */
+void cp_async_commit(site s);
+/* cp.async.wait_group n: every committed group of the thread but the n most recent lands */
+void cp_async_wait(site s, unsigned n);
+/* cp.async.wait_all: commit_group, then wait_group 0 */
+void cp_async_wait_all(site s);
+/* ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16: r[i] (i < count) of lane l holds elements
+ * (l / 4, 2(l % 4)) and (l / 4, 2(l % 4) + 1) of matrix i (of its transpose with .trans), lower one in
+ * the low half; row r of matrix i is the 16 bytes at the address lane 8i + r passes (a + offset). */
+void ldmatrix(site s, unsigned count, bool trans, uint32_t *r, const smem_array *a, ptrdiff_t offset);
 
 } /* namespace emu */
 

@@ -986,6 +986,10 @@ typedef struct {
     int (*run)(table *t, const sizes *s);
 } group;
 
+/* The pipelined tensor-core kernel. Target 65% of the copy bandwidth; expected from cuda/mla_cuda.cuh's
+ * arithmetic (bound by shared-memory bandwidth, 13,056 bytes per row): a ceiling of ~70% over bf16 rows
+ * and ~40% over FP8 rows, ~50% and ~30% at the share of it eight warps sustain. FlashMLA's dense decode:
+ * ~3,000 GB/s, 90% of an H800's. */
 static int bench_mla_bf16_mma(table *t, const sizes *s)
 {
     return bench_mla(t, s, SWA_CUDA_BF16, mla_attend_absorbed_mma_cuda, "mla absorbed, bf16, tensor cores", MLA_TARGET);

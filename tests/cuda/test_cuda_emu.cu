@@ -1,5 +1,6 @@
 /* The CPU emulator (cuda/emu/) against the CUDA semantics it stands in for: thread and block indices,
- * shuffles, votes, barriers, shared memory, the warp's matrix product and the conversion intrinsics,
+ * shuffles, votes, barriers, shared memory, asynchronous copies, ldmatrix, the warp's matrix product and
+ * the conversion intrinsics,
  * in all three thread orders; the cuBLAS subset; and each fault it must catch, provoked on purpose, with
  * its report.
  * Built only for the emulator (a C++ suite; the GPU runs the twins' suites instead). */
@@ -182,6 +183,156 @@ __global__ void shared_out_of_bounds_kernel(float *out)
     KVL_SHARED(float, buf, 64);
     buf[threadIdx.x + 1] = 1.0f;
     out[threadIdx.x] = 0.0f;
+}
+
+/* out[256] = in[256] (words), each thread's 16 bytes brought by cp.async as one .cg copy, two .ca of 8 or
+ * four .ca of 4 (by t % 3) and handed to the thread 63 − t; zero[256]: the same 16 bytes copied again
+ * reading only their first 4·(t % 5) bytes, in a second group that lands after the first is read */
+__global__ void cp_async_kernel(uint32_t *out, uint32_t *zero, const uint32_t *in)
+{
+    KVL_SHARED(uint32_t, buf, 256);
+    KVL_SHARED(uint32_t, zbuf, 256);
+    const unsigned t = threadIdx.x, mine = 4 * t, theirs = 4 * (63 - t);
+    if (t % 3 == 0) kvl_cp_async_cg(buf + mine, in + mine);
+    for (unsigned k = 0; t % 3 == 1 && k < 4; k += 2) kvl_cp_async_ca<8>(buf + mine + k, in + mine + k);
+    for (unsigned k = 0; t % 3 == 2 && k < 4; k++) kvl_cp_async_ca<4>(buf + mine + k, in + mine + k);
+    kvl_cp_async_commit();
+    kvl_cp_async_ca<16>(zbuf + mine, in + mine, 4 * (t % 5));
+    kvl_cp_async_commit();
+    kvl_cp_async_wait<1>();
+    __syncthreads();
+    for (unsigned k = 0; k < 4; k++) out[mine + k] = buf[theirs + k];
+    kvl_cp_async_wait_all();
+    __syncthreads();
+    for (unsigned k = 0; k < 4; k++) zero[mine + k] = zbuf[theirs + k];
+}
+
+/* out[32][14]: what lane l gets from ldmatrix .x1, .x2, .x4, then .x1, .x2, .x4 .trans, of the matrices
+ * M_i (i < 4), M_i[r][c] = tile[8i + r][8 + c] of a tile[32][24] holding 100·row + column */
+__global__ void ldmatrix_kernel(uint32_t *out)
+{
+    KVL_SHARED(uint16_t, tile, 32 * 24);
+    const unsigned l = threadIdx.x;
+    for (unsigned c = 0; c < 24; c++) tile[l * 24 + c] = static_cast<uint16_t>(100 * l + c);
+    __syncwarp();
+    uint32_t r[14];
+    const kvl_smem<uint16_t> row = tile + l * 24 + 8; /* row l % 8 of matrix l / 8 */
+    kvl_ldmatrix_x1(r, row);
+    kvl_ldmatrix_x2(r + 1, row);
+    kvl_ldmatrix_x4(r + 3, row);
+    kvl_ldmatrix_x1_trans(r + 7, row);
+    kvl_ldmatrix_x2_trans(r + 8, row);
+    kvl_ldmatrix_x4_trans(r + 10, row);
+    for (unsigned i = 0; i < 14; i++) out[l * 14 + i] = r[i];
+}
+
+/* d[16][8] = A[16][16]·B[16][8] + 0 on the tensor cores with both operands row-major in shared memory:
+ * A through ldmatrix.x4, B through ldmatrix.x2.trans (the P·V operand), and again with B stored
+ * transposed (Bt[8][16], the Q·Kᵀ operand) through ldmatrix.x2; dt[16][8] is the second product */
+__global__ void ldmatrix_mma_kernel(float *d, float *dt, const uint16_t *A, const uint16_t *B)
+{
+    KVL_SHARED(uint16_t, a_s, 16 * 16);
+    KVL_SHARED(uint16_t, b_s, 16 * 8);
+    KVL_SHARED(uint16_t, bt_s, 8 * 16);
+    const unsigned l = threadIdx.x, g = l / 4, t = l % 4;
+    for (unsigned e = l; e < 256; e += 32) a_s[e] = A[e];
+    for (unsigned e = l; e < 128; e += 32) b_s[e] = B[e], bt_s[(e % 8) * 16 + e / 8] = B[e];
+    __syncwarp();
+    uint32_t a[4], b[2], bt[2];
+    /* matrices 0-3 of A: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15 */
+    kvl_ldmatrix_x4(a, a_s + (l % 16) * 16 + 8 * (l / 16));
+    kvl_ldmatrix_x2_trans(b, b_s + (l % 16) * 8); /* k rows 0-7, then 8-15 */
+    kvl_ldmatrix_x2(bt, bt_s + (l % 8) * 16 + 8 * (l / 8 % 2));
+    const float zero[4] = {0, 0, 0, 0};
+    float r[4], rt[4];
+    kvl_mma_bf16(r, a, b, zero);
+    kvl_mma_bf16(rt, a, bt, zero);
+    const unsigned at[4] = {g * 8 + 2 * t, g * 8 + 2 * t + 1, (g + 8) * 8 + 2 * t, (g + 8) * 8 + 2 * t + 1};
+    for (int i = 0; i < 4; i++) d[at[i]] = r[i], dt[at[i]] = rt[i];
+}
+
+/* each thread copies 16 bytes by cp.async and commits them, but reads them after the barrier with no
+ * cp.async.wait_group: the bytes may not have landed */
+__global__ void missing_wait_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 256);
+    kvl_cp_async_cg(buf + 4 * threadIdx.x, out + 4 * (threadIdx.x % 16));
+    kvl_cp_async_commit();
+    __syncthreads();
+    out[threadIdx.x] = buf[4 * threadIdx.x];
+}
+
+/* two groups in flight, wait_group 1 retires only the first, and the second's bytes are read */
+__global__ void shallow_wait_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 512);
+    kvl_cp_async_cg(buf + 4 * threadIdx.x, out + 4 * (threadIdx.x % 16));
+    kvl_cp_async_commit();
+    kvl_cp_async_cg(buf + 256 + 4 * threadIdx.x, out + 4 * (threadIdx.x % 16));
+    kvl_cp_async_commit();
+    kvl_cp_async_wait<1>();
+    out[threadIdx.x] = buf[4 * threadIdx.x] + buf[256 + 4 * threadIdx.x];
+}
+
+/* a plain shared store into bytes a cp.async of the same thread is still bringing */
+__global__ void store_over_copy_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 256);
+    kvl_cp_async_cg(buf + 4 * threadIdx.x, out + 4 * (threadIdx.x % 16));
+    buf[4 * threadIdx.x + 1] = 1.0f;
+    kvl_cp_async_wait_all();
+    out[threadIdx.x] = buf[4 * threadIdx.x];
+}
+
+/* a 16-byte cp.async to a shared address that is only 8-byte aligned */
+__global__ void misaligned_copy_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 256);
+    kvl_cp_async_ca<16>(buf + 2 + 4 * (threadIdx.x % 32), out);
+    kvl_cp_async_wait_all();
+    out[threadIdx.x] = 0.0f;
+}
+
+/* a cp.async of 2 bytes, a size the instruction does not have */
+__global__ void two_byte_copy_kernel(float *out)
+{
+    KVL_SHARED(float, buf, 64);
+    kvl_cp_async_ca<2>(buf + threadIdx.x, out);
+    out[threadIdx.x] = 0.0f;
+}
+
+/* ldmatrix rows 8 bytes into 16-byte pieces: the addresses are not 16-byte aligned */
+__global__ void misaligned_ldmatrix_kernel(float *out)
+{
+    KVL_SHARED(uint16_t, tile, 32 * 16);
+    for (unsigned c = 0; c < 16; c++) tile[threadIdx.x * 16 + c] = 0;
+    __syncwarp();
+    uint32_t r[4];
+    kvl_ldmatrix_x4(r, tile + threadIdx.x * 16 + 4);
+    out[threadIdx.x] = static_cast<float>(r[0]);
+}
+
+/* lanes 8-15 give rows past the end of the array in an .x2 (only lanes 0-15 address rows) */
+__global__ void ldmatrix_past_the_end_kernel(float *out)
+{
+    KVL_SHARED(uint16_t, tile, 8 * 8);
+    if (threadIdx.x < 8)
+        for (unsigned c = 0; c < 8; c++) tile[threadIdx.x * 8 + c] = 0;
+    __syncwarp();
+    uint32_t r[2];
+    kvl_ldmatrix_x2(r, tile + threadIdx.x * 8);
+    out[threadIdx.x] = static_cast<float>(r[0]);
+}
+
+/* only half a warp runs the ldmatrix, which needs all 32 lanes */
+__global__ void half_warp_ldmatrix_kernel(float *out)
+{
+    KVL_SHARED(uint16_t, tile, 32 * 8);
+    for (unsigned c = 0; c < 8; c++) tile[threadIdx.x * 8 + c] = 0;
+    __syncwarp();
+    uint32_t r[1] = {0};
+    if (threadIdx.x < 16) kvl_ldmatrix_x1(r, tile + threadIdx.x * 8);
+    out[threadIdx.x] = static_cast<float>(r[0]);
 }
 
 /* ---- kernels the GPU refuses to launch, or faults in --------------------------------------------------------- */
@@ -723,6 +874,120 @@ START_TEST(test_cublas_strided_batched_gemm_equals_the_definition)
 }
 END_TEST
 
+START_TEST(test_cp_async_lands_the_bytes_at_the_wait_and_zero_fills_past_src_size)
+{
+    uint32_t in[256], out[256], zero[256];
+    for (int i = 0; i < 256; i++) in[i] = 0x9E3779B9u * (uint32_t)(i + 1);
+    uint32_t *d_in = device_copy(in, 256), *d_out = device_copy<uint32_t>(NULL, 256),
+             *d_zero = device_copy<uint32_t>(NULL, 256);
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 11);
+        ck_assert_int_eq(KVL_LAUNCH(cp_async_kernel, dim3(1), dim3(64), 0, d_out, d_zero, d_in), cudaSuccess);
+        host_copy(out, d_out, 256);
+        host_copy(zero, d_zero, 256);
+        for (unsigned t = 0; t < 64; t++)
+            for (unsigned k = 0; k < 4; k++) {
+                const unsigned from = 63 - t, i = 4 * from + k;
+                ck_assert_msg(out[4 * t + k] == in[i], "order %d: word %u", o, 4 * t + k);
+                ck_assert_msg(zero[4 * t + k] == (k < from % 5 ? in[i] : 0u), "order %d: zero-filled word %u", o,
+                              4 * t + k);
+            }
+    }
+    cudaFree(d_in);
+    cudaFree(d_out);
+    cudaFree(d_zero);
+}
+END_TEST
+
+START_TEST(test_ldmatrix_hands_out_rows_as_the_ptx_isa_lays_them_out)
+{
+    uint32_t out[32 * 14];
+    uint32_t *d = device_copy<uint32_t>(NULL, 32 * 14);
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 5);
+        ck_assert_int_eq(KVL_LAUNCH(ldmatrix_kernel, dim3(1), dim3(32), 0, d), cudaSuccess);
+        host_copy(out, d, 32 * 14);
+        for (unsigned l = 0; l < 32; l++) {
+            const unsigned first[6] = {0, 1, 3, 7, 8, 10}, count[6] = {1, 2, 4, 1, 2, 4};
+            for (unsigned v = 0; v < 6; v++)
+                for (unsigned i = 0; i < count[v]; i++) {
+                    /* M_i[r][c] = 100·(8i + r) + 8 + c; with .trans lane l holds Mᵀ's row l / 4 */
+                    const unsigned r = v < 3 ? l / 4 : 2 * (l % 4), c = v < 3 ? 2 * (l % 4) : l / 4;
+                    const uint32_t lo = 100 * (8 * i + r) + 8 + c,
+                                   hi = v < 3 ? lo + 1 : 100 * (8 * i + r + 1) + 8 + c;
+                    ck_assert_msg(out[l * 14 + first[v] + i] == (lo | hi << 16),
+                                  "order %d, lane %u, variant %u, matrix %u: 0x%08x, want 0x%08x", o, l, v, i,
+                                  out[l * 14 + first[v] + i], lo | hi << 16);
+                }
+        }
+    }
+    cudaFree(d);
+}
+END_TEST
+
+START_TEST(test_ldmatrix_fragments_feed_mma_as_the_matrix_product)
+{
+    uint16_t A[16 * 16], B[16 * 8];
+    float Af[16 * 16], Bf[16 * 8], D[16 * 8], Dt[16 * 8];
+    for (int i = 0; i < 256; i++) Af[i] = (float)((i * 29) % 19 - 9) / 4.0f, A[i] = bf16_bits(Af[i]);
+    for (int i = 0; i < 128; i++) Bf[i] = (float)((i * 7) % 11 - 5) / 2.0f, B[i] = bf16_bits(Bf[i]);
+    uint16_t *dA = device_copy(A, 256), *dB = device_copy(B, 128);
+    float *dD = device_copy<float>(NULL, 128), *dDt = device_copy<float>(NULL, 128);
+    for (int o = 0; o < N_ORDERS; o++) {
+        emu::set_order(ORDERS[o], 3);
+        ck_assert_int_eq(KVL_LAUNCH(ldmatrix_mma_kernel, dim3(1), dim3(32), 0, dD, dDt, dA, dB), cudaSuccess);
+        host_copy(D, dD, 128);
+        host_copy(Dt, dDt, 128);
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 8; c++) {
+                double want = 0.0;
+                for (int k = 0; k < 16; k++) want += (double)Af[r * 16 + k] * Bf[k * 8 + c];
+                ck_assert_msg(D[r * 8 + c] == (float)want, "order %d: D[%d][%d] = %g, want %g", o, r, c, D[r * 8 + c],
+                              want);
+                ck_assert_msg(Dt[r * 8 + c] == (float)want, "order %d: from Bt, D[%d][%d] = %g, want %g", o, r, c,
+                              Dt[r * 8 + c], want);
+            }
+    }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dD);
+    cudaFree(dDt);
+}
+END_TEST
+
+START_TEST(test_fault_shared_read_of_a_cp_async_with_no_wait_group)
+{
+    expect_fault(missing_wait_kernel, 64, "no cp.async.wait_group retired it");
+}
+END_TEST
+
+START_TEST(test_fault_wait_group_leaves_the_newer_group_in_flight)
+{
+    expect_fault(shallow_wait_kernel, 64, "has not landed");
+}
+END_TEST
+
+START_TEST(test_fault_store_into_bytes_a_cp_async_is_bringing)
+{
+    expect_fault(store_over_copy_kernel, 64, "has not landed in yet");
+}
+END_TEST
+
+START_TEST(test_fault_cp_async_misaligned_or_of_a_size_it_lacks)
+{
+    expect_fault(misaligned_copy_kernel, 64, "(misaligned)");
+    expect_fault(two_byte_copy_kernel, 64, "copies 2 bytes");
+}
+END_TEST
+
+START_TEST(test_fault_ldmatrix_rows_misaligned_outside_or_from_half_a_warp)
+{
+    expect_fault(misaligned_ldmatrix_kernel, 32, "not 16-byte aligned");
+    expect_fault(ldmatrix_past_the_end_kernel, 32, "of matrix 1 at byte");
+    expect_fault(half_warp_ldmatrix_kernel, 32, "ldmatrix.x1");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("cuda_emu");
@@ -734,6 +999,9 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_shared_memory_is_one_array_per_block);
     tcase_add_test(tc, test_orders_run_threads_forward_reverse_and_shuffled);
     tcase_add_test(tc, test_mma_equals_matrix_product_in_ptx_fragment_layout);
+    tcase_add_test(tc, test_cp_async_lands_the_bytes_at_the_wait_and_zero_fills_past_src_size);
+    tcase_add_test(tc, test_ldmatrix_hands_out_rows_as_the_ptx_isa_lays_them_out);
+    tcase_add_test(tc, test_ldmatrix_fragments_feed_mma_as_the_matrix_product);
     tcase_add_test(tc, test_conversions_give_the_gpu_results_on_nan);
     tcase_add_test(tc, test_runtime_rejects_host_pointers_and_bad_launches);
     tcase_add_test(tc, test_cublas_strided_batched_gemm_equals_the_definition);
@@ -753,6 +1021,11 @@ Suite *kvl_suite(void)
     tcase_add_test(tf, test_fault_shared_index_out_of_bounds);
     tcase_add_test(tf, test_fault_static_shared_above_48k);
     tcase_add_test(tf, test_fault_vector_reads_of_rows_not_aligned_to_their_width);
+    tcase_add_test(tf, test_fault_shared_read_of_a_cp_async_with_no_wait_group);
+    tcase_add_test(tf, test_fault_wait_group_leaves_the_newer_group_in_flight);
+    tcase_add_test(tf, test_fault_store_into_bytes_a_cp_async_is_bringing);
+    tcase_add_test(tf, test_fault_cp_async_misaligned_or_of_a_size_it_lacks);
+    tcase_add_test(tf, test_fault_ldmatrix_rows_misaligned_outside_or_from_half_a_warp);
     tcase_add_test(tf, test_fault_is_reported_at_its_launch_with_file_line_and_kernel);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("refusals");

@@ -338,6 +338,87 @@ START_TEST(test_tensor_core_attention_matches_the_definition_within_bf16_weights
     /* 70 heads: one block of 64 and part of a second */
     check_attention(SWA_CUDA_BF16, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, bf16 rows");
     check_attention(SWA_CUDA_V32_MAIN, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, fp8 rows");
+    check_attention(SWA_CUDA_BF16, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, bf16 rows");
+    check_attention(SWA_CUDA_V32_MAIN, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, fp8 rows");
+}
+END_TEST
+
+/* The pipelined tensor-core kernel (mla_attend_absorbed_mma_cuda) against the simple one over the same
+ * cache: 128 heads (two blocks of 64), a window of 90 whose ring wraps inside a tile, splits of 40 (a
+ * whole tile and a partial one; the last split 10 rows), B 2, in every thread order. Both round the same
+ * tiles, scores and weights and sum the same products in the same order, so their partial sums, maxima
+ * and outputs before the division agree exactly; only each split's softmax denominator is added in
+ * another order, a sum of at most 40 positive terms, each within γ_40 ≈ 2.4e-6 of the exact one. The
+ * merge divides by their weighted sum, so each output moves by at most 2γ_40 relative, plus the
+ * division's own rounding: rtol 1e-5, atol 1e-6 on outputs of O(1). */
+static void check_pipelined_against_simple(swa_cuda_store store, const char *what)
+{
+    enum { B = 2, N = 150, CHUNK = 30, W = 90, SPLIT = 40, D = 576, H = 128 };
+    mla_config c = {.d = 32, .n_heads = H, .kv_lora_rank = 512, .qk_nope = 8, .qk_rope = 64, .v_head = 8,
+                    .window = W, .norm_eps = 1e-6, .softmax_scale = 1.0 / sqrt(72.0)};
+    CUDA_OK(kvl_rope_init(&c.rope, 64, 1e4));
+    float *q = inputs(B * H * D, 92), *got = malloc(B * H * 512 * sizeof(float));
+    float *simple = malloc(B * H * 512 * sizeof(float));
+    double *want = malloc(B * H * 512 * sizeof(double));
+    float *dq = dev_upload(q, B * H * D * sizeof(float)), *dout = dev_upload(NULL, B * H * 512 * sizeof(float));
+    float *chunks[N / CHUNK];
+    for (size_t k = 0; k < N / CHUNK; k++) {
+        float *rows = inputs(B * CHUNK * D, 93 + k);
+        chunks[k] = dev_upload(rows, B * CHUNK * D * sizeof(float));
+        free(rows);
+    }
+    char name[160];
+    FOR_EACH_ORDER(order) {
+        mla_cache_cuda dev;
+        CUDA_OK(mla_cache_init_cuda(&dev, &c, N, store, B));
+        dev.split = SPLIT;
+        for (size_t k = 0; k < N / CHUNK; k++) CUDA_OK(mla_cache_append_cuda(&dev, &c, chunks[k], CHUNK));
+        CUDA_OK(mla_attend_absorbed_mma_simple_cuda(dout, dq, &c, &dev));
+        dev_download(simple, dout, B * H * 512 * sizeof(float));
+        CUDA_OK(mla_attend_absorbed_mma_cuda(dout, dq, &c, &dev));
+        dev_download(got, dout, B * H * 512 * sizeof(float));
+        for (size_t i = 0; i < (size_t)B * H * 512; i++) want[i] = simple[i];
+        snprintf(name, sizeof name, "pipelined against simple, %s (%s)", what, order);
+        kvl_expect_close(name, got, want, (size_t)B * H * 512, 1e-6, 1e-5, 0);
+        mla_cache_free_cuda(&dev);
+    }
+    for (size_t k = 0; k < N / CHUNK; k++) kvl_cuda_free(chunks[k]);
+    kvl_cuda_free(dq), kvl_cuda_free(dout);
+    free(q), free(got), free(simple), free(want);
+}
+
+START_TEST(test_pipelined_tensor_core_kernel_matches_the_simple_one_at_128_heads)
+{
+    check_pipelined_against_simple(SWA_CUDA_BF16, "bf16 rows");
+    check_pipelined_against_simple(SWA_CUDA_V32_MAIN, "fp8 rows");
+}
+END_TEST
+
+/* The pipelined kernel's own splits: whole tiles covering the rows; one wave of blocks (splits × sequences
+ * × head blocks within the SMs, or one split when the blocks alone exceed them); every split's row bytes
+ * at least four times its partial sums (64 heads × 512 floats written and read again) when there are
+ * several; and, given rows enough, as many splits as that wave holds. */
+START_TEST(test_pipelined_splits_fill_one_wave_and_keep_partials_under_a_quarter)
+{
+    const size_t sms = (size_t)kvl_cuda_sm_count(), partial = 2 * 64 * 512 * sizeof(float);
+    const size_t ns[] = {1, 31, 45, 1000, 4096, 65536, 1 << 20}, batches[] = {1, 2, 64, 300}, heads[] = {64, 128};
+    const size_t row_bytes[] = {1152, 656};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+        for (size_t j = 0; j < sizeof batches / sizeof *batches; j++)
+            for (size_t k = 0; k < 2; k++)
+                for (size_t r = 0; r < 2; r++) {
+                    const size_t n = ns[i], blocks = batches[j] * heads[k] / 64;
+                    const size_t split = mla_mma_split_cuda(n, batches[j], heads[k], row_bytes[r]);
+                    const size_t n_splits = (n + split - 1) / split;
+                    ck_assert_msg(split % 32 == 0 && split > 0, "n %zu: split %zu", n, split);
+                    ck_assert_msg(n_splits == 1 || n_splits * blocks <= sms, "n %zu, %zu blocks: %zu splits", n,
+                                  blocks, n_splits);
+                    ck_assert_msg(n_splits == 1 || split * row_bytes[r] >= 4 * partial,
+                                  "n %zu: %zu rows of %zu bytes a split", n, split, row_bytes[r]);
+                    if (n >= 4 * partial / row_bytes[r] * (sms + 1) && blocks < sms)
+                        ck_assert_msg(n_splits == sms / blocks, "n %zu, %zu blocks: %zu splits, %zu fit", n, blocks,
+                                      n_splits, sms / blocks);
+                }
 }
 END_TEST
 
@@ -393,6 +474,8 @@ Suite *kvl_suite(void)
     tcase_set_timeout(ta, KVL_TEST_TIMEOUT);
     tcase_add_test(ta, test_attention_cuda_matches_the_definition_over_bf16_and_fp8_rows);
     tcase_add_test(ta, test_tensor_core_attention_matches_the_definition_within_bf16_weights);
+    tcase_add_test(ta, test_pipelined_tensor_core_kernel_matches_the_simple_one_at_128_heads);
+    tcase_add_test(ta, test_pipelined_splits_fill_one_wave_and_keep_partials_under_a_quarter);
     tcase_add_test(ta, test_tensor_core_attention_rejects_other_widths_and_float_rows);
     suite_add_tcase(s, ta);
     TCase *t8 = tcase_create("fp8");
