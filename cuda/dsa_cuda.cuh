@@ -11,10 +11,14 @@
  *                               four (kvl_index_tile_scores, which V4.1's pool scores share). Keys the
  *                               query may not see get −∞ and are never read. V4's and V4.1's indexers
  *                               over compressed entries (v4_cuda.h, csa2_indexer_cuda.h) run it too.
- *   kvl_gather_attend_kernel<R, R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention: the K rows a
- *                               selection names, read from the ring in place (R decodes float32, bf16 or
- *                               the 656-byte FP8 row), an entry of −1 scored −∞; splits of the K entries
- *                               merge with kvl_attend_merge_kernel. */
+ *   kvl_gather_attend_kernel<R, R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention on float cores,
+ *                               one block per head: the K rows a selection names, read from the ring in
+ *                               place (R decodes float32, bf16 or the 656-byte FP8 row), an entry of −1
+ *                               scored −∞; splits of the K entries merge with kvl_attend_merge_kernel. The
+ *                               twin of the next, and the kernel for other widths and float32 rows.
+ *   kvl_sparse_mma_kernel<R, kvl_dsa_picks> (attend_cuda.cuh) the same on tensor cores at DeepSeek's widths
+ *                               over bf16 or FP8 rows, 64 heads a block sharing each gathered row: what
+ *                               dsa_attend_gather_cuda runs there. */
 #ifndef KVL_DSA_CUDA_CUH
 #define KVL_DSA_CUDA_CUH
 

@@ -3,7 +3,8 @@
  * (exactly, on inputs whose sums are exact) and the fp8 form over 132-byte keys (within the float32
  * bound, picks differing only at near-ties); sparse MLA decode over float32, bf16 and 656-byte FP8 rows
  * with top-k below the number of candidates, −1 padding, a query that selects nothing, splits that do
- * not divide K and B sequences at once. */
+ * not divide K and B sequences at once; its tensor-core kernel at 128 heads against the float twin and the
+ * definition, within the bound its bf16 roundings allow. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -277,6 +278,56 @@ static void expect_checked_gather_equal(const dsa_config *c, const mla_weights *
     free(h1), free(h2);
 }
 
+/* ---- the sparse attention's error bounds, from the data (γ_n = n·u, u = 2^-24, Higham) -------------------
+ * A score sums Dc + Dr products in float: it errs by at most γ_(Dc+Dr)·A·scale, A = max_j Σ_c |q̂_c r_jc| over
+ * the picks j; a softmax whose scores move by at most δ moves a weighted average by at most 2δ·max|v|; the
+ * value sums add γ_K·max|v|. On tensor cores q̂ is rounded to bf16 (bf16_q, unless it is bf16-exact: each
+ * score moves by at most 2^-9·A·scale more) and so are the weights (bf16_w, relative 2^-9: the average moves by
+ * at most 2^-8·max|v|). */
+static double sparse_bound(const double *q_hat, const float *rows, const int32_t *sel, size_t K, size_t Dc,
+                           size_t Dw, double scale, int bf16_q, int bf16_w)
+{
+    const double u = 0x1p-24;
+    double A = 0, vmax = 0;
+    for (size_t k = 0; k < K; k++) {
+        if (sel[k] < 0) continue;
+        const float *r = rows + (size_t)sel[k] * Dw;
+        double a = 0;
+        for (size_t c = 0; c < Dw; c++) a += fabs(q_hat[c] * r[c]);
+        A = fmax(A, a);
+        for (size_t c = 0; c < Dc; c++) vmax = fmax(vmax, fabs(r[c]));
+    }
+    const double score = (2 * (double)Dw * u + (bf16_q ? 0x1p-9 : 0)) * A * scale;
+    return (2 * score + (double)K * u + (bf16_w ? 0x1p-8 : 0)) * vmax;
+}
+
+/* tol[H][Dv]: how far the attention's own errors (sparse_bound, on q̂ = [W_UK^hᵀ q^C | q^R] in double) may move
+ * the o of one query q[H][Dnope + Dr] over rows[N][Dc + Dr], through W_UV^h: its row i moves o_i by at most
+ * Σ_c |W_UV^h(i, c)| times the bound */
+static void gather_tol(double *tol, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
+                       const int32_t *sel, int mma)
+{
+    const size_t H = c->mla.n_heads, Dc = c->mla.kv_lora_rank, Dr = c->mla.qk_rope, Dn = c->mla.qk_nope;
+    const size_t Dv = c->mla.v_head, Dw = Dc + Dr, Dqk = Dn + Dr, K = c->index_topk;
+    double *q_hat = malloc(Dw * sizeof *q_hat);
+    ck_assert(q_hat != NULL);
+    for (size_t h = 0; h < H; h++) {
+        const float *W = w->mla.w_ukv + h * (Dn + Dv) * Dc; /* W_UK^h [Dn][Dc], then W_UV^h [Dv][Dc] */
+        for (size_t j = 0; j < Dc; j++) {
+            q_hat[j] = 0;
+            for (size_t k = 0; k < Dn; k++) q_hat[j] += (double)W[k * Dc + j] * q[h * Dqk + k];
+        }
+        for (size_t j = 0; j < Dr; j++) q_hat[Dc + j] = q[h * Dqk + Dn + j];
+        const double e = sparse_bound(q_hat, rows, sel, K, Dc, Dw, c->mla.softmax_scale, mma, mma);
+        for (size_t i = 0; i < Dv; i++) {
+            double norm = 0;
+            for (size_t j = 0; j < Dc; j++) norm += fabs(W[(Dn + i) * Dc + j]);
+            tol[h * Dv + i] = norm * e;
+        }
+    }
+    free(q_hat);
+}
+
 /* B sequences of N rows in a cache of `store`, one query each selecting K of them: the twin against
  * dsa_attend_gather over the rows as the cache holds them. */
 static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, size_t B, size_t N, size_t K,
@@ -287,6 +338,7 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
     const dsa_config *c = &L.c;
     const size_t Dw = Dc + Dr, Dqk = c->mla.qk_nope + Dr, Dv = c->mla.v_head;
     float *rows = test_floats(B * N * Dw), *held = test_floats(N * Dw), *q = test_floats(B * H * Dqk);
+    float *held_all = test_floats(B * N * Dw);
     float *want = test_floats(B * H * Dv), *got = test_floats(B * H * Dv);
     int32_t *sel = test_ints(B * K);
     test_rng r = {seed + 1};
@@ -307,9 +359,14 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
             }
         }
         CUDA_OK(dsa_attend_gather(want + b * H * Dv, c, &L.w, q + b * H * Dqk, held, sel + b * K, 1, N));
+        memcpy(held_all + b * N * Dw, held, N * Dw * sizeof *held);
     }
-    double *wd = malloc(B * H * Dv * sizeof *wd);
+    double *wd = malloc(B * H * Dv * sizeof *wd), *tol = malloc(B * H * Dv * sizeof *tol);
+    ck_assert(wd && tol);
     for (size_t i = 0; i < B * H * Dv; i++) wd[i] = want[i];
+    const int mma = store != SWA_CUDA_F32 && Dc == KVF_V32_NOPE && Dr == KVF_V32_ROPE;
+    for (size_t b = 0; b < B; b++)
+        gather_tol(tol + b * H * Dv, c, &L.w, q + b * H * Dqk, held_all + b * N * Dw, sel + b * K, mma);
     float *drows = dev_upload(rows, B * N * Dw * sizeof *rows), *dq = dev_upload(q, B * H * Dqk * sizeof *q);
     float *dout = dev_filled(0x7F, B * H * Dv * sizeof *dout);
     int32_t *dsel = dev_upload(sel, B * K * sizeof *sel);
@@ -323,14 +380,18 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
         dev_download(got, dout, B * H * Dv * sizeof *got);
         snprintf(what, sizeof what, "gather over %s rows, H %zu B %zu N %zu K %zu split %zu (%s)",
                  store == SWA_CUDA_F32 ? "float32" : store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, N, K, split, order);
-        kvl_expect_close(what, got, wd, B * H * Dv, twin_tol(c), twin_tol(c), MIN_COS);
+        for (size_t i = 0; i < B * H * Dv; i++) { /* and the two float paths' own rounding (twin_tol) */
+            const double bound = tol[i] + twin_tol(c) * (1 + fabs(wd[i]));
+            ck_assert_msg(fabs(got[i] - wd[i]) <= bound, "%s: output %zu is %.9g, the ref's %.9g, beyond %.3g", what,
+                          i, got[i], wd[i], bound);
+        }
         expect_checked_gather_equal(c, &L.dw, dq, dsel, &dev);
         mla_cache_free_cuda(&dev);
     }
     if (B > 2)
         for (size_t i = 2 * H * Dv; i < 3 * H * Dv; i++) ck_assert_msg(got[i] == 0.0f, "a query with no pick gets 0");
     kvl_cuda_free(drows), kvl_cuda_free(dq), kvl_cuda_free(dout), kvl_cuda_free(dsel);
-    free(rows), free(held), free(q), free(want), free(got), free(sel), free(wd);
+    free(rows), free(held), free(held_all), free(q), free(want), free(got), free(sel), free(wd), free(tol);
     layer_free(&L);
 }
 
@@ -351,6 +412,110 @@ START_TEST(test_gather_cuda_reads_fp8_rows_as_formats_unpacks_them)
 {
     /* DeepSeek's row widths, Dc 512 and Dr 64; K 20 of N 50 in splits of 8 */
     check_gather(SWA_CUDA_V32_MAIN, 2, KVF_V32_NOPE, KVF_V32_ROPE, 2, 50, 20, 8, 103);
+}
+END_TEST
+
+/* o[Dc] = softmax over the picks sel[K] (−1 skipped) of q̂·r·scale, times r[:Dc], in double; 0 for no pick */
+static void sparse_definition(double *o, const double *q_hat, const float *rows, const int32_t *sel, size_t K,
+                              size_t Dc, size_t Dw, double scale)
+{
+    double m = -INFINITY, sum = 0, *s = malloc(K * sizeof *s);
+    ck_assert(s != NULL);
+    for (size_t k = 0; k < K; k++) {
+        s[k] = -INFINITY;
+        if (sel[k] < 0) continue;
+        double dot = 0;
+        for (size_t c = 0; c < Dw; c++) dot += q_hat[c] * rows[(size_t)sel[k] * Dw + c];
+        m = fmax(m, s[k] = dot * scale);
+    }
+    for (size_t k = 0; k < K; k++) sum += s[k] = sel[k] < 0 ? 0 : exp(s[k] - m);
+    for (size_t c = 0; c < Dc; c++) {
+        o[c] = 0;
+        for (size_t k = 0; k < K; k++)
+            if (sel[k] >= 0) o[c] += s[k] / sum * rows[(size_t)sel[k] * Dw + c];
+    }
+    free(s);
+}
+
+/* B sequences of N rows (DeepSeek's widths) in a cache of `store`, H heads of bf16-exact absorbed queries each
+ * picking K rows: the tensor-core attention (dsa_attend_gather_absorbed_cuda) and its float twin
+ * (dsa_attend_gather_absorbed_float_cuda) each within its bound of the definition over the rows the cache
+ * holds, and so within the sum of the two of each other, in every thread order. */
+static void check_tensor_cores(swa_cuda_store store, size_t H, size_t B, size_t N, size_t K, size_t split,
+                               uint64_t seed)
+{
+    enum { Dc = KVF_V32_NOPE, Dw = KVF_V32_NOPE + KVF_V32_ROPE };
+    const dsa_config c = config_make(H, Dc, KVF_V32_ROPE, 2, 64, K);
+    const size_t n_out = B * H * Dc;
+    float *rows = test_floats(B * N * Dw), *held = test_floats(B * N * Dw), *q = test_floats(B * H * Dw);
+    float *got = test_floats(n_out), *twin = test_floats(n_out);
+    double *want = malloc(n_out * sizeof *want), *tol = malloc(B * H * 2 * sizeof *tol), *qd = malloc(Dw * sizeof *qd);
+    int32_t *sel = test_ints(B * K);
+    ck_assert(want && tol && qd);
+    test_rng r = {seed};
+    for (size_t i = 0; i < (size_t)B * N * Dw; i++) rows[i] = test_grid_uniform(&r, GRID);
+    if (store == SWA_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
+    for (size_t i = 0; i < (size_t)B * H * Dw; i++) q[i] = test_grid_uniform(&r, GRID); /* bf16-exact */
+    selections(sel, B, N, K, seed + 1);
+    memcpy(held, rows, B * N * Dw * sizeof *rows); /* bf16 holds the grid exactly */
+    for (size_t s = 0; store == SWA_CUDA_V32_MAIN && s < (size_t)B * N; s++) {
+        uint8_t packed[sizeof(kvf_row_v32_main)];
+        CUDA_OK(kvf_row_pack(KVF_ROW_V32_MAIN, packed, held + s * Dw));
+        CUDA_OK(kvf_row_unpack(KVF_ROW_V32_MAIN, held + s * Dw, packed));
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            for (size_t k = 0; k < Dw; k++) qd[k] = q[(b * H + h) * Dw + k];
+            const float *seq = held + b * N * Dw;
+            sparse_definition(want + (b * H + h) * Dc, qd, seq, sel + b * K, K, Dc, Dw, c.mla.softmax_scale);
+            for (int mma = 0; mma < 2; mma++)
+                tol[(b * H + h) * 2 + mma] = sparse_bound(qd, seq, sel + b * K, K, Dc, Dw, c.mla.softmax_scale, 0, mma);
+        }
+    float *drows = dev_upload(rows, B * N * Dw * sizeof *rows), *dq = dev_upload(q, B * H * Dw * sizeof *q);
+    float *dout = dev_filled(0x7F, n_out * sizeof *dout), *dtwin = dev_filled(0x7F, n_out * sizeof *dtwin);
+    int32_t *dsel = dev_upload(sel, B * K * sizeof *sel);
+    char what[160];
+    FOR_EACH_ORDER(order) {
+        mla_cache_cuda dev;
+        CUDA_OK(mla_cache_init_cuda(&dev, &c.mla, N, store, B));
+        dev.split = split;
+        CUDA_OK(mla_cache_append_cuda(&dev, &c.mla, drows, N));
+        CUDA_OK(dsa_attend_gather_absorbed_cuda(dout, &c, dq, dsel, &dev));
+        if (order_k == 0) /* each of its threads sums in one order, so one thread order gives its every answer */
+            CUDA_OK(dsa_attend_gather_absorbed_float_cuda(dtwin, &c, dq, dsel, &dev));
+        dev_download(got, dout, n_out * sizeof *got);
+        dev_download(twin, dtwin, n_out * sizeof *twin);
+        for (size_t bh = 0; bh < B * H; bh++) {
+            snprintf(what, sizeof what, "tensor cores over %s rows, H %zu B %zu K %zu split %zu: sequence %zu "
+                     "head %zu (%s)", store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, K, split, bh / H, bh % H, order);
+            const double t_mma = tol[2 * bh + 1], t_float = tol[2 * bh];
+            kvl_expect_close(what, got + bh * Dc, want + bh * Dc, Dc, t_mma, 0, 0);
+            kvl_expect_close(what, twin + bh * Dc, want + bh * Dc, Dc, t_float, 0, 0);
+            for (size_t i = 0; i < Dc; i++)
+                ck_assert_msg(fabs(got[bh * Dc + i] - twin[bh * Dc + i]) <= t_mma + t_float,
+                              "%s: channel %zu is %.9g, the float twin's %.9g", what, i, got[bh * Dc + i],
+                              twin[bh * Dc + i]);
+        }
+        mla_cache_free_cuda(&dev);
+    }
+    if (B > 2)
+        for (size_t i = 2 * H * Dc; i < 3 * H * Dc; i++) ck_assert_msg(got[i] == 0.0f, "a query with no pick gets 0");
+    kvl_cuda_free(drows), kvl_cuda_free(dq), kvl_cuda_free(dout), kvl_cuda_free(dtwin), kvl_cuda_free(dsel);
+    free(rows), free(held), free(q), free(got), free(twin), free(want), free(tol), free(qd), free(sel);
+}
+
+START_TEST(test_tensor_core_gather_matches_its_float_twin_and_the_definition_at_128_heads)
+{
+    /* 128 heads (two blocks of 64), K 72 of N 120 in splits of 40 (tiles of 32 and 8, then 32) or the automatic
+     * ones (64 and 8); sequence 1 pads with −1, sequence 2 picks nothing */
+    check_tensor_cores(SWA_CUDA_V32_MAIN, 128, 3, 120, 72, 40, 105);
+    check_tensor_cores(SWA_CUDA_BF16, 128, 3, 120, 72, 0, 107);
+}
+END_TEST
+
+START_TEST(test_tensor_core_gather_takes_a_head_count_that_is_not_a_multiple_of_64)
+{
+    check_tensor_cores(SWA_CUDA_V32_MAIN, 70, 2, 90, 37, 0, 108); /* a block of 64 heads and one of 6 */
 }
 END_TEST
 
@@ -398,6 +563,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tg, test_gather_cuda_matches_dsa_attend_gather_over_bf16_rows);
     tcase_add_test(tg, test_gather_cuda_reads_fp8_rows_as_formats_unpacks_them);
     tcase_add_test(tg, test_gather_cuda_rejects_a_selection_outside_the_cache);
+    tcase_add_test(tg, test_tensor_core_gather_matches_its_float_twin_and_the_definition_at_128_heads);
+    tcase_add_test(tg, test_tensor_core_gather_takes_a_head_count_that_is_not_a_multiple_of_64);
     suite_add_tcase(s, tg);
     return s;
 }
