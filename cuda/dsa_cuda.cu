@@ -39,14 +39,35 @@ int dsa_index_scores_cuda(float *I, const dsa_config *c, const float *q_idx, con
     return index_scores<kvl_rows_f32>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
 }
 
+namespace {
+
+/* The fp8 indexer's scores, on tensor cores up to 64 heads unless `floats` asks for the float kernel */
+int index_scores_fp8(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const uint8_t *k_rows,
+                     size_t B, size_t S, size_t N, size_t start, bool floats, const char *fn)
+{
+    if (c && c->index_head_dim != KVF_INDEX_DIM)
+        return kvl_fail(KVL_EINVAL, "%s: the 132-byte index row holds DI %d, the config has %zu", fn, KVF_INDEX_DIM,
+                        c->index_head_dim);
+    const kvl_index_keys keys{k_rows, kvf_row_bytes(KVF_ROW_V32_INDEX)};
+    if (floats || !c || c->index_n_heads > KVL_IDXM_HEADS)
+        return index_scores<kvl_rows_v32_index>(I, c, q_idx, w_idx, keys, B, S, N, start, fn);
+    KVL_TRY(check_config(c, fn));
+    const kvl_index_shape sh{B, S, N, c->index_n_heads, c->index_head_dim, start, 1};
+    return kvl_index_mma_cuda(I, q_idx, w_idx, sh, keys, fn);
+}
+
+} /* namespace */
+
 int dsa_index_scores_fp8_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx,
                               const uint8_t *k_rows, size_t B, size_t S, size_t N, size_t start)
 {
-    if (c && c->index_head_dim != KVF_INDEX_DIM)
-        return kvl_fail(KVL_EINVAL, "%s: the 132-byte index row holds DI %d, the config has %zu", __func__,
-                        KVF_INDEX_DIM, c->index_head_dim);
-    const kvl_index_keys keys{k_rows, kvf_row_bytes(KVF_ROW_V32_INDEX)};
-    return index_scores<kvl_rows_v32_index>(I, c, q_idx, w_idx, keys, B, S, N, start, __func__);
+    return index_scores_fp8(I, c, q_idx, w_idx, k_rows, B, S, N, start, false, __func__);
+}
+
+int dsa_index_scores_fp8_float_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx,
+                                    const uint8_t *k_rows, size_t B, size_t S, size_t N, size_t start)
+{
+    return index_scores_fp8(I, c, q_idx, w_idx, k_rows, B, S, N, start, true, __func__);
 }
 
 namespace {

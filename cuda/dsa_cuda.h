@@ -37,9 +37,14 @@ extern "C" {
  * sequence, keys at 0 … N − 1 (dsa_index_scores for each sequence). */
 int dsa_index_scores_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx, const float *k_idx,
                           size_t B, size_t S, size_t N, size_t start);
-/* The same over keys k_rows[B][N][132] (KVF_ROW_V32_INDEX); DI must be 128. */
+/* The same over keys k_rows[B][N][132] (KVF_ROW_V32_INDEX); DI must be 128. Up to 64 index heads (V3.2 has
+ * 64) it runs on tensor cores (kvl_index_mma_kernel), the queries rounded to bf16: exact for the fp8
+ * indexer's view, which this form takes. */
 int dsa_index_scores_fp8_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx,
                               const uint8_t *k_rows, size_t B, size_t S, size_t N, size_t start);
+/* The same on float cores for any head count: the readable twin the tensor-core kernel is tested against. */
+int dsa_index_scores_fp8_float_cuda(float *I, const dsa_config *c, const float *q_idx, const float *w_idx,
+                                    const uint8_t *k_rows, size_t B, size_t S, size_t N, size_t start);
 
 /* o[B][H][Dv] for one query q[B][H][Dnope+Dr] (mla_query) per sequence over the rows sel[B][K] of that
  * sequence in the cache (−1 entries skipped; a query with none gets o = 0): dsa_attend_gather with S = 1

@@ -3,8 +3,8 @@
  * (exactly, on inputs whose sums are exact) and the fp8 form over 132-byte keys (within the float32
  * bound, picks differing only at near-ties); sparse MLA decode over float32, bf16 and 656-byte FP8 rows
  * with top-k below the number of candidates, −1 padding, a query that selects nothing, splits that do
- * not divide K and B sequences at once; its tensor-core kernel at 128 heads against the float twin and the
- * definition, within the bound its bf16 roundings allow. */
+ * not divide K and B sequences at once. The tensor-core kernels (the fp8 indexer at 64 heads, the sparse
+ * decode at 128) against their float twins and the definition, within the bounds of their bf16 roundings. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -210,6 +210,84 @@ START_TEST(test_fp8_index_scores_cuda_match_the_ref_over_132_byte_keys)
     }
     kvl_cuda_free(dq), kvl_cuda_free(dw), kvl_cuda_free(dk), kvl_cuda_free(dI), kvl_cuda_free(dsel);
     free(q), free(w), free(k), free(want), free(got), free(want_sel), free(got_sel), free(rows);
+    free(qd), free(wd), free(kd), free(bound);
+}
+END_TEST
+
+START_TEST(test_tensor_core_index_scores_match_the_float_twin_and_the_ref_at_64_heads)
+{
+    /* V3.2's 64 index heads, B 2, the last S 3 of T 280 positions querying their prefixes: keys in blocks of
+     * 256 (the second one of 21 to 24 visible keys: a warp's 16 and a partial 5 to 8), K 32; the fp8
+     * indexer's inputs as in the test above. Both kernels within the float32 bound of the ref, so within
+     * twice it of each other (the float twin is run once: its sums do not depend on the thread order). */
+    enum { B = 2, T = 280, S = 3, HI = 64, DI = KVF_INDEX_DIM, K = 32 };
+    const size_t start = T - S, row_bytes = kvf_row_bytes(KVF_ROW_V32_INDEX), n_path = 2 * (DI + HI);
+    const dsa_config c = config_make(2, 32, 8, HI, DI, K);
+    float *q = test_floats(B * T * HI * DI), *w = test_floats(B * T * HI), *k = test_floats(B * T * DI);
+    float *want = test_floats(B * S * T), *got = test_floats(B * S * T), *twin = test_floats(B * S * T);
+    int32_t *want_sel = test_ints(B * S * K), *got_sel = test_ints(B * S * K);
+    uint8_t *rows = malloc(B * T * row_bytes);
+    double *qd = malloc(T * HI * DI * sizeof *qd), *wd = malloc(T * HI * sizeof *wd), *kd = malloc(T * DI * sizeof *kd);
+    double *bound = malloc((size_t)B * T * T * sizeof *bound);
+    ck_assert(rows && qd && wd && kd && bound);
+    test_rng r = {95};
+    for (size_t i = 0; i < (size_t)B * T * HI * DI; i++) q[i] = test_uniform(&r);
+    for (size_t i = 0; i < (size_t)B * T * HI; i++) w[i] = test_uniform(&r) / (float)sqrt(HI * DI);
+    for (size_t i = 0; i < (size_t)B * T * DI; i++) k[i] = test_uniform(&r);
+    test_vary_blocks(k, 1, B * T * DI, B * T * DI, DI); /* key s times 2^(s mod 3 − 1): neighbours differ in scale */
+    CUDA_OK(dsa_index_quantise(q, &c, B * T * HI));
+    CUDA_OK(kvl_hadamard_rotate_rows_f32(k, B * T, DI));
+    for (size_t s = 0; s < (size_t)B * T; s++) {
+        CUDA_OK(kvf_row_pack(KVF_ROW_V32_INDEX, rows + s * row_bytes, k + s * DI));
+        CUDA_OK(kvf_row_unpack(KVF_ROW_V32_INDEX, k + s * DI, rows + s * row_bytes));
+    }
+    for (size_t b = 0; b < B; b++) {
+        const float *qb = q + (b * T + start) * HI * DI, *wb = w + (b * T + start) * HI;
+        CUDA_OK(dsa_index_scores(want + b * S * T, &c, qb, wb, k + b * T * DI, S, T, start));
+        for (size_t i = 0; i < (size_t)T * HI * DI; i++) qd[i] = q[b * T * HI * DI + i];
+        for (size_t i = 0; i < (size_t)T * HI; i++) wd[i] = w[b * T * HI + i];
+        for (size_t i = 0; i < (size_t)T * DI; i++) kd[i] = k[b * T * DI + i];
+        oracle_dsa_index_bound(bound + b * T * T, qd, wd, kd, HI, DI, T, n_path);
+    }
+    CUDA_OK(kvl_topk(want_sel, want, B * S, T, K));
+    float *dq = dev_upload(q, B * T * HI * DI * sizeof *q), *dw = dev_upload(w, B * T * HI * sizeof *w);
+    uint8_t *dk = dev_upload(rows, B * T * row_bytes);
+    float *dI = dev_filled(0x7F, B * S * T * sizeof *dI), *dtwin = dev_filled(0x7F, B * S * T * sizeof *dtwin);
+    int32_t *dsel = dev_upload(NULL, B * S * K * sizeof *dsel);
+    /* q and w hold every position's query ([B][T]): each sequence runs alone over its last S */
+    char what[112];
+    for (size_t b = 0; b < B; b++)
+        CUDA_OK(dsa_index_scores_fp8_float_cuda(dtwin + b * S * T, &c, dq + (b * T + start) * HI * DI,
+                                                dw + (b * T + start) * HI, dk + b * T * row_bytes, 1, S, T, start));
+    dev_download(twin, dtwin, B * S * T * sizeof *twin);
+    FOR_EACH_ORDER(order) {
+        for (size_t b = 0; b < B; b++)
+            CUDA_OK(dsa_index_scores_fp8_cuda(dI + b * S * T, &c, dq + (b * T + start) * HI * DI,
+                                              dw + (b * T + start) * HI, dk + b * T * row_bytes, 1, S, T, start));
+        CUDA_OK(kvl_topk_cuda(dsel, dI, B * S, T, K));
+        dev_download(got, dI, B * S * T * sizeof *got);
+        dev_download(got_sel, dsel, B * S * K * sizeof *got_sel);
+        for (size_t row = 0; row < (size_t)B * S; row++) {
+            const size_t b = row / S, t = start + row % S;
+            const double *bd = bound + (b * T + t) * T;
+            double want_row[T];
+            for (size_t s = 0; s < T; s++) want_row[s] = want[row * T + s];
+            snprintf(what, sizeof what, "tensor-core fp8 scores, sequence %zu query %zu (%s)", b, t, order);
+            for (size_t s = 0; s <= t; s++) {
+                const double g = got[row * T + s], tw = twin[row * T + s];
+                ck_assert_msg(fabs(g - want_row[s]) <= bd[s], "%s: key %zu is %.9g, the ref's %.9g, beyond %.3g", what,
+                              s, g, want_row[s], bd[s]);
+                ck_assert_msg(fabs(tw - want_row[s]) <= bd[s], "%s: the float twin's key %zu is %.9g, the ref's %.9g",
+                              what, s, tw, want_row[s]);
+                ck_assert_msg(fabs(g - tw) <= 2 * bd[s], "%s: key %zu is %.9g, the float twin's %.9g", what, s, g, tw);
+            }
+            kvl_expect_close(what, got + row * T, want_row, T, INFINITY, 0, 0); /* −∞ where the ref's */
+            expect_same_picks_up_to_near_ties(got_sel + row * K, want_sel + row * K, want + row * T, bd, K, what);
+        }
+    }
+    kvl_cuda_free(dq), kvl_cuda_free(dw), kvl_cuda_free(dk), kvl_cuda_free(dI), kvl_cuda_free(dtwin);
+    kvl_cuda_free(dsel);
+    free(q), free(w), free(k), free(want), free(got), free(twin), free(want_sel), free(got_sel), free(rows);
     free(qd), free(wd), free(kd), free(bound);
 }
 END_TEST
@@ -556,6 +634,7 @@ Suite *kvl_suite(void)
     tcase_set_timeout(ti, KVL_TEST_TIMEOUT);
     tcase_add_test(ti, test_index_scores_cuda_equal_dsa_index_scores_and_select_the_same_keys);
     tcase_add_test(ti, test_fp8_index_scores_cuda_match_the_ref_over_132_byte_keys);
+    tcase_add_test(ti, test_tensor_core_index_scores_match_the_float_twin_and_the_ref_at_64_heads);
     suite_add_tcase(s, ti);
     TCase *tg = tcase_create("gather");
     tcase_set_timeout(tg, KVL_TEST_TIMEOUT);
