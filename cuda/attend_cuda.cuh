@@ -529,18 +529,19 @@ __global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_sof
 
 /* ---- launch (host) ---------------------------------------------------------------------------------- */
 
-/* Keys per split of a decode over n_keys keys whose launch has `blocks` blocks per split (sequences × head
- * groups × query tiles): `fixed` where a cache sets one, else as FlashMLA's get_mla_metadata schedules (splits
- * from the SM count and the batch): enough splits for the grid to fill every SM twice, none shorter than
- * KVL_MIN_SPLIT keys, a whole number of 32-key tiles. The workspace, blocks × splits partial rows, then
- * depends on the SMs and the batch and not on n_keys. */
 #define KVL_MIN_SPLIT 64
-/* Keys per split when n_keys are cut into at most `fill` splits, none shorter than KVL_MIN_SPLIT keys */
+/* Keys per split when n_keys are cut into at most `fill` splits, none shorter than KVL_MIN_SPLIT keys, a whole
+ * number of 32-key tiles */
 inline size_t kvl_split_keys(size_t n_keys, size_t fill)
 {
     const size_t most = kvl_div_up(n_keys, KVL_MIN_SPLIT), n_splits = fill < most ? fill : most;
     return n_splits ? kvl_div_up(kvl_div_up(n_keys, n_splits), 32) * 32 : KVL_MIN_SPLIT;
 }
+
+/* Keys per split of a decode over n_keys keys whose launch has `blocks` blocks per split (sequences × head
+ * groups × query tiles): `fixed` where a cache sets one, else as FlashMLA's get_mla_metadata schedules (splits
+ * from the SM count and the batch): enough splits for the grid to fill every SM twice (kvl_split_keys). The
+ * workspace, blocks × splits partial rows, then depends on the SMs and the batch and not on n_keys. */
 inline size_t kvl_decode_split(size_t fixed, size_t n_keys, size_t blocks)
 {
     if (fixed) return fixed;
