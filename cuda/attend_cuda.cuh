@@ -20,6 +20,28 @@
  *                             two (V4.1: FP8 window rows, FP4 entries) decode the first P::n_window(b) keys
  *                             with RW and the rest with RE. One block of 128 threads per (split of the
  *                             keys, head, query set b).
+ *   kvl_sparse_mma_kernel<R, P>  the sparse decode (V3.2's DSA) on tensor cores, built as FlashMLA's sparse
+ *                             FP8 decode is, for DeepSeek's widths (Dc 512, Dr 64): one block of eight warps per
+ *                             (split of the picks, 64 heads, query token), so each picked row is gathered and
+ *                             decoded once for 64 heads instead of once per head. A tile of 32 picks goes to
+ *                             shared memory as bf16 (an FP8 row's eight codes from one 8-byte load, decoded
+ *                             exactly; a NULL pick as zeros, scored −∞); warp (g, k) scores head group g over
+ *                             half the 576 channels with bf16 mma.sync m16n8k16, four threads per head extend
+ *                             its softmax (weights rounded to bf16), warp (g, k) adds weights × rows into its
+ *                             half of the 512 value channels. kvl_gather_attend_kernel is its readable twin.
+ *                             Ceiling: the bf16 matrix rate. A pick is 656 bytes for 64·2·1088 = 139,264 flop
+ *                             of one block, 212 flop per byte, above an H200's ridge (~206) before the second
+ *                             head group finds the row in L2. Expected ≈ 27% of the GEMM's rate at B 64, H 128,
+ *                             K 2048: a tile is 64·32·2·1088 = 4.46 Mflop, 0.78 µs of an SM at a GEMM's ~750
+ *                             TFLOP/s over 132 SMs and ~1.2 µs as mma.sync (about two thirds of wgmma's rate on
+ *                             sm_90); the fill, not overlapped with it, adds a gather's latency (~0.7 µs, the
+ *                             nine loads of each thread in flight together) and the decode (16,384 values at
+ *                             ~6 instructions over 128 lanes, ~0.4 µs); the softmax and five barriers ~0.2 µs:
+ *                             ~2.5–2.9 µs a tile for 0.78 (27–31%), less the merge (~10 µs of ~180).
+ *                             Occupancy: 224 registers (128 float sums) × 256 threads and 135 KB of shared
+ *                             memory fit one block per SM; 64 tokens × 2 head groups fill 132 SMs once, so
+ *                             kvl_sparse_split takes one split there. Double buffering the tile (cp.async) is
+ *                             what would lift it: the fill's latency and decode are half of each tile's time.
  *   kvl_attend_merge_kernel   one block per (query, head, sequence): the splits' partials merged with
  *                             kvl_softmax_merge, and a head's sink logit σ_h (if any) merged as one more
  *                             part {σ_h, 1} with no value (it joins the denominator only), divided by the
@@ -92,6 +114,37 @@ struct kvl_rows_v32 {
         return kvl_bf16_decode(r[0] | r[1] << 8);
     }
 };
+
+/* Row readers for the tensor-core kernels (MLA's, and the sparse one below): values 8c … 8c + 7 of a stored
+ * row, as bf16 (exact for both). They read 16 bytes at a time (8 from the E4M3 codes, one uint2), so every row
+ * and its RoPE part start 16-byte aligned when the buffer does. */
+static_assert((KVF_V32_NOPE + KVF_V32_ROPE) * 2 % 16 == 0, "a bf16 row of 576 channels is whole 16-byte chunks");
+static_assert(sizeof(kvf_row_v32_main) % 16 == 0, "656-byte rows keep each other 16-byte aligned");
+static_assert(offsetof(kvf_row_v32_main, rope) % 16 == 0, "the bf16 RoPE part is read as uint4");
+static_assert(offsetof(kvf_row_v32_main, nope) % 8 == 0 && KVF_V32_NOPE % 8 == 0, "codes are read as uint2");
+struct kvl_chunks_bf16 {
+    __device__ static uint4 at(const uint8_t *row, unsigned c) { return KVL_GLOBAL_AS(const uint4, row)[c]; }
+};
+struct kvl_chunks_v32 {
+    __device__ static uint4 at(const uint8_t *row, unsigned c)
+    {
+        if (c >= KVF_V32_NOPE / 8)
+            return KVL_GLOBAL_AS(const uint4, row + offsetof(kvf_row_v32_main, rope))[c - KVF_V32_NOPE / 8];
+        const float scale = kvl_le_f32(row + offsetof(kvf_row_v32_main, scale) + 4 * (8 * c / KVF_V32_BLOCK));
+        const uint2 q = KVL_GLOBAL_AS(const uint2, row)[c];
+        uint32_t w[4];
+        KVL_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const uint32_t pair = (i < 2 ? q.x : q.y) >> (16 * (i % 2));
+            w[i] = kvl_bf16_encode(kvl_e4m3_decode(pair) * scale) |
+                   kvl_bf16_encode(kvl_e4m3_decode(pair >> 8) * scale) << 16;
+        }
+        return uint4{w[0], w[1], w[2], w[3]};
+    }
+};
+
+/* two consecutive bf16 of a shared row as one fragment register (the lower index in the low half) */
+__device__ __forceinline__ uint32_t kvl_pair(kvl_smem<uint16_t> p, size_t i) { return KVL_SMEM_AS(uint32_t, p + i)[0]; }
 
 __device__ __forceinline__ size_t kvl_first_visible(size_t t, size_t W) { return W == 0 || t < W ? 0 : t - W + 1; }
 __device__ __forceinline__ bool kvl_visible(size_t t, size_t j, size_t W) { return j <= t && (W == 0 || t - j < W); }
@@ -256,6 +309,202 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
     if (t == 0) part_ml[part] = run;
 }
 
+/* ---- the sparse decode on tensor cores ---------------------------------------------------------------- */
+
+#define KVL_SPARSE_DK (KVF_V32_NOPE + KVF_V32_ROPE) /* 576 channels of a key */
+#define KVL_SPARSE_DV KVF_V32_NOPE                  /* 512 of a value */
+#define KVL_SPARSE_HEADS 64                         /* heads per block: four groups of 16 */
+#define KVL_SPARSE_TK 32                            /* picked rows per tile */
+#define KVL_SPARSE_THREADS 256                      /* eight warps */
+#define KVL_SPARSE_KS (KVL_SPARSE_DK + 8)           /* bf16 per shared row of q̂ and of the tile: row g of a */
+#define KVL_SPARSE_PS (KVL_SPARSE_TK + 8)           /* fragment starts at bank 4g, so its 32 words hit 32 banks */
+#define KVL_SPARSE_SS (KVL_SPARSE_TK + 1)
+#define KVL_SPARSE_CHUNKS (KVL_SPARSE_DK / 8)       /* 16-byte pieces of a bf16 row */
+#define KVL_SPARSE_FILL (KVL_SPARSE_TK * KVL_SPARSE_CHUNKS / KVL_SPARSE_THREADS) /* pieces per thread and tile */
+static_assert(KVL_SPARSE_TK * KVL_SPARSE_CHUNKS % KVL_SPARSE_THREADS == 0, "a tile is whole pieces per thread");
+static_assert(KVL_SPARSE_THREADS == 4 * KVL_SPARSE_HEADS, "four threads per head extend its softmax");
+
+/* Bytes of kvl_sparse_mma_kernel's dynamic shared memory: q̂ and the tile in bf16, the weights in bf16, the two
+ * halves' partial scores, the factors and the running softmax of every head (134,912). */
+#define KVL_SPARSE_SMEM                                                                                   \
+    ((KVL_SPARSE_HEADS * KVL_SPARSE_KS + KVL_SPARSE_TK * KVL_SPARSE_KS + KVL_SPARSE_HEADS * KVL_SPARSE_PS) * 2 + \
+     (2 * KVL_SPARSE_HEADS * KVL_SPARSE_SS + KVL_SPARSE_HEADS) * 4 + KVL_SPARSE_HEADS * 8)
+
+/* q_s[64][KS] ← the nh ≤ 64 heads q[nh][576] in bf16 (0 past nh) */
+__device__ __forceinline__ void kvl_sparse_query(kvl_smem<uint16_t> q_s, const float *q, size_t nh)
+{
+    for (size_t e = threadIdx.x; e < KVL_SPARSE_HEADS * KVL_SPARSE_DK; e += blockDim.x) {
+        const size_t hh = e / KVL_SPARSE_DK, c = e % KVL_SPARSE_DK;
+        q_s[hh * KVL_SPARSE_KS + c] = static_cast<uint16_t>(hh < nh ? kvl_bf16_encode(q[e]) : 0u);
+    }
+}
+
+/* kv_s[32][KS] ← the tile's rows rows_s[32] in bf16, decoded by R (0 for a NULL row). Every load of the
+ * thread's nine pieces is issued before the first store, so their latencies overlap. */
+template <typename R>
+__device__ __forceinline__ void kvl_sparse_fill(kvl_smem<uint16_t> kv_s, kvl_smem<const uint8_t *> rows_s)
+{
+    uint4 v[KVL_SPARSE_FILL];
+    KVL_UNROLL
+    for (unsigned i = 0; i < KVL_SPARSE_FILL; i++) {
+        const unsigned e = threadIdx.x + i * KVL_SPARSE_THREADS;
+        const uint8_t *row = rows_s[e / KVL_SPARSE_CHUNKS];
+        v[i] = row ? R::at(row, e % KVL_SPARSE_CHUNKS) : uint4{0, 0, 0, 0};
+    }
+    KVL_UNROLL
+    for (unsigned i = 0; i < KVL_SPARSE_FILL; i++) {
+        const unsigned e = threadIdx.x + i * KVL_SPARSE_THREADS;
+        KVL_SMEM_AS(uint4, kv_s + e / KVL_SPARSE_CHUNKS * KVL_SPARSE_KS)[e % KVL_SPARSE_CHUNKS] = v[i];
+    }
+}
+
+/* s_s[side][64][SS] ← the scores (unscaled) of head group hg's 16 heads against the tile's 32 rows over
+ * channels [288·side, 288·side + 288), one m16n8k16 product per 16 channels and 8 rows */
+__device__ __forceinline__ void kvl_sparse_scores(kvl_smem<float> s_s, kvl_smem<uint16_t> q_s,
+                                                  kvl_smem<uint16_t> kv_s, unsigned hg, unsigned side)
+{
+    const unsigned lane = threadIdx.x % KVL_WARP, g = lane / 4, t = lane % 4;
+    float s[KVL_SPARSE_TK / 8][4] = {};
+    for (unsigned kk = 0; kk < KVL_SPARSE_DK / 2 / 16; kk++) {
+        const size_t c0 = side * (KVL_SPARSE_DK / 2) + 16 * kk + 2 * t, r0 = (16 * hg + g) * KVL_SPARSE_KS;
+        const uint32_t a[4] = {kvl_pair(q_s, r0 + c0), kvl_pair(q_s, r0 + 8 * KVL_SPARSE_KS + c0),
+                               kvl_pair(q_s, r0 + c0 + 8), kvl_pair(q_s, r0 + 8 * KVL_SPARSE_KS + c0 + 8)};
+        KVL_UNROLL
+        for (unsigned nt = 0; nt < KVL_SPARSE_TK / 8; nt++) {
+            const size_t k_row = (8 * nt + g) * KVL_SPARSE_KS + c0;
+            const uint32_t bk[2] = {kvl_pair(kv_s, k_row), kvl_pair(kv_s, k_row + 8)};
+            kvl_mma_bf16(s[nt], a, bk, s[nt]);
+        }
+    }
+    KVL_UNROLL
+    for (unsigned nt = 0; nt < KVL_SPARSE_TK / 8; nt++) {
+        const size_t row = (side * KVL_SPARSE_HEADS + 16 * hg + g) * KVL_SPARSE_SS + 8 * nt + 2 * t;
+        s_s[row] = s[nt][0];
+        s_s[row + 1] = s[nt][1];
+        s_s[row + 8 * KVL_SPARSE_SS] = s[nt][2];
+        s_s[row + 8 * KVL_SPARSE_SS + 1] = s[nt][3];
+    }
+}
+
+/* Four threads per head, eight keys each: the head's running softmax run_s[64] extended by the tile's
+ * scores (both halves of s_s, times `scale`; −∞ for a key with no row), its weights p_s[64][PS] rounded to
+ * bf16 (the denominator sums the rounded ones, as the values will), f_s[64] the factor its sums scale by.
+ * A tile that sees no row yet leaves the part empty (weights 0, factor 1), never exp(−∞ + ∞). */
+__device__ __forceinline__ void kvl_sparse_softmax(kvl_smem<uint16_t> p_s, kvl_smem<float> f_s,
+                                                   kvl_smem<kvl_softmax_part> run_s, kvl_smem<float> s_s,
+                                                   kvl_smem<const uint8_t *> rows_s, float scale)
+{
+    const unsigned head = threadIdx.x / 4, part = threadIdx.x % 4;
+    float sc[8], m = -INFINITY, l = 0.0f;
+    KVL_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const unsigned key = 8 * part + i;
+        const float both = s_s[head * KVL_SPARSE_SS + key] + s_s[(KVL_SPARSE_HEADS + head) * KVL_SPARSE_SS + key];
+        sc[i] = static_cast<const uint8_t *>(rows_s[key]) ? both * scale : -INFINITY;
+        m = fmaxf(m, sc[i]);
+    }
+    const kvl_softmax_part run = run_s[head];
+    const float m_new = fmaxf(run.m, kvl_group_max<4>(m));
+    const bool seen = m_new > -INFINITY;
+    KVL_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t w = kvl_bf16_encode(seen ? expf(sc[i] - m_new) : 0.0f);
+        p_s[head * KVL_SPARSE_PS + 8 * part + i] = static_cast<uint16_t>(w);
+        l += kvl_bf16_decode(w);
+    }
+    l = kvl_group_sum<4>(l);
+    const float f = seen ? expf(run.m - m_new) : 1.0f;
+    __syncwarp();
+    if (part == 0) {
+        run_s[head] = kvl_softmax_part{m_new, run.l * f + l};
+        f_s[head] = f;
+    }
+}
+
+/* acc ← acc·f + weights × rows for head group hg's 16 heads and value channels [256·side, 256·side + 256):
+ * thread (g, t) of the warp holds acc[nt] = channels 8nt + 2t, +1 of heads g and g + 8 (the C fragment) */
+__device__ __forceinline__ void kvl_sparse_values(float (&acc)[KVL_SPARSE_DV / 2 / 8][4], kvl_smem<uint16_t> p_s,
+                                                  kvl_smem<uint16_t> kv_s, kvl_smem<float> f_s, unsigned hg,
+                                                  unsigned side)
+{
+    const unsigned lane = threadIdx.x % KVL_WARP, g = lane / 4, t = lane % 4;
+    const float f_lo = f_s[16 * hg + g], f_hi = f_s[16 * hg + g + 8];
+    KVL_UNROLL
+    for (unsigned nt = 0; nt < KVL_SPARSE_DV / 2 / 8; nt++) {
+        acc[nt][0] *= f_lo;
+        acc[nt][1] *= f_lo;
+        acc[nt][2] *= f_hi;
+        acc[nt][3] *= f_hi;
+    }
+    KVL_UNROLL
+    for (unsigned kk = 0; kk < KVL_SPARSE_TK / 16; kk++) {
+        const size_t r0 = (16 * hg + g) * KVL_SPARSE_PS + 16 * kk + 2 * t, k0 = (16 * kk + 2 * t) * KVL_SPARSE_KS;
+        const uint32_t a[4] = {kvl_pair(p_s, r0), kvl_pair(p_s, r0 + 8 * KVL_SPARSE_PS), kvl_pair(p_s, r0 + 8),
+                               kvl_pair(p_s, r0 + 8 * KVL_SPARSE_PS + 8)};
+        KVL_UNROLL
+        for (unsigned nt = 0; nt < KVL_SPARSE_DV / 2 / 8; nt++) {
+            const size_t ch = side * (KVL_SPARSE_DV / 2) + 8 * nt + g;
+            const uint32_t bv[2] = {
+                kv_s[k0 + ch] | static_cast<uint32_t>(kv_s[k0 + KVL_SPARSE_KS + ch]) << 16,
+                kv_s[k0 + 8 * KVL_SPARSE_KS + ch] | static_cast<uint32_t>(kv_s[k0 + 9 * KVL_SPARSE_KS + ch]) << 16};
+            kvl_mma_bf16(acc[nt], a, bv, acc[nt]);
+        }
+    }
+}
+
+/* part_o[B][H][n_splits][512], part_ml[B][H][n_splits] from q_hat[B][H][576] over the keys of query set b:
+ * key k < P::count(b) is the row P::row(b, k) (NULL: an invalid pick, weight 0), read by the chunk reader R
+ * (kvl_chunks_bf16 or kvl_chunks_v32), one key head whose first 512 channels are also the value */
+template <typename R, typename P>
+__global__ void __launch_bounds__(KVL_SPARSE_THREADS, 1)
+    kvl_sparse_mma_kernel(float *part_o, kvl_softmax_part *part_ml, const float *q_hat, kvl_attend_shape sh, P keys)
+{
+    KVL_DYNAMIC_SHARED(uint16_t, smem);
+    KVL_SHARED(const uint8_t *, rows_s, KVL_SPARSE_TK);
+    kvl_smem<uint16_t> q_s = smem, kv_s = q_s + KVL_SPARSE_HEADS * KVL_SPARSE_KS;
+    kvl_smem<uint16_t> p_s = kv_s + KVL_SPARSE_TK * KVL_SPARSE_KS;
+    kvl_smem<float> s_s = KVL_SMEM_AS(float, p_s + KVL_SPARSE_HEADS * KVL_SPARSE_PS);
+    kvl_smem<float> f_s = s_s + 2 * KVL_SPARSE_HEADS * KVL_SPARSE_SS;
+    kvl_smem<kvl_softmax_part> run_s = KVL_SMEM_AS(kvl_softmax_part, f_s + KVL_SPARSE_HEADS);
+    const unsigned tid = threadIdx.x, warp = tid / KVL_WARP, lane = tid % KVL_WARP, g = lane / 4, t = lane % 4;
+    const unsigned hg = warp % 4, side = warp / 4; /* this warp's head group and half of the channels */
+    const size_t b = blockIdx.z, h0 = blockIdx.y * static_cast<size_t>(KVL_SPARSE_HEADS), split = blockIdx.x;
+    const size_t nh = sh.H - h0 < KVL_SPARSE_HEADS ? sh.H - h0 : KVL_SPARSE_HEADS, n = keys.count(b);
+    const size_t lo = split * sh.split, hi = lo + sh.split < n ? lo + sh.split : n;
+
+    kvl_sparse_query(q_s, q_hat + (b * sh.H + h0) * KVL_SPARSE_DK, nh);
+    if (tid < KVL_SPARSE_HEADS) run_s[tid] = kvl_softmax_empty();
+    float acc[KVL_SPARSE_DV / 2 / 8][4] = {};
+    for (size_t tile = lo; tile < hi; tile += KVL_SPARSE_TK) {
+        __syncthreads();
+        if (tid < KVL_SPARSE_TK) rows_s[tid] = tile + tid < hi ? keys.row(b, tile + tid) : NULL;
+        __syncthreads();
+        kvl_sparse_fill<R>(kv_s, rows_s);
+        __syncthreads();
+        kvl_sparse_scores(s_s, q_s, kv_s, hg, side);
+        __syncthreads();
+        kvl_sparse_softmax(p_s, f_s, run_s, s_s, rows_s, sh.scale);
+        __syncthreads();
+        kvl_sparse_values(acc, p_s, kv_s, f_s, hg, side);
+    }
+    const size_t head_lo = h0 + 16 * hg + g, head_hi = head_lo + 8;
+    KVL_UNROLL
+    for (unsigned nt = 0; nt < KVL_SPARSE_DV / 2 / 8; nt++) {
+        const size_t ch = side * (KVL_SPARSE_DV / 2) + 8 * nt + 2 * t;
+        if (head_lo < sh.H) {
+            float *o = part_o + ((b * sh.H + head_lo) * sh.n_splits + split) * KVL_SPARSE_DV + ch;
+            o[0] = acc[nt][0];
+            o[1] = acc[nt][1];
+        }
+        if (head_hi < sh.H) {
+            float *o = part_o + ((b * sh.H + head_hi) * sh.n_splits + split) * KVL_SPARSE_DV + ch;
+            o[0] = acc[nt][2];
+            o[1] = acc[nt][3];
+        }
+    }
+    if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];
+}
+
 /* o[B][Q][H][Dv] = the merge of every split's partial and of the head's sink sinks[H] (NULL: none); 0 where
  * nothing was seen (a sparse query that selects no key) */
 template <typename T>
@@ -280,18 +529,23 @@ __global__ void kvl_attend_merge_kernel(T *o, const float *part_o, const kvl_sof
 
 /* ---- launch (host) ---------------------------------------------------------------------------------- */
 
+#define KVL_MIN_SPLIT 64
+/* Keys per split when n_keys are cut into at most `fill` splits, none shorter than KVL_MIN_SPLIT keys, a whole
+ * number of 32-key tiles */
+inline size_t kvl_split_keys(size_t n_keys, size_t fill)
+{
+    const size_t most = kvl_div_up(n_keys, KVL_MIN_SPLIT), n_splits = fill < most ? fill : most;
+    return n_splits ? kvl_div_up(kvl_div_up(n_keys, n_splits), 32) * 32 : KVL_MIN_SPLIT;
+}
+
 /* Keys per split of a decode over n_keys keys whose launch has `blocks` blocks per split (sequences × head
  * groups × query tiles): `fixed` where a cache sets one, else as FlashMLA's get_mla_metadata schedules (splits
- * from the SM count and the batch): enough splits for the grid to fill every SM twice, none shorter than
- * KVL_MIN_SPLIT keys, a whole number of 32-key tiles. The workspace, blocks × splits partial rows, then
- * depends on the SMs and the batch and not on n_keys. */
-#define KVL_MIN_SPLIT 64
+ * from the SM count and the batch): enough splits for the grid to fill every SM twice (kvl_split_keys). The
+ * workspace, blocks × splits partial rows, then depends on the SMs and the batch and not on n_keys. */
 inline size_t kvl_decode_split(size_t fixed, size_t n_keys, size_t blocks)
 {
     if (fixed) return fixed;
-    const size_t fill = kvl_div_up(2 * static_cast<size_t>(kvl_cuda_sm_count()), blocks ? blocks : 1);
-    const size_t most = kvl_div_up(n_keys, KVL_MIN_SPLIT), n_splits = fill < most ? fill : most;
-    return n_splits ? kvl_div_up(kvl_div_up(n_keys, n_splits), 32) * 32 : KVL_MIN_SPLIT;
+    return kvl_split_keys(n_keys, kvl_div_up(2 * static_cast<size_t>(kvl_cuda_sm_count()), blocks ? blocks : 1));
 }
 
 /* Floats of workspace kvl_attend_cuda needs: the partial sums and the partial softmax parts. */
@@ -323,6 +577,17 @@ int kvl_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh, const 
     return KVL_OK;
 }
 
+/* o[B][H][Dv] = the merge of a decode's split partials part_o[B][H][n_splits][Dv], part_ml[B][H][n_splits]
+ * (sh.Q = 1) and of the sinks[H] if not NULL */
+inline int kvl_decode_merge_cuda(float *o, const float *part_o, const kvl_softmax_part *part_ml,
+                                 const kvl_attend_shape &sh, const float *sinks)
+{
+    const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sinks,
+                          sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
+    return KVL_OK;
+}
+
 /* o[B][H][Dv] = softmax(q·Kᵀ·scale, with the sinks[H] if not NULL)·V over the keys `keys` names for each
  * query set b (sh.n_keys: the most any set has, sh.Q = 1, sh.G = H), the window's rows read by RW and the
  * rest by RE; work holds kvl_attend_work_floats. */
@@ -343,10 +608,7 @@ int kvl_gather_attend_two_cuda(float *o, const float *q, const kvl_attend_shape 
     const dim3 grid(static_cast<unsigned>(sh.n_splits), static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
     CUDA_CHECK(KVL_LAUNCH(kvl_gather_attend_kernel<RW, RE, P>, grid, KVL_ATT_THREADS, smem, part_o, part_ml, q, sh,
                           keys));
-    const dim3 merge_grid(1, static_cast<unsigned>(sh.H), static_cast<unsigned>(sh.B));
-    CUDA_CHECK(KVL_LAUNCH(kvl_attend_merge_kernel<float>, merge_grid, KVL_ATT_THREADS, 0, o, part_o, part_ml, sinks,
-                          sh.H, static_cast<size_t>(1), sh.Dv, sh.n_splits));
-    return KVL_OK;
+    return kvl_decode_merge_cuda(o, part_o, part_ml, sh, sinks);
 }
 
 /* The same over keys of one row source, every row read by R. */
@@ -355,6 +617,41 @@ int kvl_gather_attend_cuda(float *o, const float *q, const kvl_attend_shape &sh,
                            float *work)
 {
     return kvl_gather_attend_two_cuda<R, R>(o, q, sh, keys, sinks, work);
+}
+
+/* Keys per split of kvl_sparse_mma_kernel over n_keys picks with `blocks` blocks per split (sequences × head
+ * groups): `fixed` where a cache sets one, else as many splits as fit the SMs once (one block fills an SM: its
+ * shared memory), ⌊SMs / blocks⌋ and at least one. At B 64 and 128 heads that is one split, 128 blocks on an
+ * H200's 132 SMs, and the partials cost one write and one read of the output. */
+inline size_t kvl_sparse_split(size_t fixed, size_t n_keys, size_t blocks)
+{
+    if (fixed) return fixed;
+    const size_t sms = static_cast<size_t>(kvl_cuda_sm_count());
+    return kvl_split_keys(n_keys, blocks && blocks < sms ? sms / blocks : 1);
+}
+
+/* o[B][H][512] = softmax(q̂·Kᵀ·scale)·V over the keys `keys` names for each query set b (q_hat[B][H][576]; sh.Dk
+ * 576, sh.Dv 512, sh.Q = 1), on tensor cores, rows read by the chunk reader R; work holds
+ * kvl_attend_work_floats. */
+template <typename R, typename P>
+int kvl_sparse_mma_cuda(float *o, const float *q_hat, const kvl_attend_shape &sh, const P &keys, float *work)
+{
+    const size_t head_blocks = kvl_div_up(sh.H, KVL_SPARSE_HEADS);
+    if (sh.Dk != KVL_SPARSE_DK || sh.Dv != KVL_SPARSE_DV)
+        return kvl_fail(KVL_EINVAL, "sparse attention on tensor cores: rows of %zu channels, values of %zu (it takes "
+                        "%d and %d)", sh.Dk, sh.Dv, KVL_SPARSE_DK, KVL_SPARSE_DV);
+    if (sh.n_splits > 0x7FFFFFFFu || head_blocks > 65535 || sh.B > 65535)
+        return kvl_fail(KVL_EINVAL, "sparse attention on tensor cores: %zu splits of %zu heads over %zu query sets are "
+                        "more than one launch takes", sh.n_splits, sh.H, sh.B);
+    float *part_o = work;
+    kvl_softmax_part *part_ml = reinterpret_cast<kvl_softmax_part *>(work + sh.B * sh.H * sh.n_splits * sh.Dv);
+    CUDA_CHECK(cudaFuncSetAttribute(kvl_sparse_mma_kernel<R, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    KVL_SPARSE_SMEM));
+    const dim3 grid(static_cast<unsigned>(sh.n_splits), static_cast<unsigned>(head_blocks),
+                    static_cast<unsigned>(sh.B));
+    CUDA_CHECK(KVL_LAUNCH(kvl_sparse_mma_kernel<R, P>, grid, KVL_SPARSE_THREADS, KVL_SPARSE_SMEM, part_o, part_ml,
+                          q_hat, sh, keys));
+    return kvl_decode_merge_cuda(o, part_o, part_ml, sh, NULL);
 }
 
 #endif

@@ -20,7 +20,7 @@ WARMUP, REPS = 3, 20
 # bench_cuda's FULL sizes (tests/cuda/bench_cuda.c): its rows and the shapes they run
 ROWS = {
     "dense": ("mla absorbed, bf16, tensor cores", dict(B=64, H=64, N=4096)),
-    "sparse": ("dsa sparse decode, fp8 (float)", dict(B=64, H=128, N=65536, K=2048)),
+    "sparse": ("dsa sparse fp8, tensor cores", dict(B=64, H=128, N=65536, K=2048)),
 }
 PAGE = 64  # tokens per page of FlashMLA's cache
 

@@ -83,37 +83,6 @@ static __global__ void kvl_broadcast_cols_kernel(float *dst, size_t dst_row, siz
     ((KVL_MMA_HEADS * KVL_MMA_KS + KVL_MMA_TK * KVL_MMA_KS + KVL_MMA_HEADS * KVL_MMA_PS) * 2 +          \
      (2 * KVL_MMA_HEADS * KVL_MMA_SS + KVL_MMA_HEADS) * 4 + KVL_MMA_HEADS * 8)
 
-/* Row readers for the tensor-core kernel: values 8c … 8c + 7 of a stored row, as bf16 (exact for both). */
-/* They read 16 bytes at a time (8 from the E4M3 codes), so every row and its RoPE part start 16-byte aligned
- * when the buffer does. */
-static_assert(KVL_MMA_DK * 2 % 16 == 0, "a bf16 row of 576 channels is a whole number of 16-byte chunks");
-static_assert(sizeof(kvf_row_v32_main) % 16 == 0, "656-byte rows keep each other 16-byte aligned");
-static_assert(offsetof(kvf_row_v32_main, rope) % 16 == 0, "the bf16 RoPE part is read as uint4");
-static_assert(offsetof(kvf_row_v32_main, nope) % 8 == 0 && KVF_V32_NOPE % 8 == 0, "codes are read as uint2");
-struct kvl_chunks_bf16 {
-    __device__ static uint4 at(const uint8_t *row, unsigned c) { return KVL_GLOBAL_AS(const uint4, row)[c]; }
-};
-struct kvl_chunks_v32 {
-    __device__ static uint4 at(const uint8_t *row, unsigned c)
-    {
-        if (c >= KVF_V32_NOPE / 8)
-            return KVL_GLOBAL_AS(const uint4, row + offsetof(kvf_row_v32_main, rope))[c - KVF_V32_NOPE / 8];
-        const float scale = kvl_le_f32(row + offsetof(kvf_row_v32_main, scale) + 4 * (8 * c / KVF_V32_BLOCK));
-        const uint2 q = KVL_GLOBAL_AS(const uint2, row)[c];
-        uint32_t w[4];
-        KVL_UNROLL
-        for (int i = 0; i < 4; i++) {
-            const uint32_t pair = (i < 2 ? q.x : q.y) >> (16 * (i % 2));
-            w[i] = kvl_bf16_encode(kvl_e4m3_decode(pair) * scale) |
-                   kvl_bf16_encode(kvl_e4m3_decode(pair >> 8) * scale) << 16;
-        }
-        return uint4{w[0], w[1], w[2], w[3]};
-    }
-};
-
-/* two consecutive bf16 of a shared row as one fragment register (the lower index in the low half) */
-__device__ __forceinline__ uint32_t kvl_pair(kvl_smem<uint16_t> p, size_t i) { return KVL_SMEM_AS(uint32_t, p + i)[0]; }
-
 /* part_o[B][H][n_splits][512], part_ml[B][H][n_splits] from q_hat[B][H][576] over the rows of (sh, kv) */
 template <typename R>
 __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)

@@ -3,7 +3,8 @@
  * (exactly, on inputs whose sums are exact) and the fp8 form over 132-byte keys (within the float32
  * bound, picks differing only at near-ties); sparse MLA decode over float32, bf16 and 656-byte FP8 rows
  * with top-k below the number of candidates, −1 padding, a query that selects nothing, splits that do
- * not divide K and B sequences at once. */
+ * not divide K and B sequences at once. The tensor-core kernels (the fp8 indexer at 64 heads, the sparse
+ * decode at 128) against their float twins and the definition, within the bounds of their bf16 roundings. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -213,6 +214,84 @@ START_TEST(test_fp8_index_scores_cuda_match_the_ref_over_132_byte_keys)
 }
 END_TEST
 
+START_TEST(test_tensor_core_index_scores_match_the_float_twin_and_the_ref_at_64_heads)
+{
+    /* V3.2's 64 index heads, B 2, the last S 3 of T 280 positions querying their prefixes: keys in blocks of
+     * 256 (the second one of 21 to 24 visible keys: a warp's 16 and a partial 5 to 8), K 32; the fp8
+     * indexer's inputs as in the test above. Both kernels within the float32 bound of the ref, so within
+     * twice it of each other (the float twin is run once: its sums do not depend on the thread order). */
+    enum { B = 2, T = 280, S = 3, HI = 64, DI = KVF_INDEX_DIM, K = 32 };
+    const size_t start = T - S, row_bytes = kvf_row_bytes(KVF_ROW_V32_INDEX), n_path = 2 * (DI + HI);
+    const dsa_config c = config_make(2, 32, 8, HI, DI, K);
+    float *q = test_floats(B * T * HI * DI), *w = test_floats(B * T * HI), *k = test_floats(B * T * DI);
+    float *want = test_floats(B * S * T), *got = test_floats(B * S * T), *twin = test_floats(B * S * T);
+    int32_t *want_sel = test_ints(B * S * K), *got_sel = test_ints(B * S * K);
+    uint8_t *rows = malloc(B * T * row_bytes);
+    double *qd = malloc(T * HI * DI * sizeof *qd), *wd = malloc(T * HI * sizeof *wd), *kd = malloc(T * DI * sizeof *kd);
+    double *bound = malloc((size_t)B * T * T * sizeof *bound);
+    ck_assert(rows && qd && wd && kd && bound);
+    test_rng r = {95};
+    for (size_t i = 0; i < (size_t)B * T * HI * DI; i++) q[i] = test_uniform(&r);
+    for (size_t i = 0; i < (size_t)B * T * HI; i++) w[i] = test_uniform(&r) / (float)sqrt(HI * DI);
+    for (size_t i = 0; i < (size_t)B * T * DI; i++) k[i] = test_uniform(&r);
+    test_vary_blocks(k, 1, B * T * DI, B * T * DI, DI); /* key s times 2^(s mod 3 − 1): neighbours differ in scale */
+    CUDA_OK(dsa_index_quantise(q, &c, B * T * HI));
+    CUDA_OK(kvl_hadamard_rotate_rows_f32(k, B * T, DI));
+    for (size_t s = 0; s < (size_t)B * T; s++) {
+        CUDA_OK(kvf_row_pack(KVF_ROW_V32_INDEX, rows + s * row_bytes, k + s * DI));
+        CUDA_OK(kvf_row_unpack(KVF_ROW_V32_INDEX, k + s * DI, rows + s * row_bytes));
+    }
+    for (size_t b = 0; b < B; b++) {
+        const float *qb = q + (b * T + start) * HI * DI, *wb = w + (b * T + start) * HI;
+        CUDA_OK(dsa_index_scores(want + b * S * T, &c, qb, wb, k + b * T * DI, S, T, start));
+        for (size_t i = 0; i < (size_t)T * HI * DI; i++) qd[i] = q[b * T * HI * DI + i];
+        for (size_t i = 0; i < (size_t)T * HI; i++) wd[i] = w[b * T * HI + i];
+        for (size_t i = 0; i < (size_t)T * DI; i++) kd[i] = k[b * T * DI + i];
+        oracle_dsa_index_bound(bound + b * T * T, qd, wd, kd, HI, DI, T, n_path);
+    }
+    CUDA_OK(kvl_topk(want_sel, want, B * S, T, K));
+    float *dq = dev_upload(q, B * T * HI * DI * sizeof *q), *dw = dev_upload(w, B * T * HI * sizeof *w);
+    uint8_t *dk = dev_upload(rows, B * T * row_bytes);
+    float *dI = dev_filled(0x7F, B * S * T * sizeof *dI), *dtwin = dev_filled(0x7F, B * S * T * sizeof *dtwin);
+    int32_t *dsel = dev_upload(NULL, B * S * K * sizeof *dsel);
+    /* q and w hold every position's query ([B][T]): each sequence runs alone over its last S */
+    char what[112];
+    for (size_t b = 0; b < B; b++)
+        CUDA_OK(dsa_index_scores_fp8_float_cuda(dtwin + b * S * T, &c, dq + (b * T + start) * HI * DI,
+                                                dw + (b * T + start) * HI, dk + b * T * row_bytes, 1, S, T, start));
+    dev_download(twin, dtwin, B * S * T * sizeof *twin);
+    FOR_EACH_ORDER(order) {
+        for (size_t b = 0; b < B; b++)
+            CUDA_OK(dsa_index_scores_fp8_cuda(dI + b * S * T, &c, dq + (b * T + start) * HI * DI,
+                                              dw + (b * T + start) * HI, dk + b * T * row_bytes, 1, S, T, start));
+        CUDA_OK(kvl_topk_cuda(dsel, dI, B * S, T, K));
+        dev_download(got, dI, B * S * T * sizeof *got);
+        dev_download(got_sel, dsel, B * S * K * sizeof *got_sel);
+        for (size_t row = 0; row < (size_t)B * S; row++) {
+            const size_t b = row / S, t = start + row % S;
+            const double *bd = bound + (b * T + t) * T;
+            double want_row[T];
+            for (size_t s = 0; s < T; s++) want_row[s] = want[row * T + s];
+            snprintf(what, sizeof what, "tensor-core fp8 scores, sequence %zu query %zu (%s)", b, t, order);
+            for (size_t s = 0; s <= t; s++) {
+                const double g = got[row * T + s], tw = twin[row * T + s];
+                ck_assert_msg(fabs(g - want_row[s]) <= bd[s], "%s: key %zu is %.9g, the ref's %.9g, beyond %.3g", what,
+                              s, g, want_row[s], bd[s]);
+                ck_assert_msg(fabs(tw - want_row[s]) <= bd[s], "%s: the float twin's key %zu is %.9g, the ref's %.9g",
+                              what, s, tw, want_row[s]);
+                ck_assert_msg(fabs(g - tw) <= 2 * bd[s], "%s: key %zu is %.9g, the float twin's %.9g", what, s, g, tw);
+            }
+            kvl_expect_close(what, got + row * T, want_row, T, INFINITY, 0, 0); /* −∞ where the ref's */
+            expect_same_picks_up_to_near_ties(got_sel + row * K, want_sel + row * K, want + row * T, bd, K, what);
+        }
+    }
+    kvl_cuda_free(dq), kvl_cuda_free(dw), kvl_cuda_free(dk), kvl_cuda_free(dI), kvl_cuda_free(dtwin);
+    kvl_cuda_free(dsel);
+    free(q), free(w), free(k), free(want), free(got), free(twin), free(want_sel), free(got_sel), free(rows);
+    free(qd), free(wd), free(kd), free(bound);
+}
+END_TEST
+
 /* ---- sparse MLA decode: the gather formulation -------------------------------------------------------- */
 
 typedef struct {
@@ -277,6 +356,56 @@ static void expect_checked_gather_equal(const dsa_config *c, const mla_weights *
     free(h1), free(h2);
 }
 
+/* ---- the sparse attention's error bounds, from the data (γ_n = n·u, u = 2^-24, Higham) -------------------
+ * A score sums Dc + Dr products in float: it errs by at most γ_(Dc+Dr)·A·scale, A = max_j Σ_c |q̂_c r_jc| over
+ * the picks j; a softmax whose scores move by at most δ moves a weighted average by at most 2δ·max|v|; the
+ * value sums add γ_K·max|v|. On tensor cores q̂ is rounded to bf16 (bf16_q, unless it is bf16-exact: each
+ * score moves by at most 2^-9·A·scale more) and so are the weights (bf16_w, relative 2^-9: the average moves by
+ * at most 2^-8·max|v|). */
+static double sparse_bound(const double *q_hat, const float *rows, const int32_t *sel, size_t K, size_t Dc,
+                           size_t Dw, double scale, int bf16_q, int bf16_w)
+{
+    const double u = 0x1p-24;
+    double A = 0, vmax = 0;
+    for (size_t k = 0; k < K; k++) {
+        if (sel[k] < 0) continue;
+        const float *r = rows + (size_t)sel[k] * Dw;
+        double a = 0;
+        for (size_t c = 0; c < Dw; c++) a += fabs(q_hat[c] * r[c]);
+        A = fmax(A, a);
+        for (size_t c = 0; c < Dc; c++) vmax = fmax(vmax, fabs(r[c]));
+    }
+    const double score = (2 * (double)Dw * u + (bf16_q ? 0x1p-9 : 0)) * A * scale;
+    return (2 * score + (double)K * u + (bf16_w ? 0x1p-8 : 0)) * vmax;
+}
+
+/* tol[H][Dv]: how far the attention's own errors (sparse_bound, on q̂ = [W_UK^hᵀ q^C | q^R] in double) may move
+ * the o of one query q[H][Dnope + Dr] over rows[N][Dc + Dr], through W_UV^h: its row i moves o_i by at most
+ * Σ_c |W_UV^h(i, c)| times the bound */
+static void gather_tol(double *tol, const dsa_config *c, const dsa_weights *w, const float *q, const float *rows,
+                       const int32_t *sel, int mma)
+{
+    const size_t H = c->mla.n_heads, Dc = c->mla.kv_lora_rank, Dr = c->mla.qk_rope, Dn = c->mla.qk_nope;
+    const size_t Dv = c->mla.v_head, Dw = Dc + Dr, Dqk = Dn + Dr, K = c->index_topk;
+    double *q_hat = malloc(Dw * sizeof *q_hat);
+    ck_assert(q_hat != NULL);
+    for (size_t h = 0; h < H; h++) {
+        const float *W = w->mla.w_ukv + h * (Dn + Dv) * Dc; /* W_UK^h [Dn][Dc], then W_UV^h [Dv][Dc] */
+        for (size_t j = 0; j < Dc; j++) {
+            q_hat[j] = 0;
+            for (size_t k = 0; k < Dn; k++) q_hat[j] += (double)W[k * Dc + j] * q[h * Dqk + k];
+        }
+        for (size_t j = 0; j < Dr; j++) q_hat[Dc + j] = q[h * Dqk + Dn + j];
+        const double e = sparse_bound(q_hat, rows, sel, K, Dc, Dw, c->mla.softmax_scale, mma, mma);
+        for (size_t i = 0; i < Dv; i++) {
+            double norm = 0;
+            for (size_t j = 0; j < Dc; j++) norm += fabs(W[(Dn + i) * Dc + j]);
+            tol[h * Dv + i] = norm * e;
+        }
+    }
+    free(q_hat);
+}
+
 /* B sequences of N rows in a cache of `store`, one query each selecting K of them: the twin against
  * dsa_attend_gather over the rows as the cache holds them. */
 static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, size_t B, size_t N, size_t K,
@@ -287,6 +416,7 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
     const dsa_config *c = &L.c;
     const size_t Dw = Dc + Dr, Dqk = c->mla.qk_nope + Dr, Dv = c->mla.v_head;
     float *rows = test_floats(B * N * Dw), *held = test_floats(N * Dw), *q = test_floats(B * H * Dqk);
+    float *held_all = test_floats(B * N * Dw);
     float *want = test_floats(B * H * Dv), *got = test_floats(B * H * Dv);
     int32_t *sel = test_ints(B * K);
     test_rng r = {seed + 1};
@@ -307,9 +437,14 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
             }
         }
         CUDA_OK(dsa_attend_gather(want + b * H * Dv, c, &L.w, q + b * H * Dqk, held, sel + b * K, 1, N));
+        memcpy(held_all + b * N * Dw, held, N * Dw * sizeof *held);
     }
-    double *wd = malloc(B * H * Dv * sizeof *wd);
+    double *wd = malloc(B * H * Dv * sizeof *wd), *tol = malloc(B * H * Dv * sizeof *tol);
+    ck_assert(wd && tol);
     for (size_t i = 0; i < B * H * Dv; i++) wd[i] = want[i];
+    const int mma = store != SWA_CUDA_F32 && Dc == KVF_V32_NOPE && Dr == KVF_V32_ROPE;
+    for (size_t b = 0; b < B; b++)
+        gather_tol(tol + b * H * Dv, c, &L.w, q + b * H * Dqk, held_all + b * N * Dw, sel + b * K, mma);
     float *drows = dev_upload(rows, B * N * Dw * sizeof *rows), *dq = dev_upload(q, B * H * Dqk * sizeof *q);
     float *dout = dev_filled(0x7F, B * H * Dv * sizeof *dout);
     int32_t *dsel = dev_upload(sel, B * K * sizeof *sel);
@@ -323,14 +458,18 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
         dev_download(got, dout, B * H * Dv * sizeof *got);
         snprintf(what, sizeof what, "gather over %s rows, H %zu B %zu N %zu K %zu split %zu (%s)",
                  store == SWA_CUDA_F32 ? "float32" : store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, N, K, split, order);
-        kvl_expect_close(what, got, wd, B * H * Dv, twin_tol(c), twin_tol(c), MIN_COS);
+        for (size_t i = 0; i < B * H * Dv; i++) { /* and the two float paths' own rounding (twin_tol) */
+            const double bound = tol[i] + twin_tol(c) * (1 + fabs(wd[i]));
+            ck_assert_msg(fabs(got[i] - wd[i]) <= bound, "%s: output %zu is %.9g, the ref's %.9g, beyond %.3g", what,
+                          i, got[i], wd[i], bound);
+        }
         expect_checked_gather_equal(c, &L.dw, dq, dsel, &dev);
         mla_cache_free_cuda(&dev);
     }
     if (B > 2)
         for (size_t i = 2 * H * Dv; i < 3 * H * Dv; i++) ck_assert_msg(got[i] == 0.0f, "a query with no pick gets 0");
     kvl_cuda_free(drows), kvl_cuda_free(dq), kvl_cuda_free(dout), kvl_cuda_free(dsel);
-    free(rows), free(held), free(q), free(want), free(got), free(sel), free(wd);
+    free(rows), free(held), free(held_all), free(q), free(want), free(got), free(sel), free(wd), free(tol);
     layer_free(&L);
 }
 
@@ -351,6 +490,110 @@ START_TEST(test_gather_cuda_reads_fp8_rows_as_formats_unpacks_them)
 {
     /* DeepSeek's row widths, Dc 512 and Dr 64; K 20 of N 50 in splits of 8 */
     check_gather(SWA_CUDA_V32_MAIN, 2, KVF_V32_NOPE, KVF_V32_ROPE, 2, 50, 20, 8, 103);
+}
+END_TEST
+
+/* o[Dc] = softmax over the picks sel[K] (−1 skipped) of q̂·r·scale, times r[:Dc], in double; 0 for no pick */
+static void sparse_definition(double *o, const double *q_hat, const float *rows, const int32_t *sel, size_t K,
+                              size_t Dc, size_t Dw, double scale)
+{
+    double m = -INFINITY, sum = 0, *s = malloc(K * sizeof *s);
+    ck_assert(s != NULL);
+    for (size_t k = 0; k < K; k++) {
+        s[k] = -INFINITY;
+        if (sel[k] < 0) continue;
+        double dot = 0;
+        for (size_t c = 0; c < Dw; c++) dot += q_hat[c] * rows[(size_t)sel[k] * Dw + c];
+        m = fmax(m, s[k] = dot * scale);
+    }
+    for (size_t k = 0; k < K; k++) sum += s[k] = sel[k] < 0 ? 0 : exp(s[k] - m);
+    for (size_t c = 0; c < Dc; c++) {
+        o[c] = 0;
+        for (size_t k = 0; k < K; k++)
+            if (sel[k] >= 0) o[c] += s[k] / sum * rows[(size_t)sel[k] * Dw + c];
+    }
+    free(s);
+}
+
+/* B sequences of N rows (DeepSeek's widths) in a cache of `store`, H heads of bf16-exact absorbed queries each
+ * picking K rows: the tensor-core attention (dsa_attend_gather_absorbed_cuda) and its float twin
+ * (dsa_attend_gather_absorbed_float_cuda) each within its bound of the definition over the rows the cache
+ * holds, and so within the sum of the two of each other, in every thread order. */
+static void check_tensor_cores(swa_cuda_store store, size_t H, size_t B, size_t N, size_t K, size_t split,
+                               uint64_t seed)
+{
+    enum { Dc = KVF_V32_NOPE, Dw = KVF_V32_NOPE + KVF_V32_ROPE };
+    const dsa_config c = config_make(H, Dc, KVF_V32_ROPE, 2, 64, K);
+    const size_t n_out = B * H * Dc;
+    float *rows = test_floats(B * N * Dw), *held = test_floats(B * N * Dw), *q = test_floats(B * H * Dw);
+    float *got = test_floats(n_out), *twin = test_floats(n_out);
+    double *want = malloc(n_out * sizeof *want), *tol = malloc(B * H * 2 * sizeof *tol), *qd = malloc(Dw * sizeof *qd);
+    int32_t *sel = test_ints(B * K);
+    ck_assert(want && tol && qd);
+    test_rng r = {seed};
+    for (size_t i = 0; i < (size_t)B * N * Dw; i++) rows[i] = test_grid_uniform(&r, GRID);
+    if (store == SWA_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
+    for (size_t i = 0; i < (size_t)B * H * Dw; i++) q[i] = test_grid_uniform(&r, GRID); /* bf16-exact */
+    selections(sel, B, N, K, seed + 1);
+    memcpy(held, rows, B * N * Dw * sizeof *rows); /* bf16 holds the grid exactly */
+    for (size_t s = 0; store == SWA_CUDA_V32_MAIN && s < (size_t)B * N; s++) {
+        uint8_t packed[sizeof(kvf_row_v32_main)];
+        CUDA_OK(kvf_row_pack(KVF_ROW_V32_MAIN, packed, held + s * Dw));
+        CUDA_OK(kvf_row_unpack(KVF_ROW_V32_MAIN, held + s * Dw, packed));
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            for (size_t k = 0; k < Dw; k++) qd[k] = q[(b * H + h) * Dw + k];
+            const float *seq = held + b * N * Dw;
+            sparse_definition(want + (b * H + h) * Dc, qd, seq, sel + b * K, K, Dc, Dw, c.mla.softmax_scale);
+            for (int mma = 0; mma < 2; mma++)
+                tol[(b * H + h) * 2 + mma] = sparse_bound(qd, seq, sel + b * K, K, Dc, Dw, c.mla.softmax_scale, 0, mma);
+        }
+    float *drows = dev_upload(rows, B * N * Dw * sizeof *rows), *dq = dev_upload(q, B * H * Dw * sizeof *q);
+    float *dout = dev_filled(0x7F, n_out * sizeof *dout), *dtwin = dev_filled(0x7F, n_out * sizeof *dtwin);
+    int32_t *dsel = dev_upload(sel, B * K * sizeof *sel);
+    char what[160];
+    FOR_EACH_ORDER(order) {
+        mla_cache_cuda dev;
+        CUDA_OK(mla_cache_init_cuda(&dev, &c.mla, N, store, B));
+        dev.split = split;
+        CUDA_OK(mla_cache_append_cuda(&dev, &c.mla, drows, N));
+        CUDA_OK(dsa_attend_gather_absorbed_cuda(dout, &c, dq, dsel, &dev));
+        if (order_k == 0) /* each of its threads sums in one order, so one thread order gives its every answer */
+            CUDA_OK(dsa_attend_gather_absorbed_float_cuda(dtwin, &c, dq, dsel, &dev));
+        dev_download(got, dout, n_out * sizeof *got);
+        dev_download(twin, dtwin, n_out * sizeof *twin);
+        for (size_t bh = 0; bh < B * H; bh++) {
+            snprintf(what, sizeof what, "tensor cores over %s rows, H %zu B %zu K %zu split %zu: sequence %zu "
+                     "head %zu (%s)", store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, K, split, bh / H, bh % H, order);
+            const double t_mma = tol[2 * bh + 1], t_float = tol[2 * bh];
+            kvl_expect_close(what, got + bh * Dc, want + bh * Dc, Dc, t_mma, 0, 0);
+            kvl_expect_close(what, twin + bh * Dc, want + bh * Dc, Dc, t_float, 0, 0);
+            for (size_t i = 0; i < Dc; i++)
+                ck_assert_msg(fabs(got[bh * Dc + i] - twin[bh * Dc + i]) <= t_mma + t_float,
+                              "%s: channel %zu is %.9g, the float twin's %.9g", what, i, got[bh * Dc + i],
+                              twin[bh * Dc + i]);
+        }
+        mla_cache_free_cuda(&dev);
+    }
+    if (B > 2)
+        for (size_t i = 2 * H * Dc; i < 3 * H * Dc; i++) ck_assert_msg(got[i] == 0.0f, "a query with no pick gets 0");
+    kvl_cuda_free(drows), kvl_cuda_free(dq), kvl_cuda_free(dout), kvl_cuda_free(dtwin), kvl_cuda_free(dsel);
+    free(rows), free(held), free(q), free(got), free(twin), free(want), free(tol), free(qd), free(sel);
+}
+
+START_TEST(test_tensor_core_gather_matches_its_float_twin_and_the_definition_at_128_heads)
+{
+    /* 128 heads (two blocks of 64), K 72 of N 120 in splits of 40 (tiles of 32 and 8, then 32) or the automatic
+     * ones (64 and 8); sequence 1 pads with −1, sequence 2 picks nothing */
+    check_tensor_cores(SWA_CUDA_V32_MAIN, 128, 3, 120, 72, 40, 105);
+    check_tensor_cores(SWA_CUDA_BF16, 128, 3, 120, 72, 0, 107);
+}
+END_TEST
+
+START_TEST(test_tensor_core_gather_takes_a_head_count_that_is_not_a_multiple_of_64)
+{
+    check_tensor_cores(SWA_CUDA_V32_MAIN, 70, 2, 90, 37, 0, 108); /* a block of 64 heads and one of 6 */
 }
 END_TEST
 
@@ -391,6 +634,7 @@ Suite *kvl_suite(void)
     tcase_set_timeout(ti, KVL_TEST_TIMEOUT);
     tcase_add_test(ti, test_index_scores_cuda_equal_dsa_index_scores_and_select_the_same_keys);
     tcase_add_test(ti, test_fp8_index_scores_cuda_match_the_ref_over_132_byte_keys);
+    tcase_add_test(ti, test_tensor_core_index_scores_match_the_float_twin_and_the_ref_at_64_heads);
     suite_add_tcase(s, ti);
     TCase *tg = tcase_create("gather");
     tcase_set_timeout(tg, KVL_TEST_TIMEOUT);
@@ -398,6 +642,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tg, test_gather_cuda_matches_dsa_attend_gather_over_bf16_rows);
     tcase_add_test(tg, test_gather_cuda_reads_fp8_rows_as_formats_unpacks_them);
     tcase_add_test(tg, test_gather_cuda_rejects_a_selection_outside_the_cache);
+    tcase_add_test(tg, test_tensor_core_gather_matches_its_float_twin_and_the_definition_at_128_heads);
+    tcase_add_test(tg, test_tensor_core_gather_takes_a_head_count_that_is_not_a_multiple_of_64);
     suite_add_tcase(s, tg);
     return s;
 }
