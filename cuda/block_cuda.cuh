@@ -69,8 +69,8 @@ __device__ __forceinline__ float kvl_e8m0_inverse(uint32_t c) { return kvl_e8m0_
 /* ---- recipes: choose(amax) stores the scale's bytes and returns the divisor; stored(bytes) is the
  * factor a dequantiser multiplies by; top(s) is the largest magnitude code a block of divisor s keeps
  * (kvl_finite_magnitude for the power-of-two scales and NVFP4's s_global · E4M3, as formats/block.c;
- * every code for V4.1's bare E4M3 scales, whose products stay finite). `param` is NVFP4's global scale (unused by the others).
- * pow2: the scale is a power of two, and inverse(bytes) its exact reciprocal. ---- */
+ * every code for V4.1's bare E4M3 scales, whose products stay finite). `param` is NVFP4's global scale
+ * (unused by the others). pow2: the scale is a power of two, and inverse(bytes) its exact reciprocal. ---- */
 
 /* OCP MX: E8M0 2^(floor(log2 amax) − emax) */
 template <int ELEM, int EMAX> struct kvl_recipe_mx {

@@ -54,9 +54,11 @@ static int launch_round(int32_t *out, const float *I, size_t S, size_t N, const 
         return kvl_fail(KVL_EINVAL, "kvl_topk_cuda: %zu rows of %zu slices are more than one launch takes", S, P);
     const dim3 grid(static_cast<unsigned>(S * P));
     if (cand)
-        CUDA_CHECK(KVL_LAUNCH(kvl_topk_slices_kernel<true>, grid, KVL_TOPK_THREADS, 0, out, I, N, cand, n, L, K, K_out));
+        CUDA_CHECK(KVL_LAUNCH(kvl_topk_slices_kernel<true>, grid, KVL_TOPK_THREADS, 0, out, I, N, cand, n, L, K,
+                              K_out));
     else
-        CUDA_CHECK(KVL_LAUNCH(kvl_topk_slices_kernel<false>, grid, KVL_TOPK_THREADS, 0, out, I, N, cand, n, L, K, K_out));
+        CUDA_CHECK(KVL_LAUNCH(kvl_topk_slices_kernel<false>, grid, KVL_TOPK_THREADS, 0, out, I, N, cand, n, L, K,
+                              K_out));
     return KVL_OK;
 }
 

@@ -18,7 +18,7 @@
  * on tensor cores at batch 64 and 64 heads at least 65%; V3.2's fp8 indexer scan at least 60% of it, with
  * the top-k over its scores taking at most a quarter of its time, and the sparse FP8 decode over the
  * picked rows at batch 64 at least 25% of the GEMM's TFLOP/s; V4's fp4 indexer scan over compressed
- * entries at least 25% of the GEMM's TFLOP/s (64 queries share each key: ~2,300 flop per byte). V4's rows use V4-Flash's layers
+ * entries at least 25% of the GEMM's TFLOP/s (~2,300 flop per byte). V4's rows use V4-Flash's layers
  * (ref/configs/deepseek-v4-flash.json, found under $KVL_ROOT); V4.1's rows time its candidate pool and the
  * attention core of a Full layer of V4.1-Flash over 528-byte window rows and 288-byte entries, and its
  * indexer's float32 scores over every entry (a Full layer) against those over the candidate pool only (a
