@@ -45,14 +45,43 @@ template <typename R> int check_buffers(const uint8_t *codes, const float *x)
     return rc;
 }
 
-/* the quantiser proper: lengths and buffers checked, finiteness assumed */
-template <typename R> int quant_finite(uint8_t *codes, uint8_t *scales, const float *x, size_t n, float param)
+int check_global_scale(float s_global) { return isfinite(s_global) && s_global > 0.0f ? KVF_OK : KVF_ESCALE; }
+
+/* the quantiser proper (SIMPLE: the readable twin's kernel): lengths and buffers checked, finiteness
+ * assumed */
+template <typename R, bool SIMPLE = false>
+int quant_finite(uint8_t *codes, uint8_t *scales, const float *x, size_t n, float param)
 {
     if (n % R::block != 0) return KVF_ELENGTH;
     if (n == 0) return KVF_OK;
     int rc = check_buffers<R>(codes, x);
     if (rc != KVL_OK) return rc;
-    return kvl_quant_rows_cuda<R>(codes, scales, x, kvl_qlayout{n, n, 0, 0}, 1, param);
+    const kvl_qlayout L{n, n, 0, 0};
+    return SIMPLE ? kvl_quant_rows_simple_cuda<R>(codes, scales, x, L, 1, param)
+                  : kvl_quant_rows_cuda<R>(codes, scales, x, L, 1, param);
+}
+
+template <bool SIMPLE>
+int quant_finite_recipe(const char *fn, kvf_recipe_cuda recipe, uint8_t *codes, uint8_t *scales, const float *x,
+                        size_t n, float param)
+{
+    switch (recipe) {
+    case KVF_RECIPE_MXFP8_E4M3: return quant_finite<kvl_recipe_mxfp8, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_MXFP4: return quant_finite<kvl_recipe_mxfp4, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_NVFP4: {
+        int rc = check_global_scale(param);
+        return rc != KVF_OK ? rc : quant_finite<kvl_recipe_nvfp4, SIMPLE>(codes, scales, x, n, param);
+    }
+    case KVF_RECIPE_FP4_V41: return quant_finite<kvl_recipe_fp4_v41, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_FP8_UE8M0: return quant_finite<kvl_recipe_ue8m0_f32, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_FP8_E8M0_RCEIL_64:
+        return quant_finite<kvl_recipe_rceil_e8m0<64>, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_FP8_E8M0_RCEIL_32:
+        return quant_finite<kvl_recipe_rceil_e8m0<32>, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_RECIPE_MXFP4_RCEIL: return quant_finite<kvl_recipe_mxfp4_rceil, SIMPLE>(codes, scales, x, n, 0.0f);
+    case KVF_N_RECIPE_CUDA: break;
+    }
+    return kvl_fail(KVL_EINVAL, "%s: unknown recipe %d", fn, static_cast<int>(recipe));
 }
 
 template <typename R> int quant(uint8_t *codes, uint8_t *scales, const float *x, size_t n, float param)
@@ -70,7 +99,6 @@ template <typename R> int dequant(float *x, const uint8_t *codes, const uint8_t 
     return kvl_dequant_rows_cuda<R>(x, codes, scales, kvl_qlayout{n, n, 0, 0}, 1, param);
 }
 
-int check_global_scale(float s_global) { return isfinite(s_global) && s_global > 0.0f ? KVF_OK : KVF_ESCALE; }
 
 /* The E8M0 act_quant recipe instantiated for each block it takes. */
 int fp8_rceil(uint8_t *codes, uint8_t *scales, const float *x, size_t n, size_t block)
@@ -190,21 +218,13 @@ int kvf_quant_mxfp4_rceil_cuda(uint8_t *codes, uint8_t *scales, const float *x, 
 int kvf_quant_finite_cuda(kvf_recipe_cuda recipe, uint8_t *codes, uint8_t *scales, const float *x, size_t n,
                           float param)
 {
-    switch (recipe) {
-    case KVF_RECIPE_MXFP8_E4M3: return quant_finite<kvl_recipe_mxfp8>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_MXFP4: return quant_finite<kvl_recipe_mxfp4>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_NVFP4: {
-        int rc = check_global_scale(param);
-        return rc != KVF_OK ? rc : quant_finite<kvl_recipe_nvfp4>(codes, scales, x, n, param);
-    }
-    case KVF_RECIPE_FP4_V41: return quant_finite<kvl_recipe_fp4_v41>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_FP8_UE8M0: return quant_finite<kvl_recipe_ue8m0_f32>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_FP8_E8M0_RCEIL_64: return quant_finite<kvl_recipe_rceil_e8m0<64>>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_FP8_E8M0_RCEIL_32: return quant_finite<kvl_recipe_rceil_e8m0<32>>(codes, scales, x, n, 0.0f);
-    case KVF_RECIPE_MXFP4_RCEIL: return quant_finite<kvl_recipe_mxfp4_rceil>(codes, scales, x, n, 0.0f);
-    case KVF_N_RECIPE_CUDA: break;
-    }
-    return kvl_fail(KVL_EINVAL, "kvf_quant_finite_cuda: unknown recipe %d", static_cast<int>(recipe));
+    return quant_finite_recipe<false>("kvf_quant_finite_cuda", recipe, codes, scales, x, n, param);
+}
+
+int kvf_quant_simple_cuda(kvf_recipe_cuda recipe, uint8_t *codes, uint8_t *scales, const float *x, size_t n,
+                          float param)
+{
+    return quant_finite_recipe<true>("kvf_quant_simple_cuda", recipe, codes, scales, x, n, param);
 }
 
 const char *kvf_recipe_cuda_name(kvf_recipe_cuda recipe)

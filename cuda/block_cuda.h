@@ -64,6 +64,9 @@ typedef enum {
  * the others) are checked as above; a NaN or inf gets whatever the arithmetic makes of it. */
 int kvf_quant_finite_cuda(kvf_recipe_cuda recipe, uint8_t *codes, uint8_t *scales, const float *x, size_t n,
                           float param);
+/* The same by the readable twin's kernel (one thread per four values, IEEE divisions), for the tests. */
+int kvf_quant_simple_cuda(kvf_recipe_cuda recipe, uint8_t *codes, uint8_t *scales, const float *x, size_t n,
+                          float param);
 const char *kvf_recipe_cuda_name(kvf_recipe_cuda recipe);
 
 #ifdef __cplusplus

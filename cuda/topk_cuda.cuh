@@ -11,7 +11,25 @@
  *                    pass walks the row in tiles of 256 positions: two block-wide exclusive scans give
  *                    each key equal to the threshold its rank among equals (the smaller positions win
  *                    the tie) and each kept position its place in the output, which thus comes out
- *                    ascending; −1 fills the rest. The row is read ten times, never sorted.
+ *                    ascending; −1 fills the rest. The row is read ten times, never sorted. The
+ *                    readable twin: a row's ten passes run on one SM, and at the bench's 64 rows 68 of
+ *                    132 SMs idle.
+ *   kvl_topk_slices_kernel<GATHER>  the same select as rounds of a tournament (kvl_topk_slices_cuda): one
+ *                    block per slice of L keys keeps that slice's best K, ascending; the next round
+ *                    reads those lists (GATHER: position, then its score) until one slice holds what is
+ *                    left, and the last round writes sel. Nothing is lost: a key among the row's best K
+ *                    has fewer than K keys above it in the order (score, then smaller position), so
+ *                    fewer in its slice, so its slice keeps it; the lists stay in position order, so
+ *                    the ties keep ref/core/topk.c's rule.
+ *                    Ceiling: issue rate, not bytes. A pass costs about 25 instructions per key (the
+ *                    16 digit counters dominate), the row is read from DRAM once (16.8 MB at the bench)
+ *                    and the other nine passes hit L1 (a 32 KB slice; three blocks of 68 registers
+ *                    per SM). At the bench (64 rows of 65,536, K 2048, L 8192) the rounds are over
+ *                    65,536, 16,384 and 4,096 entries per row in 512, 128 and 64 blocks: 55 M
+ *                    key-passes, 1.4 G thread instructions, 42 µs at H200's 33.5 T/s on all SMs, about
+ *                    50 µs as launched (rounds 2 and 3 fill 128 and 64 SMs). The indexer at its
+ *                    target (570 MB at 60% of a ~4 TB/s copy) takes ~240 µs: expected share ≈ 0.2,
+ *                    target ≤ 0.25. The twin's 42 M key-passes on 64 SMs with 8 warps each: ≥ 130 µs.
  *   kvl_selection_check_kernel  one thread per selected entry: flags an entry outside −1 … len − 1 */
 #ifndef KVL_TOPK_CUDA_CUH
 #define KVL_TOPK_CUDA_CUH
@@ -23,6 +41,8 @@
 #define KVL_TOPK_WARPS (KVL_TOPK_THREADS / KVL_WARP)
 #define KVL_TOPK_BITS 4
 #define KVL_TOPK_BINS (1 << KVL_TOPK_BITS)
+#define KVL_TOPK_SLICE_BLOCKS 3 /* resident per SM (80 registers): 24 warps hide the latency of the passes' loads */
+#define KVL_TOPK_MIN_SLICE 8192 /* keys: a block's ten passes over fewer would cost less than its launch */
 
 __device__ __forceinline__ bool kvl_topk_legal(float s) { return !kvl_is_nan(s) && s != -INFINITY; }
 
@@ -52,13 +72,30 @@ __device__ void kvl_topk_block_counts(kvl_smem<unsigned> totals, const unsigned 
     __syncthreads();
 }
 
-/* Legal scores of row[N] whose key has `prefix` under `mask`, counted per digit at `shift`, over the block */
-__device__ void kvl_topk_histogram(kvl_smem<unsigned> totals, const float *row, size_t N, uint32_t prefix,
-                                   uint32_t mask, int shift, kvl_smem<unsigned> scratch)
+/* Where a selection reads its n scores: position s of a slice of one row in place (score row[s], position
+ * base + s), or through a candidate list (score row[cand[s]], position cand[s]; −1 is no candidate). */
+struct kvl_topk_row_src {
+    const float *row;
+    size_t base;
+    __device__ float score(size_t s) const { return row[s]; }
+    __device__ int32_t pos(size_t s) const { return static_cast<int32_t>(base + s); }
+};
+
+struct kvl_topk_cand_src {
+    const float *row;
+    const int32_t *cand;
+    __device__ float score(size_t s) const { return cand[s] < 0 ? -INFINITY : row[cand[s]]; }
+    __device__ int32_t pos(size_t s) const { return cand[s]; }
+};
+
+/* Legal scores of src[n] whose key has `prefix` under `mask`, counted per digit at `shift`, over the block */
+template <typename Src>
+__device__ void kvl_topk_histogram(kvl_smem<unsigned> totals, Src src, size_t n, uint32_t prefix, uint32_t mask,
+                                   int shift, kvl_smem<unsigned> scratch)
 {
     unsigned counts[KVL_TOPK_BINS] = {};
-    for (size_t s = threadIdx.x; s < N; s += blockDim.x) {
-        const float v = row[s];
+    for (size_t s = threadIdx.x; s < n; s += blockDim.x) {
+        const float v = src.score(s);
         const uint32_t k = kvl_topk_key(v);
         if (!kvl_topk_legal(v) || (k & mask) != prefix) continue;
         const uint32_t digit = (k >> shift) & (KVL_TOPK_BINS - 1);
@@ -68,16 +105,15 @@ __device__ void kvl_topk_histogram(kvl_smem<unsigned> totals, const float *row, 
     kvl_topk_block_counts(totals, counts, scratch);
 }
 
-/* sel[S][K] from I[S][N] */
-static __global__ void __launch_bounds__(KVL_TOPK_THREADS, 1)
-    kvl_topk_kernel(int32_t *sel, const float *I, size_t N, size_t K)
+/* out[K_out] = the positions of the min(K, legal) best of src[n] in src's order, then −1 (K_out ≥ min(K, n)).
+ * The k-th key by radix select, then one ordered pass; equal keys are kept in src's order, so a source in
+ * ascending position keeps the smaller positions on ties, as ref/core/topk.c does. */
+template <typename Src>
+__device__ void kvl_topk_select(int32_t *out, Src src, size_t n, size_t K, size_t K_out, kvl_smem<unsigned> totals,
+                                kvl_smem<unsigned> scratch)
 {
-    KVL_SHARED(unsigned, scratch, KVL_TOPK_WARPS * KVL_TOPK_BINS);
-    KVL_SHARED(unsigned, totals, KVL_TOPK_BINS);
-    const float *row = I + blockIdx.x * N;
-    int32_t *out = sel + blockIdx.x * K;
     unsigned legal = 0, n_legal;
-    for (size_t s = threadIdx.x; s < N; s += blockDim.x) legal += kvl_topk_legal(row[s]);
+    for (size_t s = threadIdx.x; s < n; s += blockDim.x) legal += kvl_topk_legal(src.score(s));
     kvl_block_exclusive_scan(legal, &n_legal, scratch);
     /* the threshold key and how many keys equal to it are kept; with no more legal scores than K, all */
     uint32_t prefix = 0, mask = 0;
@@ -85,7 +121,7 @@ static __global__ void __launch_bounds__(KVL_TOPK_THREADS, 1)
     if (n_legal > K) {
         need = static_cast<unsigned>(K);
         for (int shift = 32 - KVL_TOPK_BITS; shift >= 0; shift -= KVL_TOPK_BITS) {
-            kvl_topk_histogram(totals, row, N, prefix, mask, shift, scratch);
+            kvl_topk_histogram(totals, src, n, prefix, mask, shift, scratch);
             uint32_t digit = KVL_TOPK_BINS - 1;
             for (unsigned c = totals[digit]; c < need; c = totals[--digit]) need -= c;
             prefix |= digit << shift;
@@ -94,19 +130,48 @@ static __global__ void __launch_bounds__(KVL_TOPK_THREADS, 1)
     }
     const unsigned n_out = n_legal > K ? static_cast<unsigned>(K) : n_legal;
     unsigned eq_seen = 0, written = 0;
-    for (size_t t0 = 0; t0 < N && written < n_out; t0 += blockDim.x) {
+    for (size_t t0 = 0; t0 < n && written < n_out; t0 += blockDim.x) {
         const size_t s = t0 + threadIdx.x;
-        const float v = s < N ? row[s] : -INFINITY;
+        const float v = s < n ? src.score(s) : -INFINITY;
         const uint32_t k = kvl_topk_legal(v) ? kvl_topk_key(v) : 0u;
         unsigned eq_tile, kept_tile;
         const unsigned eq_before = kvl_block_exclusive_scan(k != 0u && k == prefix, &eq_tile, scratch);
         const bool keep = k > prefix || (k != 0u && k == prefix && eq_seen + eq_before < need);
         const unsigned at = kvl_block_exclusive_scan(keep, &kept_tile, scratch);
-        if (keep) out[written + at] = static_cast<int32_t>(s);
+        if (keep) out[written + at] = src.pos(s);
         eq_seen += eq_tile;
         written += kept_tile;
     }
-    for (size_t k = n_out + threadIdx.x; k < K; k += blockDim.x) out[k] = -1;
+    for (size_t k = n_out + threadIdx.x; k < K_out; k += blockDim.x) out[k] = -1;
+}
+
+/* sel[S][K] from I[S][N]: the readable twin, one block per row */
+static __global__ void __launch_bounds__(KVL_TOPK_THREADS, 1)
+    kvl_topk_kernel(int32_t *sel, const float *I, size_t N, size_t K)
+{
+    KVL_SHARED(unsigned, scratch, KVL_TOPK_WARPS * KVL_TOPK_BINS);
+    KVL_SHARED(unsigned, totals, KVL_TOPK_BINS);
+    kvl_topk_select(sel + blockIdx.x * K, kvl_topk_row_src{I + blockIdx.x * N, 0}, N, K, K, totals, scratch);
+}
+
+/* One round of the tournament. Row r's n entries (I[r][N] itself, or candidates cand[r][n] into it when
+ * GATHER) are cut into P = ⌈n / L⌉ slices of L; block r·P + p writes slice p's best min(K, legal) positions,
+ * ascending, then −1, to out[r][p][K_out]. Reading the slices in order, the next round's list out[r][P·K_out]
+ * is ascending in position again. */
+template <bool GATHER>
+__global__ void __launch_bounds__(KVL_TOPK_THREADS, KVL_TOPK_SLICE_BLOCKS)
+    kvl_topk_slices_kernel(int32_t *out, const float *I, size_t N, const int32_t *cand, size_t n, size_t L, size_t K,
+                           size_t K_out)
+{
+    KVL_SHARED(unsigned, scratch, KVL_TOPK_WARPS * KVL_TOPK_BINS);
+    KVL_SHARED(unsigned, totals, KVL_TOPK_BINS);
+    const size_t P = n > L ? kvl_div_up(n, L) : 1, r = blockIdx.x / P, p = blockIdx.x % P;
+    const size_t len = n - p * L < L ? n - p * L : L;
+    int32_t *o = out + blockIdx.x * K_out;
+    if constexpr (GATHER)
+        kvl_topk_select(o, kvl_topk_cand_src{I + r * N, cand + r * n + p * L}, len, K, K_out, totals, scratch);
+    else
+        kvl_topk_select(o, kvl_topk_row_src{I + r * N + p * L, p * L}, len, K, K_out, totals, scratch);
 }
 
 /* *bad |= 1 if an entry of sel[n] lies outside −1 … len − 1 */

@@ -14,8 +14,19 @@ extern "C" {
 #endif
 
 /* sel[S][K] (device) for the rows of I[S][N] (device). KVL_EINVAL if N does not fit int32, K = 0 or K
- * does not fit one launch's counters (2^31). */
+ * does not fit one launch's counters (2^31). The rounds of kvl_topk_slices_cuda with slices of
+ * kvl_topk_slice_keys(K); the lists between rounds live in a device buffer this module keeps. */
 int kvl_topk_cuda(int32_t *sel, const float *I, size_t S, size_t N, size_t K);
+
+/* The same selection in rounds: each cuts every row into slices of L keys, one block per slice keeping
+ * the slice's best K, until one slice holds what is left. KVL_EINVAL as kvl_topk_cuda, or if L < 2K. */
+int kvl_topk_slices_cuda(int32_t *sel, const float *I, size_t S, size_t N, size_t K, size_t L);
+
+/* The slice kvl_topk_cuda uses for top-K: 4K keys (a round keeps a quarter), at least 8192. */
+size_t kvl_topk_slice_keys(size_t K);
+
+/* The same selection by the readable twin: one block per row, the whole row in each pass. */
+int kvl_topk_simple_cuda(int32_t *sel, const float *I, size_t S, size_t N, size_t K);
 
 /* KVL_EINVAL, naming fn, unless every entry of sel[n] (device) lies in −1 … len − 1: what an attention
  * over a selection checks first. flag is one device word of scratch. */

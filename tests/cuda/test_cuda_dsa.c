@@ -44,40 +44,69 @@ static dsa_config config_make(size_t H, size_t Dc, size_t Dr, size_t HI, size_t 
 
 /* ---- top-k ------------------------------------------------------------------------------------------ */
 
-/* The GPU's selections of I[S][N] equal kvl_topk's, entry for entry, in every thread order. */
-static void check_topk(const float *I, size_t S, size_t N, size_t K, const char *what)
+/* got[S][K], from `who`, equals want[S][K], from `by`, entry for entry */
+static void expect_selection(const int32_t *got, const int32_t *want, size_t S, size_t K, const char *what,
+                             const char *who, const char *by, const char *order)
 {
-    int32_t *want = test_ints(S * K), *got = test_ints(S * K);
+    for (size_t i = 0; i < S * K; i++)
+        ck_assert_msg(got[i] == want[i], "%s (%s): %s's row %zu entry %zu is %d, %s says %d", what, order, who, i / K,
+                      i % K, (int)got[i], by, (int)want[i]);
+}
+
+/* The GPU's selections of I[S][N] equal kvl_topk's, entry for entry, in every thread order: the one-block
+ * twin's, kvl_topk_cuda's and, for L > 0, those of the rounds over slices of L keys, against the twin. */
+static void check_topk_slices(const float *I, size_t S, size_t N, size_t K, size_t L, const char *what)
+{
+    int32_t *want = test_ints(S * K), *twin = test_ints(S * K), *got = test_ints(S * K);
     CUDA_OK(kvl_topk(want, I, S, N, K));
     float *dI = dev_upload(I, S * N * sizeof *I);
     int32_t *dsel = dev_filled(0x5A, S * K * sizeof *dsel);
     FOR_EACH_ORDER(order) {
+        CUDA_OK(kvl_topk_simple_cuda(dsel, dI, S, N, K));
+        dev_download(twin, dsel, S * K * sizeof *twin);
+        expect_selection(twin, want, S, K, what, "the one-block twin", "kvl_topk", order);
+        CUDA_OK(kvl_cuda_fill(dsel, 0x5A, S * K * sizeof *dsel));
         CUDA_OK(kvl_topk_cuda(dsel, dI, S, N, K));
         dev_download(got, dsel, S * K * sizeof *got);
-        for (size_t i = 0; i < S * K; i++)
-            ck_assert_msg(got[i] == want[i], "%s (%s): row %zu entry %zu is %d, kvl_topk says %d", what, order, i / K,
-                          i % K, (int)got[i], (int)want[i]);
+        expect_selection(got, twin, S, K, what, "kvl_topk_cuda", "the one-block twin", order);
+        if (L == 0) continue;
+        CUDA_OK(kvl_cuda_fill(dsel, 0x5A, S * K * sizeof *dsel));
+        CUDA_OK(kvl_topk_slices_cuda(dsel, dI, S, N, K, L));
+        dev_download(got, dsel, S * K * sizeof *got);
+        expect_selection(got, twin, S, K, what, "the rounds over slices", "the one-block twin", order);
     }
     kvl_cuda_free(dI);
     kvl_cuda_free(dsel);
     free(want);
+    free(twin);
     free(got);
 }
 
-START_TEST(test_topk_cuda_matches_kvl_topk_when_ties_and_illegal_scores_abound)
+static void check_topk(const float *I, size_t S, size_t N, size_t K, const char *what)
 {
-    /* scores from nine values, so most of a row ties; −∞, NaN, −0 and +∞ sprinkled in; row 3 has only a
-     * few legal entries (fewer than K), row 4 none */
-    enum { S = 6, N = 1000, K = 37 };
+    check_topk_slices(I, S, N, K, 0, what);
+}
+
+/* scores from nine values, so most of a row ties; −∞, NaN, −0 and +∞ sprinkled in; row 3 has only a few
+ * legal entries (one in 97), row 4 none */
+static float *tied_scores(size_t S, size_t N, uint64_t seed)
+{
     float *I = test_floats(S * N);
-    test_rng r = {91};
-    for (size_t i = 0; i < (size_t)S * N; i++) {
+    test_rng r = {seed};
+    for (size_t i = 0; i < S * N; i++) {
         const uint64_t u = test_next(&r) % 16;
         I[i] = u < 9 ? 0.5f * (float)((int)u - 4) : u == 9 ? -INFINITY : u == 10 ? NAN : u == 11 ? -0.0f
                : u == 12 ? INFINITY : test_uniform(&r);
         if (i / N == 3 && i % 97 != 0) I[i] = -INFINITY;
         if (i / N == 4) I[i] = NAN;
     }
+    return I;
+}
+
+START_TEST(test_topk_cuda_matches_kvl_topk_when_ties_and_illegal_scores_abound)
+{
+    enum { S = 6, N = 1000, K = 37 };
+    float *I = tied_scores(S, N, 91);
     check_topk(I, S, N, K, "ties");
     check_topk(I, S, 20, K, "K above N"); /* the first 20 columns of each row, read as rows of 20 */
     check_topk(I, S, N, 1, "K = 1");
@@ -97,6 +126,44 @@ START_TEST(test_topk_cuda_matches_kvl_topk_over_long_rows_of_distinct_scores)
 }
 END_TEST
 
+START_TEST(test_topk_rounds_over_slices_keep_the_ties_of_kvl_topk)
+{
+    /* 600 tied scores per row, K = 37: slices of 2K = 74 take five rounds (over 600, 333, 185, 111, 74
+     * entries), of 100 four (600, 222, 111, 74), of 300 two (600, 74) */
+    enum { S = 6, N = 600, K = 37 };
+    float *I = tied_scores(S, N, 93);
+    check_topk_slices(I, S, N, K, 2 * K, "ties, slices of 2K");
+    check_topk_slices(I, S, N, K, 100, "ties, slices of 100");
+    check_topk_slices(I, S, N, K, 300, "ties, slices of 300");
+    free(I);
+}
+END_TEST
+
+START_TEST(test_topk_rounds_over_slices_keep_the_ties_of_kvl_topk_at_k_1)
+{
+    /* K = 1 over 200 tied scores per row in slices of 16: two rounds (200, 13) */
+    enum { S = 6, N = 200 };
+    float *I = tied_scores(S, N, 95);
+    check_topk_slices(I, S, N, 1, 16, "ties, K = 1, slices of 16");
+    check_topk_slices(I, S, 20, 37, 74, "K above N, slices of 2K");
+    free(I);
+}
+END_TEST
+
+START_TEST(test_topk_cuda_rounds_over_long_rows_match_the_one_block_twin)
+{
+    /* 40,000 distinct scores per row: kvl_topk_cuda's slices of 8192 take two rounds (five slices, then 500
+     * candidates); K = 2048 (slices of 4K) three, over 40,000, 10,240 and 4,096 */
+    enum { S = 2, N = 40000 };
+    float *I = test_floats(S * N);
+    test_rng r = {94};
+    for (size_t i = 0; i < (size_t)S * N; i++) I[i] = test_uniform(&r) * 1e3f;
+    check_topk_slices(I, S, N, 100, kvl_topk_slice_keys(100), "distinct, K = 100");
+    check_topk_slices(I, S, N, 2048, kvl_topk_slice_keys(2048), "distinct, K = 2048");
+    free(I);
+}
+END_TEST
+
 START_TEST(test_topk_cuda_rejects_what_kvl_topk_rejects)
 {
     float *dI = dev_upload(NULL, 16 * sizeof(float));
@@ -104,6 +171,9 @@ START_TEST(test_topk_cuda_rejects_what_kvl_topk_rejects)
     ck_assert_int_eq(kvl_topk_cuda(dsel, dI, 1, 16, 0), KVL_EINVAL);
     ck_assert_int_eq(kvl_topk_cuda(dsel, dI, 1, (size_t)INT32_MAX + 1, 4), KVL_EINVAL);
     ck_assert_int_eq(kvl_topk_cuda(NULL, dI, 1, 16, 4), KVL_EINVAL);
+    ck_assert_int_eq(kvl_topk_slices_cuda(dsel, dI, 1, 16, 4, 7), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "slices of 7 keys") != NULL, "%s", kvl_error());
+    ck_assert_int_eq(kvl_topk_simple_cuda(dsel, dI, 1, 16, 0), KVL_EINVAL);
     kvl_cuda_free(dI);
     kvl_cuda_free(dsel);
 }
@@ -628,6 +698,9 @@ Suite *kvl_suite(void)
     tcase_set_timeout(tk, KVL_TEST_TIMEOUT);
     tcase_add_test(tk, test_topk_cuda_matches_kvl_topk_when_ties_and_illegal_scores_abound);
     tcase_add_test(tk, test_topk_cuda_matches_kvl_topk_over_long_rows_of_distinct_scores);
+    tcase_add_test(tk, test_topk_rounds_over_slices_keep_the_ties_of_kvl_topk);
+    tcase_add_test(tk, test_topk_rounds_over_slices_keep_the_ties_of_kvl_topk_at_k_1);
+    tcase_add_test(tk, test_topk_cuda_rounds_over_long_rows_match_the_one_block_twin);
     tcase_add_test(tk, test_topk_cuda_rejects_what_kvl_topk_rejects);
     suite_add_tcase(s, tk);
     TCase *ti = tcase_create("indexer");

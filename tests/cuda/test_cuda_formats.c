@@ -387,6 +387,60 @@ START_TEST(test_block_quantisers_match_formats_byte_for_byte)
 }
 END_TEST
 
+/* The recipes as kvf_quant_finite_cuda names them, in RECIPES' order. */
+static const kvf_recipe_cuda CUDA_RECIPE[] = {KVF_RECIPE_MXFP8_E4M3,        KVF_RECIPE_MXFP4,
+                                              KVF_RECIPE_NVFP4,             KVF_RECIPE_FP4_V41,
+                                              KVF_RECIPE_FP8_UE8M0,         KVF_RECIPE_FP8_E8M0_RCEIL_64,
+                                              KVF_RECIPE_FP8_E8M0_RCEIL_32, KVF_RECIPE_MXFP4_RCEIL};
+
+/* kvf_quant_finite_cuda's codes and scales of x[n] (device) into c[cb], s[sb] (host), by the wide kernel or
+ * the readable twin */
+static void quant_device(const recipe *R, int simple, uint8_t *c, uint8_t *s, uint8_t *dc, uint8_t *ds,
+                         const float *dx, size_t n, float param, size_t cb, size_t sb)
+{
+    const kvf_recipe_cuda id = CUDA_RECIPE[R->id];
+    CUDA_OK(kvl_cuda_fill(dc, SENTINEL, cb));
+    CUDA_OK(kvl_cuda_fill(ds, SENTINEL, sb));
+    CUDA_OK(simple ? kvf_quant_simple_cuda(id, dc, ds, dx, n, param) : kvf_quant_finite_cuda(id, dc, ds, dx, n, param));
+    dev_download(c, dc, cb);
+    dev_download(s, ds, sb);
+}
+
+/* The wide kernel, four vectors of four per thread and exact reciprocals of the power-of-two scales, against
+ * the one-thread-per-vector twin (IEEE divisions) and formats, byte for byte, in every thread order: 421
+ * blocks of each recipe span several thread blocks of 4096 values, the last partial, its last warp with
+ * idle lanes. */
+START_TEST(test_wide_quantisers_match_the_simple_twin_and_formats)
+{
+    for (size_t r = 0; r < N_RECIPES; r++) {
+        const recipe *R = &RECIPES[r];
+        const size_t n = 421 * R->block, cb = n * R->code_bytes_num / R->code_bytes_den;
+        const size_t sb = n / R->block * R->scale_bytes;
+        float *x = malloc(n * sizeof(float));
+        fill_blocks(x, n, R->block, 61 + r);
+        const float param = param_for(R, x, n, 0);
+        uint8_t *c_ref = malloc(cb), *s_ref = malloc(sb), *c_twin = malloc(cb), *s_twin = malloc(sb);
+        uint8_t *c_got = malloc(cb), *s_got = malloc(sb);
+        ck_assert_int_eq(quant_ref(R->id, c_ref, s_ref, x, n, param), KVF_OK);
+        float *dx = dev_upload(x, n * sizeof(float));
+        uint8_t *dc = dev_upload(NULL, cb), *ds = dev_upload(NULL, sb);
+        FOR_EACH_ORDER(order) {
+            char twin[80], wide[80];
+            snprintf(twin, sizeof twin, "%s, the simple twin's codes/scales (%s)", R->name, order);
+            snprintf(wide, sizeof wide, "%s, the wide kernel's codes/scales, against the twin (%s)", R->name, order);
+            quant_device(R, 1, c_twin, s_twin, dc, ds, dx, n, param, cb, sb);
+            expect_same_bytes(twin, c_twin, c_ref, cb);
+            expect_same_bytes(twin, s_twin, s_ref, sb);
+            quant_device(R, 0, c_got, s_got, dc, ds, dx, n, param, cb, sb);
+            expect_same_bytes(wide, c_got, c_twin, cb);
+            expect_same_bytes(wide, s_got, s_twin, sb);
+        }
+        kvl_cuda_free(dx), kvl_cuda_free(dc), kvl_cuda_free(ds);
+        free(x), free(c_ref), free(s_ref), free(c_twin), free(s_twin), free(c_got), free(s_got);
+    }
+}
+END_TEST
+
 /* Blocks whose maximum sits near float32's top, where a round-up scale's largest elements saturate so
  * that their decode stays finite (formats/block.h): the same bytes and values as formats, every recipe. */
 START_TEST(test_block_quantisers_match_formats_near_float32_max)
@@ -542,6 +596,7 @@ Suite *kvl_suite(void)
     suite_add_tcase(s, te);
     TCase *tb = tcase_create("blocks");
     tcase_add_test(tb, test_block_quantisers_match_formats_byte_for_byte);
+    tcase_add_test(tb, test_wide_quantisers_match_the_simple_twin_and_formats);
     tcase_add_test(tb, test_block_quantisers_match_formats_near_float32_max);
     tcase_add_test(tb, test_block_quantisers_reject_what_formats_rejects);
     tcase_add_test(tb, test_fp8_rceil_takes_power_of_two_blocks_only);
