@@ -96,7 +96,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 # X.avx2.o, that names its dispatched functions _avx2 where X.o names them _baseline; the run time picks one.
 # Both without contraction: gnu11's default -ffp-contract=fast would fuse a·b + c into an FMA in the
 # AVX2 build only, and the two would round differently. On other machines than x86-64 only the baseline.
-ISA_SRC   := formats/element.c formats/block.c
+ISA_SRC   := formats/element.c formats/block.c ref/core/softmax.c ref/core/index_scan.c
 ISA_FLAGS := -ffp-contract=off
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
 isa_obj    = $(patsubst %.c,$(BUILD)/obj/%.avx2.o,$(filter $(ISA_SRC),$(1)))
