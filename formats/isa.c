@@ -25,16 +25,14 @@ int kvf_isa_from_name(const char *name, kvf_isa *out)
     return -1;
 }
 
+#ifdef KVF_ISA_HAVE_AVX2 /* an x86-64 build (Makefile) */
 /* AVX2 and FMA in the CPU, and the OS saving the 256-bit registers (libgcc's check includes it). */
 static int cpu_has_avx2_fma(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
-#endif
 }
+#endif
 
 int kvf_isa_available(kvf_isa isa)
 {
