@@ -438,6 +438,34 @@ START_TEST(test_forcing_a_variant_switches_and_refuses_unknown_ones)
 }
 END_TEST
 
+/* kvfmt quant --scheme mxfp4 over one block (a program whose first dispatched call reads KVL_ISA) with
+ * KVL_ISA=`isa`: its exit status, stdout and stderr. */
+static int quant_with(const char *isa, char *out, size_t out_cap, char *err, size_t err_cap)
+{
+    char cmd[128], input[32 * 8] = "";
+    snprintf(cmd, sizeof cmd, "KVL_ISA=%s kvfmt quant --scheme mxfp4", isa);
+    for (int i = 0; i < 32; i++) snprintf(input + strlen(input), sizeof input - strlen(input), "%g\n", (i - 15) * 0.37);
+    return kvl_run(cmd, input, out, out_cap, err, err_cap);
+}
+
+START_TEST(test_kvl_isa_selects_a_variant_and_an_unknown_name_is_reported)
+{
+    static char out[2][8192], err[2][4096], msg[4096];
+    ck_assert_int_eq(quant_with("baseline", out[0], sizeof out[0], err[0], sizeof err[0]), 0);
+    ck_assert_msg(err[0][0] == '\0', "KVL_ISA=baseline printed: %s", err[0]);
+    const char *other = kvf_isa_available(KVF_ISA_AVX2) ? "avx2" : "baseline";
+    ck_assert_int_eq(quant_with(other, out[1], sizeof out[1], err[1], sizeof err[1]), 0);
+    ck_assert_msg(err[1][0] == '\0', "KVL_ISA=%s printed: %s", other, err[1]);
+    ck_assert_msg(strcmp(out[0], out[1]) == 0, "KVL_ISA=baseline and %s print different blocks", other);
+    ck_assert_int_eq(quant_with("avx512", out[1], sizeof out[1], msg, sizeof msg), 0);
+    char want[160];
+    snprintf(want, sizeof want, "KVL_ISA=avx512: unknown instruction set (baseline or avx2); using %s",
+             kvf_isa_available(KVF_ISA_AVX2) ? "avx2" : "baseline");
+    ck_assert_msg(strstr(msg, want) != NULL, "KVL_ISA=avx512 gave stderr \"%s\", not \"%s\"", msg, want);
+    ck_assert_msg(strcmp(out[0], out[1]) == 0, "KVL_ISA=avx512 changed the output");
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_isa");
@@ -445,6 +473,7 @@ Suite *kvl_suite(void)
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_dispatcher_picks_avx2_where_the_cpu_has_it);
     tcase_add_test(tc, test_forcing_a_variant_switches_and_refuses_unknown_ones);
+    tcase_add_test(tc, test_kvl_isa_selects_a_variant_and_an_unknown_name_is_reported);
     tcase_add_test(tc, test_element_casts_are_bit_identical_in_both_variants);
     tcase_add_test(tc, test_block_quantisers_are_bit_identical_in_both_variants);
     tcase_add_test(tc, test_block_dequantisers_are_bit_identical_in_both_variants);
