@@ -198,14 +198,18 @@ static void encode_e2m1_block_over(uint8_t *packed, const float *x, float s)
     for (size_t j = 0; j < E4M3_SCALED_BLOCK / 2; j++) packed[j] = e2m1_nibbles(code[2 * j], code[2 * j + 1]);
 }
 
-/* codes[k] → x[k] = e4m3(code) × s. A NaN code keeps its own NaN, sign included, whatever s is: when
- * both factors are NaN a product takes the NaN of the operand the instruction reads first, an order
- * the compiler may choose differently in the two builds (isa.h). */
+/* codes[k] → x[k] = e4m3(code) × s. Under a NaN scale a NaN code keeps its own NaN, sign included, and
+ * every other element takes the scale's: the product of two NaNs is the NaN of the operand the
+ * instruction reads first, an order the compiler may choose differently in the two builds (isa.h). */
 static void decode_e4m3_block(float *x, const uint8_t *codes, size_t k, float s)
 {
     KVF_ISA_FN(kvf_e4m3_decode_n)(x, codes, k);
+    if (isnan(s)) {
+        for (size_t i = 0; i < k; i++) x[i] = isnan(x[i]) ? x[i] : s;
+        return;
+    }
 #pragma omp simd
-    for (size_t i = 0; i < k; i++) x[i] = isnan(x[i]) ? x[i] : x[i] * s;
+    for (size_t i = 0; i < k; i++) x[i] *= s;
 }
 
 /* packed[k/2] → x[k] = e2m1(nibble) × s; element 2j from the low nibble of byte j. */

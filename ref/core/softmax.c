@@ -32,14 +32,14 @@ static inline float exp_f32(float x_in)
     float scale;
     memcpy(&scale, &scale_bits, sizeof scale);
     const float e = e_r * scale;
-    /* every NaN gives the one quiet NaN: the sum of two NaNs is the NaN of the operand the instruction
-     * reads first, which the two builds (formats/isa.h) may order differently */
-    return __builtin_isnan(x_in) ? NAN : __builtin_isless(x_in, EXP_LOWEST) ? 0.0f : e;
+    return __builtin_isless(x_in, EXP_LOWEST) ? 0.0f : e;
 }
 
 /* The sum in eight running sums, s[j] into sum j mod 8, added pairwise at the end: the same bits whether
  * or not the compiler vectorises it (an `omp simd` reduction's order is the compiler's, and a build with
- * the sanitizers, which does not vectorise, would sum in another order than the optimised one). */
+ * the sanitizers, which does not vectorise, would sum in another order than the optimised one). A NaN
+ * sum is returned as the quiet NaN: the sum of two NaNs carries the payload of the operand the
+ * instruction reads first, an order the two builds (formats/isa.h) may choose differently. */
 static float sum_in_eights(const float *s, size_t n)
 {
     float part[8] = {0};
@@ -47,7 +47,8 @@ static float sum_in_eights(const float *s, size_t n)
     for (; j + 8 <= n; j += 8)
         for (size_t k = 0; k < 8; k++) part[k] += s[j + k];
     for (size_t k = 0; j < n; j++, k++) part[k] += s[j];
-    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    return isnan(sum) ? NAN : sum;
 }
 
 /* ---- the hot loops, compiled once per instruction set (formats/isa.h) ------------------------------- */

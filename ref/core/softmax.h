@@ -30,7 +30,7 @@ void kvl_softmax_sink_f64(double *s, size_t n, double sigma);
 /* The exponentials of a tiled softmax (ref/core/attend.h), whose running max m is at least every
  * score: s[j] ← e^{s[j] − m} by kvl_exp_f32 for j < n, and their float sum returned (in eight running
  * sums, s[j] into sum j mod 8, added pairwise: one order on every build). A score of −∞ gives 0; a NaN
- * stays NaN and makes the sum NaN. */
+ * stays NaN and makes the sum the quiet NaN. */
 float kvl_softmax_exp_f32(float *s, size_t n, float m);
 
 /* The largest element of s[n] that is not NaN (a NaN is passed over: the exp then turns it into NaN),
@@ -44,7 +44,7 @@ void kvl_scale_f32(float *y, float a, size_t n);
  * every variant gives the same bits. */
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0
- * below (where e^x < 1.2·10^−38, under float's smallest normal); −∞ gives 0, any NaN the quiet NaN, 0 gives
+ * below (where e^x < 1.2·10^−38, under float's smallest normal); −∞ gives 0, NaN gives NaN, 0 gives
  * exactly 1. Written without a branch, so that a loop of them vectorises, which expf's does not:
  * x = n·ln 2 + r with n the nearest integer to x/ln 2 and |r| ≤ ln 2 / 2 (ln 2 in Cody and Waite's
  * two parts, so that x − n·ln 2 loses nothing to cancellation), e^r = 1 + r + r²·P(r) with Cephes'
