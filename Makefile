@@ -91,6 +91,17 @@ NBTOOL_SRC  := notebooks_c/nb_ipynb.c
 NBLIB_SRC   := $(filter-out $(NB_SRC) $(NBTOOL_SRC),$(wildcard notebooks_c/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+# The sources with hot loops (formats/isa.h): each also compiled with AVX2 and FMA into a second object,
+# X.avx2.o, that names its dispatched functions _avx2 where X.o names them _baseline; the run time picks one.
+# Both without contraction: gnu11's default -ffp-contract=fast would fuse a·b + c into an FMA in the
+# AVX2 build only, and the two would round differently. On other machines than x86-64 only the baseline.
+ISA_SRC   := formats/element.c formats/block.c ref/core/softmax.c ref/core/index_scan.c
+ISA_FLAGS := -ffp-contract=off
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
+isa_obj    = $(patsubst %.c,$(BUILD)/obj/%.avx2.o,$(filter $(ISA_SRC),$(1)))
+CFLAGS    += -DKVF_ISA_HAVE_AVX2
+endif
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
 LIB_REF     := $(BUILD)/lib/libkvref.a
 LIB_CHAPTERS := $(BUILD)/lib/libkvchapters.a
@@ -109,11 +120,17 @@ $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(LIB_FORMATS): $(call obj,$(FORMATS_SRC))
+$(call obj,$(ISA_SRC)): CFLAGS += $(ISA_FLAGS)
+$(BUILD)/obj/%.avx2.o: %.c
+	@mkdir -p $(@D)
+	$(call say,CCAVX2,$<)
+	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) -mavx2 -mfma -DKVF_ISA_BUILD_AVX2 $(DEPFLAGS) -c $< -o $@
+
+$(LIB_FORMATS): $(call obj,$(FORMATS_SRC)) $(call isa_obj,$(FORMATS_SRC))
 	@mkdir -p $(@D)
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^
-$(LIB_REF): $(call obj,$(REF_SRC))
+$(LIB_REF): $(call obj,$(REF_SRC)) $(call isa_obj,$(REF_SRC))
 	@mkdir -p $(@D)
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^

@@ -1,4 +1,5 @@
-/* Block schemes (block.h): one scale per block, elements a saturating RNE cast of fl32(x / scale). */
+/* Block schemes (block.h): one scale per block, elements a saturating RNE cast of fl32(x / scale).
+ * The check, the quantisers and the dequantisers are compiled once per instruction set (isa.h). */
 #include "block.h"
 
 #include <float.h>
@@ -6,6 +7,7 @@
 
 #include "element.h"
 #include "element_inline.h"
+#include "isa.h"
 #include "scale.h"
 
 /* DeepSeek act_quant's amax floor (V3.2 / V4 / V4.1 inference kernel.py). */
@@ -16,19 +18,6 @@
 #define FP4_V41_AMAX_MIN (6.0f * 0x1p-9f)
 /* NVFP4's block scale is clamped to [E4M3 min normal, E4M3 max] before its cast (torchao). */
 #define NVFP4_SCALE_MIN 0x1p-6f
-
-const char *kvf_strerror(int err)
-{
-    switch (err) {
-    case KVF_OK:      return "ok";
-    case KVF_ELENGTH: return "length is not a multiple of the block size";
-    case KVF_ENAN:    return "NaN in the input of a quantiser";
-    case KVF_EINF:    return "infinity in the input of a quantiser";
-    case KVF_ESCALE:  return "global scale is not a positive finite number";
-    case KVF_ELAYOUT: return "unknown row layout";
-    default:          return "unknown error code";
-    }
-}
 
 static int check_length(size_t n, size_t block)
 {
@@ -73,7 +62,7 @@ static inline uint32_t max_abs_bits(const float *x, size_t n)
     return (uint32_t)m;
 }
 
-int kvf_check_finite(const float *x, size_t n)
+int KVF_ISA_FN(kvf_check_finite)(const float *x, size_t n)
 {
     uint32_t m = max_abs_bits(x, n);
     return m > F32_INF ? KVF_ENAN : m == F32_INF ? KVF_EINF : KVF_OK;
@@ -82,7 +71,7 @@ int kvf_check_finite(const float *x, size_t n)
 static int check_input(const float *x, size_t n, size_t block)
 {
     int err = check_length(n, block);
-    return err != KVF_OK ? err : kvf_check_finite(x, n);
+    return err != KVF_OK ? err : KVF_ISA_FN(kvf_check_finite)(x, n);
 }
 
 /* x[k] → max |x_i| (+0 for an all-zero block); x is finite (checked first). */
@@ -209,10 +198,16 @@ static void encode_e2m1_block_over(uint8_t *packed, const float *x, float s)
     for (size_t j = 0; j < E4M3_SCALED_BLOCK / 2; j++) packed[j] = e2m1_nibbles(code[2 * j], code[2 * j + 1]);
 }
 
-/* codes[k] → x[k] = e4m3(code) × s. */
+/* codes[k] → x[k] = e4m3(code) × s. Under a NaN scale a NaN code keeps its own NaN, sign included, and
+ * every other element takes the scale's: the product of two NaNs is the NaN of the operand the
+ * instruction reads first, an order the compiler may choose differently in the two builds (isa.h). */
 static void decode_e4m3_block(float *x, const uint8_t *codes, size_t k, float s)
 {
-    kvf_e4m3_decode_n(x, codes, k);
+    KVF_ISA_FN(kvf_e4m3_decode_n)(x, codes, k);
+    if (isnan(s)) {
+        for (size_t i = 0; i < k; i++) x[i] = isnan(x[i]) ? x[i] : s;
+        return;
+    }
 #pragma omp simd
     for (size_t i = 0; i < k; i++) x[i] *= s;
 }
@@ -220,7 +215,7 @@ static void decode_e4m3_block(float *x, const uint8_t *codes, size_t k, float s)
 /* packed[k/2] → x[k] = e2m1(nibble) × s; element 2j from the low nibble of byte j. */
 static void decode_e2m1_block(float *x, const uint8_t *packed, size_t k, float s)
 {
-    kvf_e2m1_decode_n(x, packed, k);
+    KVF_ISA_FN(kvf_e2m1_decode_n)(x, packed, k);
 #pragma omp simd
     for (size_t i = 0; i < k; i++) x[i] *= s;
 }
@@ -232,7 +227,7 @@ static uint8_t act_quant_scale(float amax)
     return kvf_scale_rceil(max_nonneg(amax, ACT_QUANT_AMAX_MIN), KVF_E4M3);
 }
 
-int kvf_quant_mxfp8_e4m3(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
+int KVF_ISA_FN(kvf_quant_mxfp8_e4m3)(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
 {
     int err = check_input(x, n, KVF_MX_BLOCK);
     if (err != KVF_OK) return err;
@@ -242,12 +237,15 @@ int kvf_quant_mxfp8_e4m3(uint8_t *codes, uint8_t *scales, const float *x, size_t
     return KVF_OK;
 }
 
-int kvf_dequant_mxfp8_e4m3(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
+int KVF_ISA_FN(kvf_dequant_fp8_e8m0)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n,
+                                     size_t block);
+
+int KVF_ISA_FN(kvf_dequant_mxfp8_e4m3)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
 {
-    return kvf_dequant_fp8_e8m0(x, codes, scales, n, KVF_MX_BLOCK);
+    return KVF_ISA_FN(kvf_dequant_fp8_e8m0)(x, codes, scales, n, KVF_MX_BLOCK);
 }
 
-int kvf_quant_mxfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
+int KVF_ISA_FN(kvf_quant_mxfp4)(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
 {
     int err = check_input(x, n, KVF_MX_BLOCK);
     if (err != KVF_OK) return err;
@@ -257,7 +255,7 @@ int kvf_quant_mxfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
     return KVF_OK;
 }
 
-int kvf_dequant_mxfp4(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
+int KVF_ISA_FN(kvf_dequant_mxfp4)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
 {
     int err = check_length(n, KVF_MX_BLOCK);
     if (err != KVF_OK) return err;
@@ -265,13 +263,6 @@ int kvf_dequant_mxfp4(float *x, const uint8_t *codes, const uint8_t *scales, siz
         decode_e2m1_block(x + b * KVF_MX_BLOCK, codes + b * KVF_MX_BLOCK / 2, KVF_MX_BLOCK,
                           kvf_e8m0_decode(scales[b]));
     return KVF_OK;
-}
-
-float kvf_nvfp4_global_scale(float amax_tensor)
-{
-    if (!isfinite(amax_tensor)) return NAN;
-    float s = amax_tensor / (float)(kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1));
-    return s < FLT_MIN ? FLT_MIN : s;
 }
 
 static int check_global_scale(float s_global)
@@ -310,7 +301,7 @@ static uint8_t nvfp4_block_scale(float amax, float s_global)
     return e4m3_sat_code(min_nonneg(max_nonneg(s, NVFP4_SCALE_MIN), E4M3_MAX));
 }
 
-int kvf_quant_nvfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n, float s_global)
+int KVF_ISA_FN(kvf_quant_nvfp4)(uint8_t *codes, uint8_t *scales, const float *x, size_t n, float s_global)
 {
     int err = check_global_scale(s_global);
     if (err == KVF_OK) err = check_input(x, n, KVF_NVFP4_BLOCK);
@@ -333,7 +324,7 @@ int kvf_quant_nvfp4(uint8_t *codes, uint8_t *scales, const float *x, size_t n, f
     return KVF_OK;
 }
 
-int kvf_dequant_nvfp4(float *x, const uint8_t *codes, const uint8_t *scales, size_t n, float s_global)
+int KVF_ISA_FN(kvf_dequant_nvfp4)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n, float s_global)
 {
     int err = check_global_scale(s_global);
     if (err == KVF_OK) err = check_length(n, KVF_NVFP4_BLOCK);
@@ -350,7 +341,7 @@ static uint8_t fp4_v41_block_scale(float amax)
     return e4m3_sat_code(max_nonneg(amax, FP4_V41_AMAX_MIN) / E2M1_MAX);
 }
 
-int kvf_quant_fp4_v41(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
+int KVF_ISA_FN(kvf_quant_fp4_v41)(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
 {
     int err = check_input(x, n, KVF_FP4_V41_BLOCK);
     if (err != KVF_OK) return err;
@@ -370,7 +361,7 @@ int kvf_quant_fp4_v41(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
     return KVF_OK;
 }
 
-int kvf_dequant_fp4_v41(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
+int KVF_ISA_FN(kvf_dequant_fp4_v41)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n)
 {
     int err = check_length(n, KVF_FP4_V41_BLOCK);
     if (err != KVF_OK) return err;
@@ -380,7 +371,7 @@ int kvf_dequant_fp4_v41(float *x, const uint8_t *codes, const uint8_t *scales, s
     return KVF_OK;
 }
 
-int kvf_quant_fp8_ue8m0(uint8_t *codes, float *scales, const float *x, size_t n)
+int KVF_ISA_FN(kvf_quant_fp8_ue8m0)(uint8_t *codes, float *scales, const float *x, size_t n)
 {
     int err = check_input(x, n, KVF_FP8_UE8M0_BLOCK);
     if (err != KVF_OK) return err;
@@ -392,7 +383,7 @@ int kvf_quant_fp8_ue8m0(uint8_t *codes, float *scales, const float *x, size_t n)
     return KVF_OK;
 }
 
-int kvf_dequant_fp8_ue8m0(float *x, const uint8_t *codes, const float *scales, size_t n)
+int KVF_ISA_FN(kvf_dequant_fp8_ue8m0)(float *x, const uint8_t *codes, const float *scales, size_t n)
 {
     int err = check_length(n, KVF_FP8_UE8M0_BLOCK);
     if (err != KVF_OK) return err;
@@ -402,7 +393,7 @@ int kvf_dequant_fp8_ue8m0(float *x, const uint8_t *codes, const float *scales, s
     return KVF_OK;
 }
 
-int kvf_quant_fp8_e8m0_rceil(uint8_t *codes, uint8_t *scales, const float *x, size_t n, size_t block)
+int KVF_ISA_FN(kvf_quant_fp8_e8m0_rceil)(uint8_t *codes, uint8_t *scales, const float *x, size_t n, size_t block)
 {
     int err = check_input(x, n, block);
     if (err != KVF_OK) return err;
@@ -411,7 +402,7 @@ int kvf_quant_fp8_e8m0_rceil(uint8_t *codes, uint8_t *scales, const float *x, si
     return KVF_OK;
 }
 
-int kvf_dequant_fp8_e8m0(float *x, const uint8_t *codes, const uint8_t *scales, size_t n, size_t block)
+int KVF_ISA_FN(kvf_dequant_fp8_e8m0)(float *x, const uint8_t *codes, const uint8_t *scales, size_t n, size_t block)
 {
     int err = check_length(n, block);
     if (err != KVF_OK) return err;
@@ -427,7 +418,7 @@ static uint8_t mxfp4_rceil_block_scale(float amax)
     return kvf_scale_rceil(max_nonneg(amax, FP4_RCEIL_AMAX_MIN), KVF_E2M1);
 }
 
-int kvf_quant_mxfp4_rceil(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
+int KVF_ISA_FN(kvf_quant_mxfp4_rceil)(uint8_t *codes, uint8_t *scales, const float *x, size_t n)
 {
     int err = check_input(x, n, KVF_MXFP4_RCEIL_BLOCK);
     if (err != KVF_OK) return err;
@@ -436,3 +427,59 @@ int kvf_quant_mxfp4_rceil(uint8_t *codes, uint8_t *scales, const float *x, size_
     encode_e2m1_blocks_e8m0(codes, x, n, k, scales);
     return KVF_OK;
 }
+
+#if KVF_ISA_ONCE
+
+const char *kvf_strerror(int err)
+{
+    switch (err) {
+    case KVF_OK:      return "ok";
+    case KVF_ELENGTH: return "length is not a multiple of the block size";
+    case KVF_ENAN:    return "NaN in the input of a quantiser";
+    case KVF_EINF:    return "infinity in the input of a quantiser";
+    case KVF_ESCALE:  return "global scale is not a positive finite number";
+    case KVF_ELAYOUT: return "unknown row layout";
+    default:          return "unknown error code";
+    }
+}
+
+float kvf_nvfp4_global_scale(float amax_tensor)
+{
+    if (!isfinite(amax_tensor)) return NAN;
+    float s = amax_tensor / (float)(kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1));
+    return s < FLT_MIN ? FLT_MIN : s;
+}
+
+/* The public check, quantisers and dequantisers call the active variant. */
+KVF_ISA_DISPATCH(int, kvf_check_finite, (const float *x, size_t n), (x, n))
+KVF_ISA_DISPATCH(int, kvf_quant_mxfp8_e4m3, (uint8_t *codes, uint8_t *scales, const float *x, size_t n),
+                 (codes, scales, x, n))
+KVF_ISA_DISPATCH(int, kvf_dequant_mxfp8_e4m3, (float *x, const uint8_t *codes, const uint8_t *scales, size_t n),
+                 (x, codes, scales, n))
+KVF_ISA_DISPATCH(int, kvf_quant_mxfp4, (uint8_t *codes, uint8_t *scales, const float *x, size_t n),
+                 (codes, scales, x, n))
+KVF_ISA_DISPATCH(int, kvf_dequant_mxfp4, (float *x, const uint8_t *codes, const uint8_t *scales, size_t n),
+                 (x, codes, scales, n))
+KVF_ISA_DISPATCH(int, kvf_quant_nvfp4, (uint8_t *codes, uint8_t *scales, const float *x, size_t n, float s_global),
+                 (codes, scales, x, n, s_global))
+KVF_ISA_DISPATCH(int, kvf_dequant_nvfp4,
+                 (float *x, const uint8_t *codes, const uint8_t *scales, size_t n, float s_global),
+                 (x, codes, scales, n, s_global))
+KVF_ISA_DISPATCH(int, kvf_quant_fp4_v41, (uint8_t *codes, uint8_t *scales, const float *x, size_t n),
+                 (codes, scales, x, n))
+KVF_ISA_DISPATCH(int, kvf_dequant_fp4_v41, (float *x, const uint8_t *codes, const uint8_t *scales, size_t n),
+                 (x, codes, scales, n))
+KVF_ISA_DISPATCH(int, kvf_quant_fp8_ue8m0, (uint8_t *codes, float *scales, const float *x, size_t n),
+                 (codes, scales, x, n))
+KVF_ISA_DISPATCH(int, kvf_dequant_fp8_ue8m0, (float *x, const uint8_t *codes, const float *scales, size_t n),
+                 (x, codes, scales, n))
+KVF_ISA_DISPATCH(int, kvf_quant_fp8_e8m0_rceil,
+                 (uint8_t *codes, uint8_t *scales, const float *x, size_t n, size_t block),
+                 (codes, scales, x, n, block))
+KVF_ISA_DISPATCH(int, kvf_dequant_fp8_e8m0,
+                 (float *x, const uint8_t *codes, const uint8_t *scales, size_t n, size_t block),
+                 (x, codes, scales, n, block))
+KVF_ISA_DISPATCH(int, kvf_quant_mxfp4_rceil, (uint8_t *codes, uint8_t *scales, const float *x, size_t n),
+                 (codes, scales, x, n))
+
+#endif /* KVF_ISA_ONCE */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "element_inline.h"
+#include "isa.h"
 
 /* E2M1 magnitudes of codes 0..7 (OCP MX v1.0, section 5), then their negatives. */
 #define E2M1_MAGNITUDE(m) \
@@ -29,6 +30,105 @@ static const float e2m1_pairs[256][2] = {
     E2M1_PAIRS16(6),  E2M1_PAIRS16(7),  E2M1_PAIRS16(8),  E2M1_PAIRS16(9),  E2M1_PAIRS16(10), E2M1_PAIRS16(11),
     E2M1_PAIRS16(12), E2M1_PAIRS16(13), E2M1_PAIRS16(14), E2M1_PAIRS16(15),
 };
+
+/* Bulk casts, compiled once per instruction set (isa.h). `omp simd` asks the compiler to vectorise the
+ * loop (it needs no OpenMP runtime). */
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_e4m3_encode_n)(uint8_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = e4m3_from_bits(float_bits(x[i]), 0x7Fu);
+}
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_e4m3_encode_sat_n)(uint8_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = e4m3_sat_code(x[i]);
+}
+
+/* x[n] ← codes[n] */
+void KVF_ISA_FN(kvf_e4m3_decode_n)(float *x, const uint8_t *codes, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = e4m3_to_float(codes[i]);
+}
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_e5m2_encode_n)(uint8_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = e5m2_from_bits(float_bits(x[i]), 0x7Cu);
+}
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_e5m2_encode_sat_n)(uint8_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = e5m2_from_bits(float_bits(x[i]), 0x7Bu);
+}
+
+/* x[n] ← codes[n] */
+void KVF_ISA_FN(kvf_e5m2_decode_n)(float *x, const uint8_t *codes, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = e5m2_to_float(codes[i]);
+}
+
+/* packed[(n+1)/2] ← x[n]: element 2j in the low nibble of byte j, 2j+1 in the high nibble; for odd n
+ * the last high nibble is 0 (+0). */
+void KVF_ISA_FN(kvf_e2m1_encode_n)(uint8_t *packed, const float *x, size_t n)
+{
+    size_t pairs = n / 2;
+#pragma omp simd
+    for (size_t j = 0; j < pairs; j++) packed[j] = e2m1_pair(x[2 * j], x[2 * j + 1]);
+    if (n % 2) packed[pairs] = e2m1_code(x[n - 1]);
+}
+
+/* x[n] ← packed[(n+1)/2], nibble order as kvf_e2m1_encode_n. */
+void KVF_ISA_FN(kvf_e2m1_decode_n)(float *x, const uint8_t *packed, size_t n)
+{
+    size_t pairs = n / 2;
+    for (size_t j = 0; j < pairs; j++) memcpy(x + 2 * j, e2m1_pairs[packed[j]], sizeof e2m1_pairs[0]);
+    if (n % 2) x[n - 1] = e2m1_pairs[packed[pairs] & 0xFu][0];
+}
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_bf16_encode_n)(uint16_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = bf16_from_bits(float_bits(x[i]), 0x7F80u);
+}
+
+/* codes[n] ← x[n] */
+void KVF_ISA_FN(kvf_bf16_encode_sat_n)(uint16_t *codes, const float *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) codes[i] = bf16_from_bits(float_bits(x[i]), 0x7F7Fu);
+}
+
+/* x[n] ← codes[n] */
+void KVF_ISA_FN(kvf_bf16_decode_n)(float *x, const uint16_t *codes, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = bits_float((uint32_t)codes[i] << 16);
+}
+
+#if KVF_ISA_ONCE
+
+/* The public bulk casts call the active variant. */
+KVF_ISA_DISPATCH_VOID(kvf_e4m3_encode_n, (uint8_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_e4m3_encode_sat_n, (uint8_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_e4m3_decode_n, (float *x, const uint8_t *codes, size_t n), (x, codes, n))
+KVF_ISA_DISPATCH_VOID(kvf_e5m2_encode_n, (uint8_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_e5m2_encode_sat_n, (uint8_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_e5m2_decode_n, (float *x, const uint8_t *codes, size_t n), (x, codes, n))
+KVF_ISA_DISPATCH_VOID(kvf_e2m1_encode_n, (uint8_t *packed, const float *x, size_t n), (packed, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_e2m1_decode_n, (float *x, const uint8_t *packed, size_t n), (x, packed, n))
+KVF_ISA_DISPATCH_VOID(kvf_bf16_encode_n, (uint16_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_bf16_encode_sat_n, (uint16_t *codes, const float *x, size_t n), (codes, x, n))
+KVF_ISA_DISPATCH_VOID(kvf_bf16_decode_n, (float *x, const uint16_t *codes, size_t n), (x, codes, n))
 
 float kvf_e4m3_decode(uint8_t code) { return e4m3_to_float(code); }
 uint8_t kvf_e4m3_encode(float x) { return e4m3_from_bits(float_bits(x), 0x7Fu); }
@@ -76,89 +176,6 @@ uint8_t kvf_e8m0_encode_nearest(float x)
     if (b < 0x00800000u) return b >= 0x00600000u ? 0x01u : 0x00u;
     uint32_t code = (b >> 23) + ((b >> 22) & 1u);
     return (uint8_t)(code > 0xFEu ? 0xFFu : code);
-}
-
-/* Bulk casts. `omp simd` asks the compiler to vectorise the loop (it needs no OpenMP runtime). */
-
-/* codes[n] ← x[n] */
-void kvf_e4m3_encode_n(uint8_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = e4m3_from_bits(float_bits(x[i]), 0x7Fu);
-}
-
-/* codes[n] ← x[n] */
-void kvf_e4m3_encode_sat_n(uint8_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = e4m3_sat_code(x[i]);
-}
-
-/* x[n] ← codes[n] */
-void kvf_e4m3_decode_n(float *x, const uint8_t *codes, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] = e4m3_to_float(codes[i]);
-}
-
-/* codes[n] ← x[n] */
-void kvf_e5m2_encode_n(uint8_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = e5m2_from_bits(float_bits(x[i]), 0x7Cu);
-}
-
-/* codes[n] ← x[n] */
-void kvf_e5m2_encode_sat_n(uint8_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = e5m2_from_bits(float_bits(x[i]), 0x7Bu);
-}
-
-/* x[n] ← codes[n] */
-void kvf_e5m2_decode_n(float *x, const uint8_t *codes, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] = e5m2_to_float(codes[i]);
-}
-
-/* packed[(n+1)/2] ← x[n]: element 2j in the low nibble of byte j, 2j+1 in the high nibble; for odd n
- * the last high nibble is 0 (+0). */
-void kvf_e2m1_encode_n(uint8_t *packed, const float *x, size_t n)
-{
-    size_t pairs = n / 2;
-#pragma omp simd
-    for (size_t j = 0; j < pairs; j++) packed[j] = e2m1_pair(x[2 * j], x[2 * j + 1]);
-    if (n % 2) packed[pairs] = e2m1_code(x[n - 1]);
-}
-
-/* x[n] ← packed[(n+1)/2], nibble order as kvf_e2m1_encode_n. */
-void kvf_e2m1_decode_n(float *x, const uint8_t *packed, size_t n)
-{
-    size_t pairs = n / 2;
-    for (size_t j = 0; j < pairs; j++) memcpy(x + 2 * j, e2m1_pairs[packed[j]], sizeof e2m1_pairs[0]);
-    if (n % 2) x[n - 1] = e2m1_pairs[packed[pairs] & 0xFu][0];
-}
-
-/* codes[n] ← x[n] */
-void kvf_bf16_encode_n(uint16_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = bf16_from_bits(float_bits(x[i]), 0x7F80u);
-}
-
-/* codes[n] ← x[n] */
-void kvf_bf16_encode_sat_n(uint16_t *codes, const float *x, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) codes[i] = bf16_from_bits(float_bits(x[i]), 0x7F7Fu);
-}
-
-/* x[n] ← codes[n] */
-void kvf_bf16_decode_n(float *x, const uint16_t *codes, size_t n)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] = bits_float((uint32_t)codes[i] << 16);
 }
 
 /* Format facts, indexed by kvf_element. */
@@ -240,3 +257,5 @@ uint32_t kvf_encode_sat(kvf_element f, float x)
     default: return UINT32_MAX;
     }
 }
+
+#endif /* KVF_ISA_ONCE */

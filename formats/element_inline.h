@@ -16,6 +16,7 @@
 #ifndef KVF_ELEMENT_INLINE_H
 #define KVF_ELEMENT_INLINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -169,5 +170,12 @@ static inline uint8_t e2m1_pair(float first, float second)
 {
     return e2m1_nibbles(e2m1_code(first), e2m1_code(second));
 }
+
+/* The variants of the bulk decoders (element.c, isa.h): a dequantiser in block.c calls its own
+ * variant's directly, once per block, rather than through the dispatch. */
+void kvf_e4m3_decode_n_baseline(float *x, const uint8_t *codes, size_t n);
+void kvf_e4m3_decode_n_avx2(float *x, const uint8_t *codes, size_t n);
+void kvf_e2m1_decode_n_baseline(float *x, const uint8_t *packed, size_t n);
+void kvf_e2m1_decode_n_avx2(float *x, const uint8_t *packed, size_t n);
 
 #endif

@@ -93,11 +93,10 @@ static void online_init(online *st, char *mem, float *acc, size_t Hq, const kvl_
     memset(st->acc, 0, Hq * r->Dv * sizeof *st->acc);
 }
 
-/* y[n] ← a·y, vectorised (each element on its own: the same values as the plain loop). */
+/* y[n] ← a·y, vectorised for the CPU it runs on (softmax.h; each element on its own: the plain loop's values). */
 static void scale_floats(float *restrict y, float a, size_t n)
 {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] *= a;
+    kvl_scale_f32(y, a, n);
 }
 
 /* For heads h0 … h0 + Gq − 1: s[Gq][n] (scaled scores) ← exp(s − m'), with m' the new running max,
@@ -107,9 +106,8 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
 {
     for (size_t r = 0; r < Gq; r++) {
         const size_t h = h0 + r;
-        float *s = st->s + r * n, tile_max = -INFINITY;
-        for (size_t j = 0; j < n; j++)
-            if (s[j] > tile_max) tile_max = s[j];
+        float *s = st->s + r * n;
+        const float tile_max = kvl_max_f32(s, n);
         const double m = tile_max > st->m[h] ? tile_max : st->m[h];
         if (m == -INFINITY) { /* nothing visible yet: every weight 0 (a NaN stays NaN), nothing to rescale */
             float nan_sum = 0.0f;

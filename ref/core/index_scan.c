@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "isa.h"
 #include "linalg.h"
 #include "scratch.h"
 #include "status.h"
@@ -13,8 +14,10 @@
 #define INDEX_DOT_FLOATS ((size_t)1 << 16)
 
 /* row[0 … n) = Σ_j w_j·ReLU(dot_j[0 … visible)) head by head in j order, −∞ from visible on, for one
- * query's dot products dot[HI][n] (lanes independent, so the simd loop gives the scalar loop's bits). */
-static void weigh_heads(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible)
+ * query's dot products dot[HI][n] (lanes independent, so the simd loop gives the scalar loop's bits), compiled
+ * once per instruction set (formats/isa.h). */
+void KVF_ISA_FN(kvl_index_weigh_heads)(float *row, const float *dot, const float *w, size_t HI, size_t n,
+                                        size_t visible)
 {
     for (size_t s = 0; s < visible; s++) row[s] = 0.0f;
     for (size_t s = visible; s < n; s++) row[s] = -INFINITY;
@@ -23,6 +26,17 @@ static void weigh_heads(float *row, const float *dot, const float *w, size_t HI,
 #pragma omp simd
         for (size_t s = 0; s < visible; s++) row[s] += wj * (d[s] > 0.0f ? d[s] : 0.0f);
     }
+}
+
+#if KVF_ISA_ONCE
+
+void kvl_index_weigh_heads_baseline(float *row, const float *dot, const float *w, size_t HI, size_t n,
+                                    size_t visible);
+void kvl_index_weigh_heads_avx2(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible);
+
+static void weigh_heads(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible)
+{
+    KVF_ISA_CALL(kvl_index_weigh_heads, (row, dot, w, HI, n, visible));
 }
 
 /* Per-part scratch: the dot products [rows·HI][tile] and a key tile [tile][DI] (decoded or gathered; none
@@ -208,3 +222,5 @@ int kvl_index_scores_listed(float *I, const float *q, const float *w, const kvl_
     parts_free(&x.p);
     return rc;
 }
+
+#endif /* KVF_ISA_ONCE */

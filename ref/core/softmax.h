@@ -30,8 +30,18 @@ void kvl_softmax_sink_f64(double *s, size_t n, double sigma);
 /* The exponentials of a tiled softmax (ref/core/attend.h), whose running max m is at least every
  * score: s[j] ← e^{s[j] − m} by kvl_exp_f32 for j < n, and their float sum returned (in eight running
  * sums, s[j] into sum j mod 8, added pairwise: one order on every build). A score of −∞ gives 0; a NaN
- * stays NaN and makes the sum NaN. */
+ * stays NaN and makes the sum the quiet NaN. */
 float kvl_softmax_exp_f32(float *s, size_t n, float m);
+
+/* The largest element of s[n] that is not NaN (a NaN is passed over: the exp then turns it into NaN),
+ * −∞ if there is none (n = 0, or all NaN); between +0 and −0, either. A tiled softmax's tile maximum. */
+float kvl_max_f32(const float *s, size_t n);
+
+/* y[n] ← a·y[n]: a tiled softmax's rescale of its accumulator to a new maximum, and its final division. */
+void kvl_scale_f32(float *y, float a, size_t n);
+
+/* kvl_softmax_exp_f32, kvl_max_f32 and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
+ * every variant gives the same bits. */
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0
  * below (where e^x < 1.2·10^−38, under float's smallest normal); −∞ gives 0, NaN gives NaN, 0 gives
