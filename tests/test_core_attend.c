@@ -7,6 +7,7 @@
 #include "attend.h"
 #include "common.h"
 #include "element.h"
+#include "isa.h"
 #include "linalg.h"
 #include "rng.h"
 #include "softmax.h"
@@ -171,17 +172,23 @@ END_TEST
 /* GQA at DeepSeek LLM 67B's group shape (8 query rows per group, 128-wide keys and values, the
  * [K_0 … K_3 | V_0 … V_3] row), through the few-row kernels where the CPU runs them: tiles that end past
  * the kernels' 3-key and 24-column blocks, float32 and bf16 rows, split over 1, 2 and 3 threads. */
-START_TEST(test_gqa_groups_of_eight_match_definition_in_every_thread_count)
+/* Both paths a group of eight takes: the few-row kernels (avx2) and the BLAS products (baseline). */
+START_TEST(test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa)
 {
     enum { GROUPS = 4, GQ = 8, DH = 128 };
     const size_t N = 5 * KVL_ATTEND_TILE - 37;
     const shape sh = {GROUPS * GQ, N, {N, 2 * GROUPS * DH, 0, DH, GROUPS * DH, DH, GROUPS}, 0.0884f};
     const int threads = kvl_threads();
-    for (int t = 1; t <= 3; t++) {
-        kvl_set_threads(t);
-        ck_assert_uint_eq(kvl_parts(N, KVL_ATTEND_PART_ROWS, (double)(N * GROUPS * GQ * 2 * DH)), (size_t)t);
-        check_shape(&sh, NULL, 700 + (uint64_t)t);
+    const kvf_isa active = kvf_isa_active();
+    for (int isa = 0; isa < KVF_N_ISA; isa++) {
+        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
+        for (int t = 1; t <= 3; t++) {
+            kvl_set_threads(t);
+            ck_assert_uint_eq(kvl_parts(N, KVL_ATTEND_PART_ROWS, (double)(N * GROUPS * GQ * 2 * DH)), (size_t)t);
+            check_shape(&sh, NULL, 700 + (uint64_t)t);
+        }
     }
+    ck_assert_int_eq(kvf_isa_force(active), 0);
     kvl_set_threads(threads);
 }
 END_TEST
@@ -342,7 +349,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_tiled_attention_matches_definition_when_tiles_straddle);
     tcase_add_test(tc, test_tiled_attention_with_sinks_matches_definition);
     tcase_add_test(tc, test_rows_split_across_threads_match_definition);
-    tcase_add_test(tc, test_gqa_groups_of_eight_match_definition_in_every_thread_count);
+    tcase_add_test(tc, test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
     tcase_add_test(tc, test_chunk_head_matches_definition_and_masked_rows_give_zero);

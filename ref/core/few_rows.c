@@ -1,6 +1,7 @@
 #include "few_rows.h"
 
 #include "element.h"
+#include "isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KVL_FEW_X86 1
@@ -205,7 +206,7 @@ AVX2 static void values_avx2_bf16(float *acc, const float *p, size_t G, const kv
 int kvl_few_simd(const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && t->Dk % 8 == 0 && t->Dv % 8 == 0;
+    return kvf_isa_active() == KVF_ISA_AVX2 && t->Dk % 8 == 0 && t->Dv % 8 == 0;
 #else
     (void)t;
     return 0;
