@@ -10,8 +10,13 @@
  * faults the pages in; at most KVB_MOST_REPEATS), on the calling thread only, except rows marked 2T, which run on two threads
  * (kvb_set_threads). A step of a millisecond or two is so timed in its steady state, as a decode loop
  * runs it: on the README's VM the first tens of milliseconds of two-thread work after a quiet spell ran
- * up to twice as slow, and five runs of a short step all fell inside that. Rows report: a BELOW verdict does not fail the program; a group returns
- * non-zero only when it could not run (out of memory, a config that does not load). */
+ * up to twice as slow, and five runs of a short step all fell inside that. A step's row (kvb_time_step) is
+ * timed in pairs instead: each run (or batch of runs, for a step shorter than a sample) just after a
+ * short run of the ceiling that bounds it, its ratio the median of the pairs' ratios, so that a spell
+ * that slows the machine slows both; the quartiles of those ratios are printed beside it, and a row
+ * whose quartiles spread too far is UNSTEADY rather than PASS or BELOW. Rows report: a BELOW or
+ * UNSTEADY verdict does not fail the program; a group returns non-zero only when it could not run (out
+ * of memory, a config that does not load). */
 #ifndef KVB_BENCH_H
 #define KVB_BENCH_H
 
@@ -53,9 +58,41 @@ typedef struct {
     double gflop;      /* floating-point work counted, 10^9 operations; 0: not counted */
 } kvb_row;
 
+/* What a step's row adds (kvb_print_step); zero: not reported. */
+typedef struct {
+    double spread_lo, spread_hi; /* quartiles of the ratio over the pairs it was timed in */
+    double fma_share;            /* rate / the FMA peak on the row's threads, for a compute-bound step */
+    double roofline;             /* the step's FMA roofline bound / its median time */
+} kvb_row_more;
+
+/* A ratio timed in pairs (kvb_time_step) whose quartiles lie further apart than this fraction of its
+ * median is UNSTEADY rather than PASS or BELOW: the machine changed speed during its runs, and no
+ * verdict about the code can be read from them. */
+#define KVB_UNSTEADY_SPREAD 0.2
+
+/* stats.c: the quartiles of x[n], n >= 1, linear between order statistics (sorts x). */
+typedef struct {
+    double q1, median, q3;
+} kvb_quartiles;
+kvb_quartiles kvb_quartiles_of(double *x, size_t n);
+
+/* 1 when a ratio's quartiles spread too far to judge it (KVB_UNSTEADY_SPREAD). */
+int kvb_unsteady(kvb_quartiles q);
+
+/* The verdict of a row: "-" (no target), "UNSTEADY" (more's spread too wide), "PASS" or "BELOW". */
+const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more);
+
+/* One pair's ratio: a step bounded by bound_s seconds at the stored ceiling rates took t_s, and the
+ * ceiling that bounds it ran at sample_rate just before, where the stored ceiling reads stored_rate.
+ * The bound at the sample's speed is bound_s · stored_rate / sample_rate, so that a slow spell that
+ * slows both leaves the ratio where it was. */
+double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double stored_rate);
+
 void kvb_print_header(void);
 /* One row on stdout, and in the Markdown table when kvb_markdown is open. */
 void kvb_print_row(const kvb_row *row);
+/* The same with a step's columns (more NULL: none). */
+void kvb_print_row_more(const kvb_row *row, const kvb_row_more *more);
 
 /* Where the results go besides stdout: the Markdown table (NULL: none) and the folder of the figures
  * (NULL: none). kvbench.c opens them. */
@@ -76,7 +113,9 @@ double kvb_gbps(size_t bytes, double seconds);
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
  *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), V4's (64 heads over 512-wide
  *            rows) and the lightning indexer's (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1
- *            and on 2 threads */
+ *            and on 2 threads
+ *   fma      the floating-point peak: independent chains of the widest fused multiply-adds the CPU
+ *            runs (fma_peak.c), GFLOP/s, on 1 and on 2 threads */
 #define KVB_GATHER_ROW 656
 typedef enum {
     KVB_SGEMM_MLA,
@@ -89,8 +128,25 @@ typedef enum {
 typedef struct {
     double scan_gbps[2], copy_gbps[2], gather_gbps;
     double sgemm_gflops[KVB_SGEMM_SHAPES][2];
+    double fma_gflops[2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
+
+/* fma_peak.c: the vectors the peak runs in ("AVX2+FMA", else "SSE"), the flop of one timed run on
+ * `threads` threads, and `repeats` or more timed runs of it (kvb_time_runs). */
+const char *kvb_fma_isa(void);
+double kvb_fma_gflop(int threads);
+kvb_time kvb_time_fma(int threads, int repeats);
+
+/* The ceiling that bounds a step, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
+ * an eighth of the ceiling's rows, or (memory) the read scan over a quarter of its bytes, both still
+ * far past the last-level cache, on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
+ * in *stored the stored ceiling's (kvb_ceilings); 0 when its buffers do not fit. */
+typedef struct {
+    int memory;
+    kvb_sgemm_shape shape;
+} kvb_bounding;
+double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored);
 
 /* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
 kvb_sgemm_shape kvb_index_shape(size_t n_heads);
@@ -110,7 +166,8 @@ typedef struct {
 
 /* A step of the attention, timed by kvb_time_step: run(ctx) does its phases in turn. Its rows are
  * labelled "<step> <T/1024>K <n>T" in `group`, the rate is the phases' flop over the time, and the
- * ceiling is that flop over the step's bound: the sum of its phases' bounds. A whole decode step is
+ * ceiling is that flop over the step's bound: the sum of its phases' bounds. Beside it, its roofline:
+ * the same sum with every phase's flop over the FMA peak instead of the sgemm at its shape. A whole decode step is
  * a chain (the projections give the query, the query the scores, the scores the weighted rows, those
  * the output projection), each phase waiting on the one before, so the bound of a step that streams
  * weights and then computes over its cache is the sum of the two, not the larger. Each phase is
@@ -136,13 +193,26 @@ typedef struct {
     int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
 } kvb_step;
 
-/* Times the step on 1 thread, and on 2 when it is compute-bound, printing a row each and the 2T/1T
+/* Times the step on 1 thread, and on 2 when it is compute-bound, each run paired with a sample of the
+ * ceiling of its largest phase (kvb_sample_ceiling) taken just before it, the row's ratio the median
+ * of the pairs' ratios (kvb_pair_ratio) with their quartiles as its spread, printing a row each and the 2T/1T
  * speedup against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
  * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
 kvb_time kvb_time_step(const kvb_step *s);
 
-/* One row of a step run on `threads` threads that took t (kvb_time_step's row). */
-void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads);
+/* One row of a step run on `threads` threads that took t (kvb_time_step's row); pairs: the ratio's
+ * quartiles over its pairs, NULL for a step timed alone (its ratio then against the stored ceilings). */
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_quartiles *pairs);
+
+/* stats.c: the step's bound on a machine whose products at each shape run at gflops[shape] GFLOP/s and
+ * whose scan reads scan_gbps GB/s (the sgemm roofline at the measured sgemm rates, the FMA roofline
+ * with the FMA peak at every shape): seconds, its phases' bounds summed, each the larger of its flop
+ * over its rate and its bytes over the scan; the part of them its compute-bound phases take; and the
+ * seconds its targets allow (each phase's bound over its target). */
+typedef struct {
+    double seconds, compute_s, allowed_s;
+} kvb_bound;
+kvb_bound kvb_bound_at(const kvb_step *s, const double gflops[KVB_SGEMM_SHAPES], double scan_gbps);
 
 /* inputs.c: x[n] uniform in [−1, 1) from rng (NULL when out of memory); m = ref/configs/<name> of the source
  * tree, 1 with the loader's message on stderr when it does not load. */

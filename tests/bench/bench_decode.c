@@ -201,7 +201,7 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         kvb_print_step(&(kvb_step){.group = "decode", .step = what, .T = N, .run = run_naive, .ctx = &s,
                                    .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = KVB_COMPUTE_TARGET,
                                    .memory_target = KVB_MEMORY_TARGET},
-                       what, t, 1);
+                       what, t, 1, NULL);
     }
     mla_weights_free(&s.w);
     free(s.q);
