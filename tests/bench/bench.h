@@ -138,15 +138,31 @@ const char *kvb_fma_isa(void);
 double kvb_fma_gflop(int threads);
 kvb_time kvb_time_fma(int threads, int repeats);
 
-/* The ceiling that bounds a step, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
- * an eighth of the ceiling's rows, or (memory) the read scan over a quarter of its bytes, both still
+/* The ceiling that bounds a row, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
+ * an eighth of the ceiling's rows, or the read scan or the copy over a quarter of its bytes, all still
  * far past the last-level cache, on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
  * in *stored the stored ceiling's (kvb_ceilings); 0 when its buffers do not fit. */
+typedef enum { KVB_BOUND_SGEMM, KVB_BOUND_SCAN, KVB_BOUND_COPY } kvb_bound_kind;
 typedef struct {
-    int memory;
-    kvb_sgemm_shape shape;
+    kvb_bound_kind kind;
+    kvb_sgemm_shape shape; /* KVB_BOUND_SGEMM's */
 } kvb_bounding;
 double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored);
+
+/* A row timed in pairs with its ceiling: its times, and the quartiles of the pairs' ratios. */
+typedef struct {
+    kvb_time t;
+    kvb_quartiles ratio;
+} kvb_paired;
+
+/* run(ctx) timed on the threads the caller set, in `repeats` or more pairs (KVB_COLD: one, no warm-up;
+ * more while they fill KVB_TIMED_SECONDS, at most KVB_MOST_PAIRS), each run just after a sample of
+ * `bounding` on `threads` threads; bound_s is the run's time at the stored ceiling, so that a pair's
+ * ratio is kvb_pair_ratio(bound_s, its time, its sample, the stored rate). A run shorter than a sample
+ * is timed in batches as long as one, so that both see the same spell. */
+#define KVB_MOST_PAIRS 15
+kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
+                           double bound_s);
 
 /* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
 kvb_sgemm_shape kvb_index_shape(size_t n_heads);

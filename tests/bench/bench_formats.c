@@ -151,35 +151,42 @@ static float amax_of(const float *x, size_t n)
     return m;
 }
 
-/* The kernel's rate over j (threads = j->parts), GB/s of float32 bytes, printed as a row against
- * `ceiling`; the median time. */
-static double time_row(const char *what, const char *label, job *j, double ceiling, double target)
+/* The kernel's rate over j (threads = j->parts), GB/s of float32 bytes, timed in pairs with a sample of
+ * `bound` (the scan or the copy) and printed as a row against it; the median time. */
+static double time_row(const char *what, const char *label, job *j, kvb_bound_kind bound, double target)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %s", what, label);
     kvb_progress("formats: %s", name);
-    kvb_set_threads((int)j->parts);
-    const kvb_time t = kvb_time_runs(run_job, j, KVB_REPEATS);
-    kvb_set_threads(1);
+    const kvb_ceiling_set *c = kvb_ceilings();
+    const int threads = (int)j->parts;
+    const double ceiling = (bound == KVB_BOUND_SCAN ? c->scan_gbps : c->copy_gbps)[threads > 1];
     const size_t bytes = j->n * sizeof(float) * (size_t)j->rounds;
-    kvb_print_row(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, t.median, kvb_gbps(bytes, t.median), "GB/s",
-                             ceiling, target, t.min, t.max, 0});
-    return t.median;
+    kvb_set_threads(threads);
+    const kvb_paired p = kvb_time_paired(run_job, j, KVB_REPEATS, (kvb_bounding){bound, KVB_SGEMM_MLA}, threads,
+                                         (double)bytes * 1e-9 / ceiling);
+    kvb_set_threads(1);
+    const double rate = kvb_gbps(bytes, p.t.median);
+    kvb_print_row_more(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, p.t.median, rate, "GB/s",
+                                  rate / p.ratio.median, target, p.t.min, p.t.max, 0},
+                       &(kvb_row_more){p.ratio.q1, p.ratio.q3, 0, 0});
+    return p.t.median;
 }
 
 static void bench_kernel(int k, const buffers *b, const kvb_ceiling_set *c)
 {
-    const double *ceiling = KERNELS[k].bound == READS_FLOATS ? c->scan_gbps : c->copy_gbps;
+    const kvb_bound_kind bound = KERNELS[k].bound == READS_FLOATS ? KVB_BOUND_SCAN : KVB_BOUND_COPY;
+    const double *ceiling = bound == KVB_BOUND_SCAN ? c->scan_gbps : c->copy_gbps;
     job whole = {KERNELS[k].run, b, b->n, 1, 1};
-    const double one = time_row(KERNELS[k].what, "1T", &whole, ceiling[0], KVB_MEMORY_TARGET);
+    const double one = time_row(KERNELS[k].what, "1T", &whole, bound, KVB_MEMORY_TARGET);
     whole.parts = 2;
-    const double two = time_row(KERNELS[k].what, "2T", &whole, ceiling[1], KVB_MEMORY_TARGET);
+    const double two = time_row(KERNELS[k].what, "2T", &whole, bound, KVB_MEMORY_TARGET);
     char name[96];
     snprintf(name, sizeof name, "%s 2T/1T", KERNELS[k].what);
     kvb_print_row(&(kvb_row){"formats", name, (double)b->n * sizeof(float) / KVB_MIB, two, one / two, "x",
                              ceiling[1] / ceiling[0], 0, 0, 0, 0});
     job cached = {KERNELS[k].run, b, KVB_FORMATS_CACHED, 1, KVB_FORMATS_ROUNDS};
-    time_row(KERNELS[k].what, "in L2, 1T", &cached, ceiling[0], 0);
+    time_row(KERNELS[k].what, "in L2, 1T", &cached, bound, 0);
 }
 
 int kvb_group_formats(void)

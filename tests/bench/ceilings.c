@@ -293,12 +293,13 @@ const kvb_ceiling_set *kvb_ceilings(void)
 
 void kvb_set_threads(int n) { kvl_set_threads(n); }
 
-/* The samples' buffers, kept for the run: rows for the sgemm and the scan (past the last-level cache),
- * the query block, and each part's scores and accumulator. */
+/* The samples' buffers, kept for the run: rows for the sgemm, the scan and the copy (past the
+ * last-level cache), the copy's destination, the query block, and each part's scores and accumulator. */
 #define SAMPLE_ROWS (SGEMM_ROWS / 8)
 #define SAMPLE_BYTES (KVB_STREAM_BYTES / 4)
 static struct {
     float *rows, *q, *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
+    uint8_t *copy; /* the copy's destination */
 } sample;
 
 static int sample_buffers(void)
@@ -306,7 +307,8 @@ static int sample_buffers(void)
     if (sample.rows) return 0;
     sample.rows = malloc(SAMPLE_BYTES);
     sample.q = malloc(SGEMM_MOST_Q * sizeof *sample.q);
-    int ok = sample.rows && sample.q;
+    sample.copy = malloc(SAMPLE_BYTES);
+    int ok = sample.rows && sample.q && sample.copy;
     for (size_t p = 0; p < SGEMM_PARTS; p++) {
         sample.s[p] = calloc(SGEMM_MOST_S, sizeof *sample.s[p]);
         sample.acc[p] = calloc(SGEMM_MOST_Q, sizeof *sample.acc[p]);
@@ -317,10 +319,17 @@ static int sample_buffers(void)
         kvl_rng_seed(&rng, 5);
         kvl_rng_uniform_f32(&rng, sample.rows, SAMPLE_BYTES / sizeof(float), -1.0, 1.0);
         kvl_rng_uniform_f32(&rng, sample.q, SGEMM_MOST_Q, -1.0, 1.0);
+        memset(sample.copy, 0, SAMPLE_BYTES); /* faults its pages in */
         return 0;
     }
     free(sample.rows);
-    sample.rows = NULL;
+    free(sample.q);
+    free(sample.copy);
+    for (size_t p = 0; p < SGEMM_PARTS; p++) {
+        free(sample.s[p]);
+        free(sample.acc[p]);
+    }
+    sample = (__typeof__(sample)){0};
     return 1;
 }
 
@@ -331,11 +340,18 @@ double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
     if (!c || sample_buffers()) return 0;
     const int th = threads > 1;
     double start, took, work;
-    if (b.memory) {
+    if (b.kind == KVB_BOUND_SCAN) {
         *stored = c->scan_gbps[th];
         scan_job job = {sample.rows, SAMPLE_BYTES / sizeof(float), (size_t)th + 1, {0, 0}};
         start = kvl_seconds();
         run_scan(&job);
+        took = kvl_seconds() - start;
+        work = (double)SAMPLE_BYTES * 1e-9;
+    } else if (b.kind == KVB_BOUND_COPY) {
+        *stored = c->copy_gbps[th];
+        copy_job job = {sample.copy, (const uint8_t *)sample.rows, SAMPLE_BYTES, (size_t)th + 1};
+        start = kvl_seconds();
+        run_copy(&job);
         took = kvl_seconds() - start;
         work = (double)SAMPLE_BYTES * 1e-9;
     } else {

@@ -62,8 +62,9 @@ const char *kvb_fma_isa(void) { return have_avx2_fma() ? "AVX2+FMA" : "SSE"; }
 
 static double flop_per_iter(void) { return 2.0 * FMA_ACCS * (have_avx2_fma() ? 8 : 4); }
 
-/* Iterations of one thread's chains in a timed run: about 30 ms at 100 GFLOP/s with 256-bit FMA. */
-#define FMA_ITERS ((size_t)1 << 24)
+/* Iterations of one thread's chains in a timed run: about 8 ms at 100 GFLOP/s with 256-bit FMA, so that
+ * the fastest of a ceiling's runs (a dozen a round) is likelier to fall in a quiet slice of a shared core. */
+#define FMA_ITERS ((size_t)1 << 22)
 
 typedef struct {
     size_t parts;

@@ -103,14 +103,14 @@ static double roofline_on(const kvb_step *s, int threads)
 static kvb_bounding bounding_of(const kvb_step *s, int threads)
 {
     const kvb_ceiling_set *c = kvb_ceilings();
-    kvb_bounding most = {1, KVB_SGEMM_MLA};
+    kvb_bounding most = {KVB_BOUND_SCAN, KVB_SGEMM_MLA};
     double largest = -1;
     for (size_t i = 0; i < KVB_PHASES; i++) {
         const kvb_phase *p = &s->phase[i];
         const double compute = p->flop * 1e-9 / c->sgemm_gflops[p->shape][threads > 1];
         const double memory = p->bytes * 1e-9 / c->scan_gbps[threads > 1];
         const double t = compute >= memory ? compute : memory;
-        if (t > largest) largest = t, most = (kvb_bounding){compute < memory, p->shape};
+        if (t > largest) largest = t, most = (kvb_bounding){compute < memory ? KVB_BOUND_SCAN : KVB_BOUND_SGEMM, p->shape};
     }
     return most;
 }
@@ -146,46 +146,34 @@ void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads
     kvb_print_row_more(&row, &more);
 }
 
-/* Most pairs of a step: with a sample of its ceiling beside each run, more would lengthen `make bench`
- * by more than the steadier median gains. */
-#define MOST_PAIRS 15
-
-typedef struct {
-    kvb_time t;
-    kvb_quartiles ratio;
-} paired;
-
-/* The step timed on `threads` threads, each timed batch of runs just after a sample of its ceiling
- * (kvb_time_step): short steps run in batches as long as a sample, so that both see the same spell. */
-static paired time_paired(const kvb_step *s, int threads)
+kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
+                           double bound_s)
 {
-    const int cold = s->repeats == KVB_COLD;
-    const int least = cold ? 1 : s->repeats > 0 && s->repeats < MOST_PAIRS ? s->repeats : KVB_REPEATS;
-    const double bound_s = bound_on(s, threads, 0).seconds;
-    const kvb_bounding bounding = bounding_of(s, threads);
+    const int cold = repeats == KVB_COLD;
+    const int least = cold ? 1 : repeats > 0 && repeats < KVB_MOST_PAIRS ? repeats : KVB_REPEATS;
     int warm = 0;
     const double warm_from = kvl_seconds();
     if (!cold)
         for (; warm == 0 || (warm < KVB_MOST_REPEATS && kvl_seconds() - warm_from < KVB_WARM_SECONDS); warm++)
-            s->run(s->ctx);
-    const double step_s = warm ? (kvl_seconds() - warm_from) / warm : 0;
-    double stored, t[MOST_PAIRS], ratio[MOST_PAIRS];
+            run(ctx);
+    const double run_s = warm ? (kvl_seconds() - warm_from) / warm : 0;
+    double stored, t[KVB_MOST_PAIRS], ratio[KVB_MOST_PAIRS];
     const double sample_from = kvl_seconds();
     kvb_sample_ceiling(bounding, threads, &stored); /* its first run warms it */
     const double sample_s = kvl_seconds() - sample_from;
-    const int batch = step_s > 0 && sample_s > step_s ? (int)(sample_s / step_s) < 256 ? (int)(sample_s / step_s) : 256
-                                                      : 1;
+    const double runs_per_sample = run_s > 0 ? sample_s / run_s : 1;
+    const int batch = runs_per_sample < 1 ? 1 : runs_per_sample > 256 ? 256 : (int)runs_per_sample;
     int n = 0;
-    for (double timed = 0; n < least || (!cold && timed < KVB_TIMED_SECONDS && n < MOST_PAIRS); n++) {
+    for (double timed = 0; n < least || (!cold && timed < KVB_TIMED_SECONDS && n < KVB_MOST_PAIRS); n++) {
         const double sample = kvb_sample_ceiling(bounding, threads, &stored);
         const double start = kvl_seconds();
-        for (int r = 0; r < batch; r++) s->run(s->ctx);
+        for (int r = 0; r < batch; r++) run(ctx);
         const double took = kvl_seconds() - start;
         t[n] = took / batch;
         timed += took;
         ratio[n] = sample > 0 ? kvb_pair_ratio(bound_s, t[n], sample, stored) : bound_s / t[n];
     }
-    paired out = {{0, t[0], t[0]}, kvb_quartiles_of(ratio, (size_t)n)};
+    kvb_paired out = {{0, t[0], t[0]}, kvb_quartiles_of(ratio, (size_t)n)};
     for (int r = 1; r < n; r++) {
         if (t[r] < out.t.min) out.t.min = t[r];
         if (t[r] > out.t.max) out.t.max = t[r];
@@ -203,7 +191,8 @@ kvb_time kvb_time_step(const kvb_step *s)
     for (int th = 0; th < 1 + compute; th++) {
         kvb_progress("%s: %s %zuK, %d thread(s)", s->group, s->step, s->T / 1024, th + 1);
         kvb_set_threads(th + 1);
-        const paired p = time_paired(s, th + 1);
+        const kvb_paired p = kvb_time_paired(s->run, s->ctx, s->repeats, bounding_of(s, th + 1), th + 1,
+                                             bound_on(s, th + 1, 0).seconds);
         t[th] = p.t;
         snprintf(what, sizeof what, "%s %zuK %dT", s->step, s->T / 1024, th + 1);
         kvb_print_step(s, what, t[th], th + 1, &p.ratio);
