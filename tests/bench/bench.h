@@ -137,6 +137,9 @@ const kvb_ceiling_set *kvb_ceilings(void);
 const char *kvb_fma_isa(void);
 double kvb_fma_gflop(int threads);
 kvb_time kvb_time_fma(int threads, int repeats);
+/* The rate of one short run of the same chains on `threads` threads, GFLOP/s: the peak as a step's
+ * run beside it sees it. */
+double kvb_sample_fma(int threads);
 
 /* The ceiling that bounds a row, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
  * an eighth of the ceiling's rows, or the read scan or the copy over a quarter of its bytes, all still
@@ -149,20 +152,23 @@ typedef struct {
 } kvb_bounding;
 double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored);
 
-/* A row timed in pairs with its ceiling: its times, and the quartiles of the pairs' ratios. */
+/* A row timed in pairs with its ceiling: its times, and the quartiles of the pairs' ratios; for a
+ * step, also of its rate over the FMA peak and of its FMA roofline over its time (zero otherwise). */
 typedef struct {
     kvb_time t;
-    kvb_quartiles ratio;
+    kvb_quartiles ratio, fma, roof;
 } kvb_paired;
 
 /* run(ctx) timed on the threads the caller set, in `repeats` or more pairs (KVB_COLD: one, no warm-up;
  * more while they fill KVB_TIMED_SECONDS, at most KVB_MOST_PAIRS), each run just after a sample of
  * `bounding` on `threads` threads; bound_s is the run's time at the stored ceiling, so that a pair's
  * ratio is kvb_pair_ratio(bound_s, its time, its sample, the stored rate). A run shorter than a sample
- * is timed in batches as long as one, so that both see the same spell. */
+ * is timed in batches as long as one, so that both see the same spell. With a step (else NULL), each
+ * pair also samples the FMA peak (kvb_sample_fma), read against the step's flop and its roofline. */
 #define KVB_MOST_PAIRS 15
+typedef struct kvb_step kvb_step;
 kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
-                           double bound_s);
+                           double bound_s, const kvb_step *step);
 
 /* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
 kvb_sgemm_shape kvb_index_shape(size_t n_heads);
@@ -199,7 +205,7 @@ typedef struct {
 /* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
  * every run, so a warm-up would change nothing but the time the group takes). */
 #define KVB_COLD (-1)
-typedef struct {
+struct kvb_step {
     const char *group, *step; /* step names the kernel and the cache's store: "V3 MLA absorbed bf16" */
     size_t T;                 /* context, tokens */
     void (*run)(void *ctx);
@@ -207,7 +213,7 @@ typedef struct {
     kvb_phase phase[KVB_PHASES]; /* in the order run does them; unused ones zero */
     double compute_target, memory_target;
     int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
-} kvb_step;
+};
 
 /* Times the step on 1 thread, and on 2 when it is compute-bound, each run paired with a sample of the
  * ceiling of its largest phase (kvb_sample_ceiling) taken just before it, the row's ratio the median
@@ -216,9 +222,9 @@ typedef struct {
  * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
 kvb_time kvb_time_step(const kvb_step *s);
 
-/* One row of a step run on `threads` threads that took t (kvb_time_step's row); pairs: the ratio's
- * quartiles over its pairs, NULL for a step timed alone (its ratio then against the stored ceilings). */
-void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_quartiles *pairs);
+/* One row of a step run on `threads` threads that took t (kvb_time_step's row); pairs: its pairs'
+ * figures, NULL for a step timed alone (read against the stored ceilings). */
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_paired *pairs);
 
 /* stats.c: the step's bound on a machine whose products at each shape run at gflops[shape] GFLOP/s and
  * whose scan reads scan_gbps GB/s (the sgemm roofline at the measured sgemm rates, the FMA roofline

@@ -164,7 +164,7 @@ static double time_row(const char *what, const char *label, job *j, kvb_bound_ki
     const size_t bytes = j->n * sizeof(float) * (size_t)j->rounds;
     kvb_set_threads(threads);
     const kvb_paired p = kvb_time_paired(run_job, j, KVB_REPEATS, (kvb_bounding){bound, KVB_SGEMM_MLA}, threads,
-                                         (double)bytes * 1e-9 / ceiling);
+                                         (double)bytes * 1e-9 / ceiling, NULL);
     kvb_set_threads(1);
     const double rate = kvb_gbps(bytes, p.t.median);
     kvb_print_row_more(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, p.t.median, rate, "GB/s",

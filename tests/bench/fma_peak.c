@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "linalg.h"
+#include "timing.h"
 
 #define FMA_ACCS 12 /* also the unroll pragmas' count, which take no macro */
 #define FMA_A 0.99999f
@@ -66,8 +67,11 @@ static double flop_per_iter(void) { return 2.0 * FMA_ACCS * (have_avx2_fma() ? 8
  * the fastest of a ceiling's runs (a dozen a round) is likelier to fall in a quiet slice of a shared core. */
 #define FMA_ITERS ((size_t)1 << 22)
 
+/* A sample's: a quarter of that, a few milliseconds beside each run of a step (kvb_sample_fma). */
+#define FMA_SAMPLE_ITERS (FMA_ITERS / 4)
+
 typedef struct {
-    size_t parts;
+    size_t parts, iters;
     volatile float sink[2];
 } chains_job;
 
@@ -75,7 +79,7 @@ typedef struct {
 static void chains_part(void *ctx, size_t p)
 {
     chains_job *j = ctx;
-    j->sink[p & 1] = have_avx2_fma() ? chains_avx2(FMA_ITERS) : chains_sse(FMA_ITERS);
+    j->sink[p & 1] = have_avx2_fma() ? chains_avx2(j->iters) : chains_sse(j->iters);
 }
 
 static void run_chains(void *ctx)
@@ -88,6 +92,15 @@ double kvb_fma_gflop(int threads) { return (double)threads * (double)FMA_ITERS *
 
 kvb_time kvb_time_fma(int threads, int repeats)
 {
-    chains_job j = {(size_t)threads, {0, 0}};
+    chains_job j = {(size_t)threads, FMA_ITERS, {0, 0}};
     return kvb_time_runs(run_chains, &j, repeats);
+}
+
+double kvb_sample_fma(int threads)
+{
+    chains_job j = {(size_t)threads, FMA_SAMPLE_ITERS, {0, 0}};
+    const double start = kvl_seconds();
+    run_chains(&j);
+    const double took = kvl_seconds() - start;
+    return (double)threads * (double)FMA_SAMPLE_ITERS * flop_per_iter() * 1e-9 / took;
 }

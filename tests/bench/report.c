@@ -90,13 +90,14 @@ static kvb_bound bound_on(const kvb_step *s, int threads, int ideal_2x)
     return kvb_bound_at(s, rate, c->scan_gbps[ideal_2x || threads > 1]);
 }
 
-/* The bound with every phase's flop over the FMA peak on `threads` threads: no kernel beats it. */
-static double roofline_on(const kvb_step *s, int threads)
+/* The bound with every phase's flop over an FMA peak of `fma` GFLOP/s and its bytes over the scan on
+ * `threads` threads times `speed` (a pair's sample over the stored ceiling; 1 for the stored scan):
+ * no kernel beats it. */
+static double roofline_at(const kvb_step *s, int threads, double fma, double speed)
 {
-    const kvb_ceiling_set *c = kvb_ceilings();
     double peak[KVB_SGEMM_SHAPES];
-    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) peak[k] = c->fma_gflops[threads > 1];
-    return kvb_bound_at(s, peak, c->scan_gbps[threads > 1]).seconds;
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) peak[k] = fma;
+    return kvb_bound_at(s, peak, kvb_ceilings()->scan_gbps[threads > 1] * speed).seconds;
 }
 
 /* The ceiling of the phase with the largest bound on `threads` threads: the one a slow spell moves most. */
@@ -129,25 +130,24 @@ static double step_bytes(const kvb_step *s)
     return b;
 }
 
-void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_quartiles *pairs)
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_paired *pairs)
 {
     const kvb_bound b = bound_on(s, threads, 0);
-    const double flop = step_flop(s), rate = flop * 1e-9 / t.median;
+    const double flop = step_flop(s), rate = flop * 1e-9 / t.median, fma = kvb_ceilings()->fma_gflops[threads > 1];
     const int compute = 2 * b.compute_s >= b.seconds;
     kvb_row row = {s->group, what, step_bytes(s) / KVB_MIB, t.median, rate, "GF/s", flop * 1e-9 / b.seconds,
                    b.seconds / b.allowed_s, t.min, t.max, flop * 1e-9};
-    kvb_row_more more = {0, 0, 0, roofline_on(s, threads) / t.median};
+    kvb_row_more more = {0, 0, rate / fma, roofline_at(s, threads, fma, 1) / t.median};
     if (pairs) {
-        row.ceiling = rate / pairs->median;
-        more.spread_lo = pairs->q1;
-        more.spread_hi = pairs->q3;
+        row.ceiling = rate / pairs->ratio.median;
+        more = (kvb_row_more){pairs->ratio.q1, pairs->ratio.q3, pairs->fma.median, pairs->roof.median};
     }
-    if (compute) more.fma_share = rate / kvb_ceilings()->fma_gflops[threads > 1];
+    if (!compute) more.fma_share = 0;
     kvb_print_row_more(&row, &more);
 }
 
 kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
-                           double bound_s)
+                           double bound_s, const kvb_step *step)
 {
     const int cold = repeats == KVB_COLD;
     const int least = cold ? 1 : repeats > 0 && repeats < KVB_MOST_PAIRS ? repeats : KVB_REPEATS;
@@ -157,7 +157,7 @@ kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_b
         for (; warm == 0 || (warm < KVB_MOST_REPEATS && kvl_seconds() - warm_from < KVB_WARM_SECONDS); warm++)
             run(ctx);
     const double run_s = warm ? (kvl_seconds() - warm_from) / warm : 0;
-    double stored, t[KVB_MOST_PAIRS], ratio[KVB_MOST_PAIRS];
+    double stored, t[KVB_MOST_PAIRS], ratio[KVB_MOST_PAIRS], fma[KVB_MOST_PAIRS], roof[KVB_MOST_PAIRS];
     const double sample_from = kvl_seconds();
     kvb_sample_ceiling(bounding, threads, &stored); /* its first run warms it */
     const double sample_s = kvl_seconds() - sample_from;
@@ -165,6 +165,7 @@ kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_b
     const int batch = runs_per_sample < 1 ? 1 : runs_per_sample > 256 ? 256 : (int)runs_per_sample;
     int n = 0;
     for (double timed = 0; n < least || (!cold && timed < KVB_TIMED_SECONDS && n < KVB_MOST_PAIRS); n++) {
+        const double peak = step ? kvb_sample_fma(threads) : 0;
         const double sample = kvb_sample_ceiling(bounding, threads, &stored);
         const double start = kvl_seconds();
         for (int r = 0; r < batch; r++) run(ctx);
@@ -172,8 +173,13 @@ kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_b
         t[n] = took / batch;
         timed += took;
         ratio[n] = sample > 0 ? kvb_pair_ratio(bound_s, t[n], sample, stored) : bound_s / t[n];
+        if (step) {
+            fma[n] = step_flop(step) * 1e-9 / t[n] / peak;
+            roof[n] = roofline_at(step, threads, peak, sample > 0 ? sample / stored : 1) / t[n];
+        }
     }
-    kvb_paired out = {{0, t[0], t[0]}, kvb_quartiles_of(ratio, (size_t)n)};
+    kvb_paired out = {{0, t[0], t[0]}, kvb_quartiles_of(ratio, (size_t)n), {0, 0, 0}, {0, 0, 0}};
+    if (step) out.fma = kvb_quartiles_of(fma, (size_t)n), out.roof = kvb_quartiles_of(roof, (size_t)n);
     for (int r = 1; r < n; r++) {
         if (t[r] < out.t.min) out.t.min = t[r];
         if (t[r] > out.t.max) out.t.max = t[r];
@@ -192,10 +198,10 @@ kvb_time kvb_time_step(const kvb_step *s)
         kvb_progress("%s: %s %zuK, %d thread(s)", s->group, s->step, s->T / 1024, th + 1);
         kvb_set_threads(th + 1);
         const kvb_paired p = kvb_time_paired(s->run, s->ctx, s->repeats, bounding_of(s, th + 1), th + 1,
-                                             bound_on(s, th + 1, 0).seconds);
+                                             bound_on(s, th + 1, 0).seconds, s);
         t[th] = p.t;
         snprintf(what, sizeof what, "%s %zuK %dT", s->step, s->T / 1024, th + 1);
-        kvb_print_step(s, what, t[th], th + 1, &p.ratio);
+        kvb_print_step(s, what, t[th], th + 1, &p);
     }
     kvb_set_threads(1);
     if (compute) {
