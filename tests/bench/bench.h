@@ -189,13 +189,13 @@ typedef struct {
 /* A step of the attention, timed by kvb_time_step: run(ctx) does its phases in turn. Its rows are
  * labelled "<step> <T/1024>K <n>T" in `group`, the rate is the phases' flop over the time, and the
  * ceiling is that flop over the step's bound: the sum of its phases' bounds. Beside it, its roofline:
- * the same sum with every phase's flop over the FMA peak instead of the sgemm at its shape. A whole decode step is
- * a chain (the projections give the query, the query the scores, the scores the weighted rows, those
- * the output projection), each phase waiting on the one before, so the bound of a step that streams
- * weights and then computes over its cache is the sum of the two, not the larger. Each phase is
- * allowed its bound / its target (compute_target when it is compute-bound, memory_target when it is
- * memory-bound); the row's target is the bound over the time allowed. A step is compute-bound when
- * its compute-bound phases take at least half its bound. */
+ * the same sum with every phase's flop over the FMA peak instead of the sgemm at its shape. A whole
+ * decode step is a chain (the projections give the query, the query the scores, the scores the
+ * weighted rows, those the output projection), each phase waiting on the one before, so the bound of a
+ * step that streams weights and then computes over its cache is the sum of the two, not the larger.
+ * Each phase is allowed its bound / its target (compute_target when it is compute-bound,
+ * memory_target when it is memory-bound); the row's target is the bound over the time allowed. A step
+ * is compute-bound when its compute-bound phases take at least half its bound. */
 /* The targets, each a minimum of rate / the ceiling that bounds the row. */
 #define KVB_COMPUTE_TARGET 0.8 /* compute-bound steps over float32 or bf16 rows, against the sgemm */
 #define KVB_NATIVE_TARGET 0.6  /* compute-bound steps over FP8/FP4 rows dequantised as they are read */
@@ -216,9 +216,9 @@ struct kvb_step {
 };
 
 /* Times the step on 1 thread, and on 2 when it is compute-bound, each run paired with a sample of the
- * ceiling of its largest phase (kvb_sample_ceiling) taken just before it, the row's ratio the median
- * of the pairs' ratios (kvb_pair_ratio) with their quartiles as its spread, printing a row each and the 2T/1T
- * speedup against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
+ * ceiling of its largest phase taken just before it (kvb_time_paired), the row's ratio the median of
+ * the pairs' ratios with their quartiles as its spread, printing a row each and the 2T/1T speedup
+ * against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
  * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
 kvb_time kvb_time_step(const kvb_step *s);
 

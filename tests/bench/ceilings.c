@@ -239,7 +239,8 @@ static int measure(measurement *m)
                 kvb_progress("ceilings: sgemm at the %s decode shape, %d thread(s)", SHAPES[k].name, th + 1);
                 kvb_set_threads(th + 1);
                 sgemm_job job = {&SHAPES[k], q, (const float *)src, {s[0], s[1]}, {acc[0], acc[1]},
-                                 kvl_parts(SGEMM_ROWS, KVL_ATTEND_PART_ROWS, sgemm_gflop(&SHAPES[k]) * 5e8), SGEMM_ROWS};
+                                 kvl_parts(SGEMM_ROWS, KVL_ATTEND_PART_ROWS, sgemm_gflop(&SHAPES[k]) * 5e8),
+                                 SGEMM_ROWS};
                 m->sgemm[k][th] = kvb_time_runs(run_sgemm, &job, CEILING_REPEATS);
                 m->rate.sgemm_gflops[k][th] = sgemm_gflop(&SHAPES[k]) / m->sgemm[k][th].min;
             }
@@ -370,6 +371,12 @@ double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
 static const char *const SCAN_ROW[2] = {"read-only scan", "read-only scan, 2 threads"};
 static const char *const COPY_ROW[2] = {"memcpy", "memcpy, 2 threads"};
 
+/* "AVX2+FMA peak, 2 threads": the FMA peak's row on th + 1 threads */
+static void fma_row(char *what, size_t cap, int th)
+{
+    snprintf(what, cap, "%s peak, %d thread%s", kvb_fma_isa(), th + 1, th ? "s" : "");
+}
+
 int kvb_group_ceilings(void)
 {
     const kvb_ceiling_set *c = kvb_ceilings();
@@ -398,7 +405,7 @@ int kvb_group_ceilings(void)
     }
     for (int th = 0; th < 2; th++) {
         char what[64];
-        snprintf(what, sizeof what, "%s peak, %d thread%s", kvb_fma_isa(), th + 1, th ? "s" : "");
+        fma_row(what, sizeof what, th);
         kvb_print_row(&(kvb_row){"ceilings", what, 0, first.fma[th].min, c->fma_gflops[th], "GF/s", 0, 0,
                                  first.fma[th].min, first.fma[th].max, kvb_fma_gflop(th + 1)});
     }
@@ -449,7 +456,7 @@ int kvb_group_recheck(void)
         }
     for (int th = 0; th < 2; th++) {
         char what[64];
-        snprintf(what, sizeof what, "%s peak, %d thread%s", kvb_fma_isa(), th + 1, th ? "s" : "");
+        fma_row(what, sizeof what, th);
         kvb_print_row(&(kvb_row){"recheck", what, 0, again.fma[th].min, again.rate.fma_gflops[th], "GF/s",
                                  c->fma_gflops[th], 0, again.fma[th].min, again.fma[th].max, kvb_fma_gflop(th + 1)});
     }

@@ -111,7 +111,10 @@ static kvb_bounding bounding_of(const kvb_step *s, int threads)
         const double compute = p->flop * 1e-9 / c->sgemm_gflops[p->shape][threads > 1];
         const double memory = p->bytes * 1e-9 / c->scan_gbps[threads > 1];
         const double t = compute >= memory ? compute : memory;
-        if (t > largest) largest = t, most = (kvb_bounding){compute < memory ? KVB_BOUND_SCAN : KVB_BOUND_SGEMM, p->shape};
+        if (t > largest) {
+            largest = t;
+            most = (kvb_bounding){compute < memory ? KVB_BOUND_SCAN : KVB_BOUND_SGEMM, p->shape};
+        }
     }
     return most;
 }
