@@ -4,7 +4,7 @@
  *
  * And the bench's arithmetic (tests/bench/stats.c) on numbers made up here: a step's roofline against
  * its definition, the ratio of a step timed in pairs with its ceiling, the quartiles of those ratios
- * and the verdict they give. */
+ * and the verdict they give; the ratio of a peer's time to the C step's timed around it. */
 #include "common.h"
 
 #include <math.h>
@@ -104,6 +104,22 @@ START_TEST(test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time)
 }
 END_TEST
 
+START_TEST(test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift)
+{
+    /* a peer that needs 1.5× the C step's time: on a quiet machine the ratio is 1.5, ≥ 1 as C is faster */
+    ck_assert_double_eq_tol(kvb_peer_ratio(1.5, 1.0, 1.0), 1.5, RATIO_TOL);
+    /* the machine slowing steadily through a round (C 1.0 s before the peer's run, slow·1.0 s after, the
+     * peer run at the middle of that drift) leaves the ratio of the base times */
+    for (double slow = 1.1; slow < 3; slow += 0.4) {
+        const double middle = (1 + slow) / 2;
+        ck_assert_double_eq_tol(kvb_peer_ratio(1.5 * middle, 1.0, slow), 1.5, RATIO_TOL);
+        ck_assert_double_eq_tol(kvb_peer_ratio(1.5 * middle, slow, 1.0), 1.5, RATIO_TOL); /* and speeding up */
+    }
+    /* a peer faster than C reads below 1 */
+    ck_assert(kvb_peer_ratio(0.8, 1.0, 1.0) < 1);
+}
+END_TEST
+
 START_TEST(test_spread_past_the_limit_is_unsteady_whatever_the_ratio)
 {
     const double wide = 1.01 * KVB_UNSTEADY_SPREAD, narrow = 0.99 * KVB_UNSTEADY_SPREAD;
@@ -166,6 +182,7 @@ Suite *kvl_suite(void)
     TCase *arithmetic = tcase_create("arithmetic");
     tcase_add_test(arithmetic, test_quartiles_are_the_order_statistics);
     tcase_add_test(arithmetic, test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time);
+    tcase_add_test(arithmetic, test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift);
     tcase_add_test(arithmetic, test_spread_past_the_limit_is_unsteady_whatever_the_ratio);
     tcase_add_test(arithmetic, test_fma_roofline_sums_each_phases_larger_bound);
     suite_add_tcase(s, arithmetic);

@@ -243,11 +243,50 @@ int kvb_load_config(kvl_model *m, const char *name);
 /* c = the first layer of `kind` in m as a V4 layer config; 1 if there is none or it does not convert. */
 int kvb_v4_layer(v4_config *c, const kvl_model *m, kvl_layer_kind kind);
 
+/* peer.c: the peer process, python3 running tests/bench/peers.py (its protocol), on one thread. Start:
+ * NULL, with one line on stdout naming `group` and saying the peers are skipped, where python3 or its
+ * numpy is missing. has: 1 when the peer imported `lib` ("torch", "ml_dtypes"). ask: one command line
+ * out, one reply line back into reply[cap]; 1 when the peer is gone. seconds: the median of `repeats`
+ * runs of a variant the last command loaded, -1 on failure. write: `bytes` of data as the file `name`
+ * in the peer's folder (dir), where the commands read their inputs; 1 with a message when it cannot. */
+typedef struct kvb_peer kvb_peer;
+kvb_peer *kvb_peer_start(const char *group);
+int kvb_peer_has(const kvb_peer *p, const char *lib);
+int kvb_peer_ask(kvb_peer *p, char *reply, size_t cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+double kvb_peer_seconds(kvb_peer *p, const char *variant, int repeats);
+const char *kvb_peer_dir(const kvb_peer *p);
+int kvb_peer_write(const kvb_peer *p, const char *name, const void *data, size_t bytes);
+void kvb_peer_stop(kvb_peer *p);
+
+/* A peer's variant against the C step run(ctx), interleaved: the C step timed (the median of
+ * KVB_PEER_BATCH runs) before the first of KVB_PEER_ROUNDS peer runs (each the peer's median of
+ * KVB_PEER_BATCH) and after every one, each round's ratio the peer's time over the mean of the C times
+ * just before and just after it (kvb_peer_ratio), so that a slow spell moves both. Returns the
+ * quartiles of the rounds' ratios (all zero when the peer failed), in *c_median the median C time and
+ * in *peer_median the peer's.
+ * print: its row, peer/C with its spread, read against `target` (0: none). */
+#define KVB_PEER_BATCH 3
+#define KVB_PEER_ROUNDS 5
+kvb_quartiles kvb_time_against_peer(kvb_peer *p, const char *variant, void (*run)(void *ctx), void *ctx,
+                                    double *c_median, double *peer_median);
+void kvb_print_peer_row(const char *group, const char *what, double mib, double c_s, kvb_quartiles ratio,
+                        double target);
+/* stats.c: one round's ratio, peer time over the C time at the round's middle (the mean of the C times
+ * just before and just after the peer's run): >= 1 when C is faster. */
+double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
+/* The peer targets, each a minimum of peer time / C time on one thread. */
+#define KVB_PEER_TARGET 1.0      /* a decode step against every peer at equal precision */
+#define KVB_PEER_BF16_TARGET 1.3 /* a bf16-cache step against torch widening the cache every step */
+#define KVB_PEER_CAST_TARGET 8.0 /* an element encoder against ml_dtypes' astype */
+/* The largest |peer - C| over the largest |C| of a step's output that is still the same float32
+ * computation: T-term sums in a different order differ by far less. */
+#define KVB_PEER_TOLERANCE 1e-4
+
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */
 int kvb_group_formats(void);    /* bench_formats.c */
 int kvb_group_decode(void);     /* bench_decode.c */
-int kvb_group_peer(void);       /* bench_decode.c, with peer_mla.py */
+int kvb_group_peer(void);       /* bench_decode.c, with peers.py */
 int kvb_group_v41(void);        /* bench_v41.c */
 int kvb_group_native(void);     /* bench_native.c */
 int kvb_group_prefill(void);    /* bench_prefill.c */

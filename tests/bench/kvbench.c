@@ -20,7 +20,7 @@ static const group GROUPS[] = {
     {"ceilings", "this machine's read-scan, copy and random-gather bandwidth, skinny sgemm", kvb_group_ceilings},
     {"formats", "element casts and block quantisers over 256 MiB of float32", kvb_group_formats},
     {"decode", "each generation's decode attention at 8K, 32K, 128K against its roofline", kvb_group_decode},
-    {"peer", "MLA absorbed decode against the numpy peer (python3 with numpy)", kvb_group_peer},
+    {"peer", "MLA absorbed and GQA decode at 32K against numpy and torch (python3 with numpy)", kvb_group_peer},
     {"v41", "V4.1-Flash's Full, Reindex, Reuse layers at 32K, 128K (f32, native), 1M (native)", kvb_group_v41},
     {"native", "V3.2 and V4-Flash decode over their FP8/FP4 rows through the ref's native paths", kvb_group_native},
     {"prefill", "a 4K-token chunk, one layer, real widths: V3 from empty, V4-Flash after 28K", kvb_group_prefill},

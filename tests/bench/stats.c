@@ -1,6 +1,7 @@
 /* The bench's arithmetic, apart from any measurement so that the tests can prove it on numbers of
  * their own (tests/test_bench_kvbench.c): a step's bound over its phases, the ratio of a step timed in
- * pairs with its ceiling, the spread of those ratios and the verdict they give. */
+ * pairs with its ceiling, the spread of those ratios and the verdict they give,
+ * and the ratio of a peer's time to a C step's timed around it. */
 #include "bench.h"
 #include "timing.h"
 
@@ -40,6 +41,11 @@ int kvb_unsteady(kvb_quartiles q)
 double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double stored_rate)
 {
     return bound_s * stored_rate / sample_rate / t_s;
+}
+
+double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s)
+{
+    return peer_s / (0.5 * (c_before_s + c_after_s));
 }
 
 const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more)
