@@ -2,7 +2,8 @@
  * time (peers.py says the protocol), so that a C step can be timed just before and just after each of
  * the peer's runs. The peer runs on one thread: its BLAS and OpenMP pinned to one, and without the
  * OpenBLAS core-type and L2-size overrides this machine's environment may carry (they are for the C
- * side's OpenBLAS and slow numpy's). Files go to a private folder under /tmp that kvb_peer_stop removes. */
+ * side's OpenBLAS and slow numpy's). Files go to a private folder under /tmp, each removed as soon as
+ * the command that reads it has replied (a cache of hundreds of MiB), the folder by kvb_peer_stop. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,16 @@ int kvb_peer_has(const kvb_peer *p, const char *lib)
     return strstr(p->libs, want) != NULL;
 }
 
+static void remove_files(const kvb_peer *p)
+{
+    static const char *const NAMES[] = {"q.f32", "rows.bin", "out.f32", "x.f32", "codes.u8", "y.f32"};
+    char path[128];
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", p->dir, NAMES[i]);
+        unlink(path);
+    }
+}
+
 int kvb_peer_ask(kvb_peer *p, char *reply, size_t cap, const char *fmt, ...)
 {
     va_list ap;
@@ -91,7 +102,9 @@ int kvb_peer_ask(kvb_peer *p, char *reply, size_t cap, const char *fmt, ...)
     vfprintf(p->to, fmt, ap);
     va_end(ap);
     fputc('\n', p->to);
-    if (fflush(p->to) != 0 || !fgets(reply, (int)cap, p->from)) return 1;
+    const int gone = fflush(p->to) != 0 || !fgets(reply, (int)cap, p->from);
+    remove_files(p); /* a command has read its files by the time it replies */
+    if (gone) return 1;
     reply[strcspn(reply, "\n")] = 0;
     return 0;
 }
@@ -120,16 +133,6 @@ int kvb_peer_write(const kvb_peer *p, const char *name, const void *data, size_t
     if (f && fclose(f) != 0) rc = 1;
     if (rc) fprintf(stderr, "kvbench: cannot write %s for the peer\n", path);
     return rc;
-}
-
-static void remove_files(const kvb_peer *p)
-{
-    static const char *const NAMES[] = {"q.f32", "rows.bin", "out.f32", "x.f32", "codes.u8", "y.f32"};
-    char path[128];
-    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", p->dir, NAMES[i]);
-        unlink(path);
-    }
 }
 
 void kvb_peer_stop(kvb_peer *p)
