@@ -161,6 +161,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
 
+# The bench's suite also proves its arithmetic, which has no measurement in it (tests/bench/stats.c).
+$(BUILD)/tests/test_bench_kvbench: $(BUILD)/obj/tests/test_bench_kvbench.o $(call obj,tests/bench/stats.c $(TESTLIB_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(call obj,tests/bench/stats.c $(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
+
 # ---- targets -------------------------------------------------------------------------------------
 # The site's browser test runs last, where Chromium is: it builds the site, then loads every page.
 test: all  ## build and run every Check suite, then the site's browser test where Chromium is; non-zero exit on any failure

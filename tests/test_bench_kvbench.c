@@ -1,9 +1,17 @@
 /* kvbench's command line, without running a measurement: the groups it lists, and that a missing or
  * unwritable --out folder and an unknown group stop it before anything is measured (exit 2 for what
- * the command line gets wrong, 1 for a folder it cannot write). `make bench` runs the measurements. */
+ * the command line gets wrong, 1 for a folder it cannot write). `make bench` runs the measurements.
+ *
+ * And the bench's arithmetic (tests/bench/stats.c) on numbers made up here: a step's roofline against
+ * its definition, the ratio of a step timed in pairs with its ceiling, the quartiles of those ratios
+ * and the verdict they give; the ratio of a peer's time to the C step's timed around it. */
 #include "common.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "bench/bench.h"
+#include "rng.h"
 
 #define CAP 8192
 
@@ -50,6 +58,117 @@ START_TEST(test_unknown_group_after_out_exits_2)
 }
 END_TEST
 
+/* Ratios computed two ways in double agree to a few ulps of 1. */
+#define RATIO_TOL 1e-12
+
+/* Quartiles of n = 4k + 1 values fall on order statistics: the (n−1)/4-th, (n−1)/2-th and 3(n−1)/4-th
+ * smallest, which the test finds by counting, not by sorting. */
+static double kth_smallest(const double *x, size_t n, size_t k)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t below = 0;
+        for (size_t j = 0; j < n; j++) below += x[j] < x[i];
+        if (below == k) return x[i];
+    }
+    return NAN;
+}
+
+START_TEST(test_quartiles_are_the_order_statistics)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 31);
+    for (size_t n = 1; n <= 17; n += 4) {
+        double x[17], copy[17];
+        for (size_t i = 0; i < n; i++) x[i] = copy[i] = kvl_rng_random(&rng); /* distinct, in no order */
+        const kvb_quartiles q = kvb_quartiles_of(copy, n);
+        const size_t m = (n - 1) / 4;
+        ck_assert_double_eq(q.q1, kth_smallest(x, n, m));
+        ck_assert_double_eq(q.median, kth_smallest(x, n, 2 * m));
+        ck_assert_double_eq(q.q3, kth_smallest(x, n, 3 * m));
+    }
+}
+END_TEST
+
+START_TEST(test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time)
+{
+    /* a step bounded by 2 s at the stored ceiling's 40 GF/s takes 2.5 s beside a sample at 32 GF/s: the
+     * bound at 32 GF/s is 2 · 40 / 32 = 2.5 s, so the step ran at its ceiling */
+    ck_assert_double_eq_tol(kvb_pair_ratio(2.0, 2.5, 32.0, 40.0), 1.0, RATIO_TOL);
+    /* a spell that slows the step and its sample alike by any factor leaves the ratio where it was */
+    const double quiet = kvb_pair_ratio(0.3, 0.4, 38.0, 40.0);
+    ck_assert_double_eq_tol(quiet, 0.3 * 40.0 / 38.0 / 0.4, RATIO_TOL);
+    for (double slow = 1.25; slow < 3; slow += 0.5)
+        ck_assert_double_eq_tol(kvb_pair_ratio(0.3, 0.4 * slow, 38.0 / slow, 40.0), quiet, RATIO_TOL);
+    /* one the sample does not see (only the step slowed) lowers it by that factor */
+    ck_assert_double_eq_tol(kvb_pair_ratio(0.3, 0.8, 38.0, 40.0), quiet / 2, RATIO_TOL);
+}
+END_TEST
+
+START_TEST(test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift)
+{
+    /* a peer that needs 1.5× the C step's time: on a quiet machine the ratio is 1.5, ≥ 1 as C is faster */
+    ck_assert_double_eq_tol(kvb_peer_ratio(1.5, 1.0, 1.0), 1.5, RATIO_TOL);
+    /* the machine slowing steadily through a round (C 1.0 s before the peer's run, slow·1.0 s after, the
+     * peer run at the middle of that drift) leaves the ratio of the base times */
+    for (double slow = 1.1; slow < 3; slow += 0.4) {
+        const double middle = (1 + slow) / 2;
+        ck_assert_double_eq_tol(kvb_peer_ratio(1.5 * middle, 1.0, slow), 1.5, RATIO_TOL);
+        ck_assert_double_eq_tol(kvb_peer_ratio(1.5 * middle, slow, 1.0), 1.5, RATIO_TOL); /* and speeding up */
+    }
+    /* a peer faster than C reads below 1 */
+    ck_assert(kvb_peer_ratio(0.8, 1.0, 1.0) < 1);
+}
+END_TEST
+
+START_TEST(test_spread_past_the_limit_is_unsteady_whatever_the_ratio)
+{
+    const double wide = 1.01 * KVB_UNSTEADY_SPREAD, narrow = 0.99 * KVB_UNSTEADY_SPREAD;
+    ck_assert(kvb_unsteady((kvb_quartiles){0.9 - wide / 2, 0.9, 0.9 + wide / 2}));
+    ck_assert(!kvb_unsteady((kvb_quartiles){1 - narrow / 2, 1, 1 + narrow / 2}));
+    /* the limit is a fraction of the median: the same width is steady around a larger ratio */
+    ck_assert(!kvb_unsteady((kvb_quartiles){2 - wide / 2, 2, 2 + wide / 2}));
+    /* rate 9 over ceiling 10: ratio 0.9 against targets 0.8 (pass) and 0.95 (below) */
+    const kvb_row pass = {"g", "w", 1, 1, 9, "GF/s", 10, 0.8, 0, 0, 0};
+    const kvb_row below = {"g", "w", 1, 1, 9, "GF/s", 10, 0.95, 0, 0, 0};
+    const kvb_row_more steady = {0.9 - narrow * 0.45, 0.9 + narrow * 0.45, 0, 0};
+    const kvb_row_more spread = {0.9 - wide * 0.45, 0.9 + wide * 0.45, 0, 0};
+    ck_assert_str_eq(kvb_verdict(&pass, &steady), "PASS");
+    ck_assert_str_eq(kvb_verdict(&below, &steady), "BELOW");
+    ck_assert_str_eq(kvb_verdict(&pass, &spread), "UNSTEADY");
+    ck_assert_str_eq(kvb_verdict(&below, &spread), "UNSTEADY");
+    ck_assert_str_eq(kvb_verdict(&pass, NULL), "PASS"); /* a row timed alone has no spread */
+    const kvb_row ceiling = {"g", "w", 1, 1, 9, "GF/s", 0, 0, 0, 0, 0};
+    ck_assert_str_eq(kvb_verdict(&ceiling, &spread), "-");
+}
+END_TEST
+
+START_TEST(test_fma_roofline_sums_each_phases_larger_bound)
+{
+    /* three phases: a weight stream (memory-bound), products at GQA's shape, products at MLA's */
+    const kvb_step s = {.group = "g", .step = "s", .phase = {{1e9, 4e9, KVB_SGEMM_MLA},
+                                                             {8e9, 1e9, KVB_SGEMM_GQA},
+                                                             {30e9, 2e9, KVB_SGEMM_MLA}},
+                        .compute_target = 0.8, .memory_target = 0.75};
+    const double peak = 50, scan = 16;
+    double at_peak[KVB_SGEMM_SHAPES], sgemm[KVB_SGEMM_SHAPES];
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) at_peak[k] = peak, sgemm[k] = 40;
+    sgemm[KVB_SGEMM_GQA] = 10;
+    double want = 0, want_compute = 0, want_allowed = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const double flop_s = s.phase[i].flop * 1e-9 / peak, bytes_s = s.phase[i].bytes * 1e-9 / scan;
+        want += fmax(flop_s, bytes_s);
+        want_compute += flop_s >= bytes_s ? flop_s : 0;
+        want_allowed += flop_s >= bytes_s ? flop_s / 0.8 : bytes_s / 0.75;
+    }
+    const kvb_bound b = kvb_bound_at(&s, at_peak, scan);
+    ck_assert_double_eq_tol(b.seconds, want, RATIO_TOL);
+    ck_assert_double_eq_tol(b.compute_s, want_compute, RATIO_TOL);
+    ck_assert_double_eq_tol(b.allowed_s, want_allowed, RATIO_TOL);
+    /* the products below the peak at every shape: the sgemm's bound lies above the roofline */
+    ck_assert(kvb_bound_at(&s, sgemm, scan).seconds > b.seconds);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("bench_kvbench");
@@ -60,5 +179,12 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_unwritable_out_folder_exits_1_before_measuring);
     tcase_add_test(tc, test_unknown_group_after_out_exits_2);
     suite_add_tcase(s, tc);
+    TCase *arithmetic = tcase_create("arithmetic");
+    tcase_add_test(arithmetic, test_quartiles_are_the_order_statistics);
+    tcase_add_test(arithmetic, test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time);
+    tcase_add_test(arithmetic, test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift);
+    tcase_add_test(arithmetic, test_spread_past_the_limit_is_unsteady_whatever_the_ratio);
+    tcase_add_test(arithmetic, test_fma_roofline_sums_each_phases_larger_bound);
+    suite_add_tcase(s, arithmetic);
     return s;
 }

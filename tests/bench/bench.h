@@ -10,8 +10,13 @@
  * faults the pages in; at most KVB_MOST_REPEATS), on the calling thread only, except rows marked 2T, which run on two threads
  * (kvb_set_threads). A step of a millisecond or two is so timed in its steady state, as a decode loop
  * runs it: on the README's VM the first tens of milliseconds of two-thread work after a quiet spell ran
- * up to twice as slow, and five runs of a short step all fell inside that. Rows report: a BELOW verdict does not fail the program; a group returns
- * non-zero only when it could not run (out of memory, a config that does not load). */
+ * up to twice as slow, and five runs of a short step all fell inside that. A step's row (kvb_time_step) is
+ * timed in pairs instead: each run (or batch of runs, for a step shorter than a sample) just after a
+ * short run of the ceiling that bounds it, its ratio the median of the pairs' ratios, so that a spell
+ * that slows the machine slows both; the quartiles of those ratios are printed beside it, and a row
+ * whose quartiles spread too far is UNSTEADY rather than PASS or BELOW. Rows report: a BELOW or
+ * UNSTEADY verdict does not fail the program; a group returns non-zero only when it could not run (out
+ * of memory, a config that does not load). */
 #ifndef KVB_BENCH_H
 #define KVB_BENCH_H
 
@@ -53,9 +58,41 @@ typedef struct {
     double gflop;      /* floating-point work counted, 10^9 operations; 0: not counted */
 } kvb_row;
 
+/* What a step's row adds (kvb_print_step); zero: not reported. */
+typedef struct {
+    double spread_lo, spread_hi; /* quartiles of the ratio over the pairs it was timed in */
+    double fma_share;            /* rate / the FMA peak on the row's threads, for a compute-bound step */
+    double roofline;             /* the step's FMA roofline bound / its median time */
+} kvb_row_more;
+
+/* A ratio timed in pairs (kvb_time_step) whose quartiles lie further apart than this fraction of its
+ * median is UNSTEADY rather than PASS or BELOW: the machine changed speed during its runs, and no
+ * verdict about the code can be read from them. */
+#define KVB_UNSTEADY_SPREAD 0.2
+
+/* stats.c: the quartiles of x[n], n >= 1, linear between order statistics (sorts x). */
+typedef struct {
+    double q1, median, q3;
+} kvb_quartiles;
+kvb_quartiles kvb_quartiles_of(double *x, size_t n);
+
+/* 1 when a ratio's quartiles spread too far to judge it (KVB_UNSTEADY_SPREAD). */
+int kvb_unsteady(kvb_quartiles q);
+
+/* The verdict of a row: "-" (no target), "UNSTEADY" (more's spread too wide), "PASS" or "BELOW". */
+const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more);
+
+/* One pair's ratio: a step bounded by bound_s seconds at the stored ceiling rates took t_s, and the
+ * ceiling that bounds it ran at sample_rate just before, where the stored ceiling reads stored_rate.
+ * The bound at the sample's speed is bound_s · stored_rate / sample_rate, so that a slow spell that
+ * slows both leaves the ratio where it was. */
+double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double stored_rate);
+
 void kvb_print_header(void);
 /* One row on stdout, and in the Markdown table when kvb_markdown is open. */
 void kvb_print_row(const kvb_row *row);
+/* The same with a step's columns (more NULL: none). */
+void kvb_print_row_more(const kvb_row *row, const kvb_row_more *more);
 
 /* Where the results go besides stdout: the Markdown table (NULL: none) and the folder of the figures
  * (NULL: none). kvbench.c opens them. */
@@ -76,7 +113,9 @@ double kvb_gbps(size_t bytes, double seconds);
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
  *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), V4's (64 heads over 512-wide
  *            rows) and the lightning indexer's (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1
- *            and on 2 threads */
+ *            and on 2 threads
+ *   fma      the floating-point peak: independent chains of the widest fused multiply-adds the CPU
+ *            runs (fma_peak.c), GFLOP/s, on 1 and on 2 threads */
 #define KVB_GATHER_ROW 656
 typedef enum {
     KVB_SGEMM_MLA,
@@ -89,8 +128,47 @@ typedef enum {
 typedef struct {
     double scan_gbps[2], copy_gbps[2], gather_gbps;
     double sgemm_gflops[KVB_SGEMM_SHAPES][2];
+    double fma_gflops[2];
 } kvb_ceiling_set;
 const kvb_ceiling_set *kvb_ceilings(void);
+
+/* fma_peak.c: the vectors the peak runs in ("AVX2+FMA", else "SSE"), the flop of one timed run on
+ * `threads` threads, and `repeats` or more timed runs of it (kvb_time_runs). */
+const char *kvb_fma_isa(void);
+double kvb_fma_gflop(int threads);
+kvb_time kvb_time_fma(int threads, int repeats);
+/* The rate of one short run of the same chains on `threads` threads, GFLOP/s: the peak as a step's
+ * run beside it sees it. */
+double kvb_sample_fma(int threads);
+
+/* The ceiling that bounds a row, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
+ * an eighth of the ceiling's rows, or the read scan or the copy over a quarter of its bytes, all still
+ * far past the last-level cache, on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
+ * in *stored the stored ceiling's (kvb_ceilings); 0 when its buffers do not fit. */
+typedef enum { KVB_BOUND_SGEMM, KVB_BOUND_SCAN, KVB_BOUND_COPY } kvb_bound_kind;
+typedef struct {
+    kvb_bound_kind kind;
+    kvb_sgemm_shape shape; /* KVB_BOUND_SGEMM's */
+} kvb_bounding;
+double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored);
+
+/* A row timed in pairs with its ceiling: its times, and the quartiles of the pairs' ratios; for a
+ * step, also of its rate over the FMA peak and of its FMA roofline over its time (zero otherwise). */
+typedef struct {
+    kvb_time t;
+    kvb_quartiles ratio, fma, roof;
+} kvb_paired;
+
+/* run(ctx) timed on the threads the caller set, in `repeats` or more pairs (KVB_COLD: one, no warm-up;
+ * more while they fill KVB_TIMED_SECONDS, at most KVB_MOST_PAIRS), each run just after a sample of
+ * `bounding` on `threads` threads; bound_s is the run's time at the stored ceiling, so that a pair's
+ * ratio is kvb_pair_ratio(bound_s, its time, its sample, the stored rate). A run shorter than a sample
+ * is timed in batches as long as one, so that both see the same spell. With a step (else NULL), each
+ * pair also samples the FMA peak (kvb_sample_fma), read against the step's flop and its roofline. */
+#define KVB_MOST_PAIRS 15
+typedef struct kvb_step kvb_step;
+kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
+                           double bound_s, const kvb_step *step);
 
 /* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
 kvb_sgemm_shape kvb_index_shape(size_t n_heads);
@@ -110,13 +188,14 @@ typedef struct {
 
 /* A step of the attention, timed by kvb_time_step: run(ctx) does its phases in turn. Its rows are
  * labelled "<step> <T/1024>K <n>T" in `group`, the rate is the phases' flop over the time, and the
- * ceiling is that flop over the step's bound: the sum of its phases' bounds. A whole decode step is
- * a chain (the projections give the query, the query the scores, the scores the weighted rows, those
- * the output projection), each phase waiting on the one before, so the bound of a step that streams
- * weights and then computes over its cache is the sum of the two, not the larger. Each phase is
- * allowed its bound / its target (compute_target when it is compute-bound, memory_target when it is
- * memory-bound); the row's target is the bound over the time allowed. A step is compute-bound when
- * its compute-bound phases take at least half its bound. */
+ * ceiling is that flop over the step's bound: the sum of its phases' bounds. Beside it, its roofline:
+ * the same sum with every phase's flop over the FMA peak instead of the sgemm at its shape. A whole
+ * decode step is a chain (the projections give the query, the query the scores, the scores the
+ * weighted rows, those the output projection), each phase waiting on the one before, so the bound of a
+ * step that streams weights and then computes over its cache is the sum of the two, not the larger.
+ * Each phase is allowed its bound / its target (compute_target when it is compute-bound,
+ * memory_target when it is memory-bound); the row's target is the bound over the time allowed. A step
+ * is compute-bound when its compute-bound phases take at least half its bound. */
 /* The targets, each a minimum of rate / the ceiling that bounds the row. */
 #define KVB_COMPUTE_TARGET 0.8 /* compute-bound steps over float32 or bf16 rows, against the sgemm */
 #define KVB_NATIVE_TARGET 0.6  /* compute-bound steps over FP8/FP4 rows dequantised as they are read */
@@ -126,7 +205,7 @@ typedef struct {
 /* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
  * every run, so a warm-up would change nothing but the time the group takes). */
 #define KVB_COLD (-1)
-typedef struct {
+struct kvb_step {
     const char *group, *step; /* step names the kernel and the cache's store: "V3 MLA absorbed bf16" */
     size_t T;                 /* context, tokens */
     void (*run)(void *ctx);
@@ -134,15 +213,28 @@ typedef struct {
     kvb_phase phase[KVB_PHASES]; /* in the order run does them; unused ones zero */
     double compute_target, memory_target;
     int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
-} kvb_step;
+};
 
-/* Times the step on 1 thread, and on 2 when it is compute-bound, printing a row each and the 2T/1T
- * speedup against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
+/* Times the step on 1 thread, and on 2 when it is compute-bound, each run paired with a sample of the
+ * ceiling of its largest phase taken just before it (kvb_time_paired), the row's ratio the median of
+ * the pairs' ratios with their quartiles as its spread, printing a row each and the 2T/1T speedup
+ * against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
  * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
 kvb_time kvb_time_step(const kvb_step *s);
 
-/* One row of a step run on `threads` threads that took t (kvb_time_step's row). */
-void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads);
+/* One row of a step run on `threads` threads that took t (kvb_time_step's row); pairs: its pairs'
+ * figures, NULL for a step timed alone (read against the stored ceilings). */
+void kvb_print_step(const kvb_step *s, const char *what, kvb_time t, int threads, const kvb_paired *pairs);
+
+/* stats.c: the step's bound on a machine whose products at each shape run at gflops[shape] GFLOP/s and
+ * whose scan reads scan_gbps GB/s (the sgemm roofline at the measured sgemm rates, the FMA roofline
+ * with the FMA peak at every shape): seconds, its phases' bounds summed, each the larger of its flop
+ * over its rate and its bytes over the scan; the part of them its compute-bound phases take; and the
+ * seconds its targets allow (each phase's bound over its target). */
+typedef struct {
+    double seconds, compute_s, allowed_s;
+} kvb_bound;
+kvb_bound kvb_bound_at(const kvb_step *s, const double gflops[KVB_SGEMM_SHAPES], double scan_gbps);
 
 /* inputs.c: x[n] uniform in [−1, 1) from rng (NULL when out of memory); m = ref/configs/<name> of the source
  * tree, 1 with the loader's message on stderr when it does not load. */
@@ -151,11 +243,50 @@ int kvb_load_config(kvl_model *m, const char *name);
 /* c = the first layer of `kind` in m as a V4 layer config; 1 if there is none or it does not convert. */
 int kvb_v4_layer(v4_config *c, const kvl_model *m, kvl_layer_kind kind);
 
+/* peer.c: the peer process, python3 running tests/bench/peers.py (its protocol), on one thread. Start:
+ * NULL, with one line on stdout naming `group` and saying the peers are skipped, where python3 or its
+ * numpy is missing. has: 1 when the peer imported `lib` ("torch", "ml_dtypes"). ask: one command line
+ * out, one reply line back into reply[cap]; 1 when the peer is gone. seconds: the median of `repeats`
+ * runs of a variant the last command loaded, -1 on failure. write: `bytes` of data as the file `name`
+ * in the peer's folder (dir), where the commands read their inputs; 1 with a message when it cannot. */
+typedef struct kvb_peer kvb_peer;
+kvb_peer *kvb_peer_start(const char *group);
+int kvb_peer_has(const kvb_peer *p, const char *lib);
+int kvb_peer_ask(kvb_peer *p, char *reply, size_t cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+double kvb_peer_seconds(kvb_peer *p, const char *variant, int repeats);
+const char *kvb_peer_dir(const kvb_peer *p);
+int kvb_peer_write(const kvb_peer *p, const char *name, const void *data, size_t bytes);
+void kvb_peer_stop(kvb_peer *p);
+
+/* A peer's variant against the C step run(ctx), interleaved: the C step timed (the median of
+ * KVB_PEER_BATCH runs) before the first of KVB_PEER_ROUNDS peer runs (each the peer's median of
+ * KVB_PEER_BATCH) and after every one, each round's ratio the peer's time over the mean of the C times
+ * just before and just after it (kvb_peer_ratio), so that a slow spell moves both. Returns the
+ * quartiles of the rounds' ratios (all zero when the peer failed), in *c_median the median C time and
+ * in *peer_median the peer's.
+ * print: its row, peer/C with its spread, read against `target` (0: none). */
+#define KVB_PEER_BATCH 3
+#define KVB_PEER_ROUNDS 5
+kvb_quartiles kvb_time_against_peer(kvb_peer *p, const char *variant, void (*run)(void *ctx), void *ctx,
+                                    double *c_median, double *peer_median);
+void kvb_print_peer_row(const char *group, const char *what, double mib, double c_s, kvb_quartiles ratio,
+                        double target);
+/* stats.c: one round's ratio, peer time over the C time at the round's middle (the mean of the C times
+ * just before and just after the peer's run): >= 1 when C is faster. */
+double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
+/* The peer targets, each a minimum of peer time / C time on one thread. */
+#define KVB_PEER_TARGET 1.0      /* a decode step against every peer at equal precision */
+#define KVB_PEER_BF16_TARGET 1.3 /* a bf16-cache step against torch widening the cache every step */
+#define KVB_PEER_CAST_TARGET 8.0 /* an element encoder against ml_dtypes' astype */
+/* The largest |peer - C| over the largest |C| of a step's output that is still the same float32
+ * computation: T-term sums in a different order differ by far less. */
+#define KVB_PEER_TOLERANCE 1e-4
+
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */
 int kvb_group_formats(void);    /* bench_formats.c */
 int kvb_group_decode(void);     /* bench_decode.c */
-int kvb_group_peer(void);       /* bench_decode.c, with peer_mla.py */
+int kvb_group_peer(void);       /* bench_decode.c, with peers.py */
 int kvb_group_v41(void);        /* bench_v41.c */
 int kvb_group_native(void);     /* bench_native.c */
 int kvb_group_prefill(void);    /* bench_prefill.c */

@@ -25,11 +25,10 @@
  * ideal 2 (target 1.6 of 2); the sgemm ceiling's own speedup says whether the second core was free.
  * The 1-thread cost of each generation's step is plotted against the context in decode.svg.
  *
- * The peer group times the same MLA step in numpy (peer_mla.py) and prints numpy/C, and beside it
- * numpy's two matrix products alone over C: the peer spends nearly all its time in its own float64
- * BLAS, so that second ratio bounds the first for any C step built on a BLAS of the same speed. The
- * same peer in float32 (the C step's precision) gives the third: what the C code gains over numpy's
- * around the same products. */
+ * The peer group times the same steps at 32K in numpy float32 (and float64 for MLA, a side row), torch's
+ * matmul + softmax + matmul and torch's scaled_dot_product_attention (peers.py; over a bf16 cache,
+ * torch widening it to float32 every step), each checked against the C step's output and timed
+ * interleaved with it, and prints peer time over C time (>= 1: C is faster). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,45 +120,71 @@ static void run_ring_step(void *ctx)
     swa_ring_attend(s->o, s->q, s->groups * s->G, &s->ring, s->groups, 0, s->Dk, s->v_base, s->Dv, s->scale);
 }
 
+/* s's query, output and a ring of T random rows of `width` in `store`; 1 when out of memory. */
+static int ring_step_init(ring_step *s, size_t T, size_t width, swa_store store, kvl_rng *rng)
+{
+    s->q = kvb_random_floats(s->groups * s->G * s->Dk, rng);
+    s->o = malloc(s->groups * s->G * s->Dv * sizeof *s->o);
+    return !s->q || !s->o || ring_fill(&s->ring, T, width, store, rng);
+}
+
+static void ring_step_free(ring_step *s)
+{
+    swa_ring_free(&s->ring);
+    free(s->q);
+    free(s->o);
+}
+
 /* One ring step per store and context; its 1-thread bf16 cost goes to the figure's line. */
 static int bench_ring_step(const char *step, ring_step proto, size_t width, int line, kvl_rng *rng)
 {
-    const size_t Hq = proto.groups * proto.G;
     for (size_t k = 0; k < N_CONTEXTS; k++)
         for (size_t st = 0; st < 2; st++) {
             ring_step s = proto;
-            s.q = kvb_random_floats(Hq * s.Dk, rng);
-            s.o = malloc(Hq * s.Dv * sizeof *s.o);
-            int rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], width, STORES[st], rng);
+            int rc = ring_step_init(&s, CONTEXTS[k], width, STORES[st], rng);
             if (rc == 0) {
                 const double N = (double)CONTEXTS[k];
-                const double flop = 2.0 * (double)Hq * N * (double)(s.Dk + s.Dv);
+                const double flop = 2.0 * (double)(s.groups * s.G) * N * (double)(s.Dk + s.Dv);
                 const double bytes = N * (double)width * (double)swa_store_bytes(STORES[st]);
                 kvb_time t = time_step_at(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes, s.shape);
                 if (STORES[st] == SWA_STORE_BF16) line_ms[line][k] = t.median * 1e3;
             }
-            swa_ring_free(&s.ring);
-            free(s.q);
-            free(s.o);
+            ring_step_free(&s);
             if (rc) return 1;
         }
     return 0;
 }
 
-static int bench_mha(const kvl_model *m, kvl_rng *rng)
+/* The GQA step of the 67B (per KV group, its query heads over the group's K and V columns of rows
+ * [K of every group | V of every group]) and the V3 MLA absorbed step (every head over [c_kv | k_rope]
+ * rows, values their first Dc columns), without their buffers; *width: the ring's row. */
+static ring_step gqa_step(const kvl_model *m, size_t *width)
 {
     const size_t Hkv = m->n_kv_heads, Dh = m->head_dim;
-    ring_step s = {.groups = Hkv, .G = m->n_heads / Hkv, .Dk = Dh, .Dv = Dh, .v_base = Hkv * Dh,
-                   .scale = (float)(1.0 / sqrt((double)Dh)), .shape = KVB_SGEMM_GQA};
-    return bench_ring_step("67B GQA", s, 2 * Hkv * Dh, LINE_MHA, rng);
+    *width = 2 * Hkv * Dh;
+    return (ring_step){.groups = Hkv, .G = m->n_heads / Hkv, .Dk = Dh, .Dv = Dh, .v_base = Hkv * Dh,
+                       .scale = (float)(1.0 / sqrt((double)Dh)), .shape = KVB_SGEMM_GQA};
+}
+
+static ring_step mla_step(const mla_config *c, size_t *width)
+{
+    *width = c->kv_lora_rank + c->qk_rope;
+    return (ring_step){.groups = 1, .G = c->n_heads, .Dk = *width, .Dv = c->kv_lora_rank, .v_base = 0,
+                       .scale = (float)c->softmax_scale, .shape = KVB_SGEMM_MLA};
+}
+
+static int bench_mha(const kvl_model *m, kvl_rng *rng)
+{
+    size_t width;
+    const ring_step s = gqa_step(m, &width);
+    return bench_ring_step("67B GQA", s, width, LINE_MHA, rng);
 }
 
 static int bench_mla_absorbed(const mla_config *c, kvl_rng *rng)
 {
-    const size_t Dw = c->kv_lora_rank + c->qk_rope;
-    ring_step s = {.groups = 1, .G = c->n_heads, .Dk = Dw, .Dv = c->kv_lora_rank, .v_base = 0,
-                   .scale = (float)c->softmax_scale, .shape = KVB_SGEMM_MLA};
-    return bench_ring_step("V3 MLA absorbed", s, Dw, LINE_MLA, rng);
+    size_t width;
+    const ring_step s = mla_step(c, &width);
+    return bench_ring_step("V3 MLA absorbed", s, width, LINE_MLA, rng);
 }
 
 /* ---- MLA naive ------------------------------------------------------------------------------------ */
@@ -201,7 +226,7 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         kvb_print_step(&(kvb_step){.group = "decode", .step = what, .T = N, .run = run_naive, .ctx = &s,
                                    .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = KVB_COMPUTE_TARGET,
                                    .memory_target = KVB_MEMORY_TARGET},
-                       what, t, 1);
+                       what, t, 1, NULL);
     }
     mla_weights_free(&s.w);
     free(s.q);
@@ -483,81 +508,101 @@ int kvb_group_decode(void)
     return rc;
 }
 
-/* ---- the numpy peer ------------------------------------------------------------------------------- */
+/* ---- the peers ------------------------------------------------------------------------------------ */
 
-#define PEER_TARGET 5.0 /* the C step at least 5× faster than the peer at 32K */
-#define PEER_TARGET_T 32768
+#define PEER_T 32768
 
-/* peer_s[k] = the peer's median seconds at CONTEXTS[k] in numpy's `dtype` ("float64", "float32") and
- * blas_s[k] those of its two products alone (numpy's BLAS, the floor under the peer's time), from one
- * python3 run; 1 if it did not run. */
-static int run_peer(double peer_s[N_CONTEXTS], double blas_s[N_CONTEXTS], const char *dtype, const mla_config *c)
+/* A peer's variant name as the table prints it ("torch_SDPA" -> "torch SDPA"), into name[cap]. */
+static void peer_name(char *name, size_t cap, const char *variant)
 {
-    char cmd[2048];
-    int len = snprintf(cmd, sizeof cmd,
-                       "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
-                       "python3 '%s/tests/bench/peer_mla.py' %s %zu %zu %zu %.17g %d",
-                       KVL_SOURCE_DIR, dtype, c->n_heads, c->kv_lora_rank, c->qk_rope, c->softmax_scale,
-                       KVB_REPEATS);
-    for (int k = 0; k < N_CONTEXTS; k++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %zu", CONTEXTS[k]);
-    len += snprintf(cmd + len, sizeof cmd - (size_t)len, " 2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    if (!p) return 1;
-    int got = 0;
-    size_t T;
-    double med, lo, hi, blas;
-    while (got < N_CONTEXTS && fscanf(p, "%zu %lf %lf %lf %lf", &T, &med, &lo, &hi, &blas) == 5)
-        if (T == CONTEXTS[got]) {
-            peer_s[got] = med;
-            blas_s[got++] = blas;
+    snprintf(name, cap, "%s", variant);
+    for (char *c = name; *c; c++)
+        if (*c == '_') *c = ' ';
+}
+
+/* Its target: none for a peer at a higher precision (float64) or one whose output is not the C step's. */
+static double peer_target(const char *variant, int same)
+{
+    if (!same || strstr(variant, "f64")) return 0;
+    return strstr(variant, "widening") ? KVB_PEER_BF16_TARGET : KVB_PEER_TARGET;
+}
+
+/* The C step s over T rows of `width`: its inputs and output handed to the peer, which loads its
+ * variants of the same step and checks each against the output; then each variant timed against the
+ * C step around it, a row each. 1 only when the files cannot be written. */
+static int peer_rows(kvb_peer *p, const char *step, ring_step *s, size_t T, size_t width)
+{
+    const swa_store store = s->ring.store;
+    const size_t Hq = s->groups * s->G, cache_bytes = T * width * swa_store_bytes(store);
+    run_ring_step(s);
+    if (kvb_peer_write(p, "q.f32", s->q, Hq * s->Dk * sizeof(float)) ||
+        kvb_peer_write(p, "rows.bin", s->ring.rows, cache_bytes) ||
+        kvb_peer_write(p, "out.f32", s->o, Hq * s->Dv * sizeof(float)))
+        return 1;
+    kvb_progress("peer: %s %s %zuK: the peers load and check it", step, swa_store_name(store), T / 1024);
+    char reply[1024];
+    if (kvb_peer_ask(p, reply, sizeof reply, "attend %s %zu %zu %zu %zu %zu %.9g %zu %zu %s", kvb_peer_dir(p),
+                     s->groups, s->G, s->Dk, s->Dv, s->v_base, (double)s->scale, T, width,
+                     store == SWA_STORE_BF16 ? "bf16" : "f32") ||
+        strncmp(reply, "variants", 8) != 0) {
+        printf("peer: %s %s: the peer stopped; its rows are skipped\n", step, swa_store_name(store));
+        return 0;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(reply + 8, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *colon = strrchr(tok, ':'), name[64], what[160];
+        if (!colon) continue;
+        *colon = 0;
+        const double err = atof(colon + 1);
+        const int same = err <= KVB_PEER_TOLERANCE;
+        peer_name(name, sizeof name, tok);
+        kvb_progress("peer: %s %s %zuK against %s", step, swa_store_name(store), T / 1024, name);
+        double c_s = 0, peer_s = 0;
+        const kvb_quartiles r = kvb_time_against_peer(p, tok, run_ring_step, s, &c_s, &peer_s);
+        if (!(r.median > 0)) {
+            printf("peer: %s %s: %s did not run\n", step, swa_store_name(store), name);
+            continue;
         }
-    return pclose(p) != 0 || got != N_CONTEXTS;
+        snprintf(what, sizeof what, "%s %s %zuK %s/C (%s %.0e)", step, swa_store_name(store), T / 1024, name,
+                 same ? "same to" : "DIFFERS by", err);
+        kvb_print_peer_row("peer", what, (double)cache_bytes / KVB_MIB, c_s, r, peer_target(tok, same));
+    }
+    return 0;
+}
+
+/* One step's peers over a fresh ring of PEER_T rows in `store`. */
+static int peer_step(kvb_peer *p, const char *step, ring_step proto, size_t width, swa_store store, kvl_rng *rng)
+{
+    ring_step s = proto;
+    int rc = ring_step_init(&s, PEER_T, width, store, rng);
+    if (rc == 0) rc = peer_rows(p, step, &s, PEER_T, width);
+    ring_step_free(&s);
+    return rc;
 }
 
 int kvb_group_peer(void)
 {
-    kvl_model v3 = {0};
+    kvl_model m67 = {0}, v3 = {0};
     mla_config c;
-    if (kvb_load_config(&v3, "deepseek-v3.json")) return 1;
-    int rc = mla_config_from_model(&c, &v3) != KVL_OK;
-    kvl_model_free(&v3);
-    if (rc) return 1;
-    if (system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
-        printf("peer: python3 with numpy not found; the numpy peer is skipped\n");
-        return 0;
+    int rc = kvb_load_config(&m67, "deepseek-llm-67b.json") || kvb_load_config(&v3, "deepseek-v3.json");
+    if (rc == 0 && mla_config_from_model(&c, &v3) != KVL_OK) {
+        fprintf(stderr, "kvbench: %s\n", kvl_error());
+        rc = 1;
     }
-    kvb_progress("peer: numpy MLA absorbed decode at 8K, 32K, 128K (float64 and float32, one thread)");
-    double peer_s[N_CONTEXTS], blas_s[N_CONTEXTS], peer32_s[N_CONTEXTS], blas32_s[N_CONTEXTS];
-    if (run_peer(peer_s, blas_s, "float64", &c) || run_peer(peer32_s, blas32_s, "float32", &c)) {
-        printf("peer: tests/bench/peer_mla.py did not run to the end; the numpy peer is skipped\n");
-        return 0;
-    }
-    const size_t Dw = c.kv_lora_rank + c.qk_rope;
+    kvb_peer *p = rc == 0 ? kvb_peer_start("peer") : NULL;
+    if (p && !kvb_peer_has(p, "torch")) printf("peer: python3 has no torch; the torch peers are skipped\n");
     kvl_rng rng;
     kvl_rng_seed(&rng, 13);
-    for (size_t k = 0; k < N_CONTEXTS && rc == 0; k++) {
-        ring_step s = {.groups = 1, .G = c.n_heads, .Dk = Dw, .Dv = c.kv_lora_rank, .scale = (float)c.softmax_scale};
-        s.q = kvb_random_floats(c.n_heads * Dw, &rng);
-        s.o = malloc(c.n_heads * c.kv_lora_rank * sizeof *s.o);
-        rc = !s.q || !s.o || ring_fill(&s.ring, CONTEXTS[k], Dw, SWA_STORE_F32, &rng);
-        if (rc == 0) {
-            kvb_progress("peer: C MLA absorbed decode f32 %zuK, 1 thread", CONTEXTS[k] / 1024);
-            kvb_time t = kvb_time_runs(run_ring_step, &s, KVB_REPEATS);
-            char what[96];
-            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy/C", CONTEXTS[k] / 1024);
-            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
-                                     peer_s[k] / t.median, "x", 1.0, CONTEXTS[k] == PEER_TARGET_T ? PEER_TARGET : 0,
-                                     t.min, t.max, 0});
-            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy BLAS/C", CONTEXTS[k] / 1024);
-            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
-                                     blas_s[k] / t.median, "x", 1.0, 0, t.min, t.max, 0});
-            snprintf(what, sizeof what, "V3 MLA absorbed %zuK numpy f32/C", CONTEXTS[k] / 1024);
-            kvb_print_row(&(kvb_row){"peer", what, (double)CONTEXTS[k] * (double)Dw * 4 / KVB_MIB, t.median,
-                                     peer32_s[k] / t.median, "x", 1.0, 0, t.min, t.max, 0});
-        }
-        swa_ring_free(&s.ring);
-        free(s.q);
-        free(s.o);
+    size_t mla_width, gqa_width;
+    const ring_step mla = p ? mla_step(&c, &mla_width) : (ring_step){0};
+    const ring_step gqa = p ? gqa_step(&m67, &gqa_width) : (ring_step){0};
+    kvb_set_threads(1);
+    for (size_t st = 0; p && rc == 0 && st < 2; st++) {
+        rc = peer_step(p, "V3 MLA absorbed", mla, mla_width, STORES[st], &rng);
+        if (rc == 0) rc = peer_step(p, "67B GQA", gqa, gqa_width, STORES[st], &rng);
     }
+    kvb_peer_stop(p);
+    kvl_model_free(&m67);
+    kvl_model_free(&v3);
     return rc;
 }

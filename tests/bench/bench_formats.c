@@ -17,6 +17,10 @@
  *                ceiling (no target). Below 0.75 here, no memory layout can bring the DRAM row to the
  *                target; only fewer instructions a value can.
  *
+ * Then ml_dtypes' astype (peers.py) on one thread, over the first PEER_VALUES of the same values, each
+ * direction of E4M3, E5M2 and E2M1 checked against the C cast's codes and values and timed interleaved
+ * with it: peer time over C time, target KVB_PEER_CAST_TARGET for an encoder.
+ *
  * Input: standard normals times 8 (seed 1), so E4M3 sees its whole normal range and E2M1 saturates
  * often; NVFP4's tensor scale comes from the input's maximum, found before the timing. */
 #include <math.h>
@@ -52,9 +56,24 @@ static void e4m3_encode(const buffers *b, size_t first, size_t n)
     kvf_e4m3_encode_sat_n(b->codes + first, b->x + first, n);
 }
 
+static void e4m3_encode_plain(const buffers *b, size_t first, size_t n)
+{
+    kvf_e4m3_encode_n(b->codes + first, b->x + first, n);
+}
+
 static void e4m3_decode(const buffers *b, size_t first, size_t n)
 {
     kvf_e4m3_decode_n(b->y + first, b->codes + first, n);
+}
+
+static void e5m2_encode(const buffers *b, size_t first, size_t n)
+{
+    kvf_e5m2_encode_n(b->codes + first, b->x + first, n);
+}
+
+static void e5m2_decode(const buffers *b, size_t first, size_t n)
+{
+    kvf_e5m2_decode_n(b->y + first, b->codes + first, n);
 }
 
 static void e2m1_encode(const buffers *b, size_t first, size_t n)
@@ -151,35 +170,114 @@ static float amax_of(const float *x, size_t n)
     return m;
 }
 
-/* The kernel's rate over j (threads = j->parts), GB/s of float32 bytes, printed as a row against
- * `ceiling`; the median time. */
-static double time_row(const char *what, const char *label, job *j, double ceiling, double target)
+/* The kernel's rate over j (threads = j->parts), GB/s of float32 bytes, timed in pairs with a sample of
+ * `bound` (the scan or the copy) and printed as a row against it; the median time. */
+static double time_row(const char *what, const char *label, job *j, kvb_bound_kind bound, double target)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %s", what, label);
     kvb_progress("formats: %s", name);
-    kvb_set_threads((int)j->parts);
-    const kvb_time t = kvb_time_runs(run_job, j, KVB_REPEATS);
-    kvb_set_threads(1);
+    const kvb_ceiling_set *c = kvb_ceilings();
+    const int threads = (int)j->parts;
+    const double ceiling = (bound == KVB_BOUND_SCAN ? c->scan_gbps : c->copy_gbps)[threads > 1];
     const size_t bytes = j->n * sizeof(float) * (size_t)j->rounds;
-    kvb_print_row(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, t.median, kvb_gbps(bytes, t.median), "GB/s",
-                             ceiling, target, t.min, t.max, 0});
-    return t.median;
+    kvb_set_threads(threads);
+    const kvb_paired p = kvb_time_paired(run_job, j, KVB_REPEATS, (kvb_bounding){bound, KVB_SGEMM_MLA}, threads,
+                                         (double)bytes * 1e-9 / ceiling, NULL);
+    kvb_set_threads(1);
+    const double rate = kvb_gbps(bytes, p.t.median);
+    kvb_print_row_more(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, p.t.median, rate, "GB/s",
+                                  rate / p.ratio.median, target, p.t.min, p.t.max, 0},
+                       &(kvb_row_more){p.ratio.q1, p.ratio.q3, 0, 0});
+    return p.t.median;
 }
 
 static void bench_kernel(int k, const buffers *b, const kvb_ceiling_set *c)
 {
-    const double *ceiling = KERNELS[k].bound == READS_FLOATS ? c->scan_gbps : c->copy_gbps;
+    const kvb_bound_kind bound = KERNELS[k].bound == READS_FLOATS ? KVB_BOUND_SCAN : KVB_BOUND_COPY;
+    const double *ceiling = bound == KVB_BOUND_SCAN ? c->scan_gbps : c->copy_gbps;
     job whole = {KERNELS[k].run, b, b->n, 1, 1};
-    const double one = time_row(KERNELS[k].what, "1T", &whole, ceiling[0], KVB_MEMORY_TARGET);
+    const double one = time_row(KERNELS[k].what, "1T", &whole, bound, KVB_MEMORY_TARGET);
     whole.parts = 2;
-    const double two = time_row(KERNELS[k].what, "2T", &whole, ceiling[1], KVB_MEMORY_TARGET);
+    const double two = time_row(KERNELS[k].what, "2T", &whole, bound, KVB_MEMORY_TARGET);
     char name[96];
     snprintf(name, sizeof name, "%s 2T/1T", KERNELS[k].what);
     kvb_print_row(&(kvb_row){"formats", name, (double)b->n * sizeof(float) / KVB_MIB, two, one / two, "x",
                              ceiling[1] / ceiling[0], 0, 0, 0, 0});
     job cached = {KERNELS[k].run, b, KVB_FORMATS_CACHED, 1, KVB_FORMATS_ROUNDS};
-    time_row(KERNELS[k].what, "in L2, 1T", &cached, ceiling[0], 0);
+    time_row(KERNELS[k].what, "in L2, 1T", &cached, bound, 0);
+}
+
+/* ---- ml_dtypes' astype: the peer of the element casts -------------------------------------------- */
+
+/* 64 MiB of float32: past every cache, as the rows above. */
+#define PEER_VALUES ((size_t)1 << 24)
+
+/* The casts that ml_dtypes' astype does too, in their plain (non-saturating) form, which is astype's. */
+static const struct {
+    const char *what, *format; /* our name, and peers.py's */
+    kernel encode, decode;
+    int nibbles;               /* codes two a byte (E2M1), which ml_dtypes keeps one a byte */
+} CASTS[] = {
+    {"e4m3", "e4m3", e4m3_encode_plain, e4m3_decode, 0},
+    {"e5m2", "e5m2", e5m2_encode, e5m2_decode, 0},
+    {"e2m1", "e2m1", e2m1_encode, e2m1_decode, 1},
+};
+enum { N_CASTS = sizeof CASTS / sizeof CASTS[0] };
+
+/* The C cast's codes of the first n values one a byte, as ml_dtypes holds them, into one[n]. */
+static void codes_one_a_byte(uint8_t *one, const buffers *b, size_t n, int nibbles)
+{
+    for (size_t i = 0; i < n; i++) one[i] = nibbles ? (b->codes[i / 2] >> (4 * (i & 1))) & 0xF : b->codes[i];
+}
+
+/* One direction of a cast against astype: its row, peer/C on one thread, the G values/s of each. */
+static void peer_cast_row(kvb_peer *p, const char *what, const char *dir, job *j, long mismatches, double target)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s %s", what, dir);
+    kvb_progress("formats: %s against ml_dtypes astype", name);
+    double c_s = 0, peer_s = 0;
+    const kvb_quartiles r = kvb_time_against_peer(p, dir, run_job, j, &c_s, &peer_s);
+    if (!(r.median > 0)) {
+        printf("formats: %s: ml_dtypes astype did not run\n", name);
+        return;
+    }
+    snprintf(name, sizeof name, "%s %s ml_dtypes/C 1T (%s; %.3f vs %.2f G values/s)", what, dir,
+             mismatches ? "DIFFERS" : dir[0] == 'e' ? "same codes" : "same values", (double)j->n * 1e-9 / peer_s, (double)j->n * 1e-9 / c_s);
+    kvb_print_peer_row("formats", name, (double)j->n * sizeof(float) / KVB_MIB, c_s, r, mismatches ? 0 : target);
+}
+
+/* Cast k's C codes and decoded values handed to the peer, which checks astype against them; then both
+ * directions timed against astype. */
+static void peer_cast(kvb_peer *p, int k, const buffers *b, uint8_t *one)
+{
+    const size_t n = PEER_VALUES;
+    job enc = {CASTS[k].encode, b, n, 1, 1}, dec = {CASTS[k].decode, b, n, 1, 1};
+    run_job(&enc);
+    run_job(&dec);
+    codes_one_a_byte(one, b, n, CASTS[k].nibbles);
+    char reply[256];
+    long bad_codes = -1, bad_values = -1;
+    if (kvb_peer_write(p, "x.f32", b->x, n * sizeof(float)) || kvb_peer_write(p, "codes.u8", one, n) ||
+        kvb_peer_write(p, "y.f32", b->y, n * sizeof(float)) ||
+        kvb_peer_ask(p, reply, sizeof reply, "cast %s %s %zu", CASTS[k].format, kvb_peer_dir(p), n) ||
+        sscanf(reply, "variants encode:%ld decode:%ld", &bad_codes, &bad_values) != 2) {
+        printf("formats: %s: ml_dtypes did not load it; skipped\n", CASTS[k].what);
+        return;
+    }
+    peer_cast_row(p, CASTS[k].what, "encode", &enc, bad_codes, KVB_PEER_CAST_TARGET);
+    peer_cast_row(p, CASTS[k].what, "decode", &dec, bad_values, 0);
+}
+
+static void peer_casts(const buffers *b)
+{
+    kvb_peer *p = kvb_peer_start("formats");
+    if (p && !kvb_peer_has(p, "ml_dtypes")) printf("formats: python3 has no ml_dtypes; its astype peer is skipped\n");
+    uint8_t *one = p && kvb_peer_has(p, "ml_dtypes") ? malloc(PEER_VALUES) : NULL;
+    for (int k = 0; one && k < N_CASTS; k++) peer_cast(p, k, b, one);
+    free(one);
+    kvb_peer_stop(p);
 }
 
 int kvb_group_formats(void)
@@ -196,6 +294,7 @@ int kvb_group_formats(void)
     kvl_rng_normal_f32(&rng, b.x, b.n, 8.0);
     b.s_global = kvf_nvfp4_global_scale(amax_of(b.x, b.n));
     for (int k = 0; k < N_KERNELS; k++) bench_kernel(k, &b, c);
+    peer_casts(&b);
     buffers_free(&b);
     return 0;
 }

@@ -1,6 +1,8 @@
 /* Ceilings: what this machine gives, the yardsticks every other group is read against. A ceiling is
  * the fastest of its runs (what the machine can do; a shared machine slows some runs), where every
- * other row reports the median.
+ * other row reports the median. A step's row is read against a short sample of its ceiling taken
+ * beside each of its runs (kvb_sample_ceiling, below), and against the FMA peak (fma_peak.c), which
+ * bounds every kernel however it is written.
  *
  *   scan    a read-only float sum over KVB_STREAM_BYTES in four streams (STREAM's "read" kernel): bytes read
  *   copy    memcpy of KVB_STREAM_BYTES: bytes copied (each read and written once); on 2 threads each copies
@@ -32,6 +34,7 @@
 #include "index_scan.h"
 #include "linalg.h"
 #include "rng.h"
+#include "timing.h"
 
 /* after the project's headers: cblas.h brings complex.h's macro I, a parameter name in ref/'s */
 #include <cblas.h>
@@ -150,7 +153,7 @@ typedef struct {
     const sgemm_shape *sh;
     const float *q, *rows;
     float *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
-    size_t parts;
+    size_t parts, n_rows;
 } sgemm_job;
 
 /* Part p: rows [R·p/P, R·(p+1)/P), tile by tile, every group. */
@@ -159,8 +162,8 @@ static void sgemm_part(void *ctx, size_t p)
     const sgemm_job *j = ctx;
     const sgemm_shape *sh = j->sh;
     const int n = (int)sh->tile;
-    const size_t end = SGEMM_ROWS * (p + 1) / j->parts;
-    for (size_t t = SGEMM_ROWS * p / j->parts; t < end; t += sh->tile) {
+    const size_t end = j->n_rows * (p + 1) / j->parts;
+    for (size_t t = j->n_rows * p / j->parts; t < end; t += sh->tile) {
         const float *tile = j->rows + t * sh->stride;
         for (size_t g = 0; g < sh->groups; g++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sh->Gq, n, (int)sh->Dk, 1.0f,
@@ -179,17 +182,19 @@ static void run_sgemm(void *ctx)
     kvl_run_parts(sgemm_part, j, j->parts);
 }
 
-static double sgemm_gflop(const sgemm_shape *sh)
+static double sgemm_gflop_over(const sgemm_shape *sh, size_t n_rows)
 {
-    return 2.0 * (double)(sh->Gq * sh->groups) * (double)SGEMM_ROWS * (double)(sh->Dk + sh->Dv) * 1e-9;
+    return 2.0 * (double)(sh->Gq * sh->groups) * (double)n_rows * (double)(sh->Dk + sh->Dv) * 1e-9;
 }
+
+static double sgemm_gflop(const sgemm_shape *sh) { return sgemm_gflop_over(sh, SGEMM_ROWS); }
 
 static double sgemm_mib(const sgemm_shape *sh) { return (double)SGEMM_ROWS * (double)sh->stride * 4 / KVB_MIB; }
 
 /* One measurement of every ceiling: the rates and the times they came from. */
 typedef struct {
     kvb_ceiling_set rate;
-    kvb_time scan[2], copy[2], gather, sgemm[KVB_SGEMM_SHAPES][2];
+    kvb_time scan[2], copy[2], gather, sgemm[KVB_SGEMM_SHAPES][2], fma[2];
 } measurement;
 
 static measurement first;
@@ -234,10 +239,17 @@ static int measure(measurement *m)
                 kvb_progress("ceilings: sgemm at the %s decode shape, %d thread(s)", SHAPES[k].name, th + 1);
                 kvb_set_threads(th + 1);
                 sgemm_job job = {&SHAPES[k], q, (const float *)src, {s[0], s[1]}, {acc[0], acc[1]},
-                                 kvl_parts(SGEMM_ROWS, KVL_ATTEND_PART_ROWS, sgemm_gflop(&SHAPES[k]) * 5e8)};
+                                 kvl_parts(SGEMM_ROWS, KVL_ATTEND_PART_ROWS, sgemm_gflop(&SHAPES[k]) * 5e8),
+                                 SGEMM_ROWS};
                 m->sgemm[k][th] = kvb_time_runs(run_sgemm, &job, CEILING_REPEATS);
                 m->rate.sgemm_gflops[k][th] = sgemm_gflop(&SHAPES[k]) / m->sgemm[k][th].min;
             }
+        for (int th = 0; th < 2; th++) {
+            kvb_progress("ceilings: %s peak, %d thread(s)", kvb_fma_isa(), th + 1);
+            kvb_set_threads(th + 1);
+            m->fma[th] = kvb_time_fma(th + 1, CEILING_REPEATS);
+            m->rate.fma_gflops[th] = kvb_fma_gflop(th + 1) / m->fma[th].min;
+        }
         kvb_set_threads(1);
     }
     free(src);
@@ -263,6 +275,8 @@ static void keep_fastest(measurement *m, const measurement *n)
         for (int th = 0; th < 2; th++)
             if (n->sgemm[k][th].min < m->sgemm[k][th].min)
                 m->sgemm[k][th] = n->sgemm[k][th], m->rate.sgemm_gflops[k][th] = n->rate.sgemm_gflops[k][th];
+    for (int th = 0; th < 2; th++)
+        if (n->fma[th].min < m->fma[th].min) m->fma[th] = n->fma[th], m->rate.fma_gflops[th] = n->rate.fma_gflops[th];
 }
 
 const kvb_ceiling_set *kvb_ceilings(void)
@@ -280,8 +294,88 @@ const kvb_ceiling_set *kvb_ceilings(void)
 
 void kvb_set_threads(int n) { kvl_set_threads(n); }
 
+/* The samples' buffers, kept for the run: rows for the sgemm, the scan and the copy (past the
+ * last-level cache), the copy's destination, the query block, and each part's scores and accumulator. */
+#define SAMPLE_ROWS (SGEMM_ROWS / 8)
+#define SAMPLE_BYTES (KVB_STREAM_BYTES / 4)
+static struct {
+    float *rows, *q, *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
+    uint8_t *copy; /* the copy's destination */
+} sample;
+
+static int sample_buffers(void)
+{
+    if (sample.rows) return 0;
+    sample.rows = malloc(SAMPLE_BYTES);
+    sample.q = malloc(SGEMM_MOST_Q * sizeof *sample.q);
+    sample.copy = malloc(SAMPLE_BYTES);
+    int ok = sample.rows && sample.q && sample.copy;
+    for (size_t p = 0; p < SGEMM_PARTS; p++) {
+        sample.s[p] = calloc(SGEMM_MOST_S, sizeof *sample.s[p]);
+        sample.acc[p] = calloc(SGEMM_MOST_Q, sizeof *sample.acc[p]);
+        ok = ok && sample.s[p] && sample.acc[p];
+    }
+    if (ok) {
+        kvl_rng rng;
+        kvl_rng_seed(&rng, 5);
+        kvl_rng_uniform_f32(&rng, sample.rows, SAMPLE_BYTES / sizeof(float), -1.0, 1.0);
+        kvl_rng_uniform_f32(&rng, sample.q, SGEMM_MOST_Q, -1.0, 1.0);
+        memset(sample.copy, 0, SAMPLE_BYTES); /* faults its pages in */
+        return 0;
+    }
+    free(sample.rows);
+    free(sample.q);
+    free(sample.copy);
+    for (size_t p = 0; p < SGEMM_PARTS; p++) {
+        free(sample.s[p]);
+        free(sample.acc[p]);
+    }
+    sample = (__typeof__(sample)){0};
+    return 1;
+}
+
+double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
+{
+    const kvb_ceiling_set *c = kvb_ceilings();
+    *stored = 0;
+    if (!c || sample_buffers()) return 0;
+    const int th = threads > 1;
+    double start, took, work;
+    if (b.kind == KVB_BOUND_SCAN) {
+        *stored = c->scan_gbps[th];
+        scan_job job = {sample.rows, SAMPLE_BYTES / sizeof(float), (size_t)th + 1, {0, 0}};
+        start = kvl_seconds();
+        run_scan(&job);
+        took = kvl_seconds() - start;
+        work = (double)SAMPLE_BYTES * 1e-9;
+    } else if (b.kind == KVB_BOUND_COPY) {
+        *stored = c->copy_gbps[th];
+        copy_job job = {sample.copy, (const uint8_t *)sample.rows, SAMPLE_BYTES, (size_t)th + 1};
+        start = kvl_seconds();
+        run_copy(&job);
+        took = kvl_seconds() - start;
+        work = (double)SAMPLE_BYTES * 1e-9;
+    } else {
+        const sgemm_shape *sh = &SHAPES[b.shape];
+        *stored = c->sgemm_gflops[b.shape][th];
+        work = sgemm_gflop_over(sh, SAMPLE_ROWS);
+        sgemm_job job = {sh, sample.q, sample.rows, {sample.s[0], sample.s[1]}, {sample.acc[0], sample.acc[1]},
+                         th ? kvl_parts(SAMPLE_ROWS, KVL_ATTEND_PART_ROWS, work * 5e8) : 1, SAMPLE_ROWS};
+        start = kvl_seconds();
+        run_sgemm(&job);
+        took = kvl_seconds() - start;
+    }
+    return work / took;
+}
+
 static const char *const SCAN_ROW[2] = {"read-only scan", "read-only scan, 2 threads"};
 static const char *const COPY_ROW[2] = {"memcpy", "memcpy, 2 threads"};
+
+/* "AVX2+FMA peak, 2 threads": the FMA peak's row on th + 1 threads */
+static void fma_row(char *what, size_t cap, int th)
+{
+    snprintf(what, cap, "%s peak, %d thread%s", kvb_fma_isa(), th + 1, th ? "s" : "");
+}
 
 int kvb_group_ceilings(void)
 {
@@ -309,6 +403,20 @@ int kvb_group_ceilings(void)
         kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(sh), first.sgemm[k][1].min,
                                  c->sgemm_gflops[k][1] / c->sgemm_gflops[k][0], "x", 2.0, 0.8, 0, 0, 0});
     }
+    for (int th = 0; th < 2; th++) {
+        char what[64];
+        fma_row(what, sizeof what, th);
+        kvb_print_row(&(kvb_row){"ceilings", what, 0, first.fma[th].min, c->fma_gflops[th], "GF/s", 0, 0,
+                                 first.fma[th].min, first.fma[th].max, kvb_fma_gflop(th + 1)});
+    }
+    /* what share of the peak OpenBLAS's products reach at each shape */
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++)
+        for (int th = 0; th < 2; th++) {
+            char what[64];
+            snprintf(what, sizeof what, "sgemm %s / peak, %dT", SHAPES[k].family, th + 1);
+            kvb_print_row(&(kvb_row){"ceilings", what, sgemm_mib(&SHAPES[k]), first.sgemm[k][th].min,
+                                     c->sgemm_gflops[k][th] / c->fma_gflops[th], "x", 0, 0, 0, 0, 0});
+        }
     /* how far below MLA's products the thinner ones run on this machine */
     for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) {
         if (k == KVB_SGEMM_MLA) continue;
@@ -346,5 +454,11 @@ int kvb_group_recheck(void)
                                      again.rate.sgemm_gflops[k][th], "GF/s", c->sgemm_gflops[k][th], 0,
                                      again.sgemm[k][th].min, again.sgemm[k][th].max, sgemm_gflop(&SHAPES[k])});
         }
+    for (int th = 0; th < 2; th++) {
+        char what[64];
+        fma_row(what, sizeof what, th);
+        kvb_print_row(&(kvb_row){"recheck", what, 0, again.fma[th].min, again.rate.fma_gflops[th], "GF/s",
+                                 c->fma_gflops[th], 0, again.fma[th].min, again.fma[th].max, kvb_fma_gflop(th + 1)});
+    }
     return 0;
 }

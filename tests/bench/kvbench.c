@@ -20,7 +20,7 @@ static const group GROUPS[] = {
     {"ceilings", "this machine's read-scan, copy and random-gather bandwidth, skinny sgemm", kvb_group_ceilings},
     {"formats", "element casts and block quantisers over 256 MiB of float32", kvb_group_formats},
     {"decode", "each generation's decode attention at 8K, 32K, 128K against its roofline", kvb_group_decode},
-    {"peer", "MLA absorbed decode against the numpy peer (python3 with numpy)", kvb_group_peer},
+    {"peer", "MLA absorbed and GQA decode at 32K against numpy and torch (python3 with numpy)", kvb_group_peer},
     {"v41", "V4.1-Flash's Full, Reindex, Reuse layers at 32K, 128K (f32, native), 1M (native)", kvb_group_v41},
     {"native", "V3.2 and V4-Flash decode over their FP8/FP4 rows through the ref's native paths", kvb_group_native},
     {"prefill", "a 4K-token chunk, one layer, real widths: V3 from empty, V4-Flash after 28K", kvb_group_prefill},
@@ -98,8 +98,11 @@ int main(int argc, char **argv)
      * OpenBLAS stays on one (ref/core/linalg.h). */
     kvb_set_threads(1);
     printf("kvbench: one thread unless a row says 2T; each time is the median of at least %d runs (more for "
-           "a step under %.0f ms) after %.0f ms of warm-up (min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n",
-           KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3);
+           "a step under %.0f ms) after %.0f ms of warm-up (min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n"
+           "kvbench: a row with (q1 - q3) was timed in pairs with a sample of its ceiling: ratio is the median of the "
+           "pairs' ratios, (q1 - q3) their quartiles, UNSTEADY a spread over %.2f of the median; FMA: a compute-bound "
+           "step's share of the FMA peak, roof: its FMA roofline over its time, both sampled in the same pairs\n",
+           KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3, KVB_UNSTEADY_SPREAD);
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
     kvb_print_header();
     int failed = 0;

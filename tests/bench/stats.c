@@ -1,0 +1,58 @@
+/* The bench's arithmetic, apart from any measurement so that the tests can prove it on numbers of
+ * their own (tests/test_bench_kvbench.c): a step's bound over its phases, the ratio of a step timed in
+ * pairs with its ceiling, the spread of those ratios and the verdict they give,
+ * and the ratio of a peer's time to a C step's timed around it. */
+#include "bench.h"
+#include "timing.h"
+
+kvb_bound kvb_bound_at(const kvb_step *s, const double gflops[KVB_SGEMM_SHAPES], double scan_gbps)
+{
+    kvb_bound b = {0, 0, 0};
+    for (size_t i = 0; i < KVB_PHASES; i++) {
+        const kvb_phase *p = &s->phase[i];
+        const double compute = p->flop * 1e-9 / gflops[p->shape], memory = p->bytes * 1e-9 / scan_gbps;
+        const double t = compute >= memory ? compute : memory;
+        b.seconds += t;
+        b.compute_s += compute >= memory ? t : 0;
+        b.allowed_s += t / (compute >= memory ? s->compute_target : s->memory_target);
+    }
+    return b;
+}
+
+kvb_quartiles kvb_quartiles_of(double *x, size_t n)
+{
+    kvl_median(x, n); /* sorts */
+    kvb_quartiles q;
+    double *at[3] = {&q.q1, &q.median, &q.q3};
+    for (int k = 0; k < 3; k++) {
+        const double pos = (double)(n - 1) * 0.25 * (k + 1);
+        const size_t i = (size_t)pos;
+        const double f = pos - (double)i;
+        *at[k] = i + 1 < n ? x[i] + f * (x[i + 1] - x[i]) : x[i];
+    }
+    return q;
+}
+
+int kvb_unsteady(kvb_quartiles q)
+{
+    return q.q3 - q.q1 > KVB_UNSTEADY_SPREAD * q.median;
+}
+
+double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double stored_rate)
+{
+    return bound_s * stored_rate / sample_rate / t_s;
+}
+
+double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s)
+{
+    return peer_s / (0.5 * (c_before_s + c_after_s));
+}
+
+const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more)
+{
+    if (!(row->ceiling > 0) || !(row->target > 0)) return "-";
+    const double ratio = row->rate / row->ceiling;
+    if (more && more->spread_hi > 0 && kvb_unsteady((kvb_quartiles){more->spread_lo, ratio, more->spread_hi}))
+        return "UNSTEADY";
+    return ratio >= row->target ? "PASS" : "BELOW";
+}
