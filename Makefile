@@ -440,7 +440,9 @@ fuzz: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))  ## build the libFuzzer t
 # valgrind sees it. Not traced: the programs the suites run, and the emulated CUDA suites, whose fibers
 # switch stacks where memcheck cannot follow; the sanitizer build covers both. One OpenMP and BLAS
 # thread: valgrind runs one thread at a time anyway, and a live thread pool's stacks would read as
-# possibly lost. Logs: $(BUILD)/memcheck/.
+# possibly lost. OpenBLAS on its SSE3 kernels, which valgrind runs on every x86-64 (it runs no AVX-512),
+# named so that no suite restarts itself for wider ones (ref/core/blas_core.h): valgrind would not
+# follow the restart. Logs: $(BUILD)/memcheck/.
 VALGRIND := valgrind --tool=memcheck --error-exitcode=1 --leak-check=full
 MEMCHECK_TESTS := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check full; non-zero exit on any error; minutes)
@@ -449,7 +451,7 @@ memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check f
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; } >$(BUILD)/apt.log 2>&1; \
 	fi; command -v valgrind >/dev/null 2>&1 || { echo "make memcheck needs valgrind; run:  sudo apt-get install valgrind"; exit 1; }
 	@mkdir -p $(BUILD)/memcheck; failed=0; for t in $(MEMCHECK_TESTS); do n=$$(basename $$t); echo "== $$n"; \
-	  CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin \
+	  CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Prescott KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin \
 	    $(VALGRIND) --log-file=$(BUILD)/memcheck/$$n.log $$t \
 	    >$(BUILD)/memcheck/$$n.out 2>&1 || { failed=$$((failed+1)); tail -3 $(BUILD)/memcheck/$$n.out; \
 	    grep -A12 -m3 -E 'Invalid|uninitialised|lost in loss record' $(BUILD)/memcheck/$$n.log; }; \

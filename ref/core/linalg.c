@@ -1,5 +1,6 @@
 #include "linalg.h"
 
+#include "blas_core.h"
 #include "status.h"
 
 #include <cblas.h>
@@ -13,6 +14,15 @@
 #else
 #define BLASINT_MAX INT_MAX
 #endif
+
+/* OpenBLAS's core checked before main (ref/core/blas_core.h). An executable's constructors run after
+ * every shared library's, OpenBLAS's among them, and glibc passes them main's arguments; every program
+ * with a product links this file. */
+__attribute__((constructor)) static void mend_blas_core(int argc, char **argv, char **envp)
+{
+    (void)argc, (void)envp;
+    kvl_blas_core_mend(argv);
+}
 
 static int check_dim(const char *fn, const char *name, size_t value)
 {

@@ -6,9 +6,11 @@
  * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
  * group name or option. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "blas_core.h"
 
 typedef struct {
     const char *name;
@@ -62,6 +64,23 @@ static int bad_argument(const char *arg, int i, const char *what)
     return 2;
 }
 
+/* Which kernels the sgemm ceilings and the products ran on (ref/core/blas_core.h), and who chose them. */
+static void print_blas_core(void)
+{
+    const char *core = kvl_blas_core(), *detected = kvl_blas_core_detected();
+    char line[256];
+    if (detected)
+        snprintf(line, sizeof line, "OpenBLAS core %s: its own detection chose %s, narrower than this CPU runs, "
+                 "so kvbench restarted with OPENBLAS_CORETYPE=%s", core, detected, core);
+    else if (getenv("OPENBLAS_CORETYPE"))
+        snprintf(line, sizeof line, "OpenBLAS core %s (OPENBLAS_CORETYPE=%s, from the environment)", core,
+                 getenv("OPENBLAS_CORETYPE"));
+    else
+        snprintf(line, sizeof line, "OpenBLAS core %s, its own detection", core);
+    printf("kvbench: %s\n", line);
+    if (kvb_markdown) fprintf(kvb_markdown, "%s.\n\n", line);
+}
+
 int main(int argc, char **argv)
 {
     const group *chosen[N_GROUPS];
@@ -103,6 +122,7 @@ int main(int argc, char **argv)
            "pairs' ratios, (q1 - q3) their quartiles, UNSTEADY a spread over %.2f of the median; FMA: a compute-bound "
            "step's share of the FMA peak, roof: its FMA roofline over its time, both sampled in the same pairs\n",
            KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3, KVB_UNSTEADY_SPREAD);
+    print_blas_core();
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
     kvb_print_header();
     int failed = 0;
