@@ -184,16 +184,23 @@ static void online_finish(float *o, const online *st, size_t h0, size_t h1, size
     }
 }
 
+typedef struct split split;
+
+/* How a part reads and folds in the tile of n rows from row j: KVL_OK, or KVL_EINVAL where the view could
+ * not read it. */
+typedef int (*tile_step)(online *st, const split *sp, size_t j, size_t n);
+
 /* The rows split into n_parts contiguous parts, part p = rows [N·p/P, N·(p+1)/P), each a tile loop
- * with its own state. */
-typedef struct {
+ * (run_part) with its own state, every part's tiles read the same way. */
+struct split {
     online *parts;
     size_t n_parts, Hq;
     const float *q;
     const kvl_row_tiles *rows;
     const kvl_attend_rows *r;
     float scale;
-} split;
+    tile_step step;
+};
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
  * reduction split by heads, so that each thread reads half of the other parts' accumulators (a 128-row
@@ -206,45 +213,29 @@ static void merge_part(void *ctx, size_t p)
     online_finish(sp->parts[0].acc, &sp->parts[0], h0, h1, sp->r->Dv);
 }
 
-/* Part p read a tile of whole rows at a time: in place, or decoded once for every group. */
-static void run_part_rows(void *ctx, size_t p)
+/* A tile of whole rows: in place, or decoded once for every group. */
+static int step_rows(online *st, const split *sp, size_t j, size_t n)
 {
-    const split *sp = ctx;
-    const size_t N = sp->r->N, j1 = N * (p + 1) / sp->n_parts;
-    online *st = &sp->parts[p];
-    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
-        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
-        const float *tile = sp->rows->tile(st->tile, sp->rows, j, n);
-        if (!tile) {
-            st->rc = KVL_EINVAL;
-            return;
-        }
-        online_tile(st, sp->q, sp->Hq, tile, sp->r->stride, n, sp->r, sp->scale);
-    }
+    const float *tile = sp->rows->tile(st->tile, sp->rows, j, n);
+    if (!tile) return KVL_EINVAL;
+    online_tile(st, sp->q, sp->Hq, tile, sp->r->stride, n, sp->r, sp->scale);
+    return KVL_OK;
 }
 
-/* Part p read a group's key and value columns at a time (a view with cols, several groups): each
- * group decodes only its own n·(Dk + Dv) values, which stay in cache for its two products, where a
- * whole decoded tile of GQA rows (256 × 2,048 floats, 2 MiB) would not. */
-static void run_part_groups(void *ctx, size_t p)
+/* A tile a group's key and value columns at a time (a view with cols, several groups): each group
+ * decodes only its own n·(Dk + Dv) values, which stay in cache for its two products, where a whole
+ * decoded tile of GQA rows (256 × 2,048 floats, 2 MiB) would not. */
+static int step_groups(online *st, const split *sp, size_t j, size_t n)
 {
-    const split *sp = ctx;
     const kvl_attend_rows *r = sp->r;
-    const size_t N = r->N, j1 = N * (p + 1) / sp->n_parts, Gq = sp->Hq / r->groups;
-    online *st = &sp->parts[p];
-    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
-        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
-        for (size_t g = 0; g < r->groups; g++) {
-            const float *K = sp->rows->cols(st->tile, sp->rows, j, n, r->k_off + g * r->Dk, r->Dk);
-            const float *V = K ? sp->rows->cols(st->tile + n * r->Dk, sp->rows, j, n, r->v_off + g * r->Dv, r->Dv)
-                               : NULL;
-            if (!V) {
-                st->rc = KVL_EINVAL;
-                return;
-            }
-            online_group(st, sp->q, g, Gq, K, r->Dk, V, r->Dv, n, r, sp->scale);
-        }
+    const size_t Gq = sp->Hq / r->groups;
+    for (size_t g = 0; g < r->groups; g++) {
+        const float *K = sp->rows->cols(st->tile, sp->rows, j, n, r->k_off + g * r->Dk, r->Dk);
+        const float *V = K ? sp->rows->cols(st->tile + n * r->Dk, sp->rows, j, n, r->v_off + g * r->Dv, r->Dv) : NULL;
+        if (!V) return KVL_EINVAL;
+        online_group(st, sp->q, g, Gq, K, r->Dk, V, r->Dv, n, r, sp->scale);
     }
+    return KVL_OK;
 }
 
 /* Group g's keys and values in rows first … first + n − 1 of a view the few-row kernels read (float32
@@ -264,20 +255,26 @@ static kvl_few_tile few_tile(const kvl_row_tiles *rows, const kvl_attend_rows *r
     return t;
 }
 
-/* Part p through the few-row kernels, a tile of every group at a time. */
-static void run_part_few(void *ctx, size_t p)
+/* A tile of every group through the few-row kernels. */
+static int step_few(online *st, const split *sp, size_t j, size_t n)
+{
+    const size_t Gq = sp->Hq / sp->r->groups;
+    for (size_t g = 0; g < sp->r->groups; g++) {
+        const kvl_few_tile t = few_tile(sp->rows, sp->r, g, j, n);
+        online_group_few(st, sp->q, g, Gq, &t, sp->scale);
+    }
+    return KVL_OK;
+}
+
+/* Part p's rows, [N·p/P, N·(p+1)/P), a tile at a time through sp->step; a tile that cannot be read
+ * stops the part with its status. */
+static void run_part(void *ctx, size_t p)
 {
     const split *sp = ctx;
-    const kvl_attend_rows *r = sp->r;
-    const size_t N = r->N, j1 = N * (p + 1) / sp->n_parts, Gq = sp->Hq / r->groups;
+    const size_t N = sp->r->N, j1 = N * (p + 1) / sp->n_parts;
     online *st = &sp->parts[p];
-    for (size_t j = N * p / sp->n_parts; j < j1; j += KVL_ATTEND_TILE) {
-        const size_t n = j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE;
-        for (size_t g = 0; g < r->groups; g++) {
-            const kvl_few_tile t = few_tile(sp->rows, r, g, j, n);
-            online_group_few(st, sp->q, g, Gq, &t, sp->scale);
-        }
-    }
+    for (size_t j = N * p / sp->n_parts; j < j1 && st->rc == KVL_OK; j += KVL_ATTEND_TILE)
+        st->rc = sp->step(st, sp, j, j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE);
 }
 
 /* The few-row kernels take the step where a group has few query rows, the rows are float32 in place or
@@ -311,10 +308,9 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         online_init(&parts[p], mem, p ? NULL : o, Hq, r, p ? NULL : sigma, decodes);
         mem += p ? other : first;
     }
-    split sp = {parts, n_parts, Hq, q, rows, r, scale};
-    if (Hq)
-        kvl_run_parts(few ? run_part_few : decodes && rows->cols && r->groups > 1 ? run_part_groups : run_part_rows,
-                      &sp, n_parts);
+    split sp = {parts, n_parts, Hq, q, rows, r, scale,
+                few ? step_few : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows};
+    if (Hq) kvl_run_parts(run_part, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);
     free(parts);
