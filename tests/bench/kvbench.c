@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "blas_core.h"
@@ -67,14 +68,14 @@ static int bad_argument(const char *arg, int i, const char *what)
 /* Which kernels the sgemm ceilings and the products ran on (ref/core/blas_core.h), and who chose them. */
 static void print_blas_core(void)
 {
-    const char *core = kvl_blas_core(), *detected = kvl_blas_core_detected();
-    char line[256];
-    if (detected)
+    const char *core = kvl_blas_core(), *detected = kvl_blas_core_detected(), *asked = getenv("OPENBLAS_CORETYPE");
+    char line[320];
+    if (detected && asked)
         snprintf(line, sizeof line, "OpenBLAS core %s: its own detection chose %s, narrower than this CPU runs, "
-                 "so kvbench restarted with OPENBLAS_CORETYPE=%s", core, detected, core);
-    else if (getenv("OPENBLAS_CORETYPE"))
-        snprintf(line, sizeof line, "OpenBLAS core %s (OPENBLAS_CORETYPE=%s, from the environment)", core,
-                 getenv("OPENBLAS_CORETYPE"));
+                 "so kvbench restarted with OPENBLAS_CORETYPE=%s%s", core, detected, asked,
+                 strcasecmp(core, asked) ? ", which this OpenBLAS (not built for several CPUs) ignored" : "");
+    else if (asked)
+        snprintf(line, sizeof line, "OpenBLAS core %s (OPENBLAS_CORETYPE=%s, from the environment)", core, asked);
     else
         snprintf(line, sizeof line, "OpenBLAS core %s, its own detection", core);
     printf("kvbench: %s\n", line);
