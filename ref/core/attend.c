@@ -200,6 +200,7 @@ struct split {
     const kvl_attend_rows *r;
     float scale;
     tile_step step;
+    size_t tile_rows; /* rows per tile, at most KVL_ATTEND_TILE */
 };
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
@@ -273,8 +274,16 @@ static void run_part(void *ctx, size_t p)
     const split *sp = ctx;
     const size_t N = sp->r->N, j1 = N * (p + 1) / sp->n_parts;
     online *st = &sp->parts[p];
-    for (size_t j = N * p / sp->n_parts; j < j1 && st->rc == KVL_OK; j += KVL_ATTEND_TILE)
-        st->rc = sp->step(st, sp, j, j1 - j < KVL_ATTEND_TILE ? j1 - j : KVL_ATTEND_TILE);
+    for (size_t j = N * p / sp->n_parts; j < j1 && st->rc == KVL_OK; j += sp->tile_rows)
+        st->rc = sp->step(st, sp, j, j1 - j < sp->tile_rows ? j1 - j : sp->tile_rows);
+}
+
+/* Rows per tile for the few-row kernels: KVL_FEW_TILE_BYTES of rows as stored, 8 to KVL_ATTEND_TILE. */
+static size_t few_tile_rows(const kvl_row_tiles *rows, const kvl_attend_rows *r)
+{
+    const size_t row_bytes = r->stride * (rows->bf16 ? sizeof(uint16_t) : sizeof(float));
+    const size_t n = KVL_FEW_TILE_BYTES / (row_bytes ? row_bytes : 1);
+    return n < 8 ? 8 : n > KVL_ATTEND_TILE ? KVL_ATTEND_TILE : n;
 }
 
 /* The few-row kernels take the step where a group has few query rows, the rows are float32 in place or
@@ -309,7 +318,8 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         mem += p ? other : first;
     }
     split sp = {parts, n_parts, Hq, q, rows, r, scale,
-                few ? step_few : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows};
+                few ? step_few : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows,
+                few ? few_tile_rows(rows, r) : KVL_ATTEND_TILE};
     if (Hq) kvl_run_parts(run_part, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);
