@@ -15,7 +15,8 @@
  * the one OpenBLAS had chosen, for the record. The choice is the one OpenBLAS itself makes from features
  * where it knows no model: AVX-512 with BF16 Cooperlake, AVX-512 SkylakeX, AVX2 with FMA Haswell (Zen on
  * AMD and Hygon). Where OpenBLAS chose as wide a core, where the variable is already set (a user's choice
- * is never changed), off x86-64, or where the library is not OpenBLAS, nothing happens. */
+ * is never changed), or off x86-64, nothing happens; an OpenBLAS built for one CPU only ignores the
+ * variable, and the one restart is then for nothing (kvbench's first line says so). */
 #ifndef KVL_BLAS_CORE_H
 #define KVL_BLAS_CORE_H
 
