@@ -17,8 +17,9 @@
  * key is the whole [c_kv | k_rope] row and its value the first Dc columns (the ranges overlap); a
  * GQA group's key and value are two Dh-wide ranges of the [K | V] row.
  *
- * The tiled form, for each tile of KVL_ATTEND_TILE rows (fewer for the few-row kernels) and each group of Gq = Hq/groups query rows
- * (Milakov & Gimelshein's online softmax, the rescaling FlashAttention and FlashMLA run):
+ * The tiled form, for each tile of KVL_ATTEND_TILE rows (fewer for the few-row kernels) and each group
+ * of Gq = Hq/groups query rows (Milakov & Gimelshein's online softmax, the rescaling FlashAttention and
+ * FlashMLA run):
  *   S[Gq][n]  = scale · Q_g[Gq][Dk] · K_tile^g[n][Dk]ᵀ                       one sgemm
  *   m'_h      = max(m_h, max_j S_hj);        α_h = exp(m_h − m'_h)
  *   P_hj      = exp(S_hj − m'_h);            l_h ← α_h·l_h + Σ_j P_hj

@@ -21,58 +21,32 @@
 #define FMA_A 0.99999f
 #define FMA_B 1e-6f
 
-/* 16 lanes · 2 flop per fused multiply-add · FMA_ACCS accumulators, per iteration */
-__attribute__((target("avx512f"))) static float chains_avx512(size_t iters)
-{
-    const __m512 a = _mm512_set1_ps(FMA_A), b = _mm512_set1_ps(FMA_B);
-    __m512 acc[FMA_ACCS];
-#pragma GCC unroll 12
-    for (int k = 0; k < FMA_ACCS; k++) acc[k] = _mm512_set1_ps((float)k);
-    for (size_t i = 0; i < iters; i++)
-#pragma GCC unroll 12
-        for (int k = 0; k < FMA_ACCS; k++) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
-    __m512 sum = acc[0];
-#pragma GCC unroll 12
-    for (int k = 1; k < FMA_ACCS; k++) sum = _mm512_add_ps(sum, acc[k]);
-    float lanes[16];
-    _mm512_storeu_ps(lanes, sum);
-    return lanes[0] + lanes[15];
-}
+/* One set of chains: `vec` holds `lanes` floats, step(acc, a, b) is one link (a fused multiply-add, or
+ * a multiply and an add), `target` the instruction set the function is compiled for. The sum of the
+ * accumulators is returned, so that no loop is dropped. */
+#define CHAINS(name, target, vec, lanes, step)                                                          \
+    target static float name(size_t iters)                                                              \
+    {                                                                                                   \
+        const vec a = (vec){0} + FMA_A, b = (vec){0} + FMA_B;                                           \
+        vec acc[FMA_ACCS];                                                                              \
+        _Pragma("GCC unroll 12") for (int k = 0; k < FMA_ACCS; k++) acc[k] = (vec){0} + (float)k;       \
+        for (size_t i = 0; i < iters; i++)                                                              \
+            _Pragma("GCC unroll 12") for (int k = 0; k < FMA_ACCS; k++) acc[k] = step(acc[k], a, b);    \
+        vec sum = acc[0];                                                                               \
+        _Pragma("GCC unroll 12") for (int k = 1; k < FMA_ACCS; k++) sum += acc[k];                      \
+        return sum[0] + sum[lanes - 1];                                                                 \
+    }
 
-/* 8 lanes · 2 flop per fused multiply-add · FMA_ACCS accumulators, per iteration */
-__attribute__((target("avx2,fma"))) static float chains_avx2(size_t iters)
-{
-    const __m256 a = _mm256_set1_ps(FMA_A), b = _mm256_set1_ps(FMA_B);
-    __m256 acc[FMA_ACCS];
-#pragma GCC unroll 12
-    for (int k = 0; k < FMA_ACCS; k++) acc[k] = _mm256_set1_ps((float)k);
-    for (size_t i = 0; i < iters; i++)
-#pragma GCC unroll 12
-        for (int k = 0; k < FMA_ACCS; k++) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
-    __m256 sum = acc[0];
-#pragma GCC unroll 12
-    for (int k = 1; k < FMA_ACCS; k++) sum = _mm256_add_ps(sum, acc[k]);
-    float lanes[8];
-    _mm256_storeu_ps(lanes, sum);
-    return lanes[0] + lanes[7];
-}
+#define FMA_512(x, a, b) _mm512_fmadd_ps(x, a, b)
+#define FMA_256(x, a, b) _mm256_fmadd_ps(x, a, b)
+#define MUL_ADD(x, a, b) ((x) * (a) + (b))
 
-/* 4 lanes · (1 multiply + 1 add) · FMA_ACCS accumulators, per iteration: SSE, which every x86-64 has */
+/* SSE multiplies and adds, which every x86-64 has: two flop per lane and link, as a fused one */
 typedef float f32x4 __attribute__((vector_size(16)));
-static float chains_sse(size_t iters)
-{
-    const f32x4 a = {FMA_A, FMA_A, FMA_A, FMA_A}, b = {FMA_B, FMA_B, FMA_B, FMA_B};
-    f32x4 acc[FMA_ACCS];
-#pragma GCC unroll 12
-    for (int k = 0; k < FMA_ACCS; k++) acc[k] = (f32x4){(float)k, (float)k, (float)k, (float)k};
-    for (size_t i = 0; i < iters; i++)
-#pragma GCC unroll 12
-        for (int k = 0; k < FMA_ACCS; k++) acc[k] = acc[k] * a + b;
-    f32x4 sum = acc[0];
-#pragma GCC unroll 12
-    for (int k = 1; k < FMA_ACCS; k++) sum += acc[k];
-    return sum[0] + sum[3];
-}
+
+CHAINS(chains_avx512, __attribute__((target("avx512f"))), __m512, 16, FMA_512)
+CHAINS(chains_avx2, __attribute__((target("avx2,fma"))), __m256, 8, FMA_256)
+CHAINS(chains_sse, , f32x4, 4, MUL_ADD)
 
 typedef struct {
     const char *name;
