@@ -92,15 +92,19 @@ NBLIB_SRC   := $(filter-out $(NB_SRC) $(NBTOOL_SRC),$(wildcard notebooks_c/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-# The sources with hot loops (formats/isa.h): each also compiled with AVX2 and FMA into a second object,
-# X.avx2.o, that names its dispatched functions _avx2 where X.o names them _baseline; the run time picks one.
-# Both without contraction: gnu11's default -ffp-contract=fast would fuse a·b + c into an FMA in the
-# AVX2 build only, and the two would round differently. On other machines than x86-64 only the baseline.
-ISA_SRC   := formats/element.c formats/block.c ref/core/softmax.c ref/core/index_scan.c
-ISA_FLAGS := -ffp-contract=off
+# The sources with hot loops (formats/isa.h): each also compiled with AVX2 and FMA into X.avx2.o and with
+# AVX-512 (F, BW, VL, DQ) into X.avx512.o, which name their dispatched functions _avx2 and _avx512 where
+# X.o names them _baseline; the run time picks one. All without contraction: gnu11's default
+# -ffp-contract=fast would fuse a·b + c into an FMA in the vector builds only, and they would round
+# differently. The AVX-512 build prefers 512-bit vectors (GCC's default tuning stops at 256). On other
+# machines than x86-64 only the baseline.
+ISA_SRC     := formats/element.c formats/block.c ref/core/softmax.c ref/core/index_scan.c
+ISA_FLAGS   := -ffp-contract=off
+AVX2_FLAGS  := -mavx2 -mfma
+AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mprefer-vector-width=512
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
-isa_obj    = $(patsubst %.c,$(BUILD)/obj/%.avx2.o,$(filter $(ISA_SRC),$(1)))
-CFLAGS    += -DKVF_ISA_HAVE_AVX2
+isa_obj    = $(foreach v,avx2 avx512,$(patsubst %.c,$(BUILD)/obj/%.$(v).o,$(filter $(ISA_SRC),$(1))))
+CFLAGS    += -DKVF_ISA_HAVE_X86
 endif
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
 LIB_REF     := $(BUILD)/lib/libkvref.a
@@ -124,7 +128,11 @@ $(call obj,$(ISA_SRC)): CFLAGS += $(ISA_FLAGS)
 $(BUILD)/obj/%.avx2.o: %.c
 	@mkdir -p $(@D)
 	$(call say,CCAVX2,$<)
-	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) -mavx2 -mfma -DKVF_ISA_BUILD_AVX2 $(DEPFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) $(AVX2_FLAGS) -DKVF_ISA_BUILD_AVX2 $(DEPFLAGS) -c $< -o $@
+$(BUILD)/obj/%.avx512.o: %.c
+	@mkdir -p $(@D)
+	$(call say,CCAVX512,$<)
+	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) $(AVX512_FLAGS) -DKVF_ISA_BUILD_AVX512 $(DEPFLAGS) -c $< -o $@
 
 $(LIB_FORMATS): $(call obj,$(FORMATS_SRC)) $(call isa_obj,$(FORMATS_SRC))
 	@mkdir -p $(@D)

@@ -37,8 +37,8 @@
  * nibble of byte j, element 2j+1 in the HIGH nibble (DeepGEMM, PyTorch float4_e2m1fn_x2). Scales are
  * one per block in block order.
  *
- * The check, the quantisers and the dequantisers run the variant isa.h chooses for the CPU (AVX2+FMA or
- * baseline x86-64); every variant writes the same bytes.
+ * The check, the quantisers and the dequantisers run the variant isa.h chooses for the CPU (AVX-512,
+ * AVX2+FMA or baseline x86-64); every variant writes the same bytes.
  *
  * Shapes use n for the vector length; [n/32] etc. count blocks. */
 #ifndef KVF_BLOCK_H

@@ -65,7 +65,7 @@ uint32_t kvf_encode(kvf_element f, float x);
 uint32_t kvf_encode_sat(kvf_element f, float x);
 
 /* Bulk casts, the same rules as the scalar ones element by element, vectorised for the CPU they run
- * on (isa.h: AVX2+FMA or baseline x86-64, the same bits either way).
+ * on (isa.h: AVX-512, AVX2+FMA or baseline x86-64, the same bits in each).
  * Shapes: x[n] floats; codes[n]; for E2M1 packed[(n+1)/2] bytes, element 2j in the LOW nibble of
  * byte j and element 2j+1 in the HIGH nibble (odd n: the last high nibble is written as 0).
  * E2M1's plain and saturating casts coincide, so it has one encoder. */

@@ -175,7 +175,9 @@ static inline uint8_t e2m1_pair(float first, float second)
  * variant's directly, once per block, rather than through the dispatch. */
 void kvf_e4m3_decode_n_baseline(float *x, const uint8_t *codes, size_t n);
 void kvf_e4m3_decode_n_avx2(float *x, const uint8_t *codes, size_t n);
+void kvf_e4m3_decode_n_avx512(float *x, const uint8_t *codes, size_t n);
 void kvf_e2m1_decode_n_baseline(float *x, const uint8_t *packed, size_t n);
 void kvf_e2m1_decode_n_avx2(float *x, const uint8_t *packed, size_t n);
+void kvf_e2m1_decode_n_avx512(float *x, const uint8_t *packed, size_t n);
 
 #endif

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const isa_names[KVF_N_ISA] = {[KVF_ISA_BASELINE] = "baseline", [KVF_ISA_AVX2] = "avx2"};
+static const char *const isa_names[KVF_N_ISA] = {
+    [KVF_ISA_BASELINE] = "baseline", [KVF_ISA_AVX2] = "avx2", [KVF_ISA_AVX512] = "avx512"};
+
 
 const char *kvf_isa_name(kvf_isa isa)
 {
@@ -25,12 +27,25 @@ int kvf_isa_from_name(const char *name, kvf_isa *out)
     return -1;
 }
 
-#ifdef KVF_ISA_HAVE_AVX2 /* an x86-64 build (Makefile) */
+#ifdef KVF_ISA_HAVE_X86 /* an x86-64 build (Makefile) */
+/* What the CPU lacks where a variant cannot run, for KVL_ISA's message. */
+static const char *const isa_needs[KVF_N_ISA] = {
+    [KVF_ISA_AVX2] = "the CPU lacks AVX2 or FMA", [KVF_ISA_AVX512] = "the CPU lacks AVX-512 F, BW, VL or DQ"};
+
 /* AVX2 and FMA in the CPU, and the OS saving the 256-bit registers (libgcc's check includes it). */
 static int cpu_has_avx2_fma(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* The AVX-512 subsets the AVX-512 build's flags name, and the OS saving the 512-bit and mask registers
+ * (libgcc again). */
+static int cpu_has_avx512(void)
+{
+    __builtin_cpu_init();
+    return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 #endif
 
@@ -38,8 +53,9 @@ int kvf_isa_available(kvf_isa isa)
 {
     switch (isa) {
     case KVF_ISA_BASELINE: return 1;
-#ifdef KVF_ISA_HAVE_AVX2
+#ifdef KVF_ISA_HAVE_X86
     case KVF_ISA_AVX2: return cpu_has_avx2_fma();
+    case KVF_ISA_AVX512: return cpu_has_avx512();
 #endif
     default: return 0;
     }
@@ -51,7 +67,9 @@ static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
 static kvf_isa automatic(void)
 {
-    return kvf_isa_available(KVF_ISA_AVX2) ? KVF_ISA_AVX2 : KVF_ISA_BASELINE;
+    for (int isa = KVF_N_ISA - 1; isa > KVF_ISA_BASELINE; isa--)
+        if (kvf_isa_available((kvf_isa)isa)) return (kvf_isa)isa;
+    return KVF_ISA_BASELINE;
 }
 
 /* KVL_ISA's variant if it names one that can run here, else the automatic choice (saying why). */
@@ -62,16 +80,16 @@ static kvf_isa from_environment(void)
     kvf_isa isa;
     if (!env || !*env) return fallback;
     if (kvf_isa_from_name(env, &isa) != 0) {
-        fprintf(stderr, "KVL_ISA=%s: unknown instruction set (baseline or avx2); using %s\n", env,
+        fprintf(stderr, "KVL_ISA=%s: unknown instruction set (baseline, avx2 or avx512); using %s\n", env,
                 kvf_isa_name(fallback));
         return fallback;
     }
     if (!kvf_isa_available(isa)) {
         fprintf(stderr, "KVL_ISA=%s: not available here (%s); using %s\n", env,
-#ifdef KVF_ISA_HAVE_AVX2
-                "the CPU lacks AVX2 or FMA",
+#ifdef KVF_ISA_HAVE_X86
+                isa_needs[isa],
 #else
-                "this build has no AVX2 variant",
+                "this build has only the baseline",
 #endif
                 kvf_isa_name(fallback));
         return fallback;

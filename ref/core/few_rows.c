@@ -206,7 +206,7 @@ AVX2 static void values_avx2_bf16(float *acc, const float *p, size_t G, const kv
 int kvl_few_simd(const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
-    return kvf_isa_active() == KVF_ISA_AVX2 && t->Dk % 8 == 0 && t->Dv % 8 == 0;
+    return kvf_isa_active() >= KVF_ISA_AVX2 && t->Dk % 8 == 0 && t->Dv % 8 == 0;
 #else
     (void)t;
     return 0;

@@ -12,7 +12,7 @@
  * A bf16 value is widened in a register as it is loaded (bf16 → float32 is exact: the code in the high
  * half of the word), so no float copy of a bf16 tile is written.
  *
- * The AVX2+FMA kernels run where formats/isa.h's choice is avx2 (the CPU has both; KVL_ISA=baseline
+ * The AVX2+FMA kernels run where formats/isa.h's choice is avx2 or wider (KVL_ISA=baseline
  * turns them off, and attention then takes its BLAS path) and Dk and Dv are multiples of 8; the plain loops
  * (the _plain twins, also what runs anywhere else) are the same sums in another order: the two agree to
  * float32 rounding. Every value of K and V is read; a NaN or infinity propagates as in any dot product. */

@@ -30,13 +30,12 @@ void KVF_ISA_FN(kvl_index_weigh_heads)(float *row, const float *dot, const float
 
 #if KVF_ISA_ONCE
 
-void kvl_index_weigh_heads_baseline(float *row, const float *dot, const float *w, size_t HI, size_t n,
-                                    size_t visible);
-void kvl_index_weigh_heads_avx2(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible);
+typedef void weigh_fn(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible);
+weigh_fn kvl_index_weigh_heads_baseline, kvl_index_weigh_heads_avx2, kvl_index_weigh_heads_avx512;
 
 static void weigh_heads(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible)
 {
-    KVF_ISA_CALL(kvl_index_weigh_heads, (row, dot, w, HI, n, visible));
+    KVF_ISA_CALL(, kvl_index_weigh_heads, (row, dot, w, HI, n, visible))
 }
 
 /* Per-part scratch: the dot products [rows·HI][tile] and a key tile [tile][DI] (decoded or gathered; none
