@@ -277,7 +277,7 @@ double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
 /* The peer targets, each a minimum of peer time / C time on one thread. */
 #define KVB_PEER_TARGET 1.0      /* a decode step against every peer at equal precision */
 #define KVB_PEER_BF16_TARGET 1.3 /* a bf16-cache step against torch widening the cache every step */
-#define KVB_PEER_CAST_TARGET 8.0 /* an element encoder against ml_dtypes' astype */
+#define KVB_PEER_CAST_TARGET 8.0 /* an element encoder, or a block quantiser, against ml_dtypes' astype */
 /* The largest |peer - C| over the largest |C| of a step's output that is still the same float32
  * computation: T-term sums in a different order differ by far less. */
 #define KVB_PEER_TOLERANCE 1e-4

@@ -19,7 +19,9 @@
  *
  * Then ml_dtypes' astype (peers.py) on one thread, over the first PEER_VALUES of the same values, each
  * direction of E4M3, E5M2 and E2M1 checked against the C cast's codes and values and timed interleaved
- * with it: peer time over C time, target KVB_PEER_CAST_TARGET for an encoder.
+ * with it: peer time over C time, target KVB_PEER_CAST_TARGET for an encoder. Last the MXFP4 and NVFP4
+ * quantisers against the same recipes written in numpy around astype, checked block for block (codes
+ * and scale) against C's and timed the same way, target KVB_PEER_CAST_TARGET.
  *
  * Input: standard normals times 8 (seed 1), so E4M3 sees its whole normal range and E2M1 saturates
  * often; NVFP4's tensor scale comes from the input's maximum, found before the timing. */
@@ -231,20 +233,22 @@ static void codes_one_a_byte(uint8_t *one, const buffers *b, size_t n, int nibbl
     for (size_t i = 0; i < n; i++) one[i] = nibbles ? (b->codes[i / 2] >> (4 * (i & 1))) & 0xF : b->codes[i];
 }
 
-/* One direction of a cast against astype: its row, peer/C on one thread, the G values/s of each. */
-static void peer_cast_row(kvb_peer *p, const char *what, const char *dir, job *j, long mismatches, double target)
+/* One kernel against its ml_dtypes peer (the peer's variant `dir`, "encode", "decode" or "quantise"):
+ * its row, peer/C on one thread, the G values/s of each; `same` says what the check found equal. */
+static void peer_row(kvb_peer *p, const char *what, const char *dir, const char *same, job *j, long mismatches,
+                     double target)
 {
     char name[160];
     snprintf(name, sizeof name, "%s %s", what, dir);
-    kvb_progress("formats: %s against ml_dtypes astype", name);
+    kvb_progress("formats: %s against ml_dtypes", name);
     double c_s = 0, peer_s = 0;
     const kvb_quartiles r = kvb_time_against_peer(p, dir, run_job, j, &c_s, &peer_s);
     if (!(r.median > 0)) {
-        printf("formats: %s: ml_dtypes astype did not run\n", name);
+        printf("formats: %s: the ml_dtypes peer did not run\n", name);
         return;
     }
     snprintf(name, sizeof name, "%s %s ml_dtypes/C 1T (%s; %.3f vs %.2f G values/s)", what, dir,
-             mismatches ? "DIFFERS" : dir[0] == 'e' ? "same codes" : "same values", (double)j->n * 1e-9 / peer_s, (double)j->n * 1e-9 / c_s);
+             mismatches ? "DIFFERS" : same, (double)j->n * 1e-9 / peer_s, (double)j->n * 1e-9 / c_s);
     kvb_print_peer_row("formats", name, (double)j->n * sizeof(float) / KVB_MIB, c_s, r, mismatches ? 0 : target);
 }
 
@@ -266,8 +270,39 @@ static void peer_cast(kvb_peer *p, int k, const buffers *b, uint8_t *one)
         printf("formats: %s: ml_dtypes did not load it; skipped\n", CASTS[k].what);
         return;
     }
-    peer_cast_row(p, CASTS[k].what, "encode", &enc, bad_codes, KVB_PEER_CAST_TARGET);
-    peer_cast_row(p, CASTS[k].what, "decode", &dec, bad_values, 0);
+    peer_row(p, CASTS[k].what, "encode", "same codes", &enc, bad_codes, KVB_PEER_CAST_TARGET);
+    peer_row(p, CASTS[k].what, "decode", "same values", &dec, bad_values, 0);
+}
+
+/* The block quantisers the peer writes in numpy around astype (peers.py's quant). */
+static const struct {
+    const char *scheme;
+    kernel quantise;
+    size_t block;
+} QUANTS[] = {
+    {"mxfp4", mxfp4_quant, KVF_MX_BLOCK},
+    {"nvfp4", nvfp4_quant, KVF_NVFP4_BLOCK},
+};
+enum { N_QUANTS = sizeof QUANTS / sizeof QUANTS[0] };
+
+/* Quantiser k's codes and scales of the first PEER_VALUES values handed to the peer, which checks its
+ * own against them; then both timed. */
+static void peer_quant(kvb_peer *p, int k, const buffers *b)
+{
+    const size_t n = PEER_VALUES;
+    job q = {QUANTS[k].quantise, b, n, 1, 1};
+    run_job(&q);
+    char reply[256];
+    long bad_blocks = -1;
+    if (kvb_peer_write(p, "x.f32", b->x, n * sizeof(float)) || kvb_peer_write(p, "codes.u8", b->codes, n / 2) ||
+        kvb_peer_write(p, "scales.u8", b->scales, n / QUANTS[k].block) ||
+        kvb_peer_ask(p, reply, sizeof reply, "quant %s %s %zu %a", QUANTS[k].scheme, kvb_peer_dir(p), n,
+                     (double)b->s_global) ||
+        sscanf(reply, "variants quantise:%ld", &bad_blocks) != 1) {
+        printf("formats: %s: the numpy quantiser did not run; skipped\n", QUANTS[k].scheme);
+        return;
+    }
+    peer_row(p, QUANTS[k].scheme, "quantise", "same blocks", &q, bad_blocks, KVB_PEER_CAST_TARGET);
 }
 
 static void peer_casts(const buffers *b)
@@ -276,6 +311,7 @@ static void peer_casts(const buffers *b)
     if (p && !kvb_peer_has(p, "ml_dtypes")) printf("formats: python3 has no ml_dtypes; its astype peer is skipped\n");
     uint8_t *one = p && kvb_peer_has(p, "ml_dtypes") ? malloc(PEER_VALUES) : NULL;
     for (int k = 0; one && k < N_CASTS; k++) peer_cast(p, k, b, one);
+    for (int k = 0; one && k < N_QUANTS; k++) peer_quant(p, k, b);
     free(one);
     kvb_peer_stop(p);
 }

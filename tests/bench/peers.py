@@ -14,6 +14,10 @@ moves both):
     cast FORMAT DIR n           -> x[n] float32 (DIR/x.f32), C's codes one a byte (DIR/codes.u8) and C's
         decoded codes (DIR/y.f32); ml_dtypes' astype both ways: -> "variants encode:MISMATCHES
         decode:MISMATCHES" (values whose code or decoded value differs from C's; 0 is the same thing)
+    quant SCHEME DIR n S_GLOBAL -> x[n] float32 (DIR/x.f32), C's packed E2M1 codes (DIR/codes.u8, n/2
+        bytes) and scales (DIR/scales.u8, a byte a block) of mxfp4 or nvfp4 (S_GLOBAL, a hex float, its
+        tensor scale); the block quantiser written in numpy around ml_dtypes' astype: -> "variants
+        quantise:MISMATCHES" (blocks whose scale or codes differ from C's)
     time NAME repeats           -> "seconds MEDIAN" of `repeats` runs of the variant (warm: its check ran it)
     quit
 
@@ -139,6 +143,45 @@ def cast_variants(fmt, d, n):
     return runs, {"encode": int(n - same_code.sum()), "decode": int(n - same_value.sum())}
 
 
+def pack_e2m1(q):
+    """q (blocks, k) float32 quotients within ±6 -> (blocks, k/2) bytes, element 2j in the low nibble."""
+    c = q.astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+    return c[:, 0::2] | (c[:, 1::2] << 4)
+
+
+def quant_mxfp4(x):
+    """OCP MX v1.0: 32-value blocks, scale 2^(floor(log2 amax) - 2) as E8M0, amax 0 taken as 2^-126."""
+    b = x.reshape(-1, 32)
+    amax = np.maximum(np.abs(b).max(1), np.float32(2.0**-126))
+    e = np.clip(np.frexp(amax)[1] - 3, -127, 127)
+    q = np.clip(b / np.ldexp(np.float32(1), e)[:, None], -6, 6)
+    return pack_e2m1(q), (e + 127).astype(np.uint8)
+
+
+def quant_nvfp4(x, s_global):
+    """NVFP4: 16-value blocks, scale e4m3(amax / 6 / s_global) clamped to [2^-6, 448]."""
+    b = x.reshape(-1, 16)
+    s = np.clip(np.abs(b).max(1) / np.float32(6) / s_global, np.float32(2.0**-6), np.float32(448))
+    scale = s.astype(ml_dtypes.float8_e4m3fn)
+    q = np.clip(b / (s_global * scale.astype(np.float32))[:, None], -6, 6)
+    return pack_e2m1(q), scale.view(np.uint8)
+
+
+QUANTS = {"mxfp4": 32, "nvfp4": 16}
+
+
+def quant_variants(scheme, d, n, s_global):
+    block = QUANTS[scheme]
+    x = np.fromfile(os.path.join(d, "x.f32"), np.float32, n)
+    c_codes = np.fromfile(os.path.join(d, "codes.u8"), np.uint8, n // 2).reshape(-1, block // 2)
+    c_scales = np.fromfile(os.path.join(d, "scales.u8"), np.uint8, n // block)
+    s_global = np.float32(s_global)
+    run = (lambda: quant_mxfp4(x)) if scheme == "mxfp4" else (lambda: quant_nvfp4(x, s_global))
+    codes, scales = run()
+    bad = (codes != c_codes).any(1) | (scales != c_scales)
+    return {"quantise": run}, {"quantise": int(bad.sum())}
+
+
 def median_seconds(run, repeats):
     times = []
     for _ in range(repeats):
@@ -167,6 +210,9 @@ def main():
             reply("variants " + " ".join(f"{k.replace(' ', '_')}:{v:.3g}" for k, v in errs.items()))
         elif w[0] == "cast":
             runs, errs = cast_variants(w[1], w[2], int(w[3]))
+            reply("variants " + " ".join(f"{k}:{v}" for k, v in errs.items()))
+        elif w[0] == "quant":
+            runs, errs = quant_variants(w[1], w[2], int(w[3]), float.fromhex(w[4]))
             reply("variants " + " ".join(f"{k}:{v}" for k, v in errs.items()))
         elif w[0] == "time":
             reply(f"seconds {median_seconds(runs[w[1].replace('_', ' ')], int(w[2])):.9g}")
