@@ -1,10 +1,13 @@
 /* ref/core/few_rows: a few query rows against a tile of keys and values, register-blocked, against the
- * two products written here in double. Shapes: GQA's (8 query rows, 128 wide, keys 2,048 values apart
- * in the [K | V] row) and ragged ones (3 and 5 rows, past the 4-row block; 1, 7 and 255 keys, past the
- * 2-key block; 40 and 24 wide, past the 16-column block), float32 and bf16 rows. */
+ * two products written here in double, in every instruction set formats/isa.h can choose here. Shapes:
+ * GQA's (8 query rows, 128 wide, keys 2,048 values apart in the [K | V] row), V4's 16 rows, and ragged
+ * ones (3, 5 and 11 rows, past the 4- and 8-row blocks; 1, 7, 37 and 255 keys, past the 3-key block;
+ * 40 and 24 wide, past the AVX2 kernels' 24 columns; 48 and 80, past the AVX-512 kernels' 48), float32
+ * and bf16 rows. */
 #include "common.h"
 #include "element.h"
 #include "few_rows.h"
+#include "isa.h"
 #include "rng.h"
 
 #include <float.h>
@@ -26,8 +29,16 @@ typedef struct {
 
 static const few_shape SHAPES[] = {
     {8, 256, 128, 128, 2048}, {8, 255, 128, 128, 2048}, {8, 7, 128, 128, 2048}, {8, 1, 128, 128, 2048},
-    {3, 100, 128, 128, 1024}, {5, 33, 40, 24, 70},      {1, 2, 8, 8, 20},
+    {3, 100, 128, 128, 1024}, {5, 33, 40, 24, 70},      {1, 2, 8, 8, 20},         {16, 64, 128, 128, 4096},
+    {11, 37, 48, 80, 200},
 };
+
+/* The widest variant the CPU runs, which a test that forced others leaves active when it ends. */
+static void restore_widest(void)
+{
+    for (int isa = KVF_N_ISA - 1; isa >= 0; isa--)
+        if (kvf_isa_force((kvf_isa)isa) == 0) return;
+}
 
 /* Inputs for one shape: q[G][Dk], p[G][n] in [0, 1], acc[G][Dv], rows[n][ld] with the keys at column 3
  * and the values at column 3 + Dk, as float32 and as bf16 codes (the float rows then hold the codes'
@@ -135,54 +146,65 @@ START_TEST(test_few_row_kernels_match_definition_at_gqa_and_ragged_shapes)
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
         few_inputs in = inputs(&SHAPES[i], 40 + i);
         for (int bf16 = 0; bf16 < 2; bf16++) {
-            check_kernels("dispatched", kvl_few_scores, kvl_few_values, &in, bf16);
+            for (kvf_isa isa = KVF_ISA_BASELINE; isa < KVF_N_ISA; isa++) {
+                if (kvf_isa_force(isa) != 0) continue;
+                char name[64];
+                snprintf(name, sizeof name, "dispatched (%s)", kvf_isa_name(isa));
+                check_kernels(name, kvl_few_scores, kvl_few_values, &in, bf16);
+            }
             check_kernels("plain", kvl_few_scores_plain, kvl_few_values_plain, &in, bf16);
         }
         free_inputs(&in);
     }
+    restore_widest();
 }
 END_TEST
 
-/* The SIMD kernels and the plain twins differ by float32 rounding only: the two within twice the
- * definition's bound of each other. */
+/* The active variant's kernels against the plain twins on one shape: float32 rounding apart only, within
+ * twice the definition's bound of each other. */
+static void expect_simd_near_plain(const few_shape *sh, uint64_t seed)
+{
+    const float scale = 0.088f;
+    few_inputs in = inputs(sh, seed);
+    float *s = malloc(sh->G * sh->n * sizeof *s), *acc = malloc(sh->G * sh->Dv * sizeof *acc);
+    double *ref_s = malloc(sh->G * sh->n * sizeof *ref_s), *ref_acc = malloc(sh->G * sh->Dv * sizeof *ref_acc);
+    ck_assert(s && acc && ref_s && ref_acc);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        const kvl_few_tile t = tile_of(&in, bf16);
+        ck_assert(kvl_few_simd(&t));
+        kvl_few_scores_plain(s, in.q, sh->G, &t, scale);
+        for (size_t e = 0; e < sh->G * sh->n; e++) ref_s[e] = s[e];
+        kvl_few_scores(s, in.q, sh->G, &t, scale);
+        kvl_expect_close("simd scores against plain", s, ref_s, sh->G * sh->n, 2 * scores_atol(sh->Dk, scale), 0.0,
+                         0.0);
+        for (size_t e = 0; e < sh->G * sh->Dv; e++) acc[e] = in.acc[e];
+        kvl_few_values_plain(acc, in.p, sh->G, &t);
+        for (size_t e = 0; e < sh->G * sh->Dv; e++) {
+            ref_acc[e] = acc[e];
+            acc[e] = in.acc[e];
+        }
+        kvl_few_values(acc, in.p, sh->G, &t);
+        kvl_expect_close("simd values against plain", acc, ref_acc, sh->G * sh->Dv, 2 * values_atol(sh->n), 0.0, 0.0);
+    }
+    free(s);
+    free(acc);
+    free(ref_s);
+    free(ref_acc);
+    free_inputs(&in);
+}
+
+/* Every SIMD variant the CPU runs (AVX2, AVX-512) against the plain twins. */
 START_TEST(test_simd_kernels_agree_with_plain_twins)
 {
-    const kvl_few_tile gqa = {.Dk = 128, .Dv = 128};
-    if (!kvl_few_simd(&gqa)) {
-        fprintf(stderr, "test_simd_kernels_agree_with_plain_twins: skipped, this CPU lacks AVX2+FMA\n");
-        return;
-    }
-    const float scale = 0.088f;
-    for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
-        const few_shape *sh = &SHAPES[i];
-        few_inputs in = inputs(sh, 60 + i);
-        float *s = malloc(sh->G * sh->n * sizeof *s), *acc = malloc(sh->G * sh->Dv * sizeof *acc);
-        double *ref_s = malloc(sh->G * sh->n * sizeof *ref_s), *ref_acc = malloc(sh->G * sh->Dv * sizeof *ref_acc);
-        ck_assert(s && acc && ref_s && ref_acc);
-        for (int bf16 = 0; bf16 < 2; bf16++) {
-            const kvl_few_tile t = tile_of(&in, bf16);
-            ck_assert(kvl_few_simd(&t));
-            kvl_few_scores_plain(s, in.q, sh->G, &t, scale);
-            for (size_t e = 0; e < sh->G * sh->n; e++) ref_s[e] = s[e];
-            kvl_few_scores(s, in.q, sh->G, &t, scale);
-            kvl_expect_close("simd scores against plain", s, ref_s, sh->G * sh->n, 2 * scores_atol(sh->Dk, scale),
-                             0.0, 0.0);
-            for (size_t e = 0; e < sh->G * sh->Dv; e++) acc[e] = in.acc[e];
-            kvl_few_values_plain(acc, in.p, sh->G, &t);
-            for (size_t e = 0; e < sh->G * sh->Dv; e++) {
-                ref_acc[e] = acc[e];
-                acc[e] = in.acc[e];
-            }
-            kvl_few_values(acc, in.p, sh->G, &t);
-            kvl_expect_close("simd values against plain", acc, ref_acc, sh->G * sh->Dv, 2 * values_atol(sh->n), 0.0,
-                             0.0);
+    for (kvf_isa isa = KVF_ISA_AVX2; isa < KVF_N_ISA; isa++) {
+        if (kvf_isa_force(isa) != 0) {
+            fprintf(stderr, "test_simd_kernels_agree_with_plain_twins: %s skipped, this CPU lacks it\n",
+                    kvf_isa_name(isa));
+            continue;
         }
-        free(s);
-        free(acc);
-        free(ref_s);
-        free(ref_acc);
-        free_inputs(&in);
+        for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) expect_simd_near_plain(&SHAPES[i], 60 + i);
     }
+    restore_widest();
 }
 END_TEST
 

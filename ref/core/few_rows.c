@@ -199,6 +199,155 @@ AVX2 static void values_avx2_bf16(float *acc, const float *p, size_t G, const kv
 {
     values_avx2(acc, p, G, t, 1);
 }
+
+/* ---- AVX-512 ------------------------------------------------------------------------------------- */
+
+/* The same two products in 512-bit vectors, a block of eight query rows at a time (few_rows.h). */
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define INLINE_AVX512 AVX512 static inline __attribute__((always_inline))
+
+INLINE_AVX512 __m512 load16(const void *base, size_t at, int bf16)
+{
+    if (!bf16) return _mm512_loadu_ps((const float *)base + at);
+    const __m256i codes = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + at));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(codes), 16));
+}
+
+/* The low and high halves of a added: eight partial sums in 256 bits. */
+INLINE_AVX512 __m256 halves(__m512 a)
+{
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R·J ≤ 24. */
+INLINE_AVX512 void scores_block16(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0, size_t R,
+                                  size_t J, float scale, int bf16)
+{
+    __m512 a[24], k[3];
+#pragma GCC unroll 24
+    for (size_t i = 0; i < 24; i++) a[i] = _mm512_setzero_ps();
+    for (size_t c = 0; c < t->Dk; c += 16) {
+#pragma GCC unroll 3
+        for (size_t j = 0; j < J; j++) k[j] = load16(t->k, (j0 + j) * t->ldk + c, bf16);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; r++) {
+            const __m512 qr = _mm512_loadu_ps(q + r * t->Dk + c);
+#pragma GCC unroll 3
+            for (size_t j = 0; j < J; j++) a[r * J + j] = _mm512_fmadd_ps(qr, k[j], a[r * J + j]);
+        }
+    }
+    float out[24];
+    const __m256 sc = _mm256_set1_ps(scale);
+#pragma GCC unroll 3
+    for (size_t g = 0; g < (R * J + 7) / 8; g++) {
+        __m256 h[8];
+#pragma GCC unroll 8
+        for (size_t i = 0; i < 8; i++) h[i] = halves(a[8 * g + i]);
+        _mm256_storeu_ps(out + 8 * g, _mm256_mul_ps(sc, sum8(h)));
+    }
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[r * J + j];
+}
+
+/* Rows r0 … r0 + R − 1 (R 8 or 1) against every key, three keys at a time. */
+INLINE_AVX512 void scores_rows16(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t, float scale,
+                                 int bf16)
+{
+    const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);
+    float *sr = s + r0 * n;
+    const float *qr = q + r0 * t->Dk;
+    size_t j = 0;
+    for (; j + 3 <= n; j += 3) {
+        if (r0 == 0)
+            for (size_t f = j + AHEAD; f < j + AHEAD + 3 && f < n; f++) fetch_key(t, f, elt);
+        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 3, scale, bf16);
+        else scores_block16(sr, n, qr, t, j, 1, 3, scale, bf16);
+    }
+    for (; j < n; j++) {
+        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 1, scale, bf16);
+        else scores_block16(sr, n, qr, t, j, 1, 1, scale, bf16);
+    }
+}
+
+INLINE_AVX512 void scores_avx512(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale, int bf16)
+{
+    size_t r = 0;
+    for (; r + 8 <= G; r += 8) scores_rows16(s, q, r, 8, t, scale, bf16);
+    for (; r < G; r++) scores_rows16(s, q, r, 1, t, scale, bf16);
+}
+
+AVX512 static void scores_avx512_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_avx512(s, q, G, t, scale, 0);
+}
+
+AVX512 static void scores_avx512_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_avx512(s, q, G, t, scale, 1);
+}
+
+/* acc[R][16·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 16·C); R·C ≤ 24. */
+INLINE_AVX512 void values_block16(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R, size_t C,
+                                  int bf16)
+{
+    __m512 a[24], v[3];
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) a[r * C + c] = _mm512_loadu_ps(acc + r * t->Dv + c0 + 16 * c);
+    const size_t elt = bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (size_t j = 0; j < t->n; j++) {
+        if (j + VALUES_AHEAD < t->n) {
+            const char *ahead = (const char *)t->v + ((j + VALUES_AHEAD) * t->ldv + c0) * elt;
+            for (size_t b = 0; b < 16 * C * elt; b += 64) __builtin_prefetch(ahead + b);
+        }
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) v[c] = load16(t->v, j * t->ldv + c0 + 16 * c, bf16);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; r++) {
+            const __m512 w = _mm512_set1_ps(p[r * t->n + j]);
+#pragma GCC unroll 3
+            for (size_t c = 0; c < C; c++) a[r * C + c] = _mm512_fmadd_ps(w, v[c], a[r * C + c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (size_t c = 0; c < C; c++) _mm512_storeu_ps(acc + r * t->Dv + c0 + 16 * c, a[r * C + c]);
+}
+
+/* Rows r0 … r0 + R − 1 (R 8 or 1), every value column, 48 at a time, then 16. */
+INLINE_AVX512 void values_rows16(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t, int bf16)
+{
+    float *ar = acc + r0 * t->Dv;
+    const float *pr = p + r0 * t->n;
+    size_t c = 0;
+    for (; c + 48 <= t->Dv; c += 48) {
+        if (R == 8) values_block16(ar, pr, t, c, 8, 3, bf16);
+        else values_block16(ar, pr, t, c, 1, 3, bf16);
+    }
+    for (; c < t->Dv; c += 16) {
+        if (R == 8) values_block16(ar, pr, t, c, 8, 1, bf16);
+        else values_block16(ar, pr, t, c, 1, 1, bf16);
+    }
+}
+
+INLINE_AVX512 void values_avx512(float *acc, const float *p, size_t G, const kvl_few_tile *t, int bf16)
+{
+    size_t r = 0;
+    for (; r + 8 <= G; r += 8) values_rows16(acc, p, r, 8, t, bf16);
+    for (; r < G; r++) values_rows16(acc, p, r, 1, t, bf16);
+}
+
+AVX512 static void values_avx512_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+    values_avx512(acc, p, G, t, 0);
+}
+
+AVX512 static void values_avx512_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)
+{
+    values_avx512(acc, p, G, t, 1);
+}
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
@@ -213,9 +362,25 @@ int kvl_few_simd(const kvl_few_tile *t)
 #endif
 }
 
+/* 1 where the AVX-512 kernels run this tile's widths. */
+static int few_avx512(const kvl_few_tile *t)
+{
+#ifdef KVL_FEW_X86
+    return kvf_isa_active() >= KVF_ISA_AVX512 && t->Dk % 16 == 0 && t->Dv % 16 == 0;
+#else
+    (void)t;
+    return 0;
+#endif
+}
+
 void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
 {
 #ifdef KVL_FEW_X86
+    if (few_avx512(t)) {
+        if (t->bf16) scores_avx512_bf16(s, q, G, t, scale);
+        else scores_avx512_f32(s, q, G, t, scale);
+        return;
+    }
     if (kvl_few_simd(t)) {
         if (t->bf16) scores_avx2_bf16(s, q, G, t, scale);
         else scores_avx2_f32(s, q, G, t, scale);
@@ -228,6 +393,11 @@ void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, f
 void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
+    if (few_avx512(t)) {
+        if (t->bf16) values_avx512_bf16(acc, p, G, t);
+        else values_avx512_f32(acc, p, G, t);
+        return;
+    }
     if (kvl_few_simd(t)) {
         if (t->bf16) values_avx2_bf16(acc, p, G, t);
         else values_avx2_f32(acc, p, G, t);

@@ -7,13 +7,16 @@
  * operands for every tile and uses each packed value only G times, so on the 67B's shape (8 rows, 128
  * wide) packing took more time than the multiply-adds. These kernels read K and V where they lie (rows
  * ld apart in the cache), float32 or bf16, and keep a block of partial sums in registers:
- *   scores  4 query rows × 3 keys, Dk in steps of 8 (12 sums, then horizontal reductions)
- *   values  4 query rows × 24 value columns, the keys in order (12 sums held over the whole tile)
+ *   AVX2+FMA  scores 4 query rows × 3 keys, Dk in steps of 8 (12 sums, then horizontal reductions);
+ *             values 4 query rows × 24 value columns, the keys in order (12 sums held over the tile)
+ *   AVX-512   scores 8 query rows × 3 keys, Dk in steps of 16; values 8 rows × 48 columns (24 sums in
+ *             the 32 registers): each key and value is loaded, and widened, once for all 8 rows
  * A bf16 value is widened in a register as it is loaded (bf16 → float32 is exact: the code in the high
  * half of the word), so no float copy of a bf16 tile is written.
  *
- * The AVX2+FMA kernels run where formats/isa.h's choice is avx2 or wider (KVL_ISA=baseline
- * turns them off, and attention then takes its BLAS path) and Dk and Dv are multiples of 8; the plain loops
+ * The AVX-512 kernels run where formats/isa.h's choice is avx512 and Dk and Dv are multiples of 16, the
+ * AVX2+FMA ones where it is avx2 or wider and they are multiples of 8 (KVL_ISA=baseline turns both off,
+ * and attention then takes its BLAS path); the plain loops
  * (the _plain twins, also what runs anywhere else) are the same sums in another order: the two agree to
  * float32 rounding. Every value of K and V is read; a NaN or infinity propagates as in any dot product. */
 #ifndef KVL_FEW_ROWS_H
@@ -31,7 +34,7 @@ typedef struct {
     int bf16; /* 0: float32, 1: bf16 codes */
 } kvl_few_tile;
 
-/* 1 where kvl_few_scores and kvl_few_values run the AVX2+FMA kernels for this tile's widths. */
+/* 1 where kvl_few_scores and kvl_few_values run SIMD kernels (AVX2+FMA or wider) for this tile's widths. */
 int kvl_few_simd(const kvl_few_tile *t);
 
 /* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ. Pulls the tile's value rows into cache a few keys
