@@ -25,11 +25,13 @@
         E2M1_PAIR(16 * (h) + 4), E2M1_PAIR(16 * (h) + 5), E2M1_PAIR(16 * (h) + 6), E2M1_PAIR(16 * (h) + 7), \
         E2M1_PAIR(16 * (h) + 8), E2M1_PAIR(16 * (h) + 9), E2M1_PAIR(16 * (h) + 10), E2M1_PAIR(16 * (h) + 11), \
         E2M1_PAIR(16 * (h) + 12), E2M1_PAIR(16 * (h) + 13), E2M1_PAIR(16 * (h) + 14), E2M1_PAIR(16 * (h) + 15)
-static const float e2m1_pairs[256][2] = {
+#if KVF_ISA_ONCE /* one table, kvf_e2m1_pairs (element_inline.h), for every variant */
+const float kvf_e2m1_pairs[256][2] = {
     E2M1_PAIRS16(0),  E2M1_PAIRS16(1),  E2M1_PAIRS16(2),  E2M1_PAIRS16(3),  E2M1_PAIRS16(4),  E2M1_PAIRS16(5),
     E2M1_PAIRS16(6),  E2M1_PAIRS16(7),  E2M1_PAIRS16(8),  E2M1_PAIRS16(9),  E2M1_PAIRS16(10), E2M1_PAIRS16(11),
     E2M1_PAIRS16(12), E2M1_PAIRS16(13), E2M1_PAIRS16(14), E2M1_PAIRS16(15),
 };
+#endif
 
 /* Bulk casts, compiled once per instruction set (isa.h). `omp simd` asks the compiler to vectorise the
  * loop (it needs no OpenMP runtime). */
@@ -90,8 +92,8 @@ void KVF_ISA_FN(kvf_e2m1_encode_n)(uint8_t *packed, const float *x, size_t n)
 void KVF_ISA_FN(kvf_e2m1_decode_n)(float *x, const uint8_t *packed, size_t n)
 {
     size_t pairs = n / 2;
-    for (size_t j = 0; j < pairs; j++) memcpy(x + 2 * j, e2m1_pairs[packed[j]], sizeof e2m1_pairs[0]);
-    if (n % 2) x[n - 1] = e2m1_pairs[packed[pairs] & 0xFu][0];
+    for (size_t j = 0; j < pairs; j++) memcpy(x + 2 * j, kvf_e2m1_pairs[packed[j]], sizeof kvf_e2m1_pairs[0]);
+    if (n % 2) x[n - 1] = kvf_e2m1_pairs[packed[pairs] & 0xFu][0];
 }
 
 /* codes[n] ← x[n] */
@@ -138,7 +140,7 @@ float kvf_e5m2_decode(uint8_t code) { return e5m2_to_float(code); }
 uint8_t kvf_e5m2_encode(float x) { return e5m2_from_bits(float_bits(x), 0x7Cu); }
 uint8_t kvf_e5m2_encode_sat(float x) { return e5m2_from_bits(float_bits(x), 0x7Bu); }
 
-float kvf_e2m1_decode(uint8_t code) { return e2m1_pairs[code & 0xFu][0]; }
+float kvf_e2m1_decode(uint8_t code) { return kvf_e2m1_pairs[code & 0xFu][0]; }
 uint8_t kvf_e2m1_encode(float x) { return e2m1_code(x); }
 uint8_t kvf_e2m1_encode_sat(float x) { return e2m1_code(x); }
 

@@ -171,13 +171,13 @@ static inline uint8_t e2m1_pair(float first, float second)
     return e2m1_nibbles(e2m1_code(first), e2m1_code(second));
 }
 
+/* The two values of every packed E2M1 byte, element 2j (low nibble) then 2j+1 (element.c). */
+extern const float kvf_e2m1_pairs[256][2];
+
 /* The variants of the bulk decoders (element.c, isa.h): a dequantiser in block.c calls its own
  * variant's directly, once per block, rather than through the dispatch. */
 void kvf_e4m3_decode_n_baseline(float *x, const uint8_t *codes, size_t n);
 void kvf_e4m3_decode_n_avx2(float *x, const uint8_t *codes, size_t n);
 void kvf_e4m3_decode_n_avx512(float *x, const uint8_t *codes, size_t n);
-void kvf_e2m1_decode_n_baseline(float *x, const uint8_t *packed, size_t n);
-void kvf_e2m1_decode_n_avx2(float *x, const uint8_t *packed, size_t n);
-void kvf_e2m1_decode_n_avx512(float *x, const uint8_t *packed, size_t n);
 
 #endif
