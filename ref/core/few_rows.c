@@ -213,43 +213,53 @@ INLINE_AVX512 __m512 load16(const void *base, size_t at, int bf16)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(codes), 16));
 }
 
-/* The low and high halves of a added: eight partial sums in 256 bits. */
-INLINE_AVX512 __m256 halves(__m512 a)
+/* [Σa0, Σa1, …, Σa15]: the sixteen sums of sixteen vectors, by halving: each step adds pairs of
+ * vectors' halves (within 128-bit lanes, then across them), so 16 sums cost 15 additions and 30
+ * shuffles, not 16 separate reductions. */
+INLINE_AVX512 __m512 sum16(const __m512 a[16])
 {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m512 b[8], c[4], d[2];
+#pragma GCC unroll 8
+    for (size_t m = 0; m < 8; m++) /* lane i of b[m]: a[2m] (even i) and a[2m+1] (odd i), half summed */
+        b[m] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * m], a[2 * m + 1]), _mm512_unpackhi_ps(a[2 * m], a[2 * m + 1]));
+#pragma GCC unroll 4
+    for (size_t m = 0; m < 4; m++) { /* each 128-bit lane of c[m]: a[4m … 4m+3], partly summed */
+        const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(b[2 * m]), _mm512_castps_pd(b[2 * m + 1]));
+        const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(b[2 * m]), _mm512_castps_pd(b[2 * m + 1]));
+        c[m] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+    }
+#pragma GCC unroll 2
+    for (size_t m = 0; m < 2; m++) /* lanes of d[m]: c[2m] (lanes 0, 1) and c[2m+1] (2, 3), half summed */
+        d[m] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], 0x44),
+                             _mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88), _mm512_shuffle_f32x4(d[0], d[1], 0xDD));
 }
 
-/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R·J ≤ 24. */
+/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R ≤ 8, J ≤ 2 (sixteen sums;
+ * each query row's 16 values are loaded once a step for both keys). */
 INLINE_AVX512 void scores_block16(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0, size_t R,
                                   size_t J, float scale, int bf16)
 {
-    __m512 a[24], k[3];
-#pragma GCC unroll 24
-    for (size_t i = 0; i < 24; i++) a[i] = _mm512_setzero_ps();
+    __m512 a[16], k[2];
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
     for (size_t c = 0; c < t->Dk; c += 16) {
-#pragma GCC unroll 3
+#pragma GCC unroll 2
         for (size_t j = 0; j < J; j++) k[j] = load16(t->k, (j0 + j) * t->ldk + c, bf16);
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; r++) {
             const __m512 qr = _mm512_loadu_ps(q + r * t->Dk + c);
-#pragma GCC unroll 3
-            for (size_t j = 0; j < J; j++) a[r * J + j] = _mm512_fmadd_ps(qr, k[j], a[r * J + j]);
+#pragma GCC unroll 2
+            for (size_t j = 0; j < J; j++) a[2 * r + j] = _mm512_fmadd_ps(qr, k[j], a[2 * r + j]);
         }
     }
-    float out[24];
-    const __m256 sc = _mm256_set1_ps(scale);
-#pragma GCC unroll 3
-    for (size_t g = 0; g < (R * J + 7) / 8; g++) {
-        __m256 h[8];
-#pragma GCC unroll 8
-        for (size_t i = 0; i < 8; i++) h[i] = halves(a[8 * g + i]);
-        _mm256_storeu_ps(out + 8 * g, _mm256_mul_ps(sc, sum8(h)));
-    }
+    float out[16];
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(scale), sum16(a)));
     for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[r * J + j];
+        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
 }
 
-/* Rows r0 … r0 + R − 1 (R 8 or 1) against every key, three keys at a time. */
+/* Rows r0 … r0 + R − 1 (R 8 or 1) against every key, two keys at a time. */
 INLINE_AVX512 void scores_rows16(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t, float scale,
                                  int bf16)
 {
@@ -257,11 +267,11 @@ INLINE_AVX512 void scores_rows16(float *s, const float *q, size_t r0, size_t R, 
     float *sr = s + r0 * n;
     const float *qr = q + r0 * t->Dk;
     size_t j = 0;
-    for (; j + 3 <= n; j += 3) {
+    for (; j + 2 <= n; j += 2) {
         if (r0 == 0)
-            for (size_t f = j + AHEAD; f < j + AHEAD + 3 && f < n; f++) fetch_key(t, f, elt);
-        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 3, scale, bf16);
-        else scores_block16(sr, n, qr, t, j, 1, 3, scale, bf16);
+            for (size_t f = j + AHEAD; f < j + AHEAD + 2 && f < n; f++) fetch_key(t, f, elt);
+        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 2, scale, bf16);
+        else scores_block16(sr, n, qr, t, j, 1, 2, scale, bf16);
     }
     for (; j < n; j++) {
         if (R == 8) scores_block16(sr, n, qr, t, j, 8, 1, scale, bf16);
