@@ -9,8 +9,9 @@
  * ld apart in the cache), float32 or bf16, and keep a block of partial sums in registers:
  *   AVX2+FMA  scores 4 query rows × 3 keys, Dk in steps of 8 (12 sums, then horizontal reductions);
  *             values 4 query rows × 24 value columns, the keys in order (12 sums held over the tile)
- *   AVX-512   scores 8 query rows × 3 keys, Dk in steps of 16; values 8 rows × 48 columns (24 sums in
- *             the 32 registers): each key and value is loaded, and widened, once for all 8 rows
+ *   AVX-512   scores 8 query rows × 2 keys, Dk in steps of 16 (16 sums, one reduction tree); values
+ *             8 rows × 48 columns (24 sums in the 32 registers): each key and value is loaded, and
+ *             widened, once for all 8 rows
  * A bf16 value is widened in a register as it is loaded (bf16 → float32 is exact: the code in the high
  * half of the word), so no float copy of a bf16 tile is written.
  *
