@@ -145,7 +145,7 @@ double kvb_sample_fma(int threads);
  * an eighth of the ceiling's rows, or the read scan or the copy over a quarter of its bytes, all still
  * far past the last-level cache, on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
  * in *stored the stored ceiling's (kvb_ceilings); 0 when its buffers do not fit. */
-typedef enum { KVB_BOUND_SGEMM, KVB_BOUND_SCAN, KVB_BOUND_COPY } kvb_bound_kind;
+typedef enum { KVB_BOUND_SGEMM, KVB_BOUND_SCAN, KVB_BOUND_COPY, KVB_BOUND_GATHER } kvb_bound_kind;
 typedef struct {
     kvb_bound_kind kind;
     kvb_sgemm_shape shape; /* KVB_BOUND_SGEMM's */
@@ -169,6 +169,13 @@ typedef struct {
 typedef struct kvb_step kvb_step;
 kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_bounding bounding, int threads,
                            double bound_s, const kvb_step *step);
+
+/* run(ctx), a kernel that streams `bytes` bound by `kind` (the scan, the copy or, on one thread, the
+ * random gather), timed in pairs with that ceiling's sample on `threads` threads (`repeats` as
+ * kvb_time_paired) and printed as a GB/s row of `group` named `what`, against the ceiling with `target`
+ * (0: none); its times. */
+kvb_time kvb_stream_row(const char *group, const char *what, void (*run)(void *ctx), void *ctx, double bytes,
+                        kvb_bound_kind kind, int threads, int repeats, double target);
 
 /* The indexer's shape with n_heads index heads; MLA's (a higher ceiling) when no shape has that many. */
 kvb_sgemm_shape kvb_index_shape(size_t n_heads);

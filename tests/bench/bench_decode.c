@@ -331,18 +331,14 @@ static int bench_dsa(const dsa_config *c, kvl_rng *rng)
             kvb_time ti = time_step_at("V3.2 DSA indexer", store, N, run_index, &s, index_flop,
                                        n * (double)DI * sizeof(float), kvb_index_shape(HI));
             kvb_progress("decode: V3.2 DSA top-k %s %zuK", swa_store_name(store), N / 1024);
-            kvb_time tk = kvb_time_runs(run_topk, &s, KVB_REPEATS);
             char what[96];
             label(what, sizeof what, "V3.2 DSA top-k", store, N, 1);
-            kvb_print_row(&(kvb_row){"decode", what, n * sizeof(float) / KVB_MIB, tk.median,
-                                     kvb_gbps(N * sizeof(float), tk.median), "GB/s", kvb_ceilings()->scan_gbps[0],
-                                     0, tk.min, tk.max, 0});
+            const kvb_time tk =
+                kvb_stream_row("decode", what, run_topk, &s, n * sizeof(float), KVB_BOUND_SCAN, 1, KVB_REPEATS, 0);
             kvb_progress("decode: V3.2 DSA gather %s %zuK", swa_store_name(store), N / 1024);
-            kvb_time tg = kvb_time_runs(run_gather, &s, KVB_REPEATS);
             label(what, sizeof what, "V3.2 DSA gather", store, N, 1);
-            kvb_print_row(&(kvb_row){"decode", what, (double)K * row / KVB_MIB, tg.median,
-                                     kvb_gbps((size_t)((double)K * row), tg.median), "GB/s",
-                                     kvb_ceilings()->gather_gbps, KVB_GATHER_TARGET, tg.min, tg.max, 0});
+            const kvb_time tg = kvb_stream_row("decode", what, run_gather, &s, (double)K * row, KVB_BOUND_GATHER, 1,
+                                               KVB_REPEATS, KVB_GATHER_TARGET);
             kvb_time ta = time_step("V3.2 DSA sparse attend", store, N, run_sparse, &s,
                                     2.0 * (double)H * (double)K * (double)(Dw + Dc), (double)K * row);
             if (store == SWA_STORE_BF16) line_ms[LINE_DSA][k] = (ti.median + tk.median + tg.median + ta.median) * 1e3;

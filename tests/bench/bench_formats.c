@@ -180,19 +180,8 @@ static double time_row(const char *what, const char *label, job *j, kvb_bound_ki
     char name[96];
     snprintf(name, sizeof name, "%s %s", what, label);
     kvb_progress("formats: %s", name);
-    const kvb_ceiling_set *c = kvb_ceilings();
-    const int threads = (int)j->parts;
-    const double ceiling = (bound == KVB_BOUND_SCAN ? c->scan_gbps : c->copy_gbps)[threads > 1];
-    const size_t bytes = j->n * sizeof(float) * (size_t)j->rounds;
-    kvb_set_threads(threads);
-    const kvb_paired p = kvb_time_paired(run_job, j, KVB_REPEATS, (kvb_bounding){bound, KVB_SGEMM_MLA}, threads,
-                                         (double)bytes * 1e-9 / ceiling, NULL);
-    kvb_set_threads(1);
-    const double rate = kvb_gbps(bytes, p.t.median);
-    kvb_print_row_more(&(kvb_row){"formats", name, (double)bytes / KVB_MIB, p.t.median, rate, "GB/s",
-                                  rate / p.ratio.median, target, p.t.min, p.t.max, 0},
-                       &(kvb_row_more){p.ratio.q1, p.ratio.q3, 0, 0});
-    return p.t.median;
+    const double bytes = (double)(j->n * sizeof(float) * (size_t)j->rounds);
+    return kvb_stream_row("formats", name, run_job, j, bytes, bound, (int)j->parts, KVB_REPEATS, target).median;
 }
 
 static void bench_kernel(int k, const buffers *b, const kvb_ceiling_set *c)

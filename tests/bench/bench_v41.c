@@ -247,19 +247,12 @@ static int step_init(v41_step *p, size_t T, csa2_cache_format fmt, kvl_rng *rng)
     return p->failed;
 }
 
-/* A selection or a scan of `bytes`, GB/s against the read scan. */
-static void print_stream(const char *what, kvb_time t, double bytes, double target)
-{
-    kvb_print_row(&(kvb_row){"v41", what, bytes / KVB_MIB, t.median, bytes * 1e-9 / t.median, "GB/s",
-                             kvb_ceilings()->scan_gbps[0], target, t.min, t.max, 0});
-}
-
 static void time_stream(const char *name, v41_step *p, void (*run)(void *), double bytes, double target, int repeats)
 {
     char what[96];
     snprintf(what, sizeof what, "%s %zuK", name, p->T / 1024);
     kvb_progress("v41: %s", what);
-    print_stream(what, kvb_time_runs(run, p, repeats), bytes, target);
+    kvb_stream_row("v41", what, run, p, bytes, KVB_BOUND_SCAN, 1, repeats, target); /* a selection or a scan */
 }
 
 /* A step of the phases phase[KVB_PHASES] (bench.h). */

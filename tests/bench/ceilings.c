@@ -139,13 +139,14 @@ static void run_scan(void *ctx)
 typedef struct {
     uint8_t *dst;
     const uint8_t *src;
-    const size_t *pick; /* [GATHER_ROWS] row numbers */
+    const size_t *pick; /* [n] row numbers */
+    size_t n;
 } gather_job;
 
 static void run_gather(void *ctx)
 {
     gather_job *j = ctx;
-    for (size_t i = 0; i < GATHER_ROWS; i++)
+    for (size_t i = 0; i < j->n; i++)
         memcpy(j->dst + i * KVB_GATHER_ROW, j->src + j->pick[i] * KVB_GATHER_ROW, KVB_GATHER_ROW);
 }
 
@@ -230,7 +231,7 @@ static int measure(measurement *m)
         }
         kvb_set_threads(1);
         kvb_progress("ceilings: random gather of %zu rows of %d bytes", GATHER_ROWS, KVB_GATHER_ROW);
-        m->gather = kvb_time_runs(run_gather, &(gather_job){dst, src, pick}, CEILING_REPEATS);
+        m->gather = kvb_time_runs(run_gather, &(gather_job){dst, src, pick, GATHER_ROWS}, CEILING_REPEATS);
         m->rate = (kvb_ceiling_set){.scan_gbps = {kvb_gbps(bytes, m->scan[0].min), kvb_gbps(bytes, m->scan[1].min)},
                                     .copy_gbps = {kvb_gbps(bytes, m->copy[0].min), kvb_gbps(bytes, m->copy[1].min)},
                                     .gather_gbps = kvb_gbps(GATHER_ROWS * KVB_GATHER_ROW, m->gather.min)};
@@ -294,13 +295,16 @@ const kvb_ceiling_set *kvb_ceilings(void)
 
 void kvb_set_threads(int n) { kvl_set_threads(n); }
 
-/* The samples' buffers, kept for the run: rows for the sgemm, the scan and the copy (past the
- * last-level cache), the copy's destination, the query block, and each part's scores and accumulator. */
+/* The samples' buffers, kept for the run: rows for the sgemm, the scan, the copy and the gather (past
+ * the last-level cache), the copy's and the gather's destination, the gather's random row numbers, the
+ * query block, and each part's scores and accumulator. */
 #define SAMPLE_ROWS (SGEMM_ROWS / 8)
 #define SAMPLE_BYTES (KVB_STREAM_BYTES / 4)
+#define SAMPLE_GATHER_ROWS (GATHER_ROWS / 8)
 static struct {
     float *rows, *q, *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
     uint8_t *copy; /* the copy's destination */
+    size_t *pick;  /* [SAMPLE_GATHER_ROWS] */
 } sample;
 
 static int sample_buffers(void)
@@ -309,7 +313,8 @@ static int sample_buffers(void)
     sample.rows = malloc(SAMPLE_BYTES);
     sample.q = malloc(SGEMM_MOST_Q * sizeof *sample.q);
     sample.copy = malloc(SAMPLE_BYTES);
-    int ok = sample.rows && sample.q && sample.copy;
+    sample.pick = malloc(SAMPLE_GATHER_ROWS * sizeof *sample.pick);
+    int ok = sample.rows && sample.q && sample.copy && sample.pick;
     for (size_t p = 0; p < SGEMM_PARTS; p++) {
         sample.s[p] = calloc(SGEMM_MOST_S, sizeof *sample.s[p]);
         sample.acc[p] = calloc(SGEMM_MOST_Q, sizeof *sample.acc[p]);
@@ -321,8 +326,11 @@ static int sample_buffers(void)
         kvl_rng_uniform_f32(&rng, sample.rows, SAMPLE_BYTES / sizeof(float), -1.0, 1.0);
         kvl_rng_uniform_f32(&rng, sample.q, SGEMM_MOST_Q, -1.0, 1.0);
         memset(sample.copy, 0, SAMPLE_BYTES); /* faults its pages in */
+        for (size_t i = 0; i < SAMPLE_GATHER_ROWS; i++)
+            sample.pick[i] = kvl_rng_next_u64(&rng) % (SAMPLE_BYTES / KVB_GATHER_ROW);
         return 0;
     }
+    free(sample.pick);
     free(sample.rows);
     free(sample.q);
     free(sample.copy);
@@ -348,6 +356,13 @@ double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
         run_scan(&job);
         took = kvl_seconds() - start;
         work = (double)SAMPLE_BYTES * 1e-9;
+    } else if (b.kind == KVB_BOUND_GATHER) {
+        *stored = c->gather_gbps;
+        gather_job job = {sample.copy, (const uint8_t *)sample.rows, sample.pick, SAMPLE_GATHER_ROWS};
+        start = kvl_seconds();
+        run_gather(&job);
+        took = kvl_seconds() - start;
+        work = (double)(SAMPLE_GATHER_ROWS * KVB_GATHER_ROW) * 1e-9;
     } else if (b.kind == KVB_BOUND_COPY) {
         *stored = c->copy_gbps[th];
         copy_job job = {sample.copy, (const uint8_t *)sample.rows, SAMPLE_BYTES, (size_t)th + 1};

@@ -191,6 +191,24 @@ kvb_paired kvb_time_paired(void (*run)(void *ctx), void *ctx, int repeats, kvb_b
     return out;
 }
 
+kvb_time kvb_stream_row(const char *group, const char *what, void (*run)(void *ctx), void *ctx, double bytes,
+                        kvb_bound_kind kind, int threads, int repeats, double target)
+{
+    const kvb_ceiling_set *c = kvb_ceilings();
+    const int th = threads > 1;
+    const double ceiling = kind == KVB_BOUND_COPY ? c->copy_gbps[th] : kind == KVB_BOUND_GATHER ? c->gather_gbps
+                                                                                              : c->scan_gbps[th];
+    kvb_set_threads(threads);
+    const kvb_paired p = kvb_time_paired(run, ctx, repeats, (kvb_bounding){kind, KVB_SGEMM_MLA}, threads,
+                                         bytes * 1e-9 / ceiling, NULL);
+    kvb_set_threads(1);
+    const double rate = bytes * 1e-9 / p.t.median;
+    kvb_print_row_more(&(kvb_row){group, what, bytes / KVB_MIB, p.t.median, rate, "GB/s", rate / p.ratio.median,
+                                  target, p.t.min, p.t.max, 0},
+                       &(kvb_row_more){p.ratio.q1, p.ratio.q3, 0, 0});
+    return p.t;
+}
+
 kvb_time kvb_time_step(const kvb_step *s)
 {
     char what[128];
