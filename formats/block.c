@@ -115,12 +115,20 @@ static void encode_e4m3_block_times(uint8_t *codes, const float *x, size_t k, fl
     for (size_t i = 0; i < k; i++) codes[i] = e4m3_sat_code(x[i] * r);
 }
 
-/* x[k] → packed[k/2], E2M1 of fl32(x_i · r) = fl32(x_i / s), r = 1/s for a power-of-two s, saturating
- * at ±6; element 2j in the low nibble of byte j. */
-static void encode_e2m1_block_times(uint8_t *packed, const float *x, size_t k, float r)
+/* The E2M1 recipes with an E8M0 scale share one block size. */
+#define E8M0_SCALED_BLOCK KVF_MX_BLOCK
+_Static_assert(KVF_MXFP4_RCEIL_BLOCK == E8M0_SCALED_BLOCK, "MXFP4 and its rceil form have different blocks");
+
+/* x[32] → packed[16], E2M1 of fl32(x_i · r) = fl32(x_i / s), r = 1/s for a power-of-two s, saturating
+ * at ±6; element 2j in the low nibble of byte j. The codes come from one loop over the 32 elements, and
+ * only then are packed: a loop over the pairs reads every other value, which the compiler vectorised in
+ * 128 bits (MXFP4 quantised 1.2 G values/s in L2 that way, 1.64 this way). */
+static void encode_e2m1_block_times(uint8_t *packed, const float *x, float r)
 {
+    uint8_t code[E8M0_SCALED_BLOCK];
 #pragma omp simd
-    for (size_t j = 0; j < k / 2; j++) packed[j] = e2m1_pair(x[2 * j] * r, x[2 * j + 1] * r);
+    for (size_t i = 0; i < E8M0_SCALED_BLOCK; i++) code[i] = e2m1_code(x[i] * r);
+    for (size_t j = 0; j < E8M0_SCALED_BLOCK / 2; j++) packed[j] = e2m1_nibbles(code[2 * j], code[2 * j + 1]);
 }
 
 /* Near float32's maximum a round-up scale leaves the block's largest codes with no finite decode: with
@@ -173,12 +181,12 @@ static void encode_e4m3_blocks_e8m0(uint8_t *codes, const float *x, size_t n, si
     for (size_t b = 0; b < n / k; b++) e4m3_block_satfinite(codes + b * k, k, kvf_e8m0_decode(scales[b]));
 }
 
-/* x[n] in blocks of k, scales[n/k] (E8M0) → packed[n/2]: every block's E2M1 codes, as above. */
-static void encode_e2m1_blocks_e8m0(uint8_t *packed, const float *x, size_t n, size_t k,
-                                    const uint8_t *scales)
+/* x[n] in blocks of 32, scales[n/32] (E8M0) → packed[n/2]: every block's E2M1 codes, as above. */
+static void encode_e2m1_blocks_e8m0(uint8_t *packed, const float *x, size_t n, const uint8_t *scales)
 {
+    const size_t k = E8M0_SCALED_BLOCK;
     for (size_t b = 0; b < n / k; b++)
-        encode_e2m1_block_times(packed + b * k / 2, x + b * k, k, e8m0_reciprocal(scales[b]));
+        encode_e2m1_block_times(packed + b * k / 2, x + b * k, e8m0_reciprocal(scales[b]));
     for (size_t b = 0; b < n / k; b++) e2m1_block_satfinite(packed + b * k / 2, k, kvf_e8m0_decode(scales[b]));
 }
 
@@ -256,7 +264,7 @@ int KVF_ISA_FN(kvf_quant_mxfp4)(uint8_t *codes, uint8_t *scales, const float *x,
     if (err != KVF_OK) return err;
     for (size_t b = 0; b < n / KVF_MX_BLOCK; b++)
         scales[b] = kvf_scale_ocp_floor(block_amax(x + b * KVF_MX_BLOCK, KVF_MX_BLOCK), KVF_E2M1);
-    encode_e2m1_blocks_e8m0(codes, x, n, KVF_MX_BLOCK, scales);
+    encode_e2m1_blocks_e8m0(codes, x, n, scales);
     return KVF_OK;
 }
 
@@ -429,7 +437,7 @@ int KVF_ISA_FN(kvf_quant_mxfp4_rceil)(uint8_t *codes, uint8_t *scales, const flo
     if (err != KVF_OK) return err;
     const size_t k = KVF_MXFP4_RCEIL_BLOCK;
     for (size_t b = 0; b < n / k; b++) scales[b] = mxfp4_rceil_block_scale(block_amax(x + b * k, k));
-    encode_e2m1_blocks_e8m0(codes, x, n, k, scales);
+    encode_e2m1_blocks_e8m0(codes, x, n, scales);
     return KVF_OK;
 }
 
