@@ -452,6 +452,28 @@ __device__ __forceinline__ void kvl_sparse_values(float (&acc)[KVL_SPARSE_DV / 2
     }
 }
 
+/* One warp's mma C fragments acc[nt] (kvl_mma_bf16's layout: channels 8nt + 2t and + 1 of heads head_lo and
+ * head_lo + 8, in the half of Dv from side·Dv/2) into split `split` of part_o[B][H][n_splits][Dv]; a head at
+ * or past H (a partial head block) is not stored. */
+template <size_t Dv>
+__device__ __forceinline__ void kvl_mma_store_part(float *part_o, const float (&acc)[Dv / 2 / 8][4], size_t b,
+                                                   const kvl_attend_shape &sh, size_t split, size_t head_lo,
+                                                   unsigned side, unsigned t)
+{
+    KVL_UNROLL
+    for (unsigned nt = 0; nt < Dv / 2 / 8; nt++) {
+        const size_t ch = side * (Dv / 2) + 8 * nt + 2 * t;
+        KVL_UNROLL
+        for (unsigned i = 0; i < 2; i++) {
+            const size_t head = head_lo + 8 * i;
+            if (head >= sh.H) continue;
+            float *o = part_o + ((b * sh.H + head) * sh.n_splits + split) * Dv + ch;
+            o[0] = acc[nt][2 * i];
+            o[1] = acc[nt][2 * i + 1];
+        }
+    }
+}
+
 /* part_o[B][H][n_splits][512], part_ml[B][H][n_splits] from q_hat[B][H][576] over the keys of query set b:
  * key k < P::count(b) is the row P::row(b, k) (NULL: an invalid pick, weight 0), read by the chunk reader R
  * (kvl_chunks_bf16 or kvl_chunks_v32), one key head whose first 512 channels are also the value */
@@ -487,21 +509,7 @@ __global__ void __launch_bounds__(KVL_SPARSE_THREADS, 1)
         __syncthreads();
         kvl_sparse_values(acc, p_s, kv_s, f_s, hg, side);
     }
-    const size_t head_lo = h0 + 16 * hg + g, head_hi = head_lo + 8;
-    KVL_UNROLL
-    for (unsigned nt = 0; nt < KVL_SPARSE_DV / 2 / 8; nt++) {
-        const size_t ch = side * (KVL_SPARSE_DV / 2) + 8 * nt + 2 * t;
-        if (head_lo < sh.H) {
-            float *o = part_o + ((b * sh.H + head_lo) * sh.n_splits + split) * KVL_SPARSE_DV + ch;
-            o[0] = acc[nt][0];
-            o[1] = acc[nt][1];
-        }
-        if (head_hi < sh.H) {
-            float *o = part_o + ((b * sh.H + head_hi) * sh.n_splits + split) * KVL_SPARSE_DV + ch;
-            o[0] = acc[nt][2];
-            o[1] = acc[nt][3];
-        }
-    }
+    kvl_mma_store_part<KVL_SPARSE_DV>(part_o, acc, b, sh, split, h0 + 16 * hg + g, side, t);
     if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];
 }
 

@@ -188,21 +188,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
             }
         }
     }
-    const size_t head_lo = h0 + 16 * hg + g, head_hi = head_lo + 8;
-    KVL_UNROLL
-    for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
-        const size_t ch = half * (KVL_MMA_DV / 2) + 8 * nt + 2 * t;
-        if (head_lo < sh.H) {
-            float *o = part_o + ((b * sh.H + head_lo) * sh.n_splits + split) * KVL_MMA_DV + ch;
-            o[0] = acc[nt][0];
-            o[1] = acc[nt][1];
-        }
-        if (head_hi < sh.H) {
-            float *o = part_o + ((b * sh.H + head_hi) * sh.n_splits + split) * KVL_MMA_DV + ch;
-            o[0] = acc[nt][2];
-            o[1] = acc[nt][3];
-        }
-    }
+    kvl_mma_store_part<KVL_MMA_DV>(part_o, acc, b, sh, split, h0 + 16 * hg + g, half, t);
     if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];
 }
 
@@ -482,20 +468,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
         if (more) F::store(st, next, tid);
     }
     const size_t head_lo = h0 + 16 * hg + g, head_hi = head_lo + 8;
-    KVL_UNROLL
-    for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
-        const size_t ch = half * (KVL_MMA_DV / 2) + 8 * nt + 2 * t;
-        if (head_lo < sh.H) {
-            float *o = part_o + ((b * sh.H + head_lo) * sh.n_splits + split) * KVL_MMA_DV + ch;
-            o[0] = acc[nt][0];
-            o[1] = acc[nt][1];
-        }
-        if (head_hi < sh.H) {
-            float *o = part_o + ((b * sh.H + head_hi) * sh.n_splits + split) * KVL_MMA_DV + ch;
-            o[0] = acc[nt][2];
-            o[1] = acc[nt][3];
-        }
-    }
+    kvl_mma_store_part<KVL_MMA_DV>(part_o, acc, b, sh, split, head_lo, half, t);
     if (half == 0 && t == 0) {
         if (head_lo < sh.H) part_ml[(b * sh.H + head_lo) * sh.n_splits + split] = kvl_softmax_part{m[0], l[0]};
         if (head_hi < sh.H) part_ml[(b * sh.H + head_hi) * sh.n_splits + split] = kvl_softmax_part{m[1], l[1]};
