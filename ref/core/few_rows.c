@@ -66,8 +66,8 @@ INLINE_AVX2 __m256 sum8(const __m256 a[8])
 
 /* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R·J ≤ 12 (twelve sums and
  * three keys in registers: twelve chains hide the FMA's latency, and q is read from L1 by the FMA). */
-INLINE_AVX2 void scores_block(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0, size_t R,
-                              size_t J, float scale, int bf16)
+INLINE_AVX2 void scores_block_avx2(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
+                                   size_t R, size_t J, float scale, int bf16)
 {
     __m256 a[16], k[3];
 #pragma GCC unroll 16
@@ -98,47 +98,10 @@ INLINE_AVX2 void fetch_key(const kvl_few_tile *t, size_t j, size_t elt)
     for (size_t b = 0; b < t->Dv * elt; b += 64) __builtin_prefetch(v + b);
 }
 
-/* Rows r0 … r0 + R − 1 (R 4 or 1) against every key, three keys at a time. */
-INLINE_AVX2 void scores_rows(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t, float scale,
-                             int bf16)
-{
-    const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);
-    float *sr = s + r0 * n;
-    const float *qr = q + r0 * t->Dk;
-    size_t j = 0;
-    for (; j + 3 <= n; j += 3) {
-        if (r0 == 0)
-            for (size_t f = j + AHEAD; f < j + AHEAD + 3 && f < n; f++) fetch_key(t, f, elt);
-        if (R == 4) scores_block(sr, n, qr, t, j, 4, 3, scale, bf16);
-        else scores_block(sr, n, qr, t, j, 1, 3, scale, bf16);
-    }
-    for (; j < n; j++) {
-        if (R == 4) scores_block(sr, n, qr, t, j, 4, 1, scale, bf16);
-        else scores_block(sr, n, qr, t, j, 1, 1, scale, bf16);
-    }
-}
-
-INLINE_AVX2 void scores_avx2(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale, int bf16)
-{
-    size_t r = 0;
-    for (; r + 4 <= G; r += 4) scores_rows(s, q, r, 4, t, scale, bf16);
-    for (; r < G; r++) scores_rows(s, q, r, 1, t, scale, bf16);
-}
-
-AVX2 static void scores_avx2_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
-{
-    scores_avx2(s, q, G, t, scale, 0);
-}
-
-AVX2 static void scores_avx2_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
-{
-    scores_avx2(s, q, G, t, scale, 1);
-}
-
 /* acc[R][8·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 8·C); R·C ≤ 12 (twelve
  * chains, as the scores). */
-INLINE_AVX2 void values_block(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R, size_t C,
-                              int bf16)
+INLINE_AVX2 void values_block_avx2(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R,
+                                   size_t C, int bf16)
 {
     __m256 a[12], v[3];
 #pragma GCC unroll 4
@@ -165,39 +128,6 @@ INLINE_AVX2 void values_block(float *acc, const float *p, const kvl_few_tile *t,
     for (size_t r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (size_t c = 0; c < C; c++) _mm256_storeu_ps(acc + r * t->Dv + c0 + 8 * c, a[r * C + c]);
-}
-
-/* Rows r0 … r0 + R − 1 (R 4 or 1), every value column, 24 at a time. */
-INLINE_AVX2 void values_rows(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t, int bf16)
-{
-    float *ar = acc + r0 * t->Dv;
-    const float *pr = p + r0 * t->n;
-    size_t c = 0;
-    for (; c + 24 <= t->Dv; c += 24) {
-        if (R == 4) values_block(ar, pr, t, c, 4, 3, bf16);
-        else values_block(ar, pr, t, c, 1, 3, bf16);
-    }
-    for (; c < t->Dv; c += 8) {
-        if (R == 4) values_block(ar, pr, t, c, 4, 1, bf16);
-        else values_block(ar, pr, t, c, 1, 1, bf16);
-    }
-}
-
-INLINE_AVX2 void values_avx2(float *acc, const float *p, size_t G, const kvl_few_tile *t, int bf16)
-{
-    size_t r = 0;
-    for (; r + 4 <= G; r += 4) values_rows(acc, p, r, 4, t, bf16);
-    for (; r < G; r++) values_rows(acc, p, r, 1, t, bf16);
-}
-
-AVX2 static void values_avx2_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)
-{
-    values_avx2(acc, p, G, t, 0);
-}
-
-AVX2 static void values_avx2_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)
-{
-    values_avx2(acc, p, G, t, 1);
 }
 
 /* ---- AVX-512 ------------------------------------------------------------------------------------- */
@@ -237,8 +167,8 @@ INLINE_AVX512 __m512 sum16(const __m512 a[16])
 
 /* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R ≤ 8, J ≤ 2 (sixteen sums;
  * each query row's 16 values are loaded once a step for both keys). */
-INLINE_AVX512 void scores_block16(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0, size_t R,
-                                  size_t J, float scale, int bf16)
+INLINE_AVX512 void scores_block_avx512(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
+                                       size_t R, size_t J, float scale, int bf16)
 {
     __m512 a[16], k[2];
 #pragma GCC unroll 16
@@ -259,46 +189,9 @@ INLINE_AVX512 void scores_block16(float *s, size_t lds, const float *q, const kv
         for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
 }
 
-/* Rows r0 … r0 + R − 1 (R 8 or 1) against every key, two keys at a time. */
-INLINE_AVX512 void scores_rows16(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t, float scale,
-                                 int bf16)
-{
-    const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);
-    float *sr = s + r0 * n;
-    const float *qr = q + r0 * t->Dk;
-    size_t j = 0;
-    for (; j + 2 <= n; j += 2) {
-        if (r0 == 0)
-            for (size_t f = j + AHEAD; f < j + AHEAD + 2 && f < n; f++) fetch_key(t, f, elt);
-        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 2, scale, bf16);
-        else scores_block16(sr, n, qr, t, j, 1, 2, scale, bf16);
-    }
-    for (; j < n; j++) {
-        if (R == 8) scores_block16(sr, n, qr, t, j, 8, 1, scale, bf16);
-        else scores_block16(sr, n, qr, t, j, 1, 1, scale, bf16);
-    }
-}
-
-INLINE_AVX512 void scores_avx512(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale, int bf16)
-{
-    size_t r = 0;
-    for (; r + 8 <= G; r += 8) scores_rows16(s, q, r, 8, t, scale, bf16);
-    for (; r < G; r++) scores_rows16(s, q, r, 1, t, scale, bf16);
-}
-
-AVX512 static void scores_avx512_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
-{
-    scores_avx512(s, q, G, t, scale, 0);
-}
-
-AVX512 static void scores_avx512_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
-{
-    scores_avx512(s, q, G, t, scale, 1);
-}
-
 /* acc[R][16·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 16·C); R·C ≤ 24. */
-INLINE_AVX512 void values_block16(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R, size_t C,
-                                  int bf16)
+INLINE_AVX512 void values_block_avx512(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R,
+                                       size_t C, int bf16)
 {
     __m512 a[24], v[3];
 #pragma GCC unroll 8
@@ -326,38 +219,78 @@ INLINE_AVX512 void values_block16(float *acc, const float *p, const kvl_few_tile
         for (size_t c = 0; c < C; c++) _mm512_storeu_ps(acc + r * t->Dv + c0 + 16 * c, a[r * C + c]);
 }
 
-/* Rows r0 … r0 + R − 1 (R 8 or 1), every value column, 48 at a time, then 16. */
-INLINE_AVX512 void values_rows16(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t, int bf16)
-{
-    float *ar = acc + r0 * t->Dv;
-    const float *pr = p + r0 * t->n;
-    size_t c = 0;
-    for (; c + 48 <= t->Dv; c += 48) {
-        if (R == 8) values_block16(ar, pr, t, c, 8, 3, bf16);
-        else values_block16(ar, pr, t, c, 1, 3, bf16);
+/* ---- the loops around the blocks ---------------------------------------------------------------- */
+
+/* One instruction set's loops around its two block kernels (scores_block_ISA, values_block_ISA), and the
+ * four functions the dispatch calls (scores_ISA_f32, scores_ISA_bf16, values_ISA_f32, values_ISA_bf16):
+ * query rows ROWS at a time, then one; keys KEYS at a time, then one, the first rows' pass asking for the
+ * keys AHEAD ahead; value columns COLS at a time, then WIDTH (one vector). */
+#define FEW_LOOPS(ISA, ATTR, INLINE, ROWS, KEYS, COLS, WIDTH)                                                     \
+    INLINE void scores_rows_##ISA(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t,           \
+                                  float scale, int bf16)                                                          \
+    {                                                                                                             \
+        const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);                                    \
+        float *sr = s + r0 * n;                                                                                   \
+        const float *qr = q + r0 * t->Dk;                                                                         \
+        size_t j = 0;                                                                                             \
+        for (; j + KEYS <= n; j += KEYS) {                                                                        \
+            if (r0 == 0)                                                                                          \
+                for (size_t f = j + AHEAD; f < j + AHEAD + KEYS && f < n; f++) fetch_key(t, f, elt);              \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, t, j, ROWS, KEYS, scale, bf16);                          \
+            else scores_block_##ISA(sr, n, qr, t, j, 1, KEYS, scale, bf16);                                       \
+        }                                                                                                         \
+        for (; j < n; j++) {                                                                                      \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, t, j, ROWS, 1, scale, bf16);                             \
+            else scores_block_##ISA(sr, n, qr, t, j, 1, 1, scale, bf16);                                          \
+        }                                                                                                         \
+    }                                                                                                             \
+    INLINE void scores_all_##ISA(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale,          \
+                                 int bf16)                                                                        \
+    {                                                                                                             \
+        size_t r = 0;                                                                                             \
+        for (; r + ROWS <= G; r += ROWS) scores_rows_##ISA(s, q, r, ROWS, t, scale, bf16);                        \
+        for (; r < G; r++) scores_rows_##ISA(s, q, r, 1, t, scale, bf16);                                         \
+    }                                                                                                             \
+    ATTR static void scores_##ISA##_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)   \
+    {                                                                                                             \
+        scores_all_##ISA(s, q, G, t, scale, 0);                                                                   \
+    }                                                                                                             \
+    ATTR static void scores_##ISA##_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)  \
+    {                                                                                                             \
+        scores_all_##ISA(s, q, G, t, scale, 1);                                                                   \
+    }                                                                                                             \
+    INLINE void values_rows_##ISA(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t,         \
+                                  int bf16)                                                                       \
+    {                                                                                                             \
+        float *ar = acc + r0 * t->Dv;                                                                             \
+        const float *pr = p + r0 * t->n;                                                                          \
+        size_t c = 0;                                                                                             \
+        for (; c + COLS <= t->Dv; c += COLS) {                                                                    \
+            if (R == ROWS) values_block_##ISA(ar, pr, t, c, ROWS, COLS / WIDTH, bf16);                            \
+            else values_block_##ISA(ar, pr, t, c, 1, COLS / WIDTH, bf16);                                         \
+        }                                                                                                         \
+        for (; c < t->Dv; c += WIDTH) {                                                                           \
+            if (R == ROWS) values_block_##ISA(ar, pr, t, c, ROWS, 1, bf16);                                       \
+            else values_block_##ISA(ar, pr, t, c, 1, 1, bf16);                                                    \
+        }                                                                                                         \
+    }                                                                                                             \
+    INLINE void values_all_##ISA(float *acc, const float *p, size_t G, const kvl_few_tile *t, int bf16)           \
+    {                                                                                                             \
+        size_t r = 0;                                                                                             \
+        for (; r + ROWS <= G; r += ROWS) values_rows_##ISA(acc, p, r, ROWS, t, bf16);                             \
+        for (; r < G; r++) values_rows_##ISA(acc, p, r, 1, t, bf16);                                              \
+    }                                                                                                             \
+    ATTR static void values_##ISA##_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)              \
+    {                                                                                                             \
+        values_all_##ISA(acc, p, G, t, 0);                                                                        \
+    }                                                                                                             \
+    ATTR static void values_##ISA##_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)             \
+    {                                                                                                             \
+        values_all_##ISA(acc, p, G, t, 1);                                                                        \
     }
-    for (; c < t->Dv; c += 16) {
-        if (R == 8) values_block16(ar, pr, t, c, 8, 1, bf16);
-        else values_block16(ar, pr, t, c, 1, 1, bf16);
-    }
-}
 
-INLINE_AVX512 void values_avx512(float *acc, const float *p, size_t G, const kvl_few_tile *t, int bf16)
-{
-    size_t r = 0;
-    for (; r + 8 <= G; r += 8) values_rows16(acc, p, r, 8, t, bf16);
-    for (; r < G; r++) values_rows16(acc, p, r, 1, t, bf16);
-}
-
-AVX512 static void values_avx512_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)
-{
-    values_avx512(acc, p, G, t, 0);
-}
-
-AVX512 static void values_avx512_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)
-{
-    values_avx512(acc, p, G, t, 1);
-}
+FEW_LOOPS(avx2, AVX2, INLINE_AVX2, 4, 3, 24, 8)
+FEW_LOOPS(avx512, AVX512, INLINE_AVX512, 8, 2, 48, 16)
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
