@@ -40,10 +40,9 @@ static int cpu_has_avx2_fma(void)
 }
 
 /* The AVX-512 subsets the AVX-512 build's flags name, and the OS saving the 512-bit and mask registers
- * (libgcc again). */
+ * (libgcc again); cpu_has_avx2_fma initialises libgcc's reading of the CPU. */
 static int cpu_has_avx512(void)
 {
-    __builtin_cpu_init();
     return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
