@@ -67,7 +67,8 @@ typedef struct {
     size_t slots;       /* S: rows it can hold */
     size_t max_tokens;  /* positions 0 … max_tokens − 1 may be appended */
     size_t len;         /* positions appended so far; the next one is len */
-    void *rows;         /* [slots][width] elements of `store`, slot order */
+    void *rows;         /* [slots][width] elements of `store`, slot order, from a 64-byte boundary */
+    void *block;        /* the allocation rows lies in */
 } swa_ring;
 
 /* A ring for rows of `width` elements at positions 0 … max_tokens − 1, keeping the last W of them
