@@ -193,6 +193,63 @@ START_TEST(test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_i
 }
 END_TEST
 
+/* Groups of many query rows with widths of sixteen take the many-row kernels where the CPU runs them
+ * (avx512) and BLAS elsewhere: one group of 80 (the 64-head block and a 16-head edge) with sinks, some
+ * −∞, and two groups of 32; key widths of 72 (no multiple of the vector), float32 and bf16 rows, tiles
+ * that end past the 6-key block, over 1, 2 and 3 threads. */
+#define WIDE_DK 72
+#define WIDE_DV 48
+static shape mla_wide(size_t Hq, size_t N) { return (shape){Hq, N, {N, 80, 3, WIDE_DK, 5, WIDE_DV, 1}, 0.118f}; }
+
+START_TEST(test_many_query_rows_match_definition_in_every_thread_count_and_isa)
+{
+    const size_t N = 5 * KVL_ATTEND_TILE - 37;
+    float sigma[80];
+    for (size_t h = 0; h < 80; h++) sigma[h] = h % 7 == 2 ? -INFINITY : (float)h / 10.0f - 4.0f;
+    const shape one = mla_wide(80, N);
+    const shape two = {64, N, {N, 3 + 2 * (WIDE_DK + WIDE_DV) + 3, 3, WIDE_DK, 3 + 2 * WIDE_DK, WIDE_DV, 2}, 0.118f};
+    const int threads = kvl_threads();
+    const kvf_isa active = kvf_isa_active();
+    for (int isa = 0; isa < KVF_N_ISA; isa++) {
+        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
+        for (int t = 1; t <= 3; t++) {
+            kvl_set_threads(t);
+            check_shape(&one, sigma, 800 + (uint64_t)t);
+            check_shape(&two, NULL, 810 + (uint64_t)t);
+        }
+    }
+    ck_assert_int_eq(kvf_isa_force(active), 0);
+    kvl_set_threads(threads);
+}
+END_TEST
+
+/* Every score of the first tile and a half −∞ (a key of −∞ against a query of 1): those rows weigh 0 and
+ * the heads' maxima start in the second tile, in every instruction set, as the definition gives. */
+START_TEST(test_tiles_of_minus_infinity_weigh_nothing_in_every_isa)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 11);
+    const shape sh = mla_wide(32, 3 * KVL_ATTEND_TILE + 5);
+    const kvl_attend_rows *r = &sh.r;
+    float *q = uniform(sh.Hq * WIDE_DK, &rng), *rows = uniform(sh.N * r->stride, &rng);
+    for (size_t h = 0; h < sh.Hq; h++) q[h * WIDE_DK] = 1.0f;
+    for (size_t j = 0; j < KVL_ATTEND_TILE + KVL_ATTEND_TILE / 2; j++) rows[j * r->stride + r->k_off] = -INFINITY;
+    float got[32 * WIDE_DV];
+    double want[32 * WIDE_DV];
+    oracle(want, q, sh.Hq, rows, r, sh.scale, NULL);
+    const kvf_isa active = kvf_isa_active();
+    for (int isa = 0; isa < KVF_N_ISA; isa++) {
+        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
+        ck_assert_int_eq(kvl_attend_f32(got, q, sh.Hq, rows, r, sh.scale), KVL_OK);
+        kvl_expect_close(kvf_isa_name((kvf_isa)isa), got, want, sh.Hq * WIDE_DV,
+                         attend_atol(WIDE_DK, sh.N, sh.scale), 0.0, MIN_COS);
+    }
+    ck_assert_int_eq(kvf_isa_force(active), 0);
+    free(q);
+    free(rows);
+}
+END_TEST
+
 /* Keys whose norm grows along the rows: every tile holds a new running maximum, so every tile
  * rescales what the earlier ones summed. */
 START_TEST(test_later_tile_with_larger_scores_rescales_earlier_tiles)
@@ -350,6 +407,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_tiled_attention_with_sinks_matches_definition);
     tcase_add_test(tc, test_rows_split_across_threads_match_definition);
     tcase_add_test(tc, test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa);
+    tcase_add_test(tc, test_many_query_rows_match_definition_in_every_thread_count_and_isa);
+    tcase_add_test(tc, test_tiles_of_minus_infinity_weigh_nothing_in_every_isa);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
     tcase_add_test(tc, test_chunk_head_matches_definition_and_masked_rows_give_zero);

@@ -363,6 +363,22 @@ static void job_scale(void *out, const void *in, size_t off, size_t n)
     kvl_scale_f32(y + off, 0x1.8p-126f, n); /* products below float32's normals, and ties in them */
 }
 
+/* The column forms over s[rows][COLS], an odd number of heads past every vector width. */
+#define COLS 37
+
+static void job_max_cols(void *out, const void *in, size_t off, size_t n)
+{
+    kvl_max_cols_f32(out, (const float *)in + off, n / COLS, COLS);
+}
+
+static void job_exp_cols(void *out, const void *in, size_t off, size_t n)
+{
+    float *s = out, m[COLS];
+    for (size_t h = 0; h < COLS; h++) m[h] = 0.5f + 0.25f * (float)(h % 5);
+    memcpy(s + off, (const float *)in + off, n / COLS * COLS * sizeof *s);
+    kvl_exp_cols_f32(s + off, n / COLS, COLS, m, s + N_VALUES);
+}
+
 #ifdef KVF_ISA_HAVE_X86
 typedef void weigh_fn(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible);
 weigh_fn kvl_index_weigh_heads_baseline, kvl_index_weigh_heads_avx2, kvl_index_weigh_heads_avx512;
@@ -388,6 +404,8 @@ START_TEST(test_softmax_loops_and_index_weighting_are_bit_identical_in_every_var
     float *x = mixed_values(n, 62);
     expect_variants_agree("max_f32 (every class)", job_max, x, n, SHIFT, m, sizeof(float));
     expect_variants_agree("scale_f32", job_scale, x, n, SHIFT, m, n * sizeof(float));
+    expect_variants_agree("max_cols_f32", job_max_cols, x, n, SHIFT, m, COLS * sizeof(float));
+    expect_variants_agree("exp_cols_f32", job_exp_cols, s, n, SHIFT, m, (n + COLS) * sizeof(float));
 #ifdef KVF_ISA_HAVE_X86
     weigh_fn *const weigh[KVF_N_ISA] = {kvl_index_weigh_heads_baseline, kvl_index_weigh_heads_avx2,
                                         kvl_index_weigh_heads_avx512};

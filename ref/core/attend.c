@@ -9,6 +9,7 @@
 #include "element.h"
 #include "few_rows.h"
 #include "linalg.h"
+#include "many_rows.h"
 #include "scratch.h"
 #include "softmax.h"
 #include "status.h"
@@ -49,6 +50,7 @@ static int check_args(const char *fn, const float *o, const float *q, size_t Hq,
 typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
+    float *cols;   /* [3][Hq] one tile's column maxima, shifts and sums (the many-row kernels' weights) */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
     float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded (or a group's columns, [n][Dk + Dv] with
                       Dk + Dv ≤ stride); NULL for rows read in place */
@@ -63,7 +65,8 @@ static size_t part_bytes(size_t Hq, const kvl_attend_rows *r, int own_acc, int d
     if (h > quarter / sizeof(float) / KVL_ATTEND_TILE || r->stride > quarter / sizeof(float) / KVL_ATTEND_TILE ||
         r->Dv > quarter / sizeof(float) / h)
         return 0;
-    return kvl_scratch_round(2 * h * sizeof(double)) + kvl_scratch_round(h * KVL_ATTEND_TILE * sizeof(float)) +
+    return kvl_scratch_round(2 * h * sizeof(double)) + kvl_scratch_round(3 * h * sizeof(float)) +
+           kvl_scratch_round(h * KVL_ATTEND_TILE * sizeof(float)) +
            (own_acc ? kvl_scratch_round(h * r->Dv * sizeof(float)) : 0) +
            (decodes ? kvl_scratch_round(KVL_ATTEND_TILE * r->stride * sizeof(float)) : 0);
 }
@@ -78,6 +81,8 @@ static void online_init(online *st, char *mem, float *acc, size_t Hq, const kvl_
     st->m = (double *)mem;
     st->l = st->m + h;
     mem += kvl_scratch_round(2 * h * sizeof(double));
+    st->cols = (float *)mem;
+    mem += kvl_scratch_round(3 * h * sizeof(float));
     st->s = (float *)mem;
     mem += kvl_scratch_round(h * KVL_ATTEND_TILE * sizeof(float));
     st->acc = acc;
@@ -123,6 +128,32 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
     }
 }
 
+/* online_weights for scores held key-major, s[n][Gq] (a head per column): the same weights and rescaling,
+ * each head's maximum and sum taken down its column. A head with nothing visible yet shifts by +∞, which
+ * leaves every weight 0 and a NaN NaN, as online_weights does. */
+static void online_weights_cols(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
+{
+    float *tile_max = st->cols, *shift = tile_max + Gq, *sum = shift + Gq;
+    kvl_max_cols_f32(tile_max, st->s, n, Gq);
+    for (size_t r = 0; r < Gq; r++) {
+        const double m = tile_max[r] > st->m[h0 + r] ? tile_max[r] : st->m[h0 + r];
+        shift[r] = m == -INFINITY ? INFINITY : (float)m;
+    }
+    kvl_exp_cols_f32(st->s, n, Gq, shift, sum);
+    for (size_t r = 0; r < Gq; r++) {
+        const size_t h = h0 + r;
+        const double m = tile_max[r] > st->m[h] ? tile_max[r] : st->m[h];
+        if (m == -INFINITY) {
+            st->l[h] += sum[r];
+            continue;
+        }
+        const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
+        st->l[h] = st->l[h] * alpha + sum[r];
+        st->m[h] = m;
+        if (alpha != 1.0) scale_floats(acc + r * Dv, (float)alpha, Dv);
+    }
+}
+
 /* One tile of n rows, group g's Gq heads: scaled scores against K[n][Dk] (row stride ldk), weights,
  * acc_g += P·V[n][Dv] (row stride ldv). */
 static void online_group(online *st, const float *q, size_t g, size_t Gq, const float *K, size_t ldk,
@@ -154,6 +185,16 @@ static void online_group_few(online *st, const float *q, size_t g, size_t Gq, co
     kvl_few_scores(st->s, q + g * Gq * t->Dk, Gq, t, scale);
     online_weights(st, acc_g, g * Gq, Gq, t->n, t->Dv);
     kvl_few_values(acc_g, st->s, Gq, t);
+}
+
+/* The same tile for a group of many query rows, heads in the vector lanes (ref/core/many_rows.h): scores
+ * against the group's scaled queries qs[Dk][Gq], packed once for the step, key-major. */
+static void online_group_many(online *st, const float *qs, size_t g, size_t Gq, const kvl_many_tile *t)
+{
+    float *acc_g = st->acc + g * Gq * t->Dv;
+    kvl_many_scores(st->s, qs + g * Gq * t->Dk, Gq, t);
+    online_weights_cols(st, acc_g, g * Gq, Gq, t->n, t->Dv);
+    kvl_many_values(acc_g, st->s, Gq, t);
 }
 
 /* Heads h0 … h1 − 1 of part b folded into part a: the two partial softmaxes rescaled to their common max
@@ -201,6 +242,7 @@ struct split {
     float scale;
     tile_step step;
     size_t tile_rows; /* rows per tile, at most KVL_ATTEND_TILE */
+    const float *qs;  /* [groups][Dk][Gq] each group's scaled queries, for the many-row kernels */
 };
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
@@ -278,6 +320,22 @@ static void run_part(void *ctx, size_t p)
         st->rc = sp->step(st, sp, j, j1 - j < sp->tile_rows ? j1 - j : sp->tile_rows);
 }
 
+/* A tile of whole rows (in place, or decoded once) through the many-row kernels, every group. The rows
+ * after an in-place tile are the next tile's, which the scores pull into cache. */
+static int step_many(online *st, const split *sp, size_t j, size_t n)
+{
+    const kvl_attend_rows *r = sp->r;
+    const float *tile = sp->rows->tile(st->tile, sp->rows, j, n);
+    if (!tile) return KVL_EINVAL;
+    const size_t Gq = sp->Hq / r->groups, after = sp->rows->in_place ? r->N - j - n : 0;
+    for (size_t g = 0; g < r->groups; g++) {
+        const kvl_many_tile t = {tile + r->k_off + g * r->Dk, tile + r->v_off + g * r->Dv, r->stride, r->stride, n,
+                                 r->Dk, r->Dv, after};
+        online_group_many(st, sp->qs, g, Gq, &t);
+    }
+    return KVL_OK;
+}
+
 /* Rows per tile for the few-row kernels: KVL_FEW_TILE_BYTES of rows as stored, 8 to KVL_ATTEND_TILE. */
 static size_t few_tile_rows(const kvl_row_tiles *rows, const kvl_attend_rows *r)
 {
@@ -294,6 +352,20 @@ static int reads_few(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t
     return rows && Hq / r->groups <= KVL_FEW_ROWS && (rows->in_place || rows->bf16) && kvl_few_simd(&widths);
 }
 
+/* The many-row kernels take the step where the few-row ones do not and the CPU runs their SIMD form for
+ * a group of this many query rows and this value width (elsewhere BLAS is faster). */
+static int reads_many(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
+{
+    return rows && !reads_few(rows, r, Hq) && kvl_many_simd(Hq / r->groups, r->Dv);
+}
+
+/* qs[groups][Dk][Gq]: each group's queries scaled and packed for the many-row kernels. */
+static void pack_groups(float *qs, const float *q, size_t Hq, const kvl_attend_rows *r, float scale)
+{
+    const size_t Gq = Hq / r->groups;
+    for (size_t g = 0; g < r->groups; g++) kvl_many_pack_q(qs + g * Gq * r->Dk, q + g * Gq * r->Dk, Gq, r->Dk, scale);
+}
+
 static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                         float scale, const float *sigma, const char *fn)
 {
@@ -303,23 +375,27 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
                         rows->N, rows->width);
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
-    const int few = reads_few(rows, r, Hq), decodes = rows && !rows->in_place && !few;
+    const int few = reads_few(rows, r, Hq), many = reads_many(rows, r, Hq), decodes = rows && !rows->in_place && !few;
     const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
-    if (!first || !other || other > (SIZE_MAX - first) / n_parts)
+    const size_t packed = !many ? 0 : Hq <= SIZE_MAX / 8 / r->Dk ? kvl_scratch_round(Hq * r->Dk * sizeof(float)) : SIZE_MAX;
+    if (!first || !other || other > (SIZE_MAX - first) / n_parts || packed > SIZE_MAX - first - (n_parts - 1) * other)
         return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
-    char *mem = kvl_scratch(KVL_SCRATCH_ATTEND, first + (n_parts - 1) * other);
+    char *mem = kvl_scratch(KVL_SCRATCH_ATTEND, packed + first + (n_parts - 1) * other);
     online *parts = calloc(n_parts, sizeof *parts);
     if (!mem || !parts) {
         free(parts);
         return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
     }
+    float *qs = many ? (float *)mem : NULL;
+    if (many) pack_groups(qs, q, Hq, r, scale);
+    mem += packed;
     for (size_t p = 0; p < n_parts; p++) {
         online_init(&parts[p], mem, p ? NULL : o, Hq, r, p ? NULL : sigma, decodes);
         mem += p ? other : first;
     }
     split sp = {parts, n_parts, Hq, q, rows, r, scale,
-                few ? step_few : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows,
-                few ? few_tile_rows(rows, r) : KVL_ATTEND_TILE};
+                few ? step_few : many ? step_many : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows,
+                few ? few_tile_rows(rows, r) : KVL_ATTEND_TILE, qs};
     if (Hq) kvl_run_parts(run_part, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);

@@ -36,7 +36,11 @@
  * thread's part decodes its own tiles. A group of few query rows (GQA's 8, KVL_FEW_ROWS below) over
  * float32 or bf16 rows skips both the BLAS calls and the float tile: its two products run in the
  * register-blocked kernels of ref/core/few_rows.h, which read K and V in place and widen bf16 in
- * registers.
+ * registers. A group of many (MLA's 128 heads) takes ref/core/many_rows.h's kernels instead of BLAS where
+ * the CPU runs AVX-512 and the group and Dv are multiples of 16: each group's queries are scaled and
+ * packed once per step, not once per tile, the scores and weights are held key-major (S_gᵀ[n][Gq], a
+ * head per column, with each head's maximum and sum taken down its column), and K and V are read from
+ * the tile where they lie.
  *
  * A score of −∞ gets weight 0; a head whose every score (and sink) is −∞ gets o_h = 0, as
  * kvl_softmax gives; a NaN score makes the head's output NaN.

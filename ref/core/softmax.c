@@ -76,6 +76,29 @@ float KVF_ISA_FN(kvl_max_f32)(const float *s, size_t n)
     return m;
 }
 
+/* Down the columns: each column's maximum, and its sum in key order, held lane by lane across the row, so
+ * that every width gives the same bits. */
+void KVF_ISA_FN(kvl_max_cols_f32)(float *restrict mx, const float *restrict s, size_t n, size_t G)
+{
+    for (size_t h = 0; h < G; h++) mx[h] = -INFINITY;
+    for (size_t j = 0; j < n; j++)
+#pragma omp simd
+        for (size_t h = 0; h < G; h++) mx[h] = s[j * G + h] > mx[h] ? s[j * G + h] : mx[h];
+}
+
+void KVF_ISA_FN(kvl_exp_cols_f32)(float *restrict s, size_t n, size_t G, const float *restrict m,
+                                  float *restrict sum)
+{
+    for (size_t h = 0; h < G; h++) sum[h] = 0.0f;
+    for (size_t j = 0; j < n; j++)
+#pragma omp simd
+        for (size_t h = 0; h < G; h++) {
+            s[j * G + h] = exp_f32(s[j * G + h] - m[h]);
+            sum[h] += s[j * G + h];
+        }
+    for (size_t h = 0; h < G; h++) sum[h] = isnan(sum[h]) ? NAN : sum[h];
+}
+
 void KVF_ISA_FN(kvl_scale_f32)(float *restrict y, float a, size_t n)
 {
 #pragma omp simd
@@ -135,6 +158,11 @@ float kvl_exp_f32(float x) { return exp_f32(x); }
 
 KVF_ISA_DISPATCH(float, kvl_softmax_exp_f32, (float *s, size_t n, float m), (s, n, m))
 KVF_ISA_DISPATCH(float, kvl_max_f32, (const float *s, size_t n), (s, n))
+KVF_ISA_DISPATCH_VOID(kvl_max_cols_f32, (float *restrict mx, const float *restrict s, size_t n, size_t G),
+                      (mx, s, n, G))
+KVF_ISA_DISPATCH_VOID(kvl_exp_cols_f32,
+                      (float *restrict s, size_t n, size_t G, const float *restrict m, float *restrict sum),
+                      (s, n, G, m, sum))
 KVF_ISA_DISPATCH_VOID(kvl_scale_f32, (float *restrict y, float a, size_t n), (y, a, n))
 
 #endif /* KVF_ISA_ONCE */

@@ -37,10 +37,16 @@ float kvl_softmax_exp_f32(float *s, size_t n, float m);
  * −∞ if there is none (n = 0, or all NaN); between +0 and −0, either. A tiled softmax's tile maximum. */
 float kvl_max_f32(const float *s, size_t n);
 
+/* The same two down the columns of s[n][G] (key j's scores at s + j·G, a head per column: the key-major
+ * scores of ref/core/many_rows.h): mx[h] the largest of column h that is not NaN (−∞ if none), and
+ * s[j][h] ← e^{s[j][h] − m[h]} with sum[h] their float sum in key order (the quiet NaN if it is NaN). */
+void kvl_max_cols_f32(float *mx, const float *s, size_t n, size_t G);
+void kvl_exp_cols_f32(float *s, size_t n, size_t G, const float *m, float *sum);
+
 /* y[n] ← a·y[n]: a tiled softmax's rescale of its accumulator to a new maximum, and its final division. */
 void kvl_scale_f32(float *y, float a, size_t n);
 
-/* kvl_softmax_exp_f32, kvl_max_f32 and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
+/* kvl_softmax_exp_f32, kvl_max_f32, the column forms and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
  * every variant gives the same bits. */
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0

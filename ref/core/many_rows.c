@@ -1,0 +1,195 @@
+#include "many_rows.h"
+
+#include "isa.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KVL_MANY_X86 1
+#include <immintrin.h>
+#endif
+
+void kvl_many_pack_q(float *qs, const float *q, size_t G, size_t Dk, float scale)
+{
+    for (size_t r = 0; r < G; r++)
+        for (size_t i = 0; i < Dk; i++) qs[i * G + r] = scale * q[r * Dk + i];
+}
+
+/* ---- the plain loops --------------------------------------------------------------------------- */
+
+void kvl_many_scores_plain(float *st, const float *qs, size_t G, const kvl_many_tile *t)
+{
+    for (size_t j = 0; j < t->n; j++)
+        for (size_t r = 0; r < G; r++) {
+            float dot = 0.0f;
+            for (size_t i = 0; i < t->Dk; i++) dot += qs[i * G + r] * t->k[j * t->ldk + i];
+            st[j * G + r] = dot;
+        }
+}
+
+void kvl_many_values_plain(float *acc, const float *pt, size_t G, const kvl_many_tile *t)
+{
+    for (size_t r = 0; r < G; r++)
+        for (size_t i = 0; i < t->Dv; i++) {
+            float sum = acc[r * t->Dv + i];
+            for (size_t j = 0; j < t->n; j++) sum += pt[j * G + r] * t->v[j * t->ldv + i];
+            acc[r * t->Dv + i] = sum;
+        }
+}
+
+/* ---- AVX-512 ------------------------------------------------------------------------------------- */
+
+#ifdef KVL_MANY_X86
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define INLINE_AVX512 AVX512 static inline __attribute__((always_inline))
+
+/* Broadcast operands per block, and vectors of 16 outputs. */
+#define OPERANDS 6
+#define VECTORS 4
+#define BLOCK_WIDTH (16 * VECTORS)
+
+/* The values sweep the keys this many at a time: a strip of 64 value columns over 128 keys is 32 KiB,
+ * which stays in L1 while every block of heads reads it (over all 256 keys of a tile it did not, and the
+ * product ran 6% slower). */
+#define VALUES_KEYS 128
+
+/* One block: C[t][0 … 16·mv) (+)= Σ_{s<K} A[s·lda + 0 … 16·mv) · B[s·bk + t·bn] for t < nr, C rows ldc
+ * apart. While it runs, pf_rows rows from pf (pf_ld apart) are pulled into cache, one line of each every
+ * 16 steps. */
+typedef struct {
+    float *C;
+    size_t ldc;
+    const float *A;
+    size_t lda;
+    const float *B;
+    size_t bk, bn; /* elements between operands from one step to the next, and between a step's operands */
+    size_t K;
+    int add; /* 1: add to C, 0: overwrite it */
+    const float *pf;
+    size_t pf_rows, pf_ld;
+} block;
+
+INLINE_AVX512 void block_kernel(const block *b, size_t mv, size_t nr, size_t bk, size_t bn)
+{
+    __m512 c[OPERANDS][VECTORS];
+#pragma GCC unroll 6
+    for (size_t t = 0; t < nr; t++)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < mv; v++)
+            c[t][v] = b->add ? _mm512_loadu_ps(b->C + t * b->ldc + 16 * v) : _mm512_setzero_ps();
+    for (size_t s = 0; s < b->K; s++) {
+        __m512 a[VECTORS];
+#pragma GCC unroll 4
+        for (size_t v = 0; v < mv; v++) a[v] = _mm512_loadu_ps(b->A + s * b->lda + 16 * v);
+        if (b->pf_rows && s % 16 == 0)
+            for (size_t t = 0; t < b->pf_rows; t++) _mm_prefetch((const char *)(b->pf + t * b->pf_ld + s), _MM_HINT_T0);
+#pragma GCC unroll 6
+        for (size_t t = 0; t < nr; t++) {
+            const __m512 x = _mm512_set1_ps(b->B[s * bk + t * bn]);
+#pragma GCC unroll 4
+            for (size_t v = 0; v < mv; v++) c[t][v] = _mm512_fmadd_ps(a[v], x, c[t][v]);
+        }
+    }
+#pragma GCC unroll 6
+    for (size_t t = 0; t < nr; t++)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < mv; v++) _mm512_storeu_ps(b->C + t * b->ldc + 16 * v, c[t][v]);
+}
+
+/* The block kernel compiled for each shape, 1 … 4 vectors by 1 … 6 operands, so that every loop in it
+ * has a constant count, and for each operand layout, so that one stride is the constant 1: the scores'
+ * operands are keys (one step along a row, rows b->bn apart), the values' are weights (a step's six
+ * side by side, steps b->bk apart). */
+#define BLOCK_CASE(mv, nr, bk, bn)                                                                             \
+    case 8 * (mv) + (nr): block_kernel(b, mv, nr, bk, bn); return;
+#define BLOCK_ROW(mv, bk, bn)                                                                                  \
+    BLOCK_CASE(mv, 1, bk, bn) BLOCK_CASE(mv, 2, bk, bn) BLOCK_CASE(mv, 3, bk, bn) BLOCK_CASE(mv, 4, bk, bn)    \
+    BLOCK_CASE(mv, 5, bk, bn) BLOCK_CASE(mv, 6, bk, bn)
+#define BLOCK_RUN(name, bk, bn)                                                                                \
+    AVX512 static void name(const block *b, size_t mv, size_t nr)                                              \
+    {                                                                                                          \
+        switch (8 * mv + nr) {                                                                                 \
+            BLOCK_ROW(1, bk, bn)                                                                               \
+            BLOCK_ROW(2, bk, bn)                                                                               \
+            BLOCK_ROW(3, bk, bn)                                                                               \
+            BLOCK_ROW(4, bk, bn)                                                                               \
+        }                                                                                                      \
+    }
+BLOCK_RUN(block_keys, 1, b->bn)
+BLOCK_RUN(block_weights, b->bk, 1)
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Keys j0 … j0 + nr − 1 against every head, 64 heads a block; the first block pulls in the rows
+ * KVL_MANY_AHEAD keys on, as far as the tile and the rows after it reach. */
+AVX512 static void scores_keys(float *st, const float *qs, size_t G, const kvl_many_tile *t, size_t j0, size_t nr)
+{
+    const size_t ahead = j0 + KVL_MANY_AHEAD, reach = t->n + t->after;
+    block b = {.ldc = G, .lda = G, .B = t->k + j0 * t->ldk, .bk = 1, .bn = t->ldk, .K = t->Dk, .pf_ld = t->ldk};
+    if (ahead < reach) {
+        b.pf = t->k + ahead * t->ldk;
+        b.pf_rows = min_size(nr, reach - ahead);
+    }
+    for (size_t h = 0; h < G; h += BLOCK_WIDTH) {
+        b.C = st + j0 * G + h;
+        b.A = qs + h;
+        block_keys(&b, min_size(VECTORS, (G - h) / 16), nr);
+        b.pf_rows = 0;
+    }
+}
+
+AVX512 static void scores_avx512(float *st, const float *qs, size_t G, const kvl_many_tile *t)
+{
+    for (size_t j = 0; j < t->n; j += OPERANDS) scores_keys(st, qs, G, t, j, min_size(OPERANDS, t->n - j));
+}
+
+AVX512 static void values_avx512(float *acc, const float *pt, size_t G, const kvl_many_tile *t)
+{
+    block b = {.ldc = t->Dv, .lda = t->ldv, .bk = G, .bn = 1, .add = 1};
+    for (size_t c = 0; c < t->Dv; c += BLOCK_WIDTH) {
+        const size_t mv = min_size(VECTORS, (t->Dv - c) / 16);
+        for (size_t j = 0; j < t->n; j += VALUES_KEYS) {
+            b.A = t->v + j * t->ldv + c;
+            b.K = min_size(VALUES_KEYS, t->n - j);
+            for (size_t h = 0; h < G; h += OPERANDS) {
+                b.C = acc + h * t->Dv + c;
+                b.B = pt + j * G + h;
+                block_weights(&b, mv, min_size(OPERANDS, G - h));
+            }
+        }
+    }
+}
+#endif
+
+/* ---- dispatch ------------------------------------------------------------------------------------- */
+
+int kvl_many_simd(size_t G, size_t Dv)
+{
+#ifdef KVL_MANY_X86
+    return kvf_isa_active() >= KVF_ISA_AVX512 && G && G % 16 == 0 && Dv % 16 == 0;
+#else
+    (void)G;
+    (void)Dv;
+    return 0;
+#endif
+}
+
+void kvl_many_scores(float *st, const float *qs, size_t G, const kvl_many_tile *t)
+{
+#ifdef KVL_MANY_X86
+    if (kvl_many_simd(G, t->Dv)) {
+        scores_avx512(st, qs, G, t);
+        return;
+    }
+#endif
+    kvl_many_scores_plain(st, qs, G, t);
+}
+
+void kvl_many_values(float *acc, const float *pt, size_t G, const kvl_many_tile *t)
+{
+#ifdef KVL_MANY_X86
+    if (kvl_many_simd(G, t->Dv)) {
+        values_avx512(acc, pt, G, t);
+        return;
+    }
+#endif
+    kvl_many_values_plain(acc, pt, G, t);
+}

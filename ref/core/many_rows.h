@@ -1,0 +1,57 @@
+/* Many query rows (an MQA group: MLA's 128 heads) against a tile of n keys and values, with the heads in
+ * the vector lanes:
+ *
+ *   Sᵀ[n][G]    = K[n][Dk] · Qsᵀ[Dk][G]          Qsᵀ = (scale · Q)ᵀ, packed once per step
+ *   acc[G][Dv] += Pᵀ[n][G]ᵀ · V[n][Dv]
+ *
+ * the two products of one tile of ref/core/attend.h's online softmax, with the scores and weights held
+ * key-major (Sᵀ, Pᵀ) so that a head's softmax runs down a column. A BLAS call packs Q, K, S and V for
+ * every tile; these kernels pack only Q, once, and read K, V and Pᵀ where they lie. Both products are one
+ * AVX-512 kernel, a block of 64 outputs (four vectors) by 6 broadcast operands, 24 sums in registers:
+ *   scores  64 heads (a column of Qsᵀ) × 6 keys, each key's value broadcast, Dk in order;
+ *   values  64 value columns (a row of V) × 6 heads, each weight of Pᵀ broadcast, the keys in order;
+ * 24 chains of fused multiply-adds hide the FMA's latency, and each step loads 4 vectors and broadcasts
+ * 6 values for 24 FMAs, which two load ports keep up with. Blocks at the edges take fewer vectors (heads,
+ * columns: multiples of 16) or fewer operands. While the first 64 heads are scored the key rows of the
+ * next tile are asked for, KVL_MANY_AHEAD rows ahead (the rows are 2,304 bytes apart, which the
+ * hardware prefetcher follows poorly).
+ *
+ * The kernels run where formats/isa.h's choice is avx512 and G and Dv are multiples of 16 (kvl_many_simd);
+ * elsewhere attention keeps its BLAS path. The _plain twins are the same sums, one float each, in the
+ * same order over Dk and over the keys; the two agree to float32 rounding (the kernels fuse each
+ * multiply-add). The rows are float32; a cache of another format is decoded into a float tile first. */
+#ifndef KVL_MANY_ROWS_H
+#define KVL_MANY_ROWS_H
+
+#include <stddef.h>
+
+/* Rows ahead of the one being scored that the scores kernel asks the cache for. */
+#define KVL_MANY_AHEAD 48
+
+/* One tile of a group: key j at k + j·ldk (Dk values), value j at v + j·ldv (Dv values), n keys, and
+ * `after` readable rows past the tile (ldk apart) that the scores kernel may pull into cache. */
+typedef struct {
+    const float *k, *v;
+    size_t ldk, ldv;
+    size_t n, Dk, Dv;
+    size_t after;
+} kvl_many_tile;
+
+/* 1 where kvl_many_scores and kvl_many_values run their AVX-512 kernels for G query rows of widths Dk,
+ * Dv (any Dk; G and Dv multiples of 16). */
+int kvl_many_simd(size_t G, size_t Dv);
+
+/* qs[Dk][G] = scale · q[G][Dk]ᵀ: the query block both kernels read, packed once per step. */
+void kvl_many_pack_q(float *qs, const float *q, size_t G, size_t Dk, float scale);
+
+/* st[n][G] = K · qs (key j's scores at st + j·G). */
+void kvl_many_scores(float *st, const float *qs, size_t G, const kvl_many_tile *t);
+
+/* acc[G][Dv] += ptᵀ · V, pt[n][G] the weights key-major. */
+void kvl_many_values(float *acc, const float *pt, size_t G, const kvl_many_tile *t);
+
+/* The plain-loop twins: one float sum per output, over Dk (scores) or the keys (values) in order. */
+void kvl_many_scores_plain(float *st, const float *qs, size_t G, const kvl_many_tile *t);
+void kvl_many_values_plain(float *acc, const float *pt, size_t G, const kvl_many_tile *t);
+
+#endif
