@@ -219,6 +219,92 @@ INLINE_AVX512 void values_block_avx512(float *acc, const float *p, const kvl_few
         for (size_t c = 0; c < C; c++) _mm512_storeu_ps(acc + r * t->Dv + c0 + 16 * c, a[r * C + c]);
 }
 
+/* bf16 rows a pair of columns at a time: 32 codes loaded as one vector of 16 words, the even columns
+ * widened by a shift (the code to the high half) and the odd ones by a mask (already there), two
+ * instructions for 32 values where load16 spends four. The queries are read de-interleaved (pairs_q),
+ * the accumulators held de-interleaved and interleaved again as they are stored. */
+INLINE_AVX512 void load_pairs(__m512 *even, __m512 *odd, const uint16_t *codes)
+{
+    const __m512i w = _mm512_loadu_si512(codes);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* qd[G][Dk] = q with each run of 32 columns de-interleaved: its 16 even columns, then its 16 odd ones. */
+static void pairs_q(float *qd, const float *q, size_t G, size_t Dk)
+{
+    for (size_t r = 0; r < G; r++)
+        for (size_t c = 0; c < Dk; c += 32)
+            for (size_t i = 0; i < 16; i++) {
+                qd[r * Dk + c + i] = q[r * Dk + c + 2 * i];
+                qd[r * Dk + c + 16 + i] = q[r * Dk + c + 2 * i + 1];
+            }
+}
+
+/* scores_block_avx512 over bf16 rows in pairs, q de-interleaved (pairs_q); Dk a multiple of 32. */
+INLINE_AVX512 void scores_block_avx512p(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
+                                        size_t R, size_t J, float scale, int bf16)
+{
+    (void)bf16;
+    __m512 a[16], ke[2], ko[2];
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
+    for (size_t c = 0; c < t->Dk; c += 32) {
+#pragma GCC unroll 2
+        for (size_t j = 0; j < J; j++) load_pairs(&ke[j], &ko[j], (const uint16_t *)t->k + (j0 + j) * t->ldk + c);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; r++) {
+            const __m512 qe = _mm512_loadu_ps(q + r * t->Dk + c), qo = _mm512_loadu_ps(q + r * t->Dk + c + 16);
+#pragma GCC unroll 2
+            for (size_t j = 0; j < J; j++)
+                a[2 * r + j] = _mm512_fmadd_ps(qo, ko[j], _mm512_fmadd_ps(qe, ke[j], a[2 * r + j]));
+        }
+    }
+    float out[16];
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(scale), sum16(a)));
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
+}
+
+/* values_block_avx512 over bf16 rows in pairs: acc[R][32] (from column c0) += p · V[n][c0 … c0 + 32), the
+ * run held as its even and odd halves (16 sums for 8 rows); C is 1, one run. */
+INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_few_tile *t, size_t c0, size_t R,
+                                        size_t C, int bf16)
+{
+    (void)C;
+    (void)bf16;
+    const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i lows = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i highs = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    __m512 ae[8], ao[8];
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; r++) {
+        const float *x = acc + r * t->Dv + c0;
+        const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+        ae[r] = _mm512_permutex2var_ps(lo, evens, hi);
+        ao[r] = _mm512_permutex2var_ps(lo, odds, hi);
+    }
+    const uint16_t *v = (const uint16_t *)t->v + c0;
+    for (size_t j = 0; j < t->n; j++) {
+        if (j + VALUES_AHEAD < t->n) __builtin_prefetch(v + (j + VALUES_AHEAD) * t->ldv);
+        __m512 ve, vo;
+        load_pairs(&ve, &vo, v + j * t->ldv);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; r++) {
+            const __m512 w = _mm512_set1_ps(p[r * t->n + j]);
+            ae[r] = _mm512_fmadd_ps(w, ve, ae[r]);
+            ao[r] = _mm512_fmadd_ps(w, vo, ao[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; r++) {
+        float *x = acc + r * t->Dv + c0;
+        _mm512_storeu_ps(x, _mm512_permutex2var_ps(ae[r], lows, ao[r]));
+        _mm512_storeu_ps(x + 16, _mm512_permutex2var_ps(ae[r], highs, ao[r]));
+    }
+}
+
 /* ---- the loops around the blocks ---------------------------------------------------------------- */
 
 /* One instruction set's loops around its two block kernels (scores_block_ISA, values_block_ISA), and the
@@ -251,14 +337,6 @@ INLINE_AVX512 void values_block_avx512(float *acc, const float *p, const kvl_few
         for (; r + ROWS <= G; r += ROWS) scores_rows_##ISA(s, q, r, ROWS, t, scale, bf16);                        \
         for (; r < G; r++) scores_rows_##ISA(s, q, r, 1, t, scale, bf16);                                         \
     }                                                                                                             \
-    ATTR static void scores_##ISA##_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)   \
-    {                                                                                                             \
-        scores_all_##ISA(s, q, G, t, scale, 0);                                                                   \
-    }                                                                                                             \
-    ATTR static void scores_##ISA##_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)  \
-    {                                                                                                             \
-        scores_all_##ISA(s, q, G, t, scale, 1);                                                                   \
-    }                                                                                                             \
     INLINE void values_rows_##ISA(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t,         \
                                   int bf16)                                                                       \
     {                                                                                                             \
@@ -279,18 +357,39 @@ INLINE_AVX512 void values_block_avx512(float *acc, const float *p, const kvl_few
         size_t r = 0;                                                                                             \
         for (; r + ROWS <= G; r += ROWS) values_rows_##ISA(acc, p, r, ROWS, t, bf16);                             \
         for (; r < G; r++) values_rows_##ISA(acc, p, r, 1, t, bf16);                                              \
-    }                                                                                                             \
-    ATTR static void values_##ISA##_f32(float *acc, const float *p, size_t G, const kvl_few_tile *t)              \
+    }
+
+/* The two functions the dispatch calls for one instruction set's loops and one store (KIND f32 or bf16,
+ * BF16 0 or 1): scores_ISA_KIND and values_ISA_KIND. */
+#define FEW_ENTRIES(ISA, ATTR, KIND, BF16)                                                                        \
+    ATTR static void scores_##ISA##_##KIND(float *s, const float *q, size_t G, const kvl_few_tile *t,             \
+                                           float scale)                                                           \
     {                                                                                                             \
-        values_all_##ISA(acc, p, G, t, 0);                                                                        \
+        scores_all_##ISA(s, q, G, t, scale, BF16);                                                                \
     }                                                                                                             \
-    ATTR static void values_##ISA##_bf16(float *acc, const float *p, size_t G, const kvl_few_tile *t)             \
+    ATTR static void values_##ISA##_##KIND(float *acc, const float *p, size_t G, const kvl_few_tile *t)           \
     {                                                                                                             \
-        values_all_##ISA(acc, p, G, t, 1);                                                                        \
+        values_all_##ISA(acc, p, G, t, BF16);                                                                     \
     }
 
 FEW_LOOPS(avx2, AVX2, INLINE_AVX2, 4, 3, 24, 8)
+FEW_ENTRIES(avx2, AVX2, f32, 0)
+FEW_ENTRIES(avx2, AVX2, bf16, 1)
 FEW_LOOPS(avx512, AVX512, INLINE_AVX512, 8, 2, 48, 16)
+FEW_ENTRIES(avx512, AVX512, f32, 0)
+FEW_ENTRIES(avx512, AVX512, bf16, 1)
+FEW_LOOPS(avx512p, AVX512, INLINE_AVX512, 8, 2, 32, 32)
+FEW_ENTRIES(avx512p, AVX512, bf16, 1)
+
+/* Queries this wide at most are de-interleaved on the stack for the pair kernels (GQA's 8 × 128). */
+#define PAIRS_Q_MAX 4096
+
+AVX512 static void scores_pairs_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    float qd[PAIRS_Q_MAX];
+    pairs_q(qd, q, G, t->Dk);
+    scores_avx512p_bf16(s, qd, G, t, scale);
+}
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
@@ -316,9 +415,21 @@ static int few_avx512(const kvl_few_tile *t)
 #endif
 }
 
+#ifdef KVL_FEW_X86
+/* 1 where the AVX-512 pair kernels read this bf16 tile: widths multiples of 32, queries that fit the stack. */
+static int few_pairs(const kvl_few_tile *t, size_t G)
+{
+    return t->bf16 && few_avx512(t) && t->Dk % 32 == 0 && t->Dv % 32 == 0 && G * t->Dk <= PAIRS_Q_MAX;
+}
+#endif
+
 void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
 {
 #ifdef KVL_FEW_X86
+    if (few_pairs(t, G)) {
+        scores_pairs_bf16(s, q, G, t, scale);
+        return;
+    }
     if (few_avx512(t)) {
         if (t->bf16) scores_avx512_bf16(s, q, G, t, scale);
         else scores_avx512_f32(s, q, G, t, scale);
@@ -336,6 +447,10 @@ void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, f
 void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
+    if (few_pairs(t, G)) {
+        values_avx512p_bf16(acc, p, G, t);
+        return;
+    }
     if (few_avx512(t)) {
         if (t->bf16) values_avx512_bf16(acc, p, G, t);
         else values_avx512_f32(acc, p, G, t);
