@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "isa.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>
@@ -75,6 +77,20 @@ const char *kvl_path(const char *relative)
     const char *root = getenv("KVL_ROOT");
     snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : ".", relative);
     return buf;
+}
+
+float *kvl_uniform_floats(kvl_rng *rng, size_t n, double lo, double hi)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert(x != NULL);
+    kvl_rng_uniform_f32(rng, x, n, lo, hi);
+    return x;
+}
+
+void kvl_force_widest_isa(void)
+{
+    for (int isa = KVF_N_ISA - 1; isa >= 0; isa--)
+        if (kvf_isa_force((kvf_isa)isa) == 0) return;
 }
 
 char *kvl_read_text(const char *path)

@@ -9,6 +9,8 @@
 #include <check.h>
 #include <stddef.h>
 
+#include "rng.h"
+
 Suite *kvl_suite(void);
 
 /* Per-test time limit in seconds (sanitizer builds run several times slower). */
@@ -23,6 +25,14 @@ void kvl_expect_close(const char *what, const float *got, const double *want, si
                       double atol, double rtol, double min_cos);
 void kvl_expect_close_f64(const char *what, const double *got, const double *want, size_t n,
                           double atol, double rtol, double min_cos);
+
+/* n floats drawn uniformly from [lo, hi) by rng, in memory the caller frees (a test failure if there is
+ * none; n = 0 gives a valid pointer). */
+float *kvl_uniform_floats(kvl_rng *rng, size_t n, double lo, double hi);
+
+/* Makes the widest instruction set the CPU runs active again (formats/isa.h), after a test that forced
+ * others. */
+void kvl_force_widest_isa(void);
 
 /* Run `cmdline` through /bin/sh with `input` (may be NULL) on stdin; capture stdout and stderr
  * into the two buffers (NUL-terminated, truncated to cap) and return the exit status (or -1 if the

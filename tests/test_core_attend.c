@@ -79,13 +79,8 @@ static void oracle(double *want, const float *q, size_t Hq, const float *rows, c
     free(p);
 }
 
-static float *uniform(size_t n, kvl_rng *rng)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert(x != NULL);
-    kvl_rng_uniform_f32(rng, x, n, -1.0, 1.0);
-    return x;
-}
+/* n floats in [−1, 1) */
+static float *signed_floats(kvl_rng *rng, size_t n) { return kvl_uniform_floats(rng, n, -1.0, 1.0); }
 
 /* The tiled form, its loop twin and (rows rounded to bf16) the bf16 form against the oracle. */
 static void check_shape(const shape *sh, const float *sigma, uint64_t seed)
@@ -93,7 +88,7 @@ static void check_shape(const shape *sh, const float *sigma, uint64_t seed)
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
     const kvl_attend_rows *r = &sh->r;
-    float *q = uniform(sh->Hq * r->Dk, &rng), *rows = uniform(sh->N * r->stride, &rng);
+    float *q = signed_floats(&rng, sh->Hq * r->Dk), *rows = signed_floats(&rng, sh->N * r->stride);
     uint16_t *codes = malloc((sh->N * r->stride + 1) * sizeof *codes);
     float *got = malloc(sh->Hq * r->Dv * sizeof *got);
     double *want = malloc(sh->Hq * r->Dv * sizeof *want);
@@ -169,27 +164,35 @@ START_TEST(test_rows_split_across_threads_match_definition)
 }
 END_TEST
 
+/* check_shape in every instruction set the CPU runs and on 1, 2 and 3 threads, each thread count a part
+ * per thread (seeds seed + 1 … seed + 3). */
+static void check_every_isa_and_thread_count(const shape *sh, const float *sigma, uint64_t seed)
+{
+    const int threads = kvl_threads();
+    const kvf_isa active = kvf_isa_active();
+    const double macs = (double)sh->N * (double)sh->Hq * (double)(sh->r.Dk + sh->r.Dv);
+    for (int isa = 0; isa < KVF_N_ISA; isa++) {
+        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
+        for (int t = 1; t <= 3; t++) {
+            kvl_set_threads(t);
+            ck_assert_uint_eq(kvl_parts(sh->N, KVL_ATTEND_PART_ROWS, macs), (size_t)t);
+            check_shape(sh, sigma, seed + (uint64_t)t);
+        }
+    }
+    ck_assert_int_eq(kvf_isa_force(active), 0);
+    kvl_set_threads(threads);
+}
+
 /* GQA at DeepSeek LLM 67B's group shape (8 query rows per group, 128-wide keys and values, the
  * [K_0 … K_3 | V_0 … V_3] row), through the few-row kernels where the CPU runs them: tiles that end past
- * the kernels' 3-key and 24-column blocks, float32 and bf16 rows, split over 1, 2 and 3 threads. */
-/* Both paths a group of eight takes: the few-row kernels (avx2) and the BLAS products (baseline). */
+ * the kernels' 3-key and 24-column blocks, float32 and bf16 rows, split over 1, 2 and 3 threads:
+ * both paths a group of eight takes, the few-row kernels (avx2, avx512) and the BLAS products (baseline). */
 START_TEST(test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa)
 {
     enum { GROUPS = 4, GQ = 8, DH = 128 };
     const size_t N = 5 * KVL_ATTEND_TILE - 37;
     const shape sh = {GROUPS * GQ, N, {N, 2 * GROUPS * DH, 0, DH, GROUPS * DH, DH, GROUPS}, 0.0884f};
-    const int threads = kvl_threads();
-    const kvf_isa active = kvf_isa_active();
-    for (int isa = 0; isa < KVF_N_ISA; isa++) {
-        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
-        for (int t = 1; t <= 3; t++) {
-            kvl_set_threads(t);
-            ck_assert_uint_eq(kvl_parts(N, KVL_ATTEND_PART_ROWS, (double)(N * GROUPS * GQ * 2 * DH)), (size_t)t);
-            check_shape(&sh, NULL, 700 + (uint64_t)t);
-        }
-    }
-    ck_assert_int_eq(kvf_isa_force(active), 0);
-    kvl_set_threads(threads);
+    check_every_isa_and_thread_count(&sh, NULL, 700);
 }
 END_TEST
 
@@ -208,18 +211,8 @@ START_TEST(test_many_query_rows_match_definition_in_every_thread_count_and_isa)
     for (size_t h = 0; h < 80; h++) sigma[h] = h % 7 == 2 ? -INFINITY : (float)h / 10.0f - 4.0f;
     const shape one = mla_wide(80, N);
     const shape two = {64, N, {N, 3 + 2 * (WIDE_DK + WIDE_DV) + 3, 3, WIDE_DK, 3 + 2 * WIDE_DK, WIDE_DV, 2}, 0.118f};
-    const int threads = kvl_threads();
-    const kvf_isa active = kvf_isa_active();
-    for (int isa = 0; isa < KVF_N_ISA; isa++) {
-        if (kvf_isa_force((kvf_isa)isa) != 0) continue;
-        for (int t = 1; t <= 3; t++) {
-            kvl_set_threads(t);
-            check_shape(&one, sigma, 800 + (uint64_t)t);
-            check_shape(&two, NULL, 810 + (uint64_t)t);
-        }
-    }
-    ck_assert_int_eq(kvf_isa_force(active), 0);
-    kvl_set_threads(threads);
+    check_every_isa_and_thread_count(&one, sigma, 800);
+    check_every_isa_and_thread_count(&two, NULL, 810);
 }
 END_TEST
 
@@ -231,7 +224,7 @@ START_TEST(test_tiles_of_minus_infinity_weigh_nothing_in_every_isa)
     kvl_rng_seed(&rng, 11);
     const shape sh = mla_wide(32, 3 * KVL_ATTEND_TILE + 5);
     const kvl_attend_rows *r = &sh.r;
-    float *q = uniform(sh.Hq * WIDE_DK, &rng), *rows = uniform(sh.N * r->stride, &rng);
+    float *q = signed_floats(&rng, sh.Hq * WIDE_DK), *rows = signed_floats(&rng, sh.N * r->stride);
     for (size_t h = 0; h < sh.Hq; h++) q[h * WIDE_DK] = 1.0f;
     for (size_t j = 0; j < KVL_ATTEND_TILE + KVL_ATTEND_TILE / 2; j++) rows[j * r->stride + r->k_off] = -INFINITY;
     float got[32 * WIDE_DV];
@@ -258,7 +251,7 @@ START_TEST(test_later_tile_with_larger_scores_rescales_earlier_tiles)
     kvl_rng_seed(&rng, 7);
     shape sh = mla_like(4, 4 * KVL_ATTEND_TILE + 5);
     const kvl_attend_rows *r = &sh.r;
-    float *q = uniform(sh.Hq * DK, &rng), *rows = uniform(sh.N * STRIDE, &rng);
+    float *q = signed_floats(&rng, sh.Hq * DK), *rows = signed_floats(&rng, sh.N * STRIDE);
     for (size_t h = 0; h < sh.Hq; h++) q[h * DK] = 1.0f;
     for (size_t j = 0; j < sh.N; j++) rows[j * STRIDE + r->k_off] = 8.0f * (float)j / (float)sh.N;
     float got[4 * DV];
@@ -277,7 +270,7 @@ START_TEST(test_nan_score_makes_every_head_nan_and_no_rows_give_zero)
     kvl_rng rng;
     kvl_rng_seed(&rng, 9);
     shape sh = gqa_like(6, 2 * KVL_ATTEND_TILE + 3);
-    float *q = uniform(sh.Hq * DK, &rng), *rows = uniform(sh.N * sh.r.stride, &rng);
+    float *q = signed_floats(&rng, sh.Hq * DK), *rows = signed_floats(&rng, sh.N * sh.r.stride);
     rows[(KVL_ATTEND_TILE + 2) * sh.r.stride + sh.r.k_off + 1] = NAN; /* group 0's key in the second tile */
     rows[(KVL_ATTEND_TILE + 3) * sh.r.stride + sh.r.k_off + DK] = NAN; /* group 1's */
     float got[6 * DV];
@@ -320,8 +313,8 @@ START_TEST(test_chunk_head_matches_definition_and_masked_rows_give_zero)
     const size_t seen[3] = {N, 400, N};
     kvl_rng rng;
     kvl_rng_seed(&rng, 12);
-    float *q = uniform(S * LDQ, &rng), *k = uniform(N * DK, &rng), *v = uniform(N * DV, &rng);
-    float *table = uniform(S * N, &rng), *got = malloc(S * LDO * sizeof *got);
+    float *q = signed_floats(&rng, S * LDQ), *k = signed_floats(&rng, N * DK), *v = signed_floats(&rng, N * DV);
+    float *table = signed_floats(&rng, S * N), *got = malloc(S * LDO * sizeof *got);
     double *want = malloc(S * DV * sizeof *want), *p = malloc(N * sizeof *p);
     ck_assert(got && want && p);
     for (size_t i = 0; i < S; i++)

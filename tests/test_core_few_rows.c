@@ -33,13 +33,6 @@ static const few_shape SHAPES[] = {
     {11, 37, 48, 80, 200},
 };
 
-/* The widest variant the CPU runs, which a test that forced others leaves active when it ends. */
-static void restore_widest(void)
-{
-    for (int isa = KVF_N_ISA - 1; isa >= 0; isa--)
-        if (kvf_isa_force((kvf_isa)isa) == 0) return;
-}
-
 /* Inputs for one shape: q[G][Dk], p[G][n] in [0, 1], acc[G][Dv], rows[n][ld] with the keys at column 3
  * and the values at column 3 + Dk, as float32 and as bf16 codes (the float rows then hold the codes'
  * values, so one oracle serves both). */
@@ -49,20 +42,16 @@ typedef struct {
     uint16_t *codes;
 } few_inputs;
 
-static float *uniform(size_t n, double lo, double hi, kvl_rng *rng)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert(x != NULL);
-    kvl_rng_uniform_f32(rng, x, n, lo, hi);
-    return x;
-}
-
 static few_inputs inputs(const few_shape *sh, uint64_t seed)
 {
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
-    few_inputs in = {*sh, uniform(sh->G * sh->Dk, -1, 1, &rng), uniform(sh->G * sh->n, 0, 1, &rng),
-                     uniform(sh->G * sh->Dv, -1, 1, &rng), uniform(sh->n * sh->ld, -1, 1, &rng), NULL};
+    few_inputs in = {*sh,
+                     kvl_uniform_floats(&rng, sh->G * sh->Dk, -1, 1),
+                     kvl_uniform_floats(&rng, sh->G * sh->n, 0, 1),
+                     kvl_uniform_floats(&rng, sh->G * sh->Dv, -1, 1),
+                     kvl_uniform_floats(&rng, sh->n * sh->ld, -1, 1),
+                     NULL};
     in.codes = malloc(sh->n * sh->ld * sizeof *in.codes);
     ck_assert(in.codes != NULL);
     kvf_bf16_encode_n(in.codes, in.rows, sh->n * sh->ld);
@@ -156,7 +145,7 @@ START_TEST(test_few_row_kernels_match_definition_at_gqa_and_ragged_shapes)
         }
         free_inputs(&in);
     }
-    restore_widest();
+    kvl_force_widest_isa();
 }
 END_TEST
 
@@ -204,7 +193,7 @@ START_TEST(test_simd_kernels_agree_with_plain_twins)
         }
         for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) expect_simd_near_plain(&SHAPES[i], 60 + i);
     }
-    restore_widest();
+    kvl_force_widest_isa();
 }
 END_TEST
 

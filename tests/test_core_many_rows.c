@@ -30,12 +30,6 @@ static const many_shape SHAPES[] = {
     {80, 255, 48, 48, 100},    {64, 1, 16, 64, 64},      {112, 13, 96, 32, 96},
 };
 
-static void restore_widest(void)
-{
-    for (int isa = KVF_N_ISA - 1; isa >= 0; isa--)
-        if (kvf_isa_force((kvf_isa)isa) == 0) return;
-}
-
 /* One shape's inputs: q[G][Dk] in [−1, 1], pt[n][G] in [0, 1], acc[G][Dv] in [−1, 1], and n + 9 rows of
  * ld (keys from column 0, values from column 2; the 9 past the tile are what the scores may prefetch). */
 typedef struct {
@@ -43,20 +37,13 @@ typedef struct {
     float *q, *pt, *acc, *rows;
 } many_inputs;
 
-static float *uniform(size_t n, double lo, double hi, kvl_rng *rng)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert(x != NULL);
-    kvl_rng_uniform_f32(rng, x, n, lo, hi);
-    return x;
-}
-
 static many_inputs inputs(const many_shape *sh, uint64_t seed)
 {
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
-    return (many_inputs){*sh, uniform(sh->G * sh->Dk, -1, 1, &rng), uniform(sh->n * sh->G, 0, 1, &rng),
-                         uniform(sh->G * sh->Dv, -1, 1, &rng), uniform((sh->n + 9) * sh->ld, -1, 1, &rng)};
+    return (many_inputs){*sh, kvl_uniform_floats(&rng, sh->G * sh->Dk, -1, 1),
+                         kvl_uniform_floats(&rng, sh->n * sh->G, 0, 1), kvl_uniform_floats(&rng, sh->G * sh->Dv, -1, 1),
+                         kvl_uniform_floats(&rng, (sh->n + 9) * sh->ld, -1, 1)};
 }
 
 static void free_inputs(many_inputs *in)
@@ -139,7 +126,7 @@ START_TEST(test_many_row_kernels_match_definition_at_mla_and_ragged_shapes)
         check_kernels("plain", kvl_many_scores_plain, kvl_many_values_plain, &in);
         free_inputs(&in);
     }
-    restore_widest();
+    kvl_force_widest_isa();
 }
 END_TEST
 
@@ -156,7 +143,7 @@ START_TEST(test_many_row_kernels_run_for_avx512_and_widths_of_sixteen)
         ck_assert_int_eq(kvl_many_simd(128, 40), 0);
         ck_assert_int_eq(kvl_many_simd(0, 512), 0);
     }
-    restore_widest();
+    kvl_force_widest_isa();
 }
 END_TEST
 
@@ -175,7 +162,8 @@ START_TEST(test_many_row_kernels_keep_special_values_in_their_key_and_head)
     kvl_many_scores(st, qs, sh.G, &t);
     for (size_t j = 0; j < sh.n; j++)
         for (size_t r = 0; r < sh.G; r++)
-            ck_assert_msg(!isfinite(st[j * sh.G + r]) == (j == 5), "key %zu head %zu: %g", j, r, (double)st[j * sh.G + r]);
+            ck_assert_msg(!isfinite(st[j * sh.G + r]) == (j == 5), "key %zu head %zu: %g", j, r,
+                          (double)st[j * sh.G + r]);
     kvl_many_values(in.acc, in.pt, sh.G, &t);
     for (size_t r = 0; r < sh.G; r++)
         for (size_t i = 0; i < sh.Dv; i++) {

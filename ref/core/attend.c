@@ -377,7 +377,9 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
     const int few = reads_few(rows, r, Hq), many = reads_many(rows, r, Hq), decodes = rows && !rows->in_place && !few;
     const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
-    const size_t packed = !many ? 0 : Hq <= SIZE_MAX / 8 / r->Dk ? kvl_scratch_round(Hq * r->Dk * sizeof(float)) : SIZE_MAX;
+    const size_t packed = !many                        ? 0
+                          : Hq <= SIZE_MAX / 8 / r->Dk ? kvl_scratch_round(Hq * r->Dk * sizeof(float))
+                                                       : SIZE_MAX;
     if (!first || !other || other > (SIZE_MAX - first) / n_parts || packed > SIZE_MAX - first - (n_parts - 1) * other)
         return kvl_fail(KVL_EINVAL, "%s: %zu heads or a stride of %zu overflow a tile", fn, Hq, r->stride);
     char *mem = kvl_scratch(KVL_SCRATCH_ATTEND, packed + first + (n_parts - 1) * other);

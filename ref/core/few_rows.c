@@ -165,6 +165,16 @@ INLINE_AVX512 __m512 sum16(const __m512 a[16])
     return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88), _mm512_shuffle_f32x4(d[0], d[1], 0xDD));
 }
 
+/* s[r][j0 + j] (rows lds apart) = scale · Σ a[2r + j], for r < R ≤ 8 and j < J ≤ 2: a block's scores. */
+INLINE_AVX512 void store_scores16(float *s, size_t lds, size_t j0, size_t R, size_t J, const __m512 a[16],
+                                  float scale)
+{
+    float out[16];
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(scale), sum16(a)));
+    for (size_t r = 0; r < R; r++)
+        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
+}
+
 /* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R ≤ 8, J ≤ 2 (sixteen sums;
  * each query row's 16 values are loaded once a step for both keys). */
 INLINE_AVX512 void scores_block_avx512(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
@@ -183,10 +193,7 @@ INLINE_AVX512 void scores_block_avx512(float *s, size_t lds, const float *q, con
             for (size_t j = 0; j < J; j++) a[2 * r + j] = _mm512_fmadd_ps(qr, k[j], a[2 * r + j]);
         }
     }
-    float out[16];
-    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(scale), sum16(a)));
-    for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
+    store_scores16(s, lds, j0, R, J, a, scale);
 }
 
 /* acc[R][16·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 16·C); R·C ≤ 24. */
@@ -260,10 +267,7 @@ INLINE_AVX512 void scores_block_avx512p(float *s, size_t lds, const float *q, co
                 a[2 * r + j] = _mm512_fmadd_ps(qo, ko[j], _mm512_fmadd_ps(qe, ke[j], a[2 * r + j]));
         }
     }
-    float out[16];
-    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(scale), sum16(a)));
-    for (size_t r = 0; r < R; r++)
-        for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
+    store_scores16(s, lds, j0, R, J, a, scale);
 }
 
 /* values_block_avx512 over bf16 rows in pairs: acc[R][32] (from column c0) += p · V[n][c0 … c0 + 32), the
