@@ -73,7 +73,8 @@ static kvl_few_tile tile_of(const few_inputs *in, int bf16)
     const few_shape *sh = &in->sh;
     const void *k = bf16 ? (const void *)(in->codes + 3) : (const void *)(in->rows + 3);
     const void *v = bf16 ? (const void *)(in->codes + 3 + sh->Dk) : (const void *)(in->rows + 3 + sh->Dk);
-    return (kvl_few_tile){k, v, sh->ld, sh->ld, sh->n, sh->Dk, sh->Dv, bf16};
+    return (kvl_few_tile){
+        .k = k, .v = v, .ldk = sh->ld, .ldv = sh->ld, .n = sh->n, .Dk = sh->Dk, .Dv = sh->Dv, .bf16 = bf16};
 }
 
 /* The definitions: s = scale·q·kᵀ and acc + p·v, in double over the float rows. */

@@ -298,12 +298,29 @@ static kvl_few_tile few_tile(const kvl_row_tiles *rows, const kvl_attend_rows *r
     return t;
 }
 
+/* Where the kernels read next after group g's part of rows first … first + n − 1: the next group's part
+ * of the same rows, or after the last group the first group's part of the next rows (none past the
+ * cache), which the scores pull into cache as they near the tile's end, so that no group starts on rows
+ * that miss every cache. */
+static void few_chain(kvl_few_tile *t, const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t g, size_t first,
+                      size_t n)
+{
+    const size_t left = r->N - first - n;
+    if (g + 1 == r->groups && left == 0) return;
+    const kvl_few_tile next =
+        g + 1 < r->groups ? few_tile(rows, r, g + 1, first, n) : few_tile(rows, r, 0, first + n, left);
+    t->next_k = next.k;
+    t->next_v = next.v;
+    t->next_n = next.n;
+}
+
 /* A tile of every group through the few-row kernels. */
 static int step_few(online *st, const split *sp, size_t j, size_t n)
 {
     const size_t Gq = sp->Hq / sp->r->groups;
     for (size_t g = 0; g < sp->r->groups; g++) {
-        const kvl_few_tile t = few_tile(sp->rows, sp->r, g, j, n);
+        kvl_few_tile t = few_tile(sp->rows, sp->r, g, j, n);
+        few_chain(&t, sp->rows, sp->r, g, j, n);
         online_group_few(st, sp->q, g, Gq, &t, sp->scale);
     }
     return KVL_OK;

@@ -39,8 +39,11 @@ void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_ti
 #define INLINE_AVX2 AVX2 static inline __attribute__((always_inline))
 
 /* Keys this far ahead are asked for while a key is scored: the group's 512 bytes of a 4 KiB or 8 KiB row
- * are a short run per page, which the hardware prefetcher does not follow. */
-#define AHEAD 8
+ * are a short run per page, which the hardware prefetcher does not follow. Past the tile's end they are
+ * the tile's next keys (kvl_few_tile's next_k), so that a group's first keys are not left to miss every
+ * cache: on the 67B's step at 32K, one thread, f32 27.2 → 24.3 ms and bf16 18.9 → 17.1 (8 keys ahead
+ * within the tile only before; 8, 12 and 16 with the next keys measured alike). */
+#define AHEAD 12
 
 /* Each pass of the values over a tile reads a strip of 24 columns from every value row. The rows
  * are 4 or 8 KiB apart, so they share a few L1 sets and the strip fetched for the scores has left L1
@@ -88,6 +91,13 @@ INLINE_AVX2 void scores_block_avx2(float *s, size_t lds, const float *q, const k
     if (R * J > 8) _mm256_storeu_ps(out + 8, _mm256_mul_ps(sc, sum8(a + 8)));
     for (size_t r = 0; r < R; r++)
         for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[r * J + j];
+}
+
+INLINE_AVX2 void fetch_next(const kvl_few_tile *t, size_t j, size_t elt)
+{
+    const char *k = (const char *)t->next_k + j * t->ldk * elt, *v = (const char *)t->next_v + j * t->ldv * elt;
+    for (size_t b = 0; b < t->Dk * elt; b += 64) __builtin_prefetch(k + b);
+    for (size_t b = 0; b < t->Dv * elt; b += 64) __builtin_prefetch(v + b);
 }
 
 /* The key and value rows of key j into cache (the group's columns only). */
@@ -325,7 +335,10 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
         size_t j = 0;                                                                                             \
         for (; j + KEYS <= n; j += KEYS) {                                                                        \
             if (r0 == 0)                                                                                          \
-                for (size_t f = j + AHEAD; f < j + AHEAD + KEYS && f < n; f++) fetch_key(t, f, elt);              \
+                for (size_t f = j + AHEAD; f < j + AHEAD + KEYS; f++) {                                           \
+                    if (f < n) fetch_key(t, f, elt);                                                              \
+                    else if (f - n < t->next_n) fetch_next(t, f - n, elt);                                        \
+                }                                                                                                 \
             if (R == ROWS) scores_block_##ISA(sr, n, qr, t, j, ROWS, KEYS, scale, bf16);                          \
             else scores_block_##ISA(sr, n, qr, t, j, 1, KEYS, scale, bf16);                                       \
         }                                                                                                         \

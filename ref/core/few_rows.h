@@ -37,13 +37,17 @@ typedef struct {
     size_t ldk, ldv; /* elements from one row to the next */
     size_t n, Dk, Dv;
     int bf16; /* 0: float32, 1: bf16 codes */
+    /* The next_n keys and values (same strides and widths) the caller reads after this tile's, or none
+     * (next_n = 0): kvl_few_scores pulls the first of them into cache as it nears the tile's end. */
+    const void *next_k, *next_v;
+    size_t next_n;
 } kvl_few_tile;
 
 /* 1 where kvl_few_scores and kvl_few_values run SIMD kernels (AVX2+FMA or wider) for this tile's widths. */
 int kvl_few_simd(const kvl_few_tile *t);
 
-/* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ. Pulls the tile's value rows into cache a few keys
- * ahead of the scores, for kvl_few_values after it. */
+/* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ. Pulls the tile's keys and values into cache a few keys
+ * ahead of the scores (the values for kvl_few_values after it), and past the tile's end the next ones. */
 void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale);
 
 /* acc[G][Dv] += p[G][n] · V. */
