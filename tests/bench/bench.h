@@ -32,8 +32,10 @@
 #define KVB_WARM_SECONDS 0.05
 #define KVB_TIMED_SECONDS 0.1
 #define KVB_MIB ((size_t)1 << 20)
-/* The working set of the streaming groups: far past every cache, so rates are DRAM rates. */
-#define KVB_STREAM_BYTES (256 * KVB_MIB)
+/* The working set of the streaming groups and the ceilings' samples: twice the largest cache the CPU
+ * reports (a cloud host's shared L3 can hold 480 MiB, which a 256 MiB stream run twice would find
+ * warm), in whole multiples of 64 MiB, at least 256 MiB, so rates are DRAM rates. */
+size_t kvb_stream_bytes(void);
 
 /* Median seconds of KVB_REPEATS or more calls of run(ctx), after the warm-up (above). */
 double kvb_median_seconds(void (*run)(void *ctx), void *ctx);
@@ -107,9 +109,9 @@ double kvb_gbps(size_t bytes, double seconds);
 
 /* This machine's ceilings, measured on the first call (ceilings.c) and kept for the run, each the
  * fastest of its runs in three rounds a few seconds apart:
- *   scan     read-only sum over KVB_STREAM_BYTES, GB/s of bytes read, on 1 and on 2 threads
- *   copy     memcpy of KVB_STREAM_BYTES, GB/s of bytes copied, on 1 and on 2 threads
- *   gather   rows of KVB_GATHER_ROW bytes at random from KVB_STREAM_BYTES, GB/s of bytes gathered
+ *   scan     read-only sum over kvb_stream_bytes(), GB/s of bytes read, on 1 and on 2 threads
+ *   copy     memcpy of kvb_stream_bytes(), GB/s of bytes copied, on 1 and on 2 threads
+ *   gather   rows of KVB_GATHER_ROW bytes at random from kvb_stream_bytes(), GB/s of bytes gathered
  *   sgemm    the products of one decode tile at each skinny shape the steps run (ceilings.c): MLA's
  *            (128 query rows over 576-wide rows), GQA's (8 groups of 8), V4's (64 heads over 512-wide
  *            rows) and the lightning indexer's (64 or 32 index heads over 128-wide keys), GFLOP/s, on 1
@@ -142,8 +144,9 @@ kvb_time kvb_time_fma(int threads, int repeats);
 double kvb_sample_fma(int threads);
 
 /* The ceiling that bounds a row, run once and briefly beside it (ceilings.c): the sgemm at `shape` over
- * an eighth of the ceiling's rows, or the read scan or the copy over a quarter of its bytes, all still
- * far past the last-level cache, on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
+ * an eighth of the ceiling's rows, or the read scan or the copy over 64 MiB, each sample the next window
+ * of 64 MiB of kvb_stream_bytes() (so that no sample finds the last-level cache holding its bytes from
+ * the one before), on `threads` threads. Returns the sample's rate, GF/s or GB/s, and
  * in *stored the stored ceiling's (kvb_ceilings); 0 when its buffers do not fit. */
 typedef enum { KVB_BOUND_SGEMM, KVB_BOUND_SCAN, KVB_BOUND_COPY, KVB_BOUND_GATHER } kvb_bound_kind;
 typedef struct {

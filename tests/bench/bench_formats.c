@@ -1,5 +1,5 @@
-/* Formats: the library's bulk element casts and block quantisers over KVB_STREAM_BYTES of float32
- * (64 Mi values), on one thread and on two, read against the ceiling of the stream each one is bound by
+/* Formats: the library's bulk element casts and block quantisers over kvb_stream_bytes() of float32
+ * (64 Mi values or more), on one thread and on two, read against the ceiling of the stream each one is bound by
  * if memory bounds it. Rates count the float32 bytes: read by an encoder or quantiser (its codes are a
  * quarter or an eighth as many bytes; the read scan is its ceiling), written by a decoder or dequantiser
  * (a write stream as large as what it reads; the copy is its ceiling). Target: 0.75 of that ceiling for
@@ -203,7 +203,8 @@ static void bench_kernel(int k, const buffers *b, const kvb_ceiling_set *c)
 
 /* ---- ml_dtypes' astype: the peer of the element casts -------------------------------------------- */
 
-/* 64 MiB of float32: past every cache, as the rows above. */
+/* 64 MiB of float32: past the private caches (a large shared L3 may hold part of it, for the peer and for
+ * C alike, which a ratio of their times leaves out). */
 #define PEER_VALUES ((size_t)1 << 24)
 
 /* The casts that ml_dtypes' astype does too, in their plain (non-saturating) form, which is astype's. */
@@ -312,7 +313,7 @@ int kvb_group_formats(void)
     const kvb_ceiling_set *c = kvb_ceilings();
     if (!c) return 1;
     buffers b;
-    if (buffers_alloc(&b, KVB_STREAM_BYTES / sizeof(float))) {
+    if (buffers_alloc(&b, kvb_stream_bytes() / sizeof(float))) {
         buffers_free(&b);
         return 1;
     }

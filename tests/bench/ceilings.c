@@ -4,11 +4,11 @@
  * beside each of its runs (kvb_sample_ceiling, below), and against the FMA peak (fma_peak.c), which
  * bounds every kernel however it is written.
  *
- *   scan    a read-only float sum over KVB_STREAM_BYTES in four streams (STREAM's "read" kernel): bytes read
- *   copy    memcpy of KVB_STREAM_BYTES: bytes copied (each read and written once); on 2 threads each copies
+ *   scan    a read-only float sum over kvb_stream_bytes() in four streams (STREAM's "read" kernel): bytes read
+ *   copy    memcpy of kvb_stream_bytes(): bytes copied (each read and written once); on 2 threads each copies
  *           its half
  *   gather  KVB_GATHER_ROWS rows of KVB_GATHER_ROW bytes (V3.2's FP8 cache row) at random positions of
- *           KVB_STREAM_BYTES into a packed buffer: bytes gathered (a top-k read)
+ *           kvb_stream_bytes() into a packed buffer: bytes gathered (a top-k read)
  *   sgemm   OpenBLAS at a skinny decode shape: for each tile of cached rows and each group of query rows,
  *           S[Gq][tile] = Q[Gq][Dk]·K_tileᵀ and, for attention, A[Gq][Dv] += S·V_tile: the products of a
  *           tiled decode step (ref/core/attend.h) without the softmax, or of the indexer's scan
@@ -26,8 +26,10 @@
  *           on 2 the way ref/core/attend.h threads a step: the rows halved, one single-threaded BLAS
  *           caller per half (kvl_run_parts). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attend.h"
 #include "bench.h"
@@ -192,6 +194,45 @@ static double sgemm_gflop(const sgemm_shape *sh) { return sgemm_gflop_over(sh, S
 
 static double sgemm_mib(const sgemm_shape *sh) { return (double)SGEMM_ROWS * (double)sh->stride * 4 / KVB_MIB; }
 
+/* ---- the streams' size ---------------------------------------------------------------------------- */
+
+/* The largest cache sysfs lists for CPU 0 (bytes), else what the C library reports for L3, else 0. */
+static size_t largest_cache(void)
+{
+    size_t most = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        unsigned long long n = 0;
+        char unit = 0;
+        if (fscanf(f, "%llu%c", &n, &unit) >= 1) {
+            const unsigned long long bytes = n << (unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0);
+            if (bytes > most) most = (size_t)bytes;
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (!most && l3 > 0) most = (size_t)l3;
+#endif
+    return most;
+}
+
+#define STREAM_LEAST (256 * KVB_MIB)
+#define STREAM_STEP (64 * KVB_MIB)
+
+size_t kvb_stream_bytes(void)
+{
+    static size_t bytes;
+    if (!bytes) {
+        const size_t twice = 2 * largest_cache();
+        bytes = twice > STREAM_LEAST ? (twice + STREAM_STEP - 1) / STREAM_STEP * STREAM_STEP : STREAM_LEAST;
+    }
+    return bytes;
+}
+
 /* One measurement of every ceiling: the rates and the times they came from. */
 typedef struct {
     kvb_ceiling_set rate;
@@ -204,7 +245,7 @@ static int have_first;
 /* m = every ceiling, measured now; 1 when the buffers do not fit. */
 static int measure(measurement *m)
 {
-    const size_t bytes = KVB_STREAM_BYTES, rows = bytes / KVB_GATHER_ROW;
+    const size_t bytes = kvb_stream_bytes(), rows = bytes / KVB_GATHER_ROW;
     uint8_t *src = malloc(bytes), *dst = malloc(bytes);
     size_t *pick = malloc(GATHER_ROWS * sizeof *pick);
     const size_t most = SGEMM_MOST_Q;
@@ -295,24 +336,34 @@ const kvb_ceiling_set *kvb_ceilings(void)
 
 void kvb_set_threads(int n) { kvl_set_threads(n); }
 
-/* The samples' buffers, kept for the run: rows for the sgemm, the scan, the copy and the gather (past
- * the last-level cache), the copy's and the gather's destination, the gather's random row numbers, the
- * query block, and each part's scores and accumulator. */
+/* The samples' buffers, kept for the run: rows for the sgemm, the scan, the copy and the gather, the
+ * copy's and the gather's destination (each kvb_stream_bytes(), read and written a 64 MiB window at a
+ * time, the next window each sample, so that every sample reads past the last-level cache), the
+ * gather's random row numbers, the query block, and each part's scores and accumulator. */
 #define SAMPLE_ROWS (SGEMM_ROWS / 8)
-#define SAMPLE_BYTES (KVB_STREAM_BYTES / 4)
+#define SAMPLE_BYTES STREAM_STEP
 #define SAMPLE_GATHER_ROWS (GATHER_ROWS / 8)
 static struct {
     float *rows, *q, *s[SGEMM_PARTS], *acc[SGEMM_PARTS];
     uint8_t *copy; /* the copy's destination */
     size_t *pick;  /* [SAMPLE_GATHER_ROWS] */
+    size_t window; /* the next sample's 64 MiB window */
 } sample;
+
+/* The offset of the next sample's window in the sample buffers (the scan and copy samples take turns). */
+static size_t next_window(void)
+{
+    const size_t windows = kvb_stream_bytes() / SAMPLE_BYTES;
+    return (sample.window++ % windows) * SAMPLE_BYTES;
+}
 
 static int sample_buffers(void)
 {
     if (sample.rows) return 0;
-    sample.rows = malloc(SAMPLE_BYTES);
+    const size_t bytes = kvb_stream_bytes();
+    sample.rows = malloc(bytes);
     sample.q = malloc(SGEMM_MOST_Q * sizeof *sample.q);
-    sample.copy = malloc(SAMPLE_BYTES);
+    sample.copy = malloc(bytes);
     sample.pick = malloc(SAMPLE_GATHER_ROWS * sizeof *sample.pick);
     int ok = sample.rows && sample.q && sample.copy && sample.pick;
     for (size_t p = 0; p < SGEMM_PARTS; p++) {
@@ -323,11 +374,11 @@ static int sample_buffers(void)
     if (ok) {
         kvl_rng rng;
         kvl_rng_seed(&rng, 5);
-        kvl_rng_uniform_f32(&rng, sample.rows, SAMPLE_BYTES / sizeof(float), -1.0, 1.0);
+        kvl_rng_uniform_f32(&rng, sample.rows, bytes / sizeof(float), -1.0, 1.0);
         kvl_rng_uniform_f32(&rng, sample.q, SGEMM_MOST_Q, -1.0, 1.0);
-        memset(sample.copy, 0, SAMPLE_BYTES); /* faults its pages in */
+        memset(sample.copy, 0, bytes); /* faults its pages in */
         for (size_t i = 0; i < SAMPLE_GATHER_ROWS; i++)
-            sample.pick[i] = kvl_rng_next_u64(&rng) % (SAMPLE_BYTES / KVB_GATHER_ROW);
+            sample.pick[i] = kvl_rng_next_u64(&rng) % (bytes / KVB_GATHER_ROW);
         return 0;
     }
     free(sample.pick);
@@ -351,7 +402,8 @@ double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
     double start, took, work;
     if (b.kind == KVB_BOUND_SCAN) {
         *stored = c->scan_gbps[th];
-        scan_job job = {sample.rows, SAMPLE_BYTES / sizeof(float), (size_t)th + 1, {0, 0}};
+        scan_job job = {sample.rows + next_window() / sizeof(float), SAMPLE_BYTES / sizeof(float), (size_t)th + 1,
+                        {0, 0}};
         start = kvl_seconds();
         run_scan(&job);
         took = kvl_seconds() - start;
@@ -365,7 +417,8 @@ double kvb_sample_ceiling(kvb_bounding b, int threads, double *stored)
         work = (double)(SAMPLE_GATHER_ROWS * KVB_GATHER_ROW) * 1e-9;
     } else if (b.kind == KVB_BOUND_COPY) {
         *stored = c->copy_gbps[th];
-        copy_job job = {sample.copy, (const uint8_t *)sample.rows, SAMPLE_BYTES, (size_t)th + 1};
+        const size_t at = next_window();
+        copy_job job = {sample.copy + at, (const uint8_t *)sample.rows + at, SAMPLE_BYTES, (size_t)th + 1};
         start = kvl_seconds();
         run_copy(&job);
         took = kvl_seconds() - start;
@@ -396,7 +449,7 @@ int kvb_group_ceilings(void)
 {
     const kvb_ceiling_set *c = kvb_ceilings();
     if (!c) return 1;
-    const double mib = (double)KVB_STREAM_BYTES / KVB_MIB;
+    const double mib = (double)kvb_stream_bytes() / KVB_MIB;
     for (int th = 0; th < 2; th++)
         kvb_print_row(&(kvb_row){"ceilings", SCAN_ROW[th], mib, first.scan[th].min, c->scan_gbps[th], "GB/s", 0, 0,
                                  first.scan[th].min, first.scan[th].max, 0});
@@ -451,7 +504,7 @@ int kvb_group_recheck(void)
     const kvb_ceiling_set *c = kvb_ceilings();
     measurement again;
     if (!c || measure(&again) != 0) return 1;
-    const double mib = (double)KVB_STREAM_BYTES / KVB_MIB;
+    const double mib = (double)kvb_stream_bytes() / KVB_MIB;
     for (int th = 0; th < 2; th++)
         kvb_print_row(&(kvb_row){"recheck", SCAN_ROW[th], mib, again.scan[th].min, again.rate.scan_gbps[th], "GB/s",
                                  c->scan_gbps[th], 0, again.scan[th].min, again.scan[th].max, 0});

@@ -82,6 +82,15 @@ static void print_blas_core(void)
     if (kvb_markdown) fprintf(kvb_markdown, "%s.\n\n", line);
 }
 
+/* How long the streams are (bench.h's kvb_stream_bytes). */
+static void print_streams(void)
+{
+    const size_t mib = kvb_stream_bytes() / KVB_MIB;
+    const char *what = "twice the largest cache this CPU reports (at least 256)";
+    printf("kvbench: streams of %zu MiB, %s\n", mib, what);
+    if (kvb_markdown) fprintf(kvb_markdown, "Streams of %zu MiB, %s.\n\n", mib, what);
+}
+
 int main(int argc, char **argv)
 {
     const group *chosen[N_GROUPS];
@@ -124,6 +133,7 @@ int main(int argc, char **argv)
            "step's share of the FMA peak, roof: its FMA roofline over its time, both sampled in the same pairs\n",
            KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3, KVB_UNSTEADY_SPREAD);
     print_blas_core();
+    print_streams();
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);
     kvb_print_header();
     int failed = 0;
