@@ -50,7 +50,7 @@ static int check_args(const char *fn, const float *o, const float *q, size_t Hq,
 typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
-    float *cols;   /* [3][Hq] one tile's column maxima, shifts and sums (the many-row kernels' weights) */
+    float *cols;   /* [3][Hq] one tile's new maxima, shifts and sums (the many-row kernels' weights) */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
     float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded (or a group's columns, [n][Dk + Dv] with
                       Dk + Dv ≤ stride); NULL for rows read in place */
@@ -104,6 +104,21 @@ static void scale_floats(float *restrict y, float a, size_t n)
     kvl_scale_f32(y, a, n);
 }
 
+/* Head h's tile folded in: m its new running max, sum the tile's exp(s − m), acc_h[Dv] its accumulator.
+ * l and acc are rescaled from the old max to m; while nothing is visible (m = −∞) the sum (0, or NaN) is
+ * only added. */
+static void online_fold(online *st, float *acc_h, size_t h, double m, float sum, size_t Dv)
+{
+    if (m == -INFINITY) {
+        st->l[h] += sum;
+        return;
+    }
+    const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
+    st->l[h] = st->l[h] * alpha + sum;
+    st->m[h] = m;
+    if (alpha != 1.0) scale_floats(acc_h, (float)alpha, Dv);
+}
+
 /* For heads h0 … h0 + Gq − 1: s[Gq][n] (scaled scores) ← exp(s − m'), with m' the new running max,
  * and acc[Gq][Dv], l rescaled to m'. A NaN score is passed over by the max and turns its exp, and so l,
  * into NaN; online_finish then gives the head NaN. */
@@ -114,17 +129,11 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
         float *s = st->s + r * n;
         const float tile_max = kvl_max_f32(s, n);
         const double m = tile_max > st->m[h] ? tile_max : st->m[h];
-        if (m == -INFINITY) { /* nothing visible yet: every weight 0 (a NaN stays NaN), nothing to rescale */
-            float nan_sum = 0.0f;
-            for (size_t j = 0; j < n; j++) nan_sum += s[j] = isnan(s[j]) ? s[j] : 0.0f;
-            st->l[h] += nan_sum;
-            continue;
-        }
-        const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
-        const float sum = kvl_softmax_exp_f32(s, n, (float)m);
-        st->l[h] = st->l[h] * alpha + sum;
-        st->m[h] = m;
-        if (alpha != 1.0) scale_floats(acc + r * Dv, (float)alpha, Dv);
+        float sum = 0.0f;
+        if (m == -INFINITY) /* nothing visible yet: every weight 0 (a NaN stays NaN) */
+            for (size_t j = 0; j < n; j++) sum += s[j] = isnan(s[j]) ? s[j] : 0.0f;
+        else sum = kvl_softmax_exp_f32(s, n, (float)m);
+        online_fold(st, acc + r * Dv, h, m, sum, Dv);
     }
 }
 
@@ -133,25 +142,14 @@ static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t 
  * leaves every weight 0 and a NaN NaN, as online_weights does. */
 static void online_weights_cols(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
 {
-    float *tile_max = st->cols, *shift = tile_max + Gq, *sum = shift + Gq;
-    kvl_max_cols_f32(tile_max, st->s, n, Gq);
-    for (size_t r = 0; r < Gq; r++) {
-        const double m = tile_max[r] > st->m[h0 + r] ? tile_max[r] : st->m[h0 + r];
-        shift[r] = m == -INFINITY ? INFINITY : (float)m;
+    float *m = st->cols, *shift = m + Gq, *sum = shift + Gq;
+    kvl_max_cols_f32(m, st->s, n, Gq);
+    for (size_t r = 0; r < Gq; r++) { /* the tile's max, then the new running max (floats, as every score) */
+        m[r] = m[r] > st->m[h0 + r] ? m[r] : (float)st->m[h0 + r];
+        shift[r] = m[r] == -INFINITY ? INFINITY : m[r];
     }
     kvl_exp_cols_f32(st->s, n, Gq, shift, sum);
-    for (size_t r = 0; r < Gq; r++) {
-        const size_t h = h0 + r;
-        const double m = tile_max[r] > st->m[h] ? tile_max[r] : st->m[h];
-        if (m == -INFINITY) {
-            st->l[h] += sum[r];
-            continue;
-        }
-        const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
-        st->l[h] = st->l[h] * alpha + sum[r];
-        st->m[h] = m;
-        if (alpha != 1.0) scale_floats(acc + r * Dv, (float)alpha, Dv);
-    }
+    for (size_t r = 0; r < Gq; r++) online_fold(st, acc + r * Dv, h0 + r, m[r], sum[r], Dv);
 }
 
 /* One tile of n rows, group g's Gq heads: scaled scores against K[n][Dk] (row stride ldk), weights,
@@ -369,11 +367,11 @@ static int reads_few(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t
     return rows && Hq / r->groups <= KVL_FEW_ROWS && (rows->in_place || rows->bf16) && kvl_few_simd(&widths);
 }
 
-/* The many-row kernels take the step where the few-row ones do not and the CPU runs their SIMD form for
- * a group of this many query rows and this value width (elsewhere BLAS is faster). */
+/* The many-row kernels take a step the few-row ones do not where the CPU runs their SIMD form for a
+ * group of this many query rows and this value width (elsewhere BLAS is faster). */
 static int reads_many(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
 {
-    return rows && !reads_few(rows, r, Hq) && kvl_many_simd(Hq / r->groups, r->Dv);
+    return rows && kvl_many_simd(Hq / r->groups, r->Dv);
 }
 
 /* qs[groups][Dk][Gq]: each group's queries scaled and packed for the many-row kernels. */
@@ -392,7 +390,8 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
                         rows->N, rows->width);
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
-    const int few = reads_few(rows, r, Hq), many = reads_many(rows, r, Hq), decodes = rows && !rows->in_place && !few;
+    const int few = reads_few(rows, r, Hq), many = !few && reads_many(rows, r, Hq);
+    const int decodes = rows && !rows->in_place && !few;
     const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
     const size_t packed = !many                        ? 0
                           : Hq <= SIZE_MAX / 8 / r->Dk ? kvl_scratch_round(Hq * r->Dk * sizeof(float))

@@ -65,19 +65,18 @@ typedef struct {
     const float *B;
     size_t bk, bn; /* elements between operands from one step to the next, and between a step's operands */
     size_t K;
-    int add; /* 1: add to C, 0: overwrite it */
     const float *pf;
     size_t pf_rows, pf_ld;
 } block;
 
-INLINE_AVX512 void block_kernel(const block *b, size_t mv, size_t nr, size_t bk, size_t bn)
+INLINE_AVX512 void block_kernel(const block *b, size_t mv, size_t nr, size_t bk, size_t bn, int add)
 {
     __m512 c[OPERANDS][VECTORS];
 #pragma GCC unroll 6
     for (size_t t = 0; t < nr; t++)
 #pragma GCC unroll 4
         for (size_t v = 0; v < mv; v++)
-            c[t][v] = b->add ? _mm512_loadu_ps(b->C + t * b->ldc + 16 * v) : _mm512_setzero_ps();
+            c[t][v] = add ? _mm512_loadu_ps(b->C + t * b->ldc + 16 * v) : _mm512_setzero_ps();
     for (size_t s = 0; s < b->K; s++) {
         __m512 a[VECTORS];
 #pragma GCC unroll 4
@@ -98,26 +97,26 @@ INLINE_AVX512 void block_kernel(const block *b, size_t mv, size_t nr, size_t bk,
 }
 
 /* The block kernel compiled for each shape, 1 … 4 vectors by 1 … 6 operands, so that every loop in it
- * has a constant count, and for each operand layout, so that one stride is the constant 1: the scores'
- * operands are keys (one step along a row, rows b->bn apart), the values' are weights (a step's six
- * side by side, steps b->bk apart). */
-#define BLOCK_CASE(mv, nr, bk, bn)                                                                             \
-    case 8 * (mv) + (nr): block_kernel(b, mv, nr, bk, bn); return;
-#define BLOCK_ROW(mv, bk, bn)                                                                                  \
-    BLOCK_CASE(mv, 1, bk, bn) BLOCK_CASE(mv, 2, bk, bn) BLOCK_CASE(mv, 3, bk, bn) BLOCK_CASE(mv, 4, bk, bn)    \
-    BLOCK_CASE(mv, 5, bk, bn) BLOCK_CASE(mv, 6, bk, bn)
-#define BLOCK_RUN(name, bk, bn)                                                                                \
+ * has a constant count, and for each product, so that one stride is the constant 1: the scores' operands
+ * are keys (one step along a row, rows b->bn apart) and overwrite C; the values' are weights (a step's
+ * six side by side, steps b->bk apart) and add to it. */
+#define BLOCK_CASE(mv, nr, ...)                                                                                \
+    case 8 * (mv) + (nr): block_kernel(b, mv, nr, __VA_ARGS__); return;
+#define BLOCK_ROW(mv, ...)                                                                                     \
+    BLOCK_CASE(mv, 1, __VA_ARGS__) BLOCK_CASE(mv, 2, __VA_ARGS__) BLOCK_CASE(mv, 3, __VA_ARGS__)               \
+    BLOCK_CASE(mv, 4, __VA_ARGS__) BLOCK_CASE(mv, 5, __VA_ARGS__) BLOCK_CASE(mv, 6, __VA_ARGS__)
+#define BLOCK_RUN(name, ...)                                                                                   \
     AVX512 static void name(const block *b, size_t mv, size_t nr)                                              \
     {                                                                                                          \
         switch (8 * mv + nr) {                                                                                 \
-            BLOCK_ROW(1, bk, bn)                                                                               \
-            BLOCK_ROW(2, bk, bn)                                                                               \
-            BLOCK_ROW(3, bk, bn)                                                                               \
-            BLOCK_ROW(4, bk, bn)                                                                               \
+            BLOCK_ROW(1, __VA_ARGS__)                                                                          \
+            BLOCK_ROW(2, __VA_ARGS__)                                                                          \
+            BLOCK_ROW(3, __VA_ARGS__)                                                                          \
+            BLOCK_ROW(4, __VA_ARGS__)                                                                          \
         }                                                                                                      \
     }
-BLOCK_RUN(block_keys, 1, b->bn)
-BLOCK_RUN(block_weights, b->bk, 1)
+BLOCK_RUN(block_keys, 1, b->bn, 0)
+BLOCK_RUN(block_weights, b->bk, 1, 1)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -146,7 +145,7 @@ AVX512 static void scores_avx512(float *st, const float *qs, size_t G, const kvl
 
 AVX512 static void values_avx512(float *acc, const float *pt, size_t G, const kvl_many_tile *t)
 {
-    block b = {.ldc = t->Dv, .lda = t->ldv, .bk = G, .bn = 1, .add = 1};
+    block b = {.ldc = t->Dv, .lda = t->ldv, .bk = G, .bn = 1};
     for (size_t c = 0; c < t->Dv; c += BLOCK_WIDTH) {
         const size_t mv = min_size(VECTORS, (t->Dv - c) / 16);
         for (size_t j = 0; j < t->n; j += VALUES_KEYS) {
@@ -160,6 +159,7 @@ AVX512 static void values_avx512(float *acc, const float *pt, size_t G, const kv
         }
     }
 }
+
 /* pack_q_plain 16 query rows at a time, each column's 16 values gathered into one vector: writing down
  * the columns of qs a float at a time had stored lines scattered a row apart (MLA's 128 × 576 took 123
  * µs so; V4's 64 × 512, 50 µs, a third of its 128-row window step). G a multiple of 16. */
