@@ -176,11 +176,12 @@ static void online_tile(online *st, const float *q, size_t Hq, const float *rows
 }
 
 /* The same tile for a group of few query rows (Gq ≤ KVL_FEW_ROWS), read where it lies by the
- * register-blocked kernels: no packed copy of Q, K or V, and bf16 widened in registers. */
-static void online_group_few(online *st, const float *q, size_t g, size_t Gq, const kvl_few_tile *t, float scale)
+ * register-blocked kernels: no packed copy of K or V, and bf16 widened in registers; the queries qp
+ * packed once for the step (kvl_few_pack_q). */
+static void online_group_few(online *st, const float *qp, size_t g, size_t Gq, const kvl_few_tile *t, float scale)
 {
     float *acc_g = st->acc + g * Gq * t->Dv;
-    kvl_few_scores(st->s, q + g * Gq * t->Dk, Gq, t, scale);
+    kvl_few_scores(st->s, qp + g * Gq * t->Dk, Gq, t, scale);
     online_weights(st, acc_g, g * Gq, Gq, t->n, t->Dv);
     kvl_few_values(acc_g, st->s, Gq, t);
 }
@@ -240,7 +241,7 @@ struct split {
     float scale;
     tile_step step;
     size_t tile_rows; /* rows per tile, at most KVL_ATTEND_TILE */
-    const float *qs;  /* [groups][Dk][Gq] each group's scaled queries, for the many-row kernels */
+    const float *qs;  /* each group's queries packed for the step's kernels (pack_groups) */
 };
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
@@ -319,7 +320,7 @@ static int step_few(online *st, const split *sp, size_t j, size_t n)
     for (size_t g = 0; g < sp->r->groups; g++) {
         kvl_few_tile t = few_tile(sp->rows, sp->r, g, j, n);
         few_chain(&t, sp->rows, sp->r, g, j, n);
-        online_group_few(st, sp->q, g, Gq, &t, sp->scale);
+        online_group_few(st, sp->qs, g, Gq, &t, sp->scale);
     }
     return KVL_OK;
 }
@@ -374,8 +375,16 @@ static int reads_many(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_
     return rows && kvl_many_simd(Hq / r->groups, r->Dv);
 }
 
+/* qs[groups][Gq·Dk]: each group's queries as the few-row kernels read them over these rows. */
+static void pack_few(float *qs, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r)
+{
+    const size_t Gq = Hq / r->groups;
+    const kvl_few_tile widths = {.Dk = r->Dk, .Dv = r->Dv, .bf16 = !!rows->bf16};
+    for (size_t g = 0; g < r->groups; g++) kvl_few_pack_q(qs + g * Gq * r->Dk, q + g * Gq * r->Dk, Gq, &widths);
+}
+
 /* qs[groups][Dk][Gq]: each group's queries scaled and packed for the many-row kernels. */
-static void pack_groups(float *qs, const float *q, size_t Hq, const kvl_attend_rows *r, float scale)
+static void pack_many(float *qs, const float *q, size_t Hq, const kvl_attend_rows *r, float scale)
 {
     const size_t Gq = Hq / r->groups;
     for (size_t g = 0; g < r->groups; g++) kvl_many_pack_q(qs + g * Gq * r->Dk, q + g * Gq * r->Dk, Gq, r->Dk, scale);
@@ -393,7 +402,7 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
     const int few = reads_few(rows, r, Hq), many = !few && reads_many(rows, r, Hq);
     const int decodes = rows && !rows->in_place && !few;
     const size_t first = part_bytes(Hq, r, 0, decodes), other = part_bytes(Hq, r, 1, decodes);
-    const size_t packed = !many                        ? 0
+    const size_t packed = !few && !many                ? 0
                           : Hq <= SIZE_MAX / 8 / r->Dk ? kvl_scratch_round(Hq * r->Dk * sizeof(float))
                                                        : SIZE_MAX;
     if (!first || !other || other > (SIZE_MAX - first) / n_parts || packed > SIZE_MAX - first - (n_parts - 1) * other)
@@ -404,8 +413,9 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         free(parts);
         return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu heads", fn, Hq);
     }
-    float *qs = many ? (float *)mem : NULL;
-    if (many) pack_groups(qs, q, Hq, r, scale);
+    float *qs = few || many ? (float *)mem : NULL;
+    if (few) pack_few(qs, q, Hq, rows, r);
+    if (many) pack_many(qs, q, Hq, r, scale);
     mem += packed;
     for (size_t p = 0; p < n_parts; p++) {
         online_init(&parts[p], mem, p ? NULL : o, Hq, r, p ? NULL : sigma, decodes);

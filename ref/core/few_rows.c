@@ -67,20 +67,21 @@ INLINE_AVX2 __m256 sum8(const __m256 a[8])
     return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
-/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R·J ≤ 12 (twelve sums and
- * three keys in registers: twelve chains hide the FMA's latency, and q is read from L1 by the FMA). */
-INLINE_AVX2 void scores_block_avx2(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
-                                   size_t R, size_t J, float scale, int bf16)
+/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0, q packed in runs of 8 columns
+ * (kvl_few_pack_q: row r's run at q + 8·r, runs ldq apart); R·J ≤ 12 (twelve sums and three keys in
+ * registers: twelve chains hide the FMA's latency, and q is read from L1 by the FMA). */
+INLINE_AVX2 void scores_block_avx2(float *s, size_t lds, const float *q, size_t ldq, const kvl_few_tile *t,
+                                   size_t j0, size_t R, size_t J, float scale, int bf16)
 {
     __m256 a[16], k[3];
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; i++) a[i] = _mm256_setzero_ps();
-    for (size_t c = 0; c < t->Dk; c += 8) {
+    for (size_t c = 0; c < t->Dk; c += 8, q += ldq) {
 #pragma GCC unroll 3
         for (size_t j = 0; j < J; j++) k[j] = load8(t->k, (j0 + j) * t->ldk + c, bf16);
 #pragma GCC unroll 4
         for (size_t r = 0; r < R; r++) {
-            const __m256 qr = _mm256_loadu_ps(q + r * t->Dk + c);
+            const __m256 qr = _mm256_loadu_ps(q + 8 * r);
 #pragma GCC unroll 3
             for (size_t j = 0; j < J; j++) a[r * J + j] = _mm256_fmadd_ps(qr, k[j], a[r * J + j]);
         }
@@ -185,20 +186,21 @@ INLINE_AVX512 void store_scores16(float *s, size_t lds, size_t j0, size_t R, siz
         for (size_t j = 0; j < J; j++) s[r * lds + j0 + j] = out[2 * r + j];
 }
 
-/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0; R ≤ 8, J ≤ 2 (sixteen sums;
- * each query row's 16 values are loaded once a step for both keys). */
-INLINE_AVX512 void scores_block_avx512(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
-                                       size_t R, size_t J, float scale, int bf16)
+/* s[R][J] (rows lds apart) = scale · q[R][Dk] · K[J][Dk]ᵀ, keys from j0, q packed in runs of 16 columns
+ * (row r's at q + 16·r, runs ldq apart); R ≤ 8, J ≤ 2 (sixteen sums; each query row's 16 values are
+ * loaded once a step for both keys). */
+INLINE_AVX512 void scores_block_avx512(float *s, size_t lds, const float *q, size_t ldq, const kvl_few_tile *t,
+                                       size_t j0, size_t R, size_t J, float scale, int bf16)
 {
     __m512 a[16], k[2];
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
-    for (size_t c = 0; c < t->Dk; c += 16) {
+    for (size_t c = 0; c < t->Dk; c += 16, q += ldq) {
 #pragma GCC unroll 2
         for (size_t j = 0; j < J; j++) k[j] = load16(t->k, (j0 + j) * t->ldk + c, bf16);
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; r++) {
-            const __m512 qr = _mm512_loadu_ps(q + r * t->Dk + c);
+            const __m512 qr = _mm512_loadu_ps(q + 16 * r);
 #pragma GCC unroll 2
             for (size_t j = 0; j < J; j++) a[2 * r + j] = _mm512_fmadd_ps(qr, k[j], a[2 * r + j]);
         }
@@ -238,8 +240,9 @@ INLINE_AVX512 void values_block_avx512(float *acc, const float *p, const kvl_few
 
 /* bf16 rows a pair of columns at a time: 32 codes loaded as one vector of 16 words, the even columns
  * widened by a shift (the code to the high half) and the odd ones by a mask (already there), two
- * instructions for 32 values where load16 spends four. The queries are read de-interleaved (pairs_q),
- * the accumulators held de-interleaved and interleaved again as they are stored. */
+ * instructions for 32 values where load16 spends four. The queries are read de-interleaved (each run of
+ * 32 packed as its 16 even columns, then its 16 odd ones), the accumulators held de-interleaved and
+ * interleaved again as they are stored. */
 INLINE_AVX512 void load_pairs(__m512 *even, __m512 *odd, const uint16_t *codes)
 {
     const __m512i w = _mm512_loadu_si512(codes);
@@ -247,31 +250,21 @@ INLINE_AVX512 void load_pairs(__m512 *even, __m512 *odd, const uint16_t *codes)
     *odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xFFFF0000u)));
 }
 
-/* qd[G][Dk] = q with each run of 32 columns de-interleaved: its 16 even columns, then its 16 odd ones. */
-static void pairs_q(float *qd, const float *q, size_t G, size_t Dk)
-{
-    for (size_t r = 0; r < G; r++)
-        for (size_t c = 0; c < Dk; c += 32)
-            for (size_t i = 0; i < 16; i++) {
-                qd[r * Dk + c + i] = q[r * Dk + c + 2 * i];
-                qd[r * Dk + c + 16 + i] = q[r * Dk + c + 2 * i + 1];
-            }
-}
-
-/* scores_block_avx512 over bf16 rows in pairs, q de-interleaved (pairs_q); Dk a multiple of 32. */
-INLINE_AVX512 void scores_block_avx512p(float *s, size_t lds, const float *q, const kvl_few_tile *t, size_t j0,
-                                        size_t R, size_t J, float scale, int bf16)
+/* scores_block_avx512 over bf16 rows in pairs, q packed in de-interleaved runs of 32 (row r's at
+ * q + 32·r, runs ldq apart); Dk a multiple of 32. */
+INLINE_AVX512 void scores_block_avx512p(float *s, size_t lds, const float *q, size_t ldq, const kvl_few_tile *t,
+                                        size_t j0, size_t R, size_t J, float scale, int bf16)
 {
     (void)bf16;
     __m512 a[16], ke[2], ko[2];
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
-    for (size_t c = 0; c < t->Dk; c += 32) {
+    for (size_t c = 0; c < t->Dk; c += 32, q += ldq) {
 #pragma GCC unroll 2
         for (size_t j = 0; j < J; j++) load_pairs(&ke[j], &ko[j], (const uint16_t *)t->k + (j0 + j) * t->ldk + c);
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; r++) {
-            const __m512 qe = _mm512_loadu_ps(q + r * t->Dk + c), qo = _mm512_loadu_ps(q + r * t->Dk + c + 16);
+            const __m512 qe = _mm512_loadu_ps(q + 32 * r), qo = _mm512_loadu_ps(q + 32 * r + 16);
 #pragma GCC unroll 2
             for (size_t j = 0; j < J; j++)
                 a[2 * r + j] = _mm512_fmadd_ps(qo, ko[j], _mm512_fmadd_ps(qe, ke[j], a[2 * r + j]));
@@ -324,14 +317,15 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
 /* One instruction set's loops around its two block kernels (scores_block_ISA, values_block_ISA), and the
  * four functions the dispatch calls (scores_ISA_f32, scores_ISA_bf16, values_ISA_f32, values_ISA_bf16):
  * query rows ROWS at a time, then one; keys KEYS at a time, then one, the first rows' pass asking for the
- * keys AHEAD ahead; value columns COLS at a time, then WIDTH (one vector). */
+ * keys AHEAD ahead; value columns COLS at a time, then WIDTH (one vector), the queries packed in runs of
+ * WIDTH columns. */
 #define FEW_LOOPS(ISA, ATTR, INLINE, ROWS, KEYS, COLS, WIDTH)                                                     \
-    INLINE void scores_rows_##ISA(float *s, const float *q, size_t r0, size_t R, const kvl_few_tile *t,           \
+    INLINE void scores_rows_##ISA(float *s, const float *q, size_t G, size_t r0, size_t R, const kvl_few_tile *t, \
                                   float scale, int bf16)                                                          \
     {                                                                                                             \
-        const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float);                                    \
+        const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float), ldq = G * WIDTH;                   \
         float *sr = s + r0 * n;                                                                                   \
-        const float *qr = q + r0 * t->Dk;                                                                         \
+        const float *qr = q + r0 * WIDTH;                                                                         \
         size_t j = 0;                                                                                             \
         for (; j + KEYS <= n; j += KEYS) {                                                                        \
             if (r0 == 0)                                                                                          \
@@ -339,20 +333,20 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
                     if (f < n) fetch_key(t, f, elt);                                                              \
                     else if (f - n < t->next_n) fetch_next(t, f - n, elt);                                        \
                 }                                                                                                 \
-            if (R == ROWS) scores_block_##ISA(sr, n, qr, t, j, ROWS, KEYS, scale, bf16);                          \
-            else scores_block_##ISA(sr, n, qr, t, j, 1, KEYS, scale, bf16);                                       \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, KEYS, scale, bf16);                          \
+            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, KEYS, scale, bf16);                                       \
         }                                                                                                         \
         for (; j < n; j++) {                                                                                      \
-            if (R == ROWS) scores_block_##ISA(sr, n, qr, t, j, ROWS, 1, scale, bf16);                             \
-            else scores_block_##ISA(sr, n, qr, t, j, 1, 1, scale, bf16);                                          \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, 1, scale, bf16);                             \
+            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, 1, scale, bf16);                                          \
         }                                                                                                         \
     }                                                                                                             \
     INLINE void scores_all_##ISA(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale,          \
                                  int bf16)                                                                        \
     {                                                                                                             \
         size_t r = 0;                                                                                             \
-        for (; r + ROWS <= G; r += ROWS) scores_rows_##ISA(s, q, r, ROWS, t, scale, bf16);                        \
-        for (; r < G; r++) scores_rows_##ISA(s, q, r, 1, t, scale, bf16);                                         \
+        for (; r + ROWS <= G; r += ROWS) scores_rows_##ISA(s, q, G, r, ROWS, t, scale, bf16);                     \
+        for (; r < G; r++) scores_rows_##ISA(s, q, G, r, 1, t, scale, bf16);                                      \
     }                                                                                                             \
     INLINE void values_rows_##ISA(float *acc, const float *p, size_t r0, size_t R, const kvl_few_tile *t,         \
                                   int bf16)                                                                       \
@@ -398,86 +392,83 @@ FEW_ENTRIES(avx512, AVX512, bf16, 1)
 FEW_LOOPS(avx512p, AVX512, INLINE_AVX512, 8, 2, 32, 32)
 FEW_ENTRIES(avx512p, AVX512, bf16, 1)
 
-/* Queries this wide at most are de-interleaved on the stack for the pair kernels (GQA's 8 × 128). */
-#define PAIRS_Q_MAX 4096
-
-AVX512 static void scores_pairs_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
-{
-    float qd[PAIRS_Q_MAX];
-    pairs_q(qd, q, G, t->Dk);
-    scores_avx512p_bf16(s, qd, G, t, scale);
-}
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
-int kvl_few_simd(const kvl_few_tile *t)
+/* The kernels a tile of these widths and this store runs through, and the width of the runs of query
+ * columns they read (kvl_few_pack_q). */
+typedef enum { FEW_PLAIN, FEW_AVX2, FEW_AVX512, FEW_PAIRS } few_kernels;
+
+static few_kernels kernels_for(const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
-    return kvf_isa_active() >= KVF_ISA_AVX2 && t->Dk % 8 == 0 && t->Dv % 8 == 0;
+    const kvf_isa isa = kvf_isa_active();
+    if (isa >= KVF_ISA_AVX512 && t->Dk % 16 == 0 && t->Dv % 16 == 0)
+        return t->bf16 && t->Dk % 32 == 0 && t->Dv % 32 == 0 ? FEW_PAIRS : FEW_AVX512;
+    if (isa >= KVF_ISA_AVX2 && t->Dk % 8 == 0 && t->Dv % 8 == 0) return FEW_AVX2;
 #else
     (void)t;
-    return 0;
 #endif
+    return FEW_PLAIN;
 }
 
-/* 1 where the AVX-512 kernels run this tile's widths. */
-static int few_avx512(const kvl_few_tile *t)
+static size_t run_width(few_kernels k, size_t Dk)
 {
-#ifdef KVL_FEW_X86
-    return kvf_isa_active() >= KVF_ISA_AVX512 && t->Dk % 16 == 0 && t->Dv % 16 == 0;
-#else
-    (void)t;
-    return 0;
-#endif
+    switch (k) {
+    case FEW_AVX2: return 8;
+    case FEW_AVX512: return 16;
+    case FEW_PAIRS: return 32;
+    default: return Dk;
+    }
 }
 
-#ifdef KVL_FEW_X86
-/* 1 where the AVX-512 pair kernels read this bf16 tile: widths multiples of 32, queries that fit the stack. */
-static int few_pairs(const kvl_few_tile *t, size_t G)
-{
-    return t->bf16 && few_avx512(t) && t->Dk % 32 == 0 && t->Dv % 32 == 0 && G * t->Dk <= PAIRS_Q_MAX;
-}
-#endif
+int kvl_few_simd(const kvl_few_tile *t) { return kernels_for(t) != FEW_PLAIN; }
 
-void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+void kvl_few_pack_q(float *qp, const float *q, size_t G, const kvl_few_tile *t)
 {
+    const few_kernels k = kernels_for(t);
+    const size_t W = run_width(k, t->Dk);
+    for (size_t c = 0; c < t->Dk; c += W)
+        for (size_t r = 0; r < G; r++)
+            for (size_t i = 0; i < W; i++) {
+                const size_t from = k != FEW_PAIRS ? i : i < 16 ? 2 * i : 2 * (i - 16) + 1;
+                qp[c * G + r * W + i] = q[r * t->Dk + c + from];
+            }
+}
+
+void kvl_few_scores(float *s, const float *qp, size_t G, const kvl_few_tile *t, float scale)
+{
+    switch (kernels_for(t)) {
 #ifdef KVL_FEW_X86
-    if (few_pairs(t, G)) {
-        scores_pairs_bf16(s, q, G, t, scale);
+    case FEW_PAIRS: scores_avx512p_bf16(s, qp, G, t, scale); return;
+    case FEW_AVX512:
+        if (t->bf16) scores_avx512_bf16(s, qp, G, t, scale);
+        else scores_avx512_f32(s, qp, G, t, scale);
         return;
-    }
-    if (few_avx512(t)) {
-        if (t->bf16) scores_avx512_bf16(s, q, G, t, scale);
-        else scores_avx512_f32(s, q, G, t, scale);
+    case FEW_AVX2:
+        if (t->bf16) scores_avx2_bf16(s, qp, G, t, scale);
+        else scores_avx2_f32(s, qp, G, t, scale);
         return;
-    }
-    if (kvl_few_simd(t)) {
-        if (t->bf16) scores_avx2_bf16(s, q, G, t, scale);
-        else scores_avx2_f32(s, q, G, t, scale);
-        return;
-    }
 #endif
-    kvl_few_scores_plain(s, q, G, t, scale);
+    default: kvl_few_scores_plain(s, qp, G, t, scale);
+    }
 }
 
 void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t)
 {
+    switch (kernels_for(t)) {
 #ifdef KVL_FEW_X86
-    if (few_pairs(t, G)) {
-        values_avx512p_bf16(acc, p, G, t);
-        return;
-    }
-    if (few_avx512(t)) {
+    case FEW_PAIRS: values_avx512p_bf16(acc, p, G, t); return;
+    case FEW_AVX512:
         if (t->bf16) values_avx512_bf16(acc, p, G, t);
         else values_avx512_f32(acc, p, G, t);
         return;
-    }
-    if (kvl_few_simd(t)) {
+    case FEW_AVX2:
         if (t->bf16) values_avx2_bf16(acc, p, G, t);
         else values_avx2_f32(acc, p, G, t);
         return;
-    }
 #endif
-    kvl_few_values_plain(acc, p, G, t);
+    default: kvl_few_values_plain(acc, p, G, t);
+    }
 }

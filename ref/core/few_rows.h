@@ -16,8 +16,11 @@
  * half of the word), so no float copy of a bf16 tile is written. Over bf16 rows with widths multiples
  * of 32 the AVX-512 kernels read a pair of columns per word: 32 codes as one vector, the even columns
  * widened by a shift and the odd ones by a mask (two instructions for 32 values, where widening 16 at a
- * time spends four), the queries de-interleaved once per call and the values' sums held as even and
- * odd halves, interleaved as they are stored (the 67B's bf16 step at 32K: 19.0 → 17.3 ms, one thread).
+ * time spends four), the queries de-interleaved and the values' sums held as even and odd halves,
+ * interleaved as they are stored (the 67B's bf16 step at 32K: 19.0 → 17.3 ms, one thread). The queries
+ * are packed once a step (kvl_few_pack_q) so that one address reaches every row's run of columns: read
+ * Dk apart, the eight rows took eight registers and the scores spilled (the same step, 17.9 → 15.2 ms
+ * bf16 and 26.1 → 22.5 f32).
  *
  * The AVX-512 kernels run where formats/isa.h's choice is avx512 and Dk and Dv are multiples of 16, the
  * AVX2+FMA ones where it is avx2 or wider and they are multiples of 8 (KVL_ISA=baseline turns both off,
@@ -46,14 +49,22 @@ typedef struct {
 /* 1 where kvl_few_scores and kvl_few_values run SIMD kernels (AVX2+FMA or wider) for this tile's widths. */
 int kvl_few_simd(const kvl_few_tile *t);
 
-/* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ. Pulls the tile's keys and values into cache a few keys
- * ahead of the scores (the values for kvl_few_values after it), and past the tile's end the next ones. */
-void kvl_few_scores(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale);
+/* qp[G·Dk] = q[G][Dk] in the order kvl_few_scores reads it for tiles of t's widths and store: each run of
+ * W columns (W the kernels' vector width; W = Dk for the plain loops, so there qp is q) with the G rows'
+ * runs side by side, qp[c·G + r·W + i] = q[r][c + i], and over bf16 pairs (widths multiples of 32 under
+ * AVX-512) each run of 32 as its 16 even columns, then its 16 odd ones. A step packs its queries once:
+ * one base address then reaches every row, where rows Dk apart took a register each (and spilled). */
+void kvl_few_pack_q(float *qp, const float *q, size_t G, const kvl_few_tile *t);
+
+/* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ, with q packed by kvl_few_pack_q for tiles like t (and
+ * the same formats/isa.h choice). Pulls the tile's keys and values into cache a few keys ahead of the
+ * scores (the values for kvl_few_values after it), and past the tile's end the next ones. */
+void kvl_few_scores(float *s, const float *qp, size_t G, const kvl_few_tile *t, float scale);
 
 /* acc[G][Dv] += p[G][n] · V. */
 void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t);
 
-/* The plain-loop twins: one float sum per output, in key (values) or column (scores) order. */
+/* The plain-loop twins: one float sum per output, in key (values) or column (scores) order; q as it is. */
 void kvl_few_scores_plain(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale);
 void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_tile *t);
 
