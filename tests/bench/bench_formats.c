@@ -18,11 +18,15 @@
  *                ceiling (no target). Below 0.75 here, no memory layout can bring the DRAM row to the
  *                target; only fewer instructions a value can.
  *
- * Then ml_dtypes' astype (peers.py) on one thread, over the first PEER_VALUES of the same values, each
- * direction of E4M3, E5M2 and E2M1 checked against the C cast's codes and values and timed interleaved
- * with it: peer time over C time, target KVB_PEER_CAST_TARGET for an encoder. Last the MXFP4 and NVFP4
- * quantisers against the same recipes written in numpy around astype, checked block for block (codes
- * and scale) against C's and timed the same way, target KVB_PEER_CAST_TARGET.
+ * Then ml_dtypes' astype (peers.py) on one thread, each direction of E4M3, E5M2 and E2M1 checked
+ * against the C cast's codes and values and timed interleaved with it: peer time over C time. Last the
+ * MXFP4 and NVFP4 quantisers against the same recipes written in numpy around astype, checked block for
+ * block (codes and scale) against C's and timed the same way. Each runs twice (PEER_SIZES): over the
+ * first PEER_VALUES of the values, a stream through memory, and over the first KVB_FORMATS_CACHED, in
+ * L2, where both sides time their arithmetic alone. The encoders' and quantisers' target,
+ * KVB_PEER_CAST_TARGET, is the in-L2 row's: over the stream a C encoder runs at what the scan leaves it
+ * (0.8 of it and more), so there its ratio is the memory's over ml_dtypes' speed, 7 - 9 on a CPU where
+ * astype runs 0.3 - 0.4 G values/s, whatever the encoder's code.
  *
  * Input: standard normals times 8 (seed 1), so E4M3 sees its whole normal range and E2M1 saturates
  * often; NVFP4's tensor scale comes from the input's maximum, found before the timing. */
@@ -207,6 +211,18 @@ static void bench_kernel(int k, const buffers *b, const kvb_ceiling_set *c)
  * C alike, which a ratio of their times leaves out). */
 #define PEER_VALUES ((size_t)1 << 24)
 
+/* The two lengths each peer runs at: the row's label after "1T", and its target for an encoder or a
+ * quantiser. */
+static const struct {
+    size_t n;
+    const char *where;
+    double target;
+} PEER_SIZES[] = {
+    {PEER_VALUES, "", 0},
+    {KVB_FORMATS_CACHED, " in L2", KVB_PEER_CAST_TARGET},
+};
+enum { N_PEER_SIZES = sizeof PEER_SIZES / sizeof PEER_SIZES[0] };
+
 /* The casts that ml_dtypes' astype does too, in their plain (non-saturating) form, which is astype's. */
 static const struct {
     const char *what, *format; /* our name, and peers.py's */
@@ -225,10 +241,11 @@ static void codes_one_a_byte(uint8_t *one, const buffers *b, size_t n, int nibbl
     for (size_t i = 0; i < n; i++) one[i] = nibbles ? (b->codes[i / 2] >> (4 * (i & 1))) & 0xF : b->codes[i];
 }
 
-/* One kernel against its ml_dtypes peer (the peer's variant `dir`, "encode", "decode" or "quantise"):
- * its row, peer/C on one thread, the G values/s of each; `same` says what the check found equal. */
+/* One kernel against its ml_dtypes peer (the peer's variant `dir`, "encode", "decode" or "quantise") over
+ * the length PEER_SIZES[z]: its row, peer/C on one thread, the G values/s of each; `same` says what the
+ * check found equal. */
 static void peer_row(kvb_peer *p, const char *what, const char *dir, const char *same, job *j, long mismatches,
-                     double target)
+                     int z, double target)
 {
     char name[160];
     snprintf(name, sizeof name, "%s %s", what, dir);
@@ -239,16 +256,17 @@ static void peer_row(kvb_peer *p, const char *what, const char *dir, const char 
         printf("formats: %s: the ml_dtypes peer did not run\n", name);
         return;
     }
-    snprintf(name, sizeof name, "%s %s ml_dtypes/C 1T (%s; %.3f vs %.2f G values/s)", what, dir,
-             mismatches ? "DIFFERS" : same, (double)j->n * 1e-9 / peer_s, (double)j->n * 1e-9 / c_s);
+    snprintf(name, sizeof name, "%s %s ml_dtypes/C 1T%s (%s; %.3f vs %.2f G values/s)", what, dir,
+             PEER_SIZES[z].where, mismatches ? "DIFFERS" : same, (double)j->n * 1e-9 / peer_s,
+             (double)j->n * 1e-9 / c_s);
     kvb_print_peer_row("formats", name, (double)j->n * sizeof(float) / KVB_MIB, c_s, r, mismatches ? 0 : target);
 }
 
-/* Cast k's C codes and decoded values handed to the peer, which checks astype against them; then both
- * directions timed against astype. */
-static void peer_cast(kvb_peer *p, int k, const buffers *b, uint8_t *one)
+/* Cast k's C codes and decoded values of the first PEER_SIZES[z].n values handed to the peer, which checks
+ * astype against them; then both directions timed against astype. */
+static void peer_cast(kvb_peer *p, int k, const buffers *b, uint8_t *one, int z)
 {
-    const size_t n = PEER_VALUES;
+    const size_t n = PEER_SIZES[z].n;
     job enc = {CASTS[k].encode, b, n, 1, 1}, dec = {CASTS[k].decode, b, n, 1, 1};
     run_job(&enc);
     run_job(&dec);
@@ -262,8 +280,8 @@ static void peer_cast(kvb_peer *p, int k, const buffers *b, uint8_t *one)
         printf("formats: %s: ml_dtypes did not load it; skipped\n", CASTS[k].what);
         return;
     }
-    peer_row(p, CASTS[k].what, "encode", "same codes", &enc, bad_codes, KVB_PEER_CAST_TARGET);
-    peer_row(p, CASTS[k].what, "decode", "same values", &dec, bad_values, 0);
+    peer_row(p, CASTS[k].what, "encode", "same codes", &enc, bad_codes, z, PEER_SIZES[z].target);
+    peer_row(p, CASTS[k].what, "decode", "same values", &dec, bad_values, z, 0);
 }
 
 /* The block quantisers the peer writes in numpy around astype (peers.py's quant). */
@@ -277,11 +295,11 @@ static const struct {
 };
 enum { N_QUANTS = sizeof QUANTS / sizeof QUANTS[0] };
 
-/* Quantiser k's codes and scales of the first PEER_VALUES values handed to the peer, which checks its
+/* Quantiser k's codes and scales of the first PEER_SIZES[z].n values handed to the peer, which checks its
  * own against them; then both timed. */
-static void peer_quant(kvb_peer *p, int k, const buffers *b)
+static void peer_quant(kvb_peer *p, int k, const buffers *b, int z)
 {
-    const size_t n = PEER_VALUES;
+    const size_t n = PEER_SIZES[z].n;
     job q = {QUANTS[k].quantise, b, n, 1, 1};
     run_job(&q);
     char reply[256];
@@ -294,7 +312,7 @@ static void peer_quant(kvb_peer *p, int k, const buffers *b)
         printf("formats: %s: the numpy quantiser did not run; skipped\n", QUANTS[k].scheme);
         return;
     }
-    peer_row(p, QUANTS[k].scheme, "quantise", "same blocks", &q, bad_blocks, KVB_PEER_CAST_TARGET);
+    peer_row(p, QUANTS[k].scheme, "quantise", "same blocks", &q, bad_blocks, z, PEER_SIZES[z].target);
 }
 
 static void peer_casts(const buffers *b)
@@ -302,8 +320,10 @@ static void peer_casts(const buffers *b)
     kvb_peer *p = kvb_peer_start("formats");
     if (p && !kvb_peer_has(p, "ml_dtypes")) printf("formats: python3 has no ml_dtypes; its astype peer is skipped\n");
     uint8_t *one = p && kvb_peer_has(p, "ml_dtypes") ? malloc(PEER_VALUES) : NULL;
-    for (int k = 0; one && k < N_CASTS; k++) peer_cast(p, k, b, one);
-    for (int k = 0; one && k < N_QUANTS; k++) peer_quant(p, k, b);
+    for (int z = 0; one && z < N_PEER_SIZES; z++) {
+        for (int k = 0; k < N_CASTS; k++) peer_cast(p, k, b, one, z);
+        for (int k = 0; k < N_QUANTS; k++) peer_quant(p, k, b, z);
+    }
     free(one);
     kvb_peer_stop(p);
 }

@@ -21,7 +21,7 @@ typedef struct {
 
 static const group GROUPS[] = {
     {"ceilings", "this machine's read-scan, copy and random-gather bandwidth, skinny sgemm", kvb_group_ceilings},
-    {"formats", "element casts and block quantisers over 256 MiB of float32", kvb_group_formats},
+    {"formats", "element casts and block quantisers over a stream past the caches", kvb_group_formats},
     {"decode", "each generation's decode attention at 8K, 32K, 128K against its roofline", kvb_group_decode},
     {"peer", "MLA absorbed and GQA decode at 32K against numpy and torch (python3 with numpy)", kvb_group_peer},
     {"v41", "V4.1-Flash's Full, Reindex, Reuse layers at 32K, 128K (f32, native), 1M (native)", kvb_group_v41},
