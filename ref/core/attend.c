@@ -241,7 +241,7 @@ struct split {
     float scale;
     tile_step step;
     size_t tile_rows; /* rows per tile, at most KVL_ATTEND_TILE */
-    const float *qs;  /* each group's queries packed for the step's kernels (pack_groups) */
+    const float *qs;  /* each group's queries packed for the step's kernels (pack_few, pack_many) */
 };
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the

@@ -333,12 +333,12 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
                     if (f < n) fetch_key(t, f, elt);                                                              \
                     else if (f - n < t->next_n) fetch_next(t, f - n, elt);                                        \
                 }                                                                                                 \
-            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, KEYS, scale, bf16);                          \
-            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, KEYS, scale, bf16);                                       \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, KEYS, scale, bf16);                         \
+            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, KEYS, scale, bf16);                                      \
         }                                                                                                         \
         for (; j < n; j++) {                                                                                      \
-            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, 1, scale, bf16);                             \
-            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, 1, scale, bf16);                                          \
+            if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, 1, scale, bf16);                            \
+            else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, 1, scale, bf16);                                         \
         }                                                                                                         \
     }                                                                                                             \
     INLINE void scores_all_##ISA(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale,          \
@@ -396,8 +396,7 @@ FEW_ENTRIES(avx512p, AVX512, bf16, 1)
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
-/* The kernels a tile of these widths and this store runs through, and the width of the runs of query
- * columns they read (kvl_few_pack_q). */
+/* The kernels a tile of these widths and this store runs through. */
 typedef enum { FEW_PLAIN, FEW_AVX2, FEW_AVX512, FEW_PAIRS } few_kernels;
 
 static few_kernels kernels_for(const kvl_few_tile *t)
@@ -413,6 +412,7 @@ static few_kernels kernels_for(const kvl_few_tile *t)
     return FEW_PLAIN;
 }
 
+/* The width of the runs of query columns kernels k read (kvl_few_pack_q). */
 static size_t run_width(few_kernels k, size_t Dk)
 {
     switch (k) {
