@@ -1,14 +1,19 @@
 /* kvbench's command line, without running a measurement: the groups it lists, and that a missing or
  * unwritable --out folder and an unknown group stop it before anything is measured (exit 2 for what
  * the command line gets wrong, 1 for a folder it cannot write). `make bench` runs the measurements.
+ * kvbench --spread over tables written here: which rows it calls STEADY, and the tables it refuses.
  *
  * And the bench's arithmetic (tests/bench/stats.c) on numbers made up here: a step's roofline against
  * its definition, the ratio of a step timed in pairs with its ceiling, the quartiles of those ratios
- * and the verdict they give; the ratio of a peer's time to the C step's timed around it. */
+ * and the verdict they give; the ratio of a peer's time to the C step's timed around it; a figure's
+ * spread over runs. */
 #include "common.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "rng.h"
@@ -169,6 +174,122 @@ START_TEST(test_fma_roofline_sums_each_phases_larger_bound)
 }
 END_TEST
 
+/* Over runs, a spread is each value's distance from the median (not the mean, not the range), less what
+ * the printed digits' rounding can account for; a median of 0 has no relative distance to give. */
+START_TEST(test_runs_spread_is_the_largest_distance_from_the_median_the_digits_prove)
+{
+    double a[3] = {1.0, 1.25, 0.95};
+    ck_assert_double_eq_tol(kvb_runs_spread(a, 3, 0), 0.25, RATIO_TOL); /* median 1, not the mean 1.0667 */
+    double b[4] = {2.0, 1.0, 1.0, 1.0};
+    ck_assert_double_eq_tol(kvb_runs_spread(b, 4, 0), 1.0, RATIO_TOL);
+    double c[3] = {0.009, 0.007, 0.008}; /* 0.001 apart, printed to 0.001: all of it rounding */
+    ck_assert_double_eq_tol(kvb_runs_spread(c, 3, 0.0005), 0.0, RATIO_TOL);
+    double d[3] = {0.5, 0.6, 0.55};
+    ck_assert_double_eq_tol(kvb_runs_spread(d, 3, 0.0005), 0.049 / 0.55, RATIO_TOL);
+    double z[3] = {0, 0, 0}, zn[3] = {0, 0, 0.5};
+    ck_assert_double_eq_tol(kvb_runs_spread(z, 3, 0), 0.0, RATIO_TOL);
+    ck_assert(isinf(kvb_runs_spread(zn, 3, 0)));
+}
+END_TEST
+
+/* A results.md as kvbench --out writes it, rows[n] being the cells after "| ", at a temporary path. */
+static void write_results(char *path, size_t cap, const char *const *rows, size_t n)
+{
+    snprintf(path, cap, "/tmp/kvl_spread_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "# kvbench results\n\nOpenBLAS core X.\n\n%s\n%s\n", KVB_MARKDOWN_HEADER, KVB_MARKDOWN_RULE);
+    for (size_t i = 0; i < n; i++) fprintf(f, "| %s |\n", rows[i]);
+    fprintf(f, "\nA line after the table.\n");
+    ck_assert(fclose(f) == 0);
+}
+
+#define ROW(group, what, ratio, fma, roof)                                                               \
+    group " | " what " | 1.0 | 2.00 | (1.9 - 2.1) | 1.0 | 5 GF/s | 4 GF/s | " ratio " | - | 0.800 | " fma " | " roof \
+          " | PASS"
+#define CEILING_ROW(ms, rate) \
+    "ceilings | read scan | 960.0 | " ms " | (60.0 - 72.4) | - | " rate " | - | - | - | - | - | - | -"
+
+/* kvbench --spread over the runs' tables, paths[n] freed (unlinked) after; its status, stdout, stderr. */
+static int spread_of(char paths[][64], size_t n, char *out, char *err)
+{
+    char cmd[512] = "kvbench --spread";
+    for (size_t i = 0; i < n; i++) snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %s", paths[i]);
+    const int rc = run(cmd, out, err);
+    for (size_t i = 0; i < n; i++) unlink(paths[i]);
+    return rc;
+}
+
+START_TEST(test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_median)
+{
+    static char out[CAP], err[CAP];
+    const char *const run1[] = {ROW("decode", "step A 1T", "1.000", "0.500", "0.700"),
+                                ROW("decode", "step B 1T", "2.000", "-", "-"),
+                                ROW("peer", "step A numpy/C (3.1 vs 2.9 ms)", "1.100", "-", "-"),
+                                CEILING_ROW("65.20", "15.44 GB/s")};
+    const char *const run2[] = {ROW("decode", "step A 1T", "1.050", "0.520", "0.710"),
+                                ROW("decode", "step B 1T", "2.000", "-", "-"),
+                                ROW("peer", "step A numpy/C (3.3 vs 2.8 ms)", "1.150", "-", "-"),
+                                CEILING_ROW("64.00", "15.70 GB/s")};
+    const char *const run3[] = {ROW("decode", "step A 1T", "0.980", "0.500", "0.550"), /* roof 0.55: 21% off */
+                                ROW("decode", "step B 1T", "2.150", "-", "-"),
+                                ROW("peer", "step A numpy/C (2.9 vs 2.9 ms)", "1.000", "-", "-"),
+                                CEILING_ROW("66.00", "15.20 GB/s")};
+    char paths[3][64];
+    write_results(paths[0], sizeof paths[0], run1, 4);
+    write_results(paths[1], sizeof paths[1], run2, 4);
+    write_results(paths[2], sizeof paths[2], run3, 4);
+    ck_assert_int_eq(spread_of(paths, 3, out, err), 0);
+    ck_assert_msg(err[0] == '\0', "stderr: %s", err);
+    const char *const want[] = {"| decode | step A 1T | 1.000, 1.050, 0.980 | 1.000 | 21.3% (roof) | SPREAD |",
+                                "| decode | step B 1T | 2.000, 2.000, 2.150 | 2.000 | 7.4% (ratio) | STEADY |",
+                                "| peer | step A numpy/C | 1.100, 1.150, 1.000 | 1.100 | 9.0% (ratio) | STEADY |"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(out, want[i]), "no line \"%s\" in:\n%s", want[i], out);
+    ck_assert_msg(!strstr(out, "read scan"), "a row without figures was compared:\n%s", out);
+    ck_assert_msg(strstr(out, "3 rows with figures over 3 runs: 2 STEADY, 1 SPREAD."), "%s", out);
+}
+END_TEST
+
+/* Tables that cannot be paired row for row, or read, stop it before a line is printed: status 2, the
+ * file, line and cell on stderr. */
+START_TEST(test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line)
+{
+    static char out[CAP], err[CAP];
+#define FIRST ROW("decode", "step A 1T", "1.000", "-", "-")
+    const char *const good[] = {FIRST, ROW("decode", "step B 1T", "2.0", "-", "-")};
+    const char *const renamed[] = {FIRST, ROW("decode", "step C 1T", "2.0", "-", "-")};
+    const char *const word[] = {FIRST, ROW("decode", "step B 1T", "fast", "-", "-")};
+    const char *const lost[] = {ROW("decode", "step A 1T", "1.000", "0.4", "-"),
+                                ROW("decode", "step B 1T", "2.0", "-", "-")};
+    const char *const short_row[] = {FIRST, "decode | step B 1T | 2.0"};
+    const struct {
+        const char *const *rows;
+        const char *want;
+    } cases[] = {{renamed, "line 8: row 'decode | step C 1T' where "},
+                 {word, "line 8: the ratio cell holds 'fast', neither a number of at least 0 nor -"},
+                 {lost, "line 7: the FMA cell holds a figure where "},
+                 {short_row, "line 8: 3 cells, a kvbench row has 14"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char paths[2][64];
+        write_results(paths[0], sizeof paths[0], good, 2);
+        write_results(paths[1], sizeof paths[1], cases[i].rows, 2);
+        char want[256];
+        snprintf(want, sizeof want, "%s %s", paths[1], cases[i].want);
+        ck_assert_int_eq(spread_of(paths, 2, out, err), 2);
+        ck_assert_msg(strstr(err, want), "case %zu: stderr \"%s\", not \"%s\"", i, err, want);
+        ck_assert_msg(out[0] == '\0', "case %zu printed: %s", i, out);
+    }
+    ck_assert_int_eq(run("kvbench --spread /nonexistent/a.md /nonexistent/b.md", out, err), 2);
+    ck_assert_msg(strstr(err, "/nonexistent/a.md"), "stderr: %s", err);
+    ck_assert_str_eq(out, "");
+    ck_assert_int_eq(run("kvbench --spread only.md", out, err), 2);
+    ck_assert_msg(strstr(err, "'--spread' (argument 1): needs two or more results.md files"), "stderr: %s", err);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("bench_kvbench");
@@ -178,6 +299,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_out_without_a_folder_exits_2);
     tcase_add_test(tc, test_unwritable_out_folder_exits_1_before_measuring);
     tcase_add_test(tc, test_unknown_group_after_out_exits_2);
+    tcase_add_test(tc, test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_median);
+    tcase_add_test(tc, test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line);
     suite_add_tcase(s, tc);
     TCase *arithmetic = tcase_create("arithmetic");
     tcase_add_test(arithmetic, test_quartiles_are_the_order_statistics);
@@ -185,6 +308,7 @@ Suite *kvl_suite(void)
     tcase_add_test(arithmetic, test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift);
     tcase_add_test(arithmetic, test_spread_past_the_limit_is_unsteady_whatever_the_ratio);
     tcase_add_test(arithmetic, test_fma_roofline_sums_each_phases_larger_bound);
+    tcase_add_test(arithmetic, test_runs_spread_is_the_largest_distance_from_the_median_the_digits_prove);
     suite_add_tcase(s, arithmetic);
     return s;
 }

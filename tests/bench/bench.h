@@ -292,6 +292,25 @@ double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
  * computation: T-term sums in a different order differ by far less. */
 #define KVB_PEER_TOLERANCE 1e-4
 
+/* The runs of one kvbench over the same code, compared (spread.c): a row is STEADY when each of its
+ * figures (ratio, FMA, roof) in every run lies within KVB_RUNS_SPREAD of that figure's median over the
+ * runs, else SPREAD. */
+#define KVB_RUNS_SPREAD 0.10
+/* stats.c: how far x[n] (n >= 1, printed to the nearest half_unit · 2) proves its values lie from their
+ * median: the largest |x_i − median| less the 2·half_unit that the rounding of x_i and of the median can
+ * account for, over the median (0 when no distance is left, +∞ when some is and the median is 0; sorts x). */
+double kvb_runs_spread(double *x, size_t n, double half_unit);
+/* spread.c: kvbench --spread RESULTS.md ...: reads the tables of kvbench --out's runs and prints, for each
+ * row, its ratios, their median, its largest spread and the verdict; returns the exit status (0, or 2
+ * with the file, line and field on stderr and nothing on stdout when a table cannot be read). */
+int kvb_spread_main(int n, char *const *paths);
+
+/* The Markdown table's header and rule, as kvb_print_header writes them and kvb_spread_main reads them. */
+#define KVB_MARKDOWN_HEADER                                                                                   \
+    "| group | what | MiB | ms | min - max | GFLOP | rate | ceiling | ratio | q1 - q3 | target | FMA | roof | " \
+    "verdict |"
+#define KVB_MARKDOWN_RULE "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"
+
 /* The groups, in the order kvbench.c runs them. */
 int kvb_group_ceilings(void);   /* ceilings.c */
 int kvb_group_formats(void);    /* bench_formats.c */

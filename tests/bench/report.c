@@ -46,9 +46,7 @@ void kvb_print_header(void)
     printf("%-9s %-34s %7s %9s %19s %8s %12s %12s %7s %13s %7s %6s %6s  %s\n", "group", "what", "MiB", "ms",
            "(min - max)", "GFLOP", "rate", "ceiling", "ratio", "(q1 - q3)", "target", "FMA", "roof", "verdict");
     if (kvb_markdown)
-        fprintf(kvb_markdown, "| group | what | MiB | ms | min - max | GFLOP | rate | ceiling | ratio | q1 - q3 "
-                              "| target | FMA | roof | verdict |\n"
-                              "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+        fprintf(kvb_markdown, "%s\n%s\n", KVB_MARKDOWN_HEADER, KVB_MARKDOWN_RULE);
 }
 
 void kvb_print_row(const kvb_row *row) { kvb_print_row_more(row, NULL); }

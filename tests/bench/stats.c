@@ -1,9 +1,11 @@
 /* The bench's arithmetic, apart from any measurement so that the tests can prove it on numbers of
  * their own (tests/test_bench_kvbench.c): a step's bound over its phases, the ratio of a step timed in
  * pairs with its ceiling, the spread of those ratios and the verdict they give,
- * and the ratio of a peer's time to a C step's timed around it. */
+ * the ratio of a peer's time to a C step's timed around it, and how far one figure moved over runs. */
 #include "bench.h"
 #include "timing.h"
+
+#include <math.h>
 
 kvb_bound kvb_bound_at(const kvb_step *s, const double gflops[KVB_SGEMM_SHAPES], double scan_gbps)
 {
@@ -55,4 +57,16 @@ const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more)
     if (more && more->spread_hi > 0 && kvb_unsteady((kvb_quartiles){more->spread_lo, ratio, more->spread_hi}))
         return "UNSTEADY";
     return ratio >= row->target ? "PASS" : "BELOW";
+}
+
+double kvb_runs_spread(double *x, size_t n, double half_unit)
+{
+    const double median = kvl_median(x, n);
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double moved = fabs(x[i] - median) - 2 * half_unit;
+        const double d = moved <= 0.0 ? 0.0 : median > 0.0 ? moved / median : INFINITY;
+        if (d > worst) worst = d;
+    }
+    return worst;
 }
