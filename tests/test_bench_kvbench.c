@@ -192,7 +192,8 @@ START_TEST(test_runs_spread_is_the_largest_distance_from_the_median_the_digits_p
 }
 END_TEST
 
-/* A results.md as kvbench --out writes it, rows[n] being the cells after "| ", at a temporary path. */
+/* A table as kvbench --out writes it (its DIR/results.md), rows[n] being the cells after "| ", at a
+ * temporary path. */
 static void write_results(char *path, size_t cap, const char *const *rows, size_t n)
 {
     snprintf(path, cap, "/tmp/kvl_spread_XXXXXX");
@@ -285,8 +286,9 @@ START_TEST(test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line)
     ck_assert_int_eq(run("kvbench --spread /nonexistent/a.md /nonexistent/b.md", out, err), 2);
     ck_assert_msg(strstr(err, "/nonexistent/a.md"), "stderr: %s", err);
     ck_assert_str_eq(out, "");
-    ck_assert_int_eq(run("kvbench --spread only.md", out, err), 2);
-    ck_assert_msg(strstr(err, "'--spread' (argument 1): needs two or more results.md files"), "stderr: %s", err);
+    ck_assert_int_eq(run("kvbench --spread ONE.md", out, err), 2);
+    ck_assert_msg(strstr(err, "'--spread' (argument 1): needs two or more tables (each a run's DIR/results.md)"),
+                  "stderr: %s", err);
 }
 END_TEST
 

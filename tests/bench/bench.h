@@ -300,7 +300,7 @@ double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
  * median: the largest |x_i − median| less the 2·half_unit that the rounding of x_i and of the median can
  * account for, over the median (0 when no distance is left, +∞ when some is and the median is 0; sorts x). */
 double kvb_runs_spread(double *x, size_t n, double half_unit);
-/* spread.c: kvbench --spread RESULTS.md ...: reads the tables of kvbench --out's runs and prints, for each
+/* spread.c: kvbench --spread RUN.md ...: reads the tables of kvbench --out's runs and prints, for each
  * row, its ratios, their median, its largest spread and the verdict; returns the exit status (0, or 2
  * with the file, line and field on stderr and nothing on stdout when a table cannot be read). */
 int kvb_spread_main(int n, char *const *paths);

@@ -2,7 +2,7 @@
  *
  *   kvbench [--out DIR] [GROUP...]   every group, or only those named; with --out, the table is also
  *                                    written to DIR/results.md and the figures to DIR (DIR must exist)
- *   kvbench --spread RESULTS.md ...  two or more such tables compared (spread.c): how far each row's
+ *   kvbench --spread RUN.md ...      two or more such tables compared (spread.c): how far each row's
  *                                    ratio, FMA and roof shares moved from their medians over the runs
  *
  * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
@@ -53,9 +53,9 @@ static const group *find_group(const char *name)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kvbench [--out DIR] [GROUP ...]\n"
-               "       kvbench --spread RESULTS.md RESULTS.md ...\n"
+               "       kvbench --spread RUN.md RUN.md ...\n"
                "Measures each GROUP (default: all, in this order) and prints one table; with --out, also\n"
-               "DIR/results.md and the figures in DIR. --spread compares the results.md of runs on the same\n"
+               "DIR/results.md and the figures in DIR. --spread compares such tables of runs on the same\n"
                "code: each row's figures against their medians, STEADY within %.0f%%. The groups:\n",
             KVB_RUNS_SPREAD * 100);
     for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
     const group *chosen[N_GROUPS];
     int n = 0;
     if (argc > 1 && strcmp(argv[1], "--spread") == 0) {
-        if (argc < 4) return bad_argument(argv[1], 1, "needs two or more results.md files");
+        if (argc < 4) return bad_argument(argv[1], 1, "needs two or more tables (each a run's DIR/results.md)");
         return kvb_spread_main(argc - 2, argv + 2);
     }
     for (int i = 1; i < argc; i++) {

@@ -1,4 +1,4 @@
-/* kvbench --spread RESULTS.md ...: how far each row moved over runs of kvbench --out on the same code
+/* kvbench --spread RUN.md ...: how far each row moved over runs of kvbench --out on the same code
  * (bench.h's KVB_RUNS_SPREAD). The tables are the Markdown that kvb_print_header and kvb_print_row
  * write; every file is read and checked before a line is printed, so a table that cannot be read gives
  * its file, line and cell on stderr, status 2 and nothing on stdout. The runs must list the same rows in
@@ -213,7 +213,7 @@ static void print_spreads(const table *t, int n)
 
 int kvb_spread_main(int n, char *const *paths)
 {
-    if (n < 2 || n > MOST_RUNS) return refuse("compares 2 to %d results.md files, not %d", MOST_RUNS, n);
+    if (n < 2 || n > MOST_RUNS) return refuse("compares 2 to %d tables, not %d", MOST_RUNS, n);
     table t[MOST_RUNS];
     int rc = 0, read = 0;
     for (; read < n && !rc; read++) rc = read_table(&t[read], paths[read]);
