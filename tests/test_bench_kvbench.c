@@ -259,13 +259,13 @@ END_TEST
 START_TEST(test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line)
 {
     static char out[CAP], err[CAP];
-#define FIRST ROW("decode", "step A 1T", "1.000", "-", "-")
-    const char *const good[] = {FIRST, ROW("decode", "step B 1T", "2.0", "-", "-")};
-    const char *const renamed[] = {FIRST, ROW("decode", "step C 1T", "2.0", "-", "-")};
-    const char *const word[] = {FIRST, ROW("decode", "step B 1T", "fast", "-", "-")};
+    const char *const first = ROW("decode", "step A 1T", "1.000", "-", "-");
+    const char *const good[] = {first, ROW("decode", "step B 1T", "2.0", "-", "-")};
+    const char *const renamed[] = {first, ROW("decode", "step C 1T", "2.0", "-", "-")};
+    const char *const word[] = {first, ROW("decode", "step B 1T", "fast", "-", "-")};
     const char *const lost[] = {ROW("decode", "step A 1T", "1.000", "0.4", "-"),
                                 ROW("decode", "step B 1T", "2.0", "-", "-")};
-    const char *const short_row[] = {FIRST, "decode | step B 1T | 2.0"};
+    const char *const short_row[] = {first, "decode | step B 1T | 2.0"};
     const struct {
         const char *const *rows;
         const char *want;

@@ -203,8 +203,7 @@ static void print_spreads(const table *t, int n)
         }
         const int ok = worst <= KVB_RUNS_SPREAD;
         printf("| %s | %.*s | %s | %s | %.1f%% (%s) | %s |\n", r->group, (int)name_length(r->what), r->what, ratios,
-               median, worst * 100,
-               FIG_NAME[fig], ok ? "STEADY" : "SPREAD");
+               median, worst * 100, FIG_NAME[fig], ok ? "STEADY" : "SPREAD");
         rows++;
         steady += (size_t)ok;
     }
