@@ -12,9 +12,10 @@
  *   values  64 value columns (a row of V) × 6 heads, each weight of Pᵀ broadcast, the keys in order;
  * 24 chains of fused multiply-adds hide the FMA's latency, and each step loads 4 vectors and broadcasts
  * 6 values for 24 FMAs, which two load ports keep up with. Blocks at the edges take fewer vectors (heads,
- * columns: multiples of 16) or fewer operands. While the first 64 heads are scored the key rows of the
- * next tile are asked for, KVL_MANY_AHEAD rows ahead (the rows are 2,304 bytes apart, which the
- * hardware prefetcher follows poorly).
+ * columns: multiples of 16); keys or heads that are not a multiple of 6 are shared out evenly (128 heads:
+ * 18 blocks of 6, then 4 of 5). While the first 64 heads are scored the key rows of the next tile are
+ * asked for, KVL_MANY_AHEAD rows ahead (the rows are 2,304 bytes apart, which the hardware prefetcher
+ * follows poorly).
  *
  * The kernels run where formats/isa.h's choice is avx512 and G and Dv are multiples of 16 (kvl_many_simd);
  * elsewhere attention keeps its BLAS path. The _plain twins are the same sums, one float each, in the
