@@ -57,7 +57,8 @@ static void free_inputs(many_inputs *in)
 static kvl_many_tile tile_of(const many_inputs *in)
 {
     const many_shape *sh = &in->sh;
-    return (kvl_many_tile){in->rows, in->rows + 2, sh->ld, sh->ld, sh->n, sh->Dk, sh->Dv, 9};
+    return (kvl_many_tile){in->rows, in->rows + 2, sh->ld, sh->ld, sh->n, sh->Dk, sh->Dv,
+                           in->rows + sh->n * sh->ld, 9 * sh->ld * sizeof(float)};
 }
 
 /* The definitions, in double: st[j][r] = scale·q_r·k_j and acc + ptᵀ·v. */

@@ -137,18 +137,16 @@ static size_t next_operands(size_t left)
     return (left + blocks - 1) / blocks;
 }
 
-/* Keys j0 … j0 + nr − 1 against every head, 64 heads a block. The first block pulls in the same number
- * of rows KVL_MANY_AHEAD keys on, as far as the tile and the rows after it reach: bytes from the first
- * such row's start to the last one's Dk-th value, a step's share of them at a time: rounded down, so
- * that the sweep ends inside them, and at most a line, so that it skips no line it passes. */
+/* Keys j0 … j0 + nr − 1 against every head, 64 heads a block. The first block pulls in these keys'
+ * share of t->ahead, a step's share of that at a time: rounded down, so that the sweep ends inside it,
+ * and at most a line, so that it skips no line it passes. */
 AVX512 static void scores_keys(float *st, const float *qs, size_t G, const kvl_many_tile *t, size_t j0, size_t nr)
 {
-    const size_t ahead = j0 + KVL_MANY_AHEAD, reach = t->n + t->after;
-    const size_t pf_rows = ahead < reach ? min_size(nr, reach - ahead) : 0;
     block b = {.ldc = G, .lda = G, .B = t->k + j0 * t->ldk, .bk = 1, .bn = t->ldk, .K = t->Dk};
-    if (pf_rows && t->Dk) {
-        b.pf = (const char *)(t->k + ahead * t->ldk);
-        b.pf_step = min_size(64, ((pf_rows - 1) * t->ldk + t->Dk) * sizeof(float) / t->Dk);
+    const size_t from = j0 * t->ahead_bytes / t->n, to = (j0 + nr) * t->ahead_bytes / t->n;
+    if (to > from && t->Dk) {
+        b.pf = (const char *)t->ahead + from;
+        b.pf_step = min_size(64, (to - from) / t->Dk);
     }
     for (size_t h = 0; h < G; h += BLOCK_WIDTH) {
         b.C = st + j0 * G + h;

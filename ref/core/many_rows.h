@@ -13,9 +13,8 @@
  * 24 chains of fused multiply-adds hide the FMA's latency, and each step loads 4 vectors and broadcasts
  * 6 values for 24 FMAs, which two load ports keep up with. Blocks at the edges take fewer vectors (heads,
  * columns: multiples of 16); keys or heads that are not a multiple of 6 are shared out evenly (128 heads:
- * 18 blocks of 6, then 4 of 5). While the first 64 heads are scored the key rows of the next tile are
- * asked for, KVL_MANY_AHEAD rows ahead (the rows are 2,304 bytes apart, which the hardware prefetcher
- * follows poorly).
+ * 18 blocks of 6, then 4 of 5). While the first 64 heads are scored, the rows the tile names as ahead
+ * of it are asked for (MLA's rows are 2,304 bytes apart, which the hardware prefetcher follows poorly).
  *
  * The kernels run where formats/isa.h's choice is avx512 and G and Dv are multiples of 16 (kvl_many_simd);
  * elsewhere attention keeps its BLAS path. The _plain twins are the same sums, one float each, in the
@@ -26,16 +25,20 @@
 
 #include <stddef.h>
 
-/* Rows ahead of the one being scored that the scores kernel asks the cache for. */
+/* How far ahead of the keys being scored attention has the scores pull in rows read in place. */
 #define KVL_MANY_AHEAD 48
 
-/* One tile of a group: key j at k + j·ldk (Dk values), value j at v + j·ldv (Dv values), n keys, and
- * `after` readable rows past the tile (ldk apart) that the scores kernel may pull into cache. */
+/* One tile of a group: key j at k + j·ldk (Dk values), value j at v + j·ldv (Dv values), n keys; and
+ * ahead_bytes readable bytes at `ahead` that the scores pull into cache as they go, keys j … j + m − 1
+ * the bytes from j·ahead_bytes/n to (j + m)·ahead_bytes/n (0 bytes: nothing). Attention points it at
+ * the rows KVL_MANY_AHEAD keys on for rows read in place, and at the stored rows of the next tile for
+ * a tile it decodes. */
 typedef struct {
     const float *k, *v;
     size_t ldk, ldv;
     size_t n, Dk, Dv;
-    size_t after;
+    const void *ahead;
+    size_t ahead_bytes;
 } kvl_many_tile;
 
 /* 1 where kvl_many_scores and kvl_many_values run their AVX-512 kernels for G query rows of widths Dk,
