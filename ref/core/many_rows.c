@@ -127,10 +127,10 @@ BLOCK_RUN(block_weights, b->bk, 1, 1, 0)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-/* Operands for the next block when `left` remain: as many blocks as 6 a block needs, as even as they go
- * (128 heads: 18 blocks of 6, then 4 of 5), so that no block is left with one or two. A 64-column block
- * over the last 2 of 128 heads has 8 sums, too few chains to keep both FMA ports busy: the values ran
- * 6% slower for it in L2. */
+/* Operands for the next block when `left` remain: as few blocks of at most 6 as they need, as even as
+ * they go (128 heads: 18 blocks of 6, then 4 of 5), so that no last block is left with one or two. A
+ * 64-column block over the last 2 of 128 heads has 8 sums, too few chains to keep both FMA ports busy:
+ * the values ran 6% slower for it in L2. */
 static size_t next_operands(size_t left)
 {
     const size_t blocks = (left + OPERANDS - 1) / OPERANDS;
