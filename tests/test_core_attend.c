@@ -9,6 +9,7 @@
 #include "element.h"
 #include "isa.h"
 #include "linalg.h"
+#include "many_rows.h"
 #include "rng.h"
 #include "softmax.h"
 #include "status.h"
@@ -216,6 +217,49 @@ START_TEST(test_many_query_rows_match_definition_in_every_thread_count_and_isa)
 }
 END_TEST
 
+/* A step whose rows hold no more values than its queries and accumulators splits its heads across the
+ * threads instead of its rows (attend.h): V4's window (64 heads over 128 rows of 512, keys and values the
+ * same columns) and 96 heads over 100 rows, with sinks, some −∞, on 1, 2 and 3 threads in every
+ * instruction set, against the definition; and where the many-row kernels run, every thread count gives
+ * the one-thread output bit for bit, as only a split of the heads does (each head's sums are those of
+ * one thread; a split of the rows merges partial sums). */
+START_TEST(test_heads_split_across_threads_match_definition_and_one_thread)
+{
+    enum { D = 512, MOST = 96 };
+    float sigma[MOST];
+    for (size_t h = 0; h < MOST; h++) sigma[h] = h % 7 == 3 ? -INFINITY : (float)h / 16.0f - 3.0f;
+    const shape sh[] = {{64, 128, {128, D, 0, D, 0, D, 1}, 0.044f}, {96, 100, {100, D, 0, D, 0, D, 1}, 0.044f}};
+    const int threads = kvl_threads();
+    const kvf_isa active = kvf_isa_active();
+    for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
+        kvl_rng rng;
+        kvl_rng_seed(&rng, 900 + c);
+        float *q = signed_floats(&rng, sh[c].Hq * D), *rows = signed_floats(&rng, sh[c].N * D);
+        float *one = malloc(sh[c].Hq * D * sizeof *one), *got = malloc(sh[c].Hq * D * sizeof *got);
+        ck_assert(one && got);
+        for (int isa = 0; isa < KVF_N_ISA; isa++) {
+            if (kvf_isa_force((kvf_isa)isa) != 0) continue;
+            for (int t = 1; t <= 3; t++) {
+                kvl_set_threads(t);
+                check_shape(&sh[c], sigma, 910 + 10 * c + (uint64_t)t);
+                ck_assert_int_eq(kvl_attend_sink_f32(got, q, sh[c].Hq, rows, &sh[c].r, sh[c].scale, sigma), KVL_OK);
+                if (t == 1) memcpy(one, got, sh[c].Hq * D * sizeof *one);
+                else if (kvl_many_simd(16, D))
+                    ck_assert_msg(memcmp(one, got, sh[c].Hq * D * sizeof *one) == 0,
+                                  "%zu heads, %s, %d threads: not the one-thread output", sh[c].Hq,
+                                  kvf_isa_name((kvf_isa)isa), t);
+            }
+        }
+        free(q);
+        free(rows);
+        free(one);
+        free(got);
+    }
+    ck_assert_int_eq(kvf_isa_force(active), 0);
+    kvl_set_threads(threads);
+}
+END_TEST
+
 /* Every score of the first tile and a half −∞ (a key of −∞ against a query of 1): those rows weigh 0 and
  * the heads' maxima start in the second tile, in every instruction set, as the definition gives. */
 START_TEST(test_tiles_of_minus_infinity_weigh_nothing_in_every_isa)
@@ -401,6 +445,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_rows_split_across_threads_match_definition);
     tcase_add_test(tc, test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa);
     tcase_add_test(tc, test_many_query_rows_match_definition_in_every_thread_count_and_isa);
+    tcase_add_test(tc, test_heads_split_across_threads_match_definition_and_one_thread);
     tcase_add_test(tc, test_tiles_of_minus_infinity_weigh_nothing_in_every_isa);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);

@@ -53,6 +53,10 @@
  * each thread merging and finishing its share of the heads.
  * P is the number of threads (kvl_threads, OMP_NUM_THREADS), at most N / KVL_ATTEND_PART_ROWS; one
  * thread is the single loop above. Results differ between thread counts by float rounding only.
+ * A step of few rows and one group of many heads through the many-row kernels (V4's 128-row window:
+ * N·stride ≤ Hq·(Dk + Dv)) splits its heads instead, blocks of 16 at least two to a part, each part the
+ * whole single loop over every row for its heads: the queries are packed and the accumulators zeroed
+ * once in all, nothing is merged, and every thread count gives the one-thread output bit for bit.
  * Called inside an OpenMP parallel region, the step runs as one part. */
 #ifndef KVL_ATTEND_H
 #define KVL_ATTEND_H
