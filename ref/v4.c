@@ -377,12 +377,14 @@ static const float *query_tile(float *scratch, const kvl_row_tiles *v, size_t fi
 }
 
 /* o[H][Dh] for q[H][Dh] over its window rows win[n_win][Dh] and n_entries entries (at NULL: the first
- * n_entries; else at[0 … n_entries), each in range). */
+ * n_entries; else at[0 … n_entries), each in range). Window rows alone are float32 read in place. */
 static int attend_rows(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
                        const int32_t *at, size_t n_entries, const float *sinks, size_t H, size_t Dh)
 {
     const query_rows qr = {win, n_win, entries, at};
-    const kvl_row_tiles view = {.N = n_win + n_entries, .width = Dh, .tile = query_tile, .src = &qr};
+    const kvl_row_tiles view = n_entries ? (kvl_row_tiles){.N = n_win + n_entries, .width = Dh, .tile = query_tile,
+                                                           .src = &qr}
+                                         : kvl_row_tiles_f32(win, n_win, Dh);
     const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
     return kvl_attend_tiles(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
 }

@@ -492,16 +492,17 @@ static int heads_part(void *ctx, size_t p)
 }
 
 /* Parts to split the heads into: more than 1 where one group of many query rows takes the many-row
- * kernels, every part gets two blocks of 16 heads or more (more than KVL_FEW_ROWS: still those
- * kernels), and the rows hold no more values than the queries and accumulators, N·stride ≤ Hq·(Dk + Dv).
- * A split of the rows then spends more on packing every part's queries, zeroing its accumulators and
- * merging them than a split of the heads spends reading (and where the view decodes, decoding) every
- * row on every thread: V4's 128-row window of float32 rows on two threads took 85 µs split by rows, 74
- * by heads (one thread: 130); at 256 rows the two were alike, from 512 rows the split by rows was 6%
- * faster. */
+ * kernels over rows that cost little to read twice (float32 in place, bf16), every part gets two blocks
+ * of 16 heads or more (more than KVL_FEW_ROWS: still those kernels), and the rows hold no more values
+ * than the queries and accumulators, N·stride ≤ Hq·(Dk + Dv). A split of the rows then spends more on
+ * packing every part's queries, zeroing its accumulators and merging them than a split of the heads
+ * spends reading every row on every thread: V4's 128-row window of float32 rows on two threads took
+ * 85 µs split by rows, 74 by heads (one thread: 130); at 256 rows the two were alike, from 512 rows the
+ * split by rows was 6% faster. Packed rows are left to the split by rows, which decodes each row once
+ * (KVL_DECODE_MACS_PER_VALUE). */
 static size_t head_parts(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
 {
-    if (!rows || r->groups != 1 || Hq % 16) return 1;
+    if (!rows || !(rows->in_place || rows->bf16) || r->groups != 1 || Hq % 16) return 1;
     const size_t P = kvl_parts(Hq / 16, 2, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
     const int small = (double)r->N * (double)r->stride <= (double)Hq * (double)(r->Dk + r->Dv);
     return P > 1 && small && reads_many(rows, r, 16) ? P : 1;

@@ -4,8 +4,8 @@
  *
  * A view is N rows of `width` floats. tile(scratch, view, first, n) gives rows first … first + n − 1 as
  * float32 [n][width]: a pointer into rows that are already float32, or scratch[n][width] filled by
- * decoding. NULL (kvl_error() says why) if they cannot be read. Views are read-only: tiles of different
- * ranges may be read from several threads at once. */
+ * decoding. NULL (kvl_error() says why) if they cannot be read. Views are read-only: tiles, of the same
+ * rows or of different ones, may be read from several threads at once. */
 #ifndef KVL_ROW_TILES_H
 #define KVL_ROW_TILES_H
 
