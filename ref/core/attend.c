@@ -362,6 +362,10 @@ static void run_part(void *ctx, size_t p)
     }
 }
 
+/* 1 for rows the kernels read as they are stored: float32 in place, or bf16 codes widened in registers
+ * (a view of another format decodes every tile into scratch). */
+static int read_as_stored(const kvl_row_tiles *rows) { return rows->in_place || rows->bf16; }
+
 /* What group 0's scores pull into cache as they read rows j … j + n − 1 (tile the first of them):
  * rows read in place, the rows KVL_MANY_AHEAD on, as many as the tile, as far as the cache reaches;
  * bf16 rows, decoded a tile at a time, the next tile's codes, so that its decode reads them from cache
@@ -370,7 +374,7 @@ static void many_ahead(kvl_many_tile *t, const kvl_row_tiles *rows, const float 
                        size_t j, size_t n)
 {
     const size_t N = r->N, from = rows->in_place ? j + KVL_MANY_AHEAD : j + n;
-    if (from >= N || !(rows->in_place || rows->bf16)) return;
+    if (from >= N || !read_as_stored(rows)) return;
     const size_t count = N - from < n ? N - from : n;
     if (rows->in_place) {
         t->ahead = tile + KVL_MANY_AHEAD * r->stride;
@@ -410,7 +414,7 @@ static size_t few_tile_rows(const kvl_row_tiles *rows, const kvl_attend_rows *r)
 static int reads_few(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
 {
     const kvl_few_tile widths = {.Dk = r->Dk, .Dv = r->Dv};
-    return rows && Hq / r->groups <= KVL_FEW_ROWS && (rows->in_place || rows->bf16) && kvl_few_simd(&widths);
+    return rows && Hq / r->groups <= KVL_FEW_ROWS && read_as_stored(rows) && kvl_few_simd(&widths);
 }
 
 /* The many-row kernels take a step the few-row ones do not where the CPU runs their SIMD form for a
@@ -502,7 +506,7 @@ static int heads_part(void *ctx, size_t p)
  * (KVL_DECODE_MACS_PER_VALUE). */
 static size_t head_parts(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
 {
-    if (!rows || !(rows->in_place || rows->bf16) || r->groups != 1 || Hq % 16) return 1;
+    if (!rows || !read_as_stored(rows) || r->groups != 1 || Hq % 16) return 1;
     const size_t P = kvl_parts(Hq / 16, 2, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
     const int small = (double)r->N * (double)r->stride <= (double)Hq * (double)(r->Dk + r->Dv);
     return P > 1 && small && reads_many(rows, r, 16) ? P : 1;
