@@ -363,8 +363,17 @@ static void job_scale(void *out, const void *in, size_t off, size_t n)
     kvl_scale_f32(y + off, 0x1.8p-126f, n); /* products below float32's normals, and ties in them */
 }
 
-/* The column forms over s[rows][COLS], an odd number of heads past every vector width. */
+/* The column forms over s[rows][COLS], an odd number of heads past every vector width, and the rows form
+ * over s[COLS][n / COLS], rows of an odd length. */
 #define COLS 37
+
+static void job_exp_rows(void *out, const void *in, size_t off, size_t n)
+{
+    float *s = out, m[COLS];
+    for (size_t r = 0; r < COLS; r++) m[r] = r % 7 == 6 ? INFINITY : 0.5f + 0.25f * (float)(r % 5);
+    memcpy(s + off, (const float *)in + off, n / COLS * COLS * sizeof *s);
+    kvl_softmax_exp_rows_f32(s + off, COLS, n / COLS, m, s + N_VALUES);
+}
 
 static void job_max_cols(void *out, const void *in, size_t off, size_t n)
 {
@@ -406,6 +415,7 @@ START_TEST(test_softmax_loops_and_index_weighting_are_bit_identical_in_every_var
     expect_variants_agree("scale_f32", job_scale, x, n, SHIFT, m, n * sizeof(float));
     expect_variants_agree("max_cols_f32", job_max_cols, x, n, SHIFT, m, COLS * sizeof(float));
     expect_variants_agree("exp_cols_f32", job_exp_cols, s, n, SHIFT, m, (n + COLS) * sizeof(float));
+    expect_variants_agree("softmax_exp_rows_f32", job_exp_rows, s, n, SHIFT, m, (n + COLS) * sizeof(float));
 #ifdef KVF_ISA_HAVE_X86
     weigh_fn *const weigh[KVF_N_ISA] = {kvl_index_weigh_heads_baseline, kvl_index_weigh_heads_avx2,
                                         kvl_index_weigh_heads_avx512};

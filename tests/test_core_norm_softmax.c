@@ -603,6 +603,40 @@ START_TEST(test_softmax_exp_f32_gives_each_weight_and_their_sum)
 }
 END_TEST
 
+/* The rows form, 8 rows of 67 scores (one with a NaN) in one call: each row the single-row form's weights
+ * and sum bit for bit, and a row shifted by +∞ (a head with nothing visible yet) all zeros, its sum 0. */
+START_TEST(test_softmax_exp_rows_f32_is_the_row_form_row_by_row)
+{
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 31);
+    const size_t R = 8, n = 67;
+    float *s = scores_f32(&rng, R * n, 0.0f), *want = xmalloc(R * n * sizeof *want);
+    s[2 * n + 9] = NAN;
+    float m[8], sum[8], want_sum[8];
+    for (size_t r = 0; r < R; r++) {
+        m[r] = -INFINITY;
+        for (size_t j = 0; j < n; j++) m[r] = s[r * n + j] > m[r] ? s[r * n + j] : m[r];
+    }
+    m[5] = INFINITY;
+    memcpy(want, s, R * n * sizeof *want);
+    for (size_t r = 0; r < R; r++)
+        if (r != 5) want_sum[r] = kvl_softmax_exp_f32(want + r * n, n, m[r]);
+    kvl_softmax_exp_rows_f32(s, R, n, m, sum);
+    for (size_t r = 0; r < R; r++) {
+        if (r == 5) {
+            ck_assert_float_eq(sum[r], 0.0f);
+            for (size_t j = 0; j < n; j++) ck_assert_float_eq(s[r * n + j], 0.0f);
+            continue;
+        }
+        ck_assert_msg(memcmp(s + r * n, want + r * n, n * sizeof *s) == 0, "row %zu differs from the row form", r);
+        ck_assert_msg(r == 2 ? isnan(sum[r]) : sum[r] == want_sum[r], "row %zu: sum %g, want %g", r, (double)sum[r],
+                      (double)want_sum[r]);
+    }
+    free(s);
+    free(want);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_norm_softmax");
@@ -630,6 +664,7 @@ Suite *kvl_suite(void)
     tcase_add_test(softmax, test_exp_f32_is_within_its_ulp_bound_over_its_range);
     tcase_add_test(softmax, test_exp_f32_special_values);
     tcase_add_test(softmax, test_softmax_exp_f32_gives_each_weight_and_their_sum);
+    tcase_add_test(softmax, test_softmax_exp_rows_f32_is_the_row_form_row_by_row);
     suite_add_tcase(s, softmax);
     return s;
 }

@@ -50,7 +50,7 @@ static int check_args(const char *fn, const float *o, const float *q, size_t Hq,
 typedef struct {
     float *s;      /* [Hq][KVL_ATTEND_TILE] scores, then weights, of one tile */
     double *m, *l; /* [Hq] */
-    float *cols;   /* [3][Hq] one tile's new maxima, shifts and sums (the many-row kernels' weights) */
+    float *cols;   /* [3][Hq] one tile's new maxima, shifts and sums */
     float *acc;    /* [Hq][Dv]: the output buffer for part 0, its own for the others */
     float *tile;   /* [KVL_ATTEND_TILE][stride] a packed tile decoded (or a group's columns, [n][Dk + Dv] with
                       Dk + Dv ≤ stride); NULL for rows read in place */
@@ -116,41 +116,42 @@ static void online_fold(online *st, float *acc_h, size_t h, double m, float sum,
         st->l[h] += sum;
         return;
     }
-    const double alpha = st->m[h] == -INFINITY ? 0.0 : exp(st->m[h] - m);
+    const double alpha = st->m[h] == -INFINITY ? 0.0 : st->m[h] == m ? 1.0 : exp(st->m[h] - m);
     st->l[h] = st->l[h] * alpha + sum;
     st->m[h] = m;
     if (alpha != 1.0 && !st->empty) scale_floats(acc_h, (float)alpha, Dv);
 }
 
-/* For heads h0 … h0 + Gq − 1: s[Gq][n] (scaled scores) ← exp(s − m'), with m' the new running max,
- * and acc[Gq][Dv], l rescaled to m'. A NaN score is passed over by the max and turns its exp, and so l,
- * into NaN; online_finish then gives the head NaN. */
-static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
+/* m[Gq] ← the running max of heads h0 … h0 + Gq − 1 with a tile's maxima m folded in (floats, as every
+ * score), and shift[Gq] what their weights are taken against: m, or +∞ for a head with nothing visible yet
+ * (m = −∞), which leaves every weight 0 and a NaN NaN. */
+static void running_max(const online *st, float *m, float *shift, size_t h0, size_t Gq)
 {
     for (size_t r = 0; r < Gq; r++) {
-        const size_t h = h0 + r;
-        float *s = st->s + r * n;
-        const float tile_max = kvl_max_f32(s, n);
-        const double m = tile_max > st->m[h] ? tile_max : st->m[h];
-        float sum = 0.0f;
-        if (m == -INFINITY) /* nothing visible yet: every weight 0 (a NaN stays NaN) */
-            for (size_t j = 0; j < n; j++) sum += s[j] = isnan(s[j]) ? s[j] : 0.0f;
-        else sum = kvl_softmax_exp_f32(s, n, (float)m);
-        online_fold(st, acc + r * Dv, h, m, sum, Dv);
+        m[r] = m[r] > st->m[h0 + r] ? m[r] : (float)st->m[h0 + r];
+        shift[r] = m[r] == -INFINITY ? INFINITY : m[r];
     }
 }
 
+/* For heads h0 … h0 + Gq − 1: s[Gq][n] (scaled scores) ← exp(s − m'), with m' the new running max,
+ * and acc[Gq][Dv], l rescaled to m', the group's rows exponentiated in one call. A NaN score is passed
+ * over by the max and turns its exp, and so l, into NaN; online_finish then gives the head NaN. */
+static void online_weights(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
+{
+    float *m = st->cols, *shift = m + Gq, *sum = shift + Gq;
+    for (size_t r = 0; r < Gq; r++) m[r] = kvl_max_f32(st->s + r * n, n);
+    running_max(st, m, shift, h0, Gq);
+    kvl_softmax_exp_rows_f32(st->s, Gq, n, shift, sum);
+    for (size_t r = 0; r < Gq; r++) online_fold(st, acc + r * Dv, h0 + r, m[r], sum[r], Dv);
+}
+
 /* online_weights for scores held key-major, s[n][Gq] (a head per column): the same weights and rescaling,
- * each head's maximum and sum taken down its column. A head with nothing visible yet shifts by +∞, which
- * leaves every weight 0 and a NaN NaN, as online_weights does. */
+ * each head's maximum and sum taken down its column. */
 static void online_weights_cols(online *st, float *acc, size_t h0, size_t Gq, size_t n, size_t Dv)
 {
     float *m = st->cols, *shift = m + Gq, *sum = shift + Gq;
     kvl_max_cols_f32(m, st->s, n, Gq);
-    for (size_t r = 0; r < Gq; r++) { /* the tile's max, then the new running max (floats, as every score) */
-        m[r] = m[r] > st->m[h0 + r] ? m[r] : (float)st->m[h0 + r];
-        shift[r] = m[r] == -INFINITY ? INFINITY : m[r];
-    }
+    running_max(st, m, shift, h0, Gq);
     kvl_exp_cols_f32(st->s, n, Gq, shift, sum);
     for (size_t r = 0; r < Gq; r++) online_fold(st, acc + r * Dv, h0 + r, m[r], sum[r], Dv);
 }

@@ -53,11 +53,18 @@ static float sum_in_eights(const float *s, size_t n)
 
 /* ---- the hot loops, compiled once per instruction set (formats/isa.h) ------------------------------- */
 
-float KVF_ISA_FN(kvl_softmax_exp_f32)(float *s, size_t n, float m)
+static inline float exp_row(float *s, size_t n, float m)
 {
 #pragma omp simd
     for (size_t j = 0; j < n; j++) s[j] = exp_f32(s[j] - m);
     return sum_in_eights(s, n);
+}
+
+float KVF_ISA_FN(kvl_softmax_exp_f32)(float *s, size_t n, float m) { return exp_row(s, n, m); }
+
+void KVF_ISA_FN(kvl_softmax_exp_rows_f32)(float *s, size_t R, size_t n, const float *m, float *sum)
+{
+    for (size_t r = 0; r < R; r++) sum[r] = exp_row(s + r * n, n, m[r]);
 }
 
 /* Running maxima side by side, lane l over s[j] with j mod 8 = l, then taken in lane order: a fixed count
@@ -158,6 +165,8 @@ float kvl_exp_f32(float x) { return exp_f32(x); }
 
 KVF_ISA_DISPATCH(float, kvl_softmax_exp_f32, (float *s, size_t n, float m), (s, n, m))
 KVF_ISA_DISPATCH(float, kvl_max_f32, (const float *s, size_t n), (s, n))
+KVF_ISA_DISPATCH_VOID(kvl_softmax_exp_rows_f32, (float *s, size_t R, size_t n, const float *m, float *sum),
+                      (s, R, n, m, sum))
 KVF_ISA_DISPATCH_VOID(kvl_max_cols_f32, (float *restrict mx, const float *restrict s, size_t n, size_t G),
                       (mx, s, n, G))
 KVF_ISA_DISPATCH_VOID(kvl_exp_cols_f32,

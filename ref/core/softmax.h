@@ -33,6 +33,11 @@ void kvl_softmax_sink_f64(double *s, size_t n, double sigma);
  * stays NaN and makes the sum the quiet NaN. */
 float kvl_softmax_exp_f32(float *s, size_t n, float m);
 
+/* The same for R rows at once, s[R][n] (rows n apart), row r against m[r], its sum in sum[r]: one call for
+ * a group's rows of a tile, where a call a row spent more time setting up than exponentiating 64 scores.
+ * m[r] = +∞ gives the row weights 0 (a NaN stays NaN): a head with nothing visible yet. */
+void kvl_softmax_exp_rows_f32(float *s, size_t R, size_t n, const float *m, float *sum);
+
 /* The largest element of s[n] that is not NaN (a NaN is passed over: the exp then turns it into NaN),
  * −∞ if there is none (n = 0, or all NaN); between +0 and −0, either. A tiled softmax's tile maximum. */
 float kvl_max_f32(const float *s, size_t n);
@@ -46,7 +51,7 @@ void kvl_exp_cols_f32(float *s, size_t n, size_t G, const float *m, float *sum);
 /* y[n] ← a·y[n]: a tiled softmax's rescale of its accumulator to a new maximum, and its final division. */
 void kvl_scale_f32(float *y, float a, size_t n);
 
-/* kvl_softmax_exp_f32, kvl_max_f32, the column forms and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
+/* kvl_softmax_exp_f32 and its rows form, kvl_max_f32, the column forms and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
  * every variant gives the same bits. */
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0
