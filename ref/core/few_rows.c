@@ -42,7 +42,9 @@ void kvl_few_values_plain(float *acc, const float *p, size_t G, const kvl_few_ti
  * are a short run per page, which the hardware prefetcher does not follow. Past the tile's end they are
  * the tile's next keys (kvl_few_tile's next_k), so that a group's first keys are not left to miss every
  * cache: on the 67B's step at 32K, one thread, f32 27.2 → 24.3 ms and bf16 18.9 → 17.1 (8 keys ahead
- * within the tile only before; 8, 12 and 16 with the next keys measured alike). */
+ * within the tile only before; 8, 12 and 16 with the next keys measured alike). Pulling in the next tile's
+ * whole rows instead, in order, an even share with each block of keys (as the many-row kernels do), was far
+ * slower: 23.4 → 34.0 ms f32 and 15.9 → 23.6 bf16, with the L2 hint alike. */
 #define AHEAD 12
 
 /* Each pass of the values over a tile reads a strip of 24 columns from every value row. The rows
@@ -107,6 +109,16 @@ INLINE_AVX2 void fetch_key(const kvl_few_tile *t, size_t j, size_t elt)
     const char *k = (const char *)t->k + j * t->ldk * elt, *v = (const char *)t->v + j * t->ldv * elt;
     for (size_t b = 0; b < t->Dk * elt; b += 64) __builtin_prefetch(k + b);
     for (size_t b = 0; b < t->Dv * elt; b += 64) __builtin_prefetch(v + b);
+}
+
+/* Keys j + AHEAD … j + AHEAD + keys − 1 into cache, past the tile's end the next ones: what a block of keys
+ * from j asks for before it is scored. */
+INLINE_AVX2 void fetch_ahead(const kvl_few_tile *t, size_t j, size_t keys, size_t elt)
+{
+    for (size_t f = j + AHEAD; f < j + AHEAD + keys; f++) {
+        if (f < t->n) fetch_key(t, f, elt);
+        else if (f - t->n < t->next_n) fetch_next(t, f - t->n, elt);
+    }
 }
 
 /* acc[R][8·C] (rows Dv apart, from column c0) += p[R][n] · V[n][c0 … c0 + 8·C); R·C ≤ 12 (twelve
@@ -339,11 +351,7 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
         const float *qr = q + r0 * WIDTH;                                                                         \
         size_t j = 0;                                                                                             \
         for (; j + KEYS <= n; j += KEYS) {                                                                        \
-            if (r0 == 0)                                                                                          \
-                for (size_t f = j + AHEAD; f < j + AHEAD + KEYS; f++) {                                           \
-                    if (f < n) fetch_key(t, f, elt);                                                              \
-                    else if (f - n < t->next_n) fetch_next(t, f - n, elt);                                        \
-                }                                                                                                 \
+            if (r0 == 0) fetch_ahead(t, j, KEYS, elt);                                                            \
             if (R == ROWS) scores_block_##ISA(sr, n, qr, ldq, t, j, ROWS, KEYS, scale, bf16);                         \
             else scores_block_##ISA(sr, n, qr, ldq, t, j, 1, KEYS, scale, bf16);                                      \
         }                                                                                                         \
@@ -403,14 +411,129 @@ FEW_ENTRIES(avx512, AVX512, bf16, 1)
 FEW_LOOPS(avx512p, AVX512, INLINE_AVX512, 8, 2, 32, 32)
 FEW_ENTRIES(avx512p, AVX512, bf16, 1)
 
+/* ---- AVX-512, the query rows in the lanes ------------------------------------------------------- */
+
+/* The scores of a block of 8 query rows with the rows in the vector lanes. Each vector holds 4 rows × 4
+ * columns (lane 4·i + e: row i of the 4, column c + e); a key's 4 columns are broadcast to every row's lanes
+ * by one load and met by both vectors of the block's rows. A score then sums 4 lanes, once for 8 keys, where
+ * the kernels above sum 16 for every pair of keys: on the 67B's shape those sums were a quarter of the scores'
+ * instructions, and the scores are bound by their vector operations, not their loads (few_rows.h has the
+ * times). Over bf16 rows a block first widens its keys' next 32 columns into a buffer of 1 KiB (as
+ * load_pairs: the 16 even columns, then the 16 odd ones), and the queries are packed in that order. */
+
+/* a[2j + h] += the 32 columns from q (8 runs of 4, ldq apart; run m's two vectors rows 0 - 3 and 4 - 7) times
+ * key j's 32 columns at k + j·ld, for j < J. */
+INLINE_AVX512 void quad_products(__m512 a[16], const float *q, size_t ldq, const float *k, size_t ld, size_t J)
+{
+    for (size_t c = 0; c < 32; c += 4, q += ldq) {
+        __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16);
+        IN_REGISTER(q0);
+        IN_REGISTER(q1);
+#pragma GCC unroll 8
+        for (size_t j = 0; j < J; j++) {
+            const __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(k + j * ld + c));
+            a[2 * j] = _mm512_fmadd_ps(q0, b, a[2 * j]);
+            a[2 * j + 1] = _mm512_fmadd_ps(q1, b, a[2 * j + 1]);
+        }
+    }
+}
+
+/* w[J][32] = the 32 bf16 codes at codes + j·ld widened, each key's 16 even columns, then its 16 odd ones. */
+INLINE_AVX512 void widen_keys(float *w, const uint16_t *codes, size_t ld, size_t J)
+{
+#pragma GCC unroll 8
+    for (size_t j = 0; j < J; j++) {
+        __m512 even, odd;
+        load_pairs(&even, &odd, codes + j * ld);
+        _mm512_store_ps(w + 32 * j, even);
+        _mm512_store_ps(w + 32 * j + 16, odd);
+    }
+}
+
+/* Per 128-bit lane: [x0 + x1, x2 + x3, y0 + y1, y2 + y3]. */
+INLINE_AVX512 __m512 pair_sums(__m512 x, __m512 y)
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xDD));
+}
+
+/* s[i][j0 + j] (rows lds apart) = scale · Σ_e a[2j + i/4][4·(i mod 4) + e] for the 8 rows i and the J ≤ 8
+ * keys j. Two rounds of pair_sums leave u[2h + m] holding in its 128-bit lane i the scores of row 4h + i
+ * against keys 4m … 4m + 3; a permute then puts two rows' 8 keys in each half of a vector. */
+INLINE_AVX512 void store_quads(float *s, size_t lds, size_t j0, size_t J, const __m512 a[16], float scale)
+{
+    const __m512i rows01 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+    const __m512i rows23 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+    const __mmask8 keys = (__mmask8)((1u << J) - 1);
+    const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 2
+    for (size_t h = 0; h < 2; h++) {
+        __m512 t[4];
+#pragma GCC unroll 4
+        for (size_t m = 0; m < 4; m++) t[m] = pair_sums(a[4 * m + h], a[4 * m + 2 + h]);
+        const __m512 u0 = _mm512_mul_ps(sc, pair_sums(t[0], t[1])), u1 = _mm512_mul_ps(sc, pair_sums(t[2], t[3]));
+        const __m512 v01 = _mm512_permutex2var_ps(u0, rows01, u1), v23 = _mm512_permutex2var_ps(u0, rows23, u1);
+        float *row = s + 4 * h * lds + j0;
+        _mm256_mask_storeu_ps(row, keys, _mm512_castps512_ps256(v01));
+        _mm256_mask_storeu_ps(row + lds, keys, _mm512_extractf32x8_ps(v01, 1));
+        _mm256_mask_storeu_ps(row + 2 * lds, keys, _mm512_castps512_ps256(v23));
+        _mm256_mask_storeu_ps(row + 3 * lds, keys, _mm512_extractf32x8_ps(v23, 1));
+    }
+}
+
+/* s[8][J] (rows lds apart, from key j0) = scale · q[8][Dk] · K[J][Dk]ᵀ, q packed in runs of 4 columns (the
+ * block's run at q, runs ldq apart), J ≤ 8; Dk a multiple of 32. */
+INLINE_AVX512 void scores_block_quads(float *s, size_t lds, const float *q, size_t ldq, const kvl_few_tile *t,
+                                      size_t j0, size_t J, float scale, int bf16)
+{
+    __m512 a[16];
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
+    for (size_t c = 0; c < t->Dk; c += 32, q += 8 * ldq) {
+        if (bf16) {
+            float w[8 * 32] __attribute__((aligned(64)));
+            widen_keys(w, (const uint16_t *)t->k + j0 * t->ldk + c, t->ldk, J);
+            quad_products(a, q, ldq, w, 32, J);
+        } else {
+            quad_products(a, q, ldq, (const float *)t->k + j0 * t->ldk + c, t->ldk, J);
+        }
+    }
+    store_quads(s, lds, j0, J, a, scale);
+}
+
+/* The scores of a tile: the query rows 8 at a time (G a multiple of 8), the keys 8 at a time, then one; the
+ * first rows' blocks ask for the keys AHEAD on. */
+INLINE_AVX512 void scores_all_quads(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale, int bf16)
+{
+    const size_t n = t->n, elt = bf16 ? sizeof(uint16_t) : sizeof(float), ldq = 4 * G;
+    for (size_t r0 = 0; r0 < G; r0 += 8) {
+        size_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            if (r0 == 0) fetch_ahead(t, j, 8, elt);
+            scores_block_quads(s + r0 * n, n, q + 4 * r0, ldq, t, j, 8, scale, bf16);
+        }
+        for (; j < n; j++) scores_block_quads(s + r0 * n, n, q + 4 * r0, ldq, t, j, 1, scale, bf16);
+    }
+}
+
+AVX512 static void scores_quads_f32(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_all_quads(s, q, G, t, scale, 0);
+}
+
+AVX512 static void scores_quads_bf16(float *s, const float *q, size_t G, const kvl_few_tile *t, float scale)
+{
+    scores_all_quads(s, q, G, t, scale, 1);
+}
+
+
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
-/* The kernels a tile of these widths and this store runs through. */
-typedef enum { FEW_PLAIN, FEW_AVX2, FEW_AVX512, FEW_PAIRS } few_kernels;
+/* The kernels a tile of these widths and this store runs through for groups of G query rows (G = 0: any). */
+typedef enum { FEW_PLAIN, FEW_AVX2, FEW_AVX512, FEW_PAIRS, FEW_QUADS } few_kernels;
 
-static few_kernels kernels_for(const kvl_few_tile *t)
+static few_kernels values_kernels(const kvl_few_tile *t)
 {
 #ifdef KVL_FEW_X86
     const kvf_isa isa = kvf_isa_active();
@@ -423,10 +546,19 @@ static few_kernels kernels_for(const kvl_few_tile *t)
     return FEW_PLAIN;
 }
 
+/* The scores take the values' kernels, but for blocks of 8 rows over keys of whole runs of 32 under
+ * AVX-512, which have the rows in the lanes. */
+static few_kernels scores_kernels(const kvl_few_tile *t, size_t G)
+{
+    const few_kernels k = values_kernels(t);
+    return (k == FEW_AVX512 || k == FEW_PAIRS) && G && G % 8 == 0 && t->Dk % 32 == 0 ? FEW_QUADS : k;
+}
+
 /* The width of the runs of query columns kernels k read (kvl_few_pack_q). */
 static size_t run_width(few_kernels k, size_t Dk)
 {
     switch (k) {
+    case FEW_QUADS: return 4;
     case FEW_AVX2: return 8;
     case FEW_AVX512: return 16;
     case FEW_PAIRS: return 32;
@@ -434,24 +566,34 @@ static size_t run_width(few_kernels k, size_t Dk)
     }
 }
 
-int kvl_few_simd(const kvl_few_tile *t) { return kernels_for(t) != FEW_PLAIN; }
+/* The column of a row packed for bf16 keys read in pairs at position i: each run of 32 columns as its 16
+ * even ones, then its 16 odd ones. */
+static size_t paired_column(size_t i)
+{
+    const size_t run = i - i % 32, at = i % 32;
+    return run + (at < 16 ? 2 * at : 2 * (at - 16) + 1);
+}
+
+int kvl_few_simd(const kvl_few_tile *t) { return values_kernels(t) != FEW_PLAIN; }
 
 void kvl_few_pack_q(float *qp, const float *q, size_t G, const kvl_few_tile *t)
 {
-    const few_kernels k = kernels_for(t);
+    const few_kernels k = scores_kernels(t, G);
     const size_t W = run_width(k, t->Dk);
+    const int pairs = k == FEW_PAIRS || (k == FEW_QUADS && t->bf16);
     for (size_t c = 0; c < t->Dk; c += W)
         for (size_t r = 0; r < G; r++)
-            for (size_t i = 0; i < W; i++) {
-                const size_t from = k != FEW_PAIRS ? i : i < 16 ? 2 * i : 2 * (i - 16) + 1;
-                qp[c * G + r * W + i] = q[r * t->Dk + c + from];
-            }
+            for (size_t i = 0; i < W; i++) qp[c * G + r * W + i] = q[r * t->Dk + (pairs ? paired_column(c + i) : c + i)];
 }
 
 void kvl_few_scores(float *s, const float *qp, size_t G, const kvl_few_tile *t, float scale)
 {
-    switch (kernels_for(t)) {
+    switch (scores_kernels(t, G)) {
 #ifdef KVL_FEW_X86
+    case FEW_QUADS:
+        if (t->bf16) scores_quads_bf16(s, qp, G, t, scale);
+        else scores_quads_f32(s, qp, G, t, scale);
+        return;
     case FEW_PAIRS: scores_avx512p_bf16(s, qp, G, t, scale); return;
     case FEW_AVX512:
         if (t->bf16) scores_avx512_bf16(s, qp, G, t, scale);
@@ -468,7 +610,7 @@ void kvl_few_scores(float *s, const float *qp, size_t G, const kvl_few_tile *t, 
 
 void kvl_few_values(float *acc, const float *p, size_t G, const kvl_few_tile *t)
 {
-    switch (kernels_for(t)) {
+    switch (values_kernels(t)) {
 #ifdef KVL_FEW_X86
     case FEW_PAIRS: values_avx512p_bf16(acc, p, G, t); return;
     case FEW_AVX512:

@@ -9,9 +9,12 @@
  * ld apart in the cache), float32 or bf16, and keep a block of partial sums in registers:
  *   AVX2+FMA  scores 4 query rows × 3 keys, Dk in steps of 8 (12 sums, then horizontal reductions);
  *             values 4 query rows × 24 value columns, the keys in order (12 sums held over the tile)
- *   AVX-512   scores 8 query rows × 2 keys, Dk in steps of 16 (16 sums, one reduction tree); values
- *             8 rows × 48 columns (24 sums in the 32 registers): each key and value is loaded, and
- *             widened, once for all 8 rows
+ *   AVX-512   scores of blocks of 8 query rows (G a multiple of 8, Dk of 32) with the rows in the lanes:
+ *             each vector 4 rows × 4 columns, a key's 4 columns broadcast by one load to both vectors of
+ *             the block, 8 keys at a time (16 sums), each score summing 4 lanes at the end; other G,
+ *             8 query rows × 2 keys, Dk in steps of 16 (16 sums, one reduction tree of 16 lanes a score);
+ *             values 8 rows × 48 columns (24 sums in the 32 registers): each key and value is loaded,
+ *             and widened, once for all 8 rows
  * A bf16 value is widened in a register as it is loaded (bf16 → float32 is exact: the code in the high
  * half of the word), so no float copy of a bf16 tile is written. Over bf16 rows with widths multiples
  * of 32 the AVX-512 kernels read a pair of columns per word: 32 codes as one vector, the even columns
@@ -20,7 +23,12 @@
  * interleaved as they are stored (the 67B's bf16 step at 32K: 19.0 → 17.3 ms, one thread). The queries
  * are packed once a step (kvl_few_pack_q) so that one address reaches every row's run of columns: read
  * Dk apart, the eight rows took eight registers and the scores spilled (the same step, 17.9 → 15.2 ms
- * bf16 and 26.1 → 22.5 f32).
+ * bf16 and 26.1 → 22.5 f32). With the rows in the lanes, the scores' reductions, a quarter of their
+ * instructions when each score summed 16 lanes for every pair of keys, all but vanish: the scores of a
+ * tile in L2 took 20 ns a key instead of 26 over bf16 and 19.5 instead of 22 over float32, and the same
+ * step 18.0 → 16.5 ms and 26.1 → 24.5 (one thread, alternated with the 16-lane kernels three times).
+ * Over bf16 those blocks widen their keys 32 columns at a time into a buffer of 1 KiB first, since a
+ * broadcast of 4 codes would need a widening instruction for every two multiply-adds.
  *
  * The AVX-512 kernels run where formats/isa.h's choice is avx512 and Dk and Dv are multiples of 16, the
  * AVX2+FMA ones where it is avx2 or wider and they are multiples of 8 (KVL_ISA=baseline turns both off,
@@ -50,10 +58,11 @@ typedef struct {
 int kvl_few_simd(const kvl_few_tile *t);
 
 /* qp[G·Dk] = q[G][Dk] in the order kvl_few_scores reads it for tiles of t's widths and store: each run of
- * W columns (W the kernels' vector width; W = Dk for the plain loops, so there qp is q) with the G rows'
- * runs side by side, qp[c·G + r·W + i] = q[r][c + i], and over bf16 pairs (widths multiples of 32 under
- * AVX-512) each run of 32 as its 16 even columns, then its 16 odd ones. A step packs its queries once:
- * one base address then reaches every row, where rows Dk apart took a register each (and spilled). */
+ * W columns (W the kernels' vector width, 4 for AVX-512's blocks of 8 rows in the lanes; W = Dk for the
+ * plain loops, so there qp is q) with the G rows' runs side by side, qp[c·G + r·W + i] = q[r][c + i], and
+ * over bf16 pairs (widths multiples of 32 under AVX-512) each run of 32 as its 16 even columns, then its
+ * 16 odd ones. A step packs its queries once: one base address then reaches every row, where rows Dk
+ * apart took a register each (and spilled). */
 void kvl_few_pack_q(float *qp, const float *q, size_t G, const kvl_few_tile *t);
 
 /* s[G][n] (rows n apart) = scale · q[G][Dk] · Kᵀ, with q packed by kvl_few_pack_q for tiles like t (and
