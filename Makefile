@@ -116,7 +116,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize run bench cuda deps help clean notebooks renders site
+.PHONY: all test sanitize run bench bench-peers cuda deps help clean notebooks renders site
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c
@@ -201,6 +201,11 @@ $(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
 bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel against them; also build/bench/results.md and decode.svg (minutes)
 	@mkdir -p $(BUILD)/bench
 	@$(BUILD)/bin/kvbench --out $(BUILD)/bench
+
+# The bench's peers (tests/bench/peers.py) with pip, the versions its runs were taken with or newer; PyPI's
+# torch for Linux brings its CUDA libraries along, some GB.
+bench-peers:  ## install the bench's peers with pip: numpy, torch and ml_dtypes (torch brings some GB of CUDA libraries)
+	python3 -m pip install 'numpy>=2.4' 'torch>=2.15' 'ml_dtypes>=0.7'
 
 # Each notebook prints its cells' outputs between markers (nb --cells); nb_ipynb pairs them with the
 # source's cells. A failing cell stops the target.
