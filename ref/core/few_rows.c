@@ -530,7 +530,7 @@ AVX512 static void scores_quads_bf16(float *s, const float *q, size_t G, const k
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
-/* The kernels a tile of these widths and this store runs through for groups of G query rows (G = 0: any). */
+/* The kernels a tile of these widths and this store runs through (the scores' also by G, the query rows). */
 typedef enum { FEW_PLAIN, FEW_AVX2, FEW_AVX512, FEW_PAIRS, FEW_QUADS } few_kernels;
 
 static few_kernels values_kernels(const kvl_few_tile *t)
@@ -551,7 +551,7 @@ static few_kernels values_kernels(const kvl_few_tile *t)
 static few_kernels scores_kernels(const kvl_few_tile *t, size_t G)
 {
     const few_kernels k = values_kernels(t);
-    return (k == FEW_AVX512 || k == FEW_PAIRS) && G && G % 8 == 0 && t->Dk % 32 == 0 ? FEW_QUADS : k;
+    return (k == FEW_AVX512 || k == FEW_PAIRS) && G % 8 == 0 && t->Dk % 32 == 0 ? FEW_QUADS : k;
 }
 
 /* The width of the runs of query columns kernels k read (kvl_few_pack_q). */
@@ -583,7 +583,8 @@ void kvl_few_pack_q(float *qp, const float *q, size_t G, const kvl_few_tile *t)
     const int pairs = k == FEW_PAIRS || (k == FEW_QUADS && t->bf16);
     for (size_t c = 0; c < t->Dk; c += W)
         for (size_t r = 0; r < G; r++)
-            for (size_t i = 0; i < W; i++) qp[c * G + r * W + i] = q[r * t->Dk + (pairs ? paired_column(c + i) : c + i)];
+            for (size_t i = 0; i < W; i++)
+                qp[c * G + r * W + i] = q[r * t->Dk + (pairs ? paired_column(c + i) : c + i)];
 }
 
 void kvl_few_scores(float *s, const float *qp, size_t G, const kvl_few_tile *t, float scale)

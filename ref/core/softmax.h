@@ -51,8 +51,8 @@ void kvl_exp_cols_f32(float *s, size_t n, size_t G, const float *m, float *sum);
 /* y[n] ← a·y[n]: a tiled softmax's rescale of its accumulator to a new maximum, and its final division. */
 void kvl_scale_f32(float *y, float a, size_t n);
 
-/* kvl_softmax_exp_f32 and its rows form, kvl_max_f32, the column forms and kvl_scale_f32 run the variant formats/isa.h chooses for the CPU;
- * every variant gives the same bits. */
+/* kvl_softmax_exp_f32 and its rows form, kvl_max_f32, the column forms and kvl_scale_f32 run the variant
+ * formats/isa.h chooses for the CPU; every variant gives the same bits. */
 
 /* e^x in float for x ≤ 88: within KVL_EXP_F32_ULP units in the last place of e^x for x ≥ −87.3, and 0
  * below (where e^x < 1.2·10^−38, under float's smallest normal); −∞ gives 0, NaN gives NaN, 0 gives
