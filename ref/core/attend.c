@@ -466,8 +466,9 @@ static int attend_rows_split(float *o, const float *q, size_t Hq, const kvl_row_
     }
     split sp = {parts, n_parts, Hq, q, rows, r, scale,
                 few ? step_few : many ? step_many : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows,
-                few ? few_tile_rows(rows, r) : KVL_ATTEND_TILE, few ? pack_few : many ? pack_many : NULL, mem, packed,
-                mem + n_parts * packed, first, other, o, sigma, decodes};
+                few ? few_tile_rows(rows, r) : many ? KVL_MANY_TILE : KVL_ATTEND_TILE,
+                few ? pack_few : many ? pack_many : NULL, mem, packed, mem + n_parts * packed, first, other, o, sigma,
+                decodes};
     if (Hq) kvl_run_parts(run_part, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);

@@ -17,7 +17,7 @@
  * key is the whole [c_kv | k_rope] row and its value the first Dc columns (the ranges overlap); a
  * GQA group's key and value are two Dh-wide ranges of the [K | V] row.
  *
- * The tiled form, for each tile of KVL_ATTEND_TILE rows (fewer for the few-row kernels) and each group
+ * The tiled form, for each tile of KVL_ATTEND_TILE rows (fewer for the few- and many-row kernels) and each group
  * of Gq = Hq/groups query rows (Milakov & Gimelshein's online softmax, the rescaling FlashAttention and
  * FlashMLA run):
  *   S[Gq][n]  = scale · Q_g[Gq][Dk] · K_tile^g[n][Dk]ᵀ                       one sgemm
@@ -87,6 +87,13 @@
  * of 256 whole rows (2 MiB) does not. On the 67B's step at 32K on a Xeon with a 2 MiB L2 the float32
  * step took 33 ms instead of 48, bf16 29 instead of 33; 128 KiB and 512 KiB tiles read no faster. */
 #define KVL_FEW_TILE_BYTES (256u * 1024u)
+
+/* Rows per tile for the many-row kernels (ref/core/many_rows.h). MLA's step keeps its packed queries
+ * (295 KiB), scores, accumulators (256 KiB) and tile in L2 from one tile to the next; at 256 rows they
+ * came to 1.3 MiB, and this Xeon's L2, 2 MiB by its count, reads at half speed from 2 MiB of data. V3's
+ * step at 32K on one thread took 57.3 ms in tiles of 128 rows, 57.9 in tiles of 256 (six runs each,
+ * alternated). */
+#define KVL_MANY_TILE 128
 
 /* Where keys and values sit in the cached rows. */
 typedef struct {
