@@ -229,28 +229,33 @@ START_TEST(test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_
     const char *const run1[] = {ROW("decode", "step A 1T", "1.000", "0.500", "0.700"),
                                 ROW("decode", "step B 1T", "2.000", "-", "-"),
                                 ROW("peer", "step A numpy/C (3.1 vs 2.9 ms)", "1.100", "-", "-"),
+                                ROW("formats", "e4m3 encode (saturating) 2T", "0.800", "-", "-"),
                                 CEILING_ROW("65.20", "15.44 GB/s")};
     const char *const run2[] = {ROW("decode", "step A 1T", "1.050", "0.520", "0.710"),
                                 ROW("decode", "step B 1T", "2.000", "-", "-"),
                                 ROW("peer", "step A numpy/C (3.3 vs 2.8 ms)", "1.150", "-", "-"),
+                                ROW("formats", "e4m3 encode (saturating) 2T", "0.810", "-", "-"),
                                 CEILING_ROW("64.00", "15.70 GB/s")};
     const char *const run3[] = {ROW("decode", "step A 1T", "0.980", "0.500", "0.550"), /* roof 0.55: 21% off */
                                 ROW("decode", "step B 1T", "2.150", "-", "-"),
                                 ROW("peer", "step A numpy/C (2.9 vs 2.9 ms)", "1.000", "-", "-"),
+                                ROW("formats", "e4m3 encode (saturating) 2T", "0.790", "-", "-"),
                                 CEILING_ROW("66.00", "15.20 GB/s")};
     char paths[3][64];
-    write_results(paths[0], sizeof paths[0], run1, 4);
-    write_results(paths[1], sizeof paths[1], run2, 4);
-    write_results(paths[2], sizeof paths[2], run3, 4);
+    write_results(paths[0], sizeof paths[0], run1, 5);
+    write_results(paths[1], sizeof paths[1], run2, 5);
+    write_results(paths[2], sizeof paths[2], run3, 5);
     ck_assert_int_eq(spread_of(paths, 3, out, err), 0);
     ck_assert_msg(err[0] == '\0', "stderr: %s", err);
     const char *const want[] = {"| decode | step A 1T | 1.000, 1.050, 0.980 | 1.000 | 21.3% (roof) | SPREAD |",
                                 "| decode | step B 1T | 2.000, 2.000, 2.150 | 2.000 | 7.4% (ratio) | STEADY |",
-                                "| peer | step A numpy/C | 1.100, 1.150, 1.000 | 1.100 | 9.0% (ratio) | STEADY |"};
+                                "| peer | step A numpy/C | 1.100, 1.150, 1.000 | 1.100 | 9.0% (ratio) | STEADY |",
+                                "| formats | e4m3 encode (saturating) 2T | 0.800, 0.810, 0.790 | 0.800 | 1.1% (ratio) | "
+                                "STEADY |"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]), "no line \"%s\" in:\n%s", want[i], out);
     ck_assert_msg(!strstr(out, "read scan"), "a row without figures was compared:\n%s", out);
-    ck_assert_msg(strstr(out, "3 rows with figures over 3 runs: 2 STEADY, 1 SPREAD."), "%s", out);
+    ck_assert_msg(strstr(out, "4 rows with figures over 3 runs: 3 STEADY, 1 SPREAD."), "%s", out);
 }
 END_TEST
 
@@ -266,16 +271,19 @@ START_TEST(test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line)
     const char *const lost[] = {ROW("decode", "step A 1T", "1.000", "0.4", "-"),
                                 ROW("decode", "step B 1T", "2.0", "-", "-")};
     const char *const short_row[] = {first, "decode | step B 1T | 2.0"};
+    const char *const threads[] = {first, ROW("decode", "step B (saturating) 1T", "2.0", "-", "-")};
+    const char *const other_threads[] = {first, ROW("decode", "step B (saturating) 2T", "2.0", "-", "-")};
     const struct {
-        const char *const *rows;
+        const char *const *first, *const *rows;
         const char *want;
-    } cases[] = {{renamed, "line 8: row 'decode | step C 1T' where "},
-                 {word, "line 8: the ratio cell holds 'fast', neither a number of at least 0 nor -"},
-                 {lost, "line 7: the FMA cell holds a figure where "},
-                 {short_row, "line 8: 3 cells, a kvbench row has 14"}};
+    } cases[] = {{good, renamed, "line 8: row 'decode | step C 1T' where "},
+                 {threads, other_threads, "line 8: row 'decode | step B (saturating) 2T' where "},
+                 {good, word, "line 8: the ratio cell holds 'fast', neither a number of at least 0 nor -"},
+                 {good, lost, "line 7: the FMA cell holds a figure where "},
+                 {good, short_row, "line 8: 3 cells, a kvbench row has 14"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char paths[2][64];
-        write_results(paths[0], sizeof paths[0], good, 2);
+        write_results(paths[0], sizeof paths[0], cases[i].first, 2);
         write_results(paths[1], sizeof paths[1], cases[i].rows, 2);
         char want[256];
         snprintf(want, sizeof want, "%s %s", paths[1], cases[i].want);

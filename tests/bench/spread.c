@@ -3,8 +3,9 @@
  * write; every file is read and checked before a line is printed, so a table that cannot be read gives
  * its file, line and cell on stderr, status 2 and nothing on stdout. The runs must list the same rows in
  * the same order, as runs of one kvbench over the same groups do: a row is named by its group and its
- * what up to any parenthesis (where a peer's row puts the rates it measured), and a row named otherwise,
- * or with a figure in one run and none in another, is refused rather than paired with the wrong one.
+ * what less any parenthesis that holds a figure (where a peer's row puts the rates it measured), and a
+ * row named otherwise, or with a figure in one run and none in another, is refused rather than paired
+ * with the wrong one.
  * The figures are read as printed, to three decimals: a spread counts only what those digits prove, so
  * that a small ratio (a top-k's 0.008) is not called SPREAD for its last digit's rounding. */
 #include <math.h>
@@ -28,7 +29,7 @@ static const int FIG_COL[N_FIGS] = {COL_RATIO, COL_FMA, COL_ROOF};
 static const char *const FIG_NAME[N_FIGS] = {"ratio", "FMA", "roof"};
 
 typedef struct {
-    char group[32], what[96];
+    char group[32], name[96]; /* name: the what cell less its parentheses that hold figures */
     double fig[N_FIGS]; /* NAN where the cell is "-" */
     size_t line;
 } row;
@@ -80,6 +81,20 @@ static int read_figure(double *x, const char *cell)
     return end != cell && *end == '\0' && isfinite(*x) && *x >= 0 ? 0 : -1;
 }
 
+/* name = what less each " (…)" that holds a digit: "e4m3 encode ml_dtypes/C 1T (same codes; 0.27 vs 2.4 G
+ * values/s)" is "e4m3 encode ml_dtypes/C 1T", while "e4m3 encode (saturating) 2T" keeps its words and its
+ * thread count. what is shorter than name. */
+static void row_name(char *name, const char *what)
+{
+    while (*what) {
+        const char *close = strncmp(what, " (", 2) == 0 ? strchr(what, ')') : NULL;
+        const char *digit = close ? strpbrk(what, "0123456789") : NULL;
+        if (digit && digit < close) what = close + 1;
+        else *name++ = *what++;
+    }
+    *name = '\0';
+}
+
 /* Row `line` of t's table, "| c0 | c1 | … | c13 |", into r. */
 static int read_row(row *r, char *text, const table *t, size_t line)
 {
@@ -96,10 +111,10 @@ static int read_row(row *r, char *text, const table *t, size_t line)
         *sep = '\0';
     }
     if (n != N_COLS) return refuse("%s line %zu: %zu cells, a kvbench row has %d", t->path, line, n, N_COLS);
-    if (strlen(cell[COL_GROUP]) >= sizeof r->group || strlen(cell[COL_WHAT]) >= sizeof r->what)
+    if (strlen(cell[COL_GROUP]) >= sizeof r->group || strlen(cell[COL_WHAT]) >= sizeof r->name)
         return refuse("%s line %zu: the group or what cell is longer than any kvbench writes", t->path, line);
     strcpy(r->group, cell[COL_GROUP]);
-    strcpy(r->what, cell[COL_WHAT]);
+    row_name(r->name, cell[COL_WHAT]);
     r->line = line;
     for (int f = 0; f < N_FIGS; f++)
         if (read_figure(&r->fig[f], cell[FIG_COL[f]]) != 0)
@@ -136,14 +151,6 @@ static int read_table(table *t, const char *path)
     return t->n ? 0 : refuse("%s: the table has no rows", path);
 }
 
-/* The length of what's name: all of it up to a parenthesis, where a peer's row puts the rates it
- * measured (which change from run to run). */
-static size_t name_length(const char *what)
-{
-    const char *p = strstr(what, " (");
-    return p ? (size_t)(p - what) : strlen(what);
-}
-
 /* Run t against the first run, a: the same rows, in the same order, with the same figures. */
 static int same_rows(const table *a, const table *t)
 {
@@ -152,10 +159,9 @@ static int same_rows(const table *a, const table *t)
                       t->n, a->path, a->n);
     for (size_t i = 0; i < a->n; i++) {
         const row *x = &a->rows[i], *y = &t->rows[i];
-        const size_t name = name_length(x->what);
-        if (strcmp(x->group, y->group) != 0 || name_length(y->what) != name || strncmp(x->what, y->what, name) != 0)
+        if (strcmp(x->group, y->group) != 0 || strcmp(x->name, y->name) != 0)
             return refuse("%s line %zu: row '%s | %s' where %s line %zu has '%s | %s'", t->path, y->line, y->group,
-                          y->what, a->path, x->line, x->group, x->what);
+                          y->name, a->path, x->line, x->group, x->name);
         for (int f = 0; f < N_FIGS; f++)
             if (isnan(x->fig[f]) != isnan(y->fig[f]))
                 return refuse("%s line %zu: the %s cell holds %s where %s line %zu has %s", t->path, y->line,
@@ -202,7 +208,7 @@ static void print_spreads(const table *t, int n)
             snprintf(median, sizeof median, "%.3f", kvl_median(x, (size_t)n));
         }
         const int ok = worst <= KVB_RUNS_SPREAD;
-        printf("| %s | %.*s | %s | %s | %.1f%% (%s) | %s |\n", r->group, (int)name_length(r->what), r->what, ratios,
+        printf("| %s | %s | %s | %s | %.1f%% (%s) | %s |\n", r->group, r->name, ratios,
                median, worst * 100, FIG_NAME[fig], ok ? "STEADY" : "SPREAD");
         rows++;
         steady += (size_t)ok;
