@@ -109,6 +109,23 @@ START_TEST(test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time)
 }
 END_TEST
 
+/* A step of bound 1 s on one thread and 0.5 s on two that takes 1.25 and 0.625 s beside samples at the
+ * stored speed scales 2×; a neighbour on the second core that slows the two-thread step and its samples
+ * alike leaves that, and one the samples do not see lowers it by its factor. */
+START_TEST(test_paired_speedup_holds_when_the_second_core_slows_step_and_sample_alike)
+{
+    const double one = kvb_pair_ratio(1.0, 1.25, 40.0, 40.0);
+    ck_assert_double_eq_tol(kvb_paired_speedup(1.0, one, 0.5, kvb_pair_ratio(0.5, 0.625, 80.0, 80.0)), 2.0,
+                            RATIO_TOL);
+    for (double slow = 1.25; slow < 3; slow += 0.5) {
+        const double two = kvb_pair_ratio(0.5, 0.625 * slow, 80.0 / slow, 80.0);
+        ck_assert_double_eq_tol(kvb_paired_speedup(1.0, one, 0.5, two), 2.0, RATIO_TOL);
+        const double unseen = kvb_pair_ratio(0.5, 0.625 * slow, 80.0, 80.0);
+        ck_assert_double_eq_tol(kvb_paired_speedup(1.0, one, 0.5, unseen), 2.0 / slow, RATIO_TOL);
+    }
+}
+END_TEST
+
 START_TEST(test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift)
 {
     /* a peer that needs 1.5× the C step's time: on a quiet machine the ratio is 1.5, ≥ 1 as C is faster */
@@ -315,6 +332,7 @@ Suite *kvl_suite(void)
     TCase *arithmetic = tcase_create("arithmetic");
     tcase_add_test(arithmetic, test_quartiles_are_the_order_statistics);
     tcase_add_test(arithmetic, test_pair_ratio_is_the_bound_at_the_samples_speed_over_the_time);
+    tcase_add_test(arithmetic, test_paired_speedup_holds_when_the_second_core_slows_step_and_sample_alike);
     tcase_add_test(arithmetic, test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift);
     tcase_add_test(arithmetic, test_spread_past_the_limit_is_unsteady_whatever_the_ratio);
     tcase_add_test(arithmetic, test_fma_roofline_sums_each_phases_larger_bound);

@@ -90,6 +90,10 @@ const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more);
  * slows both leaves the ratio where it was. */
 double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double stored_rate);
 
+/* The 2-thread speedup from the two rows' pairs: each thread count's time at its ceiling's stored speed,
+ * its bound over its median pair ratio (bound1_s and ratio1 on one thread, bound2_s and ratio2 on two). */
+double kvb_paired_speedup(double bound1_s, double ratio1, double bound2_s, double ratio2);
+
 void kvb_print_header(void);
 /* One row on stdout, and in the Markdown table when kvb_markdown is open. */
 void kvb_print_row(const kvb_row *row);
@@ -229,7 +233,10 @@ struct kvb_step {
  * ceiling of its largest phase taken just before it (kvb_time_paired), the row's ratio the median of
  * the pairs' ratios with their quartiles as its spread, printing a row each and the 2T/1T speedup
  * against its ideal (the 1-thread bound over the bound with every sgemm rate doubled: 2 for a
- * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time. */
+ * step of compute-bound phases only; target KVB_SCALING_TARGET of it); returns the 1-thread time.
+ * The speedup is read from the pairs too: each thread count's time at its ceiling's stored speed (its
+ * bound over its median ratio), so that a neighbour on the second core, which slows the two-thread
+ * ceiling's samples as it slows the step, moves neither. */
 kvb_time kvb_time_step(const kvb_step *s);
 
 /* One row of a step run on `threads` threads that took t (kvb_time_step's row); pairs: its pairs'

@@ -211,21 +211,25 @@ kvb_time kvb_time_step(const kvb_step *s)
 {
     char what[128];
     kvb_time t[2];
+    double bound_s[2], ratio[2];
     const kvb_bound one = bound_on(s, 1, 0);
     const int compute = 2 * one.compute_s >= one.seconds;
     for (int th = 0; th < 1 + compute; th++) {
         kvb_progress("%s: %s %zuK, %d thread(s)", s->group, s->step, s->T / 1024, th + 1);
         kvb_set_threads(th + 1);
+        bound_s[th] = bound_on(s, th + 1, 0).seconds;
         const kvb_paired p = kvb_time_paired(s->run, s->ctx, s->repeats, bounding_of(s, th + 1), th + 1,
-                                             bound_on(s, th + 1, 0).seconds, s);
+                                             bound_s[th], s);
         t[th] = p.t;
+        ratio[th] = p.ratio.median;
         snprintf(what, sizeof what, "%s %zuK %dT", s->step, s->T / 1024, th + 1);
         kvb_print_step(s, what, t[th], th + 1, &p);
     }
     kvb_set_threads(1);
     if (compute) {
         snprintf(what, sizeof what, "%s %zuK 2T/1T", s->step, s->T / 1024);
-        kvb_print_row(&(kvb_row){s->group, what, step_bytes(s) / KVB_MIB, t[1].median, t[0].median / t[1].median, "x",
+        kvb_print_row(&(kvb_row){s->group, what, step_bytes(s) / KVB_MIB, t[1].median,
+                                 kvb_paired_speedup(bound_s[0], ratio[0], bound_s[1], ratio[1]), "x",
                                  one.seconds / bound_on(s, 1, 1).seconds, KVB_SCALING_TARGET, 0, 0, 0});
     }
     return t[0];

@@ -45,6 +45,11 @@ double kvb_pair_ratio(double bound_s, double t_s, double sample_rate, double sto
     return bound_s * stored_rate / sample_rate / t_s;
 }
 
+double kvb_paired_speedup(double bound1_s, double ratio1, double bound2_s, double ratio2)
+{
+    return (bound1_s / ratio1) / (bound2_s / ratio2);
+}
+
 double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s)
 {
     return peer_s / (0.5 * (c_before_s + c_after_s));
