@@ -176,8 +176,8 @@ static int attend(float *o, const csa2_config *c, const csa2_weights *w, const f
         const size_t t = ch->start + i, j0 = t + 1 > W && t + 1 - W > ch->win_first ? t + 1 - W : ch->win_first;
         float *oi = o + i * H * Dh;
         rc = v4_attend_query(oi, q + i * H * Dh, ch->win + (j0 - ch->win_first) * Dh, t + 1 - j0, entries,
-                             sel ? sel + i * K : NULL, sel ? K : 0, w->core.sinks, H, Dh);
-        if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->core.rope, (int64_t)t + c->core.rope_offset);
+                             sel ? sel + i * K : NULL, sel ? K : 0, w->core.sinks, H, Dh, &c->core.rope,
+                             (int64_t)t + c->core.rope_offset);
     }
     return rc;
 }

@@ -376,21 +376,38 @@ static const float *query_tile(float *scratch, const kvl_row_tiles *v, size_t fi
     return read_entries(scratch + w * Dh, qr, first + w - qr->n_win, n - w) == KVL_OK ? scratch : NULL;
 }
 
+/* A query's rotary position: where its output is rotated back (v4_unrotate_heads). */
+typedef struct {
+    const kvl_rope *rope;
+    int64_t pos;
+} query_position;
+
+/* o[heads][Dh] rotated back at the query's position, on the thread that finished those heads. */
+static void unrotate_finished(float *o, size_t heads, size_t Dh, void *ctx)
+{
+    const query_position *at = ctx;
+    v4_unrotate_heads(o, 1, heads, Dh, at->rope, at->pos);
+}
+
 /* o[H][Dh] for q[H][Dh] over its window rows win[n_win][Dh] and n_entries entries (at NULL: the first
- * n_entries; else at[0 … n_entries), each in range). Window rows alone are float32 read in place. */
+ * n_entries; else at[0 … n_entries), each in range), rotated back at the query's position. Window rows
+ * alone are float32 read in place. */
 static int attend_rows(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
-                       const int32_t *at, size_t n_entries, const float *sinks, size_t H, size_t Dh)
+                       const int32_t *at, size_t n_entries, const float *sinks, size_t H, size_t Dh,
+                       query_position pos)
 {
     const query_rows qr = {win, n_win, entries, at};
     const kvl_row_tiles view = n_entries ? (kvl_row_tiles){.N = n_win + n_entries, .width = Dh, .tile = query_tile,
                                                            .src = &qr}
                                          : kvl_row_tiles_f32(win, n_win, Dh);
     const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
-    return kvl_attend_tiles(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks);
+    const kvl_attend_then back = {unrotate_finished, &pos};
+    return kvl_attend_tiles_then(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks, &back);
 }
 
 int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
-                    const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh)
+                    const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh, const kvl_rope *rope,
+                    int64_t pos)
 {
     if (K && (!sel || !entries || !entries->tile))
         return kvl_fail(KVL_EINVAL, "%s: %zu picks without a list or entries", __func__, K);
@@ -405,7 +422,7 @@ int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, co
                             entries->N ? entries->N - 1 : 0);
         if (sel[k] >= 0) at[picked++] = sel[k];
     }
-    return attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh);
+    return attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh, (query_position){rope, pos});
 }
 
 /* One query after another, each a few matrix products (ref/core/attend.h). */
@@ -422,11 +439,12 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
         const size_t t = start + i, j0 = t + 1 > W && t + 1 - W > win_first ? t + 1 - W : win_first;
         const float *wi = win + (j0 - win_first) * Dh, *qi = q + i * H * Dh;
         float *oi = o + i * H * Dh;
+        const int64_t pos = (int64_t)t + c->rope_offset;
         if (c->kind == KVL_LAYER_CSA)
-            rc = v4_attend_query(oi, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh);
+            rc = v4_attend_query(oi, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh, &c->rope, pos);
         else rc = attend_rows(oi, qi, wi, t + 1 - j0, entries, NULL,
-                              c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0, w->sinks, H, Dh);
-        if (rc == KVL_OK) v4_unrotate_heads(oi, 1, H, Dh, &c->rope, (int64_t)t + c->rope_offset);
+                              c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0, w->sinks, H, Dh,
+                              (query_position){&c->rope, pos});
     }
     return rc;
 }

@@ -801,8 +801,9 @@ END_TEST
  * and 1,100 picks (unsorted, repeated, −1 among them) of 2,000 bf16 entries, 64 heads of 128, past the
  * split threshold so two threads share the rows, tiles holding window rows and picks and tiles of picks
  * alone. Packed entries give the bits of the same values read in place, on 1 and 2 threads alike to float
- * rounding, and both match the definition in double (softmax with the sink over the valid rows). A pick
- * past the entries is refused by name. */
+ * rounding, and both match the definition in double (softmax with the sink over the valid rows, each head's
+ * trailing 64 channels rotated back at the query's position, 5,000). A pick past the entries is refused by
+ * name. */
 START_TEST(test_csa_query_reads_its_picks_in_place_on_every_thread)
 {
     const size_t H = 64, Dh = 128, N = 2000, n_win = 8, K = 1100;
@@ -822,13 +823,18 @@ START_TEST(test_csa_query_reads_its_picks_in_place_on_every_thread)
     float *two = oracle_alloc(H * Dh * sizeof *two);
     double *want = oracle_alloc(H * Dh * sizeof *want), *p = oracle_alloc((n_win + K) * sizeof *p);
     const float **rows = malloc((n_win + K) * sizeof *rows);
+    kvl_rope rope;
+    const size_t Dr = 64;
+    const int64_t pos = 5000;
+    ck_assert_int_eq(kvl_rope_init(&rope, Dr, 1e4), KVL_OK);
     const int threads = kvl_threads();
     kvl_set_threads(1);
-    ck_assert_msg(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh) == KVL_OK, "%s", kvl_error());
-    ck_assert_int_eq(v4_attend_query(b, q, win, n_win, &plain, sel, K, sinks, H, Dh), KVL_OK);
+    ck_assert_msg(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh, &rope, pos) == KVL_OK, "%s",
+                  kvl_error());
+    ck_assert_int_eq(v4_attend_query(b, q, win, n_win, &plain, sel, K, sinks, H, Dh, &rope, pos), KVL_OK);
     ck_assert_mem_eq(a, b, H * Dh * sizeof *a);
     kvl_set_threads(2);
-    ck_assert_int_eq(v4_attend_query(two, q, win, n_win, &packed, sel, K, sinks, H, Dh), KVL_OK);
+    ck_assert_int_eq(v4_attend_query(two, q, win, n_win, &packed, sel, K, sinks, H, Dh, &rope, pos), KVL_OK);
     kvl_set_threads(threads);
 
     size_t n = 0;
@@ -850,13 +856,14 @@ START_TEST(test_csa_query_reads_its_picks_in_place_on_every_thread)
             for (size_t j = 0; j < n; j++) acc += p[j] / l * rows[j][i];
             want[h * Dh + i] = acc;
         }
+        kvl_rope_unrotate_interleaved_f64(want + h * Dh + Dh - Dr, &rope, pos);
     }
     const double tol = oracle_f32_tol(Dh + n);
     kvl_expect_close("CSA query over 8 window rows and its picks, 1 thread", a, want, H * Dh, tol, tol, 1 - 1e-6);
     kvl_expect_close("the same on 2 threads", two, want, H * Dh, tol, tol, 1 - 1e-6);
 
     sel[K - 1] = (int32_t)N;
-    ck_assert_int_eq(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh), KVL_EINVAL);
+    ck_assert_int_eq(v4_attend_query(a, q, win, n_win, &packed, sel, K, sinks, H, Dh, &rope, pos), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "2000") && strstr(kvl_error(), "1099"), "names the pick: %s", kvl_error());
     free(q); free(win); free(ent); free(sinks); free(codes); free(sel); free(a); free(b); free(two); free(want);
     free(p); free(rows);

@@ -260,6 +260,64 @@ START_TEST(test_heads_split_across_threads_match_definition_and_one_thread)
 }
 END_TEST
 
+/* What a `then` saw: the output it was handed (base, Dv), the finished output it should find there, and
+ * how many times each head came. It doubles the heads it is given. */
+typedef struct {
+    const float *base, *finished;
+    size_t Dv;
+    int seen[96], wrong;
+} then_record;
+
+static void double_heads(float *o, size_t heads, size_t Dv, void *ctx)
+{
+    then_record *t = ctx;
+    const size_t h0 = (size_t)(o - t->base) / Dv;
+    if (Dv != t->Dv || memcmp(o, t->finished + h0 * Dv, heads * Dv * sizeof *o) != 0)
+        __atomic_store_n(&t->wrong, 1, __ATOMIC_RELAXED);
+    for (size_t h = h0; h < h0 + heads; h++) __atomic_fetch_add(&t->seen[h], 1, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < heads * Dv; i++) o[i] *= 2.0f;
+}
+
+/* kvl_attend_tiles_then hands every head to its `then` exactly once, finished (the bits kvl_attend_tiles
+ * gives), and keeps what `then` wrote: a split of the heads (V4's window), of the rows (one group of 96
+ * heads over 1,409 rows) and of GQA's groups, on 1, 2 and 3 threads; a then without its function is
+ * refused. */
+START_TEST(test_then_runs_once_on_every_finished_head_in_every_split)
+{
+    const size_t N = 11 * KVL_ATTEND_TILE + 1;
+    const shape sh[] = {{64, 128, {128, 512, 0, 512, 0, 512, 1}, 0.044f}, mla_like(96, N), gqa_like(96, N)};
+    const int threads = kvl_threads();
+    for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
+        kvl_rng rng;
+        kvl_rng_seed(&rng, 950 + c);
+        const kvl_attend_rows *r = &sh[c].r;
+        float *q = signed_floats(&rng, sh[c].Hq * r->Dk), *rows = signed_floats(&rng, sh[c].N * r->stride);
+        float *plain = malloc(sh[c].Hq * r->Dv * sizeof *plain), *got = malloc(sh[c].Hq * r->Dv * sizeof *got);
+        ck_assert(plain && got);
+        const kvl_row_tiles view = kvl_row_tiles_f32(rows, sh[c].N, r->stride);
+        for (int t = 1; t <= 3; t++) {
+            kvl_set_threads(t);
+            ck_assert_int_eq(kvl_attend_tiles(plain, q, sh[c].Hq, &view, r, sh[c].scale, NULL), KVL_OK);
+            then_record rec = {got, plain, r->Dv, {0}, 0};
+            const kvl_attend_then then = {double_heads, &rec};
+            ck_assert_int_eq(kvl_attend_tiles_then(got, q, sh[c].Hq, &view, r, sh[c].scale, NULL, &then), KVL_OK);
+            ck_assert_msg(!rec.wrong, "shape %zu, %d threads: a head handed over before it was finished", c, t);
+            for (size_t h = 0; h < sh[c].Hq; h++)
+                ck_assert_msg(rec.seen[h] == 1, "shape %zu, %d threads: head %zu handed over %d times", c, t, h,
+                              rec.seen[h]);
+            for (size_t i = 0; i < sh[c].Hq * r->Dv; i++) ck_assert_float_eq(got[i], 2.0f * plain[i]);
+        }
+        const kvl_attend_then none = {NULL, NULL};
+        ck_assert_int_eq(kvl_attend_tiles_then(got, q, sh[c].Hq, &view, r, sh[c].scale, NULL, &none), KVL_EINVAL);
+        free(q);
+        free(rows);
+        free(plain);
+        free(got);
+    }
+    kvl_set_threads(threads);
+}
+END_TEST
+
 /* Every score of the first tile and a half −∞ (a key of −∞ against a query of 1): those rows weigh 0 and
  * the heads' maxima start in the second tile, in every instruction set, as the definition gives. */
 START_TEST(test_tiles_of_minus_infinity_weigh_nothing_in_every_isa)
@@ -446,6 +504,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_isa);
     tcase_add_test(tc, test_many_query_rows_match_definition_in_every_thread_count_and_isa);
     tcase_add_test(tc, test_heads_split_across_threads_match_definition_and_one_thread);
+    tcase_add_test(tc, test_then_runs_once_on_every_finished_head_in_every_split);
     tcase_add_test(tc, test_tiles_of_minus_infinity_weigh_nothing_in_every_isa);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);

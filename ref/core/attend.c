@@ -257,6 +257,7 @@ struct split {
     float *o;
     const float *sigma;
     int decodes;
+    const kvl_attend_then *then; /* NULL: nothing after a head is finished */
 };
 
 /* Heads [Hq·p/P, Hq·(p+1)/P) of every part merged into part 0 and finished, on the thread of part p: the
@@ -268,6 +269,7 @@ static void merge_part(void *ctx, size_t p)
     const size_t h0 = sp->Hq * p / sp->n_parts, h1 = sp->Hq * (p + 1) / sp->n_parts;
     for (size_t b = 1; b < sp->n_parts; b++) online_merge(&sp->parts[0], &sp->parts[b], h0, h1, sp->r->Dv);
     online_finish(sp->parts[0].acc, &sp->parts[0], h0, h1, sp->r->Dv);
+    if (sp->then && h1 > h0) sp->then->run(sp->parts[0].acc + h0 * sp->r->Dv, h1 - h0, sp->r->Dv, sp->then->ctx);
 }
 
 /* A tile of whole rows: in place, or decoded once for every group. */
@@ -445,7 +447,8 @@ static void pack_many(float *qs, const split *sp)
 
 /* The step over the rows in parts (attend.h), its arguments checked. */
 static int attend_rows_split(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows,
-                             const kvl_attend_rows *r, float scale, const float *sigma, const char *fn)
+                             const kvl_attend_rows *r, float scale, const float *sigma, const kvl_attend_then *then,
+                             const char *fn)
 {
     int rc = KVL_OK;
     const size_t n_parts = kvl_parts(r->N, KVL_ATTEND_PART_ROWS, (double)r->N * (double)Hq * (double)(r->Dk + r->Dv));
@@ -468,7 +471,7 @@ static int attend_rows_split(float *o, const float *q, size_t Hq, const kvl_row_
                 few ? step_few : many ? step_many : decodes && rows->cols && r->groups > 1 ? step_groups : step_rows,
                 few ? few_tile_rows(rows, r) : many ? KVL_MANY_TILE : KVL_ATTEND_TILE,
                 few ? pack_few : many ? pack_many : NULL, mem, packed, mem + n_parts * packed, first, other, o, sigma,
-                decodes};
+                decodes, then};
     if (Hq) kvl_run_parts(run_part, &sp, n_parts);
     for (size_t p = 0; p < n_parts && rc == KVL_OK; p++) rc = parts[p].rc;
     if (rc == KVL_OK && Hq) kvl_run_parts(merge_part, &sp, n_parts);
@@ -486,6 +489,7 @@ typedef struct {
     const kvl_attend_rows *r;
     float scale;
     const float *sigma;
+    const kvl_attend_then *then;
     const char *fn;
 } head_split;
 
@@ -494,7 +498,7 @@ static int heads_part(void *ctx, size_t p)
     const head_split *hs = ctx;
     const size_t U = hs->Hq / 16, h0 = 16 * (U * p / hs->n_parts), h1 = 16 * (U * (p + 1) / hs->n_parts);
     return attend_rows_split(hs->o + h0 * hs->r->Dv, hs->q + h0 * hs->r->Dk, h1 - h0, hs->rows, hs->r, hs->scale,
-                             hs->sigma ? hs->sigma + h0 : NULL, hs->fn);
+                             hs->sigma ? hs->sigma + h0 : NULL, hs->then, hs->fn);
 }
 
 /* Parts to split the heads into: more than 1 where one group of many query rows takes the many-row
@@ -515,7 +519,7 @@ static size_t head_parts(const kvl_row_tiles *rows, const kvl_attend_rows *r, si
 }
 
 static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
-                        float scale, const float *sigma, const char *fn)
+                        float scale, const float *sigma, const kvl_attend_then *then, const char *fn)
 {
     int rc = check_args(fn, o, q, Hq, rows && rows->tile ? rows : NULL, r, scale);
     if (rc != KVL_OK) return rc;
@@ -523,8 +527,8 @@ static int attend_tiled(float *o, const float *q, size_t Hq, const kvl_row_tiles
         return kvl_fail(KVL_EINVAL, "%s: %zu rows of %zu attended, the view holds %zu of %zu", fn, r->N, r->stride,
                         rows->N, rows->width);
     const size_t P = head_parts(rows, r, Hq);
-    if (P == 1) return attend_rows_split(o, q, Hq, rows, r, scale, sigma, fn);
-    head_split hs = {o, q, Hq, P, rows, r, scale, sigma, fn};
+    if (P == 1) return attend_rows_split(o, q, Hq, rows, r, scale, sigma, then, fn);
+    head_split hs = {o, q, Hq, P, rows, r, scale, sigma, then, fn};
     return kvl_run_parts_checked(heads_part, &hs, P);
 }
 
@@ -552,21 +556,28 @@ static kvl_row_tiles bf16_view(const uint16_t *rows, const kvl_attend_rows *r)
 int kvl_attend_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r, float scale)
 {
     const kvl_row_tiles v = f32_view(rows, r);
-    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, __func__);
+    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, NULL, __func__);
 }
 
 int kvl_attend_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
                     float scale)
 {
     const kvl_row_tiles v = bf16_view(rows, r);
-    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, __func__);
+    return attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, NULL, NULL, __func__);
 }
 
 int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                      float scale, const float *sigma)
 {
+    return kvl_attend_tiles_then(o, q, Hq, rows, r, scale, sigma, NULL);
+}
+
+int kvl_attend_tiles_then(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
+                          float scale, const float *sigma, const kvl_attend_then *then)
+{
     int rc = sigma ? check_sinks(__func__, sigma, Hq) : KVL_OK;
-    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows, r, scale, sigma, __func__);
+    if (rc == KVL_OK && then && !then->run) rc = kvl_fail(KVL_EINVAL, "%s: a then without its function", __func__);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows, r, scale, sigma, then, __func__);
 }
 
 int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, const kvl_attend_rows *r,
@@ -574,7 +585,7 @@ int kvl_attend_sink_f32(float *o, const float *q, size_t Hq, const float *rows, 
 {
     int rc = check_sinks(__func__, sigma, Hq);
     const kvl_row_tiles v = f32_view(rows, r);
-    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, __func__);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, NULL, __func__);
 }
 
 int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *rows, const kvl_attend_rows *r,
@@ -582,7 +593,7 @@ int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *ro
 {
     int rc = check_sinks(__func__, sigma, Hq);
     const kvl_row_tiles v = bf16_view(rows, r);
-    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, __func__);
+    return rc != KVL_OK ? rc : attend_tiled(o, q, Hq, rows ? &v : NULL, r, scale, sigma, NULL, __func__);
 }
 
 /* ---- a masked block, one head ----------------------------------------------------------------------- */

@@ -127,6 +127,20 @@ int kvl_attend_sink_bf16(float *o, const float *q, size_t Hq, const uint16_t *ro
 int kvl_attend_tiles(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                      float scale, const float *sigma);
 
+/* What a caller does to the heads of o once they are final, on the thread that finished them:
+ * run(o + h0·Dv, h1 − h0, Dv, ctx) for each part's heads [h0, h1), every head exactly once. A step on
+ * two threads leaves each thread's heads in its own core's cache, and a pass over all of o on one thread
+ * afterwards pulls half of them across: V4's rotation of its 64 outputs back took 8 µs that way after a
+ * 128-row window step of 76, and 4 done by each thread on its own heads. */
+typedef struct {
+    void (*run)(float *o, size_t heads, size_t Dv, void *ctx);
+    void *ctx;
+} kvl_attend_then;
+
+/* kvl_attend_tiles, then `then` (NULL: nothing; a then without run is KVL_EINVAL) on every head of o. */
+int kvl_attend_tiles_then(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
+                          float scale, const float *sigma, const kvl_attend_then *then);
+
 /* One head's masked attention over a chunk of S queries, a block of KVL_QUERY_BLOCK queries at a time
  * (the prefill's form: a chunk against every key it sees, its own included, under a mask):
  *   o_i = softmax_j(scale · q_i · k_jᵀ + mask_ij) · v_j        i < S, j < N

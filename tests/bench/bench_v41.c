@@ -13,8 +13,8 @@
  *                 the scan with no target
  *   Reindex pool  csa2_index_scores_pool over the candidate pool: at most P·B scores, constant once the
  *                 pool is full (the scored count is printed per context)
- *   attention     v4_attend_query over the W window rows and the K picks (the core csa2's three modes
- *                 share): 4·H·Dh·(W + K) flop
+ *   attention     v4_attend_query over the W window rows and the K picks, its output rotated back (the
+ *                 core csa2's three modes share): 4·H·Dh·(W + K) flop
  *   layer         csa2_full_layer, csa2_reindex_layer, csa2_reuse_layer for the token (S 1): projections
  *                 (query latent and heads, index queries, grouped output), indexer and attention:
  *                 three phases in turn (bench.h), the weights streamed (2 flop a weight over its bytes),
@@ -104,7 +104,7 @@ static void run_attention(void *ctx)
     const csa2_config *c = p->full;
     const size_t W = c->core.window, K = c->indexer.topk, Dh = c->core.head_dim;
     p->failed |= v4_attend_query(p->o, p->q, p->win, W, &p->src.entries, p->sel, K, p->w->core.sinks,
-                                 c->core.n_heads, Dh) != KVL_OK;
+                                 c->core.n_heads, Dh, &c->core.rope, (int64_t)p->T + c->core.rope_offset) != KVL_OK;
 }
 
 static csa2_chunk chunk(const v41_step *p)
