@@ -618,6 +618,7 @@ static int read_dims(const reader *r, kvl_model *m)
     KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
     if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
         return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
+    KVL_TRY(optional_bool(r, o, "attention_bias", 0, &m->attention_bias));
     switch (m->generation) {
     case KVL_GEN_MHA:
         if (m->d % m->n_heads)

@@ -109,6 +109,8 @@ typedef struct {
     size_t o_groups, o_lora_rank;
     size_t candidate_source_layer, candidate_topk_blocks, candidate_block_size;  /* V4.1 */
     double norm_eps;
+    int attention_bias;     /* attention_bias: the projections into and out of attention carry biases (which ones:
+                             * transformers' modeling files, e.g. q_a_proj, kv_a_proj_with_mqa and o_proj of V2/V3) */
     kvl_rope_spelling rope_spelling;
     kvl_rope_config rope;           /* queries and keys of MLA/DSA; ratio-0 layers of V4/V4.1 */
     kvl_rope_config compress_rope;  /* V4/V4.1 layers with a compressor (theta = compress_rope_theta) */
