@@ -55,10 +55,10 @@ static int attention_params(uint64_t *n, const kvl_model *m, size_t layer)
 static void ffn_params(kvl_params *p, const kvl_ffn *f, uint64_t d, size_t layer)
 {
     if (layer < f->n_dense_layers) {
-        p->dense_ffn += 3 * d * f->inter_dim;
+        p->dense_ffn += f->ffn_matrices * d * f->inter_dim;
         return;
     }
-    const uint64_t expert = 3 * d * f->moe_inter_dim;
+    const uint64_t expert = f->ffn_matrices * d * f->moe_inter_dim;
     p->routed_experts += f->n_routed_experts * expert;
     p->shared_experts += f->n_shared_experts * expert;
     if (f->n_routed_experts) p->routers += f->n_routed_experts * (d + 1);

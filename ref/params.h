@@ -4,8 +4,9 @@
  * rest from the config's vocabulary and feed-forward fields (config.h, kvl_ffn):
  *
  *   embedding V·d; head V·d unless tied; final norm d;
- *   per layer: attention; two RMSNorm gains 2d; a dense FFN 3·d·I (SwiGLU: gate, up, down) in the first
- *   n_dense_layers, else n_routed + n_shared experts of 3·d·I_moe each and a router of n_routed·d
+ *   per layer: attention; two RMSNorm gains 2d; a dense FFN 3·d·I (SwiGLU: gate, up, down; 2·d·I for
+ *   Falcon's MLP, kvl_ffn.ffn_matrices) in the first n_dense_layers, else n_routed + n_shared experts of
+ *   3·d·I_moe each and a router of n_routed·d
  *   weights and n_routed biases (V3's e_score_correction_bias; V2's router has none, a difference of
  *   160 a layer that this count keeps);
  *   an MTP module: one more layer shaped as the last, its projection 2d·d and two norm gains 2d, the

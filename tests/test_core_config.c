@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "params.h"
 #include "status.h"
 
 static void load_real(kvl_model *m, const char *name)
@@ -367,7 +368,7 @@ START_TEST(test_mha_windows_follow_use_sliding_window_and_layer_types)
     expect_refused("{" MHA_HF ", \"sliding_window\": 128, \"window_size\": 0}",
                    "fields \"sliding_window\" (128) and \"window_size\" (0) spell one setting and disagree");
     expect_refused("{" MHA_HF ", \"num_key_value_heads\": 4, \"n_kv_heads\": 2}",
-                   "\"num_key_value_heads\" (4) and \"n_kv_heads\" (2)");
+                   "field \"n_kv_heads\" is not one DeepSeek's inference code or transformers defines");
     expect_refused("{" MHA_HF ", \"rope_interleave\": true}", "field \"rope_interleave\" is true");
 }
 END_TEST
@@ -402,6 +403,197 @@ START_TEST(test_v4_without_layer_types_takes_transformers_default_map)
 }
 END_TEST
 
+
+/* ---- model types: each read as transformers' configuration class for it reads it ------------------ */
+
+#define TYPED(type, rest) "{\"model_type\": \"" type "\", " MHA_HF rest "}"
+
+/* configuration_falcon.py: num_key_value_heads = num_kv_heads if new_decoder_architecture or not multi_query,
+ * else 1; multi_query defaults to true, so a Falcon file that says nothing is multi-query. */
+START_TEST(test_falcon_kv_heads_follow_multi_query_and_new_decoder_architecture)
+{
+    kvl_model m = parsed(TYPED("falcon", ""));
+    ck_assert_uint_eq(m.n_kv_heads, 1);
+    ck_assert(m.ffn.tied_embeddings);
+    kvl_model_free(&m);
+    m = parsed(TYPED("falcon", ", \"multi_query\": false"));
+    ck_assert_uint_eq(m.n_kv_heads, 4);
+    kvl_model_free(&m);
+    m = parsed(TYPED("falcon", ", \"new_decoder_architecture\": true, \"num_kv_heads\": 2"));
+    ck_assert_uint_eq(m.n_kv_heads, 2);
+    kvl_model_free(&m);
+    m = parsed(TYPED("falcon", ", \"multi_query\": true, \"num_kv_heads\": 2"));
+    ck_assert_uint_eq(m.n_kv_heads, 1);
+    kvl_model_free(&m);
+    expect_refused(TYPED("falcon", ", \"num_key_value_heads\": 4"),
+                   "\"num_key_value_heads\" (4) disagrees with the 1 KV heads Falcon derives");
+    expect_refused(TYPED("falcon", ", \"head_dim\": 32"), "field \"head_dim\" is not one transformers' \"falcon\" configuration");
+}
+END_TEST
+
+/* configuration_qwen2.py and _qwen3.py: no window unless use_sliding_window (default false); then the layers
+ * i >= max_window_layers (default 28) slide. Qwen3's head_dim defaults to 128, Qwen2's to hidden_size/heads. */
+START_TEST(test_qwen_windows_follow_use_sliding_window_and_max_window_layers)
+{
+    kvl_model m = parsed(TYPED("qwen2", ", \"num_key_value_heads\": 2, \"sliding_window\": 32, \"max_window_layers\": 0"));
+    ck_assert_uint_eq(m.window, 0);
+    ck_assert_uint_eq(m.head_dim, 16);
+    kvl_model_free(&m);
+    m = parsed(TYPED("qwen2", ", \"num_key_value_heads\": 2, \"sliding_window\": 32, \"use_sliding_window\": true"));
+    ck_assert_uint_eq(m.window, 0);   /* 2 layers, all below max_window_layers 28 */
+    kvl_model_free(&m);
+    m = parsed(TYPED("qwen2", ", \"num_key_value_heads\": 2, \"sliding_window\": 32, \"use_sliding_window\": true, \"max_window_layers\": 2"));
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    m = parsed(TYPED("qwen3", ", \"num_key_value_heads\": 2, \"sliding_window\": 32, \"use_sliding_window\": true, \"max_window_layers\": 0"));
+    ck_assert_uint_eq(m.window, 32);
+    ck_assert_uint_eq(m.head_dim, 128);
+    kvl_model_free(&m);
+    expect_refused(TYPED("qwen2", ", \"num_key_value_heads\": 2, \"sliding_window\": 32, \"use_sliding_window\": true, \"max_window_layers\": 1"),
+                   "\"max_window_layers\" (1) slides layers 1 to 1 only");
+}
+END_TEST
+
+/* Mistral and Mixtral slide every layer by sliding_window, Mistral's 4096 when the file has none; Llama and
+ * Gemma have no window field at all, so a window field there (unless null) is refused rather than read or
+ * dropped. */
+START_TEST(test_window_fields_follow_the_model_type)
+{
+    kvl_model m = parsed(TYPED("mistral", ", \"num_key_value_heads\": 2"));
+    ck_assert_uint_eq(m.window, 4096);
+    kvl_model_free(&m);
+    m = parsed(TYPED("mistral", ", \"num_key_value_heads\": 2, \"sliding_window\": null"));
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    expect_refused(TYPED("mistral", ", \"num_key_value_heads\": 2, \"use_sliding_window\": false"),
+                   "field \"use_sliding_window\" is not one transformers' \"mistral\" configuration defines");
+    m = parsed(TYPED("mixtral", ", \"num_key_value_heads\": 2"));
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    m = parsed(TYPED("llama", ", \"sliding_window\": null"));
+    ck_assert_uint_eq(m.window, 0);
+    kvl_model_free(&m);
+    expect_refused(TYPED("llama", ", \"sliding_window\": 4096"),
+                   "field \"sliding_window\" is not one transformers' \"llama\" configuration defines");
+    expect_refused(TYPED("mistral", ", \"num_key_value_heads\": 2, \"layer_types\": [\"sliding_attention\", \"full_attention\"]"),
+                   "field \"layer_types\" is not one transformers' \"mistral\" configuration defines");
+    m = parsed(TYPED("gemma", ", \"num_key_value_heads\": 1"));
+    ck_assert_uint_eq(m.head_dim, 256);
+    ck_assert(m.ffn.tied_embeddings);
+    kvl_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_model_types_outside_the_list_are_refused_by_name)
+{
+    expect_refused(TYPED("gemma2", ", \"sliding_window_pattern\": 2"),
+                   "field \"model_type\" is \"gemma2\", which alternates sliding-window and full layers");
+    expect_refused(TYPED("bamba", ", \"attn_layer_indices\": [1]"), "has state-space layers without attention");
+    expect_refused(TYPED("nemotron_h", ", \"hybrid_override_pattern\": \"M*\""), "has state-space layers without attention");
+    expect_refused(TYPED("gpt2", ""), "field \"model_type\" is \"gpt2\", not one whose meaning this project holds to");
+    expect_refused("{\"model_type\": 3, " MHA_HF "}", "field \"model_type\" must be a string, got 3");
+    char known[256];
+    kvl_model_types(known, sizeof known);
+    ck_assert_msg(strstr(known, "llama, mistral") && strstr(known, "deepseek_v4"), "%s", known);
+}
+END_TEST
+
+/* A field of another generation than the model type's class reads: transformers would ignore it (or miss it). */
+START_TEST(test_fields_of_another_generation_under_a_model_type_are_refused)
+{
+    expect_refused("{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+                   " \"kv_lora_rank\": 24, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 12,"
+                   " \"index_topk\": 4, \"index_n_heads\": 2, \"index_head_dim\": 16}",
+                   "field \"index_topk\" is present, but model_type \"deepseek_v3\" is a MLA model: its code ignores that field");
+    expect_refused(TYPED("llama", ", \"kv_lora_rank\": 16"), "field \"kv_lora_rank\" is present");
+    expect_refused("{\"model_type\": \"deepseek_v32\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+                   " \"kv_lora_rank\": 24, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 12}",
+                   "field \"index_topk\" is missing, but model_type \"deepseek_v32\" is a DSA model: its code needs it");
+    expect_refused("{\"model_type\": \"deepseek_v3\", " MLA_DS "}", "field \"dim\" is DeepSeek's inference spelling");
+}
+END_TEST
+
+#define MLA_HF "\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4," \
+               " \"kv_lora_rank\": 24, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 12"
+#define YARN4 "\"rope_type\": \"yarn\", \"factor\": 4"
+
+/* YaRN's ramp runs from beta_fast's dimension up to beta_slow's: both spellings refuse an empty or reversed one. */
+START_TEST(test_yarn_betas_that_are_equal_or_swapped_are_refused)
+{
+    expect_refused("{" MLA_HF ", \"rope_scaling\": {" YARN4 ", \"original_max_position_embeddings\": 2048, \"beta_fast\": 1,"
+                   " \"beta_slow\": 32}}", "\"rope_scaling.beta_fast\" (1) and \"rope_scaling.beta_slow\" (32): YaRN needs");
+    expect_refused("{" MLA_HF ", \"rope_scaling\": {" YARN4 ", \"original_max_position_embeddings\": 2048, \"beta_fast\": 8,"
+                   " \"beta_slow\": 8}}", "YaRN needs beta_fast > beta_slow");
+    expect_refused("{" MLA_DS ", \"beta_fast\": 2, \"beta_slow\": 2}", "\"beta_fast\" (2) and \"beta_slow\" (2)");
+    kvl_model m = parsed("{" MLA_DS ", \"beta_fast\": 2, \"beta_slow\": 1}");
+    ck_assert_double_eq(m.rope.beta_fast, 2);
+    kvl_model_free(&m);
+}
+END_TEST
+
+/* transformers' standardize_rope_params: a top-level original_max_position_embeddings wins over the rotary
+ * object's, and max_position_embeddings stands in where neither is given. Two values are refused here. */
+START_TEST(test_yarn_original_context_is_read_from_one_place_only)
+{
+    kvl_model m = parsed("{" MLA_HF ", \"original_max_position_embeddings\": 1024, \"rope_scaling\": {" YARN4 "}}");
+    ck_assert_double_eq(m.rope.original_len, 1024);
+    kvl_model_free(&m);
+    m = parsed("{" MLA_HF ", \"max_position_embeddings\": 8192, \"rope_scaling\": {" YARN4 "}}");
+    ck_assert_double_eq(m.rope.original_len, 8192);
+    kvl_model_free(&m);
+    m = parsed("{" MLA_HF ", \"original_max_position_embeddings\": 1024, \"rope_scaling\": {" YARN4 ", "
+               "\"original_max_position_embeddings\": 1024}}");
+    ck_assert_double_eq(m.rope.original_len, 1024);
+    kvl_model_free(&m);
+    expect_refused("{" MLA_HF ", \"original_max_position_embeddings\": 4096, \"rope_scaling\": {" YARN4 ", "
+                   "\"original_max_position_embeddings\": 2048}}",
+                   "fields \"original_max_position_embeddings\" (4096) and \"rope_scaling.original_max_position_embeddings\" "
+                   "(2048) spell one setting and disagree");
+    expect_refused("{" MLA_HF ", \"rope_scaling\": {" YARN4 "}}", "missing field \"rope_scaling.original_max_position_embeddings\"");
+}
+END_TEST
+
+/* What the parameter count and the weight reader compute with: FP8 blocks of 128 × 128, every layer after
+ * the dense ones MoE. Anything else changes what serving prints, so it is refused. */
+START_TEST(test_weight_blocks_and_moe_layer_frequencies_not_counted_are_refused)
+{
+    kvl_model m = parsed("{" MLA_DS ", \"moe_layer_freq\": 1, \"quantization_config\": {\"quant_method\": \"fp8\", "
+                         "\"weight_block_size\": [128, 128], \"fmt\": \"e4m3\", \"expert_dtype\": \"fp4\"}}");
+    ck_assert_int_eq(m.ffn.linear, KVL_WEIGHTS_FP8);
+    ck_assert_int_eq(m.ffn.experts, KVL_WEIGHTS_FP4);
+    kvl_model_free(&m);
+    expect_refused("{" MLA_DS ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [64, 128]}}",
+                   "\"quantization_config.weight_block_size\" is [64,128]");
+    expect_refused("{" MLA_DS ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128, 1]}}",
+                   "weight_block_size\" is [128,128,1]");
+    expect_refused("{" MLA_DS ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 64]}}",
+                   "weight_block_size\" is [128,64]");
+    expect_refused("{" MLA_DS ", \"moe_layer_freq\": 2}", "field \"moe_layer_freq\" is 2");
+    expect_refused("{" MLA_DS ", \"expert_dtype\": \"fp8\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+                   "\"expert_dtype\": \"fp4\"}}", "\"expert_dtype\" (fp8) and \"quantization_config.expert_dtype\" (fp4)");
+}
+END_TEST
+
+/* Mixtral's FFN is num_local_experts SwiGLU experts of intermediate_size in every layer; Falcon's a two-matrix
+ * MLP of ffn_hidden_size (4·hidden_size by default). */
+START_TEST(test_mixtral_experts_and_falcon_mlp_are_counted_as_their_code_builds_them)
+{
+    kvl_model m = parsed(TYPED("mixtral", ", \"num_key_value_heads\": 2, \"intermediate_size\": 96, \"num_local_experts\": 8,"
+                               " \"num_experts_per_tok\": 2"));
+    kvl_params p;
+    ck_assert_int_eq(kvl_params_of(&p, &m), KVL_OK);
+    ck_assert_uint_eq(p.dense_ffn, 0);
+    ck_assert_uint_eq(p.routed_experts, 2u * 8 * 3 * 64 * 96);
+    ck_assert_uint_eq(m.ffn.n_activated_experts, 2);
+    kvl_model_free(&m);
+    m = parsed(TYPED("falcon", ""));
+    ck_assert_int_eq(kvl_params_of(&p, &m), KVL_OK);
+    ck_assert_uint_eq(p.dense_ffn, 2u * 2 * 64 * (4 * 64));
+    ck_assert_uint_eq(p.routed_experts, 0);
+    kvl_model_free(&m);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_config");
@@ -431,6 +623,17 @@ Suite *kvl_suite(void)
     tcase_add_test(sp, test_transformers_5_rope_parameters_give_mha_its_theta);
     tcase_add_test(sp, test_mha_windows_follow_use_sliding_window_and_layer_types);
     tcase_add_test(sp, test_v4_without_layer_types_takes_transformers_default_map);
+    TCase *types = tcase_create("model_types");
+    tcase_add_test(types, test_falcon_kv_heads_follow_multi_query_and_new_decoder_architecture);
+    tcase_add_test(types, test_qwen_windows_follow_use_sliding_window_and_max_window_layers);
+    tcase_add_test(types, test_window_fields_follow_the_model_type);
+    tcase_add_test(types, test_model_types_outside_the_list_are_refused_by_name);
+    tcase_add_test(types, test_fields_of_another_generation_under_a_model_type_are_refused);
+    tcase_add_test(types, test_yarn_betas_that_are_equal_or_swapped_are_refused);
+    tcase_add_test(types, test_yarn_original_context_is_read_from_one_place_only);
+    tcase_add_test(types, test_weight_blocks_and_moe_layer_frequencies_not_counted_are_refused);
+    tcase_add_test(types, test_mixtral_experts_and_falcon_mlp_are_counted_as_their_code_builds_them);
     suite_add_tcase(s, sp);
+    suite_add_tcase(s, types);
     return s;
 }

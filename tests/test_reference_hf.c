@@ -678,16 +678,19 @@ static void expect_refused_edit(const char *name, const char *from, const char *
 
 START_TEST(test_two_spellings_of_one_setting_that_disagree_are_refused)
 {
+    /* under a model_type, DeepSeek's inference spelling is no second spelling: transformers ignores it */
     expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"window_size\": 16",
-                        "fields \"sliding_window\" (8) and \"window_size\" (16) spell one setting and disagree");
-    expect_refused_edit("v3_rope_parameters", "\"num_key_value_heads\": 4", "\"num_key_value_heads\": 4, \"n_kv_heads\": 2",
-                        "\"num_key_value_heads\" (4) and \"n_kv_heads\" (2)");
+                        "field \"window_size\" is DeepSeek's inference spelling, which transformers' \"deepseek_v4\"");
+    /* DeepseekV3Config's attribute_map makes num_mtp_layers a second name of num_nextn_predict_layers */
+    expect_refused_edit("v3_rope_parameters", "\"num_nextn_predict_layers\": 1",
+                        "\"num_nextn_predict_layers\": 1, \"num_mtp_layers\": 2",
+                        "\"num_nextn_predict_layers\" (1) and \"num_mtp_layers\" (2) spell one setting and disagree");
     expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,", "\"qk_rope_head_dim\": 8, \"rope_theta\": 10000,",
                         "\"rope_theta\" (10000) and \"rope_parameters.rope_theta\" (50000)");
     expect_refused_edit("v3_rope_parameters", "\"rope_type\": \"yarn\"", "\"rope_type\": \"yarn\", \"type\": \"linear\"",
                         "\"rope_parameters.rope_type\" (\"yarn\") and \"rope_parameters.type\" (\"linear\")");
     expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,", "\"qk_rope_head_dim\": 8, \"rope_factor\": 4,",
-                        "field \"rope_factor\" (DeepSeek's flat YaRN spelling) beside \"rope_parameters\"");
+                        "field \"rope_factor\" is DeepSeek's inference spelling");
     expect_refused_edit("v3_rope_parameters", "\"qk_rope_head_dim\": 8,",
                         "\"qk_rope_head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4},",
                         "fields \"rope_scaling\" and \"rope_parameters\" both hold rotary settings");
@@ -708,7 +711,7 @@ START_TEST(test_rotary_settings_the_project_does_not_compute_are_refused)
     expect_refused_edit("v4_layer_types", "\"attention_factor\": 1.0", "\"attention_factor\": 1.25",
                         "field \"rope_parameters.compress.attention_factor\" is 1.25");
     expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"rope_interleave\": false",
-                        "field \"rope_interleave\" is false: V4 pairs");
+                        "field \"rope_interleave\" is not one transformers' \"deepseek_v4\" configuration defines");
     expect_refused_edit("v4_layer_types", "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.5",
                         "\"partial_rotary_factor\" (0.5) rotates 16 of the 32 head channels");
 }

@@ -47,6 +47,7 @@ static void usage(FILE *f)
         "Llama-3-70B (or FILE.json, an MHA/GQA/MQA config), then a live check: a toy stack's cache\n"
         "bytes after N tokens (1..%d, default %d) against the formula.\n",
         MAX_TOKENS, DEFAULT_TOKENS);
+    kvl_usage_model_types(f);
 }
 
 /* ---- the four levers at a real size ---------------------------------------------------------- */

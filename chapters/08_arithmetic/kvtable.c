@@ -38,6 +38,7 @@ static void usage(FILE *f)
         "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
         "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
         "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+    kvl_usage_model_types(f);
 }
 
 static void entry_text(const row *r, char *buf, size_t cap)

@@ -67,6 +67,7 @@ static void usage(FILE *f)
         "instead of its own. Defaults: 8 GPUs, tp 8, page 64,\n"
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date.\n");
+    kvl_usage_model_types(f);
 }
 
 /* ---- the table ------------------------------------------------------------------------------- */

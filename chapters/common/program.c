@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "status.h"
 
 #ifndef KVL_SOURCE_DIR
@@ -134,4 +135,22 @@ void kvl_config_files_free(char **paths, size_t n)
 {
     for (size_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
+}
+
+void kvl_usage_model_types(FILE *f)
+{
+    char types[256];
+    kvl_model_types(types, sizeof types);
+    fprintf(f, "A config.json is read as transformers' configuration class for its model_type\n"
+               "reads it, for\n");
+    size_t col = 0;
+    for (char *t = strtok(types, " "); t; t = strtok(NULL, " ")) {   /* wrapped at 96 columns */
+        if (col && col + 1 + strlen(t) > 96) {
+            fputc('\n', f);
+            col = 0;
+        }
+        col += (size_t)fprintf(f, "%s%s", col ? " " : "  ", t);
+    }
+    fprintf(f, "\nAny other model_type is refused. A file without model_type is read in\n"
+               "DeepSeek's inference spelling (dim, n_layers, ...) or as a plain Llama-shaped file.\n");
 }

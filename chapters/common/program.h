@@ -18,6 +18,10 @@ const char *kvl_root_dir(void);
 int kvl_config_files(char ***paths, size_t *n);
 void kvl_config_files_free(char **paths, size_t n);
 
+/* Print, for a program's --help, which configs it reads: the model_type values whose transformers
+ * reading ref/core/config.h holds to, and the DeepSeek inference spelling of a file without one. */
+void kvl_usage_model_types(FILE *f);
+
 /* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on
  * stderr and return 2, the exit status of a bad command line. */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);

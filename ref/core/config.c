@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_fields.h"
 #include "file_io.h"
 #include "json_text.h"
 #include "rope.h"
@@ -17,9 +18,50 @@
 #define MAX_DIM ((size_t)1 << 24)
 #define MAX_LAYERS 4096
 
+/* How a window applies to a model type's layers (transformers' modeling and configuration files). */
+typedef enum {
+    WINDOW_NONE,        /* no window: its class defines no window field, so check_fields refuses them */
+    WINDOW_EVERY_LAYER, /* sliding_window on every layer (Mistral, Mixtral); null: none */
+    WINDOW_QWEN,        /* only while use_sliding_window is true, on layers i >= max_window_layers (Qwen2, Qwen3) */
+} window_rule;
+
+/* What transformers' configuration class of one model type means where a file leaves a field out, and how
+ * its model attends. Only the types listed are read; kvl_model_types() names them. */
+typedef struct {
+    const char *type;           /* model_type */
+    kvl_generation generation;
+    size_t head_dim;            /* head_dim when absent; 0: hidden_size / num_attention_heads */
+    size_t kv_heads;            /* num_key_value_heads when absent; 0: num_attention_heads */
+    window_rule window;
+    size_t window_dflt;         /* sliding_window when absent */
+    size_t max_window_layers;   /* WINDOW_QWEN: its default */
+    double norm_eps;            /* rms_norm_eps when absent */
+    int tied;                   /* tie_word_embeddings when absent */
+    unsigned writers;           /* whose fields a file of this type may set (config_fields.h) */
+} type_reading;
+
+static const type_reading type_readings[] = {
+    {"llama", KVL_GEN_MHA, 0, 0, WINDOW_NONE, 0, 0, 1e-6, 0, W_LLAMA | W_BASE | W_KVLINEAGE},
+    {"mistral", KVL_GEN_MHA, 0, 8, WINDOW_EVERY_LAYER, 4096, 0, 1e-6, 0, W_MISTRAL | W_BASE | W_KVLINEAGE},
+    {"mixtral", KVL_GEN_MHA, 0, 8, WINDOW_EVERY_LAYER, 0, 0, 1e-5, 0, W_MIXTRAL | W_BASE | W_KVLINEAGE},
+    {"qwen2", KVL_GEN_MHA, 0, 32, WINDOW_QWEN, 4096, 28, 1e-6, 0, W_QWEN2 | W_BASE | W_KVLINEAGE},
+    {"qwen3", KVL_GEN_MHA, 128, 32, WINDOW_QWEN, 4096, 28, 1e-6, 0, W_QWEN3 | W_BASE | W_KVLINEAGE},
+    {"gemma", KVL_GEN_MHA, 256, 16, WINDOW_NONE, 0, 0, 1e-6, 1, W_GEMMA | W_BASE | W_KVLINEAGE},
+    {"falcon", KVL_GEN_MHA, 0, 0, WINDOW_NONE, 0, 0, 1e-5, 1, W_FALCON | W_BASE | W_KVLINEAGE},
+    {"deepseek_v2", KVL_GEN_MLA, 0, 0, WINDOW_NONE, 0, 0, 1e-6, 0, W_V2 | W_HUB | W_BASE | W_KVLINEAGE},
+    {"deepseek_v3", KVL_GEN_MLA, 0, 0, WINDOW_NONE, 0, 0, 1e-6, 0, W_V3 | W_HUB | W_BASE | W_KVLINEAGE},
+    {"deepseek_v32", KVL_GEN_DSA, 0, 0, WINDOW_NONE, 0, 0, 1e-6, 0, W_V32 | W_HUB | W_BASE | W_KVLINEAGE},
+    {"deepseek_v4", KVL_GEN_V4, 0, 1, WINDOW_NONE, 0, 0, 1e-6, 0, W_V4 | W_HUB | W_BASE | W_KVLINEAGE},
+};
+
+/* The reading of a file without model_type: the lineage's own configs and DeepSeek's inference spelling
+ * (its ModelArgs), or a hand-written Llama-shaped file. */
+static const type_reading untyped_reading = {NULL, KVL_GEN_MHA, 0, 0, WINDOW_EVERY_LAYER, 0, 0, 1e-6, 0, ~0u};
+
 typedef struct {
     const char *origin;   /* file name for messages */
     const cJSON *root;
+    const type_reading *t;
 } reader;
 
 /* ---- field access ------------------------------------------------------------------------------ */
@@ -250,6 +292,76 @@ static int no_duplicates(const reader *r, const cJSON *it, const char *path)
     return KVL_OK;
 }
 
+/* ---- which fields a file may hold: config_fields.h's rule --------------------------------------- */
+
+/* The field's default value as JSON text equals `it` (or `it` is null). */
+static int at_default(const cJSON *it, const char *dflt)
+{
+    if (cJSON_IsNull(it)) return 1;
+    char *s = cJSON_PrintUnformatted(it);
+    int same = s && strcmp(s, dflt) == 0;
+    free(s);
+    return same;
+}
+
+/* A key no writer defines, in a file without model_type, with the field it most likely meant. */
+static int unknown_field(const reader *r, const char *key)
+{
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t i = 0; i < kvl_config_fields_count; i++) {
+        size_t d = edit_distance(key, kvl_config_fields[i].name);
+        if (d > 0 && d < best_d) { best = kvl_config_fields[i].name; best_d = d; }
+    }
+    char hint[96] = "";
+    if (best) snprintf(hint, sizeof hint, "; is it a misspelled \"%s\"?", best);
+    return kvl_fail(KVL_EINVAL, "%s: field \"%s\" is not one DeepSeek's inference code or transformers defines (the file "
+                    "has no model_type, and ModelArgs refuses a keyword it lacks)%s", r->origin, file_text(key), hint);
+}
+
+static int check_fields(const reader *r)
+{
+    const char *type = r->t->type;
+    for (const cJSON *c = r->root->child; c; c = c->next) {
+        const kvl_config_field *f = kvl_config_field_find(c->string);
+        if (!f) {
+            if (type) continue;   /* transformers keeps it as an attribute its model never reads */
+            return unknown_field(r, c->string);
+        }
+        if (f->use == KVL_FIELD_DEFAULT && !at_default(c, f->note))
+            return kvl_fail(KVL_EINVAL, "%s: field \"%s\" is %s: this project computes only %s = %s", r->origin, f->name,
+                            shown(c), f->name, f->note);
+        if (f->use == KVL_FIELD_IGNORED || (f->writers & r->t->writers) || cJSON_IsNull(c)) continue;
+        if (!(f->writers & ~W_DEEPSEEK_INFERENCE))
+            return kvl_fail(KVL_EINVAL, "%s: field \"%s\" is DeepSeek's inference spelling, which transformers' \"%s\" "
+                            "configuration does not read: drop it, or drop model_type to read the file as DeepSeek's code "
+                            "does", r->origin, f->name, type);
+        return kvl_fail(KVL_EINVAL, "%s: field \"%s\" is not one transformers' \"%s\" configuration defines, so its model "
+                        "would ignore what this project reads: refused rather than read either way", r->origin, f->name, type);
+    }
+    return KVL_OK;
+}
+
+/* The second spelling of `hf` in this file: DeepSeek's inference name `ds` where there is no model_type, else
+ * the alias the type's configuration class maps onto hf (its attribute_map or a legacy keyword), or NULL. */
+static const char *spelling(const reader *r, const char *hf, const char *ds)
+{
+    static const struct { const char *type, *hf, *alias; } aliases[] = {
+        {"deepseek_v2", "n_routed_experts", "num_experts"},
+        {"deepseek_v3", "n_routed_experts", "num_local_experts"},
+        {"deepseek_v3", "num_nextn_predict_layers", "num_mtp_layers"},
+        {"deepseek_v32", "n_routed_experts", "num_local_experts"},
+        {"deepseek_v4", "n_routed_experts", "num_local_experts"},
+        {"deepseek_v4", "moe_intermediate_size", "intermediate_size"},
+        {"mixtral", "num_local_experts", "num_experts"},
+        {"falcon", "hidden_size", "n_embed"},
+    };
+    if (!r->t->type) return ds;
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(r->t->type, aliases[i].type) == 0 && strcmp(hf, aliases[i].hf) == 0) return aliases[i].alias;
+    return NULL;
+}
+
 /* ---- the parts of a model ---------------------------------------------------------------------- */
 
 /* A V4 layer kind as transformers 5 spells it in layer_types (configuration_deepseek_v4.py). */
@@ -273,6 +385,77 @@ static kvl_generation recognise(const cJSON *root)
     if (find(root, "index_topk")) return KVL_GEN_DSA;
     if (find(root, "kv_lora_rank")) return KVL_GEN_MLA;
     return KVL_GEN_MHA;
+}
+
+/* Model types refused with the reason a reader would want: each computes something ref/ does not. */
+static const struct { const char *type, *why; } types_refused[] = {
+    {"gemma2", "alternates sliding-window and full layers"},
+    {"gemma3", "alternates sliding-window and full layers"},
+    {"gemma3_text", "alternates sliding-window and full layers"},
+    {"cohere2", "alternates sliding-window and full layers"},
+    {"ministral", "alternates sliding-window and full layers"},
+    {"gpt_oss", "alternates sliding-window and full layers, with sinks"},
+    {"bamba", "has state-space layers without attention or KV cache"},
+    {"jamba", "has state-space layers without attention or KV cache"},
+    {"nemotron_h", "has state-space layers without attention or KV cache"},
+    {"falcon_h1", "runs state-space heads beside attention in every layer"},
+    {"falcon_mamba", "has no attention"},
+    {"mamba", "has no attention"},
+    {"mamba2", "has no attention"},
+    {"zamba", "has state-space layers without attention or KV cache"},
+    {"zamba2", "has state-space layers without attention or KV cache"},
+    {"granitemoehybrid", "has state-space layers without attention or KV cache"},
+    {"qwen3_next", "has linear-attention layers without a KV cache"},
+    {"lfm2", "has convolution layers without attention or KV cache"},
+    {"recurrent_gemma", "has recurrent layers without attention or KV cache"},
+    {"RefinedWeb", "is the pre-transformers Falcon spelling; transformers reads it as model type falcon"},
+    {"RefinedWebModel", "is the pre-transformers Falcon spelling; transformers reads it as model type falcon"},
+};
+
+void kvl_model_types(char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof type_readings / sizeof *type_readings && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", type_readings[i].type);
+}
+
+/* The reading of the file's model_type; refused when the type is not one of type_readings, or when the fields
+ * present belong to another generation than the type's class reads (transformers would ignore them). */
+static int read_model_type(reader *r, kvl_generation *g)
+{
+    const cJSON *it = find(r->root, "model_type");
+    *g = recognise(r->root);
+    if (!it || cJSON_IsNull(it)) {
+        r->t = &untyped_reading;
+        return KVL_OK;
+    }
+    if (!cJSON_IsString(it))
+        return kvl_fail(KVL_EINVAL, "%s: field \"model_type\" must be a string, got %s", r->origin, shown(it));
+    const char *type = it->valuestring;
+    r->t = NULL;
+    for (size_t i = 0; i < sizeof type_readings / sizeof *type_readings; i++)
+        if (strcmp(type, type_readings[i].type) == 0) r->t = &type_readings[i];
+    if (!r->t) {
+        char known[256];
+        kvl_model_types(known, sizeof known);
+        for (size_t i = 0; i < sizeof types_refused / sizeof *types_refused; i++)
+            if (strcmp(type, types_refused[i].type) == 0)
+                return kvl_fail(KVL_EINVAL, "%s: field \"model_type\" is \"%s\", which %s: ref/ computes none of it, "
+                                "so it is refused (read: %s)", r->origin, file_text(type), types_refused[i].why, known);
+        return kvl_fail(KVL_EINVAL, "%s: field \"model_type\" is \"%s\", not one whose meaning this project holds to "
+                        "(it reads %s)", r->origin, file_text(type), known);
+    }
+    if (*g != r->t->generation) {
+        static const char *const marks[] = {NULL, "kv_lora_rank", "index_topk", "compress_ratios", "kv_source_layers"};
+        const char *mark = *g > r->t->generation ? marks[*g] : marks[r->t->generation];
+        if (*g == KVL_GEN_V4 && !find(r->root, mark)) mark = find(r->root, "compress_rates") ? "compress_rates" : "layer_types";
+        return kvl_fail(KVL_EINVAL, "%s: field \"%s\" %s, but model_type \"%s\" is a %s model: its code %s; refused "
+                        "rather than read either way", r->origin, mark, *g > r->t->generation ? "is present" : "is missing",
+                        type, kvl_generation_name(r->t->generation),
+                        *g > r->t->generation ? "ignores that field" : "needs it");
+    }
+    return KVL_OK;
 }
 
 /* ---- rotary settings ---------------------------------------------------------------------------
@@ -380,6 +563,39 @@ static int rope_type(const reader *r, const cJSON *obj, const char *path, const 
     return KVL_OK;
 }
 
+/* YaRN's original context, as transformers' standardize_rope_params settles it: a top-level
+ * original_max_position_embeddings takes precedence over the rotary object's (two values are refused here),
+ * and where neither states one, max_position_embeddings. */
+static int read_original_len(const reader *r, const cJSON *obj, const char *path, double *len)
+{
+    const real_field f = {.hf = "original_max_position_embeddings", .lo = 1, .hi = 1e9, .optional = 1, .dflt = 0};
+    double top, inner;
+    KVL_TRY(read_real(r, r->root, f, &top));
+    KVL_TRY(read_real(r, obj, f, &inner));
+    if (top && inner && top != inner) {
+        char va[32], vb[32], name[80];
+        snprintf(va, sizeof va, "%.17g", top);
+        snprintf(vb, sizeof vb, "%.17g", inner);
+        snprintf(name, sizeof name, "%soriginal_max_position_embeddings", path);
+        return two_spellings(r, "original_max_position_embeddings", name, va, vb);
+    }
+    *len = top ? top : inner;
+    if (*len) return KVL_OK;
+    KVL_TRY(read_real(r, r->root, (real_field){.hf = "max_position_embeddings", .lo = 1, .hi = 1e9, .optional = 1}, len));
+    if (*len) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: missing field \"%soriginal_max_position_embeddings\" (nor \"max_position_embeddings\", "
+                    "which transformers takes in its place)", r->origin, path);
+}
+
+/* YaRN ramps the frequencies between the dimension where beta_fast rotations fit the original context and the
+ * one where beta_slow do: beta_fast must be the larger, or the ramp is empty (equal) or runs backwards. */
+static int check_betas(const reader *r, const char *path, const kvl_rope_config *rope)
+{
+    if (rope->beta_fast > rope->beta_slow) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: fields \"%sbeta_fast\" (%g) and \"%sbeta_slow\" (%g): YaRN needs beta_fast > beta_slow "
+                    "(are they swapped?)", r->origin, path, rope->beta_fast, path, rope->beta_slow);
+}
+
 /* A transformers rotary object `obj` (at `path`, ending in '.') with rope_type default or yarn.
  * unit_attention_factor: the writer fills attention_factor 1 when the file leaves it out
  * (transformers' DeepseekV4Config does for the compress rope it builds from rope_scaling). */
@@ -407,12 +623,13 @@ static int read_hf_rope(const reader *r, const cJSON *obj, const char *path, int
                         "(the default) is implemented", r->origin, path);
     if (!find(obj, "factor")) return missing(r, obj, "factor", NULL);
     rope->factor = factor;
-    KVL_TRY(read_real(r, obj, (real_field){.hf = "original_max_position_embeddings", .lo = 1, .hi = 1e9}, &rope->original_len));
+    KVL_TRY(read_original_len(r, obj, path, &rope->original_len));
     /* transformers reads beta_fast `or 32` and beta_slow `or 1`: 0 and null are the defaults too */
     KVL_TRY(read_real(r, obj, (real_field){.hf = "beta_fast", .lo = 0, .hi = 1e6, .optional = 1, .dflt = 32}, &rope->beta_fast));
     KVL_TRY(read_real(r, obj, (real_field){.hf = "beta_slow", .lo = 0, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->beta_slow));
     if (rope->beta_fast == 0) rope->beta_fast = 32;
     if (rope->beta_slow == 0) rope->beta_slow = 1;
+    KVL_TRY(check_betas(r, path, rope));
     double ms, mad, af;
     KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &ms));
     KVL_TRY(read_real(r, obj, (real_field){.hf = "mscale_all_dim", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 0}, &mad));
@@ -432,6 +649,7 @@ static int read_flat_rope(const reader *r, int v3_model_args, kvl_rope_config *r
     KVL_TRY(read_real(r, o, (real_field){.hf = "original_seq_len", .lo = 1, .hi = 1e9, .optional = !yarn || v3_model_args, .dflt = 4096}, &rope->original_len));
     KVL_TRY(read_real(r, o, (real_field){.hf = "beta_fast", .lo = 1e-6, .hi = 1e6, .optional = 1, .dflt = 32}, &rope->beta_fast));
     KVL_TRY(read_real(r, o, (real_field){.hf = "beta_slow", .lo = 1e-6, .hi = 1e6, .optional = 1, .dflt = 1}, &rope->beta_slow));
+    KVL_TRY(check_betas(r, "", rope));
     KVL_TRY(read_real(r, o, (real_field){.hf = "mscale", .lo = 0, .hi = 1e3, .optional = 1, .dflt = 1}, &rope->mscale));
     double max_seq_len;
     KVL_TRY(read_real(r, o, (real_field){.hf = "max_seq_len", .lo = 1, .hi = 1e12, .optional = 1, .dflt = 16384}, &max_seq_len));
@@ -554,17 +772,11 @@ static int read_rope_v4(const reader *r, kvl_model *m)
     return KVL_OK;
 }
 
-/* MHA's window W. transformers reads sliding_window only where use_sliding_window is not false
- * (Qwen2) and applies it to the layers whose layer_types entry is "sliding_attention"; ref/mha and
- * the tables apply one window to a whole model, so a window on some layers only is refused. */
-static int read_mha_window(const reader *r, kvl_model *m)
+/* A layer_types list of "full_attention" and "sliding_attention": the window W read from sliding_window stays
+ * when every layer slides and is dropped when none does; ref/mha and the tables apply one window to a whole
+ * model, so a mix is refused. */
+static int window_of_layer_types(const reader *r, kvl_model *m, const cJSON *types)
 {
-    KVL_TRY(read_size(r, r->root, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 0, .hi = MAX_DIM, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->window));
-    int use;
-    KVL_TRY(optional_bool(r, r->root, "use_sliding_window", 1, &use));
-    if (!use) m->window = 0;
-    const cJSON *types = find(r->root, "layer_types");
-    if (!types || cJSON_IsNull(types)) return KVL_OK;
     if (!cJSON_IsArray(types))
         return kvl_fail(KVL_EINVAL, "%s: field \"layer_types\" must be a list of strings, got %s", r->origin, shown(types));
     size_t n_sliding = 0, i = 0;
@@ -587,11 +799,56 @@ static int read_mha_window(const reader *r, kvl_model *m)
     return KVL_OK;
 }
 
+/* Qwen2 and Qwen3 (configuration_qwen2.py, _qwen3.py): no window unless use_sliding_window (default false);
+ * then layer_types as written, or sliding on the layers i >= max_window_layers. */
+static int read_qwen_window(const reader *r, kvl_model *m)
+{
+    int use;
+    KVL_TRY(optional_bool(r, r->root, "use_sliding_window", 0, &use));
+    size_t first;
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "max_window_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1,
+                                               .dflt = r->t->max_window_layers}, &first));
+    if (!use || !m->window) {
+        m->window = 0;
+        return KVL_OK;
+    }
+    const cJSON *types = find(r->root, "layer_types");
+    if (types && !cJSON_IsNull(types)) return window_of_layer_types(r, m, types);
+    if (first >= m->n_layers) m->window = 0;
+    else if (first > 0)
+        return kvl_fail(KVL_EINVAL, "%s: field \"max_window_layers\" (%zu) slides layers %zu to %zu only: ref/mha and the "
+                        "tables apply one window to every layer of a model, so this is refused", r->origin, first, first,
+                        m->n_layers - 1);
+    return KVL_OK;
+}
+
+/* MHA's window W, by the model type's rule (type_reading.window). A file without model_type keeps the
+ * fields' plain meaning: sliding_window (window_size), dropped where use_sliding_window is false, and
+ * layer_types as written. */
+static int read_mha_window(const reader *r, kvl_model *m)
+{
+    if (r->t->window == WINDOW_NONE) {   /* check_fields has refused the window fields its class lacks */
+        m->window = 0;
+        return KVL_OK;
+    }
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "sliding_window", .ds = spelling(r, "sliding_window", "window_size"), .lo = 0,
+                                               .hi = MAX_DIM, .optional = 1, .dflt = r->t->window_dflt, .null_is_zero = 1},
+                      &m->window));
+    if (r->t->window == WINDOW_QWEN) return read_qwen_window(r, m);
+    const cJSON *types = find(r->root, "layer_types");
+    if (r->t->type) return KVL_OK;   /* Mistral, Mixtral: every layer; check_fields refused a layer_types */
+    int use;
+    KVL_TRY(optional_bool(r, r->root, "use_sliding_window", 1, &use));
+    if (!use) m->window = 0;
+    if (!types || cJSON_IsNull(types)) return KVL_OK;
+    return window_of_layer_types(r, m, types);
+}
+
 /* V4's rotary width Dr: qk_rope_head_dim (rope_head_dim in DeepSeek's spelling), or what transformers'
  * DeepseekV4Config keeps, partial_rotary_factor·head_dim; check_partial_rotary holds the two equal. */
 static int read_v4_rotary_width(const reader *r, kvl_model *m)
 {
-    KVL_TRY(read_size(r, r->root, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = MAX_DIM, .optional = 1}, &m->qk_rope_head_dim));
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "qk_rope_head_dim", .ds = spelling(r, "qk_rope_head_dim", "rope_head_dim"), .lo = 2, .hi = MAX_DIM, .optional = 1}, &m->qk_rope_head_dim));
     if (m->qk_rope_head_dim) return KVL_OK;
     double f;
     KVL_TRY(read_real(r, r->root, (real_field){.hf = "partial_rotary_factor", .lo = 0, .hi = 1, .optional = 1, .dflt = -1}, &f));
@@ -604,27 +861,54 @@ static int read_v4_rotary_width(const reader *r, kvl_model *m)
     return KVL_OK;
 }
 
+/* MHA's head width Dh (head_dim, or the type's default; Falcon's class has none: hidden_size / heads) and, for
+ * Falcon, its KV heads, which its configuration derives: num_kv_heads where new_decoder_architecture is true or multi_query false, else 1 (multi_query's
+ * default is true); a num_key_value_heads in the file must agree with what Falcon derives. */
+static int read_mha_heads(const reader *r, kvl_model *m)
+{
+    const cJSON *o = r->root;
+    const int falcon = r->t->type && strcmp(r->t->type, "falcon") == 0;
+    if (falcon) {
+        size_t kv;
+        int new_arch, multi_query;
+        KVL_TRY(read_size(r, o, (size_field){.hf = "num_kv_heads", .lo = 1, .hi = MAX_DIM, .optional = 1, .dflt = m->n_heads}, &kv));
+        KVL_TRY(optional_bool(r, o, "new_decoder_architecture", 0, &new_arch));
+        KVL_TRY(optional_bool(r, o, "multi_query", 1, &multi_query));
+        const size_t derived = new_arch || !multi_query ? kv : 1;
+        if (find(o, "num_key_value_heads") && m->n_kv_heads != derived)
+            return kvl_fail(KVL_EINVAL, "%s: field \"num_key_value_heads\" (%zu) disagrees with the %zu KV heads Falcon "
+                            "derives from num_kv_heads, multi_query and new_decoder_architecture: keep one", r->origin,
+                            m->n_kv_heads, derived);
+        m->n_kv_heads = derived;
+    }
+    const size_t derived_dh = m->d / m->n_heads;
+    if (!r->t->head_dim && !find(o, "head_dim") && m->d % m->n_heads)
+        return kvl_fail(KVL_EINVAL, "%s: field \"num_attention_heads\" (%zu) does not divide \"hidden_size\" (%zu)",
+                        r->origin, m->n_heads, m->d);
+    const size_t dflt = r->t->head_dim ? r->t->head_dim : derived_dh;
+    KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .lo = 2, .hi = MAX_DIM, .optional = 1, .dflt = dflt}, &m->head_dim));
+    return KVL_OK;
+}
+
 static int read_dims(const reader *r, kvl_model *m)
 {
     const cJSON *o = r->root;
     const size_t D = MAX_DIM;
-    KVL_TRY(read_size(r, o, (size_field){.hf = "hidden_size", .ds = "dim", .lo = 1, .hi = D}, &m->d));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "num_hidden_layers", .ds = "n_layers", .lo = 1, .hi = MAX_LAYERS}, &m->n_layers));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "num_attention_heads", .ds = "n_heads", .lo = 1, .hi = D}, &m->n_heads));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "hidden_size", .ds = spelling(r, "hidden_size", "dim"), .lo = 1, .hi = D}, &m->d));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_hidden_layers", .ds = spelling(r, "num_hidden_layers", "n_layers"), .lo = 1, .hi = MAX_LAYERS}, &m->n_layers));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_attention_heads", .ds = spelling(r, "num_attention_heads", "n_heads"), .lo = 1, .hi = D}, &m->n_heads));
+    const size_t kv_dflt = r->t->kv_heads ? r->t->kv_heads : m->generation >= KVL_GEN_V4 ? 1 : m->n_heads;
     KVL_TRY(read_size(r, o,
-                      (size_field){.hf = "num_key_value_heads", .ds = "n_kv_heads", .lo = 1, .hi = D, .optional = 1,
-                                   .dflt = m->generation >= KVL_GEN_V4 ? 1 : m->n_heads},
+                      (size_field){.hf = "num_key_value_heads", .lo = 1, .hi = D, .optional = 1,
+                                   .dflt = kv_dflt},
                       &m->n_kv_heads));
-    KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = "norm_eps", .lo = 0, .hi = 1, .optional = 1, .dflt = 1e-6}, &m->norm_eps));
+    KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = spelling(r, "rms_norm_eps", "norm_eps"), .lo = 0, .hi = 1, .optional = 1, .dflt = r->t->norm_eps}, &m->norm_eps));
     if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
         return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
     KVL_TRY(optional_bool(r, o, "attention_bias", 0, &m->attention_bias));
     switch (m->generation) {
     case KVL_GEN_MHA:
-        if (m->d % m->n_heads)
-            return kvl_fail(KVL_EINVAL, "%s: field \"num_attention_heads\" (%zu) does not divide \"hidden_size\" (%zu)",
-                            r->origin, m->n_heads, m->d);
-        KVL_TRY(read_size(r, o, (size_field){.hf = "head_dim", .ds = NULL, .lo = 2, .hi = D, .optional = 1, .dflt = m->d / m->n_heads}, &m->head_dim));
+        KVL_TRY(read_mha_heads(r, m));
         m->qk_rope_head_dim = m->head_dim;
         m->v_head_dim = m->head_dim;
         KVL_TRY(read_mha_window(r, m));
@@ -640,7 +924,7 @@ static int read_dims(const reader *r, kvl_model *m)
         KVL_TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 0, .hi = D, .optional = 1, .dflt = 0, .null_is_zero = 1}, &m->q_lora_rank));
         KVL_TRY(read_size(r, o, (size_field){.hf = "kv_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->kv_lora_rank));
         KVL_TRY(read_size(r, o, (size_field){.hf = "qk_nope_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->qk_nope_head_dim));
-        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = "rope_head_dim", .lo = 2, .hi = D}, &m->qk_rope_head_dim));
+        KVL_TRY(read_size(r, o, (size_field){.hf = "qk_rope_head_dim", .ds = spelling(r, "qk_rope_head_dim", "rope_head_dim"), .lo = 2, .hi = D}, &m->qk_rope_head_dim));
         KVL_TRY(read_size(r, o, (size_field){.hf = "v_head_dim", .ds = NULL, .lo = 1, .hi = D}, &m->v_head_dim));
         m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
         KVL_TRY(read_rope_dense(r, m, m->qk_rope_head_dim));
@@ -652,7 +936,7 @@ static int read_dims(const reader *r, kvl_model *m)
         KVL_TRY(read_size(r, o, (size_field){.hf = "q_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->q_lora_rank));
         KVL_TRY(read_size(r, o, (size_field){.hf = "o_groups", .ds = NULL, .lo = 1, .hi = D}, &m->o_groups));
         KVL_TRY(read_size(r, o, (size_field){.hf = "o_lora_rank", .ds = NULL, .lo = 1, .hi = D}, &m->o_lora_rank));
-        KVL_TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = "window_size", .lo = 1, .hi = D},
+        KVL_TRY(read_size(r, o, (size_field){.hf = "sliding_window", .ds = spelling(r, "sliding_window", "window_size"), .lo = 1, .hi = D},
                           &m->window));
         KVL_TRY(read_size(r, o, (size_field){.hf = "index_n_heads", .ds = NULL, .lo = 1, .hi = D}, &m->index_n_heads));
         KVL_TRY(read_size(r, o, (size_field){.hf = "index_head_dim", .ds = NULL, .lo = 2, .hi = D},
@@ -687,7 +971,7 @@ static int read_dims(const reader *r, kvl_model *m)
 static int read_ratios(const reader *r, const kvl_model *m, size_t **ratios)
 {
     size_t n_extra, n;
-    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0},
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = spelling(r, "num_nextn_predict_layers", "n_mtp_layers"), .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0},
                       &n_extra));
     KVL_TRY(read_list(r, r->root, "compress_ratios", MAX_DIM, 0, ratios, &n));
     if (n != m->n_layers && n != m->n_layers + n_extra) {
@@ -774,7 +1058,7 @@ static int read_v4_layer_types(const reader *r, kvl_model *m, size_t n_extra)
 static int layers_v4(const reader *r, kvl_model *m)
 {
     size_t n_extra;
-    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0}, &n_extra));
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "num_nextn_predict_layers", .ds = spelling(r, "num_nextn_predict_layers", "n_mtp_layers"), .lo = 0, .hi = MAX_LAYERS, .optional = 1, .dflt = 0}, &n_extra));
     const cJSON *ratios = find(r->root, "compress_ratios");
     if (!ratios || cJSON_IsNull(ratios)) return read_v4_layer_types(r, m, n_extra);
     size_t *ratio;
@@ -926,6 +1210,19 @@ static int read_choice(const reader *r, const cJSON *obj, const char *name, cons
                     file_text(v), known);
 }
 
+/* FP8 weights in blocks of 128 × 128, one scale each: the only block the parameter bytes (ref/params.h) and
+ * the weight reader (ref/core/weight_read.h) compute with. */
+static int check_weight_block(const reader *r, const cJSON *q)
+{
+    const cJSON *b = find(q, "weight_block_size");
+    if (!b || cJSON_IsNull(b)) return KVL_OK;
+    const cJSON *e0 = cJSON_IsArray(b) ? b->child : NULL, *e1 = e0 ? e0->next : NULL;
+    if (e1 && !e1->next && cJSON_IsNumber(e0) && cJSON_IsNumber(e1) && e0->valuedouble == 128 && e1->valuedouble == 128)
+        return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: field \"quantization_config.weight_block_size\" is %s: the FP8 weights here are read "
+                    "and priced in blocks of [128, 128] only", r->origin, shown(b));
+}
+
 /* The precision. DeepSeek's inference spelling says dtype ("bf16", "fp8") and expert_dtype; transformers
  * says torch_dtype, or dtype from version 5 ("bfloat16", "float16", "float32"), and a quantization_config
  * for FP8 (whose weights are E4M3 whatever the dtype names: the dtype of what is not quantised). */
@@ -935,7 +1232,7 @@ static int read_precision(const reader *r, kvl_ffn *f)
     static const kvl_weight_format by_dtype[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8, KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16,
                                                  KVL_WEIGHTS_F32};
     static const char *const expert_dtypes[] = {"fp8", "fp4"};
-    static const char *const methods[] = {"fp8"}, *const scales[] = {"ue8m0"};
+    static const char *const methods[] = {"fp8"}, *const scales[] = {"ue8m0"}, *const fp8_fmts[] = {"e4m3"};
     int dtype, torch_dtype, expert, method = -1, scale = -1;
     KVL_TRY(read_choice(r, r->root, "dtype", "", dtypes, 5, &dtype));
     KVL_TRY(read_choice(r, r->root, "torch_dtype", "", dtypes + 2, 3, &torch_dtype));
@@ -948,10 +1245,63 @@ static int read_precision(const reader *r, kvl_ffn *f)
         KVL_TRY(read_choice(r, q, "scale_fmt", "quantization_config.", scales, 1, &scale));
         if (method < 0)
             return kvl_fail(KVL_EINVAL, "%s: field \"quantization_config\" has no \"quant_method\"", r->origin);
+        int fmt, inner_expert;
+        KVL_TRY(read_choice(r, q, "fmt", "quantization_config.", fp8_fmts, 1, &fmt));
+        KVL_TRY(read_choice(r, q, "expert_dtype", "quantization_config.", expert_dtypes, 2, &inner_expert));
+        if (inner_expert >= 0 && expert >= 0 && inner_expert != expert)
+            return two_spellings(r, "expert_dtype", "quantization_config.expert_dtype", expert_dtypes[expert],
+                                 expert_dtypes[inner_expert]);
+        if (inner_expert >= 0) expert = inner_expert;
+        KVL_TRY(check_weight_block(r, q));
     }
     f->linear = method == 0 ? KVL_WEIGHTS_FP8 : dtype >= 0 ? by_dtype[dtype] : KVL_WEIGHTS_BF16;
     f->experts = expert == 1 ? KVL_WEIGHTS_FP4 : expert == 0 ? KVL_WEIGHTS_FP8 : f->linear;
     f->scale_e8m0 = scale == 0;
+    return KVL_OK;
+}
+
+/* Mixtral (configuration_mixtral.py): every layer's FFN is num_local_experts experts of intermediate_size, of
+ * which num_experts_per_tok run. */
+static int read_mixtral_ffn(const reader *r, kvl_ffn *f)
+{
+    const cJSON *o = r->root;
+    KVL_TRY(read_size(r, o, (size_field){.hf = "intermediate_size", .lo = 1, .hi = MAX_DIM, .optional = 1, .dflt = 14336}, &f->moe_inter_dim));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_local_experts", .ds = spelling(r, "num_local_experts", NULL), .lo = 1, .hi = MAX_DIM, .optional = 1, .dflt = 8}, &f->n_routed_experts));
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_experts_per_tok", .lo = 1, .hi = f->n_routed_experts, .optional = 1, .dflt = 2},
+                      &f->n_activated_experts));
+    f->ffn_matrices = 3;
+    return KVL_OK;
+}
+
+/* Falcon (configuration_falcon.py, modeling_falcon.py): a GELU MLP of two matrices, ffn_hidden_size wide
+ * (4·hidden_size when absent), in every layer. */
+static int read_falcon_ffn(const reader *r, const kvl_model *m, kvl_ffn *f)
+{
+    KVL_TRY(read_size(r, r->root, (size_field){.hf = "ffn_hidden_size", .lo = 1, .hi = MAX_DIM, .optional = 1,
+                                               .dflt = 4 * m->d}, &f->inter_dim));
+    f->n_dense_layers = m->n_layers;
+    f->ffn_matrices = 2;
+    return KVL_OK;
+}
+
+/* transformers' mlp_layer_types (V3.2: "dense" then "sparse"; V4: "hash_moe" or "moe", every layer MoE) must
+ * be the map the count builds: the first first_k_dense_replace layers dense, the rest MoE. */
+static int check_mlp_layer_types(const reader *r, const kvl_model *m)
+{
+    const cJSON *types = find(r->root, "mlp_layer_types");
+    if (!types || cJSON_IsNull(types)) return KVL_OK;
+    size_t i = 0;
+    for (const cJSON *e = cJSON_IsArray(types) ? types->child : NULL; e; e = e->next, i++) {
+        const char *v = cJSON_IsString(e) ? e->valuestring : "";
+        int dense = strcmp(v, "dense") == 0, moe = !strcmp(v, "sparse") || !strcmp(v, "moe") || !strcmp(v, "hash_moe");
+        if ((!dense && !moe) || dense != (i < m->ffn.n_dense_layers))
+            return kvl_fail(KVL_EINVAL, "%s: field \"mlp_layer_types\" entry %zu is %s, where the count has %s (the first "
+                            "%zu layers dense, then MoE)", r->origin, i, shown(e), i < m->ffn.n_dense_layers ? "\"dense\"" :
+                            "MoE", m->ffn.n_dense_layers);
+    }
+    if (!cJSON_IsArray(types) || i < m->n_layers)
+        return kvl_fail(KVL_EINVAL, "%s: field \"mlp_layer_types\" must list one entry per layer (%zu), got %s", r->origin,
+                        m->n_layers, shown(types));
     return KVL_OK;
 }
 
@@ -960,23 +1310,36 @@ static int read_ffn(const reader *r, kvl_model *m)
     kvl_ffn *f = &m->ffn;
     const cJSON *o = r->root;
     KVL_TRY(read_size(r, o, (size_field){.hf = "vocab_size", .lo = 0, .hi = MAX_DIM, .optional = 1}, &f->vocab_size));
-    KVL_TRY(optional_bool(r, o, "tie_word_embeddings", 0, &f->tied_embeddings));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "intermediate_size", .ds = "inter_dim", .lo = 0, .hi = MAX_DIM, .optional = 1},
+    KVL_TRY(optional_bool(r, o, "tie_word_embeddings", r->t->tied, &f->tied_embeddings));
+    if (r->t->type && strcmp(r->t->type, "mixtral") == 0) KVL_TRY(read_mixtral_ffn(r, f));
+    if (r->t->type && strcmp(r->t->type, "falcon") == 0) KVL_TRY(read_falcon_ffn(r, m, f));
+    if (f->ffn_matrices) return read_precision(r, f);
+    f->ffn_matrices = 3;
+    const char *moe_width_alias = spelling(r, "moe_intermediate_size", "moe_inter_dim");
+    if (!moe_width_alias || strcmp(moe_width_alias, "intermediate_size"))   /* V4's intermediate_size is its experts' */
+        KVL_TRY(read_size(r, o, (size_field){.hf = "intermediate_size", .ds = spelling(r, "intermediate_size", "inter_dim"), .lo = 0, .hi = MAX_DIM, .optional = 1},
                       &f->inter_dim));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "moe_intermediate_size", .ds = "moe_inter_dim", .lo = 0, .hi = MAX_DIM,
+    KVL_TRY(read_size(r, o, (size_field){.hf = "moe_intermediate_size", .ds = moe_width_alias, .lo = 0, .hi = MAX_DIM,
                                          .optional = 1}, &f->moe_inter_dim));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "n_routed_experts", .lo = 0, .hi = MAX_DIM, .optional = 1, .null_is_zero = 1},
+    KVL_TRY(read_size(r, o, (size_field){.hf = "n_routed_experts", .ds = spelling(r, "n_routed_experts", NULL), .lo = 0, .hi = MAX_DIM, .optional = 1, .null_is_zero = 1},
                       &f->n_routed_experts));
     KVL_TRY(read_size(r, o, (size_field){.hf = "n_shared_experts", .lo = 0, .hi = MAX_DIM, .optional = 1, .null_is_zero = 1},
                       &f->n_shared_experts));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "num_experts_per_tok", .ds = "n_activated_experts", .lo = 0,
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_experts_per_tok", .ds = spelling(r, "num_experts_per_tok", "n_activated_experts"), .lo = 0,
                                          .hi = f->n_routed_experts, .optional = 1, .null_is_zero = 1}, &f->n_activated_experts));
     const size_t all_dense = f->n_routed_experts || !f->inter_dim ? 0 : m->n_layers;
-    KVL_TRY(read_size(r, o, (size_field){.hf = "first_k_dense_replace", .ds = "n_dense_layers", .lo = 0, .hi = m->n_layers,
+    KVL_TRY(read_size(r, o, (size_field){.hf = "first_k_dense_replace", .ds = spelling(r, "first_k_dense_replace", "n_dense_layers"), .lo = 0, .hi = m->n_layers,
                                          .optional = 1, .dflt = all_dense}, &f->n_dense_layers));
-    KVL_TRY(read_size(r, o, (size_field){.hf = "num_nextn_predict_layers", .ds = "n_mtp_layers", .lo = 0, .hi = MAX_LAYERS,
+    KVL_TRY(read_size(r, o, (size_field){.hf = "num_nextn_predict_layers", .ds = spelling(r, "num_nextn_predict_layers", "n_mtp_layers"), .lo = 0, .hi = MAX_LAYERS,
                                          .optional = 1}, &f->n_mtp_layers));
     KVL_TRY(read_size(r, o, (size_field){.hf = "hc_mult", .lo = 0, .hi = 64, .optional = 1}, &f->hc_mult));
+    size_t moe_every;   /* DeepSeek's V2/V3 code: layer i ≥ first_k_dense_replace is MoE when i % moe_layer_freq == 0 */
+    KVL_TRY(read_size(r, o, (size_field){.hf = "moe_layer_freq", .lo = 1, .hi = MAX_LAYERS, .optional = 1, .dflt = 1}, &moe_every));
+    if (moe_every != 1)
+        return kvl_fail(KVL_EINVAL, "%s: field \"moe_layer_freq\" is %zu: DeepSeek's code then makes only every %zu-th layer "
+                        "MoE, transformers' every layer; the count here has no such layers: refused", r->origin, moe_every,
+                        moe_every);
+    KVL_TRY(check_mlp_layer_types(r, m));
     if (f->n_routed_experts && (!f->moe_inter_dim || !f->n_activated_experts))
         return kvl_fail(KVL_EINVAL, "%s: %zu routed experts but no expert width or experts per token", r->origin,
                         f->n_routed_experts);
@@ -1022,16 +1385,15 @@ int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *orig
         where(json, len, rest, &line, &col);
         return kvl_fail(KVL_EPARSE, "%s: text after the JSON object, at line %zu, column %zu", origin, line, col);
     }
-    reader r = {origin, root};
+    reader r = {origin, root, &untyped_reading};
     int rc = kvl_json_text_check(json, len, origin);   /* what cJSON takes and RFC 8259 does not */
     if (rc == KVL_OK && !cJSON_IsObject(root))
         rc = kvl_fail(KVL_EINVAL, "%s: the top level must be a JSON object, got %s", origin,
                       cJSON_IsArray(root) ? "an array" : "a scalar");
     if (rc == KVL_OK) rc = no_duplicates(&r, root, "");
-    if (rc == KVL_OK) {
-        m->generation = recognise(root);
-        rc = read_dims(&r, m);
-    }
+    if (rc == KVL_OK) rc = read_model_type(&r, &m->generation);
+    if (rc == KVL_OK) rc = check_fields(&r);
+    if (rc == KVL_OK) rc = read_dims(&r, m);
     if (rc == KVL_OK) rc = build_layers(&r, m);
     if (rc == KVL_OK) rc = read_ffn(&r, m);
     if (rc == KVL_OK) rc = read_annotations(&r, m);

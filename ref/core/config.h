@@ -5,10 +5,21 @@
  * layer_types and compress_rates), and DeepSeek's inference config (dim, n_layers, rope_factor, ...).
  * Each field means what the code that writes that spelling computes with it; where the project does
  * not compute that (a rope type other than default and yarn, rope_interleave false on V4) the file is
- * refused naming the field, and a field given under two spellings with two values is refused. The
- * attention generation is recognised from the fields present, never from a model name:
- * kv_source_layers → V4.1 (CSA2), compress_ratios / compress_rates / layer_types of V4's kinds → V4,
- * index_topk → V3.2 (DSA), kv_lora_rank → V2/V3 (MLA), otherwise MHA/GQA/MQA.
+ * refused naming the field, and one setting given in two places with two values is refused.
+ *
+ * Who wrote the file decides what its fields mean:
+ *   - a model_type: transformers' configuration class for it, one of kvl_model_types() (its class
+ *     defaults where a field is absent, its attribute_map aliases, its window rule: Mistral slides every
+ *     layer, Qwen2/3 only under use_sliding_window from max_window_layers on, Llama and Gemma never;
+ *     Falcon's KV heads from multi_query and new_decoder_architecture). Any other model_type is refused
+ *     naming it, with the reason where the project knows one (alternating windows, layers without
+ *     attention). A field of another generation than the type's (index_topk under deepseek_v3) is refused.
+ *   - no model_type: DeepSeek's inference ModelArgs, or a hand-written Llama-shaped file; the attention
+ *     generation is recognised from the fields present: kv_source_layers → V4.1 (CSA2), compress_ratios /
+ *     compress_rates / layer_types of V4's kinds → V4, index_topk → V3.2 (DSA), kv_lora_rank → V2/V3
+ *     (MLA), otherwise MHA/GQA/MQA.
+ * Which fields each writer defines, and whether the loader reads, ignores or holds each at its default, is
+ * the table of ref/core/config_fields.h, with the rule applied to keys outside it.
  *
  * An optional "_kvlineage" object carries what no published config states: a display "name", a
  * release "date", a one-line "mechanism", "headline" (true for the generations the V4.1-Flash model
@@ -81,6 +92,7 @@ typedef struct {
     size_t vocab_size;
     int tied_embeddings;                   /* tie_word_embeddings: the head is the embedding */
     size_t inter_dim;                      /* a dense FFN's width (intermediate_size / inter_dim) */
+    size_t ffn_matrices;                   /* matrices of d·width in one FFN: 3 gated (SwiGLU, GeGLU), 2 Falcon's MLP */
     size_t moe_inter_dim;                  /* one expert's width (moe_intermediate_size / moe_inter_dim) */
     size_t n_dense_layers;                 /* leading layers with a dense FFN (first_k_dense_replace) */
     size_t n_routed_experts, n_shared_experts;
@@ -129,6 +141,11 @@ void kvl_model_free(kvl_model *m);
 const char *kvl_generation_name(kvl_generation g);   /* "MHA", "MLA", "DSA", "V4", "V4.1" */
 const char *kvl_layer_kind_name(kvl_layer_kind k);   /* "dense", "sparse", "window", "CSA", ... */
 const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4" */
+/* The model_type values this project reads, each with the meaning of transformers' configuration class for
+ * it, as "llama, mistral, ..." (a file without model_type is read in DeepSeek's inference spelling or as a
+ * plain Llama-shaped file). Any other model_type is refused naming it. */
+void kvl_model_types(char *out, size_t cap);
+
 /* One line on how the rotary settings were read, e.g. "rotary: YaRN factor 4 from rope_parameters, as
  * transformers computes it: cos and sin x 1.13863, softmax scale x 1" (under 192 bytes). */
 void kvl_rope_describe(char *out, size_t cap, const kvl_model *m);
