@@ -51,6 +51,15 @@ static int attention_params(uint64_t *n, const kvl_model *m, size_t layer)
     return kvl_fail(KVL_EINVAL, "%s: no attention to count", m->path);
 }
 
+/* One layer's attention biases (config.h, KVL_BIAS_*), as transformers' modeling files size them. */
+static uint64_t bias_params(const kvl_model *m)
+{
+    const uint64_t in = m->generation == KVL_GEN_MHA
+                            ? (m->n_heads + 2 * m->n_kv_heads) * m->head_dim
+                            : m->q_lora_rank + m->kv_lora_rank + m->qk_rope_head_dim;   /* q_a_proj, kv_a_proj */
+    return (m->attention_bias & KVL_BIAS_IN ? in : 0) + (m->attention_bias & KVL_BIAS_OUT ? m->d : 0);
+}
+
 /* One layer's FFN: dense, or experts and their router. */
 static void ffn_params(kvl_params *p, const kvl_ffn *f, uint64_t d, size_t layer)
 {
@@ -76,7 +85,7 @@ int kvl_params_of(kvl_params *p, const kvl_model *m)
         uint64_t a;
         int rc = attention_params(&a, m, l);
         if (rc != KVL_OK) return kvl_fail(rc, "%s: layer %zu: %s", m->path, l, kvl_error());
-        p->attention += a;
+        p->attention += a + bias_params(m);
         ffn_params(p, f, d, l);
     }
     p->backbone = p->embedding + p->head + p->norms + p->attention + p->dense_ffn + p->routed_experts +
@@ -88,6 +97,7 @@ int kvl_params_of(kvl_params *p, const kvl_model *m)
         kvl_params last = {0};
         uint64_t a;
         KVL_TRY(attention_params(&a, m, m->n_layers - 1));
+        a += bias_params(m);
         ffn_params(&last, f, d, m->n_layers - 1);
         const uint64_t layer = a + 2 * d + last.dense_ffn + last.routed_experts + last.shared_experts + last.routers;
         p->mtp = f->n_mtp_layers * (layer + 2 * d * d + 2 * d);

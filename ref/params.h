@@ -12,8 +12,11 @@
  *   an MTP module: one more layer shaped as the last, its projection 2d·d and two norm gains 2d, the
  *   embedding and head shared (DeepSeek-V3's README_WEIGHTS).
  *
+ * plus attention's biases where the config has them (kvl_model.attention_bias: q, k, v and o of MHA, or
+ * MLA's q_a_proj, kv_a_proj_with_mqa and o_proj, as transformers' modeling files build them).
+ *
  * Not counted, where a config has them: V4/V4.1's hyper-connection mixers (hc_mult), V4.1's Engram
- * tables, DSpark layers and vision tower, biases the project's modules do not have. */
+ * tables, DSpark layers and vision tower, Falcon's linear biases and LayerNorm shifts. */
 #ifndef KVL_PARAMS_H
 #define KVL_PARAMS_H
 

@@ -594,6 +594,32 @@ START_TEST(test_mixtral_experts_and_falcon_mlp_are_counted_as_their_code_builds_
 }
 END_TEST
 
+
+/* Biases as transformers' modeling files build them: Llama's q, k, v and o under attention_bias, Qwen2's q, k
+ * and v always, V3's q_a_proj, kv_a_proj_with_mqa and o_proj under attention_bias; per layer, on top of the
+ * weights. */
+static uint64_t attention_of(const char *json)
+{
+    kvl_model m = parsed(json);
+    kvl_params p;
+    ck_assert_int_eq(kvl_params_of(&p, &m), KVL_OK);
+    kvl_model_free(&m);
+    return p.attention;
+}
+
+START_TEST(test_attention_biases_are_counted_where_the_modeling_file_builds_them)
+{
+    const uint64_t L = 2, H = 4, Hkv = 2, Dh = 16, d = 64;
+    const uint64_t plain = attention_of(TYPED("llama", ", \"num_key_value_heads\": 2"));
+    ck_assert_uint_eq(attention_of(TYPED("llama", ", \"num_key_value_heads\": 2, \"attention_bias\": true")) - plain,
+                      L * ((H + 2 * Hkv) * Dh + d));
+    ck_assert_uint_eq(attention_of(TYPED("qwen2", ", \"num_key_value_heads\": 2")) - plain, L * (H + 2 * Hkv) * Dh);
+    const uint64_t mla = attention_of("{" MLA_HF ", \"q_lora_rank\": 32}");
+    ck_assert_uint_eq(attention_of("{" MLA_HF ", \"q_lora_rank\": 32, \"attention_bias\": true}") - mla,
+                      1 * (32 + 24 + 8 + d));
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_config");
@@ -633,6 +659,7 @@ Suite *kvl_suite(void)
     tcase_add_test(types, test_yarn_original_context_is_read_from_one_place_only);
     tcase_add_test(types, test_weight_blocks_and_moe_layer_frequencies_not_counted_are_refused);
     tcase_add_test(types, test_mixtral_experts_and_falcon_mlp_are_counted_as_their_code_builds_them);
+    tcase_add_test(types, test_attention_biases_are_counted_where_the_modeling_file_builds_them);
     suite_add_tcase(s, sp);
     suite_add_tcase(s, types);
     return s;

@@ -861,6 +861,18 @@ static int read_v4_rotary_width(const reader *r, kvl_model *m)
     return KVL_OK;
 }
 
+/* attention_bias as the type's modeling file applies it: q, k, v (MLA: q_a, kv_a) and o together; Qwen2
+ * biases q, k and v whatever the config says, and V4's modeling builds no bias at all. */
+static int read_attention_bias(const reader *r, kvl_model *m)
+{
+    int on;
+    KVL_TRY(optional_bool(r, r->root, "attention_bias", 0, &on));
+    m->attention_bias = on ? KVL_BIAS_IN | KVL_BIAS_OUT : 0;
+    if (r->t->type && strcmp(r->t->type, "qwen2") == 0) m->attention_bias = KVL_BIAS_IN;
+    if (m->generation >= KVL_GEN_V4) m->attention_bias = 0;
+    return KVL_OK;
+}
+
 /* MHA's head width Dh (head_dim, or the type's default; Falcon's class has none: hidden_size / heads) and, for
  * Falcon, its KV heads, which its configuration derives: num_kv_heads where new_decoder_architecture is true or multi_query false, else 1 (multi_query's
  * default is true); a num_key_value_heads in the file must agree with what Falcon derives. */
@@ -905,7 +917,7 @@ static int read_dims(const reader *r, kvl_model *m)
     KVL_TRY(read_real(r, o, (real_field){.hf = "rms_norm_eps", .ds = spelling(r, "rms_norm_eps", "norm_eps"), .lo = 0, .hi = 1, .optional = 1, .dflt = r->t->norm_eps}, &m->norm_eps));
     if (m->norm_eps == 0)   /* RMSNorm of an all-zero row would be 0/0 */
         return kvl_fail(KVL_EINVAL, "%s: field \"rms_norm_eps\" (or \"norm_eps\") must be positive, got 0", r->origin);
-    KVL_TRY(optional_bool(r, o, "attention_bias", 0, &m->attention_bias));
+    KVL_TRY(read_attention_bias(r, m));
     switch (m->generation) {
     case KVL_GEN_MHA:
         KVL_TRY(read_mha_heads(r, m));

@@ -45,6 +45,10 @@ typedef enum {
     KVL_LAYER_REUSE,    /* V4.1: the latest source's entries and the latest indexer's top-k */
 } kvl_layer_kind;
 
+/* Biases of attention's projections: those into it (q, k and v; MLA's q_a_proj and kv_a_proj_with_mqa),
+ * and the output projection. */
+enum { KVL_BIAS_IN = 1, KVL_BIAS_OUT = 2 };
+
 /* The deployed KV cache layout, which fixes the bytes of one entry (formats/rows.h). */
 typedef enum { KVL_CACHE_BF16, KVL_CACHE_V32_FP8, KVL_CACHE_V4_FP8, KVL_CACHE_V41_FP4 } kvl_cache_layout;
 
@@ -121,8 +125,8 @@ typedef struct {
     size_t o_groups, o_lora_rank;
     size_t candidate_source_layer, candidate_topk_blocks, candidate_block_size;  /* V4.1 */
     double norm_eps;
-    int attention_bias;     /* attention_bias: the projections into and out of attention carry biases (which ones:
-                             * transformers' modeling files, e.g. q_a_proj, kv_a_proj_with_mqa and o_proj of V2/V3) */
+    unsigned attention_bias;  /* KVL_BIAS_*: which attention projections carry biases, as the type's modeling file
+                               * builds them (attention_bias; Qwen2's q, k and v always; V4's never) */
     kvl_rope_spelling rope_spelling;
     kvl_rope_config rope;           /* queries and keys of MLA/DSA; ratio-0 layers of V4/V4.1 */
     kvl_rope_config compress_rope;  /* V4/V4.1 layers with a compressor (theta = compress_rope_theta) */
