@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "file_io.h"
 #include "nb_source.h"
 #include "program.h"
 #include "status.h"
@@ -265,13 +266,13 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
+/* Whole or not at all, under the one rule for output paths (ref/core/file_io.h). */
 static int write_text(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return kvl_fail(KVL_EIO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fputs(text, f) < 0;
-    bad |= fclose(f) != 0;
-    return bad ? kvl_fail(KVL_EIO, "%s: write failed", path) : KVL_OK;
+    kvl_file_out o;
+    KVL_TRY(kvl_file_out_open(&o, path));
+    kvl_file_out_write(&o, text, strlen(text));
+    return kvl_file_out_commit(&o);
 }
 
 static int write_ipynb(const char *out, const char *source, const nb_source *s,

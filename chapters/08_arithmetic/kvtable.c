@@ -330,7 +330,12 @@ int main(int argc, char **argv)
     }
     size_t n = n_given;
     char **paths = given;
-    int status = 0;
+    for (size_t i = 0; i < n_given; i++) kvl_file_input(given[i], given[i]);
+    int status = svg ? kvl_check_output("kvtable", "--svg", svg) : 0;
+    if (status) {
+        free(given);
+        return status;
+    }
     if (!n_given && kvl_config_files(&paths, &n) != KVL_OK) {
         fprintf(stderr, "kvtable: %s\n", kvl_error());
         free(given);
