@@ -137,7 +137,7 @@ int kvl_file_read_all(char **bytes, size_t *size, const char *path, size_t max_b
 
 /* ---- out ------------------------------------------------------------------------------------- */
 
-typedef enum { OUT_NEW, OUT_REPLACE, OUT_THROUGH } out_way;
+typedef enum { OUT_NEW, OUT_REPLACE, OUT_THROUGH, OUT_STDOUT } out_way;
 
 /* KVL_OK when the directory that would hold a new file at path exists and may be written; a
  * refusal names `named`, the path the caller gave. */
@@ -181,6 +181,11 @@ static int out_way_of(out_way *way, struct stat *st, const char *path)
     if (!S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) && !S_ISFIFO(st->st_mode))
         return kvl_fail(KVL_EIO, "%s: not a file that can be written", path);
     KVL_TRY(refuse_input(st, path));
+    struct stat out;
+    if (fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == st->st_dev && out.st_ino == st->st_ino) {
+        *way = OUT_STDOUT;
+        return KVL_OK;
+    }
     *way = S_ISREG(st->st_mode) ? OUT_REPLACE : OUT_THROUGH;
     if (*way == OUT_REPLACE) return check_replace(path);   /* a rename needs only the directory */
     return access(path, W_OK) == 0 ? KVL_OK
@@ -211,6 +216,17 @@ static int open_through(kvl_file_out *o, const char *path, const struct stat *st
     return KVL_OK;
 }
 
+/* o->fp = a second stream on stdout's descriptor, after what stdout holds so far. */
+static int open_stdout(kvl_file_out *o, const char *path)
+{
+    fflush(stdout);
+    int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0 && (o->fp = fdopen(fd, "wb"))) return KVL_OK;
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return kvl_fail(KVL_EIO, "%s: cannot write: %s", path, strerror(e));
+}
+
 /* o->fp = a new temporary beside o->dest. */
 static int open_temporary(kvl_file_out *o, const char *path)
 {
@@ -235,6 +251,7 @@ int kvl_file_out_open(kvl_file_out *o, const char *path)
     out_way way;
     struct stat st;
     KVL_TRY(out_way_of(&way, &st, path));
+    if (way == OUT_STDOUT) return open_stdout(o, path);
     if (way == OUT_THROUGH) return open_through(o, path, &st);
     /* a link is replaced at what it names, so that the link itself stays */
     o->dest = way == OUT_REPLACE ? realpath(path, NULL) : strdup(path);

@@ -16,6 +16,9 @@
  *   - a character device or a FIFO: written through in place (nothing created, truncated or
  *     renamed). The open is non-blocking, so a FIFO with no reader is refused instead of waiting;
  *     every write and the close are checked, so /dev/full fails with "No space left on device".
+ *   - the file this process's stdout writes (a link to /proc/self/fd/1, say, whatever stdout is):
+ *     written through stdout's own descriptor, after what the program printed so far, so that
+ *     neither replaces the other.
  *   - a directory, a socket or a block device: refused, naming the path.
  *   - the same file (device and inode, so another spelling or a hard link too) as an input of the
  *     run: refused, "PATH: is also an input of this run (ROLE)". The inputs are the paths a program
