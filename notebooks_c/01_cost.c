@@ -439,5 +439,6 @@ int main(int argc, char **argv)
                                     NB_RUN(cell_token_cache_figure), NB_RUN(cell_live),
                                     NB_RUN(cell_gqa_is_mha),  NB_RUN(cell_built_vs_ref),
                                     NB_RUN(cell_figure)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"token_cache", "bytes_per_token", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -510,5 +510,6 @@ int main(int argc, char **argv)
                                     NB_RUN(cell_numpy_check),  NB_RUN(cell_numpy_agrees),
                                     NB_RUN(cell_ref_forms),    NB_RUN(cell_built_vs_ref),
                                     NB_RUN(cell_figure)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"absorption", "cache_per_token", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -454,5 +454,6 @@ int main(int argc, char **argv)
                                     NB_RUN(cell_ring),    NB_RUN(cell_ring_against_band),
                                     NB_RUN(cell_layer_ring_equals_band), NB_RUN(cell_mistral),
                                     NB_RUN(cell_reach),   NB_RUN(cell_sink)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"window_band", "ring_buffer", "reach", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -429,5 +429,6 @@ int main(int argc, char **argv)
                                     NB_RUN(cell_index_scores), NB_RUN(cell_top_k),
                                     NB_RUN(cell_sparse_attention), NB_RUN(cell_paths_agree),
                                     NB_RUN(cell_counts)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"topk_selection", "indexer_flow", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -529,5 +529,6 @@ int main(int argc, char **argv)
                                     NB_RUN(cell_headroom),    NB_RUN(cell_fp4_check),
                                     NB_RUN(cell_fp4_seeds),   NB_RUN(cell_error_histogram),
                                     NB_RUN(cell_rows)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"fp4_error", "fp4_ladder", "bit_layouts", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -740,5 +740,6 @@ int main(int argc, char **argv)
         NB_RUN(cell_layer_map),  NB_RUN(cell_rows),      NB_RUN(cell_shapes),
         NB_RUN(cell_compressor), NB_RUN(cell_windows),   NB_RUN(cell_pooling),
         NB_RUN(cell_sinks),      NB_RUN(cell_toy_stack), NB_RUN(cell_counts)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"layer_map", "csa_pooling", "compression_windows", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -844,5 +844,6 @@ int main(int argc, char **argv)
         NB_RUN(cell_params), NB_RUN(cell_work),         NB_RUN(cell_toy_stack),
         NB_RUN(cell_fp4),    NB_RUN(cell_exit_rule),    NB_RUN(cell_early_exit),
         NB_RUN(cell_replay), NB_RUN(cell_prefix_cache), NB_RUN(cell_replay_arithmetic)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"layer_modes", "layer_sources", "replay_error", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

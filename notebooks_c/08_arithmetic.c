@@ -421,5 +421,6 @@ int main(int argc, char **argv)
     static const nb_cell cells[] = {NB_RUN(cell_table),   NB_RUN(cell_built), NB_RUN(cell_parts),
                                     NB_RUN(cell_levers),  NB_RUN(cell_windows), NB_RUN(cell_live),
                                     NB_RUN(cell_lineage), NB_RUN(cell_figure)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"bytes_per_token", "lineage", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

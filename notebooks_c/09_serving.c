@@ -272,5 +272,6 @@ int main(int argc, char **argv)
 {
     static const nb_cell cells[] = {NB_RUN(cell_split), NB_RUN(cell_pages), NB_RUN(cell_fit),
                                     NB_RUN(cell_sequences), NB_RUN(cell_figure)};
-    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+    static const char *const figures[] = {"gpu_memory", "sequences_per_node", NULL};
+    return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
 }

@@ -21,6 +21,7 @@ static struct {
     nb_mode mode;
     const char *figures;  /* --figures DIR, or NULL */
     const char *program;
+    const char *const *names;   /* every figure this notebook draws, NULL-terminated */
 } run;
 
 const char *nb_path(const char *relative)
@@ -69,11 +70,21 @@ static int write_figure(const char *path, const svg_doc *svg)
     return kvl_file_out_commit(&o);
 }
 
+/* Whether name is one of the figures given to nb_main, whose paths were checked before the run. */
+static int declared(const char *name)
+{
+    for (const char *const *d = run.names; d && *d; d++)
+        if (!strcmp(*d, name)) return 1;
+    return 0;
+}
+
 int nb_figure(const char *name, svg_doc *svg)
 {
     int rc = KVL_OK;
     if (!valid_name(name))
         rc = kvl_fail(KVL_EINVAL, "figure name \"%s\": use letters, digits, - and _", name);
+    else if (!declared(name))
+        rc = kvl_fail(KVL_EINVAL, "figure %s is not in the list of figures given to nb_main", name);
     else if (svg->failed || !svg->text)
         rc = kvl_fail(KVL_ENOMEM, "figure %s: out of memory while drawing", name);
     char path[4096] = "";
@@ -225,6 +236,27 @@ static int step(const nb_cell *cells, size_t n, const char *source)
     return status;
 }
 
+/* 2 after one line on stderr when DIR is not a directory this program can write to, or a figure's
+ * path inside it could not be written (ref/core/file_io.h), so that no output is printed first. */
+static int check_figures(void)
+{
+    struct stat st;
+    if (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0) {
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
+                run.program, run.figures);
+        return 2;
+    }
+    for (const char *const *d = run.names; d && *d; d++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.svg", run.figures, *d);
+        if (kvl_file_out_check(path) != KVL_OK) {
+            fprintf(stderr, "%s: --figures %s\n", run.program, kvl_error());
+            return 2;
+        }
+    }
+    return 0;
+}
+
 static void usage(FILE *f, const char *program)
 {
     fprintf(
@@ -237,8 +269,10 @@ static void usage(FILE *f, const char *program)
         program);
 }
 
-int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells)
+int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells,
+            const char *const *figures)
 {
+    run.names = figures;
     const char *slash = strrchr(argv[0], '/');
     run.program = slash ? slash + 1 : argv[0];
     const char *bad = NULL;
@@ -264,13 +298,7 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
             return 2;
         }
     }
-    struct stat st;
-    if (run.figures &&
-        (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
-        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
-                run.program, run.figures);
-        return 2;
-    }
+    if (run.figures && check_figures()) return 2;
     const int status =
         run.mode == MODE_STEP ? step(cells, n_cells, source) : run_all(cells, n_cells, source);
     return kvl_exit_status(run.program, status);

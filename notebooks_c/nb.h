@@ -14,7 +14,8 @@
  *     int main(int argc, char **argv)
  *     {
  *         static const nb_cell cells[] = {NB_RUN(cell_bytes), ...};
- *         return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0]);
+ *         static const char *const figures[] = {"bytes_per_token", ..., NULL};
+ *         return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);
  *     }
  *
  * NB_CELL records the line it stands on, which is how a cell function is matched to the notebook
@@ -62,14 +63,18 @@ typedef struct {
     static int fn(void)
 #define NB_RUN(fn) {fn, fn##_line, #fn}
 
-/* Run the notebook in the mode argv asks for; `source` is the notebook's __FILE__. Returns the exit
- * status: 0, 1 when a cell fails (its message on stderr) or stdout could not be written, 2 for bad
- * arguments. */
-int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells);
+/* Run the notebook in the mode argv asks for; `source` is the notebook's __FILE__, `figures` the
+ * names of every figure its cells draw, NULL-terminated (NULL: none), so that with --figures DIR
+ * each DIR/NAME.svg is checked before the first cell runs. Returns the exit status: 0, 1 when a
+ * cell fails (its message on stderr) or stdout could not be written, 2 for bad arguments or a
+ * figure path that cannot be written. */
+int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells,
+            const char *const *figures);
 
 /* Show a finished figure: embedded in --cells mode, written to DIR/NAME.svg with --figures DIR, and
  * named in the output otherwise. Frees the document. KVL_ENOMEM if it was incomplete, KVL_EIO if it
- * could not be written. NAME: letters, digits, '-' and '_'. */
+ * could not be written, KVL_EINVAL if NAME is not one of the figures given to nb_main. NAME:
+ * letters, digits, '-' and '_'. */
 int nb_figure(const char *name, svg_doc *svg);
 
 /* KVL_OK when `holds`, else a failure whose message is the printf-style text: how a cell checks a

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "file_io.h"
 #include "nb_source.h"
 #include "program.h"
 #include "status.h"
@@ -265,13 +266,13 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
+/* Whole or not at all, under the one rule for output paths (ref/core/file_io.h). */
 static int write_text(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return kvl_fail(KVL_EIO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fputs(text, f) < 0;
-    bad |= fclose(f) != 0;
-    return bad ? kvl_fail(KVL_EIO, "%s: write failed", path) : KVL_OK;
+    kvl_file_out o;
+    KVL_TRY(kvl_file_out_open(&o, path));
+    kvl_file_out_write(&o, text, strlen(text));
+    return kvl_file_out_commit(&o);
 }
 
 static int write_ipynb(const char *out, const char *source, const nb_source *s,
@@ -353,6 +354,23 @@ static int write_markdown(const char *out, const char *figures_at, const char *s
     return rc;
 }
 
+/* 0 when OUT.ipynb and OUT.md may be written (ref/core/file_io.h) and neither is SOURCE.c or
+ * STREAM; else 2 after one line. The figures in OUT_files/ are named by the stream, so they are
+ * checked as they are written. */
+static int check_outputs(const char *source, const char *stream, const char *out)
+{
+    kvl_file_input(source, "SOURCE.c");
+    kvl_file_input(stream, "STREAM");
+    static const char *const written[] = {".ipynb", ".md"};
+    int status = 0;
+    for (size_t i = 0; i < sizeof written / sizeof *written && !status; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s", out, written[i]);
+        status = kvl_check_output("nb_ipynb", "OUT", path);
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -367,6 +385,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "nb_ipynb: expected SOURCE.c STREAM OUT [--figures-at DIR] (try --help)\n");
         return 2;
     }
+    if (check_outputs(argv[1], argv[2], argv[3])) return 2;
     const char *figures_at = argc == 6 ? argv[5] : NULL;
     nb_source s;
     int rc = nb_source_read(&s, argv[1]);

@@ -259,6 +259,50 @@ START_TEST(test_kvtable_escapes_names_in_csv_and_svg)
 }
 END_TEST
 
+/* The cells of one GitHub Markdown table row, read as the renderer reads it: a '|' not escaped by
+ * '\' ends a cell, "\|" and "\\" are a '|' and a '\', the leading and trailing '|' open and close the
+ * row; cells[k] trimmed of the spaces around it. Returns the number of cells. */
+static size_t markdown_row_cells(char cells[][128], size_t max, const char *row)
+{
+    size_t n = 0, len = 0;
+    ck_assert(*row == '|');
+    for (const char *p = row + 1; *p && *p != '\n'; p++) {
+        if (*p == '|') {
+            ck_assert(n < max);
+            cells[n][len] = '\0';
+            while (len && cells[n][len - 1] == ' ') cells[n][--len] = '\0';
+            memmove(cells[n], cells[n] + strspn(cells[n], " "), strlen(cells[n]) + 1);
+            n++, len = 0;
+            continue;
+        }
+        if (*p == '\\' && (p[1] == '|' || p[1] == '\\')) p++;
+        ck_assert(n < max && len < 127);
+        cells[n][len++] = *p;
+    }
+    return n;
+}
+
+/* A model name holding '|', '\' and a line break is one Markdown cell: the row has as many cells as
+ * the header, and its first cell reads back as the name (the line break a space). */
+START_TEST(test_kvtable_markdown_keeps_a_name_with_bars_in_its_cell)
+{
+    static char out[1 << 16], err[4096];
+    char path[64], cmd[192], header[16][128], cells[16][128];
+    edited_config(path, sizeof path, "deepseek-v3.json", "\"name\": \"DeepSeek-V3\"",
+                  "\"name\": \"V3 | a\\\\|b \\\\ c\\nd\"");
+    snprintf(cmd, sizeof cmd, "kvtable --format markdown %s", path);
+    const int rc = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    unlink(path);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    const char *rule = strstr(out, "\n|---"), *row = rule ? strchr(rule + 1, '\n') : NULL;
+    ck_assert_msg(row && row[1] == '|', "no table row: %s", out);
+    const size_t columns = markdown_row_cells(header, 16, out);
+    ck_assert_uint_eq(markdown_row_cells(cells, 16, row + 1), columns);
+    ck_assert_str_eq(cells[0], "V3 | a\\|b \\ c d");
+    ck_assert_msg(!strchr(row + 1, '\n') || strchr(row + 1, '\n')[1] == '\0', "more than one row: %s", out);
+}
+END_TEST
+
 START_TEST(test_kvtable_bad_input_exits_2_with_a_message)
 {
     static char out[4096], err[4096];
@@ -313,6 +357,7 @@ Suite *kvl_suite(void)
     TCase *prog = tcase_create("kvtable");
     tcase_add_test(prog, test_kvtable_json_keeps_exact_values);
     tcase_add_test(prog, test_kvtable_text_markdown_csv_and_svg);
+    tcase_add_test(prog, test_kvtable_markdown_keeps_a_name_with_bars_in_its_cell);
     tcase_add_test(prog, test_kvtable_escapes_names_in_csv_and_svg);
     tcase_add_test(prog, test_kvtable_bad_input_exits_2_with_a_message);
     suite_add_tcase(s, prog);

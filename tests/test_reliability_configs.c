@@ -405,7 +405,7 @@ START_TEST(test_kvtable_svg_leaves_no_file_on_any_failure)
     ck_assert_msg(out[0] == '\0' && count_lines(err) == 1 && strstr(err, "No such file or directory"), "%s", err);
     snprintf(cmd, sizeof cmd, "kvtable --svg '%s' '%s'", dir, kvl_path(V3));
     ck_assert_int_eq(kvl_run(cmd, NULL, out, CAP, err, CAP), 2);
-    ck_assert_msg(out[0] == '\0' && count_lines(err) == 1 && strstr(err, "cannot write"), "%s", err);
+    ck_assert_msg(out[0] == '\0' && count_lines(err) == 1 && strstr(err, "is a directory"), "%s", err);
     char dir_partial[160];
     snprintf(dir_partial, sizeof dir_partial, "%s.partial", dir);
     ck_assert_msg(!exists(dir_partial), "%s left behind", dir_partial);

@@ -118,17 +118,39 @@ static void print_csv_field(const char *sep, const char *v)
     putchar('"');
 }
 
+/* v as the text of one Markdown table cell: a '\' in front of each '|' (which would end the cell)
+ * and '\' (which would escape a '|' after it), a space for a line break or other control byte
+ * (which would end the row); in memory the caller frees, NULL when out of memory. */
+static char *markdown_cell(const char *v)
+{
+    char *out = malloc(2 * strlen(v) + 1), *o = out;
+    for (const char *p = v; out && *p; p++) {
+        if (*p == '|' || *p == '\\') *o++ = '\\';
+        *o++ = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    }
+    if (out) *o = '\0';
+    return out;
+}
+
 static void print_grid(const row *rows, size_t n, out_format fmt)
 {
     const char *(*v)[N_COLS] = calloc(n ? n : 1, sizeof *v);
     cells *c = calloc(n ? n : 1, sizeof *c);
     char (*entry)[48] = calloc(n ? n : 1, sizeof *entry);
-    if (!v || !c || !entry) { fprintf(stderr, "kvtable: out of memory\n"); exit(1); }
+    char *(*escaped)[N_COLS] = calloc(n ? n : 1, sizeof *escaped);   /* Markdown's cells */
+    if (!v || !c || !entry || !escaped) { fprintf(stderr, "kvtable: out of memory\n"); exit(1); }
     size_t width[N_COLS];
     for (size_t j = 0; j < N_COLS; j++) width[j] = strlen(headers[j]);
     for (size_t i = 0; i < n; i++) {
         fill_cells(&c[i], entry[i], sizeof entry[i], rows, i);
         cell_list(&c[i], v[i]);
+        for (size_t j = 0; j < N_COLS && fmt == OUT_MARKDOWN; j++) {
+            if (!(escaped[i][j] = markdown_cell(v[i][j]))) {
+                fprintf(stderr, "kvtable: out of memory\n");
+                exit(1);
+            }
+            v[i][j] = escaped[i][j];
+        }
         for (size_t j = 0; j < N_COLS; j++)
             if (strlen(v[i][j]) > width[j]) width[j] = strlen(v[i][j]);
     }
@@ -151,6 +173,9 @@ static void print_grid(const row *rows, size_t n, out_format fmt)
         }
         printf("%s\n", tail);
     }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < N_COLS; j++) free(escaped[i][j]);
+    free(escaped);
     free(v);
     free(c);
     free(entry);
@@ -331,7 +356,12 @@ int main(int argc, char **argv)
     }
     size_t n = n_given;
     char **paths = given;
-    int status = 0;
+    for (size_t i = 0; i < n_given; i++) kvl_file_input(given[i], given[i]);
+    int status = svg ? kvl_check_output("kvtable", "--svg", svg) : 0;
+    if (status) {
+        free(given);
+        return status;
+    }
     if (!n_given && kvl_config_files(&paths, &n) != KVL_OK) {
         fprintf(stderr, "kvtable: %s\n", kvl_error());
         free(given);

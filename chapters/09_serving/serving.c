@@ -328,6 +328,8 @@ int main(int argc, char **argv)
         snprintf(tp, sizeof tp, "%zu", p.d.tp);
         status = kvl_bad_usage("serving", "--tp must divide --gpus", tp);
     }
+    for (size_t i = 0; i < n_given; i++) kvl_file_input(given[i], given[i]);
+    if (!status && svg) status = kvl_check_output("serving", "--svg", svg);
     size_t n = n_given;
     char **paths = status ? NULL : given;
     if (!status && !n_given && kvl_config_files(&paths, &n) != KVL_OK) {

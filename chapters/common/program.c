@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "file_io.h"
 #include "status.h"
 
 #ifndef KVL_SOURCE_DIR
@@ -25,6 +26,14 @@ const char *kvl_root_dir(void)
 int kvl_bad_usage(const char *program, const char *msg, const char *arg)
 {
     fprintf(stderr, "%s: %s%s%s (try --help)\n", program, msg, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+int kvl_check_output(const char *program, const char *flag, const char *path)
+{
+    kvl_file_track_inputs();
+    if (kvl_file_out_check(path) == KVL_OK) return 0;
+    fprintf(stderr, "%s: %s %s\n", program, flag, kvl_error());
     return 2;
 }
 

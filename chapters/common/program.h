@@ -26,6 +26,12 @@ void kvl_usage_model_types(FILE *f);
  * stderr and return 2, the exit status of a bad command line. */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);
 
+/* 0 when the file a flag names may be written under ref/core/file_io.h's rule (and is not an input
+ * named so far with kvl_file_input); else 2 after "PROGRAM: FLAG PATH: why" on stderr. From here
+ * on every file the program opens counts as an input of the run, which the write then refuses to
+ * replace; so call it while reading the command line, before the first line of output. */
+int kvl_check_output(const char *program, const char *flag, const char *path);
+
 /* A command-line count: plain decimal digits (no sign, no space) for a value in [lo, hi] → *out, 0;
  * else -1 and *out untouched. */
 int kvl_parse_size(size_t *out, const char *s, size_t lo, size_t hi);

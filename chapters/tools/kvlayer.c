@@ -31,6 +31,7 @@
 
 #include "config.h"
 #include "dsa.h"
+#include "file_io.h"
 #include "mla.h"
 #include "npy.h"
 #include "program.h"
@@ -101,6 +102,16 @@ enum { F_CONFIG, F_WEIGHTS, F_INPUT, F_OUTPUT, F_LAYER, F_PREFILL, F_CACHE };
 static const kvl_flag FLAGS[] = {{"--config", 1}, {"--weights", 1}, {"--input", 1}, {"--output", 1},
                                  {"--layer", 1},  {"--prefill", 1}, {"--cache", 1}};
 
+/* 0 when --output may be written (ref/core/file_io.h) and is none of the files the run reads:
+ * those named here, and every file opened from now on (a checkpoint directory's shards). */
+static int check_output(const options *o)
+{
+    kvl_file_input(o->config, "--config");
+    kvl_file_input(o->weights, "--weights");
+    kvl_file_input(o->input, "--input");
+    return kvl_check_output("kvlayer", "--output", o->output);
+}
+
 /* 0 with *o filled; 1 after --help (printed); 2 after a one-line refusal. */
 static int parse_options(options *o, int argc, char **argv)
 {
@@ -130,7 +141,7 @@ static int parse_options(options *o, int argc, char **argv)
                                                      : NULL;
     if (missing) return bad_input("%s is required (try --help)", missing);
     o->layer = layer;
-    return 0;
+    return check_output(o);
 }
 
 static int ends_with(const char *s, const char *tail)

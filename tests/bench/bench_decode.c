@@ -38,6 +38,7 @@
 #include "bench.h"
 #include "config.h"
 #include "dsa.h"
+#include "file_io.h"
 #include "mha.h"
 #include "mla.h"
 #include "rng.h"
@@ -460,12 +461,14 @@ static void write_figure(void)
     svg_end(&s);
     char path[1024];
     snprintf(path, sizeof path, "%s/decode.svg", kvb_out_dir);
-    FILE *f = s.failed ? NULL : fopen(path, "w");
-    if (f) {
-        fputs(s.text, f);
-        fclose(f);
-        kvb_progress("decode: wrote %s", path);
-    } else kvb_progress("decode: could not write %s", path);
+    kvl_file_out o;
+    int rc = s.failed ? kvl_fail(KVL_ENOMEM, "%s: out of memory", path) : kvl_file_out_open(&o, path);
+    if (rc == KVL_OK) {
+        kvl_file_out_write(&o, s.text, s.len);
+        rc = kvl_file_out_commit(&o);
+    }
+    if (rc == KVL_OK) kvb_progress("decode: wrote %s", path);
+    else kvb_progress("decode: %s", kvl_error());
     svg_free(&s);
 }
 

@@ -5,8 +5,9 @@
  *   kvbench --spread RUN.md ...      two or more such tables compared (spread.c): how far each row's
  *                                    ratio, FMA and roof shares moved from their medians over the runs
  *
- * Exit status: 0; 1 if a group could not run or DIR/results.md cannot be written; 2 for an unknown
- * group name or option, or a table --spread cannot read. */
+ * Exit status: 0; 1 if a group could not run or DIR/results.md or DIR/decode.svg cannot be written
+ * (ref/core/file_io.h's rule, checked before the first line; results.md again at the end); 2 for
+ * an unknown group name or option, or a table --spread cannot read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 
 #include "bench.h"
 #include "blas_core.h"
+#include "file_io.h"
+#include "status.h"
 
 typedef struct {
     const char *name;
@@ -62,6 +65,19 @@ static void usage(FILE *f)
 }
 
 /* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line, and the status 2 */
+/* KVL_OK when every file kvbench writes into --out may be written (ref/core/file_io.h), checked
+ * before the first line so that a run of minutes does not end refused. */
+static int check_out_dir(void)
+{
+    static const char *const written[] = {"/results.md", "/decode.svg"};
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s%s", kvb_out_dir, written[i]);
+        KVL_TRY(kvl_file_out_check(path));
+    }
+    return KVL_OK;
+}
+
 static int bad_argument(const char *arg, int i, const char *what)
 {
     fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", arg, i, what);
@@ -122,13 +138,15 @@ int main(int argc, char **argv)
     }
     if (n == 0)
         for (; n < N_GROUPS; n++) chosen[n] = &GROUPS[n];
+    char results[1024];
+    kvl_file_out markdown;
     if (kvb_out_dir) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/results.md", kvb_out_dir);
-        if (!(kvb_markdown = fopen(path, "w"))) {
-            fprintf(stderr, "kvbench: cannot write %s\n", path);
+        snprintf(results, sizeof results, "%s/results.md", kvb_out_dir);
+        if (check_out_dir() != KVL_OK || kvl_file_out_open(&markdown, results) != KVL_OK) {
+            fprintf(stderr, "kvbench: --out %s\n", kvl_error());
             return 1;
         }
+        kvb_markdown = markdown.fp;
         fprintf(kvb_markdown, "# kvbench results\n\nEach time is the median of the runs (fastest - slowest); "
                               "ratio = rate / the ceiling that bounds the step.\n\n");
     }
@@ -152,6 +170,9 @@ int main(int argc, char **argv)
                         "message above)\n", chosen[g]->name);
         failed = 1;
     }
-    if (kvb_markdown) fclose(kvb_markdown);
+    if (kvb_markdown && kvl_file_out_commit(&markdown) != KVL_OK) {
+        fprintf(stderr, "kvbench: --out %s\n", kvl_error());
+        failed = 1;
+    }
     return failed;
 }
