@@ -6,7 +6,7 @@
  *                                    ratio, FMA and roof shares moved from their medians over the runs
  *
  * Exit status: 0; 1 if a group could not run or DIR/results.md or DIR/decode.svg cannot be written
- * (ref/core/file_io.h's rule, checked before the first line; results.md again at the end); 2 for
+ * (ref/core/file_io.h's rule, checked before the first line; DIR/results.md again at the end); 2 for
  * an unknown group name or option, or a table --spread cannot read. */
 #include <stdio.h>
 #include <stdlib.h>
