@@ -20,10 +20,11 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
 {
     switch (m->kv_cache) {
     case KVL_CACHE_BF16:
-        /* every value in bf16: K and V of every KV head (MHA/GQA); the latent and the shared RoPE key
+        /* every value in bf16: K and V of every KV head (MHA/GQA, and an MLA model cached as whole heads:
+         * llama.cpp's older deepseek2 GGUF); the latent and the shared RoPE key
          * (MLA, DSA) and DSA's index key; V4/V4.1's shared entry, its index key and its window row */
-        switch (m->generation) {
-        case KVL_GEN_MHA: f->main_row_bytes = 2 * m->n_kv_heads * m->head_dim * bf16_bytes(); break;
+        switch (m->kv_whole_heads ? KVL_GEN_MHA : m->generation) {
+        case KVL_GEN_MHA: f->main_row_bytes = m->n_kv_heads * (m->head_dim + m->v_head_dim) * bf16_bytes(); break;
         case KVL_GEN_MLA:
         case KVL_GEN_DSA: f->main_row_bytes = (m->kv_lora_rank + m->qk_rope_head_dim) * bf16_bytes(); break;
         case KVL_GEN_V4:
@@ -59,6 +60,12 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
     }
     return kvl_fail(KVL_EINVAL, "%s: kv_cache %s does not apply to a %s model", m->path,
                     kvl_cache_layout_name(m->kv_cache), kvl_generation_name(m->generation));
+}
+
+const char *kvl_kv_cache_label(const kvl_model *m)
+{
+    if (!m->kv_llama_cpp || m->kv_cache != KVL_CACHE_BF16) return kvl_cache_layout_name(m->kv_cache);
+    return m->kv_whole_heads ? "f16 K+V (llama.cpp)" : "f16 (llama.cpp)";
 }
 
 int kvl_layer_stores_index_key(const kvl_model *m, size_t layer)

@@ -35,9 +35,12 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
+        "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json|MODEL.gguf ...]\n"
         "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
-        "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+        "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n"
+        "A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read from its\n"
+        "metadata, and priced as the cache llama.cpp keeps for it: f16 (two bytes a value, as bf16), the\n"
+        "MLA latent for an MLA conversion, whole K and V heads for an older deepseek2 one.\n");
 }
 
 static void entry_text(const row *r, char *buf, size_t cap)
@@ -68,7 +71,7 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
     *c = (cells){.name = r->model.name,
                  .date = r->model.date[0] ? r->model.date : "-",
                  .gen = kvl_generation_name(r->model.generation),
-                 .cache = kvl_cache_layout_name(r->model.kv_cache),
+                 .cache = kvl_kv_cache_label(&r->model),
                  .entry = entry};
     snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
     snprintf(c->entries, sizeof c->entries, "%s",
@@ -191,7 +194,7 @@ static int print_json(const row *rows, size_t n)
         cJSON_AddStringToObject(o, "date", r->model.date);
         cJSON_AddStringToObject(o, "config", r->model.path);
         cJSON_AddStringToObject(o, "attention", kvl_generation_name(r->model.generation));
-        cJSON_AddStringToObject(o, "kv_cache", kvl_cache_layout_name(r->model.kv_cache));
+        cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
         cJSON_AddNumberToObject(o, "global_kv_layers", (double)r->kv.global_layers);
         cJSON_AddNumberToObject(o, "entries_per_token", r->kv.entries_per_token);
         cJSON_AddNumberToObject(o, "bytes_per_entry", r->kv.bytes_per_entry);

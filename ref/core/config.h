@@ -89,6 +89,8 @@ typedef struct {
     size_t hc_mult;                        /* hyper-connection copies of the residual (V4, V4.1) */
     kvl_weight_format linear, experts;     /* as the checkpoint ships them */
     int scale_e8m0;                        /* FP8 block scales are E8M0 (1 byte), else float32 */
+    unsigned ggml_file_type;               /* a GGUF file's general.file_type when its weights are ggml's
+                                            * quantised blocks, which no format above prices; 0: none */
 } kvl_ffn;
 
 typedef struct {
@@ -97,6 +99,10 @@ typedef struct {
     int headline;           /* one of the generations the V4.1-Flash model card charts */
     kvl_generation generation;
     kvl_cache_layout kv_cache;
+    int kv_llama_cpp;       /* read from a GGUF file: its 16-bit cache is llama.cpp's f16 (bf16's two bytes a value) */
+    int kv_whole_heads;     /* the cache holds K (n_kv_heads x head_dim) and V (n_kv_heads x v_head_dim) of every
+                             * layer whatever the generation: llama.cpp's cache for a deepseek2 GGUF converted
+                             * without the MLA split */
 
     size_t d;               /* model width */
     size_t n_layers;        /* backbone layers (MTP / DSpark layers are not counted) */
