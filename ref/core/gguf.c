@@ -185,10 +185,11 @@ static int take_header(cursor *c, kvl_gguf *g, uint64_t *n_kv)
     KVL_TRY(take_uint(c, 8, &g->n_tensors, "the tensor count"));
     KVL_TRY(take_uint(c, 8, n_kv, "the key-value count"));
     if (g->n_tensors > c->file_size / MIN_TENSOR_BYTES)
-        return kvl_fail(KVL_EPARSE, "%s: %llu tensors cannot fit in a file of %llu bytes", c->origin,
+        return kvl_fail(KVL_EPARSE, "%s: %llu tensors cannot fit in a file of %llu bytes: truncated or malformed", c->origin,
                         (unsigned long long)g->n_tensors, (unsigned long long)c->file_size);
     if (*n_kv > MAX_KV || *n_kv > (c->file_size - 24) / MIN_KV_BYTES)
-        return kvl_fail(KVL_EPARSE, "%s: %llu key-value pairs: more than a file of %llu bytes holds (or %d)",
+        return kvl_fail(KVL_EPARSE, "%s: %llu key-value pairs: more than a file of %llu bytes holds (or %d): "
+                        "truncated or malformed",
                         c->origin, (unsigned long long)*n_kv, (unsigned long long)c->file_size, MAX_KV);
     return KVL_OK;
 }
