@@ -345,7 +345,10 @@ START_TEST(test_an_array_longer_than_the_file_is_refused)
     put(&o, 9, 4);
     put(&o, 8, 4);
     put(&o, (uint64_t)1 << 61, 8);
-    refused(o.b, o.n, (const char *[]){"truncated", "an array"}, 2);
+    char at[32];
+    snprintf(at, sizeof at, "an array at byte %zu ", o.n);   /* where the elements start: none was read */
+    for (int i = 0; i < 3; i++) put_str(&o, "tok");
+    refused(o.b, o.n, (const char *[]){"truncated", at}, 2);
 }
 END_TEST
 
