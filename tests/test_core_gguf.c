@@ -352,6 +352,35 @@ START_TEST(test_an_array_longer_than_the_file_is_refused)
 }
 END_TEST
 
+/* ggml's quantised weights (general.file_type 15, Q4_K_M) leave the cache as it is, and serving,
+ * which prices weights as the file ships them, refuses them by name unless told a format. */
+START_TEST(test_quantised_weights_are_refused_by_serving_alone)
+{
+    bytes o;
+    mla_file(&o, N_MLA, NULL);
+    o.b[16] = N_MLA + 1;
+    put_pair(&o, &(pair){"general.file_type", 4, 15, 0, 0});
+    char path[] = "/tmp/kvl_gguf_XXXXXX.gguf";
+    int fd = mkstemps(path, 5);
+    ck_assert(fd >= 0);
+    close(fd);
+    write_file(path, o.b, o.n);
+    const double bpt = kvtable_number(path, "bytes_per_token");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "serving %s", path);
+    const int native = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    const int refused_out = out[0] != '\0';
+    const int named = strstr(err, "general.file_type") && strstr(err, "15");
+    snprintf(cmd, sizeof cmd, "serving --weights bf16 %s", path);
+    const int bf16 = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+    unlink(path);
+    ck_assert_double_eq(bpt, 61.0 * (512 + 64) * 2);
+    ck_assert_int_eq(native, 2);
+    ck_assert_msg(!refused_out && named, "refusal not by name, or with output");
+    ck_assert_msg(bf16 == 0, "%s", err);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_gguf");
@@ -371,6 +400,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_every_truncation_is_refused);
     tcase_add_test(tc, test_a_malformed_header_is_refused);
     tcase_add_test(tc, test_an_array_longer_than_the_file_is_refused);
+    tcase_add_test(tc, test_quantised_weights_are_refused_by_serving_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -207,8 +207,10 @@ static int load_row(row *r, const char *path, const plan *p)
     }
     const kvl_ffn *ffn = &r->model.ffn;
     if (p->weights == WEIGHTS_NATIVE && ffn->ggml_file_type) {
-        fprintf(stderr, "serving: %s: key \"general.file_type\" is %u, weights in ggml's quantised blocks, which "
-                "serving does not price: give --weights bf16 or fp8\n", r->model.path, ffn->ggml_file_type);
+        fprintf(stderr,
+                "serving: %s: key \"general.file_type\" is %u, weights in ggml's quantised blocks, "
+                "which serving does not price: give --weights bf16 or fp8\n",
+                r->model.path, ffn->ggml_file_type);
         return 2;
     }
     static const kvl_weight_format as[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8};
