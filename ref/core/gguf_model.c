@@ -104,13 +104,31 @@ static int get_str(const meta *r, const char *suffix, int required, char *out, s
     return KVL_OK;
 }
 
-static int disagree(const meta *r, const char *a, size_t va, const char *b, const char *what, size_t vb)
+/* Key ARCH.a (va) against key b (vb; ARCH.b unless a general. or tokenizer. key): va must `must` vb. */
+static int disagree(const meta *r, const char *a, size_t va, const char *must, const char *b, size_t vb)
 {
-    return kvl_fail(KVL_EINVAL, "%s: keys \"%s.%s\" (%zu) and %s disagree: %s is %zu", r->g->origin, r->arch, a, va, b,
-                    what, vb);
+    char kb[128];
+    return kvl_fail(KVL_EINVAL, "%s: keys \"%s.%s\" and \"%s\" disagree: %zu must %s %zu", r->g->origin, r->arch, a,
+                    key_of(r, b, kb, sizeof kb), va, must, vb);
 }
 
 /* ---- what every architecture states ------------------------------------------------------------ */
+
+/* general.name, where given, is the name shown: cut to fit, a control byte shown as '?'. */
+static int read_name(const meta *r, kvl_model *m)
+{
+    char key[32];
+    int rc;
+    const kvl_gguf_kv *kv = lookup(r, "general.name", KVL_GGUF_STRING, 0, &rc, key, sizeof key);
+    if (rc != KVL_OK || !kv || !kv->v.s.len) return rc;
+    const size_t n = kv->v.s.len < sizeof m->name - 1 ? kv->v.s.len : sizeof m->name - 1;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)kv->v.s.bytes[i];
+        m->name[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    m->name[n] = '\0';
+    return KVL_OK;
+}
 
 static int read_common(const meta *r, kvl_model *m)
 {
@@ -121,13 +139,9 @@ static int read_common(const meta *r, kvl_model *m)
     KVL_TRY(get_u32(r, "attention.head_count", 1, 1, MAX_DIM, 0, &m->n_heads));
     KVL_TRY(get_u32(r, "attention.head_count_kv", 0, 1, m->n_heads, m->n_heads, &m->n_kv_heads));
     if (m->n_heads % m->n_kv_heads)
-        return disagree(r, "attention.head_count_kv", m->n_kv_heads, "attention.head_count", "head_count",
-                        m->n_heads);
+        return disagree(r, "attention.head_count_kv", m->n_kv_heads, "divide", "attention.head_count", m->n_heads);
     KVL_TRY(get_f32(r, "attention.layer_norm_rms_epsilon", 1, 0, 1, 0, &m->norm_eps));
-    char name[sizeof m->name];
-    KVL_TRY(get_str(r, "general.name", 0, name, sizeof name));
-    if (name[0]) memcpy(m->name, name, sizeof name);
-    return KVL_OK;
+    return read_name(r, m);
 }
 
 /* rope.freq_base and the YaRN keys, as llama.cpp reads them (types none and yarn; linear scaling and
@@ -174,7 +188,7 @@ static int read_vocab(const meta *r, kvl_model *m)
     const size_t listed = tokens ? (size_t)tokens->count : 0;
     KVL_TRY(get_u32(r, "vocab_size", 0, 1, MAX_DIM, listed, &m->ffn.vocab_size));
     if (tokens && listed != m->ffn.vocab_size)
-        return disagree(r, "vocab_size", m->ffn.vocab_size, "\"tokenizer.ggml.tokens\"", "its length", listed);
+        return disagree(r, "vocab_size", m->ffn.vocab_size, "equal the length of", "tokenizer.ggml.tokens", listed);
     return KVL_OK;
 }
 
@@ -197,7 +211,7 @@ static int read_experts(const meta *r, kvl_ffn *f, size_t n_layers)
         return kvl_fail(KVL_EINVAL, "%s: key \"%s.expert_count\" is %zu but \"%s.expert_used_count\" is 0 or absent",
                         r->g->origin, r->arch, f->n_routed_experts, r->arch);
     if (f->n_dense_layers > n_layers)
-        return disagree(r, "leading_dense_block_count", f->n_dense_layers, "\"block_count\"", "block_count", n_layers);
+        return disagree(r, "leading_dense_block_count", f->n_dense_layers, "be at most", "block_count", n_layers);
     return KVL_OK;
 }
 
@@ -212,12 +226,13 @@ static int deepseek2_mla(const meta *r, kvl_model *m, size_t key_length, size_t 
         return kvl_fail(KVL_EINVAL, "%s: key \"deepseek2.attention.head_count_kv\" is %zu; an MLA conversion "
                         "(attention.key_length_mla given) has one KV head", r->g->origin, m->n_kv_heads);
     if (key_length != Dc + Dr)
-        return disagree(r, "attention.key_length", key_length, "kv_lora_rank + rope.dimension_count",
-                        "their sum", Dc + Dr);
+        return kvl_fail(KVL_EINVAL, "%s: keys \"deepseek2.attention.key_length\" (%zu) and \"deepseek2.attention."
+                        "kv_lora_rank\" + \"deepseek2.rope.dimension_count\" (%zu + %zu = %zu) disagree: an MLA "
+                        "conversion's key is the latent and the RoPE key", r->g->origin, key_length, Dc, Dr, Dc + Dr);
     if (value_length != Dc)
-        return disagree(r, "attention.value_length", value_length, "\"attention.kv_lora_rank\"", "kv_lora_rank", Dc);
+        return disagree(r, "attention.value_length", value_length, "equal", "attention.kv_lora_rank", Dc);
     if (key_mla <= Dr)
-        return disagree(r, "attention.key_length_mla", key_mla, "\"rope.dimension_count\"", "the RoPE part", Dr);
+        return disagree(r, "attention.key_length_mla", key_mla, "exceed", "rope.dimension_count", Dr);
     m->head_dim = key_mla;
     m->v_head_dim = value_mla;
     m->n_kv_heads = m->n_heads;   /* as config.json states an MLA model: the heads the latent expands to */
@@ -228,8 +243,7 @@ static int deepseek2_mla(const meta *r, kvl_model *m, size_t key_length, size_t 
 static int deepseek2_whole(const meta *r, kvl_model *m, size_t key_length, size_t value_length)
 {
     if (key_length <= m->qk_rope_head_dim)
-        return disagree(r, "attention.key_length", key_length, "\"rope.dimension_count\"", "the RoPE part",
-                        m->qk_rope_head_dim);
+        return disagree(r, "attention.key_length", key_length, "exceed", "rope.dimension_count", m->qk_rope_head_dim);
     m->head_dim = key_length;
     m->v_head_dim = value_length;
     m->kv_whole_heads = 1;
@@ -278,12 +292,10 @@ static int read_llama(const meta *r, kvl_model *m)
     KVL_TRY(get_u32(r, "attention.key_length", !dflt, 2, MAX_DIM, dflt, &m->head_dim));
     KVL_TRY(get_u32(r, "attention.value_length", !dflt, 2, MAX_DIM, dflt, &value_length));
     if (value_length != m->head_dim)
-        return disagree(r, "attention.value_length", value_length, "\"attention.key_length\"", "key_length",
-                        m->head_dim);
+        return disagree(r, "attention.value_length", value_length, "equal", "attention.key_length", m->head_dim);
     KVL_TRY(get_u32(r, "rope.dimension_count", 0, 2, MAX_DIM, m->head_dim, &m->qk_rope_head_dim));
     if (m->qk_rope_head_dim != m->head_dim)   /* a partial rotary llama is not what an MHA kvl_model holds */
-        return disagree(r, "rope.dimension_count", m->qk_rope_head_dim, "\"attention.key_length\"", "the head",
-                        m->head_dim);
+        return disagree(r, "rope.dimension_count", m->qk_rope_head_dim, "equal", "attention.key_length", m->head_dim);
     m->v_head_dim = m->head_dim;
     size_t ff;
     KVL_TRY(get_u32(r, "feed_forward_length", 1, 1, MAX_DIM, 0, &ff));
