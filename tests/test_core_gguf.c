@@ -94,6 +94,51 @@ START_TEST(test_an_older_deepseek2_conversion_prices_whole_k_and_v_heads)
 }
 END_TEST
 
+/* kvtable --llama-cache TYPE's bytes per token of `file`, against ggml's blocks of 32 values (a 2-byte
+ * f16 scale and 32 int8 for q8_0, 32 nibbles for q4_0) over the rows the header's numbers give: one
+ * latent of kv_lora_rank + rope.dimension_count (MLA), or K and V of every head (whole heads). */
+static void prices_ggml_blocks(const char *type, double block_bytes)
+{
+    static const char *const files[] = {"tests/data/gguf/deepseek-v3-mla.gguf", "tests/data/gguf/deepseek-v3-kv.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char file[900], cmd[1024];
+        snprintf(file, sizeof file, "%s", kvl_path(files[i]));
+        FILE *f = fopen(file, "rb");
+        ck_assert(f != NULL);
+        static uint8_t b[1 << 16];
+        const size_t n = fread(b, 1, sizeof b, f);
+        fclose(f);
+        const double layers = header_u32(b, n, "deepseek2.block_count");
+        const double heads = header_u32(b, n, "deepseek2.attention.head_count_kv");
+        const double k = header_u32(b, n, "deepseek2.attention.key_length");
+        const double v = header_u32(b, n, "deepseek2.attention.value_length");
+        /* MLA: one head whose key is the latent, V its first values (not stored again) */
+        const double values = i == 0 ? k : heads * (k + v);
+        snprintf(cmd, sizeof cmd, "kvtable --llama-cache %s --format json '%s'", type, file);
+        ck_assert_msg(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s", err);
+        cJSON *arr = cJSON_Parse(out);
+        const cJSON *row = cJSON_GetArrayItem(arr, 0);
+        const double bpt = cJSON_GetObjectItemCaseSensitive(row, "bytes_per_token")->valuedouble;
+        const char *label = cJSON_GetObjectItemCaseSensitive(row, "kv_cache")->valuestring;
+        ck_assert_msg(bpt == layers * values / 32 * block_bytes, "%s %s: %.0f bytes per token", file, type, bpt);
+        ck_assert_msg(strncmp(label, type, strlen(type)) == 0, "%s priced as %s", type, label);
+        cJSON_Delete(arr);
+    }
+}
+
+START_TEST(test_a_llama_cpp_cache_type_prices_ggml_blocks)
+{
+    prices_ggml_blocks("q8_0", 2 + 32);
+    prices_ggml_blocks("q4_0", 2 + 16);
+    prices_ggml_blocks("f16", 2 * 32);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "kvtable --llama-cache q8_0 '%s'", kvl_path("ref/configs/deepseek-v3.json"));
+    ck_assert_int_eq(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), 2);   /* no GGUF file to price so */
+    ck_assert_str_eq(out, "");
+    ck_assert_msg(strstr(err, "--llama-cache") && strstr(err, "GGUF"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_kvtable_names_the_llama_cpp_cache_it_priced)
 {
     char cmd[2048], mla[900];
@@ -390,6 +435,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_a_llama_gguf_prices_the_configs_gqa_rows);
     tcase_add_test(tc, test_an_older_deepseek2_conversion_prices_whole_k_and_v_heads);
     tcase_add_test(tc, test_kvtable_names_the_llama_cpp_cache_it_priced);
+    tcase_add_test(tc, test_a_llama_cpp_cache_type_prices_ggml_blocks);
     tcase_add_test(tc, test_the_written_mla_file_is_read);
     tcase_add_test(tc, test_an_architecture_not_read_is_refused_by_name);
     tcase_add_test(tc, test_half_of_the_mla_key_pair_is_refused);

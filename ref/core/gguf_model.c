@@ -344,8 +344,8 @@ int kvl_model_from_gguf(kvl_model *m, const kvl_gguf *g)
                       arch);
     r.arch = arch;
     if (rc == KVL_OK) rc = read_model(&r, m);
-    m->kv_cache = KVL_CACHE_BF16;   /* 16-bit values: llama.cpp's f16 default (-ctk, -ctv) */
-    m->kv_llama_cpp = 1;
+    m->kv_cache = KVL_CACHE_BF16;   /* the arrangement of values; llama_cache says how each is stored */
+    m->llama_cache = KVL_LLAMA_F16;   /* llama.cpp's default (-ctk, -ctv) */
     if (rc != KVL_OK) kvl_model_free(m);
     return rc;
 }
