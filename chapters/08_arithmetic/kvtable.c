@@ -4,8 +4,8 @@
  *   kvtable [--format text|markdown|csv|json] [--svg FILE] [--llama-cache f16|q8_0|q4_0]
  *           [CONFIG.json|MODEL.gguf ...]
  *
- * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. A GGUF
- * file is priced as the cache llama.cpp keeps for it, in its f16 or the --llama-cache type. */
+ * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date.
+ * A GGUF file is priced as the cache llama.cpp keeps for it, in f16 or the --llama-cache type. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -308,8 +308,8 @@ static int by_date(const void *a, const void *b)
 enum { F_FORMAT, F_SVG, F_LLAMA_CACHE };
 static const kvl_flag FLAGS[] = {{"--format", 1}, {"--svg", 1}, {"--llama-cache", 1}};
 
-/* Load and price one model, its cache in llama.cpp's type `llama` when it is a GGUF file's (NONE: as
- * read); *gguf counts the GGUF files. 2 after one line on stderr. */
+/* Load and price one model, its cache in llama.cpp's type `llama` when it is a GGUF file's
+ * (NONE: as read); *gguf counts the GGUF files. 2 after one line on stderr. */
 static int load_row(row *r, const char *path, kvl_llama_cache llama, size_t *gguf)
 {
     if (kvl_model_load(&r->model, path) != KVL_OK) {
