@@ -400,18 +400,19 @@ gpu-bundle:  ## copy OpenBLAS, cJSON and Check from this machine's packages into
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_PKGS    := clang libclang-rt-14-dev libomp-14-dev
-FUZZ_TARGETS := config kvfmt rows safetensors prefix npy json_text args
+FUZZ_TARGETS := config kvfmt rows safetensors prefix npy json_text args gguf
 # -Wno-pass-failed: at -O1 under the sanitizers clang leaves some `omp simd` loops scalar, and says so.
 FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) -Wno-pass-failed $(INCLUDES) $(DEP_CFLAGS) -fopenmp -fno-sanitize-recover=all
 FUZZ_HEADERS := $(wildcard formats/*.h ref/core/*.h ref/*.h tests/*.h tests/fuzz/*.h)
 FUZZ_SRC_io     := ref/core/file_io.c ref/core/json_text.c ref/core/status.c
-FUZZ_SRC_config := ref/core/config.c ref/core/config_fields.c ref/core/rope.c $(FUZZ_SRC_io)
+FUZZ_SRC_config := ref/core/config.c ref/core/config_fields.c ref/core/gguf.c ref/core/gguf_model.c ref/core/rope.c $(FUZZ_SRC_io)
 FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) ref/core/rng.c
 FUZZ_SRC_rows   := $(FORMATS_SRC)
 FUZZ_SRC_safetensors := ref/core/safetensors.c $(FUZZ_SRC_io) $(FORMATS_SRC)
 FUZZ_SRC_prefix := $(REF_SRC) $(FORMATS_SRC)
 FUZZ_SRC_npy    := ref/core/npy.c $(FUZZ_SRC_io)
 FUZZ_SRC_json_text := $(FUZZ_SRC_io)
+FUZZ_SRC_gguf   := $(FUZZ_SRC_config)
 FUZZ_SRC_args   := chapters/common/program.c chapters/common/contexts.c $(FUZZ_SRC_config)
 
 # clang with libFuzzer: installed when run as root, otherwise make stops naming the apt-get line.

@@ -32,6 +32,16 @@ typedef struct {
  * fit the row layout of its cache (a v32-fp8 cache needs kv_lora_rank + qk_rope_head_dim = 576...). */
 int kvl_kv_footprint_of(kvl_kv_footprint *f, const kvl_model *m);
 
+/* The layout priced, as a table shows it: kvl_cache_layout_name, except for a model read from a GGUF
+ * file in the bf16 layout, which llama.cpp stores in its cache type: "f16 (llama.cpp)" (two bytes a
+ * value, as bf16), "q8_0 (llama.cpp)", ..., or "f16 K+V (llama.cpp)" for whole K and V heads (a
+ * deepseek2 file converted without the MLA split). */
+const char *kvl_kv_cache_label(const kvl_model *m);
+
+/* "f16", "q8_0", "q4_0" (and "none"); the reverse for the first three → KVL_OK, else KVL_EINVAL. */
+const char *kvl_llama_cache_name(kvl_llama_cache c);
+int kvl_llama_cache_from_name(const char *name, kvl_llama_cache *out);
+
 /* A layer stores an index key per entry when it runs its own indexer over its own entries. */
 int kvl_layer_stores_index_key(const kvl_model *m, size_t layer);
 

@@ -44,8 +44,8 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
                           .window_bytes_per_sequence = f->window_bytes_per_sequence,
                           .bounded_tokens = f->bounded_tokens,
                           .groups_per_node = d->dp_attention ? d->gpus : d->gpus / d->tp};
-    if (m->generation == KVL_GEN_MHA) {
-        /* main_row_bytes = 2 · Hkv · Dh · element bytes: a rank keeps its share of the heads */
+    if (m->generation == KVL_GEN_MHA || (m->kv_whole_heads && m->kv_cache == KVL_CACHE_BF16)) {
+        /* main_row_bytes = Hkv · (Dk + Dv) · element bytes: a rank keeps its share of the heads */
         r->kv_heads = d->dp_attention ? m->n_kv_heads : kvl_rank_kv_heads(m->n_kv_heads, d->tp);
         r->main_row_bytes = f->main_row_bytes / m->n_kv_heads * r->kv_heads;
     }

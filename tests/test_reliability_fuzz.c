@@ -11,6 +11,9 @@
  *           the file (tests/fuzz/safetensors_property.h);
  *   npy     kvl_npy_parse reads exactly the elements its shape says, or fails with one line naming the
  *           file (tests/fuzz/npy_property.h);
+ *   gguf    kvl_gguf_parse reads a GGUF header whose every key and string lies inside the input, and the
+ *           model it describes is accepted or refused, or it fails; each failure one line naming the
+ *           file (tests/fuzz/gguf_property.h);
  *   json_text  kvl_json_text_check accepts only what cJSON parses, and refuses in one line naming a
  *           line and column inside the input (tests/fuzz/json_text_property.h);
  *   args    the programs' command-line reader returns each flag once with its value, and reads counts,
@@ -28,6 +31,7 @@
 #include "common.h"
 #include "fuzz/args_property.h"
 #include "fuzz/config_property.h"
+#include "fuzz/gguf_property.h"
 #include "fuzz/json_text_property.h"
 #include "fuzz/kvfmt_input.h"
 #include "fuzz/npy_property.h"
@@ -84,6 +88,12 @@ static const char *rows_check(const char *path, const uint8_t *data, size_t size
 {
     (void)path;
     return fuzz_rows_fault(data, size);
+}
+
+static const char *gguf_check(const char *path, const uint8_t *data, size_t size)
+{
+    (void)path;
+    return fuzz_gguf_fault(data, size);
 }
 
 static const char *safetensors_check(const char *path, const uint8_t *data, size_t size)
@@ -178,6 +188,12 @@ START_TEST(test_every_saved_rows_input_packs_and_unpacks_within_the_formats_boun
 }
 END_TEST
 
+START_TEST(test_every_saved_gguf_input_lies_inside_itself_or_fails_in_one_line)
+{
+    replay("gguf", gguf_check);
+}
+END_TEST
+
 START_TEST(test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_line)
 {
     replay("safetensors", safetensors_check);
@@ -222,6 +238,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_every_saved_rows_input_packs_and_unpacks_within_the_formats_bounds);
     tcase_add_test(tc, test_every_saved_kvfmt_input_exits_0_or_2_with_one_line);
     tcase_add_test(tc, test_every_saved_safetensors_input_tiles_its_data_or_fails_in_one_line);
+    tcase_add_test(tc, test_every_saved_gguf_input_lies_inside_itself_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_prefix_file_loads_whole_or_leaves_the_cache_alone);
     tcase_add_test(tc, test_every_saved_npy_input_reads_its_shape_or_fails_in_one_line);
     tcase_add_test(tc, test_every_saved_json_text_is_parsed_by_cjson_or_refused_at_its_place);

@@ -42,10 +42,12 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: cost [--tokens N] [--config FILE.json]\n"
+        "usage: cost [--tokens N] [--config FILE.json|FILE.gguf]\n"
         "The KV cache per token of MHA, GQA and MQA, lever by lever, at DeepSeek LLM 67B and\n"
         "Llama-3-70B (or FILE.json, an MHA/GQA/MQA config), then a live check: a toy stack's cache\n"
-        "bytes after N tokens (1..%d, default %d) against the formula.\n",
+        "bytes after N tokens (1..%d, default %d) against the formula. FILE.gguf, a llama-architecture\n"
+        "GGUF file (llama.cpp's format), is read from its metadata; llama.cpp's f16 cache has bf16's\n"
+        "two bytes a value.\n",
         MAX_TOKENS, DEFAULT_TOKENS);
     kvl_usage_model_types(f);
 }

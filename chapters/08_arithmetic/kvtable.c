@@ -1,9 +1,11 @@
 /* kvtable: the lineage's KV bytes per token, rebuilt from the configs in ref/configs/ and the row
  * sizes of formats/ (chapter 8). Every figure is derived at run time; edit a config and it moves.
  *
- *   kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]
+ *   kvtable [--format text|markdown|csv|json] [--svg FILE] [--llama-cache f16|q8_0|q4_0]
+ *           [CONFIG.json|MODEL.gguf ...]
  *
- * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date. */
+ * Without CONFIG arguments it reads every .json file in ref/configs/, ordered by release date.
+ * A GGUF file is priced as the cache llama.cpp keeps for it, in f16 or the --llama-cache type. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -35,9 +37,15 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [CONFIG.json ...]\n"
+        "usage: kvtable [--format text|markdown|csv|json] [--svg FILE] [--llama-cache f16|q8_0|q4_0]\n"
+        "               [CONFIG.json|MODEL.gguf ...]\n"
         "Prints the KV cache bytes per token of each model, derived from its config.json and the\n"
-        "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n");
+        "row sizes of formats/. Without CONFIG arguments: every ref/configs/ *.json by date.\n"
+        "A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read from its\n"
+        "metadata, and priced as the cache llama.cpp keeps for it: f16 (two bytes a value, as bf16), the\n"
+        "MLA latent for an MLA conversion, whole K and V heads for an older deepseek2 one.\n"
+        "--llama-cache q8_0 or q4_0 prices them in that llama.cpp cache type instead (its -ctk and -ctv:\n"
+        "blocks of 32 values, 34 or 18 bytes).\n");
     kvl_usage_model_types(f);
 }
 
@@ -69,7 +77,7 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
     *c = (cells){.name = r->model.name,
                  .date = r->model.date[0] ? r->model.date : "-",
                  .gen = kvl_generation_name(r->model.generation),
-                 .cache = kvl_cache_layout_name(r->model.kv_cache),
+                 .cache = kvl_kv_cache_label(&r->model),
                  .entry = entry};
     snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
     snprintf(c->entries, sizeof c->entries, "%s",
@@ -217,7 +225,7 @@ static int print_json(const row *rows, size_t n)
         cJSON_AddStringToObject(o, "date", r->model.date);
         cJSON_AddStringToObject(o, "config", r->model.path);
         cJSON_AddStringToObject(o, "attention", kvl_generation_name(r->model.generation));
-        cJSON_AddStringToObject(o, "kv_cache", kvl_cache_layout_name(r->model.kv_cache));
+        cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
         cJSON_AddNumberToObject(o, "global_kv_layers", (double)r->kv.global_layers);
         cJSON_AddNumberToObject(o, "entries_per_token", r->kv.entries_per_token);
         cJSON_AddNumberToObject(o, "bytes_per_entry", r->kv.bytes_per_entry);
@@ -323,13 +331,38 @@ static int by_date(const void *a, const void *b)
     return kvl_model_date_order(&((const row *)a)->model, &((const row *)b)->model);
 }
 
-enum { F_FORMAT, F_SVG };
-static const kvl_flag FLAGS[] = {{"--format", 1}, {"--svg", 1}};
+enum { F_FORMAT, F_SVG, F_LLAMA_CACHE };
+static const kvl_flag FLAGS[] = {{"--format", 1}, {"--svg", 1}, {"--llama-cache", 1}};
+
+/* Load and price one model, its cache in llama.cpp's type `llama` when it is a GGUF file's
+ * (NONE: as read); *gguf counts the GGUF files. 2 after one line on stderr. */
+static int load_row(row *r, const char *path, kvl_llama_cache llama, size_t *gguf)
+{
+    if (kvl_model_load(&r->model, path) != KVL_OK) {
+        fprintf(stderr, "kvtable: %s\n", kvl_error());
+        return 2;
+    }
+    if (r->model.llama_cache != KVL_LLAMA_NONE) {
+        ++*gguf;
+        if (llama != KVL_LLAMA_NONE) r->model.llama_cache = llama;
+    }
+    if (kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
+        fprintf(stderr, "kvtable: %s\n", kvl_error());
+        return 2;
+    }
+    if (r->kv.bytes_per_token <= 0) {
+        fprintf(stderr, "kvtable: %s: no layer writes a per-token cache\n", path);
+        return 2;
+    }
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
     out_format fmt = OUT_TEXT;
     const char *svg = NULL;
+    kvl_llama_cache llama = KVL_LLAMA_NONE;
+    size_t n_gguf = 0;
     char **given = calloc((size_t)argc, sizeof *given);   /* the CONFIG arguments */
     size_t n_given = 0;
     if (!given) { fprintf(stderr, "kvtable: out of memory\n"); return 1; }
@@ -344,6 +377,10 @@ int main(int argc, char **argv)
         if (k == KVL_ARGS_BAD) { free(given); return 2; }
         if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
         if (k == F_SVG) svg = v;
+        if (k == F_LLAMA_CACHE && kvl_llama_cache_from_name(v, &llama) != KVL_OK) {
+            free(given);
+            return kvl_bad_usage("kvtable", "--llama-cache must be f16, q8_0 or q4_0", v);
+        }
         if (k != F_FORMAT) continue;
         if (strcmp(v, "text") == 0) fmt = OUT_TEXT;
         else if (strcmp(v, "markdown") == 0) fmt = OUT_MARKDOWN;
@@ -370,16 +407,10 @@ int main(int argc, char **argv)
     row *rows = n ? calloc(n, sizeof *rows) : NULL;
     if (!n) { fprintf(stderr, "kvtable: no config files\n"); status = 2; }
     else if (!rows) { fprintf(stderr, "kvtable: out of memory\n"); status = 1; }
-    for (size_t i = 0; i < n && !status; i++) {
-        if (kvl_model_load(&rows[i].model, paths[i]) != KVL_OK ||
-            kvl_kv_footprint_of(&rows[i].kv, &rows[i].model) != KVL_OK) {
-            fprintf(stderr, "kvtable: %s\n", kvl_error());
-            status = 2;
-        } else if (rows[i].kv.bytes_per_token <= 0) {
-            fprintf(stderr, "kvtable: %s: no layer writes a per-token cache\n", paths[i]);
-            status = 2;
-        }
-    }
+    for (size_t i = 0; i < n && !status; i++) status = load_row(&rows[i], paths[i], llama, &n_gguf);
+    if (!status && llama != KVL_LLAMA_NONE && !n_gguf)
+        status = kvl_bad_usage("kvtable", "--llama-cache prices GGUF files, and none was given",
+                               kvl_llama_cache_name(llama));
     if (!status) {
         if (!n_given) qsort(rows, n, sizeof *rows, by_date);
         if (svg) status = write_svg(svg, rows, n);

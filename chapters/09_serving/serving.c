@@ -56,7 +56,7 @@ static void usage(FILE *f)
         f,
         "usage: serving [--gpus N] [--tp N] [--page N] [--context T]\n"
         "               [--budget-gib G | --memory-gib G [--activations F]] [--weights native|bf16|fp8]\n"
-        "               [--cache native|bf16|v32-fp8|v4-fp8|v41-fp4] [--svg FILE] [CONFIG.json ...]\n"
+        "               [--cache native|bf16|v32-fp8|v4-fp8|v41-fp4] [--svg FILE] [CONFIG.json|MODEL.gguf ...]\n"
         "Prints, per GPU and per node of the deployment, the KV cache bytes per token, the window bytes\n"
         "per sequence, the tokens and sequences of the context that fit in the cache budget, and the\n"
         "weights each GPU holds, with and without data-parallel attention. The budget is G GiB of\n"
@@ -66,7 +66,8 @@ static void usage(FILE *f)
         "in one row layout (chapter 8's; a config whose dims the layout does not hold is refused)\n"
         "instead of its own. Defaults: 8 GPUs, tp 8, page 64,\n"
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
-        "by date.\n");
+        "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
+        "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n");
     kvl_usage_model_types(f);
 }
 
@@ -206,6 +207,13 @@ static int load_row(row *r, const char *path, const plan *p)
         return 2;
     }
     const kvl_ffn *ffn = &r->model.ffn;
+    if (p->weights == WEIGHTS_NATIVE && ffn->ggml_file_type) {
+        fprintf(stderr,
+                "serving: %s: key \"general.file_type\" is %u, weights in ggml's quantised blocks, "
+                "which serving does not price: give --weights bf16 or fp8\n",
+                r->model.path, ffn->ggml_file_type);
+        return 2;
+    }
     static const kvl_weight_format as[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8};
     const kvl_weight_format linear = p->weights == WEIGHTS_NATIVE ? ffn->linear : as[p->weights];
     const kvl_weight_format experts = p->weights == WEIGHTS_NATIVE ? ffn->experts : as[p->weights];

@@ -9,6 +9,7 @@
 
 #include "config_fields.h"
 #include "file_io.h"
+#include "gguf.h"
 #include "json_text.h"
 #include "rope.h"
 #include "status.h"
@@ -1416,6 +1417,7 @@ int kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *orig
 
 int kvl_model_load(kvl_model *m, const char *path)
 {
+    if (kvl_gguf_file(path)) return kvl_model_load_gguf(m, path);
     memset(m, 0, sizeof *m);
     char *text;
     size_t len;

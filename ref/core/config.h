@@ -49,6 +49,11 @@ typedef enum {
  * and the output projection. */
 enum { KVL_BIAS_IN = 1, KVL_BIAS_OUT = 2 };
 
+/* The cache type llama.cpp keeps for a model read from a GGUF file (its -ctk / -ctv; f16 unless told
+ * otherwise): f16 two bytes a value, as bf16; q8_0 and q4_0 ggml blocks of 32 values, a 2-byte scale and
+ * 32 or 16 bytes of codes (34 or 18 bytes). NONE: a config.json's model, priced by kv_cache alone. */
+typedef enum { KVL_LLAMA_NONE, KVL_LLAMA_F16, KVL_LLAMA_Q8_0, KVL_LLAMA_Q4_0 } kvl_llama_cache;
+
 /* The deployed KV cache layout, which fixes the bytes of one entry (formats/rows.h). */
 typedef enum { KVL_CACHE_BF16, KVL_CACHE_V32_FP8, KVL_CACHE_V4_FP8, KVL_CACHE_V41_FP4 } kvl_cache_layout;
 
@@ -105,6 +110,8 @@ typedef struct {
     size_t hc_mult;                        /* hyper-connection copies of the residual (V4, V4.1) */
     kvl_weight_format linear, experts;     /* as the checkpoint ships them */
     int scale_e8m0;                        /* FP8 block scales are E8M0 (1 byte), else float32 */
+    unsigned ggml_file_type;               /* a GGUF file's general.file_type when its weights are ggml's
+                                            * quantised blocks, which no format above prices; 0: none */
 } kvl_ffn;
 
 typedef struct {
@@ -113,6 +120,10 @@ typedef struct {
     int headline;           /* one of the generations the V4.1-Flash model card charts */
     kvl_generation generation;
     kvl_cache_layout kv_cache;
+    kvl_llama_cache llama_cache;  /* a GGUF file's: the bf16 layout's values in llama.cpp's cache type */
+    int kv_whole_heads;     /* the cache holds K (n_kv_heads x head_dim) and V (n_kv_heads x v_head_dim) of every
+                             * layer whatever the generation: llama.cpp's cache for a deepseek2 GGUF converted
+                             * without the MLA split */
 
     size_t d;               /* model width */
     size_t n_layers;        /* backbone layers (MTP / DSpark layers are not counted) */
