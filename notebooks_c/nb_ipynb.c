@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "environment.h"
 #include "nb_source.h"
 #include "program.h"
 #include "status.h"
@@ -355,6 +356,7 @@ static int write_markdown(const char *out, const char *figures_at, const char *s
 
 int main(int argc, char **argv)
 {
+    if (kvl_environment_check("nb_ipynb")) return 2;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf(
             "usage: nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]\n"

@@ -26,6 +26,7 @@
 
 #include "block.h"
 #include "element.h"
+#include "environment.h"
 #include "program.h"
 #include "rng.h"
 #include "rows.h"
@@ -1071,6 +1072,7 @@ static const command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (kvl_environment_check("kvfmt")) return 2;
     if (argc < 2)
         return bad_input(
             "no command given; commands: encode decode table quant row fp4-demo (kvfmt --help)");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "environment.h"
 #include "status.h"
 
 #ifndef KVL_SOURCE_DIR
@@ -72,6 +73,10 @@ static int find_flag(const kvl_args *a, const char *arg)
 int kvl_args_next(kvl_args *a, const char **value)
 {
     *value = NULL;
+    if (a->next == 1 && kvl_environment_check(a->program)) {
+        a->next = a->argc;
+        return KVL_ARGS_BAD;
+    }
     if (a->next >= a->argc) return KVL_ARGS_END;
     const char *arg = a->argv[a->next++];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return KVL_ARGS_HELP;

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "blas_core.h"
+#include "environment.h"
 
 typedef struct {
     const char *name;
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
 {
     const group *chosen[N_GROUPS];
     int n = 0;
+    if (kvl_environment_check("kvbench")) return 2;
     if (argc > 1 && strcmp(argv[1], "--spread") == 0) {
         if (argc < 4) return bad_argument(argv[1], 1, "needs two or more tables (each a run's DIR/results.md)");
         return kvb_spread_main(argc - 2, argv + 2);
