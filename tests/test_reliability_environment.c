@@ -5,7 +5,9 @@
  *    bytes written \xNN, an empty value as ""), and no line of libgomp's own;
  *  - a thread count beyond the processors here is lowered to their number, said in one line, and the
  *    run goes on (OMP_NUM_THREADS=100000 overflowed libgomp's stack at the first parallel region);
- *  - a valid value changes nothing the program prints. */
+ *  - a valid value changes nothing the program prints;
+ *  - replay refuses a TMPDIR it cannot make its directory in, or too long for its files' paths, the
+ *    same way, by name. */
 #define _GNU_SOURCE   /* sched_getaffinity */
 #include <glob.h>
 #include <sched.h>
@@ -144,6 +146,29 @@ START_TEST(test_a_valid_environment_changes_nothing_a_program_prints)
 }
 END_TEST
 
+START_TEST(test_replay_refuses_a_tmpdir_it_cannot_use_by_name)
+{
+    char long_dir[320];
+    snprintf(long_dir, sizeof long_dir, "/tmp/%0300d", 0);
+    /* missing; a file, not a directory; a file system nobody makes directories in, root included;
+     * longer than the prefix files' paths hold */
+    const struct { const char *dir, *why; } dirs[] = {{"/nonexistent/kvl", "cannot make a directory"},
+                                                       {"/etc/passwd", "cannot make a directory"},
+                                                       {"/proc", "cannot make a directory"},
+                                                       {long_dir, "longer than"}};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        char cmd[512], want[96];
+        snprintf(cmd, sizeof cmd, "TMPDIR='%s' replay --prompts 256 --persist-tokens 256", dirs[i].dir);
+        snprintf(want, sizeof want, "replay: TMPDIR=%.60s", dirs[i].dir);
+        const int rc = kvl_run(cmd, "", out, CAP, err, CAP);
+        ck_assert_msg(rc == 2, "%s: exit %d, want 2 (stderr: %.300s)", cmd, rc, err);
+        ck_assert_msg(out[0] == '\0', "%s: printed to stdout: %.200s", cmd, out);
+        ck_assert_msg(count_lines(err) == 1 && strncmp(err, want, strlen(want)) == 0 && strstr(err, dirs[i].why),
+                      "%s: stderr is not one line starting \"%s\" saying \"%s\": %s", cmd, want, dirs[i].why, err);
+    }
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("reliability_environment");
@@ -152,6 +177,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_an_invalid_environment_value_is_refused_in_one_line_before_any_output);
     tcase_add_test(tc, test_a_thread_count_beyond_the_processors_is_lowered_and_said_once);
     tcase_add_test(tc, test_a_valid_environment_changes_nothing_a_program_prints);
+    tcase_add_test(tc, test_replay_refuses_a_tmpdir_it_cannot_use_by_name);
     suite_add_tcase(s, tc);
     return s;
 }
