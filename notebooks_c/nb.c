@@ -14,6 +14,7 @@
 #include "nb_source.h"
 #include "pager.h"
 #include "program.h"
+#include "status.h"
 
 typedef enum { MODE_RUN, MODE_STEP, MODE_CELLS } nb_mode;
 
@@ -262,15 +263,17 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
             bad = "unknown argument (try --help)";
         }
         if (bad) {
-            fprintf(stderr, "%s: %s: %s\n", run.program, argv[i], bad);
+            char shown[256];
+            fprintf(stderr, "%s: %s: %s\n", run.program, kvl_shown(shown, sizeof shown, argv[i]), bad);
             return 2;
         }
     }
     struct stat st;
     if (run.figures &&
         (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
-        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
-                run.program, run.figures);
+        char shown[256];
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program,
+                kvl_shown(shown, sizeof shown, run.figures));
         return 2;
     }
     const int status =

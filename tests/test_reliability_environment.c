@@ -9,7 +9,6 @@
  *  - replay refuses a TMPDIR it cannot make its directory in, or too long for its files' paths, the
  *    same way, by name. */
 #define _GNU_SOURCE   /* sched_getaffinity */
-#include <glob.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,33 +18,6 @@
 #define CAP (1 << 16)
 
 static char out[CAP], err[CAP], plain[CAP];
-
-/* Every program the tree builds, by the rules of the Makefile: chapters/X/NAME.c (not common/) is NAME,
- * notebooks_c/NN_name.c is nb_NN, and nb_ipynb and kvbench. */
-static size_t programs(char names[][32], size_t max)
-{
-    size_t n = 0;
-    glob_t g;
-    char pattern[512];
-    snprintf(pattern, sizeof pattern, "%s/chapters/*/*.c", kvl_path("."));
-    ck_assert(glob(pattern, 0, NULL, &g) == 0);
-    for (size_t i = 0; i < g.gl_pathc && n < max; i++) {
-        if (strstr(g.gl_pathv[i], "/chapters/common/")) continue;
-        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
-        snprintf(names[n++], 32, "%.*s", (int)(strlen(base) - 2), base);
-    }
-    globfree(&g);
-    snprintf(pattern, sizeof pattern, "%s/notebooks_c/[0-9][0-9]_*.c", kvl_path("."));
-    ck_assert(glob(pattern, 0, NULL, &g) == 0);
-    for (size_t i = 0; i < g.gl_pathc && n < max; i++)
-        snprintf(names[n++], 32, "nb_%.2s", strrchr(g.gl_pathv[i], '/') + 1);
-    globfree(&g);
-    ck_assert(n + 2 <= max);
-    snprintf(names[n++], 32, "nb_ipynb");
-    snprintf(names[n++], 32, "kvbench");
-    ck_assert_uint_ge(n, 14);
-    return n;
-}
 
 static size_t count_lines(const char *s)
 {
@@ -82,7 +54,7 @@ static const setting REFUSED[] = {
 START_TEST(test_an_invalid_environment_value_is_refused_in_one_line_before_any_output)
 {
     char names[64][32];
-    const size_t n = programs(names, 64);
+    const size_t n = kvl_list_programs(names, 64);
     for (size_t p = 0; p < n; p++)
         for (size_t s = 0; s < sizeof REFUSED / sizeof *REFUSED; s++) {
             const setting *v = &REFUSED[s];

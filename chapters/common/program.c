@@ -24,7 +24,9 @@ const char *kvl_root_dir(void)
 
 int kvl_bad_usage(const char *program, const char *msg, const char *arg)
 {
-    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, msg, arg ? ": " : "", arg ? arg : "");
+    char m[512], a[512];
+    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, kvl_escape_controls(m, sizeof m, msg), arg ? ": " : "",
+            arg ? kvl_shown(a, sizeof a, arg) : "");
     return 2;
 }
 

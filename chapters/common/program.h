@@ -19,7 +19,8 @@ int kvl_config_files(char ***paths, size_t *n);
 void kvl_config_files_free(char **paths, size_t n);
 
 /* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on
- * stderr and return 2, the exit status of a bad command line. */
+ * stderr and return 2, the exit status of a bad command line. MSG and ARG are quoted as kvl_shown
+ * quotes (ref/core/status.h): control bytes as \xHH, an empty ARG as "". */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);
 
 /* A command-line count: plain decimal digits (no sign, no space) for a value in [lo, hi] → *out, 0;

@@ -15,6 +15,7 @@
 #include "bench.h"
 #include "blas_core.h"
 #include "environment.h"
+#include "status.h"
 
 typedef struct {
     const char *name;
@@ -62,10 +63,12 @@ static void usage(FILE *f)
     for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
 }
 
-/* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line, and the status 2 */
+/* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line (ARG's control bytes as
+ * \xHH), and the status 2 */
 static int bad_argument(const char *arg, int i, const char *what)
 {
-    fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", arg, i, what);
+    char shown[256];
+    fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", kvl_escape_controls(shown, sizeof shown, arg), i, what);
     for (int k = 0; k < N_GROUPS; k++) fprintf(stderr, " %s", GROUPS[k].name);
     fprintf(stderr, "\n");
     return 2;
@@ -113,6 +116,7 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "--out") == 0) {
             if (i + 1 == argc) return bad_argument(argv[i], i, "needs a folder");
+            if (!argv[i + 1][0]) return bad_argument(argv[i + 1], i + 1, "--out needs a folder, not an empty name");
             kvb_out_dir = argv[++i];
             continue;
         }
@@ -128,7 +132,8 @@ int main(int argc, char **argv)
         char path[1024];
         snprintf(path, sizeof path, "%s/results.md", kvb_out_dir);
         if (!(kvb_markdown = fopen(path, "w"))) {
-            fprintf(stderr, "kvbench: cannot write %s\n", path);
+            char shown[1024];
+            fprintf(stderr, "kvbench: cannot write %s\n", kvl_escape_controls(shown, sizeof shown, path));
             return 1;
         }
         fprintf(kvb_markdown, "# kvbench results\n\nEach time is the median of the runs (fastest - slowest); "
