@@ -40,6 +40,7 @@ typedef struct {
     const char *shown;   /* how the refusal writes it */
 } setting;
 
+/* Grouped by variable: every program is run with the first of each, the first program with all. */
 static const setting REFUSED[] = {
     {"OMP_NUM_THREADS", "0", "0"},           {"OMP_NUM_THREADS", "abc", "abc"},
     {"OMP_NUM_THREADS", "", "\"\""},         {"OMP_NUM_THREADS", "2,", "2,"},
@@ -58,6 +59,7 @@ START_TEST(test_an_invalid_environment_value_is_refused_in_one_line_before_any_o
     for (size_t p = 0; p < n; p++)
         for (size_t s = 0; s < sizeof REFUSED / sizeof *REFUSED; s++) {
             const setting *v = &REFUSED[s];
+            if (p > 0 && s > 0 && !strcmp(v->name, REFUSED[s - 1].name)) continue;
             char cmd[4096], want[4096];
             snprintf(cmd, sizeof cmd, "env '%s=%s' %s --help", v->name, v->value, names[p]);
             snprintf(want, sizeof want, "%s: %s=%s: ", names[p], v->name, v->shown);
