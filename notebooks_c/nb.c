@@ -264,7 +264,8 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
         }
         if (bad) {
             char shown[256];
-            fprintf(stderr, "%s: %s: %s\n", run.program, kvl_shown(shown, sizeof shown, argv[i]), bad);
+            fprintf(stderr, "%s: %s: %s\n", run.program, kvl_shown(shown, sizeof shown, argv[i]),
+                    bad);
             return 2;
         }
     }
@@ -272,8 +273,8 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
     if (run.figures &&
         (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0)) {
         char shown[256];
-        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program,
-                kvl_shown(shown, sizeof shown, run.figures));
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
+                run.program, kvl_shown(shown, sizeof shown, run.figures));
         return 2;
     }
     const int status =

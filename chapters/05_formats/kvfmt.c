@@ -34,7 +34,7 @@
 #define EXIT_BAD_INPUT 2
 #define TOKEN_MAX 64        /* longest number or code accepted: a double's digits and then some */
 #define ECHO_MAX 40         /* characters of an offending token quoted back in a message */
-#define VALUE_TEXT_MAX 64   /* characters of one value of a row on stdin, with the blanks around it */
+#define VALUE_TEXT_MAX 64   /* characters of a row's value on stdin, with the blanks around it */
 #define STDIN_UNBOUNDED (SIZE_MAX - 1) /* encode and quant read stdin to its end */
 
 /* ---- messages -------------------------------------------------------------------------------- */
@@ -210,23 +210,25 @@ static float *numbers_f32(const numbers *v)
     return out;
 }
 
-/* stdin as text, NUL-terminated (caller frees), read to its end or to `most` bytes and one more, or
- * NULL and *status = 2 as soon as a chunk holds a NUL byte (binary data, at which the text would
- * otherwise silently end) or that one more byte: an endless stream is refused, not read. `holds` names
- * what the most is for, in the message. */
+/* stdin as text, NUL-terminated (caller frees), read to its end or to `most` bytes and one more,
+ * or NULL and *status = 2 as soon as a chunk holds a NUL byte (binary data, at which the text
+ * would otherwise silently end) or that one more byte: an endless stream is refused, not read.
+ * `holds` names what the most is for, in the message. */
 static char *read_stdin_text(int *status, size_t most, const char *holds)
 {
     size_t n = 0, cap = 4096, line = 1;
     char *buf = grow(NULL, cap, 1);
-    for (size_t got; n <= most && (got = fread(buf + n, 1, cap - n - 1 < most + 1 - n ? cap - n - 1 : most + 1 - n,
-                                                 stdin)) > 0;) {
+    for (size_t got; n <= most;) {
+        const size_t room = cap - n - 1 < most + 1 - n ? cap - n - 1 : most + 1 - n;
+        if ((got = fread(buf + n, 1, room, stdin)) == 0) break;
         const char *nul = memchr(buf + n, '\0', got);
         for (const char *c = buf + n; c < (nul ? nul : buf + n + got); c++) line += *c == '\n';
         n += got;
         if (nul || n > most) {
             free(buf);
             *status = nul ? bad_input("stdin line %zu: a NUL byte; stdin must be text", line)
-                          : bad_input("stdin holds more than the %zu bytes %s can take", most, holds);
+                          : bad_input("stdin holds more than the %zu bytes %s can take", most,
+                                      holds);
             return NULL;
         }
         if (cap - n - 1 == 0) buf = grow(buf, cap *= 2, 1);
@@ -875,14 +877,17 @@ static int require_no_nan(kvf_row r, const uint8_t *row, const float *values, si
     return 0;
 }
 
-/* stdin: one line of hex (the packed row), then optionally the row's original values; read no further
- * than they can take: the hex digits with a blank after each pair and a line end, and the values. */
+/* stdin: one line of hex (the packed row), then optionally the row's original values; read no
+ * further than they can take: the hex digits with a blank after each pair and a line end, and the
+ * values. */
 static int row_unpack(kvf_row r)
 {
     int status = 0;
     char holds[96];
-    snprintf(holds, sizeof holds, "a %s row's hex line and %zu values", kvf_row_name(r), kvf_row_values(r));
-    char *txt = read_stdin_text(&status, 3 * kvf_row_bytes(r) + 2 + kvf_row_values(r) * VALUE_TEXT_MAX, holds);
+    snprintf(holds, sizeof holds, "a %s row's hex line and %zu values", kvf_row_name(r),
+             kvf_row_values(r));
+    const size_t most = 3 * kvf_row_bytes(r) + 2 + kvf_row_values(r) * VALUE_TEXT_MAX;
+    char *txt = read_stdin_text(&status, most, holds);
     if (!txt) return status;
     size_t line = 1;
     const char *p = skip_blank_lines(txt, &line);

@@ -599,23 +599,25 @@ static const kvl_flag FLAGS[] = {{"--prompts", 1}, {"--persist-tokens", 1}, {"--
 
 #define WORK_DIR_NAME "/kvl-replay-XXXXXX"
 
-/* o->dir: a new directory under $TMPDIR (where set and not empty), else under /tmp. 0, or the exit
- * status after one line: 2 naming TMPDIR when it is too long or no directory can be made in it, 1 when
- * none can be made in /tmp. */
+/* o->dir: a new directory under $TMPDIR (where set and not empty), else under /tmp. 0, or the
+ * exit status after one line: 2 naming TMPDIR when it is too long or no directory can be made in
+ * it, 1 when none can be made in /tmp. */
 static int make_work_dir(options *o)
 {
     const char *tmp = getenv("TMPDIR");
     const int given = tmp && *tmp;
     char shown[96];
     if (given && strlen(tmp) + sizeof WORK_DIR_NAME > sizeof o->dir) {
-        fprintf(stderr, "replay: TMPDIR=%s: longer than %zu characters, more than the prefix files' paths hold\n",
+        fprintf(stderr, "replay: TMPDIR=%s: longer than %zu characters, more than the prefix "
+                        "files' paths hold\n",
                 kvl_shown(shown, sizeof shown, tmp), sizeof o->dir - sizeof WORK_DIR_NAME);
         return 2;
     }
     snprintf(o->dir, sizeof o->dir, "%s" WORK_DIR_NAME, given ? tmp : "/tmp");
     if (mkdtemp(o->dir)) return 0;
-    fprintf(stderr, "replay: %s%s: cannot make a directory for the prefix files there: %s\n", given ? "TMPDIR=" : "",
-            kvl_shown(shown, sizeof shown, given ? tmp : "/tmp"), strerror(errno));
+    fprintf(stderr, "replay: %s%s: cannot make a directory for the prefix files there: %s\n",
+            given ? "TMPDIR=" : "", kvl_shown(shown, sizeof shown, given ? tmp : "/tmp"),
+            strerror(errno));
     return given ? 2 : 1;
 }
 

@@ -25,8 +25,8 @@ const char *kvl_root_dir(void)
 int kvl_bad_usage(const char *program, const char *msg, const char *arg)
 {
     char m[512], a[512];
-    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, kvl_escape_controls(m, sizeof m, msg), arg ? ": " : "",
-            arg ? kvl_shown(a, sizeof a, arg) : "");
+    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, kvl_escape_controls(m, sizeof m, msg),
+            arg ? ": " : "", arg ? kvl_shown(a, sizeof a, arg) : "");
     return 2;
 }
 
