@@ -14,7 +14,8 @@
  * (and the build made: x86-64 only): avx512 where it has AVX-512 F, BW, VL and DQ with the OS saving
  * their registers, else avx2 where it has AVX2 and FMA, else baseline. The environment variable
  * KVL_ISA=baseline|avx2|avx512 overrides it at the first call; an unknown name, or a variant that
- * cannot run here, is reported on stderr and the automatic choice kept. kvf_isa_force() overrides it
+ * cannot run here, is reported on stderr and the automatic choice kept (the programs refuse an unknown
+ * name before they start: ref/core/environment.h). kvf_isa_force() overrides it
  * at any time (the tests run every variant in one process). */
 #ifndef KVF_ISA_H
 #define KVF_ISA_H

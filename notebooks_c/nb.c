@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "environment.h"
 #include "file_io.h"
 #include "grouped.h"
 #include "nb_source.h"
 #include "pager.h"
 #include "program.h"
+#include "status.h"
 
 typedef enum { MODE_RUN, MODE_STEP, MODE_CELLS } nb_mode;
 
@@ -275,6 +277,7 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
     run.names = figures;
     const char *slash = strrchr(argv[0], '/');
     run.program = slash ? slash + 1 : argv[0];
+    if (kvl_environment_check(run.program)) return 2;
     const char *bad = NULL;
     for (int i = 1; i < argc && !bad; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -294,7 +297,9 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
             bad = "unknown argument (try --help)";
         }
         if (bad) {
-            fprintf(stderr, "%s: %s: %s\n", run.program, argv[i], bad);
+            char shown[256];
+            fprintf(stderr, "%s: %s: %s\n", run.program, kvl_shown(shown, sizeof shown, argv[i]),
+                    bad);
             return 2;
         }
     }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "environment.h"
 #include "file_io.h"
 #include "nb_source.h"
 #include "program.h"
@@ -373,6 +374,7 @@ static int check_outputs(const char *source, const char *stream, const char *out
 
 int main(int argc, char **argv)
 {
+    if (kvl_environment_check("nb_ipynb")) return 2;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf(
             "usage: nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]\n"

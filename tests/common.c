@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,4 +174,29 @@ void kvl_expect_prints(const char *cmdline, const char *const *want, size_t n, c
         ck_assert_msg(strstr(out, want[i]) != NULL, "%s does not print \"%s\"; it printed: %.400s", cmdline, want[i],
                       at ? at : out);
     }
+}
+
+size_t kvl_list_programs(char names[][32], size_t max)
+{
+    size_t n = 0;
+    glob_t g;
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/chapters/*/*.c", kvl_path("."));
+    ck_assert(glob(pattern, 0, NULL, &g) == 0);
+    for (size_t i = 0; i < g.gl_pathc && n < max; i++) {
+        if (strstr(g.gl_pathv[i], "/chapters/common/")) continue;
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        snprintf(names[n++], 32, "%.*s", (int)(strlen(base) - 2), base);
+    }
+    globfree(&g);
+    snprintf(pattern, sizeof pattern, "%s/notebooks_c/[0-9][0-9]_*.c", kvl_path("."));
+    ck_assert(glob(pattern, 0, NULL, &g) == 0);
+    for (size_t i = 0; i < g.gl_pathc && n < max; i++)
+        snprintf(names[n++], 32, "nb_%.2s", strrchr(g.gl_pathv[i], '/') + 1);
+    globfree(&g);
+    ck_assert(n + 2 <= max);
+    snprintf(names[n++], 32, "nb_ipynb");
+    snprintf(names[n++], 32, "kvbench");
+    ck_assert_uint_ge(n, 14);
+    return n;
 }

@@ -54,4 +54,8 @@ const char *kvl_path(const char *relative);
  * exercises are not written yet lacks it): names[0..n) sorted, at most max of them. */
 size_t kvl_list_chapters(char names[][64], size_t max, const char *holding);
 
+/* Every program the tree builds, by the Makefile's rules: chapters/X/NAME.c (not common/) is NAME,
+ * notebooks_c/NN_name.c is nb_NN, and nb_ipynb and kvbench; names[0..n), at most max of them. */
+size_t kvl_list_programs(char names[][32], size_t max);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "timing.h"
 #include "rows.h"
 
 #define CAP (1 << 20)
@@ -354,6 +355,47 @@ START_TEST(test_a_nul_byte_on_stdin_is_refused_with_its_line)
 }
 END_TEST
 
+/* An endless stdin (zeros, or an endless hex line or list of values) is refused within seconds, read no
+ * further than a row and its values can take: exit 2, one line, nothing on stdout. */
+START_TEST(test_row_pack_and_unpack_refuse_an_endless_stdin_at_once)
+{
+    static const char *const streams[] = {"cat /dev/zero", "yes 00", "yes 0"};
+    for (int r = 0; r < KVF_N_ROW; r++)
+        for (size_t i = 0; i < sizeof streams / sizeof *streams; i++)
+            for (int pack = 0; pack < 2; pack++) {
+                char cmd[160];
+                /* in parentheses: kvl_run's redirection of stdin would replace the pipe */
+                snprintf(cmd, sizeof cmd, "(%s | timeout 20 kvfmt row --layout %s --%s)", streams[i],
+                         kvf_row_name((kvf_row)r), pack ? "pack" : "unpack");
+                const double t0 = kvl_seconds();
+                const int rc = kvl_run(cmd, NULL, out, CAP, err, CAP);
+                ck_assert_msg(kvl_seconds() - t0 < 10, "%s: refused after %.1f s", cmd, kvl_seconds() - t0);
+                expect_refused(cmd, rc, "stdin");
+            }
+}
+END_TEST
+
+/* The longest way of writing a row's input is still read whole: the hex with a blank after every digit
+ * pair, then every original value at float64's 17 digits with a negative exponent, each line ended by
+ * CR LF. */
+START_TEST(test_row_unpack_reads_a_row_written_at_its_longest)
+{
+    for (int r = 0; r < KVF_N_ROW; r++) {
+        const size_t bytes = kvf_row_bytes((kvf_row)r), n = kvf_row_values((kvf_row)r);
+        char *input = malloc(3 * bytes + 2 + n * 32 + 1), *p = input, args[64];
+        ck_assert(input != NULL);
+        for (size_t b = 0; b < bytes; b++) p += sprintf(p, "00 ");
+        p += sprintf(p, "\r\n");
+        for (size_t i = 0; i < n; i++) p += sprintf(p, "%.16e\r\n", -1.2345678901234567e-300);
+        snprintf(args, sizeof args, "row --layout %s --unpack", kvf_row_name((kvf_row)r));
+        const int rc = kvfmt(args, input);
+        ck_assert_msg(rc == 0 && count_lines(out) == n + 2, "%s on %zu bytes: exit %d, %zu lines (%s)", args,
+                      strlen(input), rc, count_lines(out), err);
+        free(input);
+    }
+}
+END_TEST
+
 START_TEST(test_control_characters_on_stdin_are_escaped_in_the_message)
 {
     expect_refused("encode", kvfmt("encode --format e4m3", "1\n\033[2J\n"), "stdin line 2: '\\x1b[2J' is not a number");
@@ -380,6 +422,8 @@ Suite *kvl_suite(void)
     TCase *text = tcase_create("stdin");
     tcase_add_test(text, test_a_nul_byte_on_stdin_is_refused_with_its_line);
     tcase_add_test(text, test_control_characters_on_stdin_are_escaped_in_the_message);
+    tcase_add_test(text, test_row_pack_and_unpack_refuse_an_endless_stdin_at_once);
+    tcase_add_test(text, test_row_unpack_reads_a_row_written_at_its_longest);
     suite_add_tcase(s, text);
     return s;
 }

@@ -2,7 +2,8 @@
  * v41_cache, replay, kvtable, the notebooks nb_NN, kvbench):
  * an unknown flag, a flag without its value, a value out of range or not a number, a stray argument
  * is answered with exit status 2, exactly one line on stderr that starts with the program's name
- * and names the offending argument, and nothing on stdout. --help prints to stdout and exits 0. */
+ * and names the offending argument, and nothing on stdout. --help prints to stdout and exits 0. The line
+ * stays one line whatever the argument holds: control bytes are written \xNN, an empty argument "". */
 #include <stdio.h>
 #include <string.h>
 
@@ -248,6 +249,83 @@ START_TEST(test_control_characters_in_an_argument_are_escaped_in_the_message)
 }
 END_TEST
 
+/* An empty argument is named as "", not dropped from the message. */
+START_TEST(test_an_empty_argument_is_named_as_two_quotes)
+{
+    static const bad_call calls[] = {
+        {"kvtable ''", ": \"\": cannot open"},
+        {"cost --tokens ''", ": \"\" (try --help)"},
+        {"mla_cost ''", "unexpected argument: \"\""},
+        {"nb_01 ''", "nb_01: \"\": unknown argument"},
+        {"nb_01 --figures ''", "--figures \"\": not a directory"},
+    };
+    EXPECT_BAD(calls);
+}
+END_TEST
+
+/* The flags `cmd --help` names (every "--word" of its usage but --help), as " --a --b ..." in
+ * flags[cap], and "" for none. */
+static void flags_of(char *flags, size_t cap, const char *cmd)
+{
+    char help[320];
+    snprintf(help, sizeof help, "%s --help", cmd);
+    ck_assert_msg(kvl_run(help, NULL, out, CAP, err, CAP) == 0, "%s: exit status not 0", help);
+    flags[0] = '\0';
+    for (const char *p = out; (p = strstr(p, "--"));) {
+        size_t n = 2;
+        while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || (p[n] == '-' && n > 2)) n++;
+        char flag[64];
+        snprintf(flag, sizeof flag, " %.*s ", (int)n, p);
+        p += n;
+        if (n == 2 || !strcmp(flag, " --help ")) continue;
+        char listed[4096];
+        snprintf(listed, sizeof listed, "%s ", flags);
+        if (!strstr(listed, flag)) snprintf(flags + strlen(flags), cap - strlen(flags), " %.*s", (int)n, flag + 1);
+    }
+}
+
+/* 1 if s holds a control byte other than a line's end. */
+static int holds_control_bytes(const char *s)
+{
+    for (; *s; s++)
+        if (((unsigned char)*s < 0x20 && *s != '\n') || *s == 0x7f) return 1;
+    return 0;
+}
+
+/* Every program (and kvfmt's every command), given each flag its usage names, or no flag, with a value
+ * holding a newline, a carriage return, a tab, an escape sequence, or nothing at all: one line on stderr
+ * with the control bytes written \xNN, nothing on stdout, exit 2. The values lie under a directory that
+ * does not exist, so that no file is written. kvbench --out exits 1, a folder it cannot write
+ * (test_bench_kvbench). */
+START_TEST(test_a_value_with_control_bytes_or_empty_gets_one_line_from_every_program)
+{
+    static const char *const values[] = {"/nonexistent/1\n2", "/nonexistent/1\r", "/nonexistent/\t1",
+                                         "/nonexistent/\033[31m", ""};
+    static const char *const kvfmt_commands[] = {"encode", "decode", "table", "quant", "row", "fp4-demo"};
+    char names[64 + 6][32];
+    size_t n = kvl_list_programs(names, 64);
+    for (size_t c = 0; c < sizeof kvfmt_commands / sizeof *kvfmt_commands; c++)
+        snprintf(names[n++], 32, "kvfmt %s", kvfmt_commands[c]);
+    for (size_t p = 0; p < n; p++) {
+        char flags[1024];
+        flags_of(flags, sizeof flags, names[p]);
+        strcat(flags, " ");   /* and no flag: the value alone */
+        for (const char *f = flags; *f; f += strcspn(f + 1, " ") + 1)
+            for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
+                const int flag_len = (int)strcspn(f + 1, " ");
+                char cmd[1200];
+                snprintf(cmd, sizeof cmd, "timeout 60 %s %.*s '%s'", names[p], flag_len, f + 1, values[v]);
+                const int rc = kvl_run(cmd, "", out, CAP, err, CAP);
+                const int want = !strcmp(names[p], "kvbench") && !strncmp(f + 1, "--out", 5) && *values[v] ? 1 : 2;
+                ck_assert_msg(rc == want, "%s: exit %d, want %d (stderr: %.300s)", cmd, rc, want, err);
+                ck_assert_msg(out[0] == '\0', "%s: printed to stdout: %.200s", cmd, out);
+                ck_assert_msg(count_lines(err) == 1 && !holds_control_bytes(err),
+                              "%s: stderr is not one line without control bytes: %s", cmd, err);
+            }
+    }
+}
+END_TEST
+
 START_TEST(test_help_goes_to_stdout_with_exit_0_in_every_program)
 {
     static const char *const programs[] = {"cost",     "mla_cost", "swa_reach", "dsa_cost", "kvtable",
@@ -273,6 +351,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_signed_spaced_and_repeated_values_are_refused_by_every_program);
     tcase_add_test(tc, test_control_characters_in_an_argument_are_escaped_in_the_message);
     tcase_add_test(tc, test_help_goes_to_stdout_with_exit_0_in_every_program);
+    tcase_add_test(tc, test_a_value_with_control_bytes_or_empty_gets_one_line_from_every_program);
+    tcase_add_test(tc, test_an_empty_argument_is_named_as_two_quotes);
     suite_add_tcase(s, tc);
     return s;
 }

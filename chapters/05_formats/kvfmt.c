@@ -26,6 +26,7 @@
 
 #include "block.h"
 #include "element.h"
+#include "environment.h"
 #include "program.h"
 #include "rng.h"
 #include "rows.h"
@@ -33,6 +34,8 @@
 #define EXIT_BAD_INPUT 2
 #define TOKEN_MAX 64        /* longest number or code accepted: a double's digits and then some */
 #define ECHO_MAX 40         /* characters of an offending token quoted back in a message */
+#define VALUE_TEXT_MAX 64   /* characters of a row's value on stdin, with the blanks around it */
+#define STDIN_UNBOUNDED (SIZE_MAX - 1) /* encode and quant read stdin to its end */
 
 /* ---- messages -------------------------------------------------------------------------------- */
 
@@ -207,33 +210,31 @@ static float *numbers_f32(const numbers *v)
     return out;
 }
 
-/* All of the stream, NUL-terminated, its length in *len; caller frees. */
-static char *read_all(FILE *f, size_t *len)
+/* stdin as text, NUL-terminated (caller frees), read to its end or to `most` bytes and one more,
+ * or NULL and *status = 2 as soon as a chunk holds a NUL byte (binary data, at which the text
+ * would otherwise silently end) or that one more byte: an endless stream is refused, not read.
+ * `holds` names what the most is for, in the message. */
+static char *read_stdin_text(int *status, size_t most, const char *holds)
 {
-    size_t n = 0, cap = 4096;
+    size_t n = 0, cap = 4096, line = 1;
     char *buf = grow(NULL, cap, 1);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    for (size_t got; n <= most;) {
+        const size_t room = cap - n - 1 < most + 1 - n ? cap - n - 1 : most + 1 - n;
+        if ((got = fread(buf + n, 1, room, stdin)) == 0) break;
+        const char *nul = memchr(buf + n, '\0', got);
+        for (const char *c = buf + n; c < (nul ? nul : buf + n + got); c++) line += *c == '\n';
         n += got;
+        if (nul || n > most) {
+            free(buf);
+            *status = nul ? bad_input("stdin line %zu: a NUL byte; stdin must be text", line)
+                          : bad_input("stdin holds more than the %zu bytes %s can take", most,
+                                      holds);
+            return NULL;
+        }
         if (cap - n - 1 == 0) buf = grow(buf, cap *= 2, 1);
     }
     buf[n] = '\0';
-    *len = n;
     return buf;
-}
-
-/* All of stdin as text (caller frees), or NULL and *status = 2 when it holds a NUL byte: binary
- * data, at which the text would otherwise silently end. */
-static char *read_stdin_text(int *status)
-{
-    size_t len;
-    char *txt = read_all(stdin, &len);
-    size_t nul = strlen(txt), line = 1;
-    if (nul == len) return txt;
-    for (size_t i = 0; i < nul; i++) line += txt[i] == '\n';
-    free(txt);
-    *status = bad_input("stdin line %zu: a NUL byte; stdin must be text", line);
-    return NULL;
 }
 
 /* Whitespace-separated numbers of `txt`, whose first line is stdin line `line` → appended to v.
@@ -254,10 +255,11 @@ static int numbers_from_text(numbers *v, const char *txt, size_t line)
     return 0;
 }
 
-static int numbers_from_stdin(numbers *v)
+/* most, holds: as read_stdin_text. */
+static int numbers_from_stdin(numbers *v, size_t most, const char *holds)
 {
     int status = 0;
-    char *txt = read_stdin_text(&status);
+    char *txt = read_stdin_text(&status, most, holds);
     if (!txt) return status;
     status = numbers_from_text(v, txt, 1);
     free(txt);
@@ -455,7 +457,7 @@ static int cmd_encode(const options *o)
             status = bad_input("'%s' (argument %d) is not a number",
                                echo(o->args[i], strlen(o->args[i])).s, o->args_at[i]);
     }
-    if (!status && o->n_args == 0) status = numbers_from_stdin(&v);
+    if (!status && o->n_args == 0) status = numbers_from_stdin(&v, STDIN_UNBOUNDED, "");
     if (!status && v.n == 0)
         status = bad_input("no values given, neither as arguments nor on stdin");
     cast_fn cast = o->given & OPT_SATURATE ? kvf_encode_sat : kvf_encode;
@@ -728,7 +730,7 @@ static int cmd_quant(const options *o)
             "unknown scheme '%s' (argument %d); schemes: mxfp4 mxfp8 nvfp4 nvfp4-noglobal fp8-128",
             echo(name, strlen(name)).s, opt_at(o, OPT_SCHEME));
     numbers v = {0};
-    int status = numbers_from_stdin(&v);
+    int status = numbers_from_stdin(&v, STDIN_UNBOUNDED, "");
     if (!status) status = check_quant_input(&v, s);
     if (!status) {
         float *x = numbers_f32(&v);
@@ -768,7 +770,9 @@ static void print_hex(const uint8_t *bytes, size_t n)
 static int row_pack(kvf_row r)
 {
     numbers v = {0};
-    int status = numbers_from_stdin(&v);
+    char holds[64];
+    snprintf(holds, sizeof holds, "a %s row's %zu values", kvf_row_name(r), kvf_row_values(r));
+    int status = numbers_from_stdin(&v, kvf_row_values(r) * VALUE_TEXT_MAX, holds);
     if (!status && v.n != kvf_row_values(r))
         status = bad_input("stdin has %zu values; a %s row takes %zu", v.n, kvf_row_name(r),
                            kvf_row_values(r));
@@ -873,11 +877,17 @@ static int require_no_nan(kvf_row r, const uint8_t *row, const float *values, si
     return 0;
 }
 
-/* stdin: one line of hex (the packed row), then optionally the row's original values. */
+/* stdin: one line of hex (the packed row), then optionally the row's original values; read no
+ * further than they can take: the hex digits with a blank after each pair and a line end, and the
+ * values. */
 static int row_unpack(kvf_row r)
 {
     int status = 0;
-    char *txt = read_stdin_text(&status);
+    char holds[96];
+    snprintf(holds, sizeof holds, "a %s row's hex line and %zu values", kvf_row_name(r),
+             kvf_row_values(r));
+    const size_t most = 3 * kvf_row_bytes(r) + 2 + kvf_row_values(r) * VALUE_TEXT_MAX;
+    char *txt = read_stdin_text(&status, most, holds);
     if (!txt) return status;
     size_t line = 1;
     const char *p = skip_blank_lines(txt, &line);
@@ -1071,6 +1081,7 @@ static const command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (kvl_environment_check("kvfmt")) return 2;
     if (argc < 2)
         return bad_input(
             "no command given; commands: encode decode table quant row fp4-demo (kvfmt --help)");

@@ -18,6 +18,7 @@
  *   replay [--prompts LIST] [--persist-tokens T] [--seed S]
  *
  * Out of scope, as everywhere: MoE, hyper-connections, Engram, DSpark, vision. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,7 +62,7 @@ static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};
 typedef struct {
     size_t prompts[MAX_PROMPTS], n_prompts, persist_tokens;
     uint64_t seed;
-    char dir[64];   /* where the prefix files are written, removed at the end */
+    char dir[256];   /* where the prefix files are written, removed at the end */
 } options;
 
 static void usage(FILE *f)
@@ -301,7 +302,7 @@ static void print_error_row(const char *what, size_t P, size_t tokens, const rep
 
 static int print_replay(const stack *st, const float *x, const options *o)
 {
-    char file[128];
+    char file[288];
     snprintf(file, sizeof file, "%s/v41-narrow.kvp", o->dir);
     printf(
         "\n2. Replay on a narrow stack: the real layer map, L %zu (encoder %zu), W %zu, K %zu; d %zu, Dh %zu\n",
@@ -451,7 +452,7 @@ static void print_file(const char *what, const file_bytes *b, size_t T)
 
 static int print_files(const kvl_model *v41, const kvl_model *v4, const options *o)
 {
-    char p41[128], p4g[128], p4w[128];
+    char p41[288], p4g[288], p4w[288];
     snprintf(p41, sizeof p41, "%s/v41.kvp", o->dir);
     snprintf(p4g, sizeof p4g, "%s/v4-global.kvp", o->dir);
     snprintf(p4w, sizeof p4w, "%s/v4-window.kvp", o->dir);
@@ -596,6 +597,30 @@ static int load_both(kvl_model *v41, kvl_model *v4, const options *o)
 enum { F_PROMPTS, F_PERSIST_TOKENS, F_SEED };
 static const kvl_flag FLAGS[] = {{"--prompts", 1}, {"--persist-tokens", 1}, {"--seed", 1}};
 
+#define WORK_DIR_NAME "/kvl-replay-XXXXXX"
+
+/* o->dir: a new directory under $TMPDIR (where set and not empty), else under /tmp. 0, or the
+ * exit status after one line: 2 naming TMPDIR when it is too long or no directory can be made in
+ * it, 1 when none can be made in /tmp. */
+static int make_work_dir(options *o)
+{
+    const char *tmp = getenv("TMPDIR");
+    const int given = tmp && *tmp;
+    char shown[96];
+    if (given && strlen(tmp) + sizeof WORK_DIR_NAME > sizeof o->dir) {
+        fprintf(stderr, "replay: TMPDIR=%s: longer than %zu characters, more than the prefix "
+                        "files' paths hold\n",
+                kvl_shown(shown, sizeof shown, tmp), sizeof o->dir - sizeof WORK_DIR_NAME);
+        return 2;
+    }
+    snprintf(o->dir, sizeof o->dir, "%s" WORK_DIR_NAME, given ? tmp : "/tmp");
+    if (mkdtemp(o->dir)) return 0;
+    fprintf(stderr, "replay: %s%s: cannot make a directory for the prefix files there: %s\n",
+            given ? "TMPDIR=" : "", kvl_shown(shown, sizeof shown, given ? tmp : "/tmp"),
+            strerror(errno));
+    return given ? 2 : 1;
+}
+
 int main(int argc, char **argv)
 {
     options o = {.persist_tokens = 2048, .seed = 11};
@@ -625,27 +650,25 @@ int main(int argc, char **argv)
             return kvl_bad_usage("replay", "--seed must be an integer in [0, 2^32)", v);
         if (k == F_SEED) o.seed = n;
     }
+    int rc = make_work_dir(&o);
+    if (rc != 0) return rc;
     kvl_progress_start("replay");
     kvl_progress("checking the configs");
     kvl_model v41, v4;
     if (load_both(&v41, &v4, &o) != KVL_OK) {   /* bad input: 2, before any output */
+        rmdir(o.dir);
         kvl_progress_stop();
         fprintf(stderr, "replay: %s\n", kvl_error());
         return 2;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(o.dir, sizeof o.dir, "%s/kvl-replay-XXXXXX",
-             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    int rc = mkdtemp(o.dir)
-                 ? run(&v41, &v4, &o)
-                 : kvl_fail(KVL_EIO, "cannot make a directory for the prefix files: %s", o.dir);
+    rc = run(&v41, &v4, &o);
     kvl_model_free(&v41);
     kvl_model_free(&v4);
     static const char *const files[] = {"v41-narrow.kvp", "v41.kvp", "v4-global.kvp",
                                         "v4-window.kvp"};
     for (size_t i = 0; i < sizeof files / sizeof *files;
          i++) { /* left behind only by a failed run */
-        char path[128];
+        char path[288];
         snprintf(path, sizeof path, "%s/%s", o.dir, files[i]);
         remove(path);
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "environment.h"
 #include "file_io.h"
 #include "status.h"
 
@@ -25,7 +26,9 @@ const char *kvl_root_dir(void)
 
 int kvl_bad_usage(const char *program, const char *msg, const char *arg)
 {
-    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, msg, arg ? ": " : "", arg ? arg : "");
+    char m[512], a[512];
+    fprintf(stderr, "%s: %s%s%s (try --help)\n", program, kvl_escape_controls(m, sizeof m, msg),
+            arg ? ": " : "", arg ? kvl_shown(a, sizeof a, arg) : "");
     return 2;
 }
 
@@ -82,6 +85,10 @@ static int find_flag(const kvl_args *a, const char *arg)
 int kvl_args_next(kvl_args *a, const char **value)
 {
     *value = NULL;
+    if (a->next == 1 && kvl_environment_check(a->program)) {
+        a->next = a->argc;
+        return KVL_ARGS_BAD;
+    }
     if (a->next >= a->argc) return KVL_ARGS_END;
     const char *arg = a->argv[a->next++];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return KVL_ARGS_HELP;

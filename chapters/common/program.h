@@ -23,7 +23,8 @@ void kvl_config_files_free(char **paths, size_t n);
 void kvl_usage_model_types(FILE *f);
 
 /* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on
- * stderr and return 2, the exit status of a bad command line. */
+ * stderr and return 2, the exit status of a bad command line. MSG and ARG are quoted as kvl_shown
+ * quotes (ref/core/status.h): control bytes as \xHH, an empty ARG as "". */
 int kvl_bad_usage(const char *program, const char *msg, const char *arg);
 
 /* 0 when the file a flag names may be written under ref/core/file_io.h's rule (and is not an input
@@ -76,7 +77,8 @@ kvl_args kvl_args_start(const char *program, int argc, char **argv, const kvl_fl
 
 /* The next argument: the index in flags of a flag (*value = its value, or NULL for one that
  * takes none), or one of KVL_ARGS_*. KVL_ARGS_BAD for an unknown flag, a stray argument, a flag
- * without its value or given twice, after "PROGRAM: ... (try --help)" on stderr. */
+ * without its value or given twice, after "PROGRAM: ... (try --help)" on stderr; from the first
+ * call, also for an environment refused at start-up (ref/core/environment.h), after its line. */
 int kvl_args_next(kvl_args *a, const char **value);
 
 /* ---- the end of a run ------------------------------------------------------------------------ */
@@ -84,8 +86,8 @@ int kvl_args_next(kvl_args *a, const char **value);
 /* The exit status of a program whose run returned `status`: status, except that a run that
  * succeeded but whose stdout could not be written (a full disk, a closed pipe) gives 1 after one
  * line on stderr. stdout is flushed, not closed, and the function is inline: kvfmt's main is
- * also a function that its fuzz target, built from kvfmt.c, formats/ and ref/core/rng.c alone,
- * calls again and again. */
+ * also a function that its fuzz target, built from kvfmt.c, formats/ and ref/core's rng.c,
+ * environment.c and status.c alone, calls again and again. */
 static inline int kvl_exit_status(const char *program, int status)
 {
     if (fflush(stdout) == 0 && !ferror(stdout)) return status;

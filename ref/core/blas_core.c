@@ -1,4 +1,5 @@
 #include "blas_core.h"
+#include "environment.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -86,7 +87,8 @@ const char *kvl_blas_core_better(const char *running, kvl_cpu_features cpu)
 
 void kvl_blas_core_mend(char **argv)
 {
-    if (getenv(CORETYPE_VAR) || !argv || !argv[0]) return;
+    /* A refused environment is no longer whole (environment.h): a restart would run without it. */
+    if (getenv(CORETYPE_VAR) || !argv || !argv[0] || kvl_environment_refusal()) return;
     const char *running = openblas_get_corename();
     const char *better = kvl_blas_core_better(running, kvl_cpu_features_here());
     if (!better) return;

@@ -75,7 +75,9 @@ int kvl_file_open_regular(int *fd, size_t *size, const char *path)
 {
     struct stat before, after;
     *fd = -1;
-    if (stat(path, &before) != 0) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char shown[512];
+    if (stat(path, &before) != 0)
+        return kvl_fail(KVL_EIO, "%s: cannot open: %s", kvl_shown(shown, sizeof shown, path), strerror(errno));
     if (!S_ISREG(before.st_mode)) return kvl_fail(KVL_EIO, "%s: not a regular file", path);
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (f < 0) return kvl_fail(KVL_EIO, "%s: cannot open: %s", path, strerror(errno));

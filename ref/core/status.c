@@ -10,8 +10,7 @@ const char *kvl_error(void) { return last_error; }
 
 void kvl_clear_error(void) { last_error[0] = '\0'; }
 
-/* out[cap] = s with every control byte written as \xHH, cut before an escape that would not fit. */
-static void escape_controls(char *out, size_t cap, const char *s)
+char *kvl_escape_controls(char *out, size_t cap, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
@@ -29,6 +28,12 @@ static void escape_controls(char *out, size_t cap, const char *s)
         out[o++] = hex[c & 15];
     }
     out[o] = '\0';
+    return out;
+}
+
+char *kvl_shown(char *out, size_t cap, const char *s)
+{
+    return kvl_escape_controls(out, cap, *s ? s : "\"\"");
 }
 
 int kvl_fail(int code, const char *fmt, ...)
@@ -40,6 +45,6 @@ int kvl_fail(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    escape_controls(last_error, sizeof last_error, message);
+    kvl_escape_controls(last_error, sizeof last_error, message);
     return code;
 }

@@ -6,6 +6,8 @@
 #ifndef KVL_STATUS_H
 #define KVL_STATUS_H
 
+#include <stddef.h>
+
 enum {
     KVL_OK = 0,
     KVL_EINVAL = -1,  /* an argument or a field out of range, or inconsistent with another */
@@ -22,6 +24,15 @@ const char *kvl_error(void);
  * bytes in the result (a newline in a quoted path or field) are recorded as \xHH, so the message is
  * one line whatever it quotes; it is cut at 511 bytes, never inside an escape. */
 int kvl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* out[cap] = s with every control byte (below 0x20, and 0x7f) written as \xHH, cut before an escape
+ * that would not fit; returns out. What every message quoting a name or value it was given passes
+ * that text through, so that the message is one line and prints nothing a terminal would act on. */
+char *kvl_escape_controls(char *out, size_t cap, const char *s);
+
+/* A name or value as a message quotes it: kvl_escape_controls into out[cap], and "" for an empty
+ * one (which would leave the message reading ": cannot open"). Returns out. */
+char *kvl_shown(char *out, size_t cap, const char *s);
 
 /* Forget any previous message. */
 void kvl_clear_error(void);

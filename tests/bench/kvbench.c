@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "blas_core.h"
+#include "environment.h"
 #include "file_io.h"
 #include "status.h"
 
@@ -64,7 +65,8 @@ static void usage(FILE *f)
     for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
 }
 
-/* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line, and the status 2 */
+/* "kvbench: 'ARG' (argument I): WHAT; groups: ceilings formats" on one line (ARG's control bytes as
+ * \xHH), and the status 2 */
 /* KVL_OK when every file kvbench writes into --out may be written (ref/core/file_io.h), checked
  * before the first line so that a run of minutes does not end refused. */
 static int check_out_dir(void)
@@ -80,7 +82,8 @@ static int check_out_dir(void)
 
 static int bad_argument(const char *arg, int i, const char *what)
 {
-    fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", arg, i, what);
+    char shown[256];
+    fprintf(stderr, "kvbench: '%s' (argument %d): %s; groups:", kvl_escape_controls(shown, sizeof shown, arg), i, what);
     for (int k = 0; k < N_GROUPS; k++) fprintf(stderr, " %s", GROUPS[k].name);
     fprintf(stderr, "\n");
     return 2;
@@ -116,6 +119,7 @@ int main(int argc, char **argv)
 {
     const group *chosen[N_GROUPS];
     int n = 0;
+    if (kvl_environment_check("kvbench")) return 2;
     if (argc > 1 && strcmp(argv[1], "--spread") == 0) {
         if (argc < 4) return bad_argument(argv[1], 1, "needs two or more tables (each a run's DIR/results.md)");
         return kvb_spread_main(argc - 2, argv + 2);
@@ -127,6 +131,7 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "--out") == 0) {
             if (i + 1 == argc) return bad_argument(argv[i], i, "needs a folder");
+            if (!argv[i + 1][0]) return bad_argument(argv[i + 1], i + 1, "--out needs a folder, not an empty name");
             kvb_out_dir = argv[++i];
             continue;
         }
