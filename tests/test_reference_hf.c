@@ -47,6 +47,7 @@
 #include "config.h"
 #include "csa2_stack.h"
 #include "dsa.h"
+#include "file_io.h"
 #include "mla.h"
 #include "npy.h"
 #include "safetensors.h"
@@ -788,6 +789,32 @@ START_TEST(test_an_input_near_flt_max_is_refused_naming_the_element_that_overflo
 }
 END_TEST
 
+/* transformers reads compress_ratios for each layer's kind only and takes its ratio from the older
+ * compress_rate_csa / compress_rate_hca: one that disagrees is refused at the config, naming it, not at a
+ * layer's tensor shapes (or run at the other ratio). */
+START_TEST(test_an_older_compress_rate_beside_compress_ratios_is_refused_by_name)
+{
+    char *text;
+    size_t n;
+    ck_assert(kvl_file_read_all(&text, &n, kvl_path("tests/reference/deepseek_v4_tiny.json"), 1 << 20) == KVL_OK);
+    char dir[64], cfg[128], weights[1100], cmd[4096], out[1024], err[1024];
+    temp_dir(dir, sizeof dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    FILE *f = fopen(cfg, "wb");
+    ck_assert(f && text[0] == '{');
+    fprintf(f, "{\"compress_rate_csa\": 2, %s", text + 1);
+    ck_assert(fclose(f) == 0);
+    free(text);
+    snprintf(weights, sizeof weights, "%s/tests/reference/deepseek_v4_tiny.safetensors", kvl_path("."));
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s --weights %s --layer 1 --input %s --output %s/o.npy", cfg, weights,
+             weights, dir);
+    expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err,
+                    "layer 1 is CSA at ratio 4 under \"compress_ratios\", but field \"compress_rate_csa\" gives 2");
+    ck_assert_msg(out[0] == '\0', "kvlayer printed '%s'", out);
+    rm_dir(dir);
+}
+END_TEST
+
 START_TEST(test_two_spellings_of_one_setting_that_disagree_are_refused)
 {
     expect_refused_edit("v4_layer_types", "\"sliding_window\": 8", "\"sliding_window\": 8, \"window_size\": 16",
@@ -976,6 +1003,7 @@ Suite *kvl_suite(void)
     tcase_add_test(eco, test_a_v4_model_saved_by_transformers_5_in_two_shards_is_read_whole);
     tcase_add_test(eco, test_attention_biases_are_refused_by_name_rather_than_dropped);
     tcase_add_test(eco, test_an_input_near_flt_max_is_refused_naming_the_element_that_overflows);
+    tcase_add_test(eco, test_an_older_compress_rate_beside_compress_ratios_is_refused_by_name);
     suite_add_tcase(s, eco);
     return s;
 }
