@@ -193,7 +193,7 @@ END_TEST
  * tensors beside one weight, a scale beside a plain weight, an F4 weight without its scales. */
 START_TEST(test_weights_a_writer_cannot_mean_are_refused_by_name)
 {
-    static uint8_t q[4 * 64];
+    static uint8_t q[4 * 64 * 2];   /* as many bytes as the BF16 one needs */
     static float s[1] = {1};
     static uint8_t e8[4 * 2] = {127, 127, 127, 127, 127, 127, 127, 127};
     char dir[64], path[128];
