@@ -46,7 +46,7 @@ int mla_config_from_model(mla_config *c, const kvl_model *m)
     *c = (mla_config){.d = m->d, .n_heads = m->n_heads, .q_lora_rank = m->q_lora_rank,
                       .kv_lora_rank = m->kv_lora_rank, .qk_nope = m->qk_nope_head_dim,
                       .qk_rope = m->qk_rope_head_dim, .v_head = m->v_head_dim, .window = m->window,
-                      .norm_eps = m->norm_eps};
+                      .norm_eps = MLA_LATENT_NORM_EPS};
     const kvl_rope_config *r = &m->rope;
     int rc = r->factor > 1.0 ? kvl_rope_init_yarn(&c->rope, c->qk_rope, r->theta, r->factor, r->original_len,
                                                   r->beta_fast, r->beta_slow)

@@ -46,12 +46,17 @@ typedef struct {
     size_t qk_rope;       /* Dr, equal to rope.Dr */
     size_t v_head;        /* Dv */
     size_t window;        /* W; 0: none */
-    double norm_eps;      /* RMSNorm epsilon of c^Q and c_kv */
+    double norm_eps;      /* RMSNorm epsilon of c^Q and c_kv (MLA_LATENT_NORM_EPS from a config) */
     double softmax_scale; /* (Dnope+Dr)^−½·m² */
     kvl_rope rope;        /* interleaved RoPE of q^R and k_rope */
 } mla_config;
 
-/* c = the attention of a loaded MLA or DSA config (dims, window, norm_eps; YaRN RoPE and the mscale
+/* ε of the latent norms q_a_layernorm and kv_a_layernorm: transformers' DeepseekV2/V3/V32Attention build
+ * them with their RMSNorm's default and DeepSeek's V3 and V3.2 inference code with its RMSNorm's default,
+ * never the config's rms_norm_eps (which only the decoder layer's norms take). */
+#define MLA_LATENT_NORM_EPS 1e-6
+
+/* c = the attention of a loaded MLA or DSA config (dims, window, norm_eps = MLA_LATENT_NORM_EPS; YaRN RoPE and the mscale
  * softmax factor when rope factor > 1, plain RoPE and Dqk^−½ otherwise, taken from the config, never
  * from a buffer size as DeepSeek-V3's max_seq_len gate does). KVL_EINVAL for any other generation,
  * naming the file. */

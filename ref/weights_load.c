@@ -14,19 +14,43 @@ typedef struct {
     size_t n_dims, shape[2];
 } field;
 
-/* The layer's prefix under the naming whose `probe_hf` / `probe_ds` leaf is present. */
-static int layer_prefix(char *prefix, size_t cap, const kvl_st_checkpoint *c, size_t layer, const char *probe_hf,
-                        const char *probe_ds)
+/* Where a checkpoint's names come from: transformers' modules, DeepSeek's inference code, or transformers 5's
+ * save_pretrained of V4, which writes the inference leaves under model.layers.N.attn. (its conversion
+ * mapping reversed: the attention's kv_norm back to norm). */
+typedef enum { NAMES_HF, NAMES_DS, NAMES_HF5_V4 } naming;
+
+/* The layer's prefix and naming: the first whose probe leaf is present (`probe_hf5`, NULL: not tried). */
+static int layer_prefix(char *prefix, size_t cap, naming *n, const kvl_st_checkpoint *c, size_t layer,
+                        const char *probe_hf, const char *probe_ds, const char *probe_hf5)
 {
-    char name[256];
-    snprintf(prefix, cap, "model.layers.%zu.self_attn.", layer);
-    snprintf(name, sizeof name, "%s%s", prefix, probe_hf);
-    if (kvl_st_checkpoint_find(c, name, NULL)) return KVL_OK;
-    snprintf(prefix, cap, "layers.%zu.attn.", layer);
-    snprintf(name, sizeof name, "%s%s", prefix, probe_ds);
-    if (kvl_st_checkpoint_find(c, name, NULL)) return KVL_OK;
-    return kvl_fail(KVL_EINVAL, "%s: layer %zu: neither model.layers.%zu.self_attn.%s nor layers.%zu.attn.%s is present",
-                    c->n_files ? c->files[0].origin : "checkpoint", layer, layer, probe_hf, layer, probe_ds);
+    static const char *const form[] = {"model.layers.%zu.self_attn.", "layers.%zu.attn.", "model.layers.%zu.attn."};
+    const char *probe[] = {probe_hf, probe_ds, probe_hf5};
+    for (*n = NAMES_HF; *n <= NAMES_HF5_V4; (*n)++) {
+        if (!probe[*n]) continue;
+        char name[256];
+        snprintf(prefix, cap, form[*n], layer);
+        snprintf(name, sizeof name, "%s%s", prefix, probe[*n]);
+        if (kvl_st_checkpoint_find(c, name, NULL)) return KVL_OK;
+    }
+    char third[128] = "";
+    if (probe_hf5) snprintf(third, sizeof third, " nor model.layers.%zu.attn.%s", layer, probe_hf5);
+    return kvl_fail(KVL_EINVAL, "%s: layer %zu: neither model.layers.%zu.self_attn.%s nor layers.%zu.attn.%s%s is present",
+                    c->n_files ? c->files[0].origin : "checkpoint", layer, layer, probe_hf, layer, probe_ds, third);
+}
+
+/* KVL_EINVAL naming the tensor when the projection `name` (ending in ".weight") has a ".bias" beside it: the
+ * modules compute without biases, so a checkpoint holding one (transformers writes them only under
+ * attention_bias true, which kvlayer refuses) would otherwise run as if it were zero. */
+static int expect_no_bias(const kvl_st_checkpoint *c, const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 7, ".weight") != 0) return KVL_OK;
+    char bias[256];
+    snprintf(bias, sizeof bias, "%.*s.bias", (int)(n - 7), name);
+    const kvl_st_file *in;
+    if (!kvl_st_checkpoint_find(c, bias, &in)) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is present, but the attention projections here carry no bias "
+                    "(config attention_bias false or absent)", in->origin, bias);
 }
 
 static int read_fields(const field *f, size_t n, const kvl_st_checkpoint *c, const char *prefix, int hf)
@@ -35,6 +59,7 @@ static int read_fields(const field *f, size_t n, const kvl_st_checkpoint *c, con
         if (!f[i].dst) continue;
         char name[256];
         snprintf(name, sizeof name, "%s%s", prefix, hf || !f[i].ds ? f[i].hf : f[i].ds);
+        if (f[i].n_dims == 2) KVL_TRY(expect_no_bias(c, name));
         KVL_TRY(kvl_read_weight(f[i].dst, c, name, f[i].n_dims, f[i].shape));
     }
     return KVL_OK;
@@ -95,8 +120,9 @@ int mla_weights_load(mla_weights *w, const mla_config *cfg, const kvl_rope_confi
 {
     char prefix[96];
     KVL_TRY(mla_weights_alloc(w, cfg));
-    int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight");
-    if (rc == KVL_OK) rc = read_mla(w, cfg, c, prefix, prefix[0] == 'm');
+    naming n;
+    int rc = layer_prefix(prefix, sizeof prefix, &n, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight", NULL);
+    if (rc == KVL_OK) rc = read_mla(w, cfg, c, prefix, n == NAMES_HF);
     if (rc == KVL_OK) rc = fold_mla_rotary(w, cfg, rope);
     if (rc != KVL_OK) mla_weights_free(w);
     return rc;
@@ -128,8 +154,9 @@ int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_rope_confi
         {w->k_bias, "indexer.k_norm.bias", NULL, 1, {DI, 0}},
         {w->w_iw, "indexer.weights_proj.weight", NULL, 2, {HI, d}},
     };
-    int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight");
-    if (rc == KVL_OK) rc = read_mla(&w->mla, &cfg->mla, c, prefix, prefix[0] == 'm');
+    naming n;
+    int rc = layer_prefix(prefix, sizeof prefix, &n, c, layer, "kv_a_proj_with_mqa.weight", "wkv_a.weight", NULL);
+    if (rc == KVL_OK) rc = read_mla(&w->mla, &cfg->mla, c, prefix, n == NAMES_HF);
     if (rc == KVL_OK) rc = read_fields(f, sizeof f / sizeof f[0], c, prefix, 1);
     if (rc == KVL_OK) rc = fold_mla_rotary(&w->mla, &cfg->mla, rope);
     if (rc == KVL_OK) rc = fold_indexer_rotary(w, cfg, rope);
@@ -159,15 +186,16 @@ static int read_v4_compressor(const v4_compressor_weights *w, const v4_compresso
     return read_fields(f, sizeof f / sizeof f[0], c, prefix, hf);
 }
 
-static int read_v4(v4_weights *w, const v4_config *v, const kvl_st_checkpoint *c, const char *prefix, int hf)
+static int read_v4(v4_weights *w, const v4_config *v, const kvl_st_checkpoint *c, const char *prefix, naming n)
 {
+    const int hf = n == NAMES_HF;
     size_t H = v->n_heads, Dh = v->head_dim, GDo = v->o_groups * v->o_lora_rank;
     const field f[] = {
         {w->w_dq, "q_a_proj.weight", "wq_a.weight", 2, {v->q_lora_rank, v->d}},
         {w->q_norm, "q_a_norm.weight", "q_norm.weight", 1, {v->q_lora_rank, 0}},
         {w->w_uq, "q_b_proj.weight", "wq_b.weight", 2, {H * Dh, v->q_lora_rank}},
         {w->w_kv, "kv_proj.weight", "wkv.weight", 2, {Dh, v->d}},
-        {w->kv_norm, "kv_norm.weight", "kv_norm.weight", 1, {Dh, 0}},
+        {w->kv_norm, "kv_norm.weight", n == NAMES_HF5_V4 ? "norm.weight" : "kv_norm.weight", 1, {Dh, 0}},
         {w->sinks, "sinks", "attn_sink", 1, {H, 0}},
         {w->w_oa, "o_a_proj.weight", "wo_a.weight", 2, {GDo, H / v->o_groups * Dh}},
         {w->w_ob, "o_b_proj.weight", "wo_b.weight", 2, {v->d, GDo}},
@@ -190,8 +218,9 @@ int v4_weights_load(v4_weights *w, const v4_config *cfg, const kvl_st_checkpoint
 {
     char prefix[96];
     KVL_TRY(v4_weights_alloc(w, cfg));
-    int rc = layer_prefix(prefix, sizeof prefix, c, layer, "kv_proj.weight", "wkv.weight");
-    if (rc == KVL_OK) rc = read_v4(w, cfg, c, prefix, prefix[0] == 'm');
+    naming n;
+    int rc = layer_prefix(prefix, sizeof prefix, &n, c, layer, "kv_proj.weight", "wkv.weight", "wkv.weight");
+    if (rc == KVL_OK) rc = read_v4(w, cfg, c, prefix, n);
     if (rc != KVL_OK) v4_weights_free(w);
     return rc;
 }

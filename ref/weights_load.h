@@ -1,9 +1,15 @@
 /* A checkpoint's attention weights into a module's weights struct (one layer at a time).
  *
- * Both namings real checkpoints use are read; which one a file uses is decided per layer by the first
+ * The namings real checkpoints use are read; which one a file uses is decided per layer by the first
  * tensor present, and each tensor is then looked up under that naming only:
- *   Hugging Face        model.layers.N.self_attn.<leaf>   (transformers' modeling_deepseek_v3/_v32)
+ *   Hugging Face        model.layers.N.self_attn.<leaf>   (transformers' modeling_deepseek_v3/_v32, and
+ *                                                          what transformers 5's save_pretrained writes for them)
  *   DeepSeek inference  layers.N.attn.<leaf>              (the inference code's model.py)
+ *   transformers 5 V4   model.layers.N.attn.<inference leaf>, except kv_norm [Dh] as norm.weight: what
+ *                       save_pretrained writes for DeepseekV4, its conversion mapping (conversion_mapping.py,
+ *                       "deepseek_v4") reversed, the rename .norm. → .kv_norm. included
+ * A projection's <name>.bias beside its <name>.weight is refused naming it: the modules add no bias
+ * (transformers writes them only under attention_bias true, which kvlayer refuses).
  *
  *   field (ref/mla.h, ref/dsa.h)   Hugging Face leaf                  inference leaf
  *   w_dq    [Dq'][d]               q_a_proj.weight                    wq_a.weight
@@ -19,7 +25,8 @@
  *   k_norm  [DI], k_bias [DI]      indexer.k_norm.weight, .bias
  *   w_iw    [HI][d]                indexer.weights_proj.weight
  *
- * V4 (ref/v4.h, transformers' modeling_deepseek_v4, the V4 inference model.py):
+ * V4 (ref/v4.h, transformers' modeling_deepseek_v4, the V4 inference model.py; the transformers 5 save
+ * takes the inference column, attn.norm.weight for kv_norm):
  *   w_dq [Dq'][d]          q_a_proj.weight                    wq_a.weight
  *   q_norm [Dq']           q_a_norm.weight                    q_norm.weight
  *   w_uq [H·Dh][Dq']       q_b_proj.weight                    wq_b.weight

@@ -463,6 +463,32 @@ START_TEST(test_a_sharded_checkpoint_finds_each_tensor_in_its_shard)
 }
 END_TEST
 
+/* A directory with model.safetensors beside an index is read through the single file, as transformers'
+ * from_pretrained reads it: its b.weight, not the shard's. */
+START_TEST(test_a_single_file_beside_an_index_is_read_as_transformers_reads_it)
+{
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    write_shards(dir);
+    write_text(dir, "model.safetensors.index.json", INDEX_OK);
+    static const float b[2] = {7, 8};
+    kvl_st_entry single[1] = {{"b.weight", KVL_ST_F32, 1, {2}, b}};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(kvl_st_write(path, single, 1, NULL, 0) == KVL_OK, "%s", kvl_error());
+    kvl_st_checkpoint c;
+    ck_assert_msg(kvl_st_checkpoint_open(&c, dir) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(c.n_files, 1);
+    const kvl_st_file *in;
+    const kvl_st_tensor *t = kvl_st_checkpoint_find(&c, "b.weight", &in);
+    float got[2];
+    ck_assert(t && kvl_st_read_f32(got, t, in->origin) == KVL_OK);
+    ck_assert(got[0] == 7 && got[1] == 8);
+    ck_assert_ptr_null(kvl_st_checkpoint_find(&c, "a.weight", NULL));
+    kvl_st_checkpoint_close(&c);
+    rm_dir(dir);
+}
+END_TEST
+
 static void expect_index_refused(const char *dir, const char *index, int code, const char *piece)
 {
     write_text(dir, "model.safetensors.index.json", index);
@@ -522,6 +548,7 @@ Suite *kvl_suite(void)
     suite_add_tcase(s, bad);
     TCase *sh = tcase_create("sharded");
     tcase_add_test(sh, test_a_sharded_checkpoint_finds_each_tensor_in_its_shard);
+    tcase_add_test(sh, test_a_single_file_beside_an_index_is_read_as_transformers_reads_it);
     tcase_add_test(sh, test_an_index_that_lies_is_refused);
     suite_add_tcase(s, sh);
     return s;

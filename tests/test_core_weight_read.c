@@ -1,6 +1,7 @@
 /* Weights out of checkpoint files: DeepSeek's FP8 weights with one scale per 128×128 block dequantise
  * to the definition (a plain loop over the value formula, here) on ragged edges, under both scale
- * namings and both scale dtypes; and every MLA and DSA weight lands in its struct field under both the
+ * namings and both scale dtypes; F4 weights through their E8M0 scales per 32 likewise; what no writer
+ * means as a weight (a scale dtype, two scales, a scale beside a plain weight) is refused; and every MLA and DSA weight lands in its struct field under both the
  * Hugging Face and the inference naming, every V4 weight under the inference naming through a sharded
  * index, and every V4.1 weight of each layer mode under its inference naming.
  *
@@ -142,6 +143,82 @@ START_TEST(test_missing_or_misshapen_scales_and_weights_are_named)
     ck_assert_msg(strstr(kvl_error(), "\"b.weight\": shape [4, 200], the config needs [4, 100]") != NULL, "%s", kvl_error());
     ck_assert_int_eq(kvl_read_weight(w, &c, "c.weight", 2, shape), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "\"c.weight\" not found") != NULL, "%s", kvl_error());
+    kvl_st_checkpoint_close(&c);
+    rm_dir(dir);
+}
+END_TEST
+
+/* E2M1 by its definition: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is subnormal. */
+static double e2m1_value(uint8_t c)
+{
+    int e = (c >> 1) & 3, m = c & 1;
+    double v = e ? ldexp(1.0 + m / 2.0, e - 1) : m / 2.0;
+    return c & 8 ? -v : v;
+}
+
+/* An F4 weight [3][64] with an F8_E8M0 `.scale` [3][2] (MXFP4, as DeepSeek's V4 stores FP4): every value
+ * is e2m1(code) · 2^(scale − 127), exact in float32. */
+START_TEST(test_fp4_weights_dequantise_through_their_e8m0_scales_per_32)
+{
+    enum { R = 3, C = 64 };
+    uint8_t packed[R * C / 2], scale[R * 2];
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 41);
+    for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(kvl_rng_next_u64(&rng) & 0xff);
+    for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(120 + i);
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    const kvl_st_entry e[] = {{"layers.0.attn.wkv.weight", KVL_ST_F4, 2, {R, C}, packed},
+                              {"layers.0.attn.wkv.scale", KVL_ST_F8_E8M0, 2, {R, 2}, scale}};
+    ck_assert_msg(kvl_st_write(path, e, 2, NULL, 0) == KVL_OK, "%s", kvl_error());
+    kvl_st_checkpoint c;
+    ck_assert_msg(kvl_st_checkpoint_open(&c, path) == KVL_OK, "%s", kvl_error());
+    float got[R * C];
+    const size_t shape[2] = {R, C};
+    ck_assert_msg(kvl_read_weight(got, &c, e[0].name, 2, shape) == KVL_OK, "%s", kvl_error());
+    for (size_t r = 0; r < R; r++)
+        for (size_t k = 0; k < C; k++) {
+            size_t i = r * C + k;
+            uint8_t code = (uint8_t)(packed[i / 2] >> (i % 2 ? 4 : 0) & 0xf);
+            double want = e2m1_value(code) * ldexp(1.0, scale[r * 2 + k / 32] - 127);
+            if ((double)got[i] != want) ck_abort_msg("w[%zu][%zu] = %g, want %g", r, k, got[i], want);
+        }
+    kvl_st_checkpoint_close(&c);
+    rm_dir(dir);
+}
+END_TEST
+
+/* What no writer means as a weight is refused naming the tensor: a scale format as the weight, two scale
+ * tensors beside one weight, a scale beside a plain weight, an F4 weight without its scales. */
+START_TEST(test_weights_a_writer_cannot_mean_are_refused_by_name)
+{
+    static uint8_t q[4 * 64 * 2];   /* as many bytes as the BF16 one needs */
+    static float s[1] = {1};
+    static uint8_t e8[4 * 2] = {127, 127, 127, 127, 127, 127, 127, 127};
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    const kvl_st_entry e[] = {{"a.weight", KVL_ST_F8_E8M0, 2, {4, 64}, q},
+                              {"b.weight", KVL_ST_F8_E4M3, 2, {4, 64}, q},
+                              {"b.weight_scale_inv", KVL_ST_F32, 2, {1, 1}, s},
+                              {"b.scale", KVL_ST_F32, 2, {1, 1}, s},
+                              {"c.weight", KVL_ST_BF16, 2, {4, 64}, q},
+                              {"c.scale", KVL_ST_F8_E8M0, 2, {4, 2}, e8},
+                              {"d.weight", KVL_ST_F4, 2, {4, 64}, q}};
+    ck_assert_msg(kvl_st_write(path, e, 7, NULL, 0) == KVL_OK, "%s", kvl_error());
+    kvl_st_checkpoint c;
+    ck_assert_msg(kvl_st_checkpoint_open(&c, path) == KVL_OK, "%s", kvl_error());
+    static float w[4 * 64];
+    const size_t shape[2] = {4, 64};
+    const char *name[] = {"a.weight", "b.weight", "c.weight", "d.weight"};
+    const char *says[] = {"\"a.weight\" is F8_E8M0, not a weight's dtype", "\"b.weight\" has two scale tensors, "
+                          "\"b.weight_scale_inv\" and \"b.scale\"", "\"c.weight\" is BF16 with a scale tensor "
+                          "\"c.scale\" beside it", "\"d.weight\" is F4 but has no weight_scale_inv or scale"};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(kvl_read_weight(w, &c, name[i], 2, shape), KVL_EINVAL);
+        ck_assert_msg(strstr(kvl_error(), says[i]) != NULL, "%s", kvl_error());
+    }
     kvl_st_checkpoint_close(&c);
     rm_dir(dir);
 }
@@ -365,6 +442,8 @@ Suite *kvl_suite(void)
     tcase_add_test(fp8, test_fp8_blocks_dequantise_to_the_definition_on_ragged_edges);
     tcase_add_test(fp8, test_e8m0_scales_under_the_inference_naming_dequantise_the_same);
     tcase_add_test(fp8, test_missing_or_misshapen_scales_and_weights_are_named);
+    tcase_add_test(fp8, test_fp4_weights_dequantise_through_their_e8m0_scales_per_32);
+    tcase_add_test(fp8, test_weights_a_writer_cannot_mean_are_refused_by_name);
     suite_add_tcase(s, fp8);
     TCase *names = tcase_create("names");
     tcase_add_test(names, test_hf_names_fill_every_mla_and_dsa_field);

@@ -47,6 +47,7 @@
 #include "config.h"
 #include "csa2_stack.h"
 #include "dsa.h"
+#include "file_io.h"
 #include "mla.h"
 #include "npy.h"
 #include "safetensors.h"
@@ -513,15 +514,15 @@ static int kvlayer_case(const char *name, size_t layer, const char *input, const
     return kvl_run(cmd, NULL, line, line_cap, err, err_cap);
 }
 
-/* kvlayer on case `name`'s layer with the hidden states of the folder's file `input`, against its
- * transformers output `out_name`, prefilling `prefill` tokens and decoding the rest; its one line must
- * contain `says`. */
-static void expect_kvlayer_matches_on(const char *name, const char *input, size_t layer, const char *out_name,
-                                      size_t prefill, const char *says)
+/* kvlayer on case `name`'s layer with the hidden states of the folder's file `input`, against the
+ * transformers output `out_name` of its file `ref_file`, prefilling `prefill` tokens and decoding the rest;
+ * its one line must contain `says`. */
+static void expect_kvlayer_matches_from(const char *name, const char *input, const char *ref_file, size_t layer,
+                                        const char *out_name, size_t prefill, const char *says)
 {
     char config[128], weights[128], dir[64], extra[64], line[1024], err[1024], out[128];
     snprintf(config, sizeof config, ECO "%s/config.json", name);
-    snprintf(weights, sizeof weights, ECO "%s", name);
+    snprintf(weights, sizeof weights, ECO "%s/%s", name, ref_file);
     reference r;
     open_reference_at(&r, config, weights, out_name);
     snprintf(extra, sizeof extra, "--prefill %zu", prefill);
@@ -544,7 +545,7 @@ static void expect_kvlayer_matches_on(const char *name, const char *input, size_
 static void expect_kvlayer_matches(const char *name, size_t layer, const char *out_name, size_t prefill,
                                    const char *says)
 {
-    expect_kvlayer_matches_on(name, "model.safetensors", layer, out_name, prefill, says);
+    expect_kvlayer_matches_from(name, "model.safetensors", "model.safetensors", layer, out_name, prefill, says);
 }
 
 /* The config of ecosystem case `name`, loaded. */
@@ -633,7 +634,8 @@ END_TEST
 
 START_TEST(test_float64_safetensors_input_is_read)
 {
-    expect_kvlayer_matches_on("v3_rope_parameters", "x_f64.safetensors", 0, "out", 16, "from rope_parameters");
+    expect_kvlayer_matches_from("v3_rope_parameters", "x_f64.safetensors", "model.safetensors", 0, "out", 16,
+                                "from rope_parameters");
 }
 END_TEST
 
@@ -675,6 +677,143 @@ static void expect_refused_edit(const char *name, const char *from, const char *
                   status, out, err);
     rm_dir(dir);
 }
+
+/* rms_norm_eps 1e-2 is the decoder layer's: transformers' DeepseekV3Attention builds q_a_layernorm and
+ * kv_a_layernorm with their own 1e-6, and so must the layer. */
+START_TEST(test_the_latent_norms_keep_their_own_eps_beside_a_config_rms_norm_eps_of_1e_2)
+{
+    kvl_model m = eco_model("v3_norm_eps");
+    ck_assert_double_eq(m.norm_eps, 1e-2);
+    mla_config c;
+    ck_assert_msg(mla_config_from_model(&c, &m) == KVL_OK, "%s", kvl_error());
+    ck_assert_double_eq(c.norm_eps, 1e-6);
+    kvl_model_free(&m);
+    expect_kvlayer_matches("v3_norm_eps", 0, "out", 16, "(MLA dense)");
+    expect_kvlayer_matches("v3_norm_eps", 0, "out", 3, "(MLA dense)");
+}
+END_TEST
+
+/* A whole DeepseekV4ForCausalLM saved by transformers 5's save_pretrained in bfloat16: two shards and an index,
+ * the attention under model.layers.N.attn. with the inference leaves and its kv_norm as norm.weight. Every
+ * layer kind against the module's float64 output. */
+START_TEST(test_a_v4_model_saved_by_transformers_5_in_two_shards_is_read_whole)
+{
+    kvl_st_checkpoint ck;
+    ck_assert_msg(kvl_st_checkpoint_open(&ck, kvl_path(ECO "v4_saved_sharded")) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(ck.n_files, 2);
+    ck_assert_ptr_nonnull(kvl_st_checkpoint_find(&ck, "model.layers.0.attn.norm.weight", NULL));
+    kvl_st_checkpoint_close(&ck);
+    const char *says[] = {"(V4 window)", "(V4 CSA, ratio 2)", "(V4 HCA, ratio 4)"};
+    for (size_t l = 0; l < 3; l++) {
+        char out[16];
+        snprintf(out, sizeof out, "out.%zu", l);
+        expect_kvlayer_matches_from("v4_saved_sharded", "io.safetensors", "io.safetensors", l, out, 24, says[l]);
+        expect_kvlayer_matches_from("v4_saved_sharded", "io.safetensors", "io.safetensors", l, out, 9, says[l]);
+    }
+}
+END_TEST
+
+/* Case v3_rope_parameters' checkpoint copied to dir/model.safetensors with the tensor `extra` [n] added. */
+static void copy_with_tensor(const char *dir, const char *extra, size_t n)
+{
+    kvl_st_file f;
+    ck_assert_msg(kvl_st_open(&f, kvl_path(ECO "v3_rope_parameters/model.safetensors")) == KVL_OK, "%s", kvl_error());
+    kvl_st_entry *e = calloc(f.n_tensors + 1, sizeof *e);
+    float *zeros = calloc(n, sizeof *zeros);
+    ck_assert(e && zeros);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const kvl_st_tensor *t = &f.tensors[i];
+        e[i] = (kvl_st_entry){t->name, t->dtype, t->n_dims, {0}, t->data};
+        memcpy(e[i].shape, t->shape, sizeof t->shape);
+    }
+    e[f.n_tensors] = (kvl_st_entry){extra, KVL_ST_F32, 1, {n}, zeros};
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(kvl_st_write(path, e, f.n_tensors + 1, NULL, 0) == KVL_OK, "%s", kvl_error());
+    free(zeros);
+    free(e);
+    kvl_st_close(&f);
+}
+
+/* kvlayer on case v3_rope_parameters with config `config` and weights `weights`: one line naming `piece`,
+ * nothing on stdout, no output file. */
+static void expect_kvlayer_refuses(const char *config, const char *weights, const char *input, const char *dir,
+                                   const char *piece)
+{
+    char cmd[4096], out[1024], err[1024], o[128];
+    snprintf(o, sizeof o, "%s/o.npy", dir);
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s --weights %s --layer 0 --input %s --output %s", config, weights,
+             input, o);
+    expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err, piece);
+    ck_assert_msg(out[0] == '\0', "kvlayer printed '%s'", out);
+    ck_assert(access(o, F_OK) != 0);
+}
+
+/* transformers adds biases to q_a_proj, kv_a_proj_with_mqa and o_proj under attention_bias true; the layer
+ * computes without them, so that config is refused by name, and so is a bias tensor the config does not
+ * declare, rather than run as if zero. */
+START_TEST(test_attention_biases_are_refused_by_name_rather_than_dropped)
+{
+    char dir[64], cfg[1100], root[1024], x[1100];
+    snprintf(root, sizeof root, "%s/" ECO "v3_rope_parameters", kvl_path("."));
+    snprintf(x, sizeof x, "%s/model.safetensors", root);
+    temp_dir(dir, sizeof dir);
+    edited_config(cfg, sizeof cfg, dir, "v3_rope_parameters", "\"attention_bias\": false", "\"attention_bias\": true");
+    expect_kvlayer_refuses(cfg, root, x, dir, "field attention_bias is true: kvlayer computes the attention layer "
+                                              "without biases");
+    copy_with_tensor(dir, "model.layers.0.self_attn.o_proj.bias", 64);
+    snprintf(cfg, sizeof cfg, "%s/config.json", root);
+    expect_kvlayer_refuses(cfg, dir, x, dir, "tensor \"model.layers.0.self_attn.o_proj.bias\" is present, but the "
+                                             "attention projections here carry no bias");
+    rm_dir(dir);
+}
+END_TEST
+
+/* Finite hidden states near FLT_MAX: the projections overflow float32, so the output would be NaN; kvlayer
+ * refuses, naming the largest input element and the overflow. */
+START_TEST(test_an_input_near_flt_max_is_refused_naming_the_element_that_overflows)
+{
+    enum { T = 16, D = 64 };
+    static float xs[T * D];
+    for (size_t i = 0; i < T * D; i++) xs[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (size_t j = 0; j < D; j++) xs[3 * D + j] = j % 2 ? 3e38f : -3e38f;
+    xs[3 * D + 7] = 3.4e38f;
+    char dir[64], cfg[1100], root[1024], x[128];
+    snprintf(root, sizeof root, "%s/" ECO "v3_rope_parameters", kvl_path("."));
+    snprintf(cfg, sizeof cfg, "%s/config.json", root);
+    temp_dir(dir, sizeof dir);
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    ck_assert(kvl_npy_write(x, xs, T, D) == KVL_OK);
+    expect_kvlayer_refuses(cfg, root, x, dir, "x[3][7] = 3.4e+38, its largest element: the layer's float32 arithmetic overflows");
+    rm_dir(dir);
+}
+END_TEST
+
+/* transformers reads compress_ratios for each layer's kind only and takes its ratio from the older
+ * compress_rate_csa / compress_rate_hca: one that disagrees is refused at the config, naming it, not at a
+ * layer's tensor shapes (or run at the other ratio). */
+START_TEST(test_an_older_compress_rate_beside_compress_ratios_is_refused_by_name)
+{
+    char *text;
+    size_t n;
+    ck_assert(kvl_file_read_all(&text, &n, kvl_path("tests/reference/deepseek_v4_tiny.json"), 1 << 20) == KVL_OK);
+    char dir[64], cfg[128], weights[1100], cmd[4096], out[1024], err[1024];
+    temp_dir(dir, sizeof dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    FILE *f = fopen(cfg, "wb");
+    ck_assert(f && text[0] == '{');
+    fprintf(f, "{\"compress_rate_csa\": 2, %s", text + 1);
+    ck_assert(fclose(f) == 0);
+    free(text);
+    snprintf(weights, sizeof weights, "%s/tests/reference/deepseek_v4_tiny.safetensors", kvl_path("."));
+    snprintf(cmd, sizeof cmd, "kvlayer --config %s --weights %s --layer 1 --input %s --output %s/o.npy", cfg, weights,
+             weights, dir);
+    expect_one_line(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err), err,
+                    "layer 1 is CSA at ratio 4 under \"compress_ratios\", but field \"compress_rate_csa\" gives 2");
+    ck_assert_msg(out[0] == '\0', "kvlayer printed '%s'", out);
+    rm_dir(dir);
+}
+END_TEST
 
 START_TEST(test_two_spellings_of_one_setting_that_disagree_are_refused)
 {
@@ -863,6 +1002,11 @@ Suite *kvl_suite(void)
     tcase_add_test(eco, test_non_finite_weights_or_inputs_are_refused_naming_the_tensor_and_index);
     tcase_add_test(eco, test_kvlayer_help_states_the_geometries_the_native_rows_need);
     tcase_add_test(eco, test_a_transformers_5_save_of_v4_flash_reads_as_the_published_file);
+    tcase_add_test(eco, test_the_latent_norms_keep_their_own_eps_beside_a_config_rms_norm_eps_of_1e_2);
+    tcase_add_test(eco, test_a_v4_model_saved_by_transformers_5_in_two_shards_is_read_whole);
+    tcase_add_test(eco, test_attention_biases_are_refused_by_name_rather_than_dropped);
+    tcase_add_test(eco, test_an_input_near_flt_max_is_refused_naming_the_element_that_overflows);
+    tcase_add_test(eco, test_an_older_compress_rate_beside_compress_ratios_is_refused_by_name);
     suite_add_tcase(s, eco);
     return s;
 }

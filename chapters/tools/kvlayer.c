@@ -4,18 +4,21 @@
  *           [--prefill P] [--cache native|f32]
  *
  * CONFIG is the model's config.json in any spelling ref/core/config.h reads (Hugging Face,
- * transformers 5's save_pretrained, DeepSeek's inference), each field read as the code that
- * writes it computes; the program prints one line naming the layer it ran and how the rotary
- * fields were read. The weights are a .safetensors file, an index .json, or a directory holding
- * model.safetensors.index.json or model.safetensors, under the Hugging Face or the inference
- * naming, BF16/F32 or FP8 with block scales (ref/weights_load.h); a non-finite weight or input
- * is refused, naming the tensor and index. The input is x[T][d]: a .npy file ('<f4' or '<f8', C
- * order) or a .safetensors file's tensor "x" (or its only tensor), F32, F64, BF16 or F16. The
- * layer prefills the first P tokens (default: all T) in one chunk and decodes the rest one at a
- * time, through a cache stored as float32 or in the generation's native layout (bf16 rows for
- * MLA; for V3.2 and V4 the rows formats/rows.h defines, which fix the geometry, as --help
- * lists); decode runs MLA's absorbed form and V3.2's masked form. The output out[T][d] is
- * written as .npy when its name ends so, else as safetensors (tensor "out").
+ * transformers 5's save_pretrained, DeepSeek's inference), each field read as the code that writes
+ * it computes; the program prints one line naming the layer it ran and how the rotary fields were
+ * read. The weights are a .safetensors file, an index .json, or a directory holding
+ * model.safetensors or else model.safetensors.index.json (transformers' order), under the Hugging
+ * Face or the inference naming or as transformers 5 saves V4; BF16/F32, FP8 with block scales or F4
+ * with E8M0 scales (ref/weights_load.h, ref/core/weight_read.h). A non-finite weight or input is
+ * refused, naming the tensor and index; so are attention biases (attention_bias true, or a
+ * projection's .bias tensor), which the layer does not add, and an input whose float32 arithmetic
+ * overflows (named by its largest element), rather than written as NaN. The input is x[T][d]: a
+ * .npy file ('<f4' or '<f8', C order) or a .safetensors file's tensor "x" (or its only tensor),
+ * F32, F64, BF16 or F16. The layer prefills the first P tokens (default: all T) in one chunk and
+ * decodes the rest one at a time, through a cache stored as float32 or in the generation's native
+ * layout (bf16 rows for MLA; for V3.2 and V4 the rows formats/rows.h defines, which fix the
+ * geometry, as --help lists); decode runs MLA's absorbed form and V3.2's masked form. The output
+ * out[T][d] is written as .npy when its name ends so, else as safetensors (tensor "out").
  *
  * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused
  * with a message: its Reuse and Reindex layers read other layers' entries and picks, so one
@@ -23,6 +26,7 @@
  * every program reads them (chapters/common/program.h: each once, counts in plain digits). Exit
  * status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming it; 1
  * out of memory, or stdout not written. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -200,6 +204,22 @@ static void report(const options *o, const kvl_model *m, size_t T, size_t P)
         o->config, T, P, T - P, o->native ? "native" : "float32", o->output, rope);
 }
 
+/* A finite input whose output is not: the float32 arithmetic overflowed (a projection or a score
+ * past FLT_MAX; a prefill's masked products carry it to other rows), so refuse, naming the input
+ * element of largest magnitude, rather than write NaN or inf. 0 when every output is finite. */
+static int refuse_overflow(const options *o, const float *x, const float *out, size_t T, size_t d)
+{
+    size_t t = 0;
+    while (t < T * d && isfinite(out[t])) t++;
+    if (t == T * d) return 0;
+    size_t at = 0;
+    for (size_t i = 1; i < T * d; i++)
+        if (fabsf(x[i]) > fabsf(x[at])) at = i;
+    return bad_input("%s: x[%zu][%zu] = %g, its largest element: the layer's float32 arithmetic "
+                     "overflows on this input (output row %zu is not finite); scale the hidden "
+                     "states down", o->input, at / d, at % d, (double)x[at], t / d);
+}
+
 /* ---- the layers ------------------------------------------------------------------------------ */
 
 static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, const options *o,
@@ -290,10 +310,13 @@ static int run(const options *o, const kvl_model *m, const kvl_st_checkpoint *ck
         rc = m->generation == KVL_GEN_MLA   ? run_mla(out, m, ck, o, x, T, P)
            : m->generation == KVL_GEN_DSA ? run_dsa(out, m, ck, o, x, T, P)
                                           : run_v4(out, m, ck, o, x, T, P);
-        if (rc == KVL_OK) kvl_progress("writing the output");
-        if (rc == KVL_OK) rc = write_output(o, m, out, T, d);
+        if (rc == KVL_OK && (status = refuse_overflow(o, x, out, T, d)) != 0) rc = KVL_OK;
+        else if (rc == KVL_OK) {
+            kvl_progress("writing the output");
+            rc = write_output(o, m, out, T, d);
+        }
         if (rc != KVL_OK) status = failed(rc);
-        else report(o, m, T, P);
+        else if (!status) report(o, m, T, P);
     }
     free(out);
     free(x);
@@ -320,6 +343,9 @@ int main(int argc, char **argv)
              m.generation != KVL_GEN_V4)
         status = bad_input("%s: generation %s: kvlayer runs MLA (V2/V3), DSA (V3.2) and V4 layers",
                            o.config, kvl_generation_name(m.generation));
+    else if (m.attention_bias && m.generation != KVL_GEN_V4)   /* V4's modules never add one */
+        status = bad_input("%s: field attention_bias is true: kvlayer computes the attention layer "
+                           "without biases", o.config);
     else {
         kvl_st_checkpoint ck;
         rc = kvl_st_checkpoint_open(&ck, o.weights);

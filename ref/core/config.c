@@ -381,7 +381,8 @@ static int is_v4_layer_types(const cJSON *types)
 static kvl_generation recognise(const cJSON *root)
 {
     if (find(root, "kv_source_layers")) return KVL_GEN_V41;
-    if (find(root, "compress_ratios") || find(root, "compress_rates") || is_v4_layer_types(find(root, "layer_types")))
+    if (find(root, "compress_ratios") || find(root, "compress_rates") || find(root, "compress_rate_csa") ||
+        find(root, "compress_rate_hca") || is_v4_layer_types(find(root, "layer_types")))
         return KVL_GEN_V4;
     if (find(root, "index_topk")) return KVL_GEN_DSA;
     if (find(root, "kv_lora_rank")) return KVL_GEN_MLA;
@@ -1066,6 +1067,31 @@ static int read_v4_layer_types(const reader *r, kvl_model *m, size_t n_extra)
     return KVL_OK;
 }
 
+/* Under compress_ratios transformers takes only each layer's kind (4 CSA, 128 HCA) and its ratio from
+ * compress_rates or the older compress_rate_csa / compress_rate_hca: a rate spelled there must agree with
+ * every layer of its kind, or the layer would run at a ratio its writer did not mean. */
+static int check_rates_beside_ratios(const reader *r, const kvl_model *m)
+{
+    static const char *const scalar[] = {NULL, "compress_rate_csa", "compress_rate_hca"};
+    size_t rate[3];
+    KVL_TRY(read_compress_rates(r, rate));
+    const cJSON *rates = find(r->root, "compress_rates");
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const kvl_layer *l = &m->layers[i];
+        size_t k = l->kind == KVL_LAYER_CSA ? 1 : l->kind == KVL_LAYER_HCA ? 2 : 0;
+        char name[80];
+        if (k && find(r->root, scalar[k])) snprintf(name, sizeof name, "%s", scalar[k]);
+        else if (k && cJSON_IsObject(rates) && find(rates, v4_layer_types[k]))
+            snprintf(name, sizeof name, "compress_rates.%s", v4_layer_types[k]);
+        else continue;
+        if (rate[k] != l->compress_ratio)
+            return kvl_fail(KVL_EINVAL, "%s: layer %zu is %s at ratio %zu under \"compress_ratios\", but field \"%s\" "
+                            "gives %zu: keep one spelling", r->origin, i, kvl_layer_kind_name(l->kind), l->compress_ratio,
+                            name, rate[k]);
+    }
+    return KVL_OK;
+}
+
 /* V4's layer map from compress_ratios, or layer_types and compress_rates; a file with both must give
  * every layer the same kind and ratio under each. */
 static int layers_v4(const reader *r, kvl_model *m)
@@ -1089,6 +1115,7 @@ static int layers_v4(const reader *r, kvl_model *m)
         *l = want;
     }
     free(ratio);
+    if (rc == KVL_OK && (!types || cJSON_IsNull(types))) rc = check_rates_beside_ratios(r, m);
     return rc;
 }
 

@@ -537,12 +537,12 @@ int kvl_st_checkpoint_open(kvl_st_checkpoint *c, const char *path)
     char inner[4096];
     int rc;
     if (S_ISDIR(st.st_mode)) {
+        /* transformers' from_pretrained order: model.safetensors when it is a regular file, else the index */
+        char single[4096];
+        snprintf(single, sizeof single, "%s/%s", path, SINGLE_NAME);
         snprintf(inner, sizeof inner, "%s/%s", path, INDEX_NAME);
-        if (stat(inner, &st) == 0) rc = open_index(c, inner);
-        else {
-            snprintf(inner, sizeof inner, "%s/%s", path, SINGLE_NAME);
-            rc = open_single(c, inner);
-        }
+        int regular_single = stat(single, &st) == 0 && S_ISREG(st.st_mode);
+        rc = !regular_single && stat(inner, &st) == 0 ? open_index(c, inner) : open_single(c, single);
     } else
         rc = ends_with(path, ".json") ? open_index(c, path) : open_single(c, path);
     if (rc != KVL_OK) kvl_st_checkpoint_close(c);

@@ -117,8 +117,9 @@ typedef struct {
     size_t n_files;
 } kvl_st_checkpoint;
 
-/* path is a .safetensors file, an index .json, or a directory holding model.safetensors.index.json
- * or else model.safetensors. The index is strict JSON (ref/core/json_text.h) with no key twice. With an
+/* path is a .safetensors file, an index .json, or a directory holding model.safetensors or else
+ * model.safetensors.index.json: a directory with both is read as transformers' from_pretrained reads
+ * it, through the single file (when it is a regular file) and never the index. The index is strict JSON (ref/core/json_text.h) with no key twice. With an
  * index every shard its "weight_map" names is opened and every
  * tensor it lists must be in the shard it names (KVL_EINVAL naming the index, tensor and shard). */
 int kvl_st_checkpoint_open(kvl_st_checkpoint *c, const char *path);

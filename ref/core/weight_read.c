@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h"
 #include "element.h"
 #include "status.h"
 
@@ -30,20 +31,68 @@ int kvl_dequant_fp8_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor
     return rc;
 }
 
-/* The scale tensor of the FP8 weight `name` under either naming, or NULL. */
-static const kvl_st_tensor *find_scale(const kvl_st_checkpoint *c, const char *name)
+/* *s = the scale tensor beside the weight `name` (`.weight_scale_inv` or `.scale`), or NULL. KVL_EINVAL naming
+ * both when both are present: which one the writer's code applies is not written in the file. */
+static int find_scale(const kvl_st_tensor **s, const kvl_st_checkpoint *c, const char *name, const char *origin)
 {
     static const char *const tails[] = {".weight_scale_inv", ".scale"};
+    char scale_name[2][512];
+    const kvl_st_tensor *found[2] = {NULL, NULL};
     size_t n = strlen(name);
-    if (n < 7 || strcmp(name + n - 7, ".weight") != 0) return NULL;
-    for (size_t i = 0; i < 2; i++) {
-        char scale_name[512];
-        if ((size_t)snprintf(scale_name, sizeof scale_name, "%.*s%s", (int)(n - 7), name, tails[i]) >= sizeof scale_name)
-            return NULL;
-        const kvl_st_tensor *s = kvl_st_checkpoint_find(c, scale_name, NULL);
-        if (s) return s;
+    *s = NULL;
+    if (n < 7 || strcmp(name + n - 7, ".weight") != 0) return KVL_OK;
+    for (size_t i = 0; i < 2; i++)
+        if ((size_t)snprintf(scale_name[i], sizeof scale_name[i], "%.*s%s", (int)(n - 7), name, tails[i]) <
+            sizeof scale_name[i])
+            found[i] = kvl_st_checkpoint_find(c, scale_name[i], NULL);
+    if (found[0] && found[1])
+        return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" has two scale tensors, \"%.64s\" and \"%.64s\": keep one",
+                        origin, name, scale_name[0], scale_name[1]);
+    *s = found[0] ? found[0] : found[1];
+    return KVL_OK;
+}
+
+/* w[R][C] = e2m1(q[r][c]) · e8m0(s[r][c/32]): an F4 weight with one E8M0 scale per 32 along its rows, the
+ * MXFP4 block (formats/block.h), as DeepSeek's V4 checkpoints store FP4 with their `.scale`. */
+static int dequant_fp4_blocks(float *w, const kvl_st_tensor *q, const kvl_st_tensor *s, const char *origin)
+{
+    size_t R = q->shape[0], C = q->shape[1];
+    if (q->n_dims != 2 || C % KVF_MX_BLOCK)
+        return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\": an F4 weight must be 2-D with rows a multiple of %d long",
+                        origin, q->name, KVF_MX_BLOCK);
+    if (s->dtype != KVL_ST_F8_E8M0)
+        return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\": the scales of an F4 weight are F8_E8M0, got %s", origin,
+                        s->name, kvl_st_dtype_name(s->dtype));
+    const size_t want[2] = {R, C / KVF_MX_BLOCK};
+    KVL_TRY(kvl_st_expect_shape(s, origin, 2, want));
+    kvf_dequant_mxfp4(w, q->data, s->data, R * C);
+    return KVL_OK;
+}
+
+/* w = t as float32 through its scale tensor s (NULL: none). */
+static int read_scaled(float *w, const kvl_st_tensor *t, const kvl_st_tensor *s, const char *origin)
+{
+    const char *dtype = kvl_st_dtype_name(t->dtype);
+    switch (t->dtype) {
+    case KVL_ST_F8_E4M3:
+    case KVL_ST_F4:
+        if (!s)
+            return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is %s but has no weight_scale_inv or scale tensor", origin,
+                            t->name, dtype);
+        return t->dtype == KVL_ST_F4 ? dequant_fp4_blocks(w, t, s, origin) : kvl_dequant_fp8_blocks(w, t, s, origin);
+    case KVL_ST_F32:
+    case KVL_ST_F64:
+    case KVL_ST_F16:
+    case KVL_ST_BF16:
+        if (s)
+            return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is %s with a scale tensor \"%.64s\" beside it: only "
+                            "F8_E4M3 and F4 weights are scaled", origin, t->name, dtype, s->name);
+        return kvl_st_read_f32(w, t, origin);
+    default:
+        return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is %s, not a weight's dtype (F32, F64, F16, BF16, or F8_E4M3 "
+                        "or F4 with scales)%s", origin, t->name, dtype,
+                        t->dtype == KVL_ST_F8_E8M0 ? ": F8_E8M0 is a scale format" : "");
     }
-    return NULL;
 }
 
 int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size_t n_dims, const size_t *shape)
@@ -53,14 +102,9 @@ int kvl_read_weight(float *w, const kvl_st_checkpoint *c, const char *name, size
     const char *where = c->n_files ? c->files[0].origin : "checkpoint";
     if (!t) return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" not found", where, name);
     KVL_TRY(kvl_st_expect_shape(t, in->origin, n_dims, shape));
-    if (t->dtype != KVL_ST_F8_E4M3) KVL_TRY(kvl_st_read_f32(w, t, in->origin));
-    else {
-        const kvl_st_tensor *s = find_scale(c, name);
-        if (!s)
-            return kvl_fail(KVL_EINVAL, "%s: tensor \"%.64s\" is F8_E4M3 but has no weight_scale_inv or scale tensor",
-                            in->origin, name);
-        KVL_TRY(kvl_dequant_fp8_blocks(w, t, s, in->origin));
-    }
+    const kvl_st_tensor *s;
+    KVL_TRY(find_scale(&s, c, name, in->origin));
+    KVL_TRY(read_scaled(w, t, s, in->origin));
     return kvl_expect_finite(w, t->shape, t->n_dims, in->origin, name);
 }
 

@@ -24,14 +24,22 @@ For each case it writes tests/reference/ecosystem/<case>/:
   v32_yarn_no_mscale   V3.2 with YaRN and no mscale keys: the factor on cos and sin reaches the indexer too
   v4_layer_types       V4 by transformers 5: layer_types and compress_rates (CSA at ratio 2, HCA at ratio 4,
                        which DeepSeek's compress_ratios spelling would read as CSA), nested rope_parameters
+  v3_norm_eps          rms_norm_eps 1e-2: transformers' latent norms (q_a_layernorm, kv_a_layernorm) keep their
+                       own 1e-6
+  v4_saved_sharded     a whole DeepseekV4ForCausalLM (layers as v4_layer_types, a smaller MoE and hc_mult 2)
+                       saved by save_pretrained in bfloat16 over two shards and model.safetensors.index.json, under
+                       the names transformers 5 writes (model.layers.N.attn.wq_a.weight, ..., attn.norm.weight);
+                       io.safetensors holds "x" and each attention layer's output "out.N" in float64
   v4_flash             config.json only: ref/configs/deepseek-v4-flash.json (the published file) loaded into
                        DeepseekV4Config and saved again, as a transformers 5 user's checkpoint carries it
 
   pip install torch transformers safetensors
-  python3 tests/reference/make_ecosystem.py
+  python3 tests/reference/make_ecosystem.py [case ...]   (cases: v3, v32, v4 (each a group), v3_norm_eps,
+                                                          v4_saved_sharded; none: all)
 """
 import json
 import os
+import sys
 
 import torch
 import transformers
@@ -71,7 +79,7 @@ def save(case, config_text, tensors, x, outs, referee, what, extra_files=()):
 
 
 def v3_config(rope, **extra):
-    cfg = transformers.DeepseekV3Config(**MLA, rope_parameters=rope, **extra)
+    cfg = transformers.DeepseekV3Config(**dict(MLA, **extra), rope_parameters=rope)
     cfg._attn_implementation = "eager"
     return cfg
 
@@ -169,14 +177,76 @@ def make_v4_flash():
     transformers.DeepseekV4Config(**published).save_pretrained(os.path.join(HERE, "v4_flash"))
 
 
-def main():
+def make_v3_norm_eps(gen):
+    v3_case(gen, "v3_norm_eps", v3_config(dict(YARN, mscale=1.0, mscale_all_dim=1.0), rms_norm_eps=1e-2),
+            "rms_norm_eps 1e-2: the latent norms keep their own 1e-6")
+
+
+def bf16_rounded(module):
+    """The module's parameters rounded to bfloat16, as a bfloat16 save_pretrained stores them, in float64."""
+    for p in module.parameters():
+        p.data = p.data.to(torch.bfloat16).to(torch.float64)
+
+
+def make_v4_saved_sharded(gen):
+    """A whole DeepseekV4ForCausalLM saved by save_pretrained in bfloat16 over two shards and an index: the
+    names transformers 5 writes (its conversion mapping reversed), each attention layer's output beside."""
+    dims = {k: v for k, v in mr.V4_DIMS.items() if k not in ("compress_ratios", "rope_scaling", "qk_rope_head_dim")}
+    types = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
+    rates = {"compressed_sparse_attention": 2, "heavily_compressed_attention": 4}
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 32,
+               "beta_slow": 1}
+    small_moe = {"vocab_size": 16, "moe_intermediate_size": 8, "n_routed_experts": 2, "num_experts_per_tok": 1,
+                 "hc_mult": 2}
+    cfg = transformers.DeepseekV4Config(**dims, layer_types=types, qk_rope_head_dim=8, compress_rates=rates,
+                                        rope_parameters=scaling, num_nextn_predict_layers=0, **small_moe)
+    cfg._attn_implementation = "eager"
+    rotary = hf_v4.DeepseekV4RotaryEmbedding(cfg)
+    model = hf_v4.DeepseekV4ForCausalLM(cfg)
+    for _ in range(100):
+        layers = [hf_v4.DeepseekV4Attention(cfg, i).double() for i in range(3)]
+        for module in layers:
+            mr.randomise(module, gen)
+            bf16_rounded(module)
+        x = torch.randn(1, mr.V4_T, cfg.hidden_size, generator=gen, dtype=torch.float64).to(torch.float32).double()
+        if mr.v4_topk_margin(layers[1], rotary, x, cfg.index_topk, 2) > 1e-3:
+            break
+    else:
+        raise SystemExit("no draw with a clear top-k margin")
+    for i, module in enumerate(layers):
+        model.model.layers[i].self_attn.load_state_dict(module.state_dict())
+    case = "v4_saved_sharded"
+    folder = os.path.join(HERE, case)
+    model.to(torch.bfloat16).save_pretrained(folder, max_shard_size="100KB")
+    shards = sorted(f for f in os.listdir(folder) if f.startswith("model-"))
+    if len(shards) != 2:
+        raise SystemExit(f"{case}: {len(shards)} shards, want 2")
+    outs = {f"out.{i}": mr.run_v4(module, rotary, x)[0].contiguous() for i, module in enumerate(layers)}
+    meta = {"torch_version": torch.__version__, "transformers_version": transformers.__version__, "seed": str(SEED),
+            "referee": "transformers DeepseekV4Attention, float64", "tokens": str(x.shape[1]),
+            "case": "V4 saved whole by transformers 5's save_pretrained: bfloat16, two shards and an index"}
+    save_file({"x": x[0].to(torch.float32).contiguous(), **outs}, os.path.join(folder, "io.safetensors"), metadata=meta)
+
+
+CASES = {"v3": make_v3, "v32": make_v32, "v4": make_v4, "v3_norm_eps": make_v3_norm_eps,
+         "v4_saved_sharded": make_v4_saved_sharded}
+
+
+def main(names):
+    """Every case, or those named (each draws from its own generator seeded with SEED after the first four)."""
     torch.manual_seed(SEED)
+    if names:
+        for name in names:
+            CASES[name](torch.Generator().manual_seed(SEED))
+        return
     gen = torch.Generator().manual_seed(SEED)
     make_v3(gen)
     make_v32(gen)
     make_v4(gen)
     make_v4_flash()
+    for name in ("v3_norm_eps", "v4_saved_sharded"):
+        CASES[name](torch.Generator().manual_seed(SEED))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
