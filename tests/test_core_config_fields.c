@@ -24,42 +24,50 @@ static unsigned writer_bit(const char *name)
     return 0;
 }
 
-/* The writers of each field as tests/data/config_fields.tsv lists them (written from the writers' code). */
-static unsigned listed_writers(const char *field)
+/* Calls each(writer, field, ctx) for every row of tests/data/config_fields.tsv (written from the writers' code). */
+static void for_each_listed(void (*each)(const char *writer, const char *field, void *ctx), void *ctx)
 {
     char *text = kvl_read_text(kvl_path("tests/data/config_fields.tsv"));
     ck_assert_msg(text != NULL, "cannot read tests/data/config_fields.tsv");
-    unsigned bits = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *tab = strchr(line, '\t');
         if (line[0] == '#' || !tab) continue;
         *tab = '\0';
-        if (strcmp(tab + 1, field) == 0) bits |= writer_bit(line);
+        each(line, tab + 1, ctx);
     }
     free(text);
-    return bits;
+}
+
+typedef struct {
+    const char *field;
+    unsigned bits;
+} writers_of;
+
+static void add_writer(const char *writer, const char *field, void *ctx)
+{
+    writers_of *w = ctx;
+    if (strcmp(field, w->field) == 0) w->bits |= writer_bit(writer);
+}
+
+static void expect_row(const char *writer, const char *field, void *ctx)
+{
+    const kvl_config_field *f = kvl_config_field_find(field);
+    ck_assert_msg(f != NULL, "field \"%s\" (%s) has no row in ref/core/config_fields.c", field, writer);
+    ck_assert_msg(f->writers & writer_bit(writer), "field \"%s\": the table does not name writer %s", field, writer);
+    (*(size_t *)ctx)++;
 }
 
 START_TEST(test_every_field_the_writers_define_has_its_row_and_no_other_writers)
 {
-    char *text = kvl_read_text(kvl_path("tests/data/config_fields.tsv"));
-    ck_assert_msg(text != NULL, "cannot read tests/data/config_fields.tsv");
     size_t listed = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char *tab = strchr(line, '\t');
-        if (line[0] == '#' || !tab) continue;
-        *tab = '\0';
-        const kvl_config_field *f = kvl_config_field_find(tab + 1);
-        ck_assert_msg(f != NULL, "field \"%s\" (%s) has no row in ref/core/config_fields.c", tab + 1, line);
-        ck_assert_msg(f->writers & writer_bit(line), "field \"%s\": the table does not name writer %s", tab + 1, line);
-        listed++;
-    }
-    free(text);
+    for_each_listed(expect_row, &listed);
     ck_assert_uint_gt(listed, 400);
     for (size_t i = 0; i < kvl_config_fields_count; i++) {
         const kvl_config_field *f = &kvl_config_fields[i];
-        ck_assert_msg(f->writers == listed_writers(f->name), "field \"%s\": the table's writers 0x%x, the list's 0x%x",
-                      f->name, f->writers, listed_writers(f->name));
+        writers_of w = {f->name, 0};
+        for_each_listed(add_writer, &w);
+        ck_assert_msg(f->writers == w.bits, "field \"%s\": the table's writers 0x%x, the list's 0x%x", f->name,
+                      f->writers, w.bits);
         ck_assert_msg(f->use == KVL_FIELD_READ || (f->note && *f->note), "field \"%s\" has no note", f->name);
         ck_assert_msg(i == 0 || strcmp(kvl_config_fields[i - 1].name, f->name) < 0, "rows out of order at \"%s\"", f->name);
     }
