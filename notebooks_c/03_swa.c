@@ -316,7 +316,12 @@ NB_CELL(cell_mistral)
 //
 // $$\delta_t = \lVert o_t - o'_t \rVert_2 / \lVert o_0 - o'_0 \rVert_2 ,$$
 //
-// and the figure colours each output by it; row 0 is the input.
+// and the figure colours each output by it; row 0 is the input. Four layers deep the change still
+// moves output $\ell\,(W - 1)$. Deeper it may not: at the far edge it has come through one oldest
+// key per layer, each read with a small weight, and some layers into a wide window it falls below
+// float32's resolution of the rows it is added to and rounds away a few positions short of the
+// reach. `swa_reach` therefore measures the reach layer by layer, restoring the change to full size
+// after each.
 
 // %%
 enum { R_LAYERS = 4, R_W = 8, R_T = R_LAYERS * (R_W - 1) + 2 * R_W, R_D = 64 };

@@ -164,6 +164,28 @@ size_t kvl_list_chapters(char names[][64], size_t max, const char *holding)
     return n;
 }
 
+void kvl_expect_refused(const char *cmdline, const char *names, const char **line)
+{
+    static char out[1 << 16], err[1 << 16];
+    const int rc = kvl_run(cmdline, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 2, "%s exited %d, not 2: %.500s", cmdline, rc, err);
+    ck_assert_msg(out[0] == '\0', "%s printed on stdout: %.200s", cmdline, out);
+    const char *nl = strchr(err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "%s: not one line on stderr: %.500s", cmdline, err);
+    ck_assert_msg(strstr(err, names) != NULL, "%s: \"%s\" does not name \"%s\"", cmdline, err, names);
+    if (line) *line = err;
+}
+
+void kvl_expect_accepted(const char *cmdline, const char *stage, int seconds)
+{
+    static char out[1 << 16], err[1 << 16], sh[4096];
+    snprintf(sh, sizeof sh, "KVL_PROGRESS=1 KVL_PROGRESS_SECONDS=0.1 timeout %d %s", seconds, cmdline);
+    const int rc = kvl_run(sh, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 || rc == 124, "%s exited %d: %.500s", cmdline, rc, err);
+    ck_assert_msg(strstr(err, stage) != NULL, "%s did not reach \"%s\" in %d s: %.500s", cmdline, stage, seconds,
+                  err);
+}
+
 void kvl_expect_prints(const char *cmdline, const char *const *want, size_t n, const char *near)
 {
     static char out[1 << 20], err[1 << 16];

@@ -44,6 +44,16 @@ int kvl_run(const char *cmdline, const char *input, char *out, size_t out_cap, c
  * `near` on (where that line should be; NULL: from the start), cut short to fit Check's message. */
 void kvl_expect_prints(const char *cmdline, const char *const *want, size_t n, const char *near);
 
+/* Run `cmdline` and fail unless it is refused as bad input: exit 2, nothing on stdout, one line on
+ * stderr holding `names` (the flag and value, the limit). The line goes to *line (may be NULL), whose
+ * storage lives until the next call. */
+void kvl_expect_refused(const char *cmdline, const char *names, const char **line);
+
+/* Run `cmdline` with its progress on (KVL_PROGRESS=1, every 0.1 s) for at most `seconds`, and fail
+ * unless it reached `stage` (a progress line's text), i.e. passed every check it makes before its
+ * first line: a run accepted, its end not awaited. */
+void kvl_expect_accepted(const char *cmdline, const char *stage, int seconds);
+
 /* The whole file at path, NUL-terminated, in memory the caller frees; NULL if it cannot be opened. */
 char *kvl_read_text(const char *path);
 

@@ -245,4 +245,25 @@ static inline void oracle_v4_picks(int32_t *sel, double *margin, double *kink, c
     free(cq); free(q); free(rows); free(I); free(keys);
 }
 
+/* Values of compressed entries the queries of m's V4 layers read over T tokens prefilled in chunks
+ * of C, with HI index heads, query by query from the layers' definitions: a CSA query t scores every
+ * index key its chunk (ending at e) has made, ⌊e/M⌋ of HI·index_head_dim values, and reads its
+ * min(index_topk, ⌊(t+1)/M⌋) picks; an HCA query reads all ⌊(t+1)/M⌋ entries; an entry holds
+ * head_dim values. The work bound of the programs that run V4 stacks. */
+static inline double oracle_v4_entry_values(const kvl_model *m, size_t T, size_t C, size_t HI)
+{
+    double v = 0;
+    for (size_t t = 0; t < T; t++) {
+        const size_t e = (t / C + 1) * C < T ? (t / C + 1) * C : T;
+        for (size_t l = 0; l < m->n_layers; l++) {
+            const size_t M = m->layers[l].compress_ratio, seen = M ? (t + 1) / M : 0;
+            const size_t picks = seen < m->index_topk ? seen : m->index_topk;
+            if (m->layers[l].kind == KVL_LAYER_CSA)
+                v += (double)(e / M) * (double)(HI * m->index_head_dim) + (double)picks * (double)m->head_dim;
+            if (m->layers[l].kind == KVL_LAYER_HCA) v += (double)seen * (double)m->head_dim;
+        }
+    }
+    return v;
+}
+
 #endif

@@ -301,6 +301,38 @@ START_TEST(test_chapter_program_help_and_bad_arguments)
 }
 END_TEST
 
+/* --tokens is bounded by the compressed-entry values its queries read, 40,000,000,000 (--help): the
+ * refusal names the most tokens the chunk allows, N, which the definition puts at the bound; N + 1
+ * is refused (exit 2, one line, nothing on stdout) and N passes every check. Two chunk sizes: the
+ * bound is on the work, not on one flag. */
+START_TEST(test_chapter_program_bounds_the_entries_its_queries_read)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4-flash.json")) == KVL_OK, "%s", kvl_error());
+    const double max = 4e10;
+    static const size_t chunks[] = {512, 4096};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[128], names[64];
+        const char *line;
+        snprintf(cmd, sizeof cmd, "v4_cache --tokens 65536 --chunk %zu", chunks[i]);
+        kvl_expect_refused(cmd, "--tokens 65536", &line);
+        const char *at = strstr(line, "at most --tokens ");
+        ck_assert_msg(at != NULL, "%s", line);
+        const size_t N = strtoul(at + strlen("at most --tokens "), NULL, 10);
+        ck_assert_msg(oracle_v4_entry_values(&m, N, chunks[i], 1) <= max &&
+                          oracle_v4_entry_values(&m, N + 1, chunks[i], 1) > max,
+                      "chunk %zu: the bound is not at %zu tokens", chunks[i], N);
+        snprintf(cmd, sizeof cmd, "v4_cache --tokens %zu --chunk %zu", N + 1, chunks[i]);
+        snprintf(names, sizeof names, "--tokens %zu", N + 1);
+        kvl_expect_refused(cmd, names, NULL);
+        snprintf(cmd, sizeof cmd, "v4_cache --tokens %zu --chunk %zu", N, chunks[i]);
+        snprintf(names, sizeof names, "the live cache of %zu tokens", N);
+        kvl_expect_accepted(cmd, names, 20);
+    }
+    kvl_model_free(&m);
+}
+END_TEST
+
 /* nb_06's V4-Flash entry counts and window comparison against the definitions, from the config's layer map:
  * a layer of ratio M holds ⌊T/M⌋ entries; CSA's top-k covers k·M tokens; a main row is 448 FP8 + 64 bf16
  * RoPE values + 7 E8M0 scales and a pad byte (584 B), an index key 128 FP4 values + 4 E8M0 scales (68 B). */
@@ -347,6 +379,7 @@ Suite *kvl_suite(void)
     TCase *tp = tcase_create("program");
     tcase_add_test(tp, test_chapter_program_reports_live_bytes_and_replay);
     tcase_add_test(tp, test_chapter_program_help_and_bad_arguments);
+    tcase_add_test(tp, test_chapter_program_bounds_the_entries_its_queries_read);
     tcase_add_test(tp, test_notebook_counts_entries_and_window_rows_by_the_definition);
     suite_add_tcase(s, tp);
     return s;

@@ -243,6 +243,15 @@ START_TEST(test_program_help_and_bad_arguments)
 }
 END_TEST
 
+/* --tokens is bounded at 2,048 (--help: the two 40-layer prefills' reads at the real entry widths):
+ * 2,050 is refused (exit 2, one line, nothing on stdout), 2,048 passes every check. */
+START_TEST(test_program_bounds_its_tokens)
+{
+    kvl_expect_refused("v41_cache --tokens 2050", "2050", NULL);
+    kvl_expect_accepted("v41_cache --tokens 2048", "the work of a live stack", 20);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch07_cache");
@@ -253,6 +262,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_current_token_reads_its_own_row_quantised);
     tcase_add_test(tc, test_fp4_cache_error_of_attention_output_is_measured_and_small);
     tcase_add_test(tc, test_native_cache_rejects_toy_widths);
+    tcase_add_test(tc, test_program_bounds_its_tokens);
     tcase_add_test(tc, test_program_help_and_bad_arguments);
     suite_add_tcase(s, tc);
     return s;

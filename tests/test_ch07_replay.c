@@ -16,6 +16,7 @@
 #include "ch07_toy.h"
 #include "common.h"
 #include "grouped.h"
+#include "oracle_v4.h"
 
 #define P 100          /* prompt: 12 windows long, past the exact-replay reach L·(W − 1) = 70 */
 #define N_DECODE 3     /* tokens decoded after the prompt */
@@ -411,6 +412,70 @@ START_TEST(test_v41_parameter_counts_by_role_are_the_definitions)
 }
 END_TEST
 
+/* Values of compressed entries the narrow stack's queries read over a T-token prompt, query by query
+ * from the layer modes' definitions, at replay's narrow widths (entries of 64 values, index keys of
+ * 2 heads x 32): a Full layer of ratio M scores all ⌊(t+1)/M⌋ index keys, a Reindex layer as many
+ * but at most the candidate pool's positions when it reads the pool's source, and Full, Reindex and
+ * Reuse layers read min(index_topk, ⌊(t+1)/M⌋) picks. */
+static double narrow_prompt_values(const kvl_model *m, size_t T)
+{
+    const size_t pool = m->candidate_topk_blocks * m->candidate_block_size;
+    double v = 0;
+    for (size_t t = 0; t < T; t++)
+        for (size_t l = 0; l < m->n_layers; l++) {
+            const kvl_layer *y = &m->layers[l];
+            if (y->kind == KVL_LAYER_WINDOW || y->compress_ratio == 0) continue;
+            const size_t seen = (t + 1) / y->compress_ratio;
+            size_t keys = y->kind == KVL_LAYER_REUSE ? 0 : seen;
+            if (y->kind == KVL_LAYER_REINDEX && (size_t)y->kv_source == m->candidate_source_layer && keys > pool)
+                keys = pool;
+            v += (double)keys * 64 + (double)(seen < m->index_topk ? seen : m->index_topk) * 64;
+        }
+    return v;
+}
+
+/* The N in a refusal's "at most FLAG N" (one line, exit 2, nothing on stdout, naming FLAG VALUE). */
+static size_t refused_at_most(const char *cmd, const char *names, const char *at_most)
+{
+    const char *line;
+    kvl_expect_refused(cmd, names, &line);
+    const char *at = strstr(line, at_most);
+    ck_assert_msg(at != NULL, "%s: %s", cmd, line);
+    return strtoul(at + strlen(at_most), NULL, 10);
+}
+
+/* replay bounds its two sections' work (--help): the prompts' prefills at 20,000,000,000 values of
+ * compressed entries, the V4-Flash file's prefill of --persist-tokens (one chunk, one index head) at
+ * 25,000,000,000. Each refusal names the most the definition allows: a prompt of N tokens and N
+ * persisted tokens are accepted (they pass every check), N + 1 refused. */
+START_TEST(test_program_bounds_the_entries_its_queries_read)
+{
+    kvl_model v41, v4;
+    ck_assert_msg(kvl_model_load(&v41, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_model_load(&v4, kvl_path("ref/configs/deepseek-v4-flash.json")) == KVL_OK, "%s", kvl_error());
+    char cmd[128], names[64];
+    size_t N = refused_at_most("replay --prompts 64K", "--prompts 65536", "one prompt of at most ");
+    ck_assert_msg(narrow_prompt_values(&v41, N) <= 2e10 && narrow_prompt_values(&v41, N + 1) > 2e10,
+                  "the prompts' bound is not at %zu tokens", N);
+    snprintf(cmd, sizeof cmd, "replay --persist-tokens 256 --prompts %zu", N + 1);
+    snprintf(names, sizeof names, "--prompts %zu", N + 1);
+    kvl_expect_refused(cmd, names, NULL);
+    snprintf(cmd, sizeof cmd, "replay --persist-tokens 256 --prompts %zu", N);
+    snprintf(names, sizeof names, "the %zu-token prompt: full prefill", N);
+    kvl_expect_accepted(cmd, names, 20);
+    N = refused_at_most("replay --persist-tokens 16384", "--persist-tokens 16384", "at most --persist-tokens ");
+    ck_assert_msg(oracle_v4_entry_values(&v4, N, N, 1) <= 2.5e10 && oracle_v4_entry_values(&v4, N + 1, N + 1, 1) > 2.5e10,
+                  "the persisted tokens' bound is not at %zu", N);
+    snprintf(cmd, sizeof cmd, "replay --prompts 256 --persist-tokens %zu", N + 1);
+    snprintf(names, sizeof names, "--persist-tokens %zu", N + 1);
+    kvl_expect_refused(cmd, names, NULL);
+    snprintf(cmd, sizeof cmd, "replay --prompts 256 --persist-tokens %zu", N);
+    kvl_expect_accepted(cmd, "the 256-token prompt: full prefill", 20);
+    kvl_model_free(&v41);
+    kvl_model_free(&v4);
+}
+END_TEST
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("ch07_replay");
@@ -428,6 +493,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_early_exit_refuses_a_decoder_source_after_the_first_decoder_layer);
     tcase_add_test(tc, test_replay_refuses_a_start_past_the_prefix);
     tcase_add_test(tc, test_parameter_counts_match_the_allocated_weights);
+    tcase_add_test(tc, test_program_bounds_the_entries_its_queries_read);
     suite_add_tcase(s, tc);
     return s;
 }

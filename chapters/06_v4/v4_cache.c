@@ -54,6 +54,9 @@ static const char FLASH[] = "ref/configs/deepseek-v4-flash.json";
 #define MAX_LAYERS 128
 #define MAX_WINDOW 4096
 #define MAX_TOPK 65536
+/* Values of compressed entries the live stack's queries may read (kvl_v4_entry_values): about 30 s
+ * of one core, 5,811 tokens in chunks of 512. */
+#define MAX_LIVE_VALUES 4e10
 
 typedef struct {
     size_t tokens, chunk, replay_window;
@@ -72,8 +75,13 @@ static void usage(FILE *f)
         "after a prefix-cache hit, on the same layer map at toy widths with a window of W (2..128,\n"
         "default 8; 128 is the real window and takes minutes).\n"
         "Refused before anything is printed: a config whose rows do not fit V4's cache layout, or with\n"
-        "a compress ratio above %d, layers outside %d..%d, a window outside 2..%d or an index_topk above %d.\n",
-        FLASH, MAX_RATIO, REPLAY_PREFIX_LAYERS, MAX_LAYERS, MAX_WINDOW, MAX_TOPK);
+        "a compress ratio above %d, layers outside %d..%d, a window outside 2..%d or an index_topk above\n"
+        "%d; and T and C whose queries would read more than %s values of\n"
+        "compressed entries (each CSA query scores its chunk's index keys and reads its top-k entries,\n"
+        "each HCA query every entry: quadratic in T; the refusal names the most tokens C allows, 5,811\n"
+        "at C 512).\n",
+        FLASH, MAX_RATIO, REPLAY_PREFIX_LAYERS, MAX_LAYERS, MAX_WINDOW, MAX_TOPK,
+        KVL_GROUPED(MAX_LIVE_VALUES));
 }
 
 static int load_flash(kvl_model *m)
@@ -534,7 +542,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         return 2;
     }
-    if (check_config(&flash, &o) != KVL_OK) {
+    const kvl_model live = live_model(&flash);
+    if (check_config(&flash, &o) != KVL_OK ||
+        kvl_bound_v4_tokens(&live, "--tokens", o.tokens, o.chunk, MAX_LIVE_VALUES) != KVL_OK) {
         kvl_progress_stop();
         fprintf(stderr, "v4_cache: %s\n", kvl_error());
         kvl_model_free(&flash);

@@ -55,6 +55,12 @@ static const char V4[] = "ref/configs/deepseek-v4-flash.json";
 #define MAX_RATIO 4096
 #define MAX_WINDOW 4096
 #define MAX_TOPK 65536
+/* Values of compressed entries the queries of one run may read (chapters/common/bounds.h), each
+ * about 30 s of one core: the prompts' full prefills on the narrow stack (the early exit and the
+ * replays redo at most as much), and the V4-Flash file's prefill of --persist-tokens, the larger
+ * of the two files' (V4.1's reads alike, fewer). */
+#define MAX_PROMPT_VALUES 2e10
+#define MAX_PERSIST_VALUES 2.5e10
 /* window layers whose error is shown */
 static const size_t DEPTHS[] = {0, 1, 2, 4, 8, 16, 24, 32, 39};
 #define N_DEPTHS (sizeof DEPTHS / sizeof *DEPTHS)
@@ -75,8 +81,13 @@ static void usage(FILE *f)
         "real layer map and window, for prompts LIST (default 1K,4K; each 256..64K); and the sizes of\n"
         "prefix-cache files of T tokens (default 2048, 256..16384) for V4.1 and V4-Flash (%s).\n"
         "Refused before anything is printed: a config whose rows do not fit its cache layout, or with\n"
-        "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d or an index_topk above %d.\n",
-        V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK);
+        "layers outside %d..%d, a compress ratio above %d, a window outside 2..%d or an index_topk above\n"
+        "%d; prompts whose prefills' queries would read more than %s values of compressed\n"
+        "entries in all (every query scores the index keys it sees and reads its top-k: quadratic in\n"
+        "the prompt; one prompt of up to 7,368 tokens), and a T whose V4-Flash prefill would read more\n"
+        "than %s (T up to 3,751).\n",
+        V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK,
+        KVL_GROUPED(MAX_PROMPT_VALUES), KVL_GROUPED(MAX_PERSIST_VALUES));
 }
 
 static int load(kvl_model *m, const char *rel)
@@ -123,7 +134,7 @@ static void print_work(const csa2_stack_config *s)
 
 /* ---- the narrow stack ------------------------------------------------------------------------ */
 
-/* The real layer map, window, top-k and pool, at a width that runs 64K-token prompts in seconds. */
+/* The real layer map, window, top-k and pool, at a width that runs a 4K-token prompt in seconds. */
 static void narrow(kvl_model *m)
 {
     m->d = 64;
@@ -534,6 +545,37 @@ static int check_bounds(const kvl_model *m, const char *layers, const char *wind
     return kvl_bound_field(m, "index_topk", m->index_topk, 1, MAX_TOPK);
 }
 
+/* The work of sections 2 and 3 against MAX_PROMPT_VALUES and MAX_PERSIST_VALUES, naming the
+ * flag. */
+static int bound_work(const kvl_model *v41, const kvl_model *v4, const options *o)
+{
+    kvl_model m = *v41;
+    narrow(&m);
+    double v = 0;
+    size_t longest = 0;
+    char list[MAX_PROMPTS * 12] = "";
+    for (size_t i = 0; i < o->n_prompts; i++) {
+        v += kvl_v41_entry_values(&m, o->prompts[i]);
+        longest = o->prompts[i] > longest ? o->prompts[i] : longest;
+        const size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%zu", i ? "," : "", o->prompts[i]);
+    }
+    if (v > MAX_PROMPT_VALUES) {
+        size_t lo = 0, hi = longest;   /* one prompt of lo tokens fits, of hi does not */
+        while (hi - lo > 1) {
+            const size_t mid = lo + (hi - lo) / 2;
+            *(kvl_v41_entry_values(&m, mid) <= MAX_PROMPT_VALUES ? &lo : &hi) = mid;
+        }
+        return kvl_fail(KVL_EINVAL,
+                        "--prompts %s: their prefills' queries would read %s values of compressed "
+                        "entries, more than %s (one prompt of at most %zu tokens)",
+                        list, KVL_GROUPED(v), KVL_GROUPED(MAX_PROMPT_VALUES), lo);
+    }
+    const kvl_model small = v4_small(v4);
+    return kvl_bound_v4_tokens(&small, "--persist-tokens", o->persist_tokens, o->persist_tokens,
+                               MAX_PERSIST_VALUES);
+}
+
 /* Both configs against the bounds, and every stack the run builds made and run over a few tokens: a
  * config the program cannot run is refused before the first line. */
 static int check_configs(const kvl_model *v41, const kvl_model *v4, const options *o)
@@ -547,7 +589,7 @@ static int check_configs(const kvl_model *v41, const kvl_model *v4, const option
     if (rc == KVL_OK) rc = probe_v41(&small, CSA2_CACHE_NATIVE, o->seed);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", v41->path, kvl_error());
     rc = probe_v4(v4, o->seed);
-    return rc == KVL_OK ? rc : kvl_fail(rc, "%s: %s", v4->path, kvl_error());
+    return rc == KVL_OK ? bound_work(v41, v4, o) : kvl_fail(rc, "%s: %s", v4->path, kvl_error());
 }
 
 static int run(const kvl_model *v41, const kvl_model *v4, const options *o)
