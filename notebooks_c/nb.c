@@ -245,8 +245,8 @@ static int check_figures(void)
     struct stat st;
     if (stat(run.figures, &st) != 0 || !S_ISDIR(st.st_mode) || access(run.figures, W_OK) != 0) {
         char shown[256];
-        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n", run.program,
-                kvl_shown(shown, sizeof shown, run.figures));
+        fprintf(stderr, "%s: --figures %s: not a directory this program can write to\n",
+                run.program, kvl_shown(shown, sizeof shown, run.figures));
         return 2;
     }
     for (const char *const *d = run.names; d && *d; d++) {
