@@ -85,6 +85,7 @@ static const char *const bases[] = {
     "tests/reference/ecosystem/v32_yarn_no_mscale/config.json", "tests/reference/ecosystem/v4_flash/config.json",
     "tests/reference/ecosystem/v4_layer_types/config.json", "tests/reference/ecosystem/v3_deepseek_flat/config.json",
     "tests/reference/ecosystem/v3_norm_eps/config.json", "tests/reference/ecosystem/v4_saved_sharded/config.json",
+    "tests/reference/ecosystem/v3_saved_sharded/config.json", "tests/reference/ecosystem/v32_saved_sharded/config.json",
 };
 
 /* Model types whose files the repository holds none of, and YaRN without its original context, written here

@@ -713,6 +713,46 @@ START_TEST(test_a_v4_model_saved_by_transformers_5_in_two_shards_is_read_whole)
 }
 END_TEST
 
+/* Case `name`, a whole two-layer V3 or V3.2 model saved by transformers 5's save_pretrained in bfloat16 over two
+ * shards and an index, the attention under model.layers.N.self_attn.: layer 0's o_proj in one shard, layer 1's in
+ * the other. Each layer against the module's float64 output, all prefilled and prefilled up to a point before the
+ * top-k first selects (V3.2 keeps 5 of 16): at REF_ATOL and REF_RTOL, the bound of the single-layer V3 and V3.2
+ * references, since here too the module ran on exactly the stored bfloat16 weights, the only difference is the
+ * layer's float32 arithmetic, and each V3.2 layer's top-k was drawn with a margin over 10^-3 that no float32
+ * rounding can flip. kvlayer's line must contain `says`. */
+static void expect_whole_model_matches(const char *name, const char *says)
+{
+    char root[128];
+    snprintf(root, sizeof root, ECO "%s", name);
+    kvl_st_checkpoint ck;
+    ck_assert_msg(kvl_st_checkpoint_open(&ck, kvl_path(root)) == KVL_OK, "%s", kvl_error());
+    ck_assert_uint_eq(ck.n_files, 2);
+    const kvl_st_file *first = NULL, *second = NULL;
+    ck_assert_ptr_nonnull(kvl_st_checkpoint_find(&ck, "model.layers.0.self_attn.o_proj.weight", &first));
+    ck_assert_ptr_nonnull(kvl_st_checkpoint_find(&ck, "model.layers.1.self_attn.o_proj.weight", &second));
+    ck_assert_ptr_ne(first, second);
+    kvl_st_checkpoint_close(&ck);
+    for (size_t l = 0; l < 2; l++) {
+        char out[16];
+        snprintf(out, sizeof out, "out.%zu", l);
+        expect_kvlayer_matches_from(name, "io.safetensors", "io.safetensors", l, out, 16, says);
+        expect_kvlayer_matches_from(name, "io.safetensors", "io.safetensors", l, out, 4, says);
+    }
+}
+
+/* YaRN in transformers 5's rope_parameters, mscale = mscale_all_dim as DeepSeek-V3 ships it. */
+START_TEST(test_a_v3_model_saved_by_transformers_5_in_two_shards_is_read_whole)
+{
+    expect_whole_model_matches("v3_saved_sharded", "YaRN factor 4 from rope_parameters, as transformers computes it");
+}
+END_TEST
+
+START_TEST(test_a_v32_model_saved_by_transformers_5_in_two_shards_is_read_whole)
+{
+    expect_whole_model_matches("v32_saved_sharded", "(DSA sparse)");
+}
+END_TEST
+
 /* Case v3_rope_parameters' checkpoint copied to dir/model.safetensors with the tensor `extra` [n] added. */
 static void copy_with_tensor(const char *dir, const char *extra, size_t n)
 {
@@ -1004,6 +1044,8 @@ Suite *kvl_suite(void)
     tcase_add_test(eco, test_a_transformers_5_save_of_v4_flash_reads_as_the_published_file);
     tcase_add_test(eco, test_the_latent_norms_keep_their_own_eps_beside_a_config_rms_norm_eps_of_1e_2);
     tcase_add_test(eco, test_a_v4_model_saved_by_transformers_5_in_two_shards_is_read_whole);
+    tcase_add_test(eco, test_a_v3_model_saved_by_transformers_5_in_two_shards_is_read_whole);
+    tcase_add_test(eco, test_a_v32_model_saved_by_transformers_5_in_two_shards_is_read_whole);
     tcase_add_test(eco, test_attention_biases_are_refused_by_name_rather_than_dropped);
     tcase_add_test(eco, test_an_input_near_flt_max_is_refused_naming_the_element_that_overflows);
     tcase_add_test(eco, test_an_older_compress_rate_beside_compress_ratios_is_refused_by_name);

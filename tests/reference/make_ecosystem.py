@@ -30,12 +30,17 @@ For each case it writes tests/reference/ecosystem/<case>/:
                        saved by save_pretrained in bfloat16 over two shards and model.safetensors.index.json, under
                        the names transformers 5 writes (model.layers.N.attn.wq_a.weight, ..., attn.norm.weight);
                        io.safetensors holds "x" and each attention layer's output "out.N" in float64
+  v3_saved_sharded     a whole two-layer DeepseekV3ForCausalLM (one dense MLP, one small MoE) saved the same way, its
+                       attention under model.layers.N.self_attn.; YaRN in rope_parameters, mscale = mscale_all_dim
+  v32_saved_sharded    the same for DeepseekV32ForCausalLM, plain rope; the indexer keeps 5 of the 16 tokens, each
+                       layer drawn with a clear top-k margin
   v4_flash             config.json only: ref/configs/deepseek-v4-flash.json (the published file) loaded into
                        DeepseekV4Config and saved again, as a transformers 5 user's checkpoint carries it
 
   pip install torch transformers safetensors
   python3 tests/reference/make_ecosystem.py [case ...]   (cases: v3, v32, v4 (each a group), v3_norm_eps,
-                                                          v4_saved_sharded; none: all)
+                                                          v4_saved_sharded, v3_saved_sharded, v32_saved_sharded;
+                                                          none: all)
 """
 import json
 import os
@@ -228,8 +233,68 @@ def make_v4_saved_sharded(gen):
     save_file({"x": x[0].to(torch.float32).contiguous(), **outs}, os.path.join(folder, "io.safetensors"), metadata=meta)
 
 
+# Whole MLA models: two layers (one dense MLP, one MoE), a MoE and vocabulary small enough that the two shards
+# hold little beside the attention.
+MLA_WHOLE = dict(MLA, num_hidden_layers=2, intermediate_size=16, vocab_size=16, moe_intermediate_size=8,
+                 n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1)
+
+
+def drawn_layer(gen, build, rotary, x, margin):
+    """A module from build() with random weights rounded to bfloat16 and, given margin, a clear top-k on x."""
+    for _ in range(100):
+        module = build()
+        mr.randomise(module, gen)
+        bf16_rounded(module)
+        if margin is None or margin(module, rotary, x) > 1e-3:
+            return module
+    raise SystemExit("no draw with a clear top-k margin")
+
+
+def save_whole(gen, case, cfg, hf, cls, margin, what):
+    """cfg's whole model (hf's `cls`ForCausalLM) saved by save_pretrained in bfloat16 over two shards and an index,
+    under transformers' names (model.layers.N.self_attn.*); io.safetensors holds "x" and each layer's attention
+    output "out.N" in float64 from the module on the stored weights. Given margin, each layer is drawn until
+    margin(module, rotary, x) > 1e-3: a top-k that no rounding can flip."""
+    cfg._attn_implementation = "eager"
+    rotary = getattr(hf, cls + "RotaryEmbedding")(cfg)
+    model = getattr(hf, cls + "ForCausalLM")(cfg)
+    x = torch.randn(1, mr.T, cfg.hidden_size, generator=gen, dtype=torch.float64).to(torch.float32).double()
+    layers = [drawn_layer(gen, lambda: getattr(hf, cls + "Attention")(cfg, i).double(), rotary, x, margin)
+              for i in range(cfg.num_hidden_layers)]
+    for i, module in enumerate(layers):
+        model.model.layers[i].self_attn.load_state_dict(module.state_dict())
+    folder = os.path.join(HERE, case)
+    model.to(torch.bfloat16).save_pretrained(folder, max_shard_size="50KB")
+    shards = sorted(f for f in os.listdir(folder) if f.startswith("model-"))
+    if len(shards) != 2:
+        raise SystemExit(f"{case}: {len(shards)} shards, want 2")
+    outs = {f"out.{i}": mr.run(module, rotary, x)[0].contiguous() for i, module in enumerate(layers)}
+    meta = {"torch_version": torch.__version__, "transformers_version": transformers.__version__, "seed": str(SEED),
+            "referee": f"transformers {cls}Attention, float64", "tokens": str(x.shape[1]), "case": what}
+    save_file({"x": x[0].to(torch.float32).contiguous(), **outs}, os.path.join(folder, "io.safetensors"), metadata=meta)
+
+
+def make_v3_saved_sharded(gen):
+    """A whole DeepseekV3ForCausalLM with YaRN in transformers 5's rope_parameters (mscale = mscale_all_dim, as
+    DeepSeek-V3 ships it: the softmax scale carries m(4, 1)^2)."""
+    cfg = transformers.DeepseekV3Config(**MLA_WHOLE, rope_parameters=dict(YARN, mscale=1.0, mscale_all_dim=1.0))
+    save_whole(gen, "v3_saved_sharded", cfg, hf_v3, "DeepseekV3", None,
+               "V3 saved whole by transformers 5's save_pretrained: bfloat16, two shards and an index, YaRN")
+
+
+def make_v32_saved_sharded(gen):
+    """A whole DeepseekV32ForCausalLM with plain rope: the indexer keeps 5 of the 16 tokens, so its choice shows
+    from token 5 on."""
+    cfg = transformers.DeepseekV32Config(**MLA_WHOLE, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                         index_n_heads=2, index_head_dim=16, index_topk=5)
+    save_whole(gen, "v32_saved_sharded", cfg, hf_v32, "DeepseekV32",
+               lambda module, rotary, x: mr.topk_margin(module, rotary, x, cfg.index_topk),
+               "V3.2 saved whole by transformers 5's save_pretrained: bfloat16, two shards and an index, top-5 of 16")
+
+
 CASES = {"v3": make_v3, "v32": make_v32, "v4": make_v4, "v3_norm_eps": make_v3_norm_eps,
-         "v4_saved_sharded": make_v4_saved_sharded}
+         "v4_saved_sharded": make_v4_saved_sharded, "v3_saved_sharded": make_v3_saved_sharded,
+         "v32_saved_sharded": make_v32_saved_sharded}
 
 
 def main(names):
@@ -244,7 +309,7 @@ def main(names):
     make_v32(gen)
     make_v4(gen)
     make_v4_flash()
-    for name in ("v3_norm_eps", "v4_saved_sharded"):
+    for name in ("v3_norm_eps", "v4_saved_sharded", "v3_saved_sharded", "v32_saved_sharded"):
         CASES[name](torch.Generator().manual_seed(SEED))
 
 
