@@ -65,6 +65,12 @@ typedef struct {
     const type_reading *t;
 } reader;
 
+/* The file's model_type is `type` (a file without one is of no type). */
+static int is_type(const reader *r, const char *type)
+{
+    return r->t->type && strcmp(r->t->type, type) == 0;
+}
+
 /* ---- field access ------------------------------------------------------------------------------ */
 
 /* Levenshtein distance, capped: used only to suggest the field a typo meant. */
@@ -870,7 +876,7 @@ static int read_attention_bias(const reader *r, kvl_model *m)
     int on;
     KVL_TRY(optional_bool(r, r->root, "attention_bias", 0, &on));
     m->attention_bias = on ? KVL_BIAS_IN | KVL_BIAS_OUT : 0;
-    if (r->t->type && strcmp(r->t->type, "qwen2") == 0) m->attention_bias = KVL_BIAS_IN;
+    if (is_type(r, "qwen2")) m->attention_bias = KVL_BIAS_IN;
     if (m->generation >= KVL_GEN_V4) m->attention_bias = 0;
     return KVL_OK;
 }
@@ -881,7 +887,7 @@ static int read_attention_bias(const reader *r, kvl_model *m)
 static int read_mha_heads(const reader *r, kvl_model *m)
 {
     const cJSON *o = r->root;
-    const int falcon = r->t->type && strcmp(r->t->type, "falcon") == 0;
+    const int falcon = is_type(r, "falcon");
     if (falcon) {
         size_t kv;
         int new_arch, multi_query;
@@ -1351,8 +1357,8 @@ static int read_ffn(const reader *r, kvl_model *m)
     const cJSON *o = r->root;
     KVL_TRY(read_size(r, o, (size_field){.hf = "vocab_size", .lo = 0, .hi = MAX_DIM, .optional = 1}, &f->vocab_size));
     KVL_TRY(optional_bool(r, o, "tie_word_embeddings", r->t->tied, &f->tied_embeddings));
-    if (r->t->type && strcmp(r->t->type, "mixtral") == 0) KVL_TRY(read_mixtral_ffn(r, f));
-    if (r->t->type && strcmp(r->t->type, "falcon") == 0) KVL_TRY(read_falcon_ffn(r, m, f));
+    if (is_type(r, "mixtral")) KVL_TRY(read_mixtral_ffn(r, f));
+    if (is_type(r, "falcon")) KVL_TRY(read_falcon_ffn(r, m, f));
     if (f->ffn_matrices) return read_precision(r, f);
     f->ffn_matrices = 3;
     const char *moe_width_alias = spelling(r, "moe_intermediate_size", "moe_inter_dim");
