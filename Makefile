@@ -60,7 +60,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
 # both sides of a float select; without it no loop with one vectorises (kvl_softmax_exp_f32's e^x).
 # Values are unchanged: it permits no reassociation and no contraction.
 OPT      := -O2 -g -fno-trapping-math
-INCLUDES := -Iformats -Iref -Iref/core -Ichapters/common -Itests
+INCLUDES := -Iformats -Iref -Iref/core -Icpu -Ichapters/common -Itests
 CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
 LDLIBS   := $(DEP_LIBS) -lm -fopenmp
 ifeq ($(SAN),1)
@@ -81,6 +81,7 @@ endif
 # ---- sources -------------------------------------------------------------------------------------
 FORMATS_SRC := $(wildcard formats/*.c)
 REF_SRC     := $(wildcard ref/core/*.c) $(wildcard ref/*.c)
+CPU_SRC     := $(wildcard cpu/*.c)
 CHAPLIB_SRC := $(wildcard chapters/common/*.c)
 PROG_SRC    := $(filter-out $(CHAPLIB_SRC),$(wildcard chapters/*/*.c))
 TEST_SRC    := $(wildcard tests/test_*.c)
@@ -98,7 +99,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 # -ffp-contract=fast would fuse a·b + c into an FMA in the vector builds only, and they would round
 # differently. The AVX-512 build prefers 512-bit vectors (GCC's default tuning stops at 256). On other
 # machines than x86-64 only the baseline.
-ISA_SRC     := formats/element.c formats/block.c ref/core/softmax.c ref/core/index_scan.c
+ISA_SRC     := formats/element.c formats/block.c ref/core/softmax.c cpu/index_scan_cpu.c
 ISA_FLAGS   := -ffp-contract=off
 AVX2_FLAGS  := -mavx2 -mfma
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mprefer-vector-width=512
@@ -108,8 +109,9 @@ CFLAGS    += -DKVF_ISA_HAVE_X86
 endif
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
 LIB_REF     := $(BUILD)/lib/libkvref.a
+LIB_CPU     := $(BUILD)/lib/libkvcpu.a
 LIB_CHAPTERS := $(BUILD)/lib/libkvchapters.a
-LIBS        := $(LIB_CHAPTERS) $(LIB_REF) $(LIB_FORMATS)
+LIBS        := $(LIB_CHAPTERS) $(LIB_CPU) $(LIB_REF) $(LIB_FORMATS)
 PROGS       := $(addprefix $(BUILD)/bin/,$(notdir $(PROG_SRC:.c=)))
 TESTS       := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
@@ -139,6 +141,10 @@ $(LIB_FORMATS): $(call obj,$(FORMATS_SRC)) $(call isa_obj,$(FORMATS_SRC))
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^
 $(LIB_REF): $(call obj,$(REF_SRC)) $(call isa_obj,$(REF_SRC))
+	@mkdir -p $(@D)
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+$(LIB_CPU): $(call obj,$(CPU_SRC)) $(call isa_obj,$(CPU_SRC))
 	@mkdir -p $(@D)
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "environment.h"
 #include "file_io.h"
 #include "grouped.h"
@@ -279,6 +280,7 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
     const char *slash = strrchr(argv[0], '/');
     run.program = slash ? slash + 1 : argv[0];
     if (kvl_environment_check(run.program)) return 2;
+    kvl_backend_choose();
     const char *bad = NULL;
     for (int i = 1; i < argc && !bad; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -772,7 +772,7 @@ static int attend_picked(float *o_hat, const dsa_config *c, const float *q_hat, 
     const kvl_row_tiles rows = {.N = n, .width = Dw, .tile = picked_tile, .src = pr};
     const kvl_attend_rows r = {.N = n, .stride = Dw, .k_off = 0, .Dk = Dw, .v_off = 0, .Dv = c->mla.kv_lora_rank,
                                .groups = 1};
-    return kvl_attend_tiles(o_hat, q_hat, c->mla.n_heads, &rows, &r, (float)c->mla.softmax_scale, NULL);
+    return kvl_attend(o_hat, q_hat, c->mla.n_heads, &rows, &r, (float)c->mla.softmax_scale, NULL, NULL);
 }
 
 int dsa_attend_picks(float *o_hat, const dsa_config *c, const float *q_hat, const dsa_cache *cache,

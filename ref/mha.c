@@ -259,14 +259,6 @@ int mha_prefill(float *out, const mha_config *c, const mha_weights *w, mha_cache
     return rc;
 }
 
-/* o[H·Dh] = attention of q[H·Dh] over every row the ring holds: each KV group's G query heads
- * against the group's K and V columns of the [K | V] rows, tiled (ref/core/attend.h). */
-static int attend_groups(float *o, const mha_config *c, const float *q, const swa_ring *ring)
-{
-    const size_t Hkv = c->n_kv_heads, Dh = c->head_dim;
-    return swa_ring_attend(o, q, c->n_heads, ring, Hkv, 0, Dh, Hkv * Dh, Dh, (float)(1.0 / sqrt((double)Dh)));
-}
-
 int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache *cache, const float *x_t)
 {
     KVL_TRY(check_cache(c, cache, 1));
@@ -285,7 +277,9 @@ int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache 
             kvl_rope_rotate_half_split(row + g * c->head_dim, &c->rope, (int64_t)t);
         rc = swa_ring_append(&cache->ring, row, 1);
     }
-    if (rc == KVL_OK) rc = attend_groups(o, c, q, &cache->ring);
+    if (rc == KVL_OK) /* each KV group's G query heads against the group's K and V columns of [K | V] */
+        rc = swa_ring_attend(o, q, c->n_heads, &cache->ring, c->n_kv_heads, 0, c->head_dim,
+                             c->n_kv_heads * c->head_dim, c->head_dim, (float)(1.0 / sqrt((double)c->head_dim)));
     if (rc == KVL_OK) rc = kvl_matvec_f32(out, w->w_o, o, c->d, qw);
     free(buf);
     return rc;

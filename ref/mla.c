@@ -679,31 +679,29 @@ int mla_decode_naive(float *out, const mla_config *c, const mla_weights *w, mla_
     return rc;
 }
 
-/* The absorbed form is MQA over the rows as the ring holds them: ô[H][Dc] = attention of
- * q̂[H][Dc+Dr] against whole rows (keys) and their c_kv (values), tiled (ref/core/attend.h), then
- * o_h = W_UV^h ô_h. */
-static int decode_absorbed(float *o, const mla_config *c, const mla_weights *w, const swa_ring *r, const float *q)
-{
-    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dw = row_width(c);
-    float *q_hat = NULL, *o_hat = NULL;
-    int rc = alloc_floats(&q_hat, H, Dw, "mla_decode_absorbed");
-    if (rc == KVL_OK) rc = alloc_floats(&o_hat, H, Dc, "mla_decode_absorbed");
-    if (rc == KVL_OK) rc = absorb_queries(q_hat, c, w, q, 1);
-    if (rc == KVL_OK) rc = swa_ring_attend(o_hat, q_hat, H, r, 1, 0, Dw, 0, Dc, (float)c->softmax_scale);
-    if (rc == KVL_OK) rc = expand_values(o, c, w, o_hat, Dc, 1);
-    free(q_hat);
-    free(o_hat);
-    return rc;
-}
-
+/* The absorbed form is MQA over the rows as the ring holds them: q̂_h = [W_UK^hᵀ q^C_h | q^R_h] attends
+ * against whole rows (keys) and their c_kv (values), ô[H][Dc] (ref/core/attend.h), then
+ * o_h = W_UV^h ô_h and the output projection. */
 int mla_decode_absorbed(float *out, const mla_config *c, const mla_weights *w, mla_cache *cache,
                         const float *x_t)
 {
     if (!out) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
+    const size_t H = c ? c->n_heads : 0, Dc = c ? c->kv_lora_rank : 0, Dw = c ? row_width(c) : 0;
     step s;
+    float *q_hat = NULL, *o_hat = NULL;
     int rc = step_begin(&s, c, w, cache, x_t, __func__);
-    if (rc == KVL_OK) rc = decode_absorbed(s.o, c, w, &cache->ring, s.q);
+    if (rc == KVL_OK) rc = alloc_floats(&q_hat, H, Dw, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&o_hat, H, Dc, __func__);
+    if (rc == KVL_OK) rc = absorb_queries(q_hat, c, w, s.q, 1);
+    if (rc == KVL_OK) {
+        const kvl_row_tiles rows = swa_ring_view(&cache->ring);
+        const kvl_attend_rows mqa = {.N = s.N, .stride = Dw, .k_off = 0, .Dk = Dw, .v_off = 0, .Dv = Dc, .groups = 1};
+        rc = kvl_attend(o_hat, q_hat, H, &rows, &mqa, (float)c->softmax_scale, NULL, NULL);
+    }
+    if (rc == KVL_OK) rc = expand_values(s.o, c, w, o_hat, Dc, 1);
     if (rc == KVL_OK) rc = project_out(out, c, w, s.o, 1);
+    free(q_hat);
+    free(o_hat);
     step_free(&s);
     return rc;
 }

@@ -132,13 +132,20 @@ int swa_ring_read(float *out, const swa_ring *r, size_t first, size_t n)
     return KVL_OK;
 }
 
+kvl_row_tiles swa_ring_view(const swa_ring *r)
+{
+    const size_t held = swa_ring_held(r);
+    if (r->store == SWA_STORE_BF16) return kvl_row_tiles_bf16(r->rows, held, r->width);
+    return kvl_row_tiles_f32(r->rows, held, r->width);
+}
+
 int swa_ring_attend(float *o, const float *q, size_t Hq, const swa_ring *r, size_t groups, size_t k_off, size_t Dk,
                     size_t v_off, size_t Dv, float scale)
 {
-    const kvl_attend_rows rows = {.N = swa_ring_held(r), .stride = r->width, .k_off = k_off, .Dk = Dk,
-                                  .v_off = v_off, .Dv = Dv, .groups = groups};
-    if (r->store == SWA_STORE_BF16) return kvl_attend_bf16(o, q, Hq, r->rows, &rows, scale);
-    return kvl_attend_f32(o, q, Hq, r->rows, &rows, scale);
+    const kvl_row_tiles view = swa_ring_view(r);
+    const kvl_attend_rows rows = {.N = view.N, .stride = r->width, .k_off = k_off, .Dk = Dk, .v_off = v_off,
+                                  .Dv = Dv, .groups = groups};
+    return kvl_attend(o, q, Hq, &view, &rows, scale, NULL, NULL);
 }
 
 size_t swa_ring_bytes_used(const swa_ring *r)

@@ -20,6 +20,8 @@
 
 #include <stddef.h>
 
+#include "row_tiles.h"
+
 /* Storage of a ring's elements. */
 typedef enum {
     SWA_STORE_F32,   /* float32: exact, for equivalence tests */
@@ -96,10 +98,14 @@ int swa_ring_append(swa_ring *r, const float *rows, size_t n);
  * KVL_EINVAL unless all of them are held. */
 int swa_ring_read(float *out, const swa_ring *r, size_t first, size_t n);
 
-/* o[Hq][Dv] = attention of q[Hq][Dk] over every row the ring holds, read in place in its store, tiled
- * (ref/core/attend.h): the Hq query rows in `groups` groups, group g's keys columns
- * k_off + g·Dk … of a row and its values v_off + g·Dv …. The held rows fill slots 0 … held − 1; their
- * slot order is not position order, which softmax does not see. Errors as kvl_attend_f32. */
+/* The rows the ring holds, slots 0 … held − 1, as a view for ref/core/attend.h and ref/core/index_scan.h:
+ * float32 rows read in place, bf16 rows widened as they are read. Slot order is not position order,
+ * which softmax does not see. */
+kvl_row_tiles swa_ring_view(const swa_ring *r);
+
+/* o[Hq][Dv] = attention of q[Hq][Dk] over every row the ring holds (kvl_attend over swa_ring_view):
+ * the Hq query rows in `groups` groups, group g's keys columns k_off + g·Dk … of a row and its values
+ * v_off + g·Dv …. Errors as kvl_attend. */
 int swa_ring_attend(float *o, const float *q, size_t Hq, const swa_ring *r, size_t groups, size_t k_off, size_t Dk,
                     size_t v_off, size_t Dv, float scale);
 

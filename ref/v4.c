@@ -9,7 +9,6 @@
 #include "attend.h"
 #include "linalg.h"
 #include "norm.h"
-#include "scratch.h"
 #include "softmax.h"
 #include "status.h"
 #include "v4_rope.h"
@@ -402,7 +401,7 @@ static int attend_rows(float *o, const float *q, const float *win, size_t n_win,
                                          : kvl_row_tiles_f32(win, n_win, Dh);
     const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
     const kvl_attend_then back = {unrotate_finished, &pos};
-    return kvl_attend_tiles_then(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks, &back);
+    return kvl_attend(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks, &back);
 }
 
 int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
@@ -413,16 +412,19 @@ int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, co
         return kvl_fail(KVL_EINVAL, "%s: %zu picks without a list or entries", __func__, K);
     if (K && entries->width != Dh)
         return kvl_fail(KVL_EINVAL, "%s: entries of width %zu, the heads' is %zu", __func__, entries->width, Dh);
-    int32_t *at = K ? kvl_scratch(KVL_SCRATCH_QUERY_PICKS, K * sizeof *at) : NULL;
-    if (K && !at) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu picks", __func__, K);
+    int32_t *at = malloc((K ? K : 1) * sizeof *at);
+    if (!at) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu picks", __func__, K);
+    int rc = KVL_OK;
     size_t picked = 0;
-    for (size_t k = 0; k < K; k++) {
+    for (size_t k = 0; k < K && rc == KVL_OK; k++) {
         if (sel[k] < -1 || (sel[k] >= 0 && (size_t)sel[k] >= entries->N))
-            return kvl_fail(KVL_EINVAL, "%s: pick %d (entry %zu) outside -1 … %zu", __func__, sel[k], k,
-                            entries->N ? entries->N - 1 : 0);
-        if (sel[k] >= 0) at[picked++] = sel[k];
+            rc = kvl_fail(KVL_EINVAL, "%s: pick %d (entry %zu) outside -1 … %zu", __func__, sel[k], k,
+                          entries->N ? entries->N - 1 : 0);
+        else if (sel[k] >= 0) at[picked++] = sel[k];
     }
-    return attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh, (query_position){rope, pos});
+    if (rc == KVL_OK) rc = attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh, (query_position){rope, pos});
+    free(at);
+    return rc;
 }
 
 /* One query after another, each a few matrix products (ref/core/attend.h). */

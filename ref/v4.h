@@ -159,7 +159,7 @@ void v4_attend_values(float *o, const float *p, const float *const *keys, size_t
  * thread whose part of the attention reads them (decoded there when packed), never gathered into a copy
  * first. V4's CSA layers and all of V4.1's modes (K = 0: the window alone) run it. KVL_EINVAL for a pick
  * outside −1 … N − 1 (naming it), picks without a list or entries, entries of another width; otherwise
- * as kvl_attend_tiles. */
+ * as kvl_attend. */
 int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
                     const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh, const kvl_rope *rope,
                     int64_t pos);

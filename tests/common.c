@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include "backend_cpu.h"
 #include "isa.h"
 
 #include <ctype.h>
@@ -221,4 +222,10 @@ size_t kvl_list_programs(char names[][32], size_t max)
     snprintf(names[n++], 32, "kvbench");
     ck_assert_uint_ge(n, 14);
     return n;
+}
+
+const kvl_backend *kvl_test_backend(size_t i)
+{
+    static const kvl_backend *const all[] = {&kvl_backend_ref, &kvl_backend_cpu};
+    return i < sizeof all / sizeof *all ? all[i] : NULL;
 }

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <stddef.h>
 
+#include "backend.h"
 #include "rng.h"
 
 Suite *kvl_suite(void);
@@ -21,6 +22,10 @@ Suite *kvl_suite(void);
  *  2. every finite element satisfies |got − want| ≤ atol + rtol·|want|;
  *  3. the cosine between the finite parts is at least min_cos (pass 0 to skip; an all-zero pair passes).
  * On failure it prints `what`, the worst element (index, got, want, error) and fails the test. */
+/* The backends a suite runs a module's steps under (ref/core/backend.h): i = 0 the definitions, 1 the
+ * CPU backend, NULL past them. A test that loops over them names the one that failed. */
+const kvl_backend *kvl_test_backend(size_t i);
+
 void kvl_expect_close(const char *what, const float *got, const double *want, size_t n,
                       double atol, double rtol, double min_cos);
 void kvl_expect_close_f64(const char *what, const double *got, const double *want, size_t n,

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attend.h"
+#include "attend_cpu.h"
+#include "backend_cpu.h"
 #include "config.h"
 #include "linalg.h"
 #include "mha.h"
@@ -261,14 +262,18 @@ START_TEST(test_decode_matches_forward_after_prefill_of_any_prefix)
 }
 END_TEST
 
-/* Caches longer than one tile of the tiled attention (ref/core/attend.h): decode steps at
- * N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary; a window of
+/* Caches longer than one tile of the CPU backend's attention (cpu/attend_cpu.h), under each backend:
+ * decode steps at N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary; a window of
  * KVL_ATTEND_TILE + 10 wraps its ring while holding more than a tile. */
 START_TEST(test_decode_matches_forward_when_cache_spans_tiles)
 {
     const size_t prefix[] = {KVL_ATTEND_TILE - 2};
-    expect_cached_is_forward(2, 0, KVL_ATTEND_TILE + 45, prefix, 1, 130);
-    expect_cached_is_forward(4, KVL_ATTEND_TILE + 10, KVL_ATTEND_TILE + 70, prefix, 1, 131);
+    for (size_t b = 0; kvl_test_backend(b); b++) {
+        kvl_backend_use(kvl_test_backend(b));
+        expect_cached_is_forward(2, 0, KVL_ATTEND_TILE + 45, prefix, 1, 130);
+        expect_cached_is_forward(4, KVL_ATTEND_TILE + 10, KVL_ATTEND_TILE + 70, prefix, 1, 131);
+    }
+    kvl_backend_use(NULL);
 }
 END_TEST
 
@@ -288,11 +293,13 @@ END_TEST
 /* Chunks longer than a query block of the prefill's attention (kvl_attend_chunk_head): 6·KVL_QUERY_BLOCK + 31
  * tokens through the forward, as chunks of 10 and the rest (blocks straddling the first chunk's end, the
  * last partial) and as one chunk, causal and behind a window of 8, on one thread and on two (the heads
- * split between them: the chunk's work is past KVL_SPLIT_MIN_MACS), each against the definition. */
+ * split between them: the chunk's work is past KVL_SPLIT_MIN_MACS), each against the definition; the
+ * products on the CPU backend, which splits them too. */
 START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
 {
     const size_t T = 6 * KVL_QUERY_BLOCK + 31, split[] = {10, T - 10}, whole[] = {T};
     const int threads = kvl_threads();
+    kvl_backend_use(&kvl_backend_cpu);
     for (size_t W = 0; W <= 8; W += 8) {
         layer L;
         layer_make(&L, 2, W, 160 + W);

@@ -11,7 +11,8 @@
  *
  * Toy size: d 64, H 4, Dq' 32 (and 0), Dc 32, Dnope 16, Dr 8, Dv 16, T 40; YaRN RoPE with
  * V3's rotary fields at Dr 8 (lo 1, hi 3). Windowed runs use W 8. */
-#include "attend.h"
+#include "attend_cpu.h"
+#include "backend_cpu.h"
 #include "common.h"
 #include "config.h"
 #include "element.h"
@@ -432,10 +433,10 @@ START_TEST(test_decode_absorbed_matches_decode_naive_when_q_lora_rank_zero)
 }
 END_TEST
 
-/* A cache longer than one tile of the tiled attention (ref/core/attend.h): the decode steps at
- * N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary, in a float32 and a bf16 ring
- * (the latter against the definition re-run on the bf16-rounded rows). */
-START_TEST(test_decode_absorbed_matches_definition_when_cache_spans_tiles)
+/* A cache longer than one tile of the CPU backend's attention (cpu/attend_cpu.h), under each backend:
+ * the decode steps at N = KVL_ATTEND_TILE − 1 … KVL_ATTEND_TILE + 45 cross the tile boundary, in a
+ * float32 and a bf16 ring (the latter against the definition re-run on the bf16-rounded rows). */
+static void check_decode_spanning_tiles(void)
 {
     toy z;
     const size_t T = KVL_ATTEND_TILE + 45, prefix = KVL_ATTEND_TILE - 2;
@@ -454,6 +455,15 @@ START_TEST(test_decode_absorbed_matches_definition_when_cache_spans_tiles)
     expect_rows("bf16 decode_absorbed across tiles", out + prefix * d, r->out + prefix * d, n, z.out_tol);
     free(out);
     toy_free(&z);
+}
+
+START_TEST(test_decode_absorbed_matches_definition_when_cache_spans_tiles)
+{
+    for (size_t b = 0; kvl_test_backend(b); b++) {
+        kvl_backend_use(kvl_test_backend(b));
+        check_decode_spanning_tiles();
+    }
+    kvl_backend_use(NULL);
 }
 END_TEST
 
@@ -550,12 +560,13 @@ END_TEST
 /* Chunks longer than a query block of mla_attend_naive (ref/mla.h; kvl_attend_chunk_head's blocks):
  * 6·KVL_QUERY_BLOCK + 31 tokens as 10, then one chunk whose blocks straddle the first chunk's end and whose last is partial, then as one chunk;
  * causal and behind the window of 8, on one thread and on two (the heads split between them: the
- * chunk's work is past KVL_SPLIT_MIN_MACS). */
+ * chunk's work is past KVL_SPLIT_MIN_MACS), the products on the CPU backend, which splits them too. */
 START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
 {
     const size_t T = 6 * KVL_QUERY_BLOCK + 31;
     const size_t split[] = {10, T - 10}, whole[] = {T};
     const int threads = kvl_threads();
+    kvl_backend_use(&kvl_backend_cpu);
     for (size_t window = 0; window <= TOY_W; window += TOY_W) {
         toy z;
         toy_setup(&z, 32, window, T, 29);

@@ -1,11 +1,13 @@
-/* ref/core/index_scan: the lightning indexer's tiled score against its definition written here in
- * double, I_{i,s} = Σ_j w_ij·ReLU(q_ij·k_s) for s < ⌊(start + i + 1)/M⌋ and −∞ beyond; at sizes where
+/* The lightning indexer's scan (ref/core/index_scan.h) against its definition written here in
+ * double, under each backend: the definitions (TCase "ref") and the CPU backend's tiled products
+ * (cpu/index_scan_cpu.h, TCase "cpu"), the same cases in both, I_{i,s} = Σ_j w_ij·ReLU(q_ij·k_s) for s < ⌊(start + i + 1)/M⌋ and −∞ beyond; at sizes where
  * the key tiles straddle (several tiles, a ragged last one), where the queries of a prefill chunk reach
  * different tiles, with the keys split across threads, and over keys that are read a tile at a time
  * from a packed store (bf16 here). The listed scan (a candidate pool) against the same definition. */
 #include "common.h"
 #include "element.h"
-#include "index_scan.h"
+#include "backend_cpu.h"
+#include "index_scan_cpu.h"
 #include "linalg.h"
 #include "rng.h"
 #include "status.h"
@@ -193,16 +195,24 @@ START_TEST(test_bad_arguments_are_errors_and_empty_scans_write_nothing)
 }
 END_TEST
 
+static void use_ref(void) { kvl_backend_use(&kvl_backend_ref); }
+static void use_cpu(void) { kvl_backend_use(&kvl_backend_cpu); }
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_index_scan");
-    TCase *tc = tcase_create("index_scan");
-    tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
-    tcase_add_test(tc, test_scores_equal_the_definition_when_tiles_straddle_and_queries_reach_different_tiles);
-    tcase_add_test(tc, test_keys_split_across_threads_each_equal_the_definition);
-    tcase_add_test(tc, test_packed_keys_decoded_a_tile_at_a_time_score_as_their_values);
-    tcase_add_test(tc, test_listed_scores_equal_the_definition_in_any_order);
-    tcase_add_test(tc, test_bad_arguments_are_errors_and_empty_scans_write_nothing);
-    suite_add_tcase(s, tc);
+    void (*const use[])(void) = {use_ref, use_cpu};
+    const char *const names[] = {"ref", "cpu"};
+    for (size_t b = 0; b < 2; b++) {
+        TCase *tc = tcase_create(names[b]);
+        tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
+        tcase_add_checked_fixture(tc, use[b], NULL);
+        tcase_add_test(tc, test_scores_equal_the_definition_when_tiles_straddle_and_queries_reach_different_tiles);
+        tcase_add_test(tc, test_keys_split_across_threads_each_equal_the_definition);
+        tcase_add_test(tc, test_packed_keys_decoded_a_tile_at_a_time_score_as_their_values);
+        tcase_add_test(tc, test_listed_scores_equal_the_definition_in_any_order);
+        tcase_add_test(tc, test_bad_arguments_are_errors_and_empty_scans_write_nothing);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }

@@ -1,10 +1,12 @@
 /* ref/core/linalg: every OpenBLAS product against its loop twin and against a dot-product oracle
- * written here, at sizes that are not multiples of any vector width (1×1, K = 1, odd and prime
+ * written here, the float products under each backend (TCase "ref": one BLAS call each; TCase "cpu":
+ * cpu/linalg_cpu.h's split, the only one that splits), at sizes that are not multiples of any vector width (1×1, K = 1, odd and prime
  * sizes), plus the edges: K = 0 and sizes beyond the BLAS integer; and the parts that split them.
  *
  * Every output buffer is filled with NaN before the call, so a product that reads its output
  * (accumulates instead of overwriting) fails as well. */
 #include "common.h"
+#include "backend_cpu.h"
 #include "linalg.h"
 #include "rng.h"
 #include "status.h"
@@ -337,18 +339,28 @@ START_TEST(test_checked_parts_report_lowest_failure_and_run_every_part)
 }
 END_TEST
 
+static void use_ref(void) { kvl_backend_use(&kvl_backend_ref); }
+static void use_cpu(void) { kvl_backend_use(&kvl_backend_cpu); }
+
 Suite *kvl_suite(void)
 {
     Suite *s = suite_create("core_linalg");
+    void (*const use[])(void) = {use_ref, use_cpu};
+    const char *const names[] = {"ref", "cpu"};
+    for (size_t b = 0; b < 2; b++) {
+        TCase *tc = tcase_create(names[b]);
+        tcase_add_checked_fixture(tc, use[b], NULL);
+        tcase_add_test(tc, test_matmul_abt_f32_matches_loop_at_ragged_sizes);
+        tcase_add_test(tc, test_matmul_ab_f32_matches_loop_at_ragged_sizes);
+        tcase_add_test(tc, test_matvec_f32_matches_loop_at_ragged_sizes);
+        tcase_add_test(tc, test_products_with_k_zero_write_zeros);
+        if (use[b] == use_cpu) tcase_add_test(tc, test_products_split_across_threads_match_loop);
+        suite_add_tcase(s, tc);
+    }
     TCase *tc = tcase_create("linalg");
-    tcase_add_test(tc, test_matmul_abt_f32_matches_loop_at_ragged_sizes);
     tcase_add_test(tc, test_matmul_abt_f64_matches_loop_at_ragged_sizes);
-    tcase_add_test(tc, test_matmul_ab_f32_matches_loop_at_ragged_sizes);
     tcase_add_test(tc, test_matmul_ab_f64_matches_loop_at_ragged_sizes);
-    tcase_add_test(tc, test_matvec_f32_matches_loop_at_ragged_sizes);
     tcase_add_test(tc, test_matvec_f64_matches_loop_at_ragged_sizes);
-    tcase_add_test(tc, test_products_split_across_threads_match_loop);
-    tcase_add_test(tc, test_products_with_k_zero_write_zeros);
     tcase_add_test(tc, test_sizes_beyond_blas_int_are_rejected);
     tcase_add_test(tc, test_checked_parts_report_lowest_failure_and_run_every_part);
     suite_add_tcase(s, tc);

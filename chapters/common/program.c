@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "config.h"
 #include "environment.h"
 #include "file_io.h"
@@ -89,6 +90,7 @@ int kvl_args_next(kvl_args *a, const char **value)
         a->next = a->argc;
         return KVL_ARGS_BAD;
     }
+    if (a->next == 1) kvl_backend_choose();
     if (a->next >= a->argc) return KVL_ARGS_END;
     const char *arg = a->argv[a->next++];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return KVL_ARGS_HELP;

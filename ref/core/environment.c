@@ -140,6 +140,14 @@ static void check_isa(void)
         refuse("KVL_ISA", value, "unknown instruction set (baseline, avx2 or avx512)");
 }
 
+static void check_backend(void)
+{
+    static const char *const backends[] = {"ref", "cpu", NULL};
+    const char *value = value_of("KVL_BACKEND");
+    if (value && *value && !one_of(value, strlen(value), backends))
+        refuse("KVL_BACKEND", value, "unknown backend (ref or cpu)");
+}
+
 /* environment: the process's, edited in place; program: argv[0], for the note (NULL where unknown). */
 static void inspect(char **environment, const char *program)
 {
@@ -151,6 +159,7 @@ static void inspect(char **environment, const char *program)
     check_proc_bind();
     check_dynamic();
     check_isa();
+    check_backend();
     /* Said here, not at the program's start: a program that restarts itself before main (blas_core.h)
      * starts again with the lowered counts, and would have nothing left to say. Written, not printed:
      * stdio is the C library's, whose initialiser has not run. */

@@ -13,7 +13,8 @@
  *     (formats/isa.h).
  * Read: OMP_NUM_THREADS (positive counts joined by commas, one per nesting level), OPENBLAS_NUM_THREADS
  * (a positive count), OMP_PROC_BIND (true, false, or primary, master, close and spread joined by
- * commas), OMP_DYNAMIC (true or false), KVL_ISA (baseline, avx2 or avx512). */
+ * commas), OMP_DYNAMIC (true or false), KVL_ISA (baseline, avx2 or avx512), KVL_BACKEND (ref or cpu,
+ * ref/core/backend.h; empty means unset). */
 #ifndef KVL_ENVIRONMENT_H
 #define KVL_ENVIRONMENT_H
 

@@ -1,5 +1,6 @@
 #include "linalg.h"
 
+#include "backend.h"
 #include "blas_core.h"
 #include "status.h"
 
@@ -40,84 +41,37 @@ static int check_mnk(const char *fn, size_t M, size_t N, size_t K)
     return rc;
 }
 
-/* ---- one product split into parts ------------------------------------------------------------- */
-
-/* Rows (or, for a product with few rows, columns) per part at least. */
-#define SPLIT_MIN_ROWS 16
-
-/* C[M][N] = A[M][K] · op(B), op(B) = B[N][K]ᵀ (trans_b) or B[K][N], in float (f64 = 0) or double,
- * split by blocks of C's rows, or by blocks of its columns when it has too few rows. */
-typedef struct {
-    int f64, trans_b, by_rows;
-    size_t M, N, K, parts;
-    const void *A, *B;
-    void *C;
-} gemm_job;
-
-static void gemm_part(void *ctx, size_t p)
+/* OpenBLAS on one thread for good: its pool would otherwise spin between calls on the cores the OpenMP
+ * team is about to use (and the team's spinning workers slow its calls), many times the cost of either. */
+static void blas_on_one_thread(void)
 {
-    const gemm_job *g = ctx;
-    const size_t total = g->by_rows ? g->M : g->N, lo = total * p / g->parts, hi = total * (p + 1) / g->parts;
-    const size_t m0 = g->by_rows ? lo : 0, m = g->by_rows ? hi - lo : g->M;
-    const size_t n0 = g->by_rows ? 0 : lo, n = g->by_rows ? g->N : hi - lo;
-    if (m == 0 || n == 0) return;
-    const size_t ldb = g->trans_b ? g->K : g->N, b0 = g->trans_b ? n0 * g->K : n0;
-    const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-    if (g->f64)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (blasint)m, (blasint)n, (blasint)g->K, 1.0,
-                    (const double *)g->A + m0 * g->K, (blasint)g->K, (const double *)g->B + b0, (blasint)ldb, 0.0,
-                    (double *)g->C + m0 * g->N + n0, (blasint)g->N);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (blasint)m, (blasint)n, (blasint)g->K, 1.0f,
-                    (const float *)g->A + m0 * g->K, (blasint)g->K, (const float *)g->B + b0, (blasint)ldb, 0.0f,
-                    (float *)g->C + m0 * g->N + n0, (blasint)g->N);
-}
-
-static void gemm_split(gemm_job g)
-{
-    g.parts = kvl_parts(g.M > g.N ? g.M : g.N, SPLIT_MIN_ROWS, (double)g.M * (double)g.N * (double)g.K);
-    g.by_rows = g.M >= g.parts * SPLIT_MIN_ROWS;
-    kvl_run_parts(gemm_part, &g, g.parts);
-}
-
-/* y[N] = W[N][K]·x, split by blocks of W's rows. */
-typedef struct {
-    int f64;
-    size_t N, K, parts;
-    const void *W, *x;
-    void *y;
-} gemv_job;
-
-static void gemv_part(void *ctx, size_t p)
-{
-    const gemv_job *g = ctx;
-    const size_t n0 = g->N * p / g->parts, n = g->N * (p + 1) / g->parts - n0;
-    if (n == 0) return;
-    if (g->f64)
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0, (const double *)g->W + n0 * g->K,
-                    (blasint)g->K, g->x, 1, 0.0, (double *)g->y + n0, 1);
-    else
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)g->K, 1.0f, (const float *)g->W + n0 * g->K,
-                    (blasint)g->K, g->x, 1, 0.0f, (float *)g->y + n0, 1);
-}
-
-static void gemv_split(gemv_job g)
-{
-    g.parts = kvl_parts(g.N, SPLIT_MIN_ROWS, (double)g.N * (double)g.K);
-    kvl_run_parts(gemv_part, &g, g.parts);
+    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 /* ---- C[M][N] = A[M][K] · B[N][K]^T ------------------------------------------------------------ */
 
+/* The products' edge cases, the same for every backend: an empty C writes nothing, K = 0 writes zeros
+ * (the empty sum); 1 when nothing is left to compute. */
+static int trivial_f32(float *C, size_t M, size_t N, size_t K)
+{
+    if (M == 0 || N == 0) return 1;
+    if (K == 0) memset(C, 0, M * N * sizeof *C);
+    return K == 0;
+}
+
 int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
 {
-    int rc = check_mnk(__func__, M, N, K);
-    if (rc != KVL_OK) return rc;
-    if (M == 0 || N == 0) return KVL_OK;
-    if (K == 0 || M == 1) memset(C, 0, M * N * sizeof *C);
-    if (K == 0) return KVL_OK;
-    if (M == 1) gemv_split((gemv_job){.f64 = 0, .N = N, .K = K, .W = B, .x = A, .y = C});
-    else gemm_split((gemm_job){.f64 = 0, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    KVL_TRY(check_mnk(__func__, M, N, K));
+    return trivial_f32(C, M, N, K) ? KVL_OK : kvl_backend_in_use()->matmul_abt(C, A, B, M, N, K);
+}
+
+/* One token's row (M = 1) is the matrix-vector product C = B·a: gemm would first pack all of B. */
+int kvl_matmul_abt_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
+{
+    if (M == 1) return kvl_matvec_f32_ref(C, B, A, N, K);
+    blas_on_one_thread();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)K, B,
+                (blasint)K, 0.0f, C, (blasint)N);
     return KVL_OK;
 }
 
@@ -134,13 +88,15 @@ int kvl_matmul_abt_f32_loop(float *C, const float *A, const float *B, size_t M, 
 
 int kvl_matmul_abt_f64(double *C, const double *A, const double *B, size_t M, size_t N, size_t K)
 {
-    int rc = check_mnk(__func__, M, N, K);
-    if (rc != KVL_OK) return rc;
+    KVL_TRY(check_mnk(__func__, M, N, K));
     if (M == 0 || N == 0) return KVL_OK;
     if (K == 0 || M == 1) memset(C, 0, M * N * sizeof *C);
     if (K == 0) return KVL_OK;
-    if (M == 1) gemv_split((gemv_job){.f64 = 1, .N = N, .K = K, .W = B, .x = A, .y = C});
-    else gemm_split((gemm_job){.f64 = 1, .trans_b = 1, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    if (M == 1)
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0, B, (blasint)K, A, 1, 0.0, C, 1);
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)K,
+                    B, (blasint)K, 0.0, C, (blasint)N);
     return KVL_OK;
 }
 
@@ -159,11 +115,15 @@ int kvl_matmul_abt_f64_loop(double *C, const double *A, const double *B, size_t 
 
 int kvl_matmul_ab_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
 {
-    int rc = check_mnk(__func__, M, N, K);
-    if (rc != KVL_OK) return rc;
-    if (M == 0 || N == 0) return KVL_OK;
-    if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    gemm_split((gemm_job){.f64 = 0, .trans_b = 0, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    KVL_TRY(check_mnk(__func__, M, N, K));
+    return trivial_f32(C, M, N, K) ? KVL_OK : kvl_backend_in_use()->matmul_ab(C, A, B, M, N, K);
+}
+
+int kvl_matmul_ab_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
+{
+    blas_on_one_thread();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)K,
+                B, (blasint)N, 0.0f, C, (blasint)N);
     return KVL_OK;
 }
 
@@ -183,11 +143,14 @@ int kvl_matmul_ab_f32_loop(float *C, const float *A, const float *B, size_t M, s
 
 int kvl_matmul_ab_f64(double *C, const double *A, const double *B, size_t M, size_t N, size_t K)
 {
-    int rc = check_mnk(__func__, M, N, K);
-    if (rc != KVL_OK) return rc;
+    KVL_TRY(check_mnk(__func__, M, N, K));
     if (M == 0 || N == 0) return KVL_OK;
-    if (K == 0) { memset(C, 0, M * N * sizeof *C); return KVL_OK; }
-    gemm_split((gemm_job){.f64 = 1, .trans_b = 0, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C});
+    if (K == 0) {
+        memset(C, 0, M * N * sizeof *C);
+        return KVL_OK;
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)K, B,
+                (blasint)N, 0.0, C, (blasint)N);
     return KVL_OK;
 }
 
@@ -210,13 +173,15 @@ int kvl_matmul_ab_f64_loop(double *C, const double *A, const double *B, size_t M
  * and OpenBLAS releases have differed on whether 0·NaN there stays NaN. */
 int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K)
 {
-    int rc = check_dim(__func__, "N", N);
-    if (rc == KVL_OK) rc = check_dim(__func__, "K", K);
-    if (rc != KVL_OK) return rc;
-    if (N == 0) return KVL_OK;
+    KVL_TRY(check_mnk(__func__, 1, N, K));
+    return trivial_f32(y, 1, N, K) ? KVL_OK : kvl_backend_in_use()->matvec(y, W, x, N, K);
+}
+
+int kvl_matvec_f32_ref(float *y, const float *W, const float *x, size_t N, size_t K)
+{
+    blas_on_one_thread();
     memset(y, 0, N * sizeof *y);
-    if (K == 0) return KVL_OK;
-    gemv_split((gemv_job){.f64 = 0, .N = N, .K = K, .W = W, .x = x, .y = y});
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0f, W, (blasint)K, x, 1, 0.0f, y, 1);
     return KVL_OK;
 }
 
@@ -227,13 +192,11 @@ int kvl_matvec_f32_loop(float *y, const float *W, const float *x, size_t N, size
 
 int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t K)
 {
-    int rc = check_dim(__func__, "N", N);
-    if (rc == KVL_OK) rc = check_dim(__func__, "K", K);
-    if (rc != KVL_OK) return rc;
+    KVL_TRY(check_mnk(__func__, 1, N, K));
     if (N == 0) return KVL_OK;
     memset(y, 0, N * sizeof *y);
     if (K == 0) return KVL_OK;
-    gemv_split((gemv_job){.f64 = 1, .N = N, .K = K, .W = W, .x = x, .y = y});
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0, W, (blasint)K, x, 1, 0.0, y, 1);
     return KVL_OK;
 }
 
@@ -261,13 +224,6 @@ size_t kvl_parts(size_t n, size_t min_rows, double macs)
     size_t parts = threads > 1 ? (size_t)threads : 1;
     if (parts > most) parts = most;
     return parts ? parts : 1;
-}
-
-/* OpenBLAS on one thread for good: its pool would otherwise spin between calls on the cores the OpenMP
- * team is about to use (and the team's spinning workers slow its calls), many times the cost of either. */
-static void blas_on_one_thread(void)
-{
-    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts)

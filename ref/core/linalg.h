@@ -1,4 +1,4 @@
-/* Matrix products: OpenBLAS for speed, each with a plain-loop twin of the same signature.
+/* Matrix products: OpenBLAS, each with a plain-loop twin of the same signature.
  *
  * Weights are stored [out][in] and applied as y = W x (PyTorch's nn.Linear layout), so the product a
  * layer runs most is activations times weights transposed: C[M][N] = A[M][K] · B[N][K]^T, rows of A
@@ -9,23 +9,18 @@
  * KVL_EINVAL (kvl_error() names the argument) before anything is read or written. K = 0 writes
  * zeros (the empty sum); M = 0 or N = 0 writes nothing.
  *
+ * The float products check their arguments and run the backend a program chose (ref/core/backend.h):
+ * the _ref functions, one BLAS call each, or cpu/linalg_cpu.h's, the same calls split across threads.
  * The _loop twins are the definition: each output element is one dot product summed in k order in
  * the element type (float for _f32, double for _f64). OpenBLAS blocks and vectorises the same sums,
  * so the two agree to within the usual K·eps bound, not bit for bit. The twins accept any size and
- * return KVL_OK; they return int only to keep the signature.
+ * return KVL_OK; they return int only to keep the signature. The double products are one BLAS call.
  *
- * Threads: OpenMP owns them, and OpenBLAS runs on one thread (the library sets it so on its first
- * product). Two pools on the same cores spin against each other: OpenBLAS's workers busy-wait after a
- * call, OpenMP's after a parallel region, and a decode that alternates products with attention ran
- * ten times slower on two cores than on one. So a product big enough to share (KVL_SPLIT_MIN_MACS)
- * splits C into blocks of rows (or of columns, when it has few rows), one single-threaded
- * BLAS call per OpenMP thread, and attention and the indexer split their rows the same way with
- * kvl_run_parts. A split changes C by rounding only (OpenBLAS's kernels at a block's edge may sum in
- * another order), so results can differ between thread counts in the last bits.
- * OMP_NUM_THREADS, or kvl_set_threads, sets how many threads everything uses.
- *
- * A product with one row of A (a decode token against a weight matrix) is the matrix-vector product
- * C = B·a and runs as gemv: gemm would first pack all of B, a second pass over a matrix read once. */
+ * Threads: OpenMP owns them, and OpenBLAS runs on one thread (the library sets it so before its first
+ * product): two pools on the same cores spin against each other, OpenBLAS's workers busy-waiting after
+ * a call and OpenMP's after a parallel region. A backend that splits work runs it in parts with
+ * kvl_run_parts below, each part's BLAS calls on its own thread. OMP_NUM_THREADS, or kvl_set_threads,
+ * sets how many threads everything uses. */
 #ifndef KVL_LINALG_H
 #define KVL_LINALG_H
 
@@ -33,18 +28,21 @@
 
 /* C[M][N] = A[M][K] · B[N][K]^T */
 int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
+int kvl_matmul_abt_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
 int kvl_matmul_abt_f32_loop(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
 int kvl_matmul_abt_f64(double *C, const double *A, const double *B, size_t M, size_t N, size_t K);
 int kvl_matmul_abt_f64_loop(double *C, const double *A, const double *B, size_t M, size_t N, size_t K);
 
 /* C[M][N] = A[M][K] · B[K][N] */
 int kvl_matmul_ab_f32(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
+int kvl_matmul_ab_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
 int kvl_matmul_ab_f32_loop(float *C, const float *A, const float *B, size_t M, size_t N, size_t K);
 int kvl_matmul_ab_f64(double *C, const double *A, const double *B, size_t M, size_t N, size_t K);
 int kvl_matmul_ab_f64_loop(double *C, const double *A, const double *B, size_t M, size_t N, size_t K);
 
 /* y[N] = W[N][K] · x[K] */
 int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K);
+int kvl_matvec_f32_ref(float *y, const float *W, const float *x, size_t N, size_t K);
 int kvl_matvec_f32_loop(float *y, const float *W, const float *x, size_t N, size_t K);
 int kvl_matvec_f64(double *y, const double *W, const double *x, size_t N, size_t K);
 int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, size_t K);
@@ -57,12 +55,10 @@ void kvl_copy_block(float *dst, size_t ld_dst, const float *src, size_t ld_src, 
 int kvl_threads(void);
 void kvl_set_threads(int n);
 
-/* Work below this many multiply-adds (a quarter to half a millisecond on one core) stays on one thread.
- * A parallel region costs microseconds on a quiet machine, but when another process holds a core, every
- * region waits a scheduler slice (milliseconds) for its second thread: a chapter program forking at
- * 70 µs of work ran twenty times slower on two threads than on one beside a busy build. At 2^23, V4's
- * window step (64 heads over 128 rows of 512, exactly 2^23) splits: 0.67 → 0.42 ms on two threads of the
- * README's quiet VM, 192 rows 0.97 → 0.57 ms. */
+/* Work below this many multiply-adds (a quarter to half a millisecond on one core) stays on one thread:
+ * a parallel region costs microseconds on a quiet machine, but a scheduler slice (milliseconds) when
+ * another process holds a core. V4's window step (64 heads over 128 rows of 512) is exactly 2^23 and
+ * splits. The runs behind the figure: tests/bench/README.md, "Design measurements". */
 #define KVL_SPLIT_MIN_MACS ((double)(1 << 23))
 
 /* How many parts a step of `macs` multiply-adds over n rows splits into: the threads (kvl_threads), at

@@ -161,6 +161,32 @@ void kvl_softmax_sink_f32(float *s, size_t n, float sigma) { softmax_row_f32(s, 
 
 void kvl_softmax_sink_f64(double *s, size_t n, double sigma) { softmax_row_f64(s, n, sigma); }
 
+void kvl_online_start(kvl_online *st, float *acc, size_t Dv, float sigma)
+{
+    st->m = sigma;
+    st->l = sigma == -INFINITY ? 0.0 : 1.0;
+    for (size_t i = 0; i < Dv; i++) acc[i] = 0.0f;
+}
+
+void kvl_online_step(kvl_online *st, float *acc, float s, const float *v, size_t Dv)
+{
+    if (s == -INFINITY) return;
+    if (isnan(s)) {
+        st->l = NAN;
+        return;
+    }
+    const double m = (double)s > st->m ? (double)s : st->m;
+    const double alpha = exp(st->m - m), p = exp((double)s - m);
+    st->m = m;
+    st->l = alpha * st->l + p;
+    for (size_t i = 0; i < Dv; i++) acc[i] = (float)(alpha * acc[i] + p * v[i]);
+}
+
+void kvl_online_finish(float *o, const kvl_online *st, const float *acc, size_t Dv)
+{
+    for (size_t i = 0; i < Dv; i++) o[i] = st->l > 0.0 ? (float)(acc[i] / st->l) : isnan(st->l) ? NAN : 0.0f;
+}
+
 float kvl_exp_f32(float x) { return exp_f32(x); }
 
 KVF_ISA_DISPATCH(float, kvl_softmax_exp_f32, (float *s, size_t n, float m), (s, n, m))

@@ -27,6 +27,27 @@ void kvl_softmax_f64(double *s, size_t n);
 void kvl_softmax_sink_f32(float *s, size_t n, float sigma);
 void kvl_softmax_sink_f64(double *s, size_t n, double sigma);
 
+/* The online softmax (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018; the
+ * rescaling FlashAttention and FlashMLA run): one head over rows met one at a time, holding the running
+ * maximum m, the sum l of exp(s − m) and the unnormalised weighted sum acc[Dv] of the values, so that
+ * after any row acc / l is softmax(s) · V over the rows so far:
+ *   m' = max(m, s),   α = exp(m − m'),   p = exp(s − m'),   l ← α·l + p,   acc ← α·acc + p·v
+ * A sink σ starts the state at m = σ, l = exp(σ − σ) = 1, acc = 0: it joins the denominator only. A
+ * score of −∞ adds nothing; a NaN score makes the output NaN; nothing but −∞ gives o = 0, as
+ * kvl_softmax_sink_f32. m and l are held in double, acc in float. */
+typedef struct {
+    double m, l;
+} kvl_online;
+
+/* st and acc[Dv] before the first row, with sink sigma (−∞: none). */
+void kvl_online_start(kvl_online *st, float *acc, size_t Dv, float sigma);
+
+/* One row: its score s and value v[Dv] folded in. */
+void kvl_online_step(kvl_online *st, float *acc, float s, const float *v, size_t Dv);
+
+/* o[Dv] = acc / l (o may be acc). */
+void kvl_online_finish(float *o, const kvl_online *st, const float *acc, size_t Dv);
+
 /* The exponentials of a tiled softmax (ref/core/attend.h), whose running max m is at least every
  * score: s[j] ← e^{s[j] − m} by kvl_exp_f32 for j < n, and their float sum returned (in eight running
  * sums, s[j] into sum j mod 8, added pairwise: one order on every build). A score of −∞ gives 0; a NaN

@@ -276,8 +276,9 @@ static void run_sparse(void *ctx)
     const size_t Dc = s->c->mla.kv_lora_rank, Dw = s->ring.width;
     const kvl_attend_rows r = {s->c->index_topk, Dw, 0, Dw, 0, Dc, 1};
     const float scale = (float)s->c->mla.softmax_scale;
-    if (s->ring.store == SWA_STORE_BF16) kvl_attend_bf16(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale);
-    else kvl_attend_f32(s->o_hat, s->q_hat, s->c->mla.n_heads, s->picked, &r, scale);
+    const kvl_row_tiles picked = s->ring.store == SWA_STORE_BF16 ? kvl_row_tiles_bf16(s->picked, r.N, Dw)
+                                                                  : kvl_row_tiles_f32(s->picked, r.N, Dw);
+    kvl_attend(s->o_hat, s->q_hat, s->c->mla.n_heads, &picked, &r, scale, NULL, NULL);
 }
 
 static void dsa_step_free(dsa_step *s)

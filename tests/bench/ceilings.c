@@ -31,9 +31,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attend.h"
+#include "attend_cpu.h"
 #include "bench.h"
-#include "index_scan.h"
+#include "index_scan_cpu.h"
 #include "linalg.h"
 #include "rng.h"
 #include "timing.h"

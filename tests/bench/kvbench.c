@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "blas_core.h"
+#include "backend_cpu.h"
 #include "environment.h"
 #include "file_io.h"
 #include "status.h"
@@ -120,6 +121,7 @@ int main(int argc, char **argv)
     const group *chosen[N_GROUPS];
     int n = 0;
     if (kvl_environment_check("kvbench")) return 2;
+    kvl_backend_choose();
     if (argc > 1 && strcmp(argv[1], "--spread") == 0) {
         if (argc < 4) return bad_argument(argv[1], 1, "needs two or more tables (each a run's DIR/results.md)");
         return kvb_spread_main(argc - 2, argv + 2);

@@ -179,7 +179,7 @@ END_TEST
 
 Suite *kvl_suite(void)
 {
-    Suite *s = suite_create("core_many_rows");
+    Suite *s = suite_create("cpu_many_rows");
     TCase *tc = tcase_create("many_rows");
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_many_row_kernels_match_definition_at_mla_and_ragged_shapes);

@@ -109,7 +109,7 @@ END_TEST
 
 Suite *kvl_suite(void)
 {
-    Suite *s = suite_create("core_scratch");
+    Suite *s = suite_create("cpu_scratch");
     TCase *tc = tcase_create("scratch");
     tcase_add_test(tc, test_a_block_large_enough_is_kept_and_aligned);
     tcase_add_test(tc, test_a_larger_request_grows_the_block);

@@ -20,9 +20,8 @@
 #define KVL_SCRATCH_ALIGN 64
 
 typedef enum {
-    KVL_SCRATCH_ATTEND,      /* ref/core/attend.c: the state of every part of one step */
-    KVL_SCRATCH_INDEX_SCAN,  /* ref/core/index_scan.c: every part's products and decoded keys */
-    KVL_SCRATCH_QUERY_PICKS, /* ref/v4.c: the valid picks of one query (V4's CSA, V4.1's modes) */
+    KVL_SCRATCH_ATTEND,      /* cpu/attend_cpu.c: the state of every part of one step */
+    KVL_SCRATCH_INDEX_SCAN,  /* cpu/index_scan_cpu.c: every part's products and decoded keys */
     KVL_SCRATCH_SLOTS
 } kvl_scratch_slot;
 

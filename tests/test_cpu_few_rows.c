@@ -223,7 +223,7 @@ END_TEST
 
 Suite *kvl_suite(void)
 {
-    Suite *s = suite_create("core_few_rows");
+    Suite *s = suite_create("cpu_few_rows");
     TCase *tc = tcase_create("few_rows");
     tcase_set_timeout(tc, KVL_TEST_TIMEOUT);
     tcase_add_test(tc, test_few_row_kernels_match_definition_at_gqa_and_ragged_shapes);
