@@ -476,6 +476,8 @@ memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check f
 	    grep -A12 -m3 -E 'Invalid|uninitialised|lost in loss record' $(BUILD)/memcheck/$$n.log; }; \
 	done; echo "== $(words $(MEMCHECK_TESTS)) suites under memcheck, $$failed failed"; [ $$failed -eq 0 ]
 
+# Every package, the optional ones too, whatever is there already; a build installs only where its own are
+# missing (the rule for $(DEPS_MK)).
 deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS) $(APT_OPTIONAL); \
 	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi
