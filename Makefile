@@ -21,36 +21,41 @@ else ifneq ($(filter-out $(SETUP_FREE_GOALS),$(MAKECMDGOALS)),)
 NEEDS_DEPS := yes
 endif
 
-# ---- dependencies: checked once, then their flags are cached in $(BUILD)/deps.mk -----------------
-# Missing packages are installed when run as root, otherwise make stops naming the apt-get line.
-DEPS_INSTALL = if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PC_PKGS); then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "kvlineage: installing build dependencies: $(APT_PKGS)"; mkdir -p $(BUILD); \
-	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) $(APT_OPTIONAL); } \
-	      >$(BUILD)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(BUILD)/apt.log"; exit 1; }; \
-	  else exit 1; fi; \
-	fi
-ifeq ($(NEEDS_DEPS),yes)
-ifeq ($(wildcard $(BUILD)/deps.mk),)
-ifneq ($(shell { $(DEPS_INSTALL); } >&2 && echo ok),ok)
-$(error missing build dependencies; run:  sudo apt-get install $(APT_PKGS))
-endif
-endif
-include $(BUILD)/deps.mk
-endif
+# ---- dependencies: installed by a rule, never while this file is read -----------------------------
+# $(DEPS_MK) holds the flags pkg-config gives for them. Its rule installs the packages first where they
+# are missing, when run as root; otherwise it stops before anything compiles, naming the apt-get line.
+# Every compile waits for it (order-only: rewriting it rebuilds nothing), and reads its flags when its
+# recipe runs, after the rule: so a fresh clone's first `make test` installs and then builds, while
+# reading the Makefile (make help, make -n) installs and runs nothing. It is read, not included: make
+# would remake an included file before any goal, under -n too.
+DEPS_MK := $(BUILD)/deps.mk
+# $(call dep,VAR): VAR as $(DEPS_MK) sets it (make syntax: gpu-bundle's refer to $(CURDIR)), empty without it
+dep = $(eval dep_value := $(shell sed -n 's/^$(1) := //p' $(DEPS_MK) 2>/dev/null))$(dep_value)
+DEP_CFLAGS = $(call dep,DEP_CFLAGS)
+DEP_LIBS   = $(call dep,DEP_LIBS)
+# the line a build starts with: $(1), $(2), $(3) the OpenBLAS, cJSON and Check versions
+deps_line = kvlineage: OpenBLAS $(1), OpenMP (-fopenmp), cJSON $(2), Check $(3), nvcc $(or $(shell command -v $(NVCC) 2>/dev/null),absent)
+DEPS_FOUND = command -v pkg-config >/dev/null 2>&1 && pkg-config --exists $(PC_PKGS)
 
-$(BUILD)/deps.mk: Makefile
+$(DEPS_MK): Makefile
 	@mkdir -p $(@D)
+	@if ! { $(DEPS_FOUND); } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "kvlineage: installing build dependencies: $(APT_PKGS)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) $(APT_OPTIONAL); } \
+	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log" >&2; exit 1; }; \
+	fi; \
+	$(DEPS_FOUND) || { echo "kvlineage: missing build dependencies; run:  sudo apt-get install $(APT_PKGS)" >&2; exit 1; }
 	@{ echo "DEP_CFLAGS := $$(pkg-config --cflags $(PC_PKGS))"; \
 	   echo "DEP_LIBS := $$(pkg-config --libs $(PC_PKGS))"; \
 	   echo "DEP_OPENBLAS := $$(pkg-config --modversion openblas)"; \
 	   echo "DEP_CJSON := $$(pkg-config --modversion libcjson)"; \
-	   echo "DEP_CHECK := $$(pkg-config --modversion check)"; } > $@
+	   echo "DEP_CHECK := $$(pkg-config --modversion check)"; } > $@.new && mv $@.new $@
+	@echo "$(call deps_line,$$(pkg-config --modversion openblas),$$(pkg-config --modversion libcjson),$$(pkg-config --modversion check))"
 
+# Where the flags are already recorded, the line comes first; on a fresh clone the rule above prints it.
 ifeq ($(MAKELEVEL)$(NEEDS_DEPS),0yes)
-ifneq ($(DEP_OPENBLAS),)
-HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
-$(info kvlineage: OpenBLAS $(DEP_OPENBLAS), OpenMP (-fopenmp), cJSON $(DEP_CJSON), Check $(DEP_CHECK), nvcc $(if $(HAVE_NVCC),$(HAVE_NVCC),absent))
+ifneq ($(wildcard $(DEPS_MK)),)
+$(info $(call deps_line,$(call dep,DEP_OPENBLAS),$(call dep,DEP_CJSON),$(call dep,DEP_CHECK)))
 endif
 endif
 
@@ -61,8 +66,8 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
 # Values are unchanged: it permits no reassociation and no contraction.
 OPT      := -O2 -g -fno-trapping-math
 INCLUDES := -Iformats -Iref -Iref/core -Icpu -Ichapters/common -Itests
-CFLAGS   := -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
-LDLIBS   := $(DEP_LIBS) -lm -fopenmp
+CFLAGS    = -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
+LDLIBS    = $(DEP_LIBS) -lm -fopenmp
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS   += -fsanitize=address,undefined
@@ -121,17 +126,17 @@ NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 .PHONY: all test sanitize run bench bench-peers cuda deps help clean notebooks renders site
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(call obj,$(ISA_SRC)): CFLAGS += $(ISA_FLAGS)
-$(BUILD)/obj/%.avx2.o: %.c
+$(BUILD)/obj/%.avx2.o: %.c | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(call say,CCAVX2,$<)
 	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) $(AVX2_FLAGS) -DKVF_ISA_BUILD_AVX2 $(DEPFLAGS) -c $< -o $@
-$(BUILD)/obj/%.avx512.o: %.c
+$(BUILD)/obj/%.avx512.o: %.c | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(call say,CCAVX512,$<)
 	$(Q)$(CC) $(CFLAGS) $(ISA_FLAGS) $(AVX512_FLAGS) -DKVF_ISA_BUILD_AVX512 $(DEPFLAGS) -c $< -o $@
@@ -264,7 +269,7 @@ $(BUILD)/site-deps.ok:
 	if ! found && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "kvlineage: installing what the site is built with: $(SITE_PKGS)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SITE_PKGS); } \
-	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log"; exit 1; }; \
+	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log" >&2; exit 1; }; \
 	fi; \
 	found || { echo "make site needs cmark-gfm, KaTeX and highlight.js; run:  sudo apt-get install $(SITE_PKGS)"; exit 1; }; \
 	touch $@
@@ -289,7 +294,7 @@ site: $(BUILD)/bin/kvsite notebooks  ## the course as a static website in build/
 # CPU emulator (cuda/emu/), which `make test` runs on every machine, and by nvcc for the GPU (`make
 # cuda`, `make cuda-check`). tests/cuda/test_*.c compare the twins with ref/ and link with either;
 # tests/cuda/test_*.cu are the emulator's own suites.
-CXXFLAGS      := -std=c++17 $(OPT) -Wall -Wextra -Werror -Wshadow -Wvla $(INCLUDES) -Icuda $(DEP_CFLAGS) \
+CXXFLAGS       = -std=c++17 $(OPT) -Wall -Wextra -Werror -Wshadow -Wvla $(INCLUDES) -Icuda $(DEP_CFLAGS) \
                  $(EXTRA_CXXFLAGS)
 ifeq ($(SAN),1)
 CXXFLAGS      += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -305,11 +310,11 @@ CUDA_TESTS    := $(addprefix $(BUILD)/tests/,$(notdir $(CUDA_TEST_SRC:.c=) $(EMU
 TESTS         += $(CUDA_TESTS)
 all: $(CUDA_TESTS) $(if $(wildcard $(CUDA_BENCH)),$(BUILD)/bin/bench_cuda_emu)
 
-$(BUILD)/obj/cuda/emu/%.o: cuda/emu/%.cc
+$(BUILD)/obj/cuda/emu/%.o: cuda/emu/%.cc | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(call say,CXX,$<)
 	$(Q)$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
-$(BUILD)/obj/%.emu.o: %.cu
+$(BUILD)/obj/%.emu.o: %.cu | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(call say,CXX,$<)
 	$(Q)$(CXX) -x c++ $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
@@ -429,17 +434,17 @@ $(BUILD)/fuzz/toolchain.ok:
 	if ! probe && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "kvlineage: installing the fuzzing toolchain: $(FUZZ_PKGS)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUZZ_PKGS); } \
-	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log"; exit 1; }; \
+	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log" >&2; exit 1; }; \
 	fi; \
 	probe || { echo "make fuzz needs clang with libFuzzer; run:  sudo apt-get install $(FUZZ_PKGS)"; exit 1; }; \
 	rm -f $(@D)/probe; touch $@
 
-$(BUILD)/fuzz/kvfmt_main.o: chapters/05_formats/kvfmt.c $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok
+$(BUILD)/fuzz/kvfmt_main.o: chapters/05_formats/kvfmt.c $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok $(DEPS_MK)
 	$(call say,FUZZCC,$<)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -Dmain=kvfmt_main -c $< -o $@
 
 define fuzz_rule
-$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1)) $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok
+$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1)) $(FUZZ_HEADERS) | $(BUILD)/fuzz/toolchain.ok $(DEPS_MK)
 	$$(call say,FUZZCC,$$@)
 	$$(Q)$$(FUZZ_CC) $$(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $$< $(FUZZ_SRC_$(1)) $$(DEP_LIBS) -lm -o $$@
 endef
@@ -477,6 +482,8 @@ memcheck: all  ## run the CPU Check suites under valgrind memcheck (leak check f
 	    grep -A12 -m3 -E 'Invalid|uninitialised|lost in loss record' $(BUILD)/memcheck/$$n.log; }; \
 	done; echo "== $(words $(MEMCHECK_TESTS)) suites under memcheck, $$failed failed"; [ $$failed -eq 0 ]
 
+# Every package, the optional ones too, whatever is there already; a build installs only where its own are
+# missing (the rule for $(DEPS_MK)).
 deps:  ## install the Debian packages the build needs (as root), else print the apt-get line
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS) $(APT_OPTIONAL); \
 	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi
