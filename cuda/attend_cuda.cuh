@@ -29,19 +29,8 @@
  *                             half the 576 channels with bf16 mma.sync m16n8k16, four threads per head extend
  *                             its softmax (weights rounded to bf16), warp (g, k) adds weights × rows into its
  *                             half of the 512 value channels. kvl_gather_attend_kernel is its readable twin.
- *                             Ceiling: the bf16 matrix rate. A pick is 656 bytes for 64·2·1088 = 139,264 flop
- *                             of one block, 212 flop per byte, above an H200's ridge (~206) before the second
- *                             head group finds the row in L2. Expected ≈ 27% of the GEMM's rate at B 64, H 128,
- *                             K 2048: a tile is 64·32·2·1088 = 4.46 Mflop, 0.78 µs of an SM at a GEMM's ~750
- *                             TFLOP/s over 132 SMs and ~1.2 µs as mma.sync (about two thirds of wgmma's rate on
- *                             sm_90); the fill, not overlapped with it, adds a gather's latency (~0.7 µs, the
- *                             nine loads of each thread in flight together) and the decode (16,384 values at
- *                             ~6 instructions over 128 lanes, ~0.4 µs); the softmax and five barriers ~0.2 µs:
- *                             ~2.5–2.9 µs a tile for 0.78 (27–31%), less the merge (~10 µs of ~180).
- *                             Occupancy: 224 registers (128 float sums) × 256 threads and 135 KB of shared
- *                             memory fit one block per SM; 64 tokens × 2 head groups fill 132 SMs once, so
- *                             kvl_sparse_split takes one split there. Double buffering the tile (cp.async) is
- *                             what would lift it: the fill's latency and decode are half of each tile's time.
+ *                             Bound by the bf16 matrix rate; its ceiling, expected share and occupancy
+ *                             are in tests/bench/README.md, "Design measurements".
  *   kvl_attend_merge_kernel   one block per (query, head, sequence): the splits' partials merged with
  *                             kvl_softmax_merge, and a head's sink logit σ_h (if any) merged as one more
  *                             part {σ_h, 1} with no value (it joins the denominator only), divided by the

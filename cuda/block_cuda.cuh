@@ -10,20 +10,13 @@
  *                          is B/4 consecutive lanes, whose maximum is a butterfly over those lanes
  *                          (kvl_group_max); each lane encodes its four values, the first lane of the
  *                          group stores the scale. The readable twin: four IEEE divisions and a 64-bit
- *                          division and remainder per vector, ~150 instructions per four values
+ *                          division and remainder per vector.
  *   kvl_quant_wide_kernel<R>  four vectors of four per thread (lane l of a warp takes vectors l, l + 32,
  *                          l + 64, l + 96 of the warp's 128, so each step's blocks are lanes as above), all
  *                          four loads issued first; a power-of-two scale's exact reciprocal (kvl_e8m0_inverse)
  *                          for a multiply instead of the divisions, NVFP4's and V4.1's E4M3 scales still
  *                          divide; the row and column by a 32-bit division, none in a flat vector.
- *                          Ceiling: DRAM bandwidth. An E4M3 value moves 4 + 1 + 1/32 bytes (E2M1: 4.53);
- *                          the kernel issues ~60 instructions per four values, so H200's 33.5 T lane
- *                          instructions/s would quantise 2.2 G values/ms, 11 TB/s at 5 B: 2.7x a ~4 TB/s
- *                          copy, so the bytes decide. In flight: four blocks of 256 threads per SM (64
- *                          registers) × 64 B of loads = 64 KB per SM, three times what 4 TB/s over ~700 ns
- *                          of latency needs (21 KB). Expected ≈ 85% of the copy (the copy's 1:1 reads and
- *                          writes cost DRAM about what these 5:1 do); target ≥ 70%. The twin's ~38
- *                          instructions per value issue at ~4.4 TB/s, about the copy itself: marginal.
+ *                          Bound by DRAM bandwidth (tests/bench/README.md, "Design measurements").
  *   kvl_dequant_kernel<R>  four elements per thread, the block's scale read by each
  * A recipe R names the block, the element, and how the scale is chosen and stored. Rows of a DeepSeek
  * cache (rows_cuda.cuh) are the same kernels with strides between rows (kvl_qlayout).

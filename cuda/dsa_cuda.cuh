@@ -19,16 +19,8 @@
  *                               four codes per key and 16 channels, decoded to bf16 exactly; the channels'
  *                               order inside the fragment is free, as the dot product does not see it), the
  *                               row's scale, ReLU and head weights applied to the float scores in registers,
- *                               the heads summed across a fragment's four lanes. Ceiling: the copy's
- *                               bandwidth (a key is 132 bytes read and a 4-byte score written for 16,384
- *                               flop). Expected ≈ 60% of copy at B 64, N 65,536 (H200): the decode costs ~11
- *                               instructions per code, 1,408 per key, and the 4 mma and 4 shared loads per key
- *                               take ~250 more issue slots: ~13 cycles per key per SM, 20 G keys/s over 132
- *                               SMs at 1.98 GHz, 2.7 TB/s of a ~4.3 TB/s copy (63%). Occupancy: 120
- *                               registers × 128 threads leave four blocks (16 warps) per SM, each warp with
- *                               its 16 keys' loads in flight, ~32 KB per SM, about what the bandwidth's
- *                               latency needs. A decode of two codes at once by bit moves (or FP8 mma on
- *                               sm_90) is what would lift it.
+ *                               the heads summed across a fragment's four lanes. Bound by the copy's
+ *                               bandwidth (tests/bench/README.md, "Design measurements").
  *   kvl_gather_attend_kernel<R, R, kvl_dsa_picks> (attend_cuda.cuh) the sparse attention on float cores,
  *                               one block per head: the K rows a selection names, read from the ring in
  *                               place (R decodes float32, bf16 or the 656-byte FP8 row), an entry of −1

@@ -207,25 +207,8 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
  *   - the softmax in the registers of the mma results: warp (g, 0) adds the other half's partial scores
  *     (one float per score through shared memory) to its own and extends its 16 heads' softmax there.
  *
- * Ceiling and expected share (H200: 132 SMs at ~1.98 GHz, 128 bytes per clock of shared memory per SM,
- * a device copy of ~4.2 TB/s, read plus written). Occupancy: 163,328 bytes of shared memory (q̂
- * 74,752, two tiles 74,752, weights 5,120, partial scores 8,448, factors 256) allow one block per SM,
- * which may use 255 registers per thread (ptxas: 250 for bf16 rows, 240-243 for FP8, no spills). The binding ceiling is
- * shared-memory bandwidth, neither HBM nor the tensor cores. Per 32-row tile a block moves, in bytes:
- * 36,864 into the tile (the fill), 147,456 of keys (eight warps × 18 steps × two ldmatrix.x4 of 512),
- * 131,072 of values (eight warps × 2 steps × 16 ldmatrix.x4.trans), 73,728 of q̂ (eight warps × 18
- * ldmatrix.x4), 16,384 of partial scores written and read, 12,288 of weights: 13,056 per row. At 128 B
- * per clock that is 102 clocks per row per SM, 2.56 G rows/s over 132 SMs, which is 2.95 TB/s of bf16
- * rows (1,152 bytes), ~70% of the copy, and 1.68 TB/s of FP8 rows (656 bytes), ~40%. Eight warps hide
- * shared-memory latency only in part; at ~75% of that peak the expected shares are ~50% (bf16) and ~30%
- * (FP8), against the 65% target. The tensor cores are not the limit: 64 · 1,088 · 2 = 139 kflop per row
- * is ~360 TFLOP/s at the ceiling's rate, about half of what mma.sync sustains on Hopper. HBM is not
- * either: at the bench's B 64, H 64, N 4,096 the splits (mla_cuda.cu) give 2 per sequence, 128 blocks
- * on 132 SMs, and the partial sums add 11% (bf16) and 19% (FP8) to the rows' bytes, where the
- * attention kernels' rule (5 splits there) adds 28% and 49%. FP8 rows save HBM bytes but not shared
- * ones, so reaching 65% needs fewer shared bytes per row: wgmma on sm_90 reads each key and value once
- * per warp group from shared memory instead of once per warp, and keeping q̂ in registers removes its
- * 2,304 bytes. */
+ * Its ceiling is shared-memory bandwidth, neither HBM nor the tensor cores; the derivation, the
+ * occupancy and the expected shares are in tests/bench/README.md, "Design measurements". */
 
 #define KVL_FLASH_SMEM                                                                                    \
     ((KVL_MMA_HEADS * KVL_MMA_KS + 2 * KVL_MMA_TK * KVL_MMA_KS + KVL_MMA_HEADS * KVL_MMA_PS) * 2 +       \

@@ -12,8 +12,7 @@
  *                    each key equal to the threshold its rank among equals (the smaller positions win
  *                    the tie) and each kept position its place in the output, which thus comes out
  *                    ascending; −1 fills the rest. The row is read ten times, never sorted. The
- *                    readable twin: a row's ten passes run on one SM, and at the bench's 64 rows 68 of
- *                    132 SMs idle.
+ *                    readable twin: a row's ten passes run on one SM.
  *   kvl_topk_slices_kernel<GATHER>  the same select as rounds of a tournament (kvl_topk_slices_cuda): one
  *                    block per slice of L keys keeps that slice's best K, ascending; the next round
  *                    reads those lists (GATHER: position, then its score) until one slice holds what is
@@ -21,15 +20,7 @@
  *                    has fewer than K keys above it in the order (score, then smaller position), so
  *                    fewer in its slice, so its slice keeps it; the lists stay in position order, so
  *                    the ties keep ref/core/topk.c's rule.
- *                    Ceiling: issue rate, not bytes. A pass costs about 25 instructions per key (the
- *                    16 digit counters dominate), the row is read from DRAM once (16.8 MB at the bench)
- *                    and the other nine passes hit L1 (a 32 KB slice; three blocks of 68 registers
- *                    per SM). At the bench (64 rows of 65,536, K 2048, L 8192) the rounds are over
- *                    65,536, 16,384 and 4,096 entries per row in 512, 128 and 64 blocks: 55 M
- *                    key-passes, 1.4 G thread instructions, 42 µs at H200's 33.5 T/s on all SMs, about
- *                    50 µs as launched (rounds 2 and 3 fill 128 and 64 SMs). The indexer at its
- *                    target (570 MB at 60% of a ~4 TB/s copy) takes ~240 µs: expected share ≈ 0.2,
- *                    target ≤ 0.25. The twin's 42 M key-passes on 64 SMs with 8 warps each: ≥ 130 µs.
+ *                    Bound by issue rate, not bytes (tests/bench/README.md, "Design measurements").
  *   kvl_selection_check_kernel  one thread per selected entry: flags an entry outside −1 … len − 1 */
 #ifndef KVL_TOPK_CUDA_CUH
 #define KVL_TOPK_CUDA_CUH

@@ -99,8 +99,8 @@ void kvl_rope_unrotate_rows_half_split(float *x, size_t T, size_t stride, size_t
 
 /* ---- rotation of tokens' heads: x[T][stride], token t at position start + t, its H vectors' rotary ---
  * channels at offset + h·head_stride, h < H (a [T][H][Dh] tensor: stride H·Dh, head_stride Dh). The same
- * bits as H row rotations, with each token's cos and sin computed once for all its heads (V4's 64 heads
- * of one token: 70 µs as 64 row rotations, 5 µs so). */
+ * bits as H row rotations, with each token's cos and sin computed once for all its heads, so that the
+ * trigonometry is paid per token, not per head. */
 
 void kvl_rope_rotate_heads_interleaved(float *x, size_t T, size_t stride, size_t offset, size_t H,
                                        size_t head_stride, const kvl_rope *r, int64_t start);
