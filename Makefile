@@ -104,7 +104,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 # -ffp-contract=fast would fuse a·b + c into an FMA in the vector builds only, and they would round
 # differently. The AVX-512 build prefers 512-bit vectors (GCC's default tuning stops at 256). On other
 # machines than x86-64 only the baseline.
-ISA_SRC     := formats/element.c formats/block.c ref/core/softmax.c cpu/index_scan_cpu.c
+ISA_SRC     := formats/element.c formats/block.c cpu/softmax_cpu.c cpu/index_scan_cpu.c
 ISA_FLAGS   := -ffp-contract=off
 AVX2_FLAGS  := -mavx2 -mfma
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mprefer-vector-width=512

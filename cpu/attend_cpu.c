@@ -8,9 +8,10 @@
 #include "element.h"
 #include "few_rows.h"
 #include "linalg.h"
+#include "threads.h"
 #include "many_rows.h"
 #include "scratch.h"
-#include "softmax.h"
+#include "softmax_cpu.h"
 #include "status.h"
 
 /* ---- the tiled form ---------------------------------------------------------------------------- */
@@ -478,8 +479,7 @@ static int heads_part(void *ctx, size_t p)
  * than the queries and accumulators, N·stride ≤ Hq·(Dk + Dv). A split of the rows then spends more on
  * packing every part's queries, zeroing its accumulators and merging them than a split of the heads
  * spends reading every row on every thread (V4's 128-row window; from a few hundred rows on, the split by
- * rows is the faster). Packed rows are left to the split by rows, which decodes each row once
- * (KVL_DECODE_MACS_PER_VALUE). */
+ * rows is the faster). Packed rows are left to the split by rows, which decodes each row once. */
 static size_t head_parts(const kvl_row_tiles *rows, const kvl_attend_rows *r, size_t Hq)
 {
     if (!rows || !read_as_stored(rows) || r->groups != 1 || Hq % 16) return 1;

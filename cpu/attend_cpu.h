@@ -75,4 +75,9 @@
 int kvl_attend_cpu(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                    float scale, const float *sigma, const kvl_attend_then *then);
 
+/* kvl_attend_chunk_head_ref's result (ref/core/attend.h) for arguments kvl_attend_chunk_head checked:
+ * the query blocks split among the threads, each block's products single-threaded BLAS and its
+ * masked softmax in float (cpu/softmax_cpu.h). Every thread count gives the same bits. */
+int kvl_attend_chunk_head_cpu(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
+
 #endif

@@ -15,6 +15,7 @@ const kvl_backend kvl_backend_cpu = {
     .attend = kvl_attend_cpu,
     .index_scores = kvl_index_scores_cpu,
     .index_scores_listed = kvl_index_scores_listed_cpu,
+    .attend_chunk_head = kvl_attend_chunk_head_cpu,
 };
 
 const kvl_backend *kvl_backend_choose(void)

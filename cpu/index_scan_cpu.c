@@ -6,6 +6,7 @@
 
 #include "isa.h"
 #include "linalg.h"
+#include "threads.h"
 #include "scratch.h"
 #include "status.h"
 

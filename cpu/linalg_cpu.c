@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "linalg.h"
+#include "threads.h"
 #include "status.h"
 
 /* Rows (or, for a product with few rows, columns) per part at least. */

@@ -22,6 +22,7 @@
 typedef enum {
     KVL_SCRATCH_ATTEND,      /* cpu/attend_cpu.c: the state of every part of one step */
     KVL_SCRATCH_INDEX_SCAN,  /* cpu/index_scan_cpu.c: every part's products and decoded keys */
+    KVL_SCRATCH_CHUNK,       /* cpu/attend_chunk_cpu.c: one block of a prefill chunk's queries */
     KVL_SCRATCH_SLOTS
 } kvl_scratch_slot;
 

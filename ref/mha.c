@@ -159,61 +159,30 @@ static int grow(size_t *total, size_t a, size_t b)
 /* One allocation of n floats for a call's scratch. */
 static float *scratch(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
 
-/* The chunk's attention, head by head: a head's K and V columns gathered from the [K | V] rows (once for
- * its group), then its queries a block at a time against the keys each block sees (kvl_attend_chunk_head:
- * P = softmax(Q_h·K_gᵀ/√Dh + mask), O_h = P·V_g over the block's rows). The heads are split among the
- * threads in contiguous ranges (a part gathers each of its groups once), each part with its own scratch
- * and every product inside it on one thread. */
-typedef struct {
-    const mha_config *c;
-    const float *q;  /* [S][H·Dh] */
-    const float *kv; /* [N][2·Hkv·Dh] */
-    float *o;        /* [S][H·Dh] */
-    kvl_chunk_head chunk;
-    size_t parts;
-    float *scratch;  /* [parts][part_floats(…)] */
-} chunk_job;
-
-/* a part's scratch: k[N][Dh], v[N][Dh] and kvl_attend_chunk_head's */
-static size_t part_floats(const mha_config *c, const kvl_chunk_head *chunk)
-{
-    return 2 * chunk->N * c->head_dim + kvl_chunk_head_floats(chunk);
-}
-
-static int attend_part(void *ctx, size_t p)
-{
-    const chunk_job *j = ctx;
-    const size_t H = j->c->n_heads, Hkv = j->c->n_kv_heads, Dh = j->c->head_dim, N = j->chunk.N, G = H / Hkv;
-    float *k = j->scratch + p * part_floats(j->c, &j->chunk), *v = k + N * Dh, *blocks = v + N * Dh;
-    for (size_t h = H * p / j->parts, group = SIZE_MAX; h < H * (p + 1) / j->parts; h++) {
-        if (h / G != group) {
-            group = h / G;
-            kvl_copy_block(k, Dh, j->kv + group * Dh, 2 * Hkv * Dh, N, Dh);
-            kvl_copy_block(v, Dh, j->kv + (Hkv + group) * Dh, 2 * Hkv * Dh, N, Dh);
-        }
-        KVL_TRY(kvl_attend_chunk_head(j->o + h * Dh, j->q + h * Dh, k, v, &j->chunk, blocks));
-    }
-    return KVL_OK;
-}
-
 /* o[S][H·Dh] = attention of q[S][H·Dh] (query positions start + i) over the cache rows kv[n][2·Hkv·Dh]
- * (key positions key_start + j) under the window rule, head by head (above). */
+ * (key positions key_start + j) under the window rule, head by head: each group's K and V columns
+ * gathered from the [K | V] rows once, then each of its heads' queries against them
+ * (kvl_attend_chunk_head: P = softmax(Q_h·K_gᵀ/√Dh + mask), O_h = P·V_g). */
 static int attend_masked(float *o, const mha_config *c, const float *q, size_t S, size_t start, const float *kv,
                          size_t n, size_t key_start)
 {
-    const size_t H = c->n_heads, Dh = c->head_dim;
+    const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, G = H / Hkv;
     const swa_span span = {.start = start, .key_start = key_start, .window = c->window};
-    chunk_job j = {.c = c, .q = q, .kv = kv, .o = o,
-                   .chunk = {.S = S, .N = n, .Dk = Dh, .Dv = Dh, .ldq = H * Dh, .ldo = H * Dh,
-                             .scale = (float)(1.0 / sqrt((double)Dh)), .mask = swa_block_mask, .mask_ctx = &span},
-                   .parts = kvl_parts(H, 1, (double)H * (double)S * (double)n * (double)(2 * Dh))};
-    size_t part = 0, need = 0;
-    if (!(grow(&part, 2 * n, Dh) && grow(&part, KVL_QUERY_BLOCK, 2 * (n + Dh)) && grow(&need, part, j.parts)))
-        return kvl_fail(KVL_EINVAL, "mha: %zu queries against %zu keys is too large", S, n);
-    j.scratch = scratch(j.parts * part_floats(c, &j.chunk));
-    if (!j.scratch) return kvl_fail(KVL_ENOMEM, "mha: out of memory for %zu queries against %zu keys", S, n);
-    int rc = kvl_run_parts_checked(attend_part, &j, j.parts);
-    free(j.scratch);
+    const kvl_chunk_head chunk = {.S = S, .N = n, .Dk = Dh, .Dv = Dh, .ldq = H * Dh, .ldo = H * Dh,
+                                  .scale = (float)(1.0 / sqrt((double)Dh)), .mask = swa_block_mask, .mask_ctx = &span};
+    size_t need = 0;
+    if (!grow(&need, 2 * n, Dh)) return kvl_fail(KVL_EINVAL, "mha: %zu keys of %zu is too large", n, Dh);
+    float *k = scratch(need), *v = k + n * Dh;
+    if (!k) return kvl_fail(KVL_ENOMEM, "mha: out of memory for %zu keys", n);
+    int rc = KVL_OK;
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        if (h % G == 0) {
+            kvl_copy_block(k, Dh, kv + h / G * Dh, 2 * Hkv * Dh, n, Dh);
+            kvl_copy_block(v, Dh, kv + (Hkv + h / G) * Dh, 2 * Hkv * Dh, n, Dh);
+        }
+        rc = kvl_attend_chunk_head(o + h * Dh, q + h * Dh, k, v, &chunk);
+    }
+    free(k);
     return rc;
 }
 

@@ -13,10 +13,6 @@
 #include "softmax.h"
 #include "status.h"
 
-/* Below this many score elements the softmax rows run on one thread (a row of a few hundred exps costs
- * about as much as starting a parallel region). */
-#define SOFTMAX_PARALLEL_MIN 65536
-
 /* ---- config --------------------------------------------------------------------------------------- */
 
 int mla_config_check(const mla_config *c)
@@ -109,7 +105,6 @@ static int check_call(const char *fn, const mla_config *c, const mla_weights *w,
 /* s[rows][n] ← softmax of each row */
 static void softmax_rows(float *s, size_t rows, size_t n)
 {
-#pragma omp parallel for schedule(static) if (rows * n >= SOFTMAX_PARALLEL_MIN)
     for (size_t r = 0; r < rows; r++) kvl_softmax_f32(s + r * n, n);
 }
 
@@ -370,85 +365,37 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
     return rc;
 }
 
-/* Head by head: what mla_scores_naive, the softmax and mla_values_naive compute, with a head's keys
- * k[N][Dnope+Dr] and values v[N][Dv] expanded once, then its queries a block at a time against the rows
- * each block sees (kvl_attend_chunk_head). The heads are split among the threads (part p takes heads
- * p, p + P, …), each part with its own scratch and every product inside it on one thread, so the masks
- * and softmaxes run in parallel too. */
-typedef struct {
-    float *k_nope, *k, *v; /* [N][Dnope], [N][Dnope+Dr], [N][Dv] */
-    float *blocks;         /* kvl_attend_chunk_head's */
-} head_scratch;
-
-typedef struct {
-    const mla_config *c;
-    const mla_weights *w;
-    const float *q;      /* [S][H][Dnope+Dr] */
-    const float *rows;   /* [N][Dc+Dr] */
-    const float *latent; /* [N][Dc], the rows' c_kv packed */
-    float *o;            /* [S][H][Dv] */
-    kvl_chunk_head chunk;
-    size_t parts;
-    float *scratch;      /* [parts][scratch_floats(…)] */
-} naive_job;
-
-static size_t scratch_floats(const mla_config *c, const kvl_chunk_head *chunk)
-{
-    return chunk->N * (c->qk_nope + qk_width(c) + c->v_head) + kvl_chunk_head_floats(chunk);
-}
-
-static head_scratch scratch_of(const naive_job *j, size_t p)
-{
-    const mla_config *c = j->c;
-    const size_t N = j->chunk.N;
-    head_scratch t;
-    t.k_nope = j->scratch + p * scratch_floats(c, &j->chunk);
-    t.k = t.k_nope + N * c->qk_nope;
-    t.v = t.k + N * qk_width(c);
-    t.blocks = t.v + N * c->v_head;
-    return t;
-}
-
-static int attend_head(const naive_job *j, const head_scratch *t, size_t h)
-{
-    const mla_config *c = j->c;
-    KVL_TRY(head_keys(t->k, t->k_nope, c, j->w, j->latent, j->chunk.N, h));
-    KVL_TRY(kvl_matmul_abt_f32(t->v, j->latent, w_uv(c, j->w, h), j->chunk.N, c->v_head, c->kv_lora_rank));
-    return kvl_attend_chunk_head(j->o + h * c->v_head, j->q + h * qk_width(c), t->k, t->v, &j->chunk, t->blocks);
-}
-
-static int attend_heads(void *ctx, size_t p)
-{
-    const naive_job *j = ctx;
-    const head_scratch t = scratch_of(j, p);
-    keys_rope(t.k, j->c, j->rows, j->chunk.N);
-    for (size_t h = p; h < j->c->n_heads; h += j->parts) KVL_TRY(attend_head(j, &t, h));
-    return KVL_OK;
-}
-
+/* Head by head: what mla_scores_naive, the softmax and mla_values_naive compute. Head h's keys
+ * k_h[N][Dnope+Dr] = [c_kv W_UK^hᵀ | k_rope] and values v_h[N][Dv] = c_kv W_UV^hᵀ are expanded from the
+ * rows once, then its queries attend to them a block at a time (kvl_attend_chunk_head), so only one
+ * head's keys are held at a time. */
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
                      size_t S, size_t N, kvl_block_mask mask, const void *ctx)
 {
     KVL_TRY(check_call(__func__, c, w, q, rows));
     if (!o || !mask) return kvl_fail(KVL_EINVAL, "%s: NULL output or mask", __func__);
     if (S == 0) return KVL_OK;
-    const size_t H = c->n_heads, Dc = c->kv_lora_rank;
-    const double macs = (double)H * (double)N * ((double)Dc * (double)(c->qk_nope + c->v_head) +
-                                                 (double)S * (double)(qk_width(c) + c->v_head));
-    naive_job j = {.c = c, .w = w, .q = q, .rows = rows, .o = o,
-                   .chunk = {.S = S, .N = N, .Dk = qk_width(c), .Dv = c->v_head, .ldq = H * qk_width(c),
-                             .ldo = H * c->v_head, .scale = (float)c->softmax_scale, .mask = mask, .mask_ctx = ctx},
-                   .parts = kvl_parts(H, 1, macs)};
-    float *latent = NULL;
+    const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head;
+    const kvl_chunk_head chunk = {.S = S, .N = N, .Dk = qk_width(c), .Dv = Dv, .ldq = H * qk_width(c),
+                                  .ldo = H * Dv, .scale = (float)c->softmax_scale, .mask = mask, .mask_ctx = ctx};
+    float *latent = NULL, *k_nope = NULL, *k = NULL, *v = NULL;
     int rc = alloc_floats(&latent, N, Dc, __func__);
-    if (rc == KVL_OK) rc = alloc_floats(&j.scratch, j.parts, scratch_floats(c, &j.chunk), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&k_nope, N, c->qk_nope, __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&k, N, qk_width(c), __func__);
+    if (rc == KVL_OK) rc = alloc_floats(&v, N, Dv, __func__);
     if (rc == KVL_OK) {
         kvl_copy_block(latent, Dc, rows, row_width(c), N, Dc);
-        j.latent = latent;
-        rc = kvl_run_parts_checked(attend_heads, &j, j.parts);
+        keys_rope(k, c, rows, N);
+    }
+    for (size_t h = 0; h < H && rc == KVL_OK; h++) {
+        rc = head_keys(k, k_nope, c, w, latent, N, h);
+        if (rc == KVL_OK) rc = kvl_matmul_abt_f32(v, latent, w_uv(c, w, h), N, Dv, Dc);
+        if (rc == KVL_OK) rc = kvl_attend_chunk_head(o + h * Dv, q + h * qk_width(c), k, v, &chunk);
     }
     free(latent);
-    free(j.scratch);
+    free(k_nope);
+    free(k);
+    free(v);
     return rc;
 }
 

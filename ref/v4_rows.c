@@ -121,28 +121,13 @@ int v4_rows_append(v4_rows *r, const float *x, size_t n)
     return KVL_OK;
 }
 
-typedef struct {
-    float *out;
-    const v4_rows *r;
-    size_t first, n, parts;
-} read_job;
-
-static void read_part(void *ctx, size_t p)
-{
-    const read_job *j = ctx;
-    const size_t lo = j->n * p / j->parts, hi = j->n * (p + 1) / j->parts;
-    for (size_t i = lo; i < hi; i++) decode(j->out + i * j->r->width, j->r, slot(j->r, j->first + i));
-}
-
 int v4_rows_read(float *out, const v4_rows *r, size_t first, size_t n)
 {
     const size_t oldest = v4_rows_oldest(r);
     if (first < oldest || first > r->len || n > r->len - first)
         return kvl_fail(KVL_EINVAL, "v4_rows_read: positions [%zu, %zu + %zu) requested, the store holds [%zu, %zu)",
                         first, first, n, oldest, r->len);
-    const double cost = layout_of(r->store) == KVF_N_ROW ? 0.0 : (double)n * (double)r->width * KVL_DECODE_MACS_PER_VALUE;
-    read_job j = {out, r, first, n, kvl_parts(n, 64, cost)};
-    kvl_run_parts(read_part, &j, j.parts);
+    for (size_t i = 0; i < n; i++) decode(out + i * r->width, r, slot(r, first + i));
     return KVL_OK;
 }
 

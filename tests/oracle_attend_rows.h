@@ -19,6 +19,8 @@
 #include "element.h"
 #include "rng.h"
 #include "softmax.h"
+#include "softmax_cpu.h"
+#include <string.h>
 #include "status.h"
 
 #define U_F32 (FLT_EPSILON / 2)
@@ -139,6 +141,77 @@ static inline void check_shape(const shape *sh, const float *sigma, uint64_t see
     free(def);
     free(want);
     free(def_d);
+}
+
+/* A chunk's mask as a kvl_block_mask: the rows of table[S][N] a block asks for, its first seen[block]
+ * columns (the table masks every later column of the block's rows). */
+typedef struct {
+    const float *table;
+    const size_t *seen;
+    size_t N;
+} table_mask;
+
+static inline size_t mask_from_table(float *mask, size_t first, size_t b, size_t N, const void *ctx)
+{
+    const table_mask *t = ctx;
+    const size_t n = t->seen[first / KVL_QUERY_BLOCK];
+    if (n > N) return n;
+    for (size_t i = 0; i < b; i++) memcpy(mask + i * n, t->table + (first + i) * t->N, n * sizeof *mask);
+    return n;
+}
+
+/* kvl_attend_chunk_head, by the backend in use, against the definition in double: 2·KVL_QUERY_BLOCK + 7 queries (the last block
+ * partial) over 731 keys, query and output rows inside wider rows, under a mask
+ * that hides a random third of the keys, every key past 400 in the middle block (which its mask
+ * function reports, so the block scores 400 keys) and every key in query 3 (its output is 0); then a
+ * NaN key makes every row NaN, as kvl_softmax_f32 over the masked scores; and a block mask wider than
+ * the keys is an error. */
+static inline void check_chunk_head(void)
+{
+    enum { S = 2 * KVL_QUERY_BLOCK + 7, N = 731, LDQ = DK + 5, LDO = DV + 3 };
+    const size_t seen[3] = {N, 400, N};
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 12);
+    float *q = signed_floats(&rng, S * LDQ), *k = signed_floats(&rng, N * DK), *v = signed_floats(&rng, N * DV);
+    float *table = signed_floats(&rng, S * N), *got = malloc(S * LDO * sizeof *got);
+    double *want = malloc(S * DV * sizeof *want), *p = malloc(N * sizeof *p);
+    ck_assert(got && want && p);
+    for (size_t i = 0; i < S; i++)
+        for (size_t j = 0; j < N; j++) {
+            float *m = table + i * N + j;
+            *m = *m < -1.0f / 3 || i == 3 || j >= seen[i / KVL_QUERY_BLOCK] ? -INFINITY : 0.0f;
+        }
+    const table_mask tm = {table, seen, N};
+    const kvl_chunk_head c = {.S = S, .N = N, .Dk = DK, .Dv = DV, .ldq = LDQ, .ldo = LDO, .scale = 0.158f,
+                              .mask = mask_from_table, .mask_ctx = &tm};
+    for (size_t r = 0; r < S; r++) {
+        for (size_t j = 0; j < N; j++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < DK; i++) dot += (double)q[r * LDQ + i] * k[j * DK + i];
+            p[j] = dot * c.scale + table[r * N + j];
+        }
+        kvl_softmax_f64(p, N);
+        for (size_t i = 0; i < DV; i++) {
+            double acc = 0.0;
+            for (size_t j = 0; j < N; j++) acc += p[j] * v[j * DV + i];
+            want[r * DV + i] = acc;
+        }
+    }
+    ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &c), KVL_OK);
+    for (size_t r = 0; r < S; r++) memmove(got + r * DV, got + r * LDO, DV * sizeof *got);
+    kvl_expect_close("chunk head", got, want, S * DV, attend_atol(DK, N, c.scale), 0.0, MIN_COS);
+    for (size_t i = 0; i < DV; i++) ck_assert_msg(got[3 * DV + i] == 0.0f, "masked row: %g", got[3 * DV + i]);
+
+    k[50 * DK + 1] = NAN; /* an additive mask cannot hide it: NaN + (−∞) is NaN, in every row */
+    ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &c), KVL_OK);
+    for (size_t r = 0; r < S; r++)
+        for (size_t i = 0; i < DV; i++) ck_assert_msg(isnan(got[r * LDO + i]), "row %zu is %g, not NaN", r, got[r * LDO + i]);
+
+    kvl_chunk_head short_keys = c;
+    short_keys.N = 500; /* the first block still reports 731 */
+    ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &short_keys), KVL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kvl_error(), "queries 0 … 63 sees 731 of 500 keys"));
+    free(q); free(k); free(v); free(table); free(got); free(want); free(p);
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include "backend_cpu.h"
 #include "config.h"
 #include "linalg.h"
+#include "threads.h"
 #include "mha.h"
 #include "rng.h"
 #include "status.h"

@@ -18,6 +18,7 @@
 #include "element.h"
 #include "grouped.h"
 #include "linalg.h"
+#include "threads.h"
 #include "mla.h"
 #include "oracle_attention.h"
 #include "rng.h"

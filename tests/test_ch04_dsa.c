@@ -18,6 +18,7 @@
 #include "grouped.h"
 #include "hadamard.h"
 #include "linalg.h"
+#include "threads.h"
 #include "mla.h"
 #include "oracle_attention.h"
 #include "oracle_dsa.h"

@@ -12,6 +12,7 @@
 #include "dsa.h"
 #include "hadamard.h"
 #include "linalg.h"
+#include "threads.h"
 #include "oracle_dsa.h"
 #include "rng.h"
 #include "status.h"

@@ -13,6 +13,7 @@
 
 #include "element.h"
 #include "linalg.h"
+#include "threads.h"
 #include "v4.h"
 #include "v4_rope.h"
 

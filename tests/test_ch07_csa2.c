@@ -12,6 +12,7 @@
 #include "grouped.h"
 #include "csa2_stack.h"
 #include "linalg.h"
+#include "threads.h"
 #include "norm.h"
 #include "status.h"
 

@@ -9,6 +9,7 @@
 #include "backend_cpu.h"
 #include "index_scan_cpu.h"
 #include "linalg.h"
+#include "threads.h"
 #include "rng.h"
 #include "status.h"
 

@@ -11,6 +11,7 @@
 #include "isa.h"
 #include "rng.h"
 #include "softmax.h"
+#include "softmax_cpu.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -392,7 +393,7 @@ static void job_exp_cols(void *out, const void *in, size_t off, size_t n)
 typedef void weigh_fn(float *row, const float *dot, const float *w, size_t HI, size_t n, size_t visible);
 weigh_fn kvl_index_weigh_heads_baseline, kvl_index_weigh_heads_avx2, kvl_index_weigh_heads_avx512;
 
-/* ref/core/index_scan.c's weighting, called straight in one variant (it is internal to the scan):
+/* cpu/index_scan_cpu.c's weighting, called straight in one variant (it is internal to the scan):
  * 4 heads over dot[4][n/4], the last ODD_TAIL keys not visible. */
 static void weigh_heads(weigh_fn *f, float *row, const float *dot, size_t off, size_t n)
 {

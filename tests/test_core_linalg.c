@@ -8,6 +8,7 @@
 #include "common.h"
 #include "backend_cpu.h"
 #include "linalg.h"
+#include "threads.h"
 #include "rng.h"
 #include "status.h"
 

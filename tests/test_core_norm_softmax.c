@@ -5,6 +5,7 @@
 #include "norm.h"
 #include "rng.h"
 #include "softmax.h"
+#include "softmax_cpu.h"
 
 #include <float.h>
 #include <math.h>

@@ -7,6 +7,7 @@
 #include "backend_cpu.h"
 #include "isa.h"
 #include "linalg.h"
+#include "threads.h"
 #include "many_rows.h"
 #include "oracle_attend_rows.h"
 
@@ -278,6 +279,18 @@ START_TEST(test_nan_score_makes_every_head_nan_and_no_rows_give_zero)
 }
 END_TEST
 
+/* The chunk's query blocks split over 1, 2 and 3 threads: each against the definition in double. */
+START_TEST(test_chunk_head_blocks_split_across_threads_match_definition)
+{
+    const int threads = kvl_threads();
+    for (int t = 1; t <= 3; t++) {
+        kvl_set_threads(t);
+        check_chunk_head();
+    }
+    kvl_set_threads(threads);
+}
+END_TEST
+
 static void use_cpu(void) { kvl_backend_use(&kvl_backend_cpu); }
 
 Suite *kvl_suite(void)
@@ -296,6 +309,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_tiles_of_minus_infinity_weigh_nothing_in_every_isa);
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
+    tcase_add_test(tc, test_chunk_head_blocks_split_across_threads_match_definition);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -96,61 +96,51 @@ int kvl_attend_ref(float *o, const float *q, size_t Hq, const kvl_row_tiles *row
     return rc;
 }
 
-/* ---- a masked block, one head ----------------------------------------------------------------------- */
-
-/* s[b][n] ← softmax of each row of scale·s + mask; a row masked whole becomes zeros and a NaN score makes
- * its row NaN, as kvl_softmax_f32 gives. */
-static void softmax_masked_rows(float *s, const float *mask, size_t b, size_t n, float scale)
-{
-    for (size_t r = 0; r < b; r++) {
-        float *row = s + r * n, mu = -INFINITY;
-        const float *m = mask + r * n;
-#pragma omp simd reduction(max : mu)
-        for (size_t i = 0; i < n; i++) {
-            row[i] = row[i] * scale + m[i];
-            mu = row[i] > mu ? row[i] : mu;
-        }
-        if (mu == -INFINITY) { /* every score masked, or NaN */
-            float fill = 0.0f;
-            for (size_t i = 0; i < n; i++) fill = isnan(row[i]) ? row[i] : fill;
-            for (size_t i = 0; i < n; i++) row[i] = fill;
-            continue;
-        }
-        kvl_scale_f32(row, 1.0f / kvl_softmax_exp_f32(row, n, mu), n);
-    }
-}
-
-/* o[b][Dv] = softmax_j(scale · q[b][Dk] · k[n][Dk]ᵀ + mask[b][n]) · v[n][Dv], s[b][n] scratch */
-static int attend_masked_block(float *o, float *s, const float *q, const float *k, const float *v,
-                               const float *mask, size_t b, size_t n, size_t Dk, size_t Dv, float scale)
-{
-    KVL_TRY(kvl_matmul_abt_f32(s, q, k, b, n, Dk));
-    softmax_masked_rows(s, mask, b, n, scale);
-    return kvl_matmul_ab_f32(o, s, v, b, Dv, n);
-}
-
 /* ---- a chunk, one head, a block of queries at a time ----------------------------------------------- */
 
-static size_t block_rows(const kvl_chunk_head *c) { return c->S < KVL_QUERY_BLOCK ? c->S : KVL_QUERY_BLOCK; }
-
-size_t kvl_chunk_head_floats(const kvl_chunk_head *c)
+int kvl_chunk_mask_too_wide(size_t first, size_t b, size_t n, size_t N)
 {
-    return block_rows(c) * (c->Dk + 2 * c->N + c->Dv);
+    return kvl_fail(KVL_EINVAL, "kvl_attend_chunk_head: the mask of queries %zu … %zu sees %zu of %zu keys", first,
+                    first + b - 1, n, N);
 }
 
-int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c,
-                          float *scratch)
+int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c)
 {
-    const size_t B = block_rows(c);
-    float *q_b = scratch, *s = q_b + B * c->Dk, *mask = s + B * c->N, *o_b = mask + B * c->N;
-    for (size_t first = 0; first < c->S; first += B) {
+    if (!o || !q || !k || !v || !c || !c->mask) return kvl_fail(KVL_EINVAL, "%s: NULL array or mask", __func__);
+    const size_t most = c->N > c->ldq ? c->N : c->ldq;
+    if (most > (size_t)BLASINT_MAX || c->ldo > (size_t)BLASINT_MAX || c->Dk > c->ldq || c->Dv > c->ldo)
+        return kvl_fail(KVL_EINVAL, "%s: %zu keys, rows of %zu and %zu for widths %zu and %zu", __func__, c->N, c->ldq,
+                        c->ldo, c->Dk, c->Dv);
+    return c->S ? kvl_backend_in_use()->attend_chunk_head(o, q, k, v, c) : KVL_OK;
+}
+
+/* s[b][n] ← the softmax of each row of scale·s + mask (kvl_softmax_f32: a row masked whole gives zeros,
+ * a NaN score a NaN row). */
+static void softmax_masked_rows(float *s, const float *mask, size_t b, size_t n, float scale)
+{
+    for (size_t i = 0; i < b * n; i++) s[i] = s[i] * scale + mask[i];
+    for (size_t r = 0; r < b; r++) kvl_softmax_f32(s + r * n, n);
+}
+
+int kvl_attend_chunk_head_ref(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c)
+{
+    const size_t B = c->S < KVL_QUERY_BLOCK ? c->S : KVL_QUERY_BLOCK;
+    float *q_b = malloc(B * (c->Dk + 2 * c->N + c->Dv) * sizeof *q_b);
+    if (!q_b) return kvl_fail(KVL_ENOMEM, "kvl_attend_chunk_head: out of memory for %zu scores", B * c->N);
+    float *s = q_b + B * c->Dk, *mask = s + B * c->N, *o_b = mask + B * c->N;
+    int rc = KVL_OK;
+    for (size_t first = 0; first < c->S && rc == KVL_OK; first += B) {
         const size_t b = c->S - first < B ? c->S - first : B, n = c->mask(mask, first, b, c->N, c->mask_ctx);
-        if (n > c->N)
-            return kvl_fail(KVL_EINVAL, "%s: the mask of queries %zu … %zu sees %zu of %zu keys", __func__, first,
-                            first + b - 1, n, c->N);
+        if (n > c->N) {
+            rc = kvl_chunk_mask_too_wide(first, b, n, c->N);
+            break;
+        }
         kvl_copy_block(q_b, c->Dk, q + first * c->ldq, c->ldq, b, c->Dk);
-        KVL_TRY(attend_masked_block(o_b, s, q_b, k, v, mask, b, n, c->Dk, c->Dv, c->scale));
+        rc = kvl_matmul_abt_f32(s, q_b, k, b, n, c->Dk);
+        softmax_masked_rows(s, mask, b, n, c->scale);
+        if (rc == KVL_OK) rc = kvl_matmul_ab_f32(o_b, s, v, b, c->Dv, n);
         kvl_copy_block(o + first * c->ldo, c->ldo, o_b, c->Dv, b, c->Dv);
     }
-    return KVL_OK;
+    free(q_b);
+    return rc;
 }

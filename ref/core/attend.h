@@ -65,21 +65,20 @@ int kvl_attend_check(const char *fn, const float *o, const float *q, size_t Hq, 
 int kvl_attend_ref(float *o, const float *q, size_t Hq, const kvl_row_tiles *rows, const kvl_attend_rows *r,
                    float scale, const float *sigma, const kvl_attend_then *then);
 
-/* One head's masked attention over a chunk of S queries, a block of KVL_QUERY_BLOCK queries at a time
- * (the prefill's form: a chunk against every key it sees, its own included, under a mask):
+/* One head's masked attention over a chunk of S queries (the prefill's form: a chunk against every key it
+ * sees, its own included, under a mask):
  *   o_i = softmax_j(scale · q_i · k_jᵀ + mask_ij) · v_j        i < S, j < N
- * with q_i at q + i·ldq (Dk wide), o_i at o + i·ldo (Dv wide), k[N][Dk] and v[N][Dv] packed. Each block
- * asks `mask` for its rows of the mask and the number n of leading keys any of its queries sees, and
- * scores those n only: two products and a row softmax in float (kvl_softmax_exp_f32's exponentials). The
- * keys every query of a block has masked (the causal future) are never scored, and the scores held are
- * [KVL_QUERY_BLOCK][N], not [S][N]. A row masked whole gives o_i = 0 and a NaN score a NaN row, as
- * kvl_softmax_f32. */
+ * with q_i at q + i·ldq (Dk wide), o_i at o + i·ldo (Dv wide), k[N][Dk] and v[N][Dv] packed. The queries
+ * go a block of KVL_QUERY_BLOCK at a time: each block asks `mask` for its rows of the mask and the number
+ * n of leading keys any of its queries sees, and scores those n only, so the keys every query of a block
+ * has masked (the causal future) are never scored and the scores held are [KVL_QUERY_BLOCK][N], not
+ * [S][N]. A row masked whole gives o_i = 0 and a NaN score a NaN row, as kvl_softmax_f32. */
 #define KVL_QUERY_BLOCK 64
 
 /* Returns n, the number of leading key rows any of queries first … first + b − 1 of the chunk sees
  * (every later row is masked for all of them), and when n ≤ N fills mask[b][n] (additive: 0 or
  * −INFINITY); when n > N it writes nothing and the chunk fails. Called from several threads at once when
- * the caller splits its heads among them. */
+ * a backend splits the blocks among them. */
 typedef size_t (*kvl_block_mask)(float *mask, size_t first, size_t b, size_t N, const void *ctx);
 
 typedef struct {
@@ -91,12 +90,15 @@ typedef struct {
     const void *mask_ctx;
 } kvl_chunk_head;
 
-/* The scratch floats kvl_attend_chunk_head needs for a chunk of this shape. */
-size_t kvl_chunk_head_floats(const kvl_chunk_head *c);
+/* o rows of one head (above), by the backend in use. KVL_EINVAL for a NULL array or mask, a block mask
+ * wider than N, or a size past the BLAS integer; KVL_ENOMEM. */
+int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
 
-/* o rows of one head (above), using scratch[kvl_chunk_head_floats(c)]. KVL_EINVAL for a block mask wider
- * than N or a size past the BLAS integer. */
-int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c,
-                          float *scratch);
+/* The definition, for arguments kvl_attend_chunk_head checked: block by block, the scores as one
+ * product, each row's masked softmax (kvl_softmax_f32), the weighted values as a second product. */
+int kvl_attend_chunk_head_ref(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
+
+/* The failure of a block whose mask reports n keys of N: KVL_EINVAL, kvl_error() naming the queries. */
+int kvl_chunk_mask_too_wide(size_t first, size_t b, size_t n, size_t N);
 
 #endif

@@ -11,6 +11,7 @@ const kvl_backend kvl_backend_ref = {
     .attend = kvl_attend_ref,
     .index_scores = kvl_index_scores_ref,
     .index_scores_listed = kvl_index_scores_listed_ref,
+    .attend_chunk_head = kvl_attend_chunk_head_ref,
 };
 
 static const kvl_backend *in_use = &kvl_backend_ref;

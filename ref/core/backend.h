@@ -34,6 +34,7 @@ typedef struct {
                         size_t start, size_t M);
     int (*index_scores_listed)(float *scores, const float *q, const float *w, const kvl_row_tiles *k, size_t HI,
                                const int32_t *at, size_t n);
+    int (*attend_chunk_head)(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
 } kvl_backend;
 
 /* The definitions. */

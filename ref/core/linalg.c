@@ -6,8 +6,6 @@
 
 #include <cblas.h>
 #include <limits.h>
-#include <omp.h>
-#include <stdio.h>
 #include <string.h>
 
 #ifdef OPENBLAS_USE64BITINT
@@ -41,13 +39,6 @@ static int check_mnk(const char *fn, size_t M, size_t N, size_t K)
     return rc;
 }
 
-/* OpenBLAS on one thread for good: its pool would otherwise spin between calls on the cores the OpenMP
- * team is about to use (and the team's spinning workers slow its calls), many times the cost of either. */
-static void blas_on_one_thread(void)
-{
-    if (!omp_in_parallel() && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
-
 /* ---- C[M][N] = A[M][K] · B[N][K]^T ------------------------------------------------------------ */
 
 /* The products' edge cases, the same for every backend: an empty C writes nothing, K = 0 writes zeros
@@ -69,7 +60,6 @@ int kvl_matmul_abt_f32(float *C, const float *A, const float *B, size_t M, size_
 int kvl_matmul_abt_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
 {
     if (M == 1) return kvl_matvec_f32_ref(C, B, A, N, K);
-    blas_on_one_thread();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)K, B,
                 (blasint)K, 0.0f, C, (blasint)N);
     return KVL_OK;
@@ -121,7 +111,6 @@ int kvl_matmul_ab_f32(float *C, const float *A, const float *B, size_t M, size_t
 
 int kvl_matmul_ab_f32_ref(float *C, const float *A, const float *B, size_t M, size_t N, size_t K)
 {
-    blas_on_one_thread();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, A, (blasint)K,
                 B, (blasint)N, 0.0f, C, (blasint)N);
     return KVL_OK;
@@ -179,7 +168,6 @@ int kvl_matvec_f32(float *y, const float *W, const float *x, size_t N, size_t K)
 
 int kvl_matvec_f32_ref(float *y, const float *W, const float *x, size_t N, size_t K)
 {
-    blas_on_one_thread();
     memset(y, 0, N * sizeof *y);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1.0f, W, (blasint)K, x, 1, 0.0f, y, 1);
     return KVL_OK;
@@ -205,55 +193,7 @@ int kvl_matvec_f64_loop(double *y, const double *W, const double *x, size_t N, s
     return kvl_matmul_abt_f64_loop(y, x, W, 1, N, K);
 }
 
-/* ---- a step split into parts ---------------------------------------------------------------------- */
-
-int kvl_threads(void) { return omp_get_max_threads(); }
-
-void kvl_set_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
-
 void kvl_copy_block(float *dst, size_t ld_dst, const float *src, size_t ld_src, size_t rows, size_t cols)
 {
     for (size_t i = 0; i < rows; i++) memcpy(dst + i * ld_dst, src + i * ld_src, cols * sizeof *dst);
-}
-
-size_t kvl_parts(size_t n, size_t min_rows, double macs)
-{
-    if (macs < KVL_SPLIT_MIN_MACS || omp_in_parallel()) return 1;
-    const int threads = omp_get_max_threads();
-    const size_t most = min_rows ? n / min_rows : n;
-    size_t parts = threads > 1 ? (size_t)threads : 1;
-    if (parts > most) parts = most;
-    return parts ? parts : 1;
-}
-
-void kvl_run_parts(void (*run)(void *ctx, size_t p), void *ctx, size_t parts)
-{
-    blas_on_one_thread();
-    if (parts <= 1) {
-        run(ctx, 0);
-        return;
-    }
-#pragma omp parallel for schedule(static, 1) num_threads((int)parts)
-    for (size_t p = 0; p < parts; p++) run(ctx, p);
-}
-
-int kvl_run_parts_checked(int (*run)(void *ctx, size_t p), void *ctx, size_t parts)
-{
-    blas_on_one_thread();
-    if (parts <= 1) return run(ctx, 0);
-    int rc = KVL_OK;
-    size_t failed = parts;
-    char why[512] = "";
-#pragma omp parallel for schedule(static, 1) num_threads((int)parts)
-    for (size_t p = 0; p < parts; p++) {
-        int part_rc = run(ctx, p);
-        if (part_rc == KVL_OK) continue;
-#pragma omp critical(kvl_run_parts_checked)
-        if (p < failed) {
-            failed = p;
-            rc = part_rc;
-            snprintf(why, sizeof why, "%s", kvl_error());
-        }
-    }
-    return rc == KVL_OK ? KVL_OK : kvl_fail(rc, "%s", why);
 }

@@ -2,10 +2,6 @@
 
 #include <math.h>
 
-/* Below this many elements a batch runs on one thread: a row costs nanoseconds per element, and
- * starting a parallel region costs microseconds. */
-#define NORM_PARALLEL_MIN_ELEMS ((size_t)1 << 16)
-
 /* y[n] = g ⊙ x / sqrt(mean(x²) + eps), g[n] or NULL */
 static void rmsnorm_row_f32(float *y, const float *x, const float *g, size_t n, double eps)
 {
@@ -54,21 +50,18 @@ static void layernorm_row_f64(double *y, const double *x, const double *g, const
 void kvl_rmsnorm_f32(float *y, const float *x, const float *g, size_t T, size_t n, double eps)
 {
     if (n == 0) return;
-#pragma omp parallel for schedule(static) if (T * n >= NORM_PARALLEL_MIN_ELEMS)
     for (size_t t = 0; t < T; t++) rmsnorm_row_f32(y + t * n, x + t * n, g, n, eps);
 }
 
 void kvl_rmsnorm_f64(double *y, const double *x, const double *g, size_t T, size_t n, double eps)
 {
     if (n == 0) return;
-#pragma omp parallel for schedule(static) if (T * n >= NORM_PARALLEL_MIN_ELEMS)
     for (size_t t = 0; t < T; t++) rmsnorm_row_f64(y + t * n, x + t * n, g, n, eps);
 }
 
 void kvl_layernorm_f32(float *y, const float *x, const float *g, const float *b, size_t T, size_t n, double eps)
 {
     if (n == 0) return;
-#pragma omp parallel for schedule(static) if (T * n >= NORM_PARALLEL_MIN_ELEMS)
     for (size_t t = 0; t < T; t++) layernorm_row_f32(y + t * n, x + t * n, g, b, n, eps);
 }
 
@@ -76,6 +69,5 @@ void kvl_layernorm_f64(double *y, const double *x, const double *g, const double
                        double eps)
 {
     if (n == 0) return;
-#pragma omp parallel for schedule(static) if (T * n >= NORM_PARALLEL_MIN_ELEMS)
     for (size_t t = 0; t < T; t++) layernorm_row_f64(y + t * n, x + t * n, g, b, n, eps);
 }

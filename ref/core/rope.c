@@ -4,11 +4,6 @@
 
 #include <math.h>
 
-/* Below this many rows a batch runs on one thread: a row is at least Dr/2 sincos calls (about a
- * microsecond at Dr = 64; its heads' turns add a few nanoseconds a pair), comparable to the cost of
- * starting a parallel region. */
-#define ROPE_PARALLEL_MIN_ROWS 64
-
 /* ---- frequency tables --------------------------------------------------------------------------- */
 
 static int check_width(const char *fn, size_t Dr, double base)
@@ -260,7 +255,6 @@ void kvl_rope_unrotate_half_split_f64(double *x, const kvl_rope *r, int64_t pos)
 static void rotate_rows_f32(float *x, size_t T, size_t stride, size_t offset, size_t H, size_t head_stride,
                             const kvl_rope *r, int64_t start, double sign, size_t step, size_t mate)
 {
-#pragma omp parallel for schedule(static) if (T >= ROPE_PARALLEL_MIN_ROWS)
     for (size_t t = 0; t < T; t++)
         rotate_f32_n(x + t * stride + offset, H, head_stride, r, sign * (double)(start + (int64_t)t), step, mate);
 }

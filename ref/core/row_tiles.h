@@ -31,11 +31,6 @@ struct kvl_row_tiles {
                              (ref/core/few_rows.h); NULL for any other store */
 };
 
-/* Decoding a packed value takes about as long as 32 multiply-adds of a product (584-byte rows decode at
- * about 4 GB/s of output where products run near 30 GFLOP/s), so a long decode splits over threads where
- * kvl_parts (ref/core/linalg.h) would split a product of that many multiply-adds. */
-#define KVL_DECODE_MACS_PER_VALUE 32.0
-
 /* rows[N][width] held as float32 (in_place). */
 kvl_row_tiles kvl_row_tiles_f32(const float *rows, size_t N, size_t width);
 

@@ -39,6 +39,7 @@
 #include "block.h"
 #include "element.h"
 #include "linalg.h"
+#include "threads.h"
 #include "rng.h"
 
 #define KVB_FORMATS_CACHED ((size_t)1 << 16)

@@ -35,6 +35,7 @@
 #include "bench.h"
 #include "index_scan_cpu.h"
 #include "linalg.h"
+#include "threads.h"
 #include "rng.h"
 #include "timing.h"
 

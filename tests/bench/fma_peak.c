@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "linalg.h"
+#include "threads.h"
 #include "timing.h"
 
 #define FMA_ACCS 12 /* also the unroll pragmas' count, which take no macro */
