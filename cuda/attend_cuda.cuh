@@ -313,6 +313,9 @@ __global__ void __launch_bounds__(KVL_ATT_THREADS)
 static_assert(KVL_SPARSE_TK * KVL_SPARSE_CHUNKS % KVL_SPARSE_THREADS == 0, "a tile is whole pieces per thread");
 static_assert(KVL_SPARSE_THREADS == 4 * KVL_SPARSE_HEADS, "four threads per head extend its softmax");
 
+/* The tile's steps on tensor cores, kvl_mma_query, kvl_mma_scores and kvl_mma_values (kvl_mma_rescale), serve
+ * mla_cuda.cuh's kvl_mla_mma_kernel too, whose KVL_MMA_* geometry is this one. */
+
 /* Bytes of kvl_sparse_mma_kernel's dynamic shared memory: q̂ and the tile in bf16, the weights in bf16, the two
  * halves' partial scores, the factors and the running softmax of every head (134,912). */
 #define KVL_SPARSE_SMEM                                                                                   \
@@ -320,7 +323,7 @@ static_assert(KVL_SPARSE_THREADS == 4 * KVL_SPARSE_HEADS, "four threads per head
      (2 * KVL_SPARSE_HEADS * KVL_SPARSE_SS + KVL_SPARSE_HEADS) * 4 + KVL_SPARSE_HEADS * 8)
 
 /* q_s[64][KS] ← the nh ≤ 64 heads q[nh][576] in bf16 (0 past nh) */
-__device__ __forceinline__ void kvl_sparse_query(kvl_smem<uint16_t> q_s, const float *q, size_t nh)
+__device__ __forceinline__ void kvl_mma_query(kvl_smem<uint16_t> q_s, const float *q, size_t nh)
 {
     for (size_t e = threadIdx.x; e < KVL_SPARSE_HEADS * KVL_SPARSE_DK; e += blockDim.x) {
         const size_t hh = e / KVL_SPARSE_DK, c = e % KVL_SPARSE_DK;
@@ -349,8 +352,8 @@ __device__ __forceinline__ void kvl_sparse_fill(kvl_smem<uint16_t> kv_s, kvl_sme
 
 /* s_s[side][64][SS] ← the scores (unscaled) of head group hg's 16 heads against the tile's 32 rows over
  * channels [288·side, 288·side + 288), one m16n8k16 product per 16 channels and 8 rows */
-__device__ __forceinline__ void kvl_sparse_scores(kvl_smem<float> s_s, kvl_smem<uint16_t> q_s,
-                                                  kvl_smem<uint16_t> kv_s, unsigned hg, unsigned side)
+__device__ __forceinline__ void kvl_mma_scores(kvl_smem<float> s_s, kvl_smem<uint16_t> q_s, kvl_smem<uint16_t> kv_s,
+                                               unsigned hg, unsigned side)
 {
     const unsigned lane = threadIdx.x % KVL_WARP, g = lane / 4, t = lane % 4;
     float s[KVL_SPARSE_TK / 8][4] = {};
@@ -410,13 +413,11 @@ __device__ __forceinline__ void kvl_sparse_softmax(kvl_smem<uint16_t> p_s, kvl_s
     }
 }
 
-/* acc ← acc·f + weights × rows for head group hg's 16 heads and value channels [256·side, 256·side + 256):
- * thread (g, t) of the warp holds acc[nt] = channels 8nt + 2t, +1 of heads g and g + 8 (the C fragment) */
-__device__ __forceinline__ void kvl_sparse_values(float (&acc)[KVL_SPARSE_DV / 2 / 8][4], kvl_smem<uint16_t> p_s,
-                                                  kvl_smem<uint16_t> kv_s, kvl_smem<float> f_s, unsigned hg,
-                                                  unsigned side)
+/* acc[nt] (the C fragments of one warp, as kvl_mma_values lays them out) ← acc[nt]·f: heads g and g + 8 of
+ * head group hg scaled by their factors f_s[16hg + g] and f_s[16hg + g + 8] */
+__device__ __forceinline__ void kvl_mma_rescale(float (&acc)[KVL_SPARSE_DV / 2 / 8][4], kvl_smem<float> f_s,
+                                                unsigned hg, unsigned g)
 {
-    const unsigned lane = threadIdx.x % KVL_WARP, g = lane / 4, t = lane % 4;
     const float f_lo = f_s[16 * hg + g], f_hi = f_s[16 * hg + g + 8];
     KVL_UNROLL
     for (unsigned nt = 0; nt < KVL_SPARSE_DV / 2 / 8; nt++) {
@@ -425,6 +426,18 @@ __device__ __forceinline__ void kvl_sparse_values(float (&acc)[KVL_SPARSE_DV / 2
         acc[nt][2] *= f_hi;
         acc[nt][3] *= f_hi;
     }
+}
+
+/* acc ← acc·f + weights × rows for head group hg's 16 heads and value channels [256·side, 256·side + 256):
+ * the bf16 weights p_s[64][PS] times the tile's bf16 rows kv_s[32][KS], one m16n8k16 product per 16 keys
+ * and 8 channels, summed in float; thread (g, t) of the warp holds acc[nt] = channels 8nt + 2t, +1 of heads
+ * g and g + 8 (the C fragment) */
+__device__ __forceinline__ void kvl_mma_values(float (&acc)[KVL_SPARSE_DV / 2 / 8][4], kvl_smem<uint16_t> p_s,
+                                               kvl_smem<uint16_t> kv_s, kvl_smem<float> f_s, unsigned hg,
+                                               unsigned side)
+{
+    const unsigned lane = threadIdx.x % KVL_WARP, g = lane / 4, t = lane % 4;
+    kvl_mma_rescale(acc, f_s, hg, g);
     KVL_UNROLL
     for (unsigned kk = 0; kk < KVL_SPARSE_TK / 16; kk++) {
         const size_t r0 = (16 * hg + g) * KVL_SPARSE_PS + 16 * kk + 2 * t, k0 = (16 * kk + 2 * t) * KVL_SPARSE_KS;
@@ -483,7 +496,7 @@ __global__ void __launch_bounds__(KVL_SPARSE_THREADS, 1)
     const size_t nh = sh.H - h0 < KVL_SPARSE_HEADS ? sh.H - h0 : KVL_SPARSE_HEADS, n = keys.count(b);
     const size_t lo = split * sh.split, hi = lo + sh.split < n ? lo + sh.split : n;
 
-    kvl_sparse_query(q_s, q_hat + (b * sh.H + h0) * KVL_SPARSE_DK, nh);
+    kvl_mma_query(q_s, q_hat + (b * sh.H + h0) * KVL_SPARSE_DK, nh);
     if (tid < KVL_SPARSE_HEADS) run_s[tid] = kvl_softmax_empty();
     float acc[KVL_SPARSE_DV / 2 / 8][4] = {};
     for (size_t tile = lo; tile < hi; tile += KVL_SPARSE_TK) {
@@ -492,11 +505,11 @@ __global__ void __launch_bounds__(KVL_SPARSE_THREADS, 1)
         __syncthreads();
         kvl_sparse_fill<R>(kv_s, rows_s);
         __syncthreads();
-        kvl_sparse_scores(s_s, q_s, kv_s, hg, side);
+        kvl_mma_scores(s_s, q_s, kv_s, hg, side);
         __syncthreads();
         kvl_sparse_softmax(p_s, f_s, run_s, s_s, rows_s, sh.scale);
         __syncthreads();
-        kvl_sparse_values(acc, p_s, kv_s, f_s, hg, side);
+        kvl_mma_values(acc, p_s, kv_s, f_s, hg, side);
     }
     kvl_mma_store_part<KVL_SPARSE_DV>(part_o, acc, b, sh, split, h0 + 16 * hg + g, side, t);
     if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];

@@ -67,15 +67,18 @@ static __global__ void kvl_broadcast_cols_kernel(float *dst, size_t dst_row, siz
 
 /* ---- the tensor-core version ------------------------------------------------------------------------ */
 
-#define KVL_MMA_DK (KVF_V32_NOPE + KVF_V32_ROPE) /* 576 channels of a key */
-#define KVL_MMA_DV KVF_V32_NOPE                  /* 512 of a value */
-#define KVL_MMA_HEADS 64                         /* heads per block: four groups of 16 */
-#define KVL_MMA_TK 32                            /* rows per tile */
-#define KVL_MMA_THREADS 256                      /* eight warps */
-#define KVL_MMA_KS (KVL_MMA_DK + 8)              /* bf16 per shared row of q̂ and of the tile: the pad puts */
-#define KVL_MMA_PS (KVL_MMA_TK + 8)              /* a fragment's 32 words in 32 banks */
-#define KVL_MMA_SS (KVL_MMA_TK + 1)
-#define KVL_MMA_CHUNKS (KVL_MMA_DK / 8)          /* 16-byte pieces of a bf16 row */
+/* The tile of kvl_sparse_mma_kernel (attend_cuda.cuh), whose steps kvl_mla_mma_kernel runs: 576 channels of
+ * a key, 512 of a value, 64 heads per block in four groups of 16, 32 rows per tile, eight warps, shared rows
+ * padded so that a fragment's 32 words fall in 32 banks */
+#define KVL_MMA_DK KVL_SPARSE_DK
+#define KVL_MMA_DV KVL_SPARSE_DV
+#define KVL_MMA_HEADS KVL_SPARSE_HEADS
+#define KVL_MMA_TK KVL_SPARSE_TK
+#define KVL_MMA_THREADS KVL_SPARSE_THREADS
+#define KVL_MMA_KS KVL_SPARSE_KS
+#define KVL_MMA_PS KVL_SPARSE_PS
+#define KVL_MMA_SS KVL_SPARSE_SS
+#define KVL_MMA_CHUNKS KVL_SPARSE_CHUNKS
 
 /* Bytes of kvl_mla_mma_kernel's shared memory: q̂ and the tile in bf16, the weights in bf16, two halves'
  * partial scores, the factors and the running softmax of every head. */
@@ -100,11 +103,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
     const size_t nh = sh.H - h0 < KVL_MMA_HEADS ? sh.H - h0 : KVL_MMA_HEADS, key_end = sh.key_first + sh.n_keys;
     const size_t lo = sh.key_first + split * sh.split, hi = lo + sh.split < key_end ? lo + sh.split : key_end;
 
-    for (size_t e = tid; e < KVL_MMA_HEADS * KVL_MMA_DK; e += blockDim.x) {
-        const size_t hh = e / KVL_MMA_DK, c = e % KVL_MMA_DK;
-        const uint32_t q = hh < nh ? kvl_bf16_encode(q_hat[(b * sh.H + h0 + hh) * KVL_MMA_DK + c]) : 0u;
-        q_s[hh * KVL_MMA_KS + c] = static_cast<uint16_t>(q);
-    }
+    kvl_mma_query(q_s, q_hat + (b * sh.H + h0) * KVL_MMA_DK, nh);
     if (tid < KVL_MMA_HEADS) run_s[tid] = kvl_softmax_empty();
     float acc[KVL_MMA_DV / 2 / 8][4] = {};
     for (size_t tile = lo; tile < hi; tile += KVL_MMA_TK) {
@@ -115,27 +114,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
             KVL_SMEM_AS(uint4, kv_s + r * KVL_MMA_KS)[c] = v;
         }
         __syncthreads();
-        /* scores of head group hg over channels [288·half, 288·half + 288) */
-        float s[KVL_MMA_TK / 8][4] = {};
-        for (unsigned kk = 0; kk < KVL_MMA_DK / 2 / 16; kk++) {
-            const size_t c0 = half * (KVL_MMA_DK / 2) + 16 * kk + 2 * t, r0 = (16 * hg + g) * KVL_MMA_KS;
-            const uint32_t a[4] = {kvl_pair(q_s, r0 + c0), kvl_pair(q_s, r0 + 8 * KVL_MMA_KS + c0),
-                                   kvl_pair(q_s, r0 + c0 + 8), kvl_pair(q_s, r0 + 8 * KVL_MMA_KS + c0 + 8)};
-            KVL_UNROLL
-            for (unsigned nt = 0; nt < KVL_MMA_TK / 8; nt++) {
-                const size_t k_row = (8 * nt + g) * KVL_MMA_KS + c0;
-                const uint32_t bk[2] = {kvl_pair(kv_s, k_row), kvl_pair(kv_s, k_row + 8)};
-                kvl_mma_bf16(s[nt], a, bk, s[nt]);
-            }
-        }
-        KVL_UNROLL
-        for (unsigned nt = 0; nt < KVL_MMA_TK / 8; nt++) {
-            const size_t row = (half * KVL_MMA_HEADS + 16 * hg + g) * KVL_MMA_SS + 8 * nt + 2 * t;
-            s_s[row] = s[nt][0];
-            s_s[row + 1] = s[nt][1];
-            s_s[row + 8 * KVL_MMA_SS] = s[nt][2];
-            s_s[row + 8 * KVL_MMA_SS + 1] = s[nt][3];
-        }
+        kvl_mma_scores(s_s, q_s, kv_s, hg, half);
         __syncthreads();
         { /* four threads per head, eight rows each: the head's softmax extended by the tile */
             const unsigned head = tid / 4, part = tid % 4;
@@ -164,29 +143,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
             }
         }
         __syncthreads();
-        /* values: head group hg, channels [256·half, 256·half + 256) */
-        const float f_lo = f_s[16 * hg + g], f_hi = f_s[16 * hg + g + 8];
-        KVL_UNROLL
-        for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
-            acc[nt][0] *= f_lo;
-            acc[nt][1] *= f_lo;
-            acc[nt][2] *= f_hi;
-            acc[nt][3] *= f_hi;
-        }
-        KVL_UNROLL
-        for (unsigned kk = 0; kk < KVL_MMA_TK / 16; kk++) {
-            const size_t r0 = (16 * hg + g) * KVL_MMA_PS + 16 * kk + 2 * t, k0 = (16 * kk + 2 * t) * KVL_MMA_KS;
-            const uint32_t a[4] = {kvl_pair(p_s, r0), kvl_pair(p_s, r0 + 8 * KVL_MMA_PS), kvl_pair(p_s, r0 + 8),
-                                   kvl_pair(p_s, r0 + 8 * KVL_MMA_PS + 8)};
-            KVL_UNROLL
-            for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
-                const size_t ch = half * (KVL_MMA_DV / 2) + 8 * nt + g;
-                const uint32_t bv[2] = {
-                    kv_s[k0 + ch] | static_cast<uint32_t>(kv_s[k0 + KVL_MMA_KS + ch]) << 16,
-                    kv_s[k0 + 8 * KVL_MMA_KS + ch] | static_cast<uint32_t>(kv_s[k0 + 9 * KVL_MMA_KS + ch]) << 16};
-                kvl_mma_bf16(acc[nt], a, bv, acc[nt]);
-            }
-        }
+        kvl_mma_values(acc, p_s, kv_s, f_s, hg, half);
     }
     kvl_mma_store_part<KVL_MMA_DV>(part_o, acc, b, sh, split, h0 + 16 * hg + g, half, t);
     if (tid < nh) part_ml[(b * sh.H + h0 + tid) * sh.n_splits + split] = run_s[tid];
@@ -439,14 +396,7 @@ __global__ void __launch_bounds__(KVL_MMA_THREADS, 1)
         __syncthreads();
         if (half == 0) kvl_flash_softmax(m, l, s, s_s, p_s, f_s, hg, lane, hi - tile, sh.scale);
         __syncthreads();
-        const float f_lo = f_s[16 * hg + g], f_hi = f_s[16 * hg + g + 8];
-        KVL_UNROLL
-        for (unsigned nt = 0; nt < KVL_MMA_DV / 2 / 8; nt++) {
-            acc[nt][0] *= f_lo;
-            acc[nt][1] *= f_lo;
-            acc[nt][2] *= f_hi;
-            acc[nt][3] *= f_hi;
-        }
+        kvl_mma_rescale(acc, f_s, hg, g);
         kvl_flash_values(acc, p_s, kv_s, hg, half, lane);
         if (more) F::store(st, next, tid);
     }

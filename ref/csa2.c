@@ -21,16 +21,6 @@ const char *csa2_mode_name(kvl_layer_kind kind)
     }
 }
 
-static int layer_rope(kvl_rope *r, const kvl_model *m, size_t ratio)
-{
-    const size_t Dr = m->qk_rope_head_dim;
-    if (ratio == 0) return kvl_rope_init(r, Dr, m->rope.theta);
-    const kvl_rope_config *cr = &m->compress_rope;
-    if (cr->factor > 1)
-        return kvl_rope_init_yarn(r, Dr, cr->theta, cr->factor, cr->original_len, cr->beta_fast, cr->beta_slow);
-    return kvl_rope_init(r, Dr, cr->theta);
-}
-
 int csa2_config_from_model(csa2_config *c, const kvl_model *m, size_t layer)
 {
     memset(c, 0, sizeof *c);
@@ -46,7 +36,7 @@ int csa2_config_from_model(csa2_config *c, const kvl_model *m, size_t layer)
     c->core = (v4_config){.kind = KVL_LAYER_WINDOW, .d = m->d, .n_heads = m->n_heads, .head_dim = m->head_dim,
                           .q_lora_rank = m->q_lora_rank, .o_groups = m->o_groups, .o_lora_rank = m->o_lora_rank,
                           .window = m->window, .norm_eps = m->norm_eps};
-    int rc = layer_rope(&c->core.rope, m, c->ratio);
+    int rc = v4_layer_rope(&c->core.rope, m, c->kind);
     c->compressor = (csa2_compressor_config){.d = m->d, .width = m->head_dim, .ratio = c->ratio ? c->ratio : 1,
                                              .norm_eps = m->norm_eps};
     c->indexer = (csa2_indexer_config){.d = m->d, .q_lora_rank = m->q_lora_rank, .width = m->head_dim,

@@ -83,17 +83,6 @@ int v4_config_check(const v4_config *c)
     return KVL_OK;
 }
 
-/* The rotary table of a layer: plain rope_theta for ratio 0, the compress rope for the others. */
-static int layer_rope(kvl_rope *r, const kvl_model *m, kvl_layer_kind kind)
-{
-    const size_t Dr = m->qk_rope_head_dim;
-    if (kind == KVL_LAYER_WINDOW) return kvl_rope_init(r, Dr, m->rope.theta);
-    const kvl_rope_config *cr = &m->compress_rope;
-    if (cr->factor > 1)
-        return kvl_rope_init_yarn(r, Dr, cr->theta, cr->factor, cr->original_len, cr->beta_fast, cr->beta_slow);
-    return kvl_rope_init(r, Dr, cr->theta);
-}
-
 int v4_config_from_model(v4_config *c, const kvl_model *m, size_t layer)
 {
     memset(c, 0, sizeof *c);
@@ -105,7 +94,7 @@ int v4_config_from_model(v4_config *c, const kvl_model *m, size_t layer)
     *c = (v4_config){.kind = l->kind, .d = m->d, .n_heads = m->n_heads, .head_dim = m->head_dim,
                      .q_lora_rank = m->q_lora_rank, .o_groups = m->o_groups, .o_lora_rank = m->o_lora_rank,
                      .window = m->window, .norm_eps = m->norm_eps};
-    int rc = layer_rope(&c->rope, m, l->kind);
+    int rc = v4_layer_rope(&c->rope, m, l->kind);
     if (rc == KVL_OK && l->kind != KVL_LAYER_WINDOW)
         c->compressor = (v4_compressor_config){.d = m->d, .width = m->head_dim, .ratio = l->compress_ratio,
                                                .overlap = l->kind == KVL_LAYER_CSA, .norm_eps = m->norm_eps,

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "rope.h"
 
 /* x[S][H][D] ← channels D − r->Dr … D − 1 of each head rotated at pos0 + i (ref/core/rope.h, float32). */
@@ -17,5 +18,11 @@ void v4_rotate_heads(float *x, size_t S, size_t H, size_t D, const kvl_rope *r, 
 
 /* The inverse: rotated by −(pos0 + i). */
 void v4_unrotate_heads(float *x, size_t S, size_t H, size_t D, const kvl_rope *r, int64_t pos0);
+
+/* r ← the rotary table of a V4 or V4.1 layer of `kind`: a window-only layer (compress ratio 0) rotates at
+ * plain rope_theta, every layer with a compressor (CSA, HCA; Full, Reindex, Reuse) at the compress rope,
+ * compress_rope_theta with its YaRN (rope_parameters.compress in transformers 5), both m->qk_rope_head_dim
+ * wide (ref/core/config.h's m->rope and m->compress_rope). kvl_rope_init's status. */
+int v4_layer_rope(kvl_rope *r, const kvl_model *m, kvl_layer_kind kind);
 
 #endif

@@ -618,6 +618,29 @@ START_TEST(test_stack_reuse_layer_matches_oracle_over_its_sources_picks)
 }
 END_TEST
 
+/* V4.1-Flash's rotary tables from its config: the ratio-0 layers (0, 1, 40-42) rotate at rope_theta 1e4,
+ * every layer with a compressor (Full, Reindex, Reuse) at compress_rope_theta 1.6e5 with YaRN (rope_factor
+ * 16, original_seq_len 65536, beta_fast 32, beta_slow 1), and the indexer with the layer's table. */
+START_TEST(test_flash_rotary_is_plain_on_window_layers_and_compress_yarn_elsewhere)
+{
+    kvl_model m;
+    ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
+    for (size_t i = 0; i < m.n_layers; i++) {
+        csa2_config c;
+        ck_assert_msg(csa2_config_from_model(&c, &m, i) == KVL_OK, "%s", kvl_error());
+        const int window = i < 2 || i >= 40;
+        kvl_rope want;
+        const int rc = window ? kvl_rope_init(&want, 64, 1e4) : kvl_rope_init_yarn(&want, 64, 1.6e5, 16, 65536, 32, 1);
+        ck_assert_int_eq(rc, KVL_OK);
+        ck_assert_int_eq(c.kind == KVL_LAYER_WINDOW, window);
+        ck_assert_uint_eq(c.core.rope.Dr, 64);
+        ck_assert_mem_eq(c.core.rope.theta, want.theta, 32 * sizeof(float));
+        ck_assert_mem_eq(c.indexer.rope.theta, c.core.rope.theta, 32 * sizeof(float));
+    }
+    kvl_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_config_rejects_a_v4_model)
 {
     kvl_model m;
@@ -676,6 +699,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_prefill_matches_forward_for_every_mode_in_ragged_chunks);
     tcase_add_test(tc, test_stack_reuse_layer_matches_oracle_over_its_sources_picks);
     tcase_add_test(tc, test_config_rejects_a_v4_model);
+    tcase_add_test(tc, test_flash_rotary_is_plain_on_window_layers_and_compress_yarn_elsewhere);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -516,7 +516,6 @@ int main(int argc, char **argv)
     options o = {.tokens = 2048, .chunk = 512, .replay_window = 8, .seed = 6};
     kvl_args a = kvl_args_start("v4_cache", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
     const char *v;
-    size_t n;
     for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
         if (k == KVL_ARGS_HELP) {
             usage(stdout);
@@ -529,9 +528,7 @@ int main(int argc, char **argv)
             return kvl_bad_usage("v4_cache", "--chunk must be an integer in [1, 65536]", v);
         if (k == F_REPLAY_WINDOW && kvl_parse_size(&o.replay_window, v, 2, 128))
             return kvl_bad_usage("v4_cache", "--replay-window must be an integer in [2, 128]", v);
-        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
-            return kvl_bad_usage("v4_cache", "--seed must be an integer in [0, 2^32)", v);
-        if (k == F_SEED) o.seed = n;
+        if (k == F_SEED && kvl_parse_seed(&o.seed, "v4_cache", v)) return 2;
     }
     kvl_progress_start("v4_cache");
     kvl_progress("checking the config");

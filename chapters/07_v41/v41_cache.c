@@ -342,7 +342,6 @@ int main(int argc, char **argv)
     options o = {.tokens = 256, .pool_blocks = 8, .max_context = MAX_LIVE_CONTEXT, .seed = 7};
     kvl_args a = kvl_args_start("v41_cache", argc, argv, FLAGS, sizeof FLAGS / sizeof *FLAGS, 0);
     const char *v;
-    size_t n;
     for (int k; (k = kvl_args_next(&a, &v)) != KVL_ARGS_END;) {
         if (k == KVL_ARGS_HELP) {
             usage(stdout);
@@ -355,9 +354,7 @@ int main(int argc, char **argv)
             return kvl_bad_usage("v41_cache", "--pool-blocks must be an integer in [1, 64]", v);
         if (k == F_MAX_CONTEXT && kvl_parse_size(&o.max_context, v, 16, MAX_LIVE_CONTEXT))
             return kvl_bad_usage("v41_cache", "--max-context must be an integer in [16, 512]", v);
-        if (k == F_SEED && kvl_parse_size(&n, v, 0, UINT32_MAX))
-            return kvl_bad_usage("v41_cache", "--seed must be an integer in [0, 2^32)", v);
-        if (k == F_SEED) o.seed = n;
+        if (k == F_SEED && kvl_parse_seed(&o.seed, "v41_cache", v)) return 2;
     }
     kvl_progress_start("v41_cache");
     kvl_progress("checking the config");

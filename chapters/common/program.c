@@ -52,6 +52,15 @@ int kvl_parse_size(size_t *out, const char *s, size_t lo, size_t hi)
     return 0;
 }
 
+int kvl_parse_seed(uint64_t *seed, const char *program, const char *value)
+{
+    size_t n;
+    if (kvl_parse_size(&n, value, 0, UINT32_MAX))
+        return kvl_bad_usage(program, "--seed must be an integer in [0, 2^32)", value);
+    *seed = n;
+    return 0;
+}
+
 int kvl_parse_real(double *out, const char *s, double lo, double hi)
 {
     if (!isdigit((unsigned char)s[0]) && !(s[0] == '.' && isdigit((unsigned char)s[1]))) return -1;

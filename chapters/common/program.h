@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,11 @@ int kvl_parse_size(size_t *out, const char *s, size_t lo, size_t hi);
  * "1e-3"; no sign, no space, no inf or nan) for a value in [lo, hi] → *out, 0; else -1 and *out
  * untouched. */
 int kvl_parse_real(double *out, const char *s, double lo, double hi);
+
+/* The --seed S of a program that draws its weights or inputs: S an integer in [0, 2^32) (as
+ * kvl_parse_size reads one) → *seed, 0; else 2 after kvl_bad_usage's line "PROGRAM: --seed must be
+ * an integer in [0, 2^32): S (try --help)". */
+int kvl_parse_seed(uint64_t *seed, const char *program, const char *value);
 
 /* ---- the command line
  * ------------------------------------------------------------------------------ Every program
