@@ -162,7 +162,7 @@ static void online_group_few(online *st, const float *qp, size_t g, size_t Gq, c
     kvl_few_values(acc_g, st->s, Gq, t);
 }
 
-/* The same tile for a group of many query rows, heads in the vector lanes (ref/core/many_rows.h): scores
+/* The same tile for a group of many query rows, heads in the vector lanes (cpu/many_rows.h): scores
  * against the group's scaled queries qs[Dk][Gq], packed once for the step, key-major. */
 static void online_group_many(online *st, const float *qs, size_t g, size_t Gq, const kvl_many_tile *t)
 {

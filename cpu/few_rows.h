@@ -20,13 +20,9 @@
  * of 32 the AVX-512 kernels read a pair of columns per word: 32 codes as one vector, the even columns
  * widened by a shift and the odd ones by a mask (two instructions for 32 values, where widening 16 at a
  * time spends four), the queries de-interleaved and the values' sums held as even and odd halves,
- * interleaved as they are stored (the 67B's bf16 step at 32K: 19.0 → 17.3 ms, one thread). The queries
- * are packed once a step (kvl_few_pack_q) so that one address reaches every row's run of columns: read
- * Dk apart, the eight rows took eight registers and the scores spilled (the same step, 17.9 → 15.2 ms
- * bf16 and 26.1 → 22.5 f32). With the rows in the lanes, the scores' reductions, a quarter of their
- * instructions when each score summed 16 lanes for every pair of keys, all but vanish: the scores of a
- * tile in L2 took 20 ns a key instead of 26 over bf16 and 19.5 instead of 22 over float32, and the same
- * step 18.0 → 16.5 ms and 26.1 → 24.5 (one thread, alternated with the 16-lane kernels three times).
+ * interleaved as they are stored. The queries are packed once a step (kvl_few_pack_q) so that one
+ * address reaches every row's run of columns (read Dk apart, the eight rows took eight registers and
+ * the scores spilled), and the rows sit in the lanes, so the scores' reductions all but vanish.
  * Over bf16 those blocks widen their keys 32 columns at a time into a buffer of 1 KiB first, since a
  * broadcast of 4 codes would need a widening instruction for every two multiply-adds.
  *

@@ -4,9 +4,7 @@
  * indexer's tiles of products. Allocated and freed per call, a few hundred KiB of them go back to the
  * system at every free (glibc returns the top of its heap past an adaptive threshold, and maps large
  * blocks afresh), so the next token faults every page in again, and on two threads each return of
- * memory also interrupts the other core. On the 2-core VM of the README's table, attention over 384 rows
- * of V4-Flash's width (64 heads, 512 wide) took 1.78 ms on two threads against 1.75 on one with its
- * state allocated per call, and 1.03 with the state kept.
+ * memory also interrupts the other core (tests/bench/README.md, "Design measurements", has a run).
  *
  * kvl_scratch(slot, bytes) is the calling thread's block for `slot`, at least `bytes` long and aligned to
  * KVL_SCRATCH_ALIGN, kept until the thread ends. A call that has to grow the block does not keep its

@@ -1,5 +1,5 @@
 /* The pooling of a compressor's slots on the device, shared by V4's compressor (v4_compressor_cuda.cu) and
- * V4.1's (csa2_compressor_cuda.cu).
+ * V4.1's (v41_compressor_cuda.cu).
  *
  * Build: included by the two .cu files above (make cuda for nvcc, make test for the emulator).
  * Kernels (one line per version):
@@ -7,7 +7,7 @@
  *                            first + k·step + r (a row below 0 is an absent block), slot r reading the
  *                            channel half r / M; a softmax of the gate over the slots (−∞ weighs 0) and the
  *                            weighted sum of a, both in double, rounded once (ref/v4_compressor.c,
- *                            ref/csa2_compressor.c). V4: slots (1+ov)·M; V4.1: slots M, one half. */
+ *                            ref/v41_compressor.c). V4: slots (1+ov)·M; V4.1: slots M, one half. */
 #ifndef KVL_COMPRESS_POOL_CUDA_CUH
 #define KVL_COMPRESS_POOL_CUDA_CUH
 

@@ -10,7 +10,7 @@
  *                               each sum w_j·ReLU(q_j·k) over every fourth head, a group sum adds the
  *                               four (kvl_index_tile_scores, which V4.1's pool scores share). Keys the
  *                               query may not see get −∞ and are never read. V4's and V4.1's indexers
- *                               over compressed entries (v4_cuda.h, csa2_indexer_cuda.h) run it too.
+ *                               over compressed entries (v4_cuda.h, v41_indexer_cuda.h) run it too.
  *   kvl_index_mma_kernel<Row>   the fp8 indexer (132-byte keys, DI 128, up to 64 heads) on bf16 tensor cores,
  *                               kvl_index_scores_kernel<kvl_rows_v32_index> its readable twin: the same
  *                               blocks, the query's 64 heads in shared memory as bf16; each warp takes 16 keys

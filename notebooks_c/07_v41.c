@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ced.h"
+#include "v41_ced.h"
 #include "ch07_toy.h"
 #include "config.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "draw_compare.h"
 #include "draw_v41.h"
 #include "element.h"
@@ -151,7 +151,7 @@ NB_CELL(cell_modes)
     printf("%s: %zu layers = %zu window-only + %zu Full + %zu Reindex + %zu Reuse\n", m.name,
            m.n_layers, n[0], n[1], n[2], n[3]);
     for (size_t k = 0; k < 3; k++) {
-        printf("%-8s layers:", csa2_mode_name(MODES[k]));
+        printf("%-8s layers:", v41_mode_name(MODES[k]));
         print_layers_of(&m, MODES[k]);
     }
     size_t first[3] = {0}, last[3] = {0}, seen[3] = {0};   /* per ratio 0, 2, 1: the layer range */
@@ -259,7 +259,7 @@ NB_CELL(cell_bytes)
 // grouped output $W_{OA}$ in $G = 8$ blocks and $W_{OB}$ ($G D_o \frac{H}{G} D_h + d G D_o$). The
 // other modes differ only in the indexer and compressor rows. The walkthrough says its counts equal
 // the element counts of the checkpoint's tensors; no checkpoint is read here, so that is quoted,
-// and what the tests check is that these products are what `ref/csa2` allocates.
+// and what the tests check is that these products are what `ref/v41` allocates.
 //
 // DeepSeek-V4.1-Flash's inference code keeps $W_{OA}$ (`wo_a`) in bf16 where the other large
 // matrices are FP8: its conversion dequantises it, and its comment notes that an FP8 grouped
@@ -344,8 +344,8 @@ NB_CELL(cell_work)
 //
 // The toy of `tests/ch07_toy.h`: d 64, H 4, Dh 32, Dr 8, W 8, HI 4, DI 16, K 3, 10 layers with
 // ratios [0, 0, 2, 2, 2, 1, 1, 1, 1, 1], KV sources 2 and 5, index sources 2, 5, 7 and 9, and layer
-// 5 publishing a pool of 2 blocks of 4 positions. It runs 45 tokens through `csa2_stack_forward`
-// (the whole-sequence definition) and through `csa2_stack_prefill` of 20 tokens plus 25 decode
+// 5 publishing a pool of 2 blocks of 4 positions. It runs 45 tokens through `v41_stack_forward`
+// (the whole-sequence definition) and through `v41_stack_prefill` of 20 tokens plus 25 decode
 // steps over a float32 cache; then one more query counts the scores each indexer evaluates.
 
 // %%
@@ -353,26 +353,26 @@ enum { TOY_T = 45, TOY_D = 64, TOY_PREFILL = 20 };
 
 /* fwd[T][d] from the forward, inc[T][d] from prefill + decode, last[L] the scores each layer
  * evaluated for the last query; w is drawn here */
-static int toy_run(float *fwd, float *inc, uint64_t *last, const csa2_stack_config *s,
-                   csa2_stack_weights *w)
+static int toy_run(float *fwd, float *inc, uint64_t *last, const v41_stack_config *s,
+                   v41_stack_weights *w)
 {
     static float x[TOY_T * TOY_D];
     kvl_rng rng;
     kvl_rng_seed(&rng, 71);
-    int rc = csa2_stack_weights_init_random(w, s, &rng);
+    int rc = v41_stack_weights_init_random(w, s, &rng);
     if (rc != KVL_OK) return rc;
     kvl_rng_normal_f32(&rng, x, TOY_T * TOY_D, 1.0);
-    rc = csa2_stack_forward(fwd, NULL, NULL, s, w, x, TOY_T);
-    csa2_cache c;
-    if (rc == KVL_OK) rc = csa2_cache_init(&c, s, TOY_T, CSA2_CACHE_F32);
+    rc = v41_stack_forward(fwd, NULL, NULL, s, w, x, TOY_T);
+    v41_cache c;
+    if (rc == KVL_OK) rc = v41_cache_init(&c, s, TOY_T, V41_CACHE_F32);
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_prefill(inc, NULL, s, w, &c, x, TOY_PREFILL);
+    rc = v41_stack_prefill(inc, NULL, s, w, &c, x, TOY_PREFILL);
     for (size_t t = TOY_PREFILL; t < TOY_T && rc == KVL_OK; t++) {
         if (t + 1 == TOY_T) memcpy(last, c.scored, s->n_layers * sizeof *last);
-        rc = csa2_stack_decode(inc + t * TOY_D, s, w, &c, x + t * TOY_D);
+        rc = v41_stack_decode(inc + t * TOY_D, s, w, &c, x + t * TOY_D);
     }
     for (size_t l = 0; l < s->n_layers; l++) last[l] = c.scored[l] - last[l];
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     return rc;
 }
 
@@ -381,12 +381,12 @@ NB_CELL(cell_toy_stack)
     static float fwd[TOY_T * TOY_D], inc[TOY_T * TOY_D];
     uint64_t last[16];
     kvl_model m;
-    csa2_stack_config s;
-    csa2_stack_weights w;
+    v41_stack_config s;
+    v41_stack_weights w;
     memset(&w, 0, sizeof w);
     int rc = ch07_toy_model(&m);
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_config_from_model(&s, &m);
+    rc = v41_stack_config_from_model(&s, &m);
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     rc = nb_expect(s.n_layers <= 16, "%zu layers", s.n_layers);
@@ -396,7 +396,7 @@ NB_CELL(cell_toy_stack)
         const double diff = nbc_max_diff(inc, fwd, TOY_T * TOY_D, &scale);
         printf("layers:");
         for (size_t l = 0; l < s.n_layers; l++)
-            printf(" %zu:%s", l, csa2_mode_name(s.layers[l].kind));
+            printf(" %zu:%s", l, v41_mode_name(s.layers[l].kind));
         char close[160];
         /* the float32 paths differ only by summation order: the decode tests' PATH_ATOL scaled
          * to the outputs */
@@ -416,8 +416,8 @@ NB_CELL(cell_toy_stack)
                            (unsigned long long)last[5], (unsigned long long)last[7],
                            (unsigned long long)last[9]);
     }
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     return rc;
 }
 
@@ -490,9 +490,9 @@ NB_CELL(cell_fp4)
 //
 // These are attention-side weights only (no MoE, no embeddings): the model card's "active
 // parameters" (8B in prefill, 16B in decode) count the routed experts too, far more. The cell
-// decides the exit on the map built above, counts its weights, and checks both against `ref/ced`;
-// then it moves a KV source into the decoder's middle, where the exit must be refused. The figure
-// is the map with its sources and the split.
+// decides the exit on the map built above, counts its weights, and checks both against
+// `ref/v41_ced`; then it moves a KV source into the decoder's middle, where the exit must be
+// refused. The figure is the map with its sources and the split.
 
 // %%
 /* a prefill may stop after the encoder: no KV source after layer E = L/2 */
@@ -504,11 +504,11 @@ static int can_exit_early(const kvl_layer *map, size_t L)
 }
 
 /* parameters per prompt token of a prefill that stops after the encoder */
-static uint64_t early_exit_params(const csa2_stack_config *s, const kvl_layer *map)
+static uint64_t early_exit_params(const v41_stack_config *s, const kvl_layer *map)
 {
     uint64_t n = 0;
     for (size_t l = 0; l < s->n_layers; l++) {
-        const csa2_params p = csa2_layer_params(&s->layers[l]);
+        const v41_params p = v41_layer_params(&s->layers[l]);
         if (l < s->n_layers / 2) n += s->d + p.core + p.compressor + p.index_keys + p.index_query;
         else if (map[l].kind == KVL_LAYER_FULL)
             n += s->d + p.compressor + p.index_keys; /* its entries only */
@@ -520,41 +520,41 @@ static uint64_t early_exit_params(const csa2_stack_config *s, const kvl_layer *m
 NB_CELL(cell_exit_rule)
 {
     kvl_model m;
-    csa2_stack_config s;
+    v41_stack_config s;
     int rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_config_from_model(&s, &m);
+    rc = v41_stack_config_from_model(&s, &m);
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     const size_t L = v41_layers, E = L / 2;
-    ced_work full, ref;
-    ced_prefill_work(&full, &ref, &s);
+    v41_ced_work full, ref;
+    v41_ced_prefill_work(&full, &ref, &s);
     const uint64_t built = early_exit_params(&s, v41_map);
-    const int exits = can_exit_early(v41_map, L), ref_exits = ced_check(&s) == KVL_OK;
-    printf("encoder layers 0-%zu, decoder %zu-%zu; early exit possible: %s (ref/ced: %s)\n", E - 1,
-           E, L - 1, exits ? "yes" : "no", ref_exits ? "yes" : "no");
+    const int exits = can_exit_early(v41_map, L), ref_exits = v41_ced_check(&s) == KVL_OK;
+    printf("encoder layers 0-%zu, decoder %zu-%zu; early exit possible: %s (ref/v41_ced: %s)\n",
+           E - 1, E, L - 1, exits ? "yes" : "no", ref_exits ? "yes" : "no");
     printf(
-        "early exit reads %s attention-side parameters per prompt token, ref/ced %s: difference %s\n",
+        "early exit reads %s attention-side parameters per prompt token, ref/v41_ced %s: difference %s\n",
         nb_num((double)built, 0), nb_num((double)ref.params, 0),
         nb_num((double)built - (double)ref.params, 0));
     rc = nb_expect(exits == ref_exits && built == ref.params && s.n_encoder == E,
-                   "the early exit differs from ref/ced");
+                   "the early exit differs from ref/v41_ced");
     if (rc == KVL_OK) rc = nb07_draw_sources("V4.1-Flash", v41_map, L, E);
     if (rc == KVL_OK) {
         kvl_layer moved[NB07_MAX_LAYERS];
         memcpy(moved, v41_map, L * sizeof *moved);
         moved[30].kind = s.layers[30].kind = KVL_LAYER_FULL;   /* layer 30 a KV source too */
-        const int moved_exits = can_exit_early(moved, L), moved_ref = ced_check(&s) == KVL_OK;
-        printf("with layer 30 a KV source too: early exit possible: %s (ref/ced: %s)\n",
+        const int moved_exits = can_exit_early(moved, L), moved_ref = v41_ced_check(&s) == KVL_OK;
+        printf("with layer 30 a KV source too: early exit possible: %s (ref/v41_ced: %s)\n",
                moved_exits ? "yes" : "no", moved_ref ? "yes" : "no");
         rc = nb_expect(!moved_exits && !moved_ref, "a decoder KV source at 30 was not refused");
     }
-    csa2_stack_config_free(&s);
+    v41_stack_config_free(&s);
     return rc;
 }
 
 // %% [markdown]
-// `ced_prefill` is the early exit on a cache. The next cell checks on the toy that the entries,
+// `v41_ced_prefill` is the early exit on a cache. The next cell checks on the toy that the entries,
 // index keys and compressor tails it leaves are the full prefill's to the bit, and counts the work
 // per prompt token at V4.1-Flash's real widths.
 
@@ -565,8 +565,8 @@ enum {
 }; /* the replay cells' prompt: 12 toy windows, past L·(W − 1) = 70 */
 
 typedef struct {
-    csa2_stack_config s;
-    csa2_stack_weights w;
+    v41_stack_config s;
+    v41_stack_weights w;
     float x[RP_T * TOY_D];
 } replay_toy;
 
@@ -576,29 +576,29 @@ static int replay_toy_make(replay_toy *t)
     memset(t, 0, sizeof *t);
     int rc = ch07_toy_model(&m);
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_config_from_model(&t->s, &m);
+    rc = v41_stack_config_from_model(&t->s, &m);
     kvl_model_free(&m);
     kvl_rng rng;
     kvl_rng_seed(&rng, 72);
-    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&t->w, &t->s, &rng);
+    if (rc == KVL_OK) rc = v41_stack_weights_init_random(&t->w, &t->s, &rng);
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, t->x, RP_T * TOY_D, 1.0);
     return rc;
 }
 
 static void replay_toy_free(replay_toy *t)
 {
-    csa2_stack_weights_free(&t->w);
-    csa2_stack_config_free(&t->s);
+    v41_stack_weights_free(&t->w);
+    v41_stack_config_free(&t->s);
 }
 
 /* c ← the prompt prefilled in chunks [0, split) and [split, P) (0: one chunk). */
-static int prefill_split(csa2_cache *c, const replay_toy *t, size_t split)
+static int prefill_split(v41_cache *c, const replay_toy *t, size_t split)
 {
     static float out[RP_P * TOY_D];
-    int rc = csa2_cache_init(c, &t->s, RP_T, CSA2_CACHE_F32);
-    if (rc == KVL_OK && split) rc = csa2_stack_prefill(out, NULL, &t->s, &t->w, c, t->x, split);
+    int rc = v41_cache_init(c, &t->s, RP_T, V41_CACHE_F32);
+    if (rc == KVL_OK && split) rc = v41_stack_prefill(out, NULL, &t->s, &t->w, c, t->x, split);
     if (rc == KVL_OK)
-        rc = csa2_stack_prefill(out, NULL, &t->s, &t->w, c, t->x + split * TOY_D, RP_P - split);
+        rc = v41_stack_prefill(out, NULL, &t->s, &t->w, c, t->x + split * TOY_D, RP_P - split);
     return rc;
 }
 
@@ -611,11 +611,11 @@ NB_CELL(cell_early_exit)
 {
     static replay_toy t;
     static float h_enc[RP_P * TOY_D];
-    csa2_cache full = {0}, early = {0};
+    v41_cache full = {0}, early = {0};
     int rc = replay_toy_make(&t);
     if (rc == KVL_OK) rc = prefill_split(&full, &t, 0);
-    if (rc == KVL_OK) rc = csa2_cache_init(&early, &t.s, RP_T, CSA2_CACHE_F32);
-    if (rc == KVL_OK) rc = ced_prefill(h_enc, &t.s, &t.w, &early, t.x, RP_P);
+    if (rc == KVL_OK) rc = v41_cache_init(&early, &t.s, RP_T, V41_CACHE_F32);
+    if (rc == KVL_OK) rc = v41_ced_prefill(h_enc, &t.s, &t.w, &early, t.x, RP_P);
     size_t same = 0, sources = 0;
     for (size_t l = 0; l < t.s.n_layers && rc == KVL_OK; l++) {
         if (t.s.layers[l].kind != KVL_LAYER_FULL) continue;
@@ -623,7 +623,7 @@ NB_CELL(cell_early_exit)
         same +=
             rows_identical(&early.entries[l], &full.entries[l]) &&
             rows_identical(&early.keys[l], &full.keys[l]) &&
-            !memcmp(early.state[l].a, full.state[l].a, csa2_compressor_state_bytes(&full.state[l]));
+            !memcmp(early.state[l].a, full.state[l].a, v41_compressor_state_bytes(&full.state[l]));
         printf("KV source %zu (%s): %zu entries, identical to the full prefill's: %s\n", l,
                l < t.s.n_encoder ? "encoder" : "decoder", early.entries[l].len,
                same == sources ? "yes" : "no");
@@ -632,24 +632,24 @@ NB_CELL(cell_early_exit)
         rc = nb_expect(same == sources && sources == 2, "%zu of %zu sources identical", same,
                        sources);
     kvl_model m;
-    csa2_stack_config real = {0};
+    v41_stack_config real = {0};
     if (rc == KVL_OK) rc = kvl_model_load(&m, nb_path(V41_CONFIG));
     if (rc == KVL_OK) {
-        rc = csa2_stack_config_from_model(&real, &m);
+        rc = v41_stack_config_from_model(&real, &m);
         kvl_model_free(&m);
     }
     if (rc == KVL_OK) {
-        ced_work full_w, early_w;
-        ced_prefill_work(&full_w, &early_w, &real);
+        v41_ced_work full_w, early_w;
+        v41_ced_prefill_work(&full_w, &early_w, &real);
         printf(
             "V4.1-Flash, per prompt token: full prefill %zu layers, %s attention-side parameters; early exit %zu "
             "layers, %s (%.3f)\n",
             full_w.layers, nb_num((double)full_w.params, 0), early_w.layers,
             nb_num((double)early_w.params, 0), (double)early_w.params / full_w.params);
     }
-    csa2_stack_config_free(&real);
-    csa2_cache_free(&full);
-    csa2_cache_free(&early);
+    v41_stack_config_free(&real);
+    v41_cache_free(&full);
+    v41_cache_free(&early);
     replay_toy_free(&t);
     return rc;
 }
@@ -678,22 +678,22 @@ NB_CELL(cell_early_exit)
 static int replay_error(double *err, const replay_toy *t, size_t from)
 {
     static float h[RP_P * TOY_D], want[TOY_D], got[TOY_D];
-    csa2_cache ref = {0}, c = {0};
+    v41_cache ref = {0}, c = {0};
     int rc = prefill_split(&ref, t, from);
     if (rc == KVL_OK) rc = prefill_split(&c, t, from);
     memcpy(h, t->x + from * TOY_D, (RP_P - from) * TOY_D * sizeof *h);
     if (rc == KVL_OK)
-        rc = csa2_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->s.n_layers, from);
-    if (rc == KVL_OK) rc = csa2_stack_decode(want, &t->s, &t->w, &ref, t->x + RP_P * TOY_D);
-    if (rc == KVL_OK) rc = csa2_stack_decode(got, &t->s, &t->w, &c, t->x + RP_P * TOY_D);
+        rc = v41_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->s.n_layers, from);
+    if (rc == KVL_OK) rc = v41_stack_decode(want, &t->s, &t->w, &ref, t->x + RP_P * TOY_D);
+    if (rc == KVL_OK) rc = v41_stack_decode(got, &t->s, &t->w, &c, t->x + RP_P * TOY_D);
     double e = 0, m = 0;
     for (size_t i = 0; i < TOY_D; i++) {
         e = fmax(e, fabs((double)got[i] - want[i]));
         m = fmax(m, fabs((double)want[i]));
     }
     *err = e / m;
-    csa2_cache_free(&ref);
-    csa2_cache_free(&c);
+    v41_cache_free(&ref);
+    v41_cache_free(&c);
     return rc;
 }
 
@@ -721,8 +721,8 @@ NB_CELL(cell_replay)
     static replay_toy t;
     int rc = replay_toy_make(&t);
     const size_t L = t.s.n_layers, W = t.s.layers[0].core.window;
-    const size_t exact = ced_exact_replay_start(RP_P, L, W),
-                 bounded = ced_bounded_replay_start(RP_P, W);
+    const size_t exact = v41_ced_exact_replay_start(RP_P, L, W),
+                 bounded = v41_ced_bounded_replay_start(RP_P, W);
     double errs[NB07_MAX_BARS], e0 = 1;
     size_t starts[NB07_MAX_BARS], n = 0;
     if (rc == KVL_OK) rc = replay_error(&e0, &t, exact);
@@ -755,7 +755,7 @@ NB_CELL(cell_replay)
 // ## A prefix cache without window rows
 //
 // What V4.1 persists for a prompt is its global KV only: the KV sources' entries, index keys and
-// compressor tails (`csa2_prefix_save`, a versioned file with a checksum). A hit loads it into a
+// compressor tails (`v41_prefix_save`, a versioned file with a checksum). A hit loads it into a
 // fresh cache (every window empty) and replays the encoder, then the decoder, from the exact start:
 // the next token is the full run's to the bit. The file's bytes are the global bytes the cache
 // reports, the tails and a small frame.
@@ -767,28 +767,28 @@ NB_CELL(cell_prefix_cache)
     static float h[RP_P * TOY_D], want[TOY_D], got[TOY_D];
     char path[64];
     snprintf(path, sizeof path, "/tmp/kvl-nb07-%ld.kvp", (long)getpid());
-    csa2_cache full = {0}, hit = {0};
+    v41_cache full = {0}, hit = {0};
     int rc = replay_toy_make(&t);
-    const size_t s = ced_exact_replay_start(RP_P, t.s.n_layers, t.s.layers[0].core.window);
+    const size_t s = v41_ced_exact_replay_start(RP_P, t.s.n_layers, t.s.layers[0].core.window);
     if (rc == KVL_OK) rc = prefill_split(&full, &t, s);
-    if (rc == KVL_OK) rc = csa2_prefix_save(path, &t.s, &full);
-    if (rc == KVL_OK) rc = csa2_cache_init(&hit, &t.s, RP_T, CSA2_CACHE_F32);
-    if (rc == KVL_OK) rc = csa2_prefix_load(&hit, &t.s, path);
+    if (rc == KVL_OK) rc = v41_prefix_save(path, &t.s, &full);
+    if (rc == KVL_OK) rc = v41_cache_init(&hit, &t.s, RP_T, V41_CACHE_F32);
+    if (rc == KVL_OK) rc = v41_prefix_load(&hit, &t.s, path);
     prefix_file f = {0};
     if (rc == KVL_OK) rc = prefix_file_read(&f, path);
     remove(path);
     if (rc == KVL_OK)
         printf(
             "file: %s bytes for %d tokens = global rows %s + tails %s + frame %s; no window row\n",
-            nb_num((double)f.size, 0), RP_P, nb_num((double)csa2_cache_bytes_used(&full), 0),
-            nb_num((double)csa2_cache_state_bytes(&full), 0),
-            nb_num((double)(f.size - csa2_cache_bytes_used(&full) - csa2_cache_state_bytes(&full)),
+            nb_num((double)f.size, 0), RP_P, nb_num((double)v41_cache_bytes_used(&full), 0),
+            nb_num((double)v41_cache_state_bytes(&full), 0),
+            nb_num((double)(f.size - v41_cache_bytes_used(&full) - v41_cache_state_bytes(&full)),
                    0));
     memcpy(h, t.x + s * TOY_D, (RP_P - s) * TOY_D * sizeof *h);
-    if (rc == KVL_OK) rc = ced_encoder_replay(h, &t.s, &t.w, &hit, s);
-    if (rc == KVL_OK) rc = ced_decoder_replay(h, &t.s, &t.w, &hit, s);
-    if (rc == KVL_OK) rc = csa2_stack_decode(want, &t.s, &t.w, &full, t.x + RP_P * TOY_D);
-    if (rc == KVL_OK) rc = csa2_stack_decode(got, &t.s, &t.w, &hit, t.x + RP_P * TOY_D);
+    if (rc == KVL_OK) rc = v41_ced_encoder_replay(h, &t.s, &t.w, &hit, s);
+    if (rc == KVL_OK) rc = v41_ced_decoder_replay(h, &t.s, &t.w, &hit, s);
+    if (rc == KVL_OK) rc = v41_stack_decode(want, &t.s, &t.w, &full, t.x + RP_P * TOY_D);
+    if (rc == KVL_OK) rc = v41_stack_decode(got, &t.s, &t.w, &hit, t.x + RP_P * TOY_D);
     if (rc == KVL_OK) {
         const int same = !memcmp(got, want, sizeof got);
         printf(
@@ -797,8 +797,8 @@ NB_CELL(cell_prefix_cache)
         rc = nb_expect(same, "the next token after a hit differs");
     }
     prefix_file_free(&f);
-    csa2_cache_free(&full);
-    csa2_cache_free(&hit);
+    v41_cache_free(&full);
+    v41_cache_free(&hit);
     replay_toy_free(&t);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* draw_cost: the plumbing of chapter 1's notebook (notebooks_c/01_cost.c), kept out of its teaching
+/* draw_cost: the plumbing of chapter 1's notebook (notebooks_c/01_mha.c), kept out of its teaching
  * cells: weighing live caches, running ref/mha on a toy layer, widening its float arrays to the
  * notebook's double, checking a built result against it, and the figure of what one token caches
  * per layer. */

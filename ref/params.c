@@ -2,7 +2,7 @@
 #include "params.h"
 
 #include "block.h"
-#include "csa2.h"
+#include "v41.h"
 #include "dsa.h"
 #include "mha.h"
 #include "mla.h"
@@ -41,9 +41,9 @@ static int attention_params(uint64_t *n, const kvl_model *m, size_t layer)
         return KVL_OK;
     }
     case KVL_GEN_V41: {
-        csa2_config c;
-        KVL_TRY(csa2_config_from_model(&c, m, layer));
-        const csa2_params p = csa2_layer_params(&c);
+        v41_config c;
+        KVL_TRY(v41_config_from_model(&c, m, layer));
+        const v41_params p = v41_layer_params(&c);
         *n = p.core + p.compressor + p.index_keys + p.index_query;
         return KVL_OK;
     }

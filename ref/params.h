@@ -1,6 +1,6 @@
 /* A model's parameters counted from its config's shapes, and the bytes they take at a precision
  * (chapter 9). Attention is counted from the sizes tables the ref/ modules cut their weights by
- * (mha.h, mla.h, dsa.h, v4.h, csa2.h), so the count is of the tensors this project computes with; the
+ * (mha.h, mla.h, dsa.h, v4.h, v41.h), so the count is of the tensors this project computes with; the
  * rest from the config's vocabulary and feed-forward fields (config.h, kvl_ffn):
  *
  *   embedding V·d; head V·d unless tied; final norm d;

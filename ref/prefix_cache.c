@@ -128,47 +128,47 @@ static uint64_t hash_sizes(uint64_t h, const uint64_t *v, size_t n) { return pre
 
 /* ---- V4.1 ------------------------------------------------------------------------------------------------ */
 
-uint64_t csa2_prefix_fingerprint(const csa2_stack_config *s, csa2_cache_format fmt)
+uint64_t v41_prefix_fingerprint(const v41_stack_config *s, v41_cache_format fmt)
 {
     const uint64_t head[] = {41, (uint64_t)fmt, s->n_layers, s->d, s->n_encoder};
     uint64_t h = hash_sizes(PREFIX_FNV_BASIS, head, sizeof head / sizeof *head);
     for (size_t l = 0; l < s->n_layers; l++) {
-        const csa2_config *c = &s->layers[l];
+        const v41_config *c = &s->layers[l];
         const uint64_t v[] = {(uint64_t)c->kind, c->ratio, c->core.head_dim, c->indexer.head_dim, c->core.window};
         h = hash_sizes(h, v, sizeof v / sizeof *v);
     }
     return h;
 }
 
-int csa2_prefix_save(const char *path, const csa2_stack_config *s, const csa2_cache *c)
+int v41_prefix_save(const char *path, const v41_stack_config *s, const v41_cache *c)
 {
     if (!path || !s || !c || c->n_layers != s->n_layers)
-        return kvl_fail(KVL_EINVAL, "csa2_prefix_save: NULL argument or a cache of another stack");
+        return kvl_fail(KVL_EINVAL, "v41_prefix_save: NULL argument or a cache of another stack");
     section_list L = {0};
     int rc = KVL_OK;
     for (size_t l = 0; l < s->n_layers && rc == KVL_OK; l++) {
         if (s->layers[l].kind != KVL_LAYER_FULL) continue;
-        const csa2_compressor_state *t = &c->state[l];
+        const v41_compressor_state *t = &c->state[l];
         rc = add_rows(&L, "entries", l, &c->entries[l]);
         if (rc == KVL_OK) rc = add_rows(&L, "keys", l, &c->keys[l]);
         if (rc == KVL_OK) rc = add_floats(&L, "tail", l, t->a, 2 * t->M, t->c, t->pos);
     }
-    if (rc == KVL_OK) rc = prefix_file_write(path, c->len, csa2_prefix_fingerprint(s, c->fmt), L.s, L.n);
+    if (rc == KVL_OK) rc = prefix_file_write(path, c->len, v41_prefix_fingerprint(s, c->fmt), L.s, L.n);
     list_free(&L);
     return rc;
 }
 
 /* tmp (fresh, for s) ← the checked file f. */
-static int csa2_fill(csa2_cache *tmp, const csa2_stack_config *s, const prefix_file *f, const char *path)
+static int v41_fill(v41_cache *tmp, const v41_stack_config *s, const prefix_file *f, const char *path)
 {
     const size_t P = f->tokens;
     size_t expected = 0;
     for (size_t l = 0; l < s->n_layers; l++) {
-        const csa2_config *lc = &s->layers[l];
+        const v41_config *lc = &s->layers[l];
         v4_rows_restart(&tmp->window[l], P);
         if (lc->kind != KVL_LAYER_FULL) continue;
         const size_t N = P / lc->ratio;
-        csa2_compressor_state *t = &tmp->state[l];
+        v41_compressor_state *t = &tmp->state[l];
         KVL_TRY(import_rows(&tmp->entries[l], f, "entries", l, 0, N, path));
         KVL_TRY(import_rows(&tmp->keys[l], f, "keys", l, 0, N, path));
         KVL_TRY(import_floats(t->a, 2 * t->M, t->c, P, f, "tail", l, path));
@@ -181,29 +181,29 @@ static int csa2_fill(csa2_cache *tmp, const csa2_stack_config *s, const prefix_f
     return KVL_OK;
 }
 
-int csa2_prefix_restore(csa2_cache *c, const csa2_stack_config *s, const prefix_file *f, const char *name)
+int v41_prefix_restore(v41_cache *c, const v41_stack_config *s, const prefix_file *f, const char *name)
 {
     if (!c || !s || !f || !name || c->n_layers != s->n_layers)
-        return kvl_fail(KVL_EINVAL, "csa2_prefix_restore: NULL argument or a cache of another stack");
-    csa2_cache tmp = {0};
-    int rc = check_file(f, csa2_prefix_fingerprint(s, c->fmt), c->max_tokens, name);
-    if (rc == KVL_OK) rc = csa2_cache_init(&tmp, s, c->max_tokens, c->fmt);
-    if (rc == KVL_OK) rc = csa2_fill(&tmp, s, f, name);
+        return kvl_fail(KVL_EINVAL, "v41_prefix_restore: NULL argument or a cache of another stack");
+    v41_cache tmp = {0};
+    int rc = check_file(f, v41_prefix_fingerprint(s, c->fmt), c->max_tokens, name);
+    if (rc == KVL_OK) rc = v41_cache_init(&tmp, s, c->max_tokens, c->fmt);
+    if (rc == KVL_OK) rc = v41_fill(&tmp, s, f, name);
     if (rc == KVL_OK) {
-        csa2_cache_free(c);
+        v41_cache_free(c);
         *c = tmp;
     } else {
-        csa2_cache_free(&tmp);
+        v41_cache_free(&tmp);
     }
     return rc;
 }
 
-int csa2_prefix_load(csa2_cache *c, const csa2_stack_config *s, const char *path)
+int v41_prefix_load(v41_cache *c, const v41_stack_config *s, const char *path)
 {
-    if (!c || !s || !path) return kvl_fail(KVL_EINVAL, "csa2_prefix_load: NULL argument");
+    if (!c || !s || !path) return kvl_fail(KVL_EINVAL, "v41_prefix_load: NULL argument");
     prefix_file f;
     KVL_TRY(prefix_file_read(&f, path));
-    const int rc = csa2_prefix_restore(c, s, &f, path);
+    const int rc = v41_prefix_restore(c, s, &f, path);
     prefix_file_free(&f);
     return rc;
 }

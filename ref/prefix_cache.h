@@ -5,7 +5,7 @@
  * Persisted, per layer that writes a global cache: the compressed entries and index keys as the cache
  * stores them (native rows or float32) and the compressor tails, so the next token continues the blocks
  * exactly. Not persisted: window rows. They are bounded per sequence but exist in every layer, and are
- * rebuilt on a hit by replay (ref/ced.h for V4.1, model_replay for V4). The V4 layout that also stores
+ * rebuilt on a hit by replay (ref/v41_ced.h for V4.1, model_replay for V4). The V4 layout that also stores
  * them is kept as v4_prefix_save_with_window, so the saving can be measured from files.
  *
  *   section   rows                        row bytes                 first
@@ -25,20 +25,20 @@
 
 #include <stdint.h>
 
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "model.h"
 #include "prefix_file.h"
 
 /* The fingerprint the files carry: a hash of the stack's shape and the cache format. */
-uint64_t csa2_prefix_fingerprint(const csa2_stack_config *s, csa2_cache_format fmt);
+uint64_t v41_prefix_fingerprint(const v41_stack_config *s, v41_cache_format fmt);
 uint64_t v4_prefix_fingerprint(const model_config *c, v4_cache_format fmt);
 
 /* V4.1: global KV only (entries, index keys, tails of every KV source). */
-int csa2_prefix_save(const char *path, const csa2_stack_config *s, const csa2_cache *c);
+int v41_prefix_save(const char *path, const v41_stack_config *s, const v41_cache *c);
 /* *c (initialised for s, any state) ← the file; on failure *c is unchanged. */
-int csa2_prefix_load(csa2_cache *c, const csa2_stack_config *s, const char *path);
+int v41_prefix_load(v41_cache *c, const v41_stack_config *s, const char *path);
 /* The same from a file already read and checked (`name` for messages). */
-int csa2_prefix_restore(csa2_cache *c, const csa2_stack_config *s, const prefix_file *f, const char *name);
+int v41_prefix_restore(v41_cache *c, const v41_stack_config *s, const prefix_file *f, const char *name);
 
 /* V4 stack (model_cache_init_v4): global KV only (Zero SWA Caching), or global KV and window rows. */
 int v4_prefix_save(const char *path, const model_config *mc, const model_cache *cache);

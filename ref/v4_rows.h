@@ -25,7 +25,7 @@
 
 #include "row_tiles.h"
 
-/* V4_ROWS_V41_MAIN and V4_ROWS_V41_WINDOW serve V4.1 (ref/csa2_stack.h): 288-byte FP4 entries (E2M1, E4M3
+/* V4_ROWS_V41_MAIN and V4_ROWS_V41_WINDOW serve V4.1 (ref/v41_stack.h): 288-byte FP4 entries (E2M1, E4M3
  * scale per 16, no tensor scale) and 528-byte FP8 window rows (E4M3, E8M0 scale per 32), all 512 values
  * quantised, RoPE channels included (formats/rows.h). */
 typedef enum { V4_ROWS_F32, V4_ROWS_MAIN, V4_ROWS_INDEX, V4_ROWS_V41_MAIN, V4_ROWS_V41_WINDOW } v4_rows_store;

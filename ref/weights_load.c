@@ -225,7 +225,7 @@ int v4_weights_load(v4_weights *w, const v4_config *cfg, const kvl_st_checkpoint
     return rc;
 }
 
-static int read_csa2(csa2_weights *w, const csa2_config *v, const kvl_st_checkpoint *c, const char *prefix)
+static int read_v41(v41_weights *w, const v41_config *v, const kvl_st_checkpoint *c, const char *prefix)
 {
     const v4_config *k = &v->core;
     size_t H = k->n_heads, Dh = k->head_dim, GDo = k->o_groups * k->o_lora_rank, DI = v->indexer.head_dim;
@@ -250,15 +250,15 @@ static int read_csa2(csa2_weights *w, const csa2_config *v, const kvl_st_checkpo
     return read_fields(f, sizeof f / sizeof f[0], c, prefix, 1);
 }
 
-int csa2_weights_load(csa2_weights *w, const csa2_config *cfg, const kvl_st_checkpoint *c, size_t layer)
+int v41_weights_load(v41_weights *w, const v41_config *cfg, const kvl_st_checkpoint *c, size_t layer)
 {
-    /* csa2.h allocates only through its random initialiser; every field it draws is overwritten here. */
+    /* v41.h allocates only through its random initialiser; every field it draws is overwritten here. */
     kvl_rng rng;
     kvl_rng_seed(&rng, 0);
-    KVL_TRY(csa2_weights_init_random(w, cfg, &rng));
+    KVL_TRY(v41_weights_init_random(w, cfg, &rng));
     char prefix[96];
     snprintf(prefix, sizeof prefix, "layers.%zu.attn.", layer);
-    int rc = read_csa2(w, cfg, c, prefix);
-    if (rc != KVL_OK) csa2_weights_free(w);
+    int rc = read_v41(w, cfg, c, prefix);
+    if (rc != KVL_OK) v41_weights_free(w);
     return rc;
 }

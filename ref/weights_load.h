@@ -43,7 +43,7 @@
  *                                                             indexer.{wq_b.weight, weights_proj.weight,
  *                                                             compressor.wkv.weight, ...}
  *
- * V4.1 (ref/csa2.h) has no transformers class; the inference/model.py published with DeepSeek-V4.1-Flash names, under
+ * V4.1 (ref/v41.h) has no transformers class; the inference/model.py published with DeepSeek-V4.1-Flash names, under
  * layers.N.attn.: V4's core names above except wo_a, a bare parameter there ("wo_a", no ".weight"); a KV
  * source's compressor.{wkv.weight, wgate.weight (M > 1), norm.weight} and indexer.{wk.weight [DI][Dh],
  * k_norm.weight}; an index source's indexer.{wq_b.weight, weights_proj.weight}.
@@ -56,7 +56,7 @@
 
 #include <stddef.h>
 
-#include "csa2.h"
+#include "v41.h"
 #include "dsa.h"
 #include "mla.h"
 #include "v4.h"
@@ -75,6 +75,6 @@ int dsa_weights_load(dsa_weights *w, const dsa_config *cfg, const kvl_rope_confi
                      size_t layer);
 int v4_weights_load(v4_weights *w, const v4_config *cfg, const kvl_st_checkpoint *c, size_t layer);
 /* The inference naming only. */
-int csa2_weights_load(csa2_weights *w, const csa2_config *cfg, const kvl_st_checkpoint *c, size_t layer);
+int v41_weights_load(v41_weights *w, const v41_config *cfg, const kvl_st_checkpoint *c, size_t layer);
 
 #endif

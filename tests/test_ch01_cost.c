@@ -1,4 +1,4 @@
-/* chapters/01_cost/cost: the program prints the four levers for DeepSeek LLM 67B and Llama-3-70B with
+/* chapters/01_mha/cost: the program prints the four levers for DeepSeek LLM 67B and Llama-3-70B with
  * the totals derived from their configs (389,120 B and 327,680 B = 320 KiB per token), its
  * live cache checks all agree, and it handles its arguments as every chapter program must. */
 #include "common.h"

@@ -9,7 +9,7 @@
 
 #include "ch07_flash.h"
 #include "common.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "norm.h"
 
 #define FLASH_T 130   /* even (whole M = 2 blocks) and past the 128-row window */
@@ -17,23 +17,23 @@
 
 typedef struct {
     kvl_model m;
-    csa2_stack_config s;
-    csa2_stack_weights w;
+    v41_stack_config s;
+    v41_stack_weights w;
 } flash;
 
 static void flash_make(flash *f)
 {
     ck_assert_msg(ch07_flash_small(&f->m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_stack_config_from_model(&f->s, &f->m) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_config_from_model(&f->s, &f->m) == KVL_OK, "%s", kvl_error());
     kvl_rng rng;
     kvl_rng_seed(&rng, 7001);
-    ck_assert_msg(csa2_stack_weights_init_random(&f->w, &f->s, &rng) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_weights_init_random(&f->w, &f->s, &rng) == KVL_OK, "%s", kvl_error());
 }
 
 static void flash_free(flash *f)
 {
-    csa2_stack_weights_free(&f->w);
-    csa2_stack_config_free(&f->s);
+    v41_stack_weights_free(&f->w);
+    v41_stack_config_free(&f->s);
     kvl_model_free(&f->m);
 }
 
@@ -51,14 +51,14 @@ START_TEST(test_live_caches_hold_890_bytes_per_token_with_window_rows_apart)
     flash f;
     flash_make(&f);
     float *x = draw(FLASH_T * FLASH_D, 7002), *out = malloc(FLASH_T * FLASH_D * sizeof *out);
-    csa2_cache c;
-    ck_assert_msg(csa2_cache_init(&c, &f.s, FLASH_T, CSA2_CACHE_NATIVE) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_stack_prefill(out, NULL, &f.s, &f.w, &c, x, FLASH_T - 2) == KVL_OK, "%s", kvl_error());
+    v41_cache c;
+    ck_assert_msg(v41_cache_init(&c, &f.s, FLASH_T, V41_CACHE_NATIVE) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_prefill(out, NULL, &f.s, &f.w, &c, x, FLASH_T - 2) == KVL_OK, "%s", kvl_error());
     for (size_t t = FLASH_T - 2; t < FLASH_T; t++)
-        ck_assert_msg(csa2_stack_decode(out + t * FLASH_D, &f.s, &f.w, &c, x + t * FLASH_D) == KVL_OK, "%s", kvl_error());
+        ck_assert_msg(v41_stack_decode(out + t * FLASH_D, &f.s, &f.w, &c, x + t * FLASH_D) == KVL_OK, "%s", kvl_error());
     /* chapter 7: layers 2, 8, 14 hold (288 + 68)/2 per token, layer 20 holds 288 + 68 */
-    ck_assert_uint_eq(csa2_cache_bytes_used(&c), 890u * FLASH_T);
-    ck_assert_uint_eq(csa2_cache_window_bytes(&c), 40u * 128 * 528);   /* 2,703,360 B per sequence */
+    ck_assert_uint_eq(v41_cache_bytes_used(&c), 890u * FLASH_T);
+    ck_assert_uint_eq(v41_cache_window_bytes(&c), 40u * 128 * 528);   /* 2,703,360 B per sequence */
     size_t writers = 0;
     for (size_t l = 0; l < c.n_layers; l++) {
         ck_assert_uint_eq(c.window[l].row_bytes, 528);
@@ -69,8 +69,8 @@ START_TEST(test_live_caches_hold_890_bytes_per_token_with_window_rows_apart)
     }
     ck_assert_uint_eq(writers, 4);
     /* the compressor tails are bounded: [M][512] values and gates per source */
-    ck_assert_uint_eq(csa2_cache_state_bytes(&c), (3 * 2 + 1) * 2 * 512 * sizeof(float));
-    csa2_cache_free(&c);
+    ck_assert_uint_eq(v41_cache_state_bytes(&c), (3 * 2 + 1) * 2 * 512 * sizeof(float));
+    v41_cache_free(&c);
     free(x); free(out);
     flash_free(&f);
 }
@@ -123,14 +123,14 @@ END_TEST
 /* out[d] − x of a one-layer stack (layer 0, window-only) for the single token x at position 0, in double, with
  * its window row y[Dh] given: one key, so p = e^s/(e^σ + e^s), o_h = p·y, then un-rotation at 0 (identity)
  * and the grouped output. */
-static void one_key_oracle(double *out, const csa2_config *c, const csa2_weights *w, const float *n, const float *y)
+static void one_key_oracle(double *out, const v41_config *c, const v41_weights *w, const float *n, const float *y)
 {
     const v4_config *k = &c->core;
     const size_t H = k->n_heads, Dh = k->head_dim, G = k->o_groups, Do = k->o_lora_rank, gw = H / G * Dh, d = k->d;
     float *cq = malloc(k->q_lora_rank * sizeof *cq), *q = malloc(H * Dh * sizeof *q);
     double *o = malloc(H * Dh * sizeof *o), *u = malloc(G * Do * sizeof *u);
     ck_assert_int_eq(v4_query_latent(cq, k, &w->core, n, 1), KVL_OK);
-    ck_assert_int_eq(csa2_query(q, c, w, cq, 1, 0), KVL_OK);
+    ck_assert_int_eq(v41_query(q, c, w, cq, 1, 0), KVL_OK);
     for (size_t h = 0; h < H; h++) {
         double s = 0;
         for (size_t ch = 0; ch < Dh; ch++) s += (double)q[h * Dh + ch] * y[ch];
@@ -158,15 +158,15 @@ START_TEST(test_current_token_reads_its_own_row_quantised)
      * over that row after FP8 rounding (528-byte row), not over the float32 row it was made from. */
     flash f;
     flash_make(&f);
-    csa2_stack_config s1 = f.s;
-    csa2_stack_weights w1 = f.w;
+    v41_stack_config s1 = f.s;
+    v41_stack_weights w1 = f.w;
     s1.n_layers = w1.n_layers = 1;
-    const csa2_config *c = &f.s.layers[0];
+    const v41_config *c = &f.s.layers[0];
     float *x = draw(FLASH_D, 7006), *out = malloc(FLASH_D * sizeof *out), *n = malloc(FLASH_D * sizeof *n);
     float *y = malloc(512 * sizeof *y), *yq = malloc(512 * sizeof *yq);
-    csa2_cache cache;
-    ck_assert_int_eq(csa2_cache_init(&cache, &s1, 4, CSA2_CACHE_NATIVE), KVL_OK);
-    ck_assert_int_eq(csa2_stack_decode(out, &s1, &w1, &cache, x), KVL_OK);
+    v41_cache cache;
+    ck_assert_int_eq(v41_cache_init(&cache, &s1, 4, V41_CACHE_NATIVE), KVL_OK);
+    ck_assert_int_eq(v41_stack_decode(out, &s1, &w1, &cache, x), KVL_OK);
     kvl_rmsnorm_f32(n, x, f.w.attn_norm, 1, FLASH_D, f.s.norm_eps);
     ck_assert_int_eq(v4_kv(y, &c->core, &f.w.layers[0].core, n, 1, 0), KVL_OK);
     ck_assert_int_eq(v4_rows_read(yq, &cache.window[0], 0, 1), KVL_OK);   /* the stored bytes, decoded */
@@ -182,7 +182,7 @@ START_TEST(test_current_token_reads_its_own_row_quantised)
     /* float32 chain against a double oracle over 512-long sums: 512·2^−24 ≈ 3e-5 relative on O(1) values */
     kvl_expect_close("layer 0 on its own quantised row", got, want_q, FLASH_D, 1e-4, 1e-3, 0.999999);
     ck_assert_msg(gap > 1e-3, "FP8 rounding of the row should move the output (gap %g)", gap);
-    csa2_cache_free(&cache);
+    v41_cache_free(&cache);
     free(x); free(out); free(n); free(y); free(yq); free(want_q); free(want_f); free(got);
     flash_free(&f);
 }
@@ -194,11 +194,11 @@ START_TEST(test_fp4_cache_error_of_attention_output_is_measured_and_small)
     flash_make(&f);
     float *x = draw(FLASH_T * FLASH_D, 7007), *q = malloc(FLASH_T * FLASH_D * sizeof *q);
     float *r = malloc(FLASH_T * FLASH_D * sizeof *r);
-    csa2_cache cq, cr;
-    ck_assert_int_eq(csa2_cache_init(&cq, &f.s, FLASH_T, CSA2_CACHE_NATIVE), KVL_OK);
-    ck_assert_int_eq(csa2_cache_init(&cr, &f.s, FLASH_T, CSA2_CACHE_F32), KVL_OK);
-    ck_assert_int_eq(csa2_stack_prefill(q, NULL, &f.s, &f.w, &cq, x, FLASH_T), KVL_OK);
-    ck_assert_int_eq(csa2_stack_prefill(r, NULL, &f.s, &f.w, &cr, x, FLASH_T), KVL_OK);
+    v41_cache cq, cr;
+    ck_assert_int_eq(v41_cache_init(&cq, &f.s, FLASH_T, V41_CACHE_NATIVE), KVL_OK);
+    ck_assert_int_eq(v41_cache_init(&cr, &f.s, FLASH_T, V41_CACHE_F32), KVL_OK);
+    ck_assert_int_eq(v41_stack_prefill(q, NULL, &f.s, &f.w, &cq, x, FLASH_T), KVL_OK);
+    ck_assert_int_eq(v41_stack_prefill(r, NULL, &f.s, &f.w, &cr, x, FLASH_T), KVL_OK);
     double num = 0, den = 0;   /* attention's contribution: the residual stream minus the input */
     for (size_t i = 0; i < FLASH_T * FLASH_D; i++) {
         num += ((double)q[i] - r[i]) * ((double)q[i] - r[i]);
@@ -209,8 +209,8 @@ START_TEST(test_fp4_cache_error_of_attention_output_is_measured_and_small)
     /* 4-bit entries carry about 2^−3 relative error per value, FP8 rows 2^−5; averaged through softmax-weighted
      * sums over ~100 keys and 40 layers the output error stays well under one 4-bit step */
     ck_assert_msg(rel > 1e-4 && rel < 0.125, "relative error %g", rel);
-    csa2_cache_free(&cq);
-    csa2_cache_free(&cr);
+    v41_cache_free(&cq);
+    v41_cache_free(&cr);
     free(x); free(q); free(r);
     flash_free(&f);
 }
@@ -221,11 +221,11 @@ START_TEST(test_native_cache_rejects_toy_widths)
     kvl_model m;
     ck_assert_int_eq(ch07_flash_small(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")), KVL_OK);
     m.head_dim = 256;
-    csa2_stack_config s;
-    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
-    csa2_cache c;
-    ck_assert_int_eq(csa2_cache_init(&c, &s, 16, CSA2_CACHE_NATIVE), KVL_EINVAL);
-    csa2_stack_config_free(&s);
+    v41_stack_config s;
+    ck_assert_int_eq(v41_stack_config_from_model(&s, &m), KVL_OK);
+    v41_cache c;
+    ck_assert_int_eq(v41_cache_init(&c, &s, 16, V41_CACHE_NATIVE), KVL_EINVAL);
+    v41_stack_config_free(&s);
     kvl_model_free(&m);
 }
 END_TEST

@@ -1,16 +1,16 @@
-/* Chapter 7: the causal encoder–decoder and replay (ref/ced.h; the DeepSeek-V4.1
+/* Chapter 7: the causal encoder–decoder and replay (ref/v41_ced.h; the DeepSeek-V4.1
  * report, sections 2.2 and 3.2.2) on the V4.1 toy (L 10, E 5, W 8): the early exit leaves the same global rows as a full prefill,
  * exact replay rebuilds every window the next token reads, the bound on it is tight, bounded replay is exact
  * in the first layer only, and decode after an early exit with decoder replay equals decode after a full
  * prefill. The oracle is the full prefill of the same prompt (itself proven equal to the definition in
- * test_ch07_csa2). */
+ * test_ch07_v41). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ced.h"
+#include "v41_ced.h"
 #include "ch07_flash.h"
 #include "ch07_stack_toy.h"
 #include "ch07_toy.h"
@@ -28,10 +28,10 @@
 
 
 /* out[N_DECODE][d]: the tokens after the prompt, decoded one by one. */
-static void decode_rest(float *out, csa2_cache *c, const ch07_stack_toy *t)
+static void decode_rest(float *out, v41_cache *c, const ch07_stack_toy *t)
 {
     for (size_t i = 0; i < N_DECODE; i++)
-        ck_assert_msg(csa2_stack_decode(out + i * t->d, &t->s, &t->w, c, t->x + (P + i) * t->d) == KVL_OK, "%s",
+        ck_assert_msg(v41_stack_decode(out + i * t->d, &t->s, &t->w, c, t->x + (P + i) * t->d) == KVL_OK, "%s",
                       kvl_error());
 }
 
@@ -47,7 +47,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 }
 
 /* rows[n][Dh] = layer l's window rows of positions first … first + n − 1. */
-static float *window_rows(const csa2_cache *c, size_t l, size_t first, size_t n)
+static float *window_rows(const v41_cache *c, size_t l, size_t first, size_t n)
 {
     float *r = malloc(n * c->window[l].width * sizeof *r);
     ck_assert_msg(v4_rows_read(r, &c->window[l], first, n) == KVL_OK, "%s", kvl_error());
@@ -55,7 +55,7 @@ static float *window_rows(const csa2_cache *c, size_t l, size_t first, size_t n)
 }
 
 /* Layers l0 … l1 − 1 whose window rows read by the next token differ in any bit. */
-static size_t windows_differing(const csa2_cache *got, const csa2_cache *want, const ch07_stack_toy *t, size_t l0, size_t l1)
+static size_t windows_differing(const v41_cache *got, const v41_cache *want, const ch07_stack_toy *t, size_t l0, size_t l1)
 {
     size_t n = 0;
     for (size_t l = l0; l < l1; l++) {
@@ -78,11 +78,11 @@ START_TEST(test_early_exit_global_rows_equal_full_prefill_bit_for_bit)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    csa2_cache full, early;
+    v41_cache full, early;
     ch07_stack_toy_prefill(&full, NULL, &t, P, 0);
-    ck_assert_int_eq(csa2_cache_init(&early, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
+    ck_assert_int_eq(v41_cache_init(&early, &t.s, MAX_T, V41_CACHE_F32), KVL_OK);
     float *h_enc = malloc(P * t.d * sizeof *h_enc);
-    ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &early, t.x, P) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_prefill(h_enc, &t.s, &t.w, &early, t.x, P) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(early.len, P);
     size_t sources = 0;
     for (size_t l = 0; l < t.L; l++) {
@@ -91,14 +91,14 @@ START_TEST(test_early_exit_global_rows_equal_full_prefill_bit_for_bit)
         expect_rows_identical(&early.entries[l], &full.entries[l], "entries");
         expect_rows_identical(&early.keys[l], &full.keys[l], "index keys");
         ck_assert_uint_eq(early.state[l].pos, full.state[l].pos);
-        ck_assert(memcmp(early.state[l].a, full.state[l].a, csa2_compressor_state_bytes(&full.state[l])) == 0);
+        ck_assert(memcmp(early.state[l].a, full.state[l].a, v41_compressor_state_bytes(&full.state[l])) == 0);
     }
     ck_assert_uint_eq(sources, 1);   /* the decoder source is there, and was fed h_enc */
     for (size_t l = 0; l < t.L; l++) ck_assert_uint_eq(v4_rows_held(&early.window[l]), l < t.E ? t.W : 0);
-    ck_assert_uint_eq(csa2_cache_bytes_used(&early), csa2_cache_bytes_used(&full));
+    ck_assert_uint_eq(v41_cache_bytes_used(&early), v41_cache_bytes_used(&full));
     free(h_enc);
-    csa2_cache_free(&full);
-    csa2_cache_free(&early);
+    v41_cache_free(&full);
+    v41_cache_free(&early);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -107,21 +107,21 @@ START_TEST(test_early_exit_global_rows_equal_full_prefill_native_rows)
 {
     /* Native rows need the deployed widths (Dh 512, DI 128): the narrowed V4.1-Flash stack. */
     kvl_model m;
-    csa2_stack_config s;
-    csa2_stack_weights w;
+    v41_stack_config s;
+    v41_stack_weights w;
     ck_assert_msg(ch07_flash_small(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
-    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
+    ck_assert_int_eq(v41_stack_config_from_model(&s, &m), KVL_OK);
     kvl_rng rng;
     kvl_rng_seed(&rng, 8102);
-    ck_assert_int_eq(csa2_stack_weights_init_random(&w, &s, &rng), KVL_OK);
+    ck_assert_int_eq(v41_stack_weights_init_random(&w, &s, &rng), KVL_OK);
     enum { T = 9 };
     float *x = malloc(T * s.d * sizeof *x), *o = malloc(T * s.d * sizeof *o);
     kvl_rng_normal_f32(&rng, x, T * s.d, 1.0);
-    csa2_cache full, early;
-    ck_assert_int_eq(csa2_cache_init(&full, &s, T, CSA2_CACHE_NATIVE), KVL_OK);
-    ck_assert_int_eq(csa2_cache_init(&early, &s, T, CSA2_CACHE_NATIVE), KVL_OK);
-    ck_assert_msg(csa2_stack_prefill(o, NULL, &s, &w, &full, x, T) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(ced_prefill(o, &s, &w, &early, x, T) == KVL_OK, "%s", kvl_error());
+    v41_cache full, early;
+    ck_assert_int_eq(v41_cache_init(&full, &s, T, V41_CACHE_NATIVE), KVL_OK);
+    ck_assert_int_eq(v41_cache_init(&early, &s, T, V41_CACHE_NATIVE), KVL_OK);
+    ck_assert_msg(v41_stack_prefill(o, NULL, &s, &w, &full, x, T) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_prefill(o, &s, &w, &early, x, T) == KVL_OK, "%s", kvl_error());
     for (size_t l = 0; l < s.n_layers; l++) {
         if (s.layers[l].kind != KVL_LAYER_FULL) continue;
         expect_rows_identical(&early.entries[l], &full.entries[l], "288-byte entries");
@@ -129,10 +129,10 @@ START_TEST(test_early_exit_global_rows_equal_full_prefill_native_rows)
     }
     free(x);
     free(o);
-    csa2_cache_free(&full);
-    csa2_cache_free(&early);
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    v41_cache_free(&full);
+    v41_cache_free(&early);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     kvl_model_free(&m);
 }
 END_TEST
@@ -141,18 +141,18 @@ START_TEST(test_replay_from_zero_is_the_full_forward)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    csa2_cache c, ref;
+    v41_cache c, ref;
     float *want = malloc(P * t.d * sizeof *want), *h = malloc(P * t.d * sizeof *h);
     ch07_stack_toy_prefill(&c, want, &t, P, 0);
     ch07_stack_toy_prefill(&ref, NULL, &t, P, 0);
     memcpy(h, t.x, P * t.d * sizeof *h);
-    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, 0) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, 0) == KVL_OK, "%s", kvl_error());
     ck_assert(memcmp(h, want, P * t.d * sizeof *h) == 0);
     ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, t.L), 0);
     free(want);
     free(h);
-    csa2_cache_free(&c);
-    csa2_cache_free(&ref);
+    v41_cache_free(&c);
+    v41_cache_free(&ref);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -167,13 +167,13 @@ typedef struct {
  * there and after the full run, and compare. */
 static replay_result replay_then_decode(const ch07_stack_toy *t, size_t s)
 {
-    csa2_cache ref, c;
+    v41_cache ref, c;
     ch07_stack_toy_prefill(&ref, NULL, t, P, s);
     ch07_stack_toy_prefill(&c, NULL, t, P, s);
     float *h = malloc((P - s) * t->d * sizeof *h), *want = malloc(N_DECODE * t->d * sizeof *want),
           *got = malloc(N_DECODE * t->d * sizeof *got);
     memcpy(h, t->x + s * t->d, (P - s) * t->d * sizeof *h);
-    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->L, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_replay_layers(h, NULL, &t->s, &t->w, &c, 0, t->L, s) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(v4_rows_oldest(&c.window[0]), s > P - t->W ? s : P - t->W);
     replay_result r = {.layers_differing = windows_differing(&c, &ref, t, 0, t->L)};
     decode_rest(want, &ref, t);
@@ -181,8 +181,8 @@ static replay_result replay_then_decode(const ch07_stack_toy *t, size_t s)
     r.next_same = memcmp(got, want, N_DECODE * t->d * sizeof *got) == 0;
     r.next_err = rel_err(got, want, t->d);
     free(h); free(want); free(got);
-    csa2_cache_free(&ref);
-    csa2_cache_free(&c);
+    v41_cache_free(&ref);
+    v41_cache_free(&c);
     return r;
 }
 
@@ -190,7 +190,7 @@ START_TEST(test_exact_replay_rebuilds_every_window_and_the_next_tokens)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    const size_t s = ced_exact_replay_start(P, t.L, t.W);
+    const size_t s = v41_ced_exact_replay_start(P, t.L, t.W);
     ck_assert_uint_eq(s, P - t.L * (t.W - 1));
     const size_t starts[] = {s, s / 2};
     for (size_t i = 0; i < 2; i++) {
@@ -207,7 +207,7 @@ START_TEST(test_exact_replay_bound_is_tight)
     /* One token later and the last layer's oldest row the next token reads saw a truncated window. */
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    const replay_result r = replay_then_decode(&t, ced_exact_replay_start(P, t.L, t.W) + 1);
+    const replay_result r = replay_then_decode(&t, v41_ced_exact_replay_start(P, t.L, t.W) + 1);
     ck_assert_uint_ge(r.layers_differing, 1);
     ck_assert(!r.next_same);
     ch07_stack_toy_free(&t);
@@ -221,7 +221,7 @@ START_TEST(test_replay_error_rises_past_the_exact_bound)
      * It is measured here, not assumed to fade. */
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    const size_t s = ced_exact_replay_start(P, t.L, t.W), bounded = ced_bounded_replay_start(P, t.W);
+    const size_t s = v41_ced_exact_replay_start(P, t.L, t.W), bounded = v41_ced_bounded_replay_start(P, t.W);
     printf("ch07 replay from the exact start + k·(W − 1), next-token relative error:");
     double last = 0;
     for (size_t late = t.W - 1; s + late <= bounded; late += t.W - 1) {
@@ -238,14 +238,14 @@ START_TEST(test_bounded_replay_exact_in_first_layer_approximate_deeper)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    const size_t s = ced_bounded_replay_start(P, t.W);
+    const size_t s = v41_ced_bounded_replay_start(P, t.W);
     ck_assert_uint_eq(s, P - t.W);
-    csa2_cache ref, c;
+    v41_cache ref, c;
     ch07_stack_toy_prefill(&ref, NULL, &t, P, s);
     ch07_stack_toy_prefill(&c, NULL, &t, P, s);
     float *h = malloc(t.W * t.d * sizeof *h);
     memcpy(h, t.x + s * t.d, t.W * t.d * sizeof *h);
-    ck_assert_msg(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, s) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, 1), 0);
     printf("ch07 bounded replay (W = %zu of P = %d), window-row relative error by layer:", t.W, P);
     double last = 0;
@@ -263,8 +263,8 @@ START_TEST(test_bounded_replay_exact_in_first_layer_approximate_deeper)
     for (size_t i = 0; i < N_DECODE * t.d; i++) ck_assert(isfinite(got[i]));
     free(got);
     free(h);
-    csa2_cache_free(&ref);
-    csa2_cache_free(&c);
+    v41_cache_free(&ref);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -273,23 +273,23 @@ START_TEST(test_decode_after_early_exit_and_decoder_replay_equals_full_prefill)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    const size_t s = ced_exact_replay_start(P, t.L - t.E, t.W);
+    const size_t s = v41_ced_exact_replay_start(P, t.L - t.E, t.W);
     ck_assert_uint_eq(s, P - (t.L - t.E) * (t.W - 1));
-    csa2_cache ref, c;
+    v41_cache ref, c;
     ch07_stack_toy_prefill(&ref, NULL, &t, P, s);
-    ck_assert_int_eq(csa2_cache_init(&c, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
+    ck_assert_int_eq(v41_cache_init(&c, &t.s, MAX_T, V41_CACHE_F32), KVL_OK);
     float *h_enc = malloc(P * t.d * sizeof *h_enc);
-    ck_assert_msg(ced_prefill(h_enc, &t.s, &t.w, &c, t.x, s) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(ced_prefill(h_enc + s * t.d, &t.s, &t.w, &c, t.x + s * t.d, P - s) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(ced_decoder_replay(h_enc + s * t.d, &t.s, &t.w, &c, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_prefill(h_enc, &t.s, &t.w, &c, t.x, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_prefill(h_enc + s * t.d, &t.s, &t.w, &c, t.x + s * t.d, P - s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_decoder_replay(h_enc + s * t.d, &t.s, &t.w, &c, s) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(windows_differing(&c, &ref, &t, 0, t.L), 0);
     float *want = malloc(N_DECODE * t.d * sizeof *want), *got = malloc(N_DECODE * t.d * sizeof *got);
     decode_rest(want, &ref, &t);
     decode_rest(got, &c, &t);
     ck_assert(memcmp(got, want, N_DECODE * t.d * sizeof *got) == 0);
     free(h_enc); free(want); free(got);
-    csa2_cache_free(&ref);
-    csa2_cache_free(&c);
+    v41_cache_free(&ref);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -304,11 +304,11 @@ START_TEST(test_early_exit_refuses_a_decoder_source_after_the_first_decoder_laye
     ck_assert_ptr_nonnull(at);
     snprintf(json, sizeof json, "%.*s%s%s", (int)(at - CH07_TOY_JSON), CH07_TOY_JSON, to, at + strlen(from));
     ck_assert_msg(kvl_model_parse(&m, json, strlen(json), "ch07-toy-late-source") == KVL_OK, "%s", kvl_error());
-    csa2_stack_config s;
-    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
-    ck_assert_int_eq(ced_check(&s), KVL_EINVAL);
+    v41_stack_config s;
+    ck_assert_int_eq(v41_stack_config_from_model(&s, &m), KVL_OK);
+    ck_assert_int_eq(v41_ced_check(&s), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "layer 7") != NULL, "%s", kvl_error());
-    csa2_stack_config_free(&s);
+    v41_stack_config_free(&s);
     kvl_model_free(&m);
 }
 END_TEST
@@ -317,12 +317,12 @@ START_TEST(test_replay_refuses_a_start_past_the_prefix)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8101, MAX_T);
-    csa2_cache c;
+    v41_cache c;
     ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     float h[64];
-    ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, P), KVL_EINVAL);
-    ck_assert_int_eq(csa2_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 3, 2, 0), KVL_EINVAL);
-    csa2_cache_free(&c);
+    ck_assert_int_eq(v41_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 0, t.L, P), KVL_EINVAL);
+    ck_assert_int_eq(v41_stack_replay_layers(h, NULL, &t.s, &t.w, &c, 3, 2, 0), KVL_EINVAL);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -334,9 +334,9 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
     ch07_stack_toy_make(&t, 8101, MAX_T);
     uint64_t full = 0, early = 0;
     for (size_t l = 0; l < t.L; l++) {
-        const csa2_config *c = &t.s.layers[l];
-        const csa2_weights *w = &t.w.layers[l];
-        const csa2_params p = csa2_layer_params(c);
+        const v41_config *c = &t.s.layers[l];
+        const v41_weights *w = &t.w.layers[l];
+        const v41_params p = v41_layer_params(c);
         ck_assert_uint_eq(p.core + p.compressor + p.index_keys + p.index_query, w->core.n_floats + w->n_floats);
         const uint64_t layer = t.d + w->core.n_floats + w->n_floats;
         full += layer;
@@ -345,8 +345,8 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
             early += t.d + w->n_floats - c->indexer.n_heads * c->indexer.head_dim * c->core.q_lora_rank -
                      c->indexer.n_heads * t.d;
     }
-    ced_work wf, we;
-    ced_prefill_work(&wf, &we, &t.s);
+    v41_ced_work wf, we;
+    v41_ced_prefill_work(&wf, &we, &t.s);
     ck_assert_uint_eq(wf.layers, t.L);
     ck_assert_uint_eq(we.layers, t.E);
     ck_assert_uint_eq(wf.params, full);
@@ -356,16 +356,16 @@ START_TEST(test_parameter_counts_match_the_allocated_weights)
     /* The V4.1 layer walkthrough's parameter check of V4.1-Flash layer 24, a Reindex layer. */
     kvl_model m;
     ck_assert_msg(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s", kvl_error());
-    csa2_config c;
-    ck_assert_int_eq(csa2_config_from_model(&c, &m, 24), KVL_OK);
-    const csa2_params p = csa2_layer_params(&c);
+    v41_config c;
+    ck_assert_int_eq(v41_config_from_model(&c, &m, 24), KVL_OK);
+    const v41_params p = v41_layer_params(&c);
     ck_assert_uint_eq(p.core + p.index_query, 132024128u);
     ck_assert_uint_eq(p.compressor + p.index_keys, 0);
     kvl_model_free(&m);
 }
 END_TEST
 
-/* V4.1-Flash's parameter counts by role, as nb_07 prints them and ref/csa2 counts them, against the
+/* V4.1-Flash's parameter counts by role, as nb_07 prints them and ref/v41 counts them, against the
  * definition: each matrix's rows times its columns (plus a norm's gain) from the config's widths. */
 START_TEST(test_v41_parameter_counts_by_role_are_the_definitions)
 {
@@ -385,9 +385,9 @@ START_TEST(test_v41_parameter_counts_by_role_are_the_definitions)
     };
     uint64_t total[5];
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        csa2_config c;
-        ck_assert_int_eq(csa2_config_from_model(&c, &m, modes[i].layer), KVL_OK);
-        const csa2_params p = csa2_layer_params(&c);
+        v41_config c;
+        ck_assert_int_eq(v41_config_from_model(&c, &m, modes[i].layer), KVL_OK);
+        const v41_params p = v41_layer_params(&c);
         const uint64_t compressor = modes[i].compressor * d * Dh + (modes[i].compressor ? Dh : 0);
         ck_assert_uint_eq(p.core, core);
         ck_assert_uint_eq(p.compressor, compressor);

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ced.h"
+#include "v41_ced.h"
 #include "ch07_stack_toy.h"
 #include "ch07_toy.h"
 #include "common.h"
@@ -59,8 +59,8 @@ static void spit(const char *path, const uint8_t *b, size_t n)
     fclose(f);
 }
 
-/* FNV-1a over everything a csa2 cache holds, to see that a refused load left it alone. */
-static uint64_t cache_hash(const csa2_cache *c)
+/* FNV-1a over everything a v41 cache holds, to see that a refused load left it alone. */
+static uint64_t cache_hash(const v41_cache *c)
 {
     uint64_t h = prefix_fnv1a(PREFIX_FNV_BASIS, &c->len, sizeof c->len);
     for (size_t l = 0; l < c->n_layers; l++) {
@@ -71,7 +71,7 @@ static uint64_t cache_hash(const csa2_cache *c)
             h = prefix_fnv1a(h, &r[i]->first, sizeof r[i]->first);
             h = prefix_fnv1a(h, r[i]->bytes, r[i]->slots * r[i]->row_bytes);
         }
-        if (c->state[l].a) h = prefix_fnv1a(h, c->state[l].a, csa2_compressor_state_bytes(&c->state[l]));
+        if (c->state[l].a) h = prefix_fnv1a(h, c->state[l].a, v41_compressor_state_bytes(&c->state[l]));
     }
     return h;
 }
@@ -80,12 +80,12 @@ START_TEST(test_persisted_global_kv_round_trips_bit_for_bit)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8201, MAX_T);
-    csa2_cache c, back;
+    v41_cache c, back;
     ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *path = tmp_path("roundtrip.kvp");
-    ck_assert_msg(csa2_prefix_save(path, &t.s, &c) == KVL_OK, "%s", kvl_error());
-    ck_assert_int_eq(csa2_cache_init(&back, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
-    ck_assert_msg(csa2_prefix_load(&back, &t.s, path) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_prefix_save(path, &t.s, &c) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(v41_cache_init(&back, &t.s, MAX_T, V41_CACHE_F32), KVL_OK);
+    ck_assert_msg(v41_prefix_load(&back, &t.s, path) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(back.len, P);
     for (size_t l = 0; l < t.L; l++) {
         ck_assert_uint_eq(v4_rows_held(&back.window[l]), 0);
@@ -95,16 +95,16 @@ START_TEST(test_persisted_global_kv_round_trips_bit_for_bit)
         ck_assert(memcmp(back.entries[l].bytes, c.entries[l].bytes, v4_rows_bytes_used(&c.entries[l])) == 0);
         ck_assert(memcmp(back.keys[l].bytes, c.keys[l].bytes, v4_rows_bytes_used(&c.keys[l])) == 0);
         ck_assert_uint_eq(back.state[l].pos, P);
-        ck_assert(memcmp(back.state[l].a, c.state[l].a, csa2_compressor_state_bytes(&c.state[l])) == 0);
+        ck_assert(memcmp(back.state[l].a, c.state[l].a, v41_compressor_state_bytes(&c.state[l])) == 0);
     }
     /* The file is the global bytes the cache reports, the tails, and the framing: no window row. */
     size_t n_sections = 0;
     for (size_t l = 0; l < t.L; l++) n_sections += t.s.layers[l].kind == KVL_LAYER_FULL ? 3 : 0;
-    ck_assert_uint_eq(file_size(path), PREFIX_HEADER_BYTES + PREFIX_ENTRY_BYTES * n_sections + csa2_cache_bytes_used(&c) +
-                                           csa2_cache_state_bytes(&c) + 8);
+    ck_assert_uint_eq(file_size(path), PREFIX_HEADER_BYTES + PREFIX_ENTRY_BYTES * n_sections + v41_cache_bytes_used(&c) +
+                                           v41_cache_state_bytes(&c) + 8);
     remove(path);
-    csa2_cache_free(&c);
-    csa2_cache_free(&back);
+    v41_cache_free(&c);
+    v41_cache_free(&back);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -113,38 +113,38 @@ START_TEST(test_prefix_hit_with_encoder_and_decoder_replay_decodes_as_the_full_r
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8201, MAX_T);
-    const size_t s = ced_exact_replay_start(P, t.L, t.W);
-    csa2_cache full, hit;
+    const size_t s = v41_ced_exact_replay_start(P, t.L, t.W);
+    v41_cache full, hit;
     ch07_stack_toy_prefill(&full, NULL, &t, P, s);
     const char *path = tmp_path("hit.kvp");
-    ck_assert_msg(csa2_prefix_save(path, &t.s, &full) == KVL_OK, "%s", kvl_error());
-    ck_assert_int_eq(csa2_cache_init(&hit, &t.s, MAX_T, CSA2_CACHE_F32), KVL_OK);
-    ck_assert_msg(csa2_prefix_load(&hit, &t.s, path) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_prefix_save(path, &t.s, &full) == KVL_OK, "%s", kvl_error());
+    ck_assert_int_eq(v41_cache_init(&hit, &t.s, MAX_T, V41_CACHE_F32), KVL_OK);
+    ck_assert_msg(v41_prefix_load(&hit, &t.s, path) == KVL_OK, "%s", kvl_error());
     float *h = malloc((P - s) * t.d * sizeof *h);
     memcpy(h, t.x + s * t.d, (P - s) * t.d * sizeof *h);
-    ck_assert_msg(ced_encoder_replay(h, &t.s, &t.w, &hit, s) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(ced_decoder_replay(h, &t.s, &t.w, &hit, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_encoder_replay(h, &t.s, &t.w, &hit, s) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_ced_decoder_replay(h, &t.s, &t.w, &hit, s) == KVL_OK, "%s", kvl_error());
     float want[64 * 4], got[64 * 4];
     ck_assert_uint_le(t.d * (MAX_T - P), sizeof want / sizeof *want);
     for (size_t i = P; i < MAX_T; i++) {
-        ck_assert_int_eq(csa2_stack_decode(want + (i - P) * t.d, &t.s, &t.w, &full, t.x + i * t.d), KVL_OK);
-        ck_assert_int_eq(csa2_stack_decode(got + (i - P) * t.d, &t.s, &t.w, &hit, t.x + i * t.d), KVL_OK);
+        ck_assert_int_eq(v41_stack_decode(want + (i - P) * t.d, &t.s, &t.w, &full, t.x + i * t.d), KVL_OK);
+        ck_assert_int_eq(v41_stack_decode(got + (i - P) * t.d, &t.s, &t.w, &hit, t.x + i * t.d), KVL_OK);
     }
     ck_assert(memcmp(got, want, t.d * (MAX_T - P) * sizeof *got) == 0);
     remove(path);
     free(h);
-    csa2_cache_free(&full);
-    csa2_cache_free(&hit);
+    v41_cache_free(&full);
+    v41_cache_free(&hit);
     ch07_stack_toy_free(&t);
 }
 END_TEST
 
 /* Load `path` into a prefilled cache: refused with KVL_EPARSE (or KVL_EIO), the cache untouched, and the
  * message naming the file. */
-static void expect_refused(const ch07_stack_toy *t, csa2_cache *c, const char *path, const char *why)
+static void expect_refused(const ch07_stack_toy *t, v41_cache *c, const char *path, const char *why)
 {
     const uint64_t before = cache_hash(c);
-    const int rc = csa2_prefix_load(c, &t->s, path);
+    const int rc = v41_prefix_load(c, &t->s, path);
     ck_assert_msg(rc == KVL_EPARSE || rc == KVL_EIO, "%s: loaded (rc %d)", why, rc);
     ck_assert_msg(strstr(kvl_error(), path) != NULL, "%s: message does not name the file: %s", why, kvl_error());
     ck_assert_msg(cache_hash(c) == before, "%s: the refused load changed the cache", why);
@@ -154,10 +154,10 @@ START_TEST(test_damaged_truncated_or_foreign_files_are_refused_whole)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8201, MAX_T);
-    csa2_cache c;
+    v41_cache c;
     ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *good = tmp_path("good.kvp"), *bad = tmp_path("bad.kvp");
-    ck_assert_int_eq(csa2_prefix_save(good, &t.s, &c), KVL_OK);
+    ck_assert_int_eq(v41_prefix_save(good, &t.s, &c), KVL_OK);
     size_t n;
     uint8_t *b = slurp(good, &n);
 
@@ -213,7 +213,7 @@ START_TEST(test_damaged_truncated_or_foreign_files_are_refused_whole)
     free(sec);
     prefix_file_free(&f);
     free(b);
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -222,15 +222,15 @@ START_TEST(test_write_leaves_no_partial_file)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8201, MAX_T);
-    csa2_cache c;
+    v41_cache c;
     ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
-    ck_assert_int_eq(csa2_prefix_save("/nonexistent-dir/x.kvp", &t.s, &c), KVL_EIO);
+    ck_assert_int_eq(v41_prefix_save("/nonexistent-dir/x.kvp", &t.s, &c), KVL_EIO);
     ck_assert_ptr_nonnull(strstr(kvl_error(), "/nonexistent-dir/x.kvp"));
     ck_assert_int_eq(access("/nonexistent-dir/x.kvp.tmp", F_OK), -1);
     const prefix_section bad_tag = {.tag = "", .rows = 0};
     ck_assert_int_eq(prefix_file_write(tmp_path("tag.kvp"), 1, 0, &bad_tag, 1), KVL_EINVAL);
     ck_assert_int_eq(access(tmp_path("tag.kvp"), F_OK), -1);
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST
@@ -252,19 +252,19 @@ START_TEST(test_fuzz_seeds_are_current_files_of_the_toy)
 {
     /* The fuzz target's seeds must load, or the fuzzer starts from files the reader refuses at once. */
     kvl_model m;
-    csa2_stack_config s;
+    v41_stack_config s;
     ck_assert_int_eq(ch07_toy_model(&m), KVL_OK);
-    ck_assert_int_eq(csa2_stack_config_from_model(&s, &m), KVL_OK);
+    ck_assert_int_eq(v41_stack_config_from_model(&s, &m), KVL_OK);
     const char *seeds[] = {"tests/fuzz/corpus/prefix/toy-7-tokens.kvp", "tests/fuzz/corpus/prefix/toy-20-tokens.kvp"};
     const size_t tokens[] = {7, 20};
     for (size_t i = 0; i < 2; i++) {
-        csa2_cache c;
-        ck_assert_int_eq(csa2_cache_init(&c, &s, 64, CSA2_CACHE_F32), KVL_OK);
-        ck_assert_msg(csa2_prefix_load(&c, &s, kvl_path(seeds[i])) == KVL_OK, "%s", kvl_error());
+        v41_cache c;
+        ck_assert_int_eq(v41_cache_init(&c, &s, 64, V41_CACHE_F32), KVL_OK);
+        ck_assert_msg(v41_prefix_load(&c, &s, kvl_path(seeds[i])) == KVL_OK, "%s", kvl_error());
         ck_assert_uint_eq(c.len, tokens[i]);
-        csa2_cache_free(&c);
+        v41_cache_free(&c);
     }
-    csa2_stack_config_free(&s);
+    v41_stack_config_free(&s);
     kvl_model_free(&m);
 }
 END_TEST
@@ -338,10 +338,10 @@ START_TEST(test_a_v41_file_is_not_a_v4_file)
 {
     ch07_stack_toy t;
     ch07_stack_toy_make(&t, 8201, MAX_T);
-    csa2_cache c;
+    v41_cache c;
     ch07_stack_toy_prefill(&c, NULL, &t, P, 0);
     const char *path = tmp_path("v41.kvp");
-    ck_assert_int_eq(csa2_prefix_save(path, &t.s, &c), KVL_OK);
+    ck_assert_int_eq(v41_prefix_save(path, &t.s, &c), KVL_OK);
     v4_stack st;
     v4_stack_make(&st);
     model_cache mc;
@@ -352,7 +352,7 @@ START_TEST(test_a_v41_file_is_not_a_v4_file)
     remove(path);
     model_cache_free(&mc);
     v4_stack_free(&st);
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     ch07_stack_toy_free(&t);
 }
 END_TEST

@@ -126,7 +126,7 @@ START_TEST(test_a_window_in_every_layer_bounds_what_a_sequence_holds)
     ck_assert_msg(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(strstr(out, "\"131,072\"") && strstr(out, "\"536,870,912\",0.50,0.50"), "%s", out);
     /* a model without a window holds every token */
-    ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/01_cost/llama-3-70b.json")) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/01_mha/llama-3-70b.json")) == KVL_OK, "%s", kvl_error());
     ck_assert_msg(kvl_kv_footprint_of(&f, &m) == KVL_OK, "%s", kvl_error());
     ck_assert_uint_eq(f.bounded_tokens, 0);
     ck_assert_double_eq(kvl_kv_bytes_held(&f, 1 << 20), (1 << 20) * f.bytes_per_token);

@@ -80,7 +80,7 @@ END_TEST
 static const char *const bases[] = {
     "ref/configs/deepseek-llm-67b.json", "ref/configs/deepseek-v2.json", "ref/configs/deepseek-v3.json",
     "ref/configs/deepseek-v3.2-exp.json", "ref/configs/deepseek-v4-flash.json", "ref/configs/deepseek-v4.1-flash.json",
-    "chapters/01_cost/llama-3-70b.json", "chapters/03_swa/mistral-7b.json",
+    "chapters/01_mha/llama-3-70b.json", "chapters/03_swa/mistral-7b.json",
     "tests/reference/ecosystem/v3_rope_parameters/config.json", "tests/reference/ecosystem/v3_mscale_differs/config.json",
     "tests/reference/ecosystem/v32_yarn_no_mscale/config.json", "tests/reference/ecosystem/v4_flash/config.json",
     "tests/reference/ecosystem/v4_layer_types/config.json", "tests/reference/ecosystem/v3_deepseek_flat/config.json",

@@ -15,7 +15,7 @@
 
 #include "common.h"
 #include "config.h"
-#include "csa2.h"
+#include "v41.h"
 #include "element.h"
 #include "rng.h"
 #include "safetensors.h"
@@ -378,15 +378,15 @@ END_TEST
 
 /* V4.1 under its inference names, one file per layer: a Full layer with M = 2 (W_Z present) and one with
  * M = 1 (no W_Z), a Reindex layer (index queries, no keys) and a Reuse layer (the core only). */
-static void check_csa2_layer(const kvl_model *m, size_t layer, kvl_layer_kind kind)
+static void check_v41_layer(const kvl_model *m, size_t layer, kvl_layer_kind kind)
 {
-    csa2_config c;
-    ck_assert_msg(csa2_config_from_model(&c, m, layer) == KVL_OK, "%s", kvl_error());
+    v41_config c;
+    ck_assert_msg(v41_config_from_model(&c, m, layer) == KVL_OK, "%s", kvl_error());
     ck_assert_int_eq(c.kind, kind);
-    csa2_weights w, got;
+    v41_weights w, got;
     kvl_rng rng;
     kvl_rng_seed(&rng, 7 + layer);
-    ck_assert_int_eq(csa2_weights_init_random(&w, &c, &rng), KVL_OK);
+    ck_assert_int_eq(v41_weights_init_random(&w, &c, &rng), KVL_OK);
     const v4_config *k = &c.core;
     size_t d = k->d, H = k->n_heads, Dh = k->head_dim, Dq = k->q_lora_rank, GDo = k->o_groups * k->o_lora_rank;
     size_t HI = c.indexer.n_heads, DI = c.indexer.head_dim;
@@ -409,17 +409,17 @@ static void check_csa2_layer(const kvl_model *m, size_t layer, kvl_layer_kind ki
     write_fields(path, prefix, leaf, ptr, shape, 15);
     kvl_st_checkpoint ck;
     ck_assert_msg(kvl_st_checkpoint_open(&ck, path) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(csa2_weights_load(&got, &c, &ck, layer) == KVL_OK, "layer %zu: %s", layer, kvl_error());
+    ck_assert_msg(v41_weights_load(&got, &c, &ck, layer) == KVL_OK, "layer %zu: %s", layer, kvl_error());
     ck_assert(got.core.n_floats == w.core.n_floats && got.n_floats == w.n_floats);
     for (size_t i = 0; i < w.core.n_floats; i++)
         if (got.core.block[i] != w.core.block[i]) ck_abort_msg("layer %zu: core float %zu differs", layer, i);
     for (size_t i = 0; i < w.n_floats; i++)
         if (got.block[i] != w.block[i]) ck_abort_msg("layer %zu: float %zu of its own weights differs", layer, i);
-    csa2_weights_free(&got);
-    ck_assert_int_eq(csa2_weights_load(&got, &c, &ck, layer + 1), KVL_EINVAL);
+    v41_weights_free(&got);
+    ck_assert_int_eq(v41_weights_load(&got, &c, &ck, layer + 1), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "not found") != NULL, "%s", kvl_error());
     kvl_st_checkpoint_close(&ck);
-    csa2_weights_free(&w);
+    v41_weights_free(&w);
     rm_dir(dir);
 }
 
@@ -427,10 +427,10 @@ START_TEST(test_inference_names_fill_every_v41_field_in_each_layer_mode)
 {
     kvl_model m;
     ck_assert_msg(kvl_model_load(&m, kvl_path("tests/reference/deepseek_v41_tiny.json")) == KVL_OK, "%s", kvl_error());
-    check_csa2_layer(&m, 1, KVL_LAYER_FULL);
-    check_csa2_layer(&m, 3, KVL_LAYER_FULL);
-    check_csa2_layer(&m, 5, KVL_LAYER_REINDEX);
-    check_csa2_layer(&m, 4, KVL_LAYER_REUSE);
+    check_v41_layer(&m, 1, KVL_LAYER_FULL);
+    check_v41_layer(&m, 3, KVL_LAYER_FULL);
+    check_v41_layer(&m, 5, KVL_LAYER_REINDEX);
+    check_v41_layer(&m, 4, KVL_LAYER_REUSE);
     kvl_model_free(&m);
 }
 END_TEST

@@ -7,10 +7,7 @@
  * its subfolders') files ending in .c, .h, .cu, .cuh, .cc, .py, .sh, .js or .css. Prose elsewhere in
  * the README may name any file; only the entries are the map.
  *
- * The folders are listed here by name (MAPS). A folder marked `later` has its README written with the
- * code it maps (ref/ and ref/core/ as they are restructured, cpu/ when it is added): it is checked as
- * soon as its README.md exists and skipped until then, and its mark is dropped once it has one. Every
- * other folder must have its README. */
+ * The folders are listed here by name (MAPS); each must have its README. */
 #include "common.h"
 
 #include <dirent.h>
@@ -22,14 +19,8 @@
 
 #define NAME_CAP 256
 
-static const struct {
-    const char *folder;
-    int later; /* 1: README.md not written yet, checked once it exists */
-} MAPS[] = {
-    {"formats", 0},     {"cuda", 0}, {"cuda/emu", 0}, {"chapters/common", 0}, {"chapters/tools", 0},
-    {"notebooks_c", 0}, {"site", 0}, {"tests", 0},    {"ref", 1},             {"ref/core", 1},
-    {"cpu", 1},
-};
+static const char *const MAPS[] = {"formats",     "ref",  "ref/core", "cpu",   "cuda", "cuda/emu", "chapters/common",
+                                   "chapters/tools", "notebooks_c", "site", "tests"};
 #define N_MAPS (sizeof MAPS / sizeof MAPS[0])
 
 static int ends_with(const char *s, const char *tail)
@@ -46,13 +37,13 @@ static int is_source(const char *name)
     return 0;
 }
 
-/* The README of MAPS[i], or NULL for a `later` folder that has none yet. */
+/* The README of MAPS[i]. */
 static char *map_text(size_t i)
 {
     char rel[NAME_CAP];
-    snprintf(rel, sizeof rel, "%s/README.md", MAPS[i].folder);
+    snprintf(rel, sizeof rel, "%s/README.md", MAPS[i]);
     char *text = kvl_read_text(kvl_path(rel));
-    ck_assert_msg(text != NULL || MAPS[i].later, "%s is missing (set KVL_ROOT)", rel);
+    ck_assert_msg(text != NULL, "%s is missing (set KVL_ROOT)", rel);
     return text;
 }
 
@@ -90,18 +81,17 @@ START_TEST(test_every_source_file_is_listed_in_its_folder_map)
     size_t missing = 0, checked = 0;
     for (size_t i = 0; i < N_MAPS; i++) {
         char *text = map_text(i);
-        if (!text) continue;
-        DIR *d = opendir(kvl_path(MAPS[i].folder));
-        ck_assert_msg(d != NULL, "cannot list %s", MAPS[i].folder);
+        DIR *d = opendir(kvl_path(MAPS[i]));
+        ck_assert_msg(d != NULL, "cannot list %s", MAPS[i]);
         for (struct dirent *e; (e = readdir(d));) {
             char rel[NAME_CAP * 2];
             struct stat st;
-            snprintf(rel, sizeof rel, "%s/%s", MAPS[i].folder, e->d_name);
+            snprintf(rel, sizeof rel, "%s/%s", MAPS[i], e->d_name);
             if (e->d_name[0] == '.' || !is_source(e->d_name) || stat(kvl_path(rel), &st) || !S_ISREG(st.st_mode))
                 continue;
             checked++;
             if (!lists(text, e->d_name)) {
-                fprintf(stderr, "%s/README.md: no entry for %s\n", MAPS[i].folder, e->d_name);
+                fprintf(stderr, "%s/README.md: no entry for %s\n", MAPS[i], e->d_name);
                 missing++;
             }
         }
@@ -118,14 +108,13 @@ START_TEST(test_every_entry_of_a_folder_map_exists)
     size_t absent = 0, entries = 0;
     for (size_t i = 0; i < N_MAPS; i++) {
         char *text = map_text(i);
-        if (!text) continue;
         char name[NAME_CAP], rel[NAME_CAP * 2];
         for (const char *line = text; line; line = next_line(line)) {
             if (!entry_name(name, sizeof name, line)) continue;
             entries++;
-            snprintf(rel, sizeof rel, "%s/%s", MAPS[i].folder, name);
+            snprintf(rel, sizeof rel, "%s/%s", MAPS[i], name);
             if (access(kvl_path(rel), F_OK) != 0) {
-                fprintf(stderr, "%s/README.md lists %s, which does not exist\n", MAPS[i].folder, name);
+                fprintf(stderr, "%s/README.md lists %s, which does not exist\n", MAPS[i], name);
                 absent++;
             }
         }

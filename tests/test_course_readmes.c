@@ -210,13 +210,13 @@ END_TEST
 static const struct {
     const char *chapter, *quoted, *command, *printed;
 } QUOTES[] = {
-    {"01_cost", "**389,120 bytes per token**", "cost", "= 389,120 B per token"},
-    {"01_cost", "327,680 (320 KiB)", "cost", "= 327,680 B per token = 320 KiB"},
-    {"01_cost", "47.5 GiB", "kvtable", "389,120 - 1.0x - 47.50"},
-    {"01_cost", "3,112,960 B per token", "cost", "3,112,960"},
-    {"01_cost", "48,640", "cost", "MQA 95 1 256 2 512 512 48,640"},
-    {"01_cost", "1,966,080 elements", "nb_01", "= 1,966,080 elements per token"},
-    {"01_cost", "3,932,160 B = 3.93 MB", "nb_01", "3,932,160 B = 3.93 MB"},
+    {"01_mha", "**389,120 bytes per token**", "cost", "= 389,120 B per token"},
+    {"01_mha", "327,680 (320 KiB)", "cost", "= 327,680 B per token = 320 KiB"},
+    {"01_mha", "47.5 GiB", "kvtable", "389,120 - 1.0x - 47.50"},
+    {"01_mha", "3,112,960 B per token", "cost", "3,112,960"},
+    {"01_mha", "48,640", "cost", "MQA 95 1 256 2 512 512 48,640"},
+    {"01_mha", "1,966,080 elements", "nb_01", "= 1,966,080 elements per token"},
+    {"01_mha", "3,932,160 B = 3.93 MB", "nb_01", "3,932,160 B = 3.93 MB"},
     {"02_mla", "61 × 1,152 = 70,272 B per token", "nb_02", "1,152 B per layer; x 61 layers = 70,272 B per token"},
     {"02_mla", "60 × 1,152 = 69,120 B", "nb_02", "60 layers, 69,120 B per token"},
     {"02_mla", "64× fewer values than MHA's 32,768 (56.9×", "nb_02", "32,768 values: 64 x the latent alone, 56.9 x"},

@@ -1,4 +1,4 @@
-/* ref/core/few_rows: a few query rows against a tile of keys and values, register-blocked, against the
+/* cpu/few_rows: a few query rows against a tile of keys and values, register-blocked, against the
  * two products written here in double, in every instruction set formats/isa.h can choose here. Shapes:
  * GQA's (8 query rows, 128 wide, keys 2,048 values apart in the [K | V] row), V4's 16 rows, and ragged
  * ones (3, 5 and 11 rows, past the 4- and 8-row blocks; 1, 7, 37 and 255 keys, past the 3- and 8-key blocks;

@@ -1,4 +1,4 @@
-/* ref/core/many_rows: many query rows against a tile of keys and values, heads in the vector lanes,
+/* cpu/many_rows: many query rows against a tile of keys and values, heads in the vector lanes,
  * against the two products written here in double, in every instruction set formats/isa.h can choose
  * here. Shapes: MLA's (128 heads, 576-wide keys, the first 512 columns the values), and ragged ones: 16,
  * 48 and 80 heads (one, three and five vectors, past the 64-head block), 1, 5, 7 and 255 keys (past the

@@ -1,4 +1,4 @@
-/* ref/core/scratch: a thread's scratch block per slot, kept from one call to the next while it is large
+/* cpu/scratch: a thread's scratch block per slot, kept from one call to the next while it is large
  * enough, grown when it is not, its own on every thread, and freed when a thread ends (the sanitizer
  * build's leak check fails otherwise). */
 #include "common.h"

@@ -45,7 +45,7 @@
 
 #include "common.h"
 #include "config.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "dsa.h"
 #include "file_io.h"
 #include "mla.h"
@@ -269,7 +269,7 @@ END_TEST
 
 /* The stack's weights from the reference: each layer's attention (ref/weights_load.h) and its pre-norm
  * gain layers.N.attn_norm.weight (the inference code's Block.attn_norm). */
-static void load_v41_stack(csa2_stack_weights *w, const csa2_stack_config *s, const reference *r)
+static void load_v41_stack(v41_stack_weights *w, const v41_stack_config *s, const reference *r)
 {
     w->n_layers = s->n_layers;
     w->attn_norm = malloc(s->n_layers * s->d * sizeof *w->attn_norm);
@@ -280,7 +280,7 @@ static void load_v41_stack(csa2_stack_weights *w, const csa2_stack_config *s, co
         snprintf(name, sizeof name, "layers.%zu.attn_norm.weight", l);
         const size_t shape[1] = {s->d};
         ck_assert_msg(kvl_read_weight(w->attn_norm + l * s->d, &r->ck, name, 1, shape) == KVL_OK, "%s", kvl_error());
-        ck_assert_msg(csa2_weights_load(&w->layers[l], &s->layers[l], &r->ck, l) == KVL_OK, "%s", kvl_error());
+        ck_assert_msg(v41_weights_load(&w->layers[l], &s->layers[l], &r->ck, l) == KVL_OK, "%s", kvl_error());
     }
 }
 
@@ -288,26 +288,26 @@ START_TEST(test_v41_stack_matches_the_inference_formulas)
 {
     reference r;
     open_reference(&r, "deepseek_v41_tiny");
-    csa2_stack_config s;
-    ck_assert_msg(csa2_stack_config_from_model(&s, &r.model) == KVL_OK, "%s", kvl_error());
-    csa2_stack_weights w;
+    v41_stack_config s;
+    ck_assert_msg(v41_stack_config_from_model(&s, &r.model) == KVL_OK, "%s", kvl_error());
+    v41_stack_weights w;
     load_v41_stack(&w, &s, &r);
     float *got = malloc(r.T * r.d * sizeof *got);
     ck_assert(got);
-    ck_assert_msg(csa2_stack_forward(got, NULL, NULL, &s, &w, r.x, r.T) == KVL_OK, "%s", kvl_error());
-    expect_matches(&r, "csa2_stack_forward", got);
+    ck_assert_msg(v41_stack_forward(got, NULL, NULL, &s, &w, r.x, r.T) == KVL_OK, "%s", kvl_error());
+    expect_matches(&r, "v41_stack_forward", got);
     memset(got, 0, r.T * r.d * sizeof *got);
-    csa2_cache cache;
-    ck_assert_msg(csa2_cache_init(&cache, &s, r.T, CSA2_CACHE_F32) == KVL_OK, "%s", kvl_error());
+    v41_cache cache;
+    ck_assert_msg(v41_cache_init(&cache, &s, r.T, V41_CACHE_F32) == KVL_OK, "%s", kvl_error());
     const size_t split = 9;   /* inside a block of 2 and a candidate block of 4 */
-    ck_assert_msg(csa2_stack_prefill(got, NULL, &s, &w, &cache, r.x, split) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(v41_stack_prefill(got, NULL, &s, &w, &cache, r.x, split) == KVL_OK, "%s", kvl_error());
     for (size_t t = split; t < r.T; t++)
-        ck_assert_msg(csa2_stack_decode(got + t * r.d, &s, &w, &cache, r.x + t * r.d) == KVL_OK, "%s", kvl_error());
-    expect_matches(&r, "csa2_stack_prefill + csa2_stack_decode", got);
-    csa2_cache_free(&cache);
+        ck_assert_msg(v41_stack_decode(got + t * r.d, &s, &w, &cache, r.x + t * r.d) == KVL_OK, "%s", kvl_error());
+    expect_matches(&r, "v41_stack_prefill + v41_stack_decode", got);
+    v41_cache_free(&cache);
     free(got);
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     close_reference(&r);
 }
 END_TEST

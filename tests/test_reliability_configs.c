@@ -153,7 +153,7 @@ static void refused_text(const char *text, size_t len, unsigned programs, const 
 #define V32 "ref/configs/deepseek-v3.2-exp.json"
 #define V4 "ref/configs/deepseek-v4-flash.json"
 #define V41 "ref/configs/deepseek-v4.1-flash.json"
-#define LLAMA "chapters/01_cost/llama-3-70b.json"
+#define LLAMA "chapters/01_mha/llama-3-70b.json"
 
 /* ---- malformed files ------------------------------------------------------------------------------ */
 

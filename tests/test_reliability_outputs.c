@@ -60,7 +60,7 @@ static const writer WRITERS[] = {
     {"nb_01", "nb_01 --figures @D/figs", "figs/token_cache.svg", "", NULL, 1},
     {"nb_03", "nb_03 --figures @D/figs", "figs/window_band.svg", "", NULL, 1},
     {"nb_08", "nb_08 --figures @D/figs", "figs/bytes_per_token.svg", "", NULL, 1},
-    {"nb_ipynb", "nb_ipynb @R/notebooks_c/01_cost.c @D/stream.ipynb @O", "nb.ipynb", ".ipynb",
+    {"nb_ipynb", "nb_ipynb @R/notebooks_c/01_mha.c @D/stream.ipynb @O", "nb.ipynb", ".ipynb",
      "stream.ipynb", 0},
 };
 #define N_WRITERS (sizeof WRITERS / sizeof *WRITERS)

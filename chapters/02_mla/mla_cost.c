@@ -68,6 +68,7 @@ static void usage(FILE *f)
         "A config and contexts whose run needs more than %.0f GiB of memory or %.0f TFLOP of timed steps\n"
         "are refused before anything is printed.\n",
         MAX_RUN_GIB, MAX_TIMED_TFLOP);
+    kvl_usage_backend(f);
 }
 
 #define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */

@@ -67,6 +67,7 @@ static void usage(FILE *f)
         "Then the Mistral 7B window figures, computed from %s, whose max_position_embeddings\n"
         "must be at most %d and whose live ring at most %.0f GiB.\n",
         MAX_LAYERS, MAX_WINDOW, MISTRAL, MAX_CONTEXT, MAX_RING_GIB);
+    kvl_usage_backend(f);
 }
 
 /* ---- the toy stack --------------------------------------------------------------------------- */

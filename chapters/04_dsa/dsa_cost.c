@@ -72,6 +72,7 @@ static void usage(FILE *f)
         "Refused before anything is printed: an indexer wider than %.0f channels (heads x dim), and a\n"
         "timed run that needs more than %.0f GiB of memory or %.0f TFLOP.\n",
         MAX_INDEX_CHANNELS, MAX_RUN_GIB, MAX_TIMED_TFLOP);
+    kvl_usage_backend(f);
 }
 
 #define G(v) KVL_GROUPED(v)   /* short, for the many counts in the printf calls below */

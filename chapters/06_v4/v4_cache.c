@@ -82,6 +82,7 @@ static void usage(FILE *f)
         "at C 512).\n",
         FLASH, MAX_RATIO, REPLAY_PREFIX_LAYERS, MAX_LAYERS, MAX_WINDOW, MAX_TOPK,
         KVL_GROUPED(MAX_LIVE_VALUES));
+    kvl_usage_backend(f);
 }
 
 static int load_flash(kvl_model *m)

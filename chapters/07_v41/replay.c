@@ -1,9 +1,9 @@
 /* replay: V4.1's causal encoder–decoder, bounded replay and prefix caching without window rows,
  * measured (chapter 7; chapters/07_v41/README.md, "The causal encoder–decoder, replay and prefix
- * caching"; ref/ced.h, ref/prefix_cache.h).
+ * caching"; ref/v41_ced.h, ref/prefix_cache.h).
  *
- * 1. The early exit's work per prompt token, counted from the config's widths (ref/ced.h
- *    ced_prefill_work): every layer against the encoder plus layer 20's compressor and index
+ * 1. The early exit's work per prompt token, counted from the config's widths (ref/v41_ced.h
+ *    v41_ced_prefill_work): every layer against the encoder plus layer 20's compressor and index
  *    keys; then timed on a narrow stack.
  * 2. Replay on a narrow stack with the real layer map and window (40 layers, W 128): for each
  *    prompt length, the tokens an exact rebuild recomputes (L·(W − 1) of them, 5,080) against
@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "bounds.h"
-#include "ced.h"
+#include "v41_ced.h"
 #include "config.h"
 #include "contexts.h"
 #include "grouped.h"
@@ -88,6 +88,7 @@ static void usage(FILE *f)
         "than %s (T up to 3,751).\n",
         V41, V4, MIN_LAYERS, MAX_LAYERS, MAX_RATIO, MAX_WINDOW, MAX_TOPK,
         KVL_GROUPED(MAX_PROMPT_VALUES), KVL_GROUPED(MAX_PERSIST_VALUES));
+    kvl_usage_backend(f);
 }
 
 static int load(kvl_model *m, const char *rel)
@@ -117,10 +118,10 @@ static double rel_err(const float *a, const float *b, size_t n)
 
 /* ---- 1. the early exit's work ---------------------------------------------------------------- */
 
-static void print_work(const csa2_stack_config *s)
+static void print_work(const v41_stack_config *s)
 {
-    ced_work full, early;
-    ced_prefill_work(&full, &early, s);
+    v41_ced_work full, early;
+    v41_ced_prefill_work(&full, &early, s);
     printf(
         "1. Prefill work per prompt token (counted from the config's widths; pre-norm and attention weights)\n");
     printf("   full prefill     %2zu layers   %s parameters\n", full.layers,
@@ -149,29 +150,29 @@ static void narrow(kvl_model *m)
 }
 
 typedef struct {
-    csa2_stack_config s;
-    csa2_stack_weights w;
+    v41_stack_config s;
+    v41_stack_weights w;
     size_t d, L, E, W;
 } stack;
 
 static int stack_make(stack *st, const kvl_model *m, uint64_t seed)
 {
     memset(st, 0, sizeof *st);
-    KVL_TRY(csa2_stack_config_from_model(&st->s, m));
+    KVL_TRY(v41_stack_config_from_model(&st->s, m));
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
-    KVL_TRY(csa2_stack_weights_init_random(&st->w, &st->s, &rng));
+    KVL_TRY(v41_stack_weights_init_random(&st->w, &st->s, &rng));
     st->d = st->s.d;
     st->L = st->s.n_layers;
     st->E = st->s.n_encoder;
     st->W = st->s.layers[0].core.window;
-    return ced_check(&st->s);
+    return v41_ced_check(&st->s);
 }
 
 static void stack_free(stack *st)
 {
-    csa2_stack_weights_free(&st->w);
-    csa2_stack_config_free(&st->s);
+    v41_stack_weights_free(&st->w);
+    v41_stack_config_free(&st->s);
 }
 
 /* ---- 2. replay ------------------------------------------------------------------------------- */
@@ -182,7 +183,7 @@ typedef struct {
 } replay_error;
 
 /* rows[L][W − 1][Dh]: every layer's window rows of positions P − W + 1 … P − 1. */
-static int read_windows(float *rows, const csa2_cache *c, const stack *st, size_t P)
+static int read_windows(float *rows, const v41_cache *c, const stack *st, size_t P)
 {
     const size_t n = st->W - 1, Dh = st->s.layers[0].core.head_dim;
     for (size_t l = 0; l < st->L; l++)
@@ -191,7 +192,7 @@ static int read_windows(float *rows, const csa2_cache *c, const stack *st, size_
 }
 
 /* The error a replayed cache c leaves against the truth's rows and next-token output. */
-static int measure(replay_error *e, csa2_cache *c, const stack *st, const float *truth_rows,
+static int measure(replay_error *e, v41_cache *c, const stack *st, const float *truth_rows,
                    const float *truth_next, const float *x, size_t P)
 {
     const size_t n = st->W - 1, Dh = st->s.layers[0].core.head_dim;
@@ -200,7 +201,7 @@ static int measure(replay_error *e, csa2_cache *c, const stack *st, const float 
         rows && next ? read_windows(rows, c, st, P) : kvl_fail(KVL_ENOMEM, "replay: out of memory");
     for (size_t i = 0; i < N_DEPTHS && rc == KVL_OK; i++)
         e->rows[i] = rel_err(rows + DEPTHS[i] * n * Dh, truth_rows + DEPTHS[i] * n * Dh, n * Dh);
-    if (rc == KVL_OK) rc = csa2_stack_decode(next, &st->s, &st->w, c, x + P * st->d);
+    if (rc == KVL_OK) rc = v41_stack_decode(next, &st->s, &st->w, c, x + P * st->d);
     if (rc == KVL_OK) e->next = rel_err(next, truth_next, st->d);
     free(rows);
     free(next);
@@ -208,16 +209,16 @@ static int measure(replay_error *e, csa2_cache *c, const stack *st, const float 
 }
 
 /* A prefix hit on `file`, then encoder and decoder replay of x[from … P − 1]. */
-static int hit_and_replay(csa2_cache *c, const stack *st, const char *file, const float *x,
+static int hit_and_replay(v41_cache *c, const stack *st, const char *file, const float *x,
                           size_t P, size_t from)
 {
-    KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
+    KVL_TRY(v41_cache_init(c, &st->s, P + 1, V41_CACHE_F32));
     float *h = malloc((P - from) * st->d * sizeof *h);
     if (!h) return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     memcpy(h, x + from * st->d, (P - from) * st->d * sizeof *h);
-    int rc = csa2_prefix_load(c, &st->s, file);
-    if (rc == KVL_OK) rc = ced_encoder_replay(h, &st->s, &st->w, c, from);
-    if (rc == KVL_OK) rc = ced_decoder_replay(h, &st->s, &st->w, c, from);
+    int rc = v41_prefix_load(c, &st->s, file);
+    if (rc == KVL_OK) rc = v41_ced_encoder_replay(h, &st->s, &st->w, c, from);
+    if (rc == KVL_OK) rc = v41_ced_decoder_replay(h, &st->s, &st->w, c, from);
     free(h);
     return rc;
 }
@@ -234,35 +235,35 @@ typedef struct {
 static int truth(float *rows, float *next, double *secs, const stack *st, const float *x, size_t P,
                  size_t split, const char *file)
 {
-    csa2_cache c;
-    KVL_TRY(csa2_cache_init(&c, &st->s, P + 1, CSA2_CACHE_F32));
+    v41_cache c;
+    KVL_TRY(v41_cache_init(&c, &st->s, P + 1, V41_CACHE_F32));
     float *h = malloc(P * st->d * sizeof *h);
     int rc = h ? KVL_OK : kvl_fail(KVL_ENOMEM, "replay: out of memory");
     const double t0 = kvl_seconds();
-    if (rc == KVL_OK && split) rc = csa2_stack_prefill(h, NULL, &st->s, &st->w, &c, x, split);
+    if (rc == KVL_OK && split) rc = v41_stack_prefill(h, NULL, &st->s, &st->w, &c, x, split);
     if (rc == KVL_OK)
-        rc = csa2_stack_prefill(h, NULL, &st->s, &st->w, &c, x + split * st->d, P - split);
+        rc = v41_stack_prefill(h, NULL, &st->s, &st->w, &c, x + split * st->d, P - split);
     *secs = kvl_seconds() - t0;
-    if (rc == KVL_OK) rc = csa2_prefix_save(file, &st->s, &c);
+    if (rc == KVL_OK) rc = v41_prefix_save(file, &st->s, &c);
     if (rc == KVL_OK) rc = read_windows(rows, &c, st, P);
-    if (rc == KVL_OK) rc = csa2_stack_decode(next, &st->s, &st->w, &c, x + P * st->d);
+    if (rc == KVL_OK) rc = v41_stack_decode(next, &st->s, &st->w, &c, x + P * st->d);
     free(h);
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     return rc;
 }
 
 /* A fresh prompt served the V4.1 way: early exit (timed into *secs), then decoder replay from
  * `from`. */
-static int early_exit_and_replay(csa2_cache *c, double *secs, const stack *st, const float *x,
+static int early_exit_and_replay(v41_cache *c, double *secs, const stack *st, const float *x,
                                  size_t P, size_t from)
 {
-    KVL_TRY(csa2_cache_init(c, &st->s, P + 1, CSA2_CACHE_F32));
+    KVL_TRY(v41_cache_init(c, &st->s, P + 1, V41_CACHE_F32));
     float *h = malloc(P * st->d * sizeof *h);
     if (!h) return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     const double t0 = kvl_seconds();
-    int rc = ced_prefill(h, &st->s, &st->w, c, x, P);
+    int rc = v41_ced_prefill(h, &st->s, &st->w, c, x, P);
     *secs = kvl_seconds() - t0;
-    if (rc == KVL_OK) rc = ced_decoder_replay(h + from * st->d, &st->s, &st->w, c, from);
+    if (rc == KVL_OK) rc = v41_ced_decoder_replay(h + from * st->d, &st->s, &st->w, c, from);
     free(h);
     return rc;
 }
@@ -277,8 +278,8 @@ static int run_prompt(prompt_result *r, const stack *st, const float *x, size_t 
         free(next);
         return kvl_fail(KVL_ENOMEM, "replay: out of memory");
     }
-    const size_t s_exact = ced_exact_replay_start(P, st->L, st->W),
-                 s_bounded = ced_bounded_replay_start(P, st->W);
+    const size_t s_exact = v41_ced_exact_replay_start(P, st->L, st->W),
+                 s_bounded = v41_ced_bounded_replay_start(P, st->W);
     *r = (prompt_result){.exact_tokens = P - s_exact, .bounded_tokens = P - s_bounded};
     kvl_progress("the %zu-token prompt: full prefill", P);
     int rc = truth(rows, next, &r->full_s, st, x, P, s_exact, file);
@@ -287,17 +288,17 @@ static int run_prompt(prompt_result *r, const stack *st, const float *x, size_t 
     static const char *const path[] = {"exact", "bounded"};
     for (size_t i = 0; i < 2 && rc == KVL_OK; i++) {
         kvl_progress("the %zu-token prompt: hit and %s replay", P, path[i]);
-        csa2_cache c;
+        v41_cache c;
         rc = hit_and_replay(&c, st, file, x, P, from[i]);
         if (rc == KVL_OK) rc = measure(err[i], &c, st, rows, next, x, P);
-        csa2_cache_free(&c);
+        v41_cache_free(&c);
     }
     if (rc == KVL_OK) {
         kvl_progress("the %zu-token prompt: early exit", P);
-        csa2_cache c;
+        v41_cache c;
         rc = early_exit_and_replay(&c, &r->early_s, st, x, P, s_bounded);
         if (rc == KVL_OK) rc = measure(&r->early_bounded, &c, st, rows, next, x, P);
-        csa2_cache_free(&c);
+        v41_cache_free(&c);
     }
     free(rows);
     free(next);
@@ -396,18 +397,18 @@ static int v41_file(file_bytes *bytes, const kvl_model *v41, const options *o, c
     const kvl_model m = v41_small(v41);
     stack st;
     int rc = stack_make(&st, &m, o->seed + 1);
-    csa2_cache c = {0};
+    v41_cache c = {0};
     const size_t T = o->persist_tokens;
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 2);
     float *x = rc == KVL_OK ? normals(T * st.d, &rng) : NULL,
           *h = x ? malloc(T * st.d * sizeof *h) : NULL;
     if (rc == KVL_OK && !h) rc = kvl_fail(KVL_ENOMEM, "replay: out of memory");
-    if (rc == KVL_OK) rc = csa2_cache_init(&c, &st.s, T, CSA2_CACHE_NATIVE);
-    if (rc == KVL_OK) rc = ced_prefill(h, &st.s, &st.w, &c, x, T);
-    if (rc == KVL_OK) rc = csa2_prefix_save(path, &st.s, &c);
+    if (rc == KVL_OK) rc = v41_cache_init(&c, &st.s, T, V41_CACHE_NATIVE);
+    if (rc == KVL_OK) rc = v41_ced_prefill(h, &st.s, &st.w, &c, x, T);
+    if (rc == KVL_OK) rc = v41_prefix_save(path, &st.s, &c);
     if (rc == KVL_OK) rc = measure_file(bytes, path);
-    csa2_cache_free(&c);
+    v41_cache_free(&c);
     free(x);
     free(h);
     stack_free(&st);
@@ -501,15 +502,15 @@ static int print_files(const kvl_model *v41, const kvl_model *v4, const options 
 /* ---- main ------------------------------------------------------------------------------------ */
 
 /* A V4.1 stack of m made and run over PROBE_TOKENS tokens, then freed. */
-static int probe_v41(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
+static int probe_v41(const kvl_model *m, v41_cache_format fmt, uint64_t seed)
 {
     stack st;
-    csa2_cache c = {0};
+    v41_cache c = {0};
     float x[PROBE_TOKENS * PROBE_D] = {0}, y[PROBE_TOKENS * PROBE_D];
     int rc = stack_make(&st, m, seed);
-    if (rc == KVL_OK) rc = csa2_cache_init(&c, &st.s, PROBE_TOKENS, fmt);
-    if (rc == KVL_OK) rc = ced_prefill(y, &st.s, &st.w, &c, x, PROBE_TOKENS);
-    csa2_cache_free(&c);
+    if (rc == KVL_OK) rc = v41_cache_init(&c, &st.s, PROBE_TOKENS, fmt);
+    if (rc == KVL_OK) rc = v41_ced_prefill(y, &st.s, &st.w, &c, x, PROBE_TOKENS);
+    v41_cache_free(&c);
     stack_free(&st);
     return rc;
 }
@@ -585,8 +586,8 @@ static int check_configs(const kvl_model *v41, const kvl_model *v4, const option
     kvl_model m = *v41;
     narrow(&m);
     const kvl_model small = v41_small(v41);
-    int rc = probe_v41(&m, CSA2_CACHE_F32, o->seed);
-    if (rc == KVL_OK) rc = probe_v41(&small, CSA2_CACHE_NATIVE, o->seed);
+    int rc = probe_v41(&m, V41_CACHE_F32, o->seed);
+    if (rc == KVL_OK) rc = probe_v41(&small, V41_CACHE_NATIVE, o->seed);
     if (rc != KVL_OK) return kvl_fail(rc, "%s: %s", v41->path, kvl_error());
     rc = probe_v4(v4, o->seed);
     return rc == KVL_OK ? bound_work(v41, v4, o) : kvl_fail(rc, "%s: %s", v4->path, kvl_error());
@@ -595,11 +596,11 @@ static int check_configs(const kvl_model *v41, const kvl_model *v4, const option
 static int run(const kvl_model *v41, const kvl_model *v4, const options *o)
 {
     stack real, st;
-    int rc = csa2_stack_config_from_model(&real.s, v41);
+    int rc = v41_stack_config_from_model(&real.s, v41);
     if (rc == KVL_OK) {
         printf("replay: V4.1-Flash's causal encoder-decoder and bounded replay (%s)\n\n", V41);
         print_work(&real.s);
-        csa2_stack_config_free(&real.s);
+        v41_stack_config_free(&real.s);
     }
     kvl_model m = *v41;
     narrow(&m);

@@ -1,6 +1,6 @@
 /* v41_cache: DeepSeek-V4.1-Flash's attention and 4-bit KV cache, read off live caches (chapter
  * 7; chapters/07_v41/README.md, "What it computes" and "What it stores per token"; the stack in
- * ref/csa2_stack.h, the rows in formats/rows.h).
+ * ref/v41_stack.h, the rows in formats/rows.h).
  *
  * 1. The layer-mode map from ref/configs/deepseek-v4.1-flash.json (kv_source_layers,
  *    index_source_layers): window-only, Full, Reindex, Reuse, with the source each layer reads.
@@ -29,7 +29,7 @@
 
 #include "bounds.h"
 #include "config.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "grouped.h"
 #include "kvtable.h"
 #include "program.h"
@@ -75,6 +75,7 @@ static void usage(FILE *f)
         "or a candidate_block_size above %d.\n",
         FLASH, MAX_LIVE_CONTEXT, MAX_LIVE_CONTEXT, MAX_TOKENS, MIN_LAYERS, MAX_LAYERS, MAX_RATIO,
         MAX_WINDOW, MAX_TOPK, MAX_BLOCK);
+    kvl_usage_backend(f);
 }
 
 static int load_flash(kvl_model *m)
@@ -115,7 +116,7 @@ static void print_map(const kvl_model *m)
             snprintf(list + o, sizeof list - o, "%s%zu", n ? ", " : "", l);
             n++;
         }
-        printf("   %-8s %2zu  %s\n", csa2_mode_name(kinds[k]), n, list);
+        printf("   %-8s %2zu  %s\n", v41_mode_name(kinds[k]), n, list);
     }
     printf("   reads: layer:(KV source, top-k source)");
     for (size_t l = 0, n = 0; l < m->n_layers; l++) {
@@ -170,17 +171,17 @@ static int print_work_live(const kvl_model *flash, const options *o)
     shrink(&m);
     m.index_topk = LIVE_TOPK;
     m.candidate_topk_blocks = o->pool_blocks;
-    csa2_stack_config s;
-    csa2_stack_weights w;
-    csa2_cache c;
+    v41_stack_config s;
+    v41_stack_weights w;
+    v41_cache c;
     memset(&c, 0, sizeof c);
     memset(&w, 0, sizeof w);
-    int rc = csa2_stack_config_from_model(&s, &m);
+    int rc = v41_stack_config_from_model(&s, &m);
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed);
     const size_t checks[] = {16, 32, 64, 128, 256, 512}, T = o->max_context;
-    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
-    if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, T, CSA2_CACHE_F32);
+    if (rc == KVL_OK) rc = v41_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = v41_cache_init(&c, &s, T, V41_CACHE_F32);
     float *x = malloc(T * LIVE_D * sizeof *x), *out = malloc(T * LIVE_D * sizeof *out);
     uint64_t *before = calloc(m.n_layers, sizeof *before);
     if (rc == KVL_OK && !(x && out && before))
@@ -192,11 +193,11 @@ static int print_work_live(const kvl_model *flash, const options *o)
     printf("   %9s %10s %10s %10s %10s\n", "T", "layer 2", "layer 20", "layer 24", "all Reindex");
     for (size_t k = 0, pos = 0; k < 6 && checks[k] <= T && rc == KVL_OK; k++) {
         if (checks[k] - 1 > pos)
-            rc = csa2_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
+            rc = v41_stack_prefill(out, NULL, &s, &w, &c, x + pos * LIVE_D, checks[k] - 1 - pos);
         pos = checks[k] - 1;
         if (rc != KVL_OK) break;
         memcpy(before, c.scored, m.n_layers * sizeof *before);
-        rc = csa2_stack_decode(out, &s, &w, &c, x + pos * LIVE_D);
+        rc = v41_stack_decode(out, &s, &w, &c, x + pos * LIVE_D);
         pos++;
         uint64_t re = 0;
         for (size_t l = 0; l < m.n_layers; l++)
@@ -210,9 +211,9 @@ static int print_work_live(const kvl_model *flash, const options *o)
     if (rc == KVL_OK)
         printf("   Full layers grow with T; Reindex layers stop at the pool size.\n\n");
     free(x); free(out); free(before);
-    csa2_cache_free(&c);
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    v41_cache_free(&c);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     return rc;
 }
 
@@ -223,24 +224,24 @@ static int print_cache(const kvl_model *flash, const options *o)
     kvl_model m = *flash;
     shrink(&m);
     const size_t T = o->tokens, d = LIVE_D;
-    csa2_stack_config s;
-    csa2_stack_weights w;
-    csa2_cache cn, cf;
+    v41_stack_config s;
+    v41_stack_weights w;
+    v41_cache cn, cf;
     memset(&w, 0, sizeof w);
     memset(&cn, 0, sizeof cn);
     memset(&cf, 0, sizeof cf);
-    int rc = csa2_stack_config_from_model(&s, &m);
+    int rc = v41_stack_config_from_model(&s, &m);
     kvl_rng rng;
     kvl_rng_seed(&rng, o->seed + 1);
-    if (rc == KVL_OK) rc = csa2_stack_weights_init_random(&w, &s, &rng);
-    if (rc == KVL_OK) rc = csa2_cache_init(&cn, &s, T, CSA2_CACHE_NATIVE);
-    if (rc == KVL_OK) rc = csa2_cache_init(&cf, &s, T, CSA2_CACHE_F32);
+    if (rc == KVL_OK) rc = v41_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = v41_cache_init(&cn, &s, T, V41_CACHE_NATIVE);
+    if (rc == KVL_OK) rc = v41_cache_init(&cf, &s, T, V41_CACHE_F32);
     float *x = malloc(T * d * sizeof *x), *yn = malloc(T * d * sizeof *yn),
           *yf = malloc(T * d * sizeof *yf);
     if (rc == KVL_OK && !(x && yn && yf)) rc = kvl_fail(KVL_ENOMEM, "v41_cache: out of memory");
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, x, T * d, 1.0);
-    if (rc == KVL_OK) rc = csa2_stack_prefill(yn, NULL, &s, &w, &cn, x, T);
-    if (rc == KVL_OK) rc = csa2_stack_prefill(yf, NULL, &s, &w, &cf, x, T);
+    if (rc == KVL_OK) rc = v41_stack_prefill(yn, NULL, &s, &w, &cn, x, T);
+    if (rc == KVL_OK) rc = v41_stack_prefill(yf, NULL, &s, &w, &cf, x, T);
     if (rc == KVL_OK) {
         double num = 0, den = 0, worst = 0;
         for (size_t i = 0; i < T * d; i++) {
@@ -258,44 +259,44 @@ static int print_cache(const kvl_model *flash, const options *o)
             "   attention output (residual minus input): relative RMS error %.4f, max abs error %.4f\n\n",
             sqrt(num / den), worst);
         char a[32], b[32], c2[32];
-        const size_t used = csa2_cache_bytes_used(&cn);
+        const size_t used = v41_cache_bytes_used(&cn);
         printf("4. Bytes the live caches hold after %zu tokens\n", T);
         printf(
             "   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
             kvl_grouped(a, sizeof a, used, 0), (double)used / (double)T);
         printf("   window rows, per sequence: %s B (40 x %zu x 528)\n",
-               kvl_grouped(b, sizeof b, csa2_cache_window_bytes(&cn), 0),
+               kvl_grouped(b, sizeof b, v41_cache_window_bytes(&cn), 0),
                T < 128 ? T : (size_t)128);
         printf("   compressor tails, per sequence: %s B\n",
-               kvl_grouped(c2, sizeof c2, csa2_cache_state_bytes(&cn), 0));
+               kvl_grouped(c2, sizeof c2, v41_cache_state_bytes(&cn), 0));
     }
     free(x); free(yn); free(yf);
-    csa2_cache_free(&cn);
-    csa2_cache_free(&cf);
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    v41_cache_free(&cn);
+    v41_cache_free(&cf);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     return rc;
 }
 
 /* The stack of m made and run over PROBE_TOKENS tokens into a cache in fmt, then freed. */
-static int probe(const kvl_model *m, csa2_cache_format fmt, uint64_t seed)
+static int probe(const kvl_model *m, v41_cache_format fmt, uint64_t seed)
 {
-    csa2_stack_config s;
-    csa2_stack_weights w;
-    csa2_cache c;
+    v41_stack_config s;
+    v41_stack_weights w;
+    v41_cache c;
     memset(&w, 0, sizeof w);
     memset(&c, 0, sizeof c);
     float x[PROBE_TOKENS * LIVE_D] = {0}, y[PROBE_TOKENS * LIVE_D];
     kvl_rng rng;
     kvl_rng_seed(&rng, seed);
-    int rc = csa2_stack_config_from_model(&s, m);
+    int rc = v41_stack_config_from_model(&s, m);
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_weights_init_random(&w, &s, &rng);
-    if (rc == KVL_OK) rc = csa2_cache_init(&c, &s, PROBE_TOKENS, fmt);
-    if (rc == KVL_OK) rc = csa2_stack_prefill(y, NULL, &s, &w, &c, x, PROBE_TOKENS);
-    csa2_cache_free(&c);
-    csa2_stack_weights_free(&w);
-    csa2_stack_config_free(&s);
+    rc = v41_stack_weights_init_random(&w, &s, &rng);
+    if (rc == KVL_OK) rc = v41_cache_init(&c, &s, PROBE_TOKENS, fmt);
+    if (rc == KVL_OK) rc = v41_stack_prefill(y, NULL, &s, &w, &c, x, PROBE_TOKENS);
+    v41_cache_free(&c);
+    v41_stack_weights_free(&w);
+    v41_stack_config_free(&s);
     return rc;
 }
 
@@ -317,8 +318,8 @@ static int check_config(const kvl_model *flash, const options *o)
     shrink(&cache);
     live.index_topk = LIVE_TOPK;
     live.candidate_topk_blocks = o->pool_blocks;
-    int rc = probe(&live, CSA2_CACHE_F32, o->seed);
-    if (rc == KVL_OK) rc = probe(&cache, CSA2_CACHE_NATIVE, o->seed);
+    int rc = probe(&live, V41_CACHE_F32, o->seed);
+    if (rc == KVL_OK) rc = probe(&cache, V41_CACHE_NATIVE, o->seed);
     return rc == KVL_OK ? rc : kvl_fail(rc, "%s: %s", flash->path, kvl_error());
 }
 

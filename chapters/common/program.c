@@ -25,6 +25,13 @@ const char *kvl_root_dir(void)
     return r && *r ? r : KVL_SOURCE_DIR;
 }
 
+void kvl_usage_backend(FILE *f)
+{
+    fprintf(f, "\nThe steps run on the CPU backend (cpu/: tiles, threads, SIMD);\n"
+               "KVL_BACKEND=ref runs the definitions in ref/ instead: the same numbers to float\n"
+               "rounding, slower.\n");
+}
+
 int kvl_bad_usage(const char *program, const char *msg, const char *arg)
 {
     char m[512], a[512];

@@ -23,6 +23,10 @@ void kvl_config_files_free(char **paths, size_t n);
  * reading ref/core/config.h holds to, and the DeepSeek inference spelling of a file without one. */
 void kvl_usage_model_types(FILE *f);
 
+/* Print, for the --help of a program that runs a module's steps, which backend runs them
+ * (ref/core/backend.h): the CPU backend, or the definitions under KVL_BACKEND=ref. */
+void kvl_usage_backend(FILE *f);
+
 /* Print "PROGRAM: MSG: ARG (try --help)" (": ARG" only when arg is not NULL) as one line on
  * stderr and return 2, the exit status of a bad command line. MSG and ARG are quoted as kvl_shown
  * quotes (ref/core/status.h): control bytes as \xHH, an empty ARG as "". */

@@ -22,7 +22,7 @@
  *
  * Generations: MLA (V2/V3), DSA (V3.2) and V4 (window-only, CSA and HCA layers). V4.1 is refused
  * with a message: its Reuse and Reindex layers read other layers' entries and picks, so one
- * layer alone is not the model's layer (ref/csa2_stack.h runs the stack). Flags are read as
+ * layer alone is not the model's layer (ref/v41_stack.h runs the stack). Flags are read as
  * every program reads them (chapters/common/program.h: each once, counts in plain digits). Exit
  * status: 0; 2 for bad input (a flag, a file, a tensor), with one line on stderr naming it; 1
  * out of memory, or stdout not written. */
@@ -100,6 +100,7 @@ static void usage(FILE *f)
         kvf_row_bytes(KVF_ROW_V32_MAIN), kvf_row_bytes(KVF_ROW_V32_INDEX), KVF_V32_NOPE,
         KVF_V32_ROPE, KVF_INDEX_DIM, kvf_row_bytes(KVF_ROW_V4_MAIN),
         kvf_row_bytes(KVF_ROW_V4_INDEX), KVF_V4_NOPE + KVF_V4_ROPE, KVF_V4_ROPE, KVF_INDEX_DIM);
+    kvl_usage_backend(f);
 }
 
 enum { F_CONFIG, F_WEIGHTS, F_INPUT, F_OUTPUT, F_LAYER, F_PREFILL, F_CACHE };

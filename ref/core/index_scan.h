@@ -1,5 +1,5 @@
 /* The lightning indexer's score, the one scan V3.2 (ref/dsa.h), V4 (ref/v4_indexer.h) and V4.1
- * (ref/csa2_indexer.h) share:
+ * (ref/v41_indexer.h) share:
  *
  *   I_{i,s} = Σ_j w_{i,j} · ReLU(q_{i,j} · k_s)        q[S][HI][DI], w[S][HI], k[N][DI]
  *

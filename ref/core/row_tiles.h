@@ -28,7 +28,7 @@ struct kvl_row_tiles {
     kvl_row_cols_fn cols; /* NULL, or a read of some columns only, for rows that decode value by value (bf16):
                              a GQA group reads its 2·128 of 2,048 columns and the tile stays in L2 */
     const uint16_t *bf16; /* the codes[N][width] of bf16 rows, for a reader that widens them in registers
-                             (ref/core/few_rows.h); NULL for any other store */
+                             (cpu/few_rows.h); NULL for any other store */
 };
 
 /* rows[N][width] held as float32 (in_place). */

@@ -26,7 +26,7 @@
  *   mla_prefill (V3) after 28K  the naive form's attention of the chunk over 32K positions;
  *   dsa_prefill (V3.2)  V3's attention under the selection mask (the masked reference form computes every
  *                 visible score) plus its indexer, so the V3 row bounds it from below;
- *   csa2_stack_prefill (V4.1)  a whole stack, its candidate source's indexer alone scoring every visible
+ *   v41_stack_prefill (V4.1)  a whole stack, its candidate source's indexer alone scoring every visible
  *                 entry for every query of every layer that scores them all. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -229,7 +229,7 @@ static void print_not_run(const kvl_model *v3, const kvl_model *v32, const kvl_m
     printf("  V3 mla_prefill: the naive form's attention alone %.0f GFLOP\n", naive_attention_gflop(v3));
     printf("  V3.2 dsa_prefill: the same masked (%.0f GFLOP) and its indexer's scores %.0f GFLOP\n",
            naive_attention_gflop(v32), scan_gflop(v32, HELD + (CHUNK + 1) / 2.0));
-    printf("  V4.1 csa2_stack_prefill: a whole stack; its candidate source's scores alone %.0f GFLOP\n",
+    printf("  V4.1 v41_stack_prefill: a whole stack; its candidate source's scores alone %.0f GFLOP\n",
            scan_gflop(v41, (HELD + CHUNK) / m41));
 }
 

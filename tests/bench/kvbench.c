@@ -107,6 +107,14 @@ static void print_blas_core(void)
     if (kvb_markdown) fprintf(kvb_markdown, "%s.\n\n", line);
 }
 
+/* Which backend the steps ran on (ref/core/backend.h). */
+static void print_backend(void)
+{
+    const char *name = kvl_backend_in_use()->name;
+    printf("kvbench: backend %s (KVL_BACKEND=ref times the definitions in ref/, cpu the CPU backend in cpu/)\n", name);
+    if (kvb_markdown) fprintf(kvb_markdown, "Backend %s.\n\n", name);
+}
+
 /* How long the streams are (bench.h's kvb_stream_bytes). */
 static void print_streams(void)
 {
@@ -158,7 +166,7 @@ int main(int argc, char **argv)
                               "ratio = rate / the ceiling that bounds the step.\n\n");
     }
     /* One thread unless a row says 2T (kvb_set_threads): the library's threads are OpenMP's, and
-     * OpenBLAS stays on one (ref/core/linalg.h). */
+     * OpenBLAS stays on one (cpu/threads.h). */
     kvb_set_threads(1);
     printf("kvbench: one thread unless a row says 2T; each time is the median of at least %d runs (more for "
            "a step under %.0f ms) after %.0f ms of warm-up (min - max); GB/s = 10^9 bytes/s, GF/s = 10^9 flop/s\n"
@@ -166,6 +174,7 @@ int main(int argc, char **argv)
            "pairs' ratios, (q1 - q3) their quartiles, UNSTEADY a spread over %.2f of the median; FMA: a compute-bound "
            "step's share of the FMA peak, roof: its FMA roofline over its time, both sampled in the same pairs\n",
            KVB_REPEATS, KVB_TIMED_SECONDS * 1e3 / KVB_REPEATS, KVB_WARM_SECONDS * 1e3, KVB_UNSTEADY_SPREAD);
+    print_backend();
     print_blas_core();
     print_streams();
     for (int g = 0; g < n; g++) printf("  %-9s %s\n", chosen[g]->name, chosen[g]->about);

@@ -23,7 +23,7 @@
  * attention core of a Full layer of V4.1-Flash over 528-byte window rows and 288-byte entries, and its
  * indexer's float32 scores over every entry (a Full layer) against those over the candidate pool only (a
  * Reindex layer) at the same N, 1M tokens' entries at full sizes. The causal encoder–decoder's rows time a
- * prefill of the whole stack, the early-exit prefill (ced_prefill_cuda) and a bounded replay of the last W
+ * prefill of the whole stack, the early-exit prefill (v41_ced_prefill_cuda) and a bounded replay of the last W
  * tokens on a V4.1-Flash-shaped stack over the deployed rows (tests/ch07_flash.h), and a line gives the early
  * exit's tokens/s over the full prefill's.
  * Exit status: 0, 1 if a target is missed, 2 if a row failed or on an error. */
@@ -35,16 +35,16 @@
 
 #include "block.h"
 #include "block_cuda.h"
-#include "ced.h"
-#include "ced_cuda.h"
+#include "v41_ced.h"
+#include "v41_ced_cuda.h"
 #include "ceilings_cuda.h"
 #include "ch07_flash.h"
 #include "ch07_toy.h"
-#include "csa2.h"
-#include "csa2_cuda.h"
-#include "csa2_indexer_cuda.h"
-#include "csa2_stack.h"
-#include "csa2_stack_cuda.h"
+#include "v41.h"
+#include "v41_cuda.h"
+#include "v41_indexer_cuda.h"
+#include "v41_stack.h"
+#include "v41_stack_cuda.h"
 #include "device.h"
 #include "dsa.h"
 #include "dsa_cuda.h"
@@ -91,7 +91,7 @@ typedef struct {
     size_t v4_S, v4_start; /* queries of one chunk and the position of its first */
     size_t pool_N, pool_B, pool_P; /* V4.1's candidate pool: entries, block size, blocks kept */
     size_t reindex_N;              /* V4.1's index scores, Full and over the pool: entries */
-    size_t ced_T;                  /* V4.1's causal encoder–decoder: prompt tokens */
+    size_t v41_ced_T;                  /* V4.1's causal encoder–decoder: prompt tokens */
 } sizes;
 
 static const sizes FULL = {0, (size_t)1 << 30, 8192, (size_t)1 << 28, (size_t)1 << 18,
@@ -113,8 +113,8 @@ typedef struct {
     int smoke, below, failed; /* rows below their target (0 in smoke runs) and rows or groups that failed */
     double copy_gbps, gemm_tflops;
     double topk_share; /* the DSA top-k's time over its indexer's */
-    double ced_full_ms, ced_early_ms; /* V4.1's prefill, every layer and with the early exit */
-    size_t ced_layers, ced_of;        /* layers that attend in the early exit, of all */
+    double v41_ced_full_ms, v41_ced_early_ms; /* V4.1's prefill, every layer and with the early exit */
+    size_t v41_ced_layers, v41_ced_of;        /* layers that attend in the early exit, of all */
 } table;
 
 static row *add_row(table *t, const char *name, const char *shape, double bytes, double flops, double target)
@@ -714,29 +714,29 @@ typedef struct {
 static int run_pool(void *arg)
 {
     const pool_job *j = arg;
-    return csa2_candidate_pool_cuda(j->pool, j->I, j->S, j->N, j->N - j->S, 1, j->B, j->P, j->work);
+    return v41_candidate_pool_cuda(j->pool, j->I, j->S, j->N, j->N - j->S, 1, j->B, j->P, j->work);
 }
 
 /* V4.1's attention core over native rows: S queries at start over 528-byte window rows and K picked 288-byte
  * entries of a Full layer (V4.1-Flash layer 2; at smoke sizes 8 heads, a window of 8 and 4 picks) */
 typedef struct {
-    const csa2_config *c;
+    const v41_config *c;
     float *o;
     const float *sinks, *q;
     const void *win, *entries;
     const int32_t *sel;
     size_t N, S, start;
     kvl_workspace *work;
-} csa2_job;
+} v41_job;
 
-static int run_csa2_attend(void *arg)
+static int run_v41_attend(void *arg)
 {
-    const csa2_job *j = arg;
-    return csa2_attend_cuda(j->o, j->c, j->sinks, j->q, j->win, j->start + 1 - j->c->core.window, j->entries, j->N,
-                            j->sel, j->S, j->start, CSA2_CUDA_NATIVE, j->work);
+    const v41_job *j = arg;
+    return v41_attend_cuda(j->o, j->c, j->sinks, j->q, j->win, j->start + 1 - j->c->core.window, j->entries, j->N,
+                            j->sel, j->S, j->start, V41_CUDA_NATIVE, j->work);
 }
 
-static int v41_flash_layer(csa2_config *c, size_t layer, const sizes *s)
+static int v41_flash_layer(v41_config *c, size_t layer, const sizes *s)
 {
     const char *root = getenv("KVL_ROOT");
     char path[1024];
@@ -744,17 +744,17 @@ static int v41_flash_layer(csa2_config *c, size_t layer, const sizes *s)
     kvl_model m;
     int rc = kvl_model_load(&m, path);
     if (rc != KVL_OK) return rc;
-    rc = csa2_config_from_model(c, &m, layer);
+    rc = v41_config_from_model(c, &m, layer);
     kvl_model_free(&m);
     if (rc != KVL_OK || !s->smoke) return rc;
     c->core.n_heads = c->indexer.n_heads = c->core.window = 8;
     c->indexer.topk = 4;
-    return csa2_config_check(c);
+    return v41_config_check(c);
 }
 
-static int bench_csa2_attend(table *t, const sizes *s, const float *host, size_t n_host)
+static int bench_v41_attend(table *t, const sizes *s, const float *host, size_t n_host)
 {
-    csa2_config c;
+    v41_config c;
     int rc = v41_flash_layer(&c, 2, s);
     if (rc != KVL_OK) return rc;
     const size_t S = s->v4_S, start = s->v4_start, H = c.core.n_heads, Dh = c.core.head_dim, W = c.core.window;
@@ -778,13 +778,13 @@ static int bench_csa2_attend(table *t, const sizes *s, const float *host, size_t
     if (rc == KVL_OK) rc = kvl_cuda_upload(sel, host_sel, S * K * sizeof *sel);
     if (rc == KVL_OK) rc = fill_rows(win, KVF_ROW_V41_WINDOW, W + S, host);
     if (rc == KVL_OK) rc = fill_rows(entries, KVF_ROW_V41_MAIN, N, host);
-    csa2_job j = {&c, o, sinks, q, win, entries, sel, N, S, start, &work};
+    v41_job j = {&c, o, sinks, q, win, entries, sel, N, S, start, &work};
     if (rc == KVL_OK) {
         char shape[48];
         snprintf(shape, sizeof shape, "S %zu H %zu keys %zu", S, H, nk);
         const double bytes = (double)(W + S) * wb + (double)(S * K < N ? S * K : N) * eb + 2.0 * S * H * Dh * 4;
         row *r = add_row(t, "v41 attend, Full, 528/288-B rows", shape, bytes, 4.0 * S * H * nk * Dh, 0);
-        rc = time_row(t, r, run_csa2_attend, &j, s->reps);
+        rc = time_row(t, r, run_v41_attend, &j, s->reps);
     }
     kvl_workspace_free(&work);
     kvl_cuda_free(o), kvl_cuda_free(q), kvl_cuda_free(sinks), kvl_cuda_free(win), kvl_cuda_free(entries);
@@ -797,7 +797,7 @@ static int bench_csa2_attend(table *t, const sizes *s, const float *host, size_t
  * entry (Full) or over the candidate pool (Reindex: blocks of pool_B, pool_P of them, taken from the Full
  * scores as the candidate source's) */
 typedef struct {
-    const csa2_indexer_config *c;
+    const v41_indexer_config *c;
     float *I;
     const float *q_idx, *w_idx, *keys;
     const uint8_t *pool;
@@ -808,13 +808,13 @@ typedef struct {
 static int run_index_all(void *arg)
 {
     const reindex_job *j = arg;
-    return csa2_index_scores_all_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->S, j->N, j->start);
+    return v41_index_scores_all_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->S, j->N, j->start);
 }
 
 static int run_index_pool(void *arg)
 {
     const reindex_job *j = arg;
-    return csa2_index_scores_pool_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->pool, j->S, j->N, j->work);
+    return v41_index_scores_pool_cuda(j->I, j->c, j->q_idx, j->w_idx, j->keys, j->pool, j->S, j->N, j->work);
 }
 
 /* entries the queries of j see (Full) and the pool holds (pool[S][N] on the device, read back) */
@@ -835,12 +835,12 @@ static int reindex_counts(double *seen, double *pooled, const reindex_job *j)
 
 /* the rows: keys read per query, one score written per entry, the queries; the pool's list (its mask read
  * twice, each listed entry written and read) */
-static int bench_csa2_reindex(table *t, const sizes *s, const float *host, size_t n_host)
+static int bench_v41_reindex(table *t, const sizes *s, const float *host, size_t n_host)
 {
-    csa2_config c;
+    v41_config c;
     int rc = v41_flash_layer(&c, 2, s);
     if (rc != KVL_OK) return rc;
-    const csa2_indexer_config *ic = &c.indexer;
+    const v41_indexer_config *ic = &c.indexer;
     const size_t S = s->v4_S, N = s->reindex_N, HI = ic->n_heads, DI = ic->head_dim, R = 64;
     float *I = NULL, *q_idx = NULL, *w_idx = NULL, *keys = NULL;
     uint8_t *pool = NULL;
@@ -862,7 +862,7 @@ static int bench_csa2_reindex(table *t, const sizes *s, const float *host, size_
     double seen = 0, pooled = 0;
     /* the scores once, untimed, for the pool whose counts give both rows' bytes */
     if (rc == KVL_OK) rc = run_index_all(&j);
-    if (rc == KVL_OK) rc = csa2_candidate_pool_cuda(pool, I, S, N, j.start, ic->ratio, s->pool_B, s->pool_P, &work);
+    if (rc == KVL_OK) rc = v41_candidate_pool_cuda(pool, I, S, N, j.start, ic->ratio, s->pool_B, s->pool_P, &work);
     if (rc == KVL_OK) rc = reindex_counts(&seen, &pooled, &j);
     if (rc == KVL_OK) {
         row *r = add_row(t, "v41 index scores, Full, f32 keys", shape, seen * key + (double)S * N * 4 + qw, seen * flop,
@@ -880,7 +880,7 @@ static int bench_csa2_reindex(table *t, const sizes *s, const float *host, size_
     return rc;
 }
 
-static int bench_csa2(table *t, const sizes *s)
+static int bench_v41(table *t, const sizes *s)
 {
     const size_t S = s->v4_S, N = s->pool_N;
     float *host = malloc(S * N * sizeof *host), *I = NULL;
@@ -908,8 +908,8 @@ static int bench_csa2(table *t, const sizes *s)
     host = malloc(n_host * sizeof *host);
     if (!host) return kvl_fail(KVL_ENOMEM, "bench: out of memory");
     kvl_rng_normal_f32(&rng, host, n_host, 1.0);
-    rc = bench_csa2_attend(t, s, host, n_host);
-    if (rc == KVL_OK) rc = bench_csa2_reindex(t, s, host, n_host);
+    rc = bench_v41_attend(t, s, host, n_host);
+    if (rc == KVL_OK) rc = bench_v41_reindex(t, s, host, n_host);
     free(host);
     return rc;
 }
@@ -919,38 +919,38 @@ static int bench_csa2(table *t, const sizes *s)
 /* The stack: V4.1-Flash's layer map and entry widths at a small model width (tests/ch07_flash.h), or at smoke
  * sizes the chapter 7 toy narrowed for the emulator (tests/ch07_toy.h). */
 typedef struct {
-    const csa2_stack_config *s;
-    const csa2_stack_weights *w;
-    csa2_cache_cuda *c;
+    const v41_stack_config *s;
+    const v41_stack_weights *w;
+    v41_cache_cuda *c;
     float *h;
     const float *x;
     size_t T, from;
-} ced_job;
+} v41_ced_job;
 
 static int run_full_prefill(void *arg)
 {
-    const ced_job *j = arg;
-    csa2_cache_reset_cuda(j->c);
-    return csa2_stack_prefill_cuda(j->h, NULL, j->s, j->w, j->c, j->x, j->T);
+    const v41_ced_job *j = arg;
+    v41_cache_reset_cuda(j->c);
+    return v41_stack_prefill_cuda(j->h, NULL, j->s, j->w, j->c, j->x, j->T);
 }
 
 static int run_early_prefill(void *arg)
 {
-    const ced_job *j = arg;
-    csa2_cache_reset_cuda(j->c);
-    return ced_prefill_cuda(j->h, j->s, j->w, j->c, j->x, j->T);
+    const v41_ced_job *j = arg;
+    v41_cache_reset_cuda(j->c);
+    return v41_ced_prefill_cuda(j->h, j->s, j->w, j->c, j->x, j->T);
 }
 
 /* every layer replayed from `from` over the prompt's x (the same work at every repetition) */
 static int run_replay(void *arg)
 {
-    const ced_job *j = arg;
+    const v41_ced_job *j = arg;
     const size_t n = j->T - j->from;
     const int rc = kvl_cuda_copy(j->h, j->x + j->from * j->s->d, n * j->s->d * sizeof(float));
-    return rc == KVL_OK ? csa2_stack_replay_layers_cuda(j->h, NULL, j->s, j->w, j->c, 0, j->s->n_layers, j->from) : rc;
+    return rc == KVL_OK ? v41_stack_replay_layers_cuda(j->h, NULL, j->s, j->w, j->c, 0, j->s->n_layers, j->from) : rc;
 }
 
-static int ced_stack(kvl_model *m, const sizes *s)
+static int v41_ced_stack(kvl_model *m, const sizes *s)
 {
     if (s->smoke) return ch07_toy_narrow_model(m);
     const char *root = getenv("KVL_ROOT");
@@ -961,59 +961,59 @@ static int ced_stack(kvl_model *m, const sizes *s)
 
 /* Rows: weights read once, two flops per weight per token (the products; the attention's own work is not
  * counted), so the rows' TFLOP/s compare as tokens/s do. */
-static int bench_ced_rows(table *t, const sizes *s, ced_job *j, const ced_work *full, const ced_work *early)
+static int bench_v41_ced_rows(table *t, const sizes *s, v41_ced_job *j, const v41_ced_work *full, const v41_ced_work *early)
 {
     const size_t T = j->T, W = j->s->layers[0].core.window, L = j->s->n_layers;
     char shape[48];
     snprintf(shape, sizeof shape, "L %zu T %zu", L, T);
     row *r = add_row(t, "v41 prefill, every layer", shape, 4.0 * full->params, 2.0 * full->params * T, 0);
     int rc = time_row(t, r, run_full_prefill, j, s->reps);
-    t->ced_full_ms = r->ms;
+    t->v41_ced_full_ms = r->ms;
     snprintf(shape, sizeof shape, "L %zu of %zu T %zu", early->layers, L, T);
     r = add_row(t, "v41 prefill, early exit (CED)", shape, 4.0 * early->params, 2.0 * early->params * T, 0);
     if (rc == KVL_OK) rc = time_row(t, r, run_early_prefill, j, s->reps);
-    t->ced_early_ms = r->ms;
+    t->v41_ced_early_ms = r->ms;
     if (rc == KVL_OK) rc = run_full_prefill(j); /* the prompt cached, for the replays */
-    j->from = ced_bounded_replay_start(T, W);
+    j->from = v41_ced_bounded_replay_start(T, W);
     snprintf(shape, sizeof shape, "L %zu from %zu of %zu", L, j->from, T);
     r = add_row(t, "v41 replay step, last W tokens", shape, 4.0 * full->params, 2.0 * full->params * (T - j->from), 0);
     if (rc == KVL_OK) rc = time_row(t, r, run_replay, j, s->reps);
     return rc;
 }
 
-static int bench_ced(table *t, const sizes *s)
+static int bench_v41_ced(table *t, const sizes *s)
 {
     kvl_model m;
-    csa2_stack_config sc;
-    csa2_stack_weights hw = {0}, dw = {0};
-    csa2_cache_cuda c = {0};
+    v41_stack_config sc;
+    v41_stack_weights hw = {0}, dw = {0};
+    v41_cache_cuda c = {0};
     float *x = NULL, *h = NULL, *host = NULL;
-    int rc = ced_stack(&m, s);
+    int rc = v41_ced_stack(&m, s);
     if (rc != KVL_OK) return rc;
-    rc = csa2_stack_config_from_model(&sc, &m);
+    rc = v41_stack_config_from_model(&sc, &m);
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
-    const size_t T = s->ced_T, d = sc.d;
+    const size_t T = s->v41_ced_T, d = sc.d;
     kvl_rng rng;
     kvl_rng_seed(&rng, 11);
-    rc = csa2_stack_weights_init_random(&hw, &sc, &rng);
+    rc = v41_stack_weights_init_random(&hw, &sc, &rng);
     host = malloc(T * d * sizeof *host);
     if (rc == KVL_OK && !host) rc = kvl_fail(KVL_ENOMEM, "bench: out of memory");
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, host, T * d, 1.0);
-    if (rc == KVL_OK) rc = csa2_stack_weights_to_cuda(&dw, &hw, &sc);
-    if (rc == KVL_OK) rc = csa2_cache_init_cuda(&c, &sc, T, s->smoke ? CSA2_CUDA_F32 : CSA2_CUDA_NATIVE);
+    if (rc == KVL_OK) rc = v41_stack_weights_to_cuda(&dw, &hw, &sc);
+    if (rc == KVL_OK) rc = v41_cache_init_cuda(&c, &sc, T, s->smoke ? V41_CUDA_F32 : V41_CUDA_NATIVE);
     if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&x, T * d * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&h, T * d * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(x, host, T * d * sizeof(float));
-    ced_work full, early;
-    ced_prefill_work(&full, &early, &sc);
-    ced_job j = {&sc, &dw, &c, h, x, T, 0};
-    if (rc == KVL_OK) rc = bench_ced_rows(t, s, &j, &full, &early);
-    t->ced_layers = early.layers, t->ced_of = full.layers;
-    csa2_cache_free_cuda(&c);
-    csa2_stack_weights_free_cuda(&dw);
-    csa2_stack_weights_free(&hw);
-    csa2_stack_config_free(&sc);
+    v41_ced_work full, early;
+    v41_ced_prefill_work(&full, &early, &sc);
+    v41_ced_job j = {&sc, &dw, &c, h, x, T, 0};
+    if (rc == KVL_OK) rc = bench_v41_ced_rows(t, s, &j, &full, &early);
+    t->v41_ced_layers = early.layers, t->v41_ced_of = full.layers;
+    v41_cache_free_cuda(&c);
+    v41_stack_weights_free_cuda(&dw);
+    v41_stack_weights_free(&hw);
+    v41_stack_config_free(&sc);
     kvl_cuda_free(x), kvl_cuda_free(h);
     free(host);
     return rc;
@@ -1049,7 +1049,7 @@ static const group GROUPS[] = {
     {"quantisers", bench_quantisers}, {"row pack", bench_rows},       {"mla, bf16, tensor cores", bench_mla_bf16_mma},
     {"mla, fp8, tensor cores", bench_mla_fp8_mma}, {"mla, bf16, float", bench_mla_bf16_float},
     {"mha", bench_mha},               {"dsa", bench_dsa},             {"v4", bench_v4},
-    {"v41", bench_csa2},              {"v41 encoder-decoder", bench_ced},
+    {"v41", bench_v41},              {"v41 encoder-decoder", bench_v41_ced},
 };
 
 /* 0 with a device, 1 (saying so) without one, 2 (one line on stderr) when the runtime fails */
@@ -1095,9 +1095,9 @@ int main(int argc, char **argv)
                TOPK_SHARE, smoke ? ", n/a at smoke sizes" : topk_ok ? ", ok" : ", BELOW");
         t.below += !smoke && !topk_ok;
     }
-    if (t.ced_full_ms > 0 && t.ced_early_ms > 0)
+    if (t.v41_ced_full_ms > 0 && t.v41_ced_early_ms > 0)
         printf("bench_cuda: the v41 early-exit prefill (%zu of %zu layers attend) runs %.4gx the full prefill's "
-               "tokens/s\n", t.ced_layers, t.ced_of, t.ced_full_ms / t.ced_early_ms);
+               "tokens/s\n", t.v41_ced_layers, t.v41_ced_of, t.v41_ced_full_ms / t.v41_ced_early_ms);
     if (!smoke) printf("bench_cuda: %d row%s below target\n", t.below, t.below == 1 ? "" : "s");
     if (t.failed) printf("bench_cuda: %d row%s or groups failed\n", t.failed, t.failed == 1 ? "" : "s");
     return t.failed ? 2 : t.below ? 1 : 0;

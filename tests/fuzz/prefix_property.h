@@ -3,10 +3,10 @@
  *
  * Input: a whole file (ref/prefix_file.h), tried as it is and with its checksum recomputed (else almost every
  * mutation stops at the checksum). prefix_file_parse either refuses it or returns sections that lie
- * inside it, in order, without gaps; then csa2_prefix_restore into a cache of the chapter 7 toy stack
+ * inside it, in order, without gaps; then v41_prefix_restore into a cache of the chapter 7 toy stack
  * (tests/ch07_toy.h) either refuses it, leaving the cache as it was, or fills it: len = the file's tokens,
  * every KV source holding ⌊len/M⌋ entries and keys whose rows decode to finite values, every window empty
- * from len. Seeds (tests/fuzz/corpus/prefix/): files csa2_prefix_save wrote for that toy after 7 and 20
+ * from len. Seeds (tests/fuzz/corpus/prefix/): files v41_prefix_save wrote for that toy after 7 and 20
  * tokens (test_ch07_replay_persist checks that they still load). */
 #ifndef KVL_TESTS_FUZZ_PREFIX_PROPERTY_H
 #define KVL_TESTS_FUZZ_PREFIX_PROPERTY_H
@@ -17,14 +17,14 @@
 #include <string.h>
 
 #include "ch07_toy.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "prefix_cache.h"
 #include "prefix_file.h"
 #include "status.h"
 
 #define FUZZ_PREFIX_MAX_TOKENS 64
 
-static inline uint64_t fuzz_prefix_cache_hash(const csa2_cache *c)
+static inline uint64_t fuzz_prefix_cache_hash(const v41_cache *c)
 {
     uint64_t h = prefix_fnv1a(PREFIX_FNV_BASIS, &c->len, sizeof c->len);
     for (size_t l = 0; l < c->n_layers; l++) {
@@ -34,7 +34,7 @@ static inline uint64_t fuzz_prefix_cache_hash(const csa2_cache *c)
                 h = prefix_fnv1a(h, &r[i]->len, sizeof r[i]->len);
                 h = prefix_fnv1a(h, r[i]->bytes, r[i]->slots * r[i]->row_bytes);
             }
-        if (c->state[l].a) h = prefix_fnv1a(h, c->state[l].a, csa2_compressor_state_bytes(&c->state[l]));
+        if (c->state[l].a) h = prefix_fnv1a(h, c->state[l].a, v41_compressor_state_bytes(&c->state[l]));
     }
     return h;
 }
@@ -53,16 +53,16 @@ static inline const char *fuzz_prefix_fault_one(const uint8_t *data, size_t size
     }
     if (!fault && end + 8 != f.size) fault = "the sections do not end at the checksum";
     kvl_model m;
-    csa2_stack_config s = {0};
-    csa2_cache c = {0};
+    v41_stack_config s = {0};
+    v41_cache c = {0};
     if (fault || ch07_toy_model(&m) != KVL_OK) {
         prefix_file_free(&f);
         return fault ? fault : "the toy config does not load";
     }
-    if (csa2_stack_config_from_model(&s, &m) != KVL_OK || csa2_cache_init(&c, &s, FUZZ_PREFIX_MAX_TOKENS, CSA2_CACHE_F32) != KVL_OK)
+    if (v41_stack_config_from_model(&s, &m) != KVL_OK || v41_cache_init(&c, &s, FUZZ_PREFIX_MAX_TOKENS, V41_CACHE_F32) != KVL_OK)
         fault = "the toy stack does not build";
     const uint64_t before = fault ? 0 : fuzz_prefix_cache_hash(&c);
-    if (!fault && csa2_prefix_restore(&c, &s, &f, "fuzz") != KVL_OK) {
+    if (!fault && v41_prefix_restore(&c, &s, &f, "fuzz") != KVL_OK) {
         if (fuzz_prefix_cache_hash(&c) != before) fault = "a refused file changed the cache";
     } else if (!fault) {
         if (c.len != f.tokens) fault = "the cache's length is not the file's";
@@ -78,8 +78,8 @@ static inline const char *fuzz_prefix_fault_one(const uint8_t *data, size_t size
             free(e);
         }
     }
-    if (c.window) csa2_cache_free(&c);
-    csa2_stack_config_free(&s);
+    if (c.window) v41_cache_free(&c);
+    v41_stack_config_free(&s);
     kvl_model_free(&m);
     prefix_file_free(&f);
     return fault;
