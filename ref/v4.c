@@ -377,41 +377,41 @@ static void unrotate_finished(float *o, size_t heads, size_t Dh, void *ctx)
     v4_unrotate_heads(o, 1, heads, Dh, at->rope, at->pos);
 }
 
-/* o[H][Dh] for q[H][Dh] over its window rows win[n_win][Dh] and n_entries entries (at NULL: the first
- * n_entries; else at[0 … n_entries), each in range), rotated back at the query's position. Window rows
- * alone are float32 read in place. */
-static int attend_rows(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
-                       const int32_t *at, size_t n_entries, const float *sinks, size_t H, size_t Dh,
-                       query_position pos)
+/* The query's picks, compacted: at[*picked] ← the valid entries of sel[K], in order. */
+static int valid_picks(int32_t *at, size_t *picked, const int32_t *sel, size_t K, size_t N)
 {
-    const query_rows qr = {win, n_win, entries, at};
-    const kvl_row_tiles view = n_entries ? (kvl_row_tiles){.N = n_win + n_entries, .width = Dh, .tile = query_tile,
-                                                           .src = &qr}
-                                         : kvl_row_tiles_f32(win, n_win, Dh);
-    const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
-    const kvl_attend_then back = {unrotate_finished, &pos};
-    return kvl_attend(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks, &back);
+    *picked = 0;
+    for (size_t k = 0; k < K; k++) {
+        if (sel[k] < -1 || (sel[k] >= 0 && (size_t)sel[k] >= N))
+            return kvl_fail(KVL_EINVAL, "v4_attend_query: pick %d (entry %zu) outside -1 … %zu", sel[k], k,
+                            N ? N - 1 : 0);
+        if (sel[k] >= 0) at[(*picked)++] = sel[k];
+    }
+    return KVL_OK;
 }
 
 int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
                     const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh, const kvl_rope *rope,
                     int64_t pos)
 {
-    if (K && (!sel || !entries || !entries->tile))
-        return kvl_fail(KVL_EINVAL, "%s: %zu picks without a list or entries", __func__, K);
+    if (K && (!entries || !entries->tile))
+        return kvl_fail(KVL_EINVAL, "%s: %zu entries without a view", __func__, K);
     if (K && entries->width != Dh)
         return kvl_fail(KVL_EINVAL, "%s: entries of width %zu, the heads' is %zu", __func__, entries->width, Dh);
-    int32_t *at = malloc((K ? K : 1) * sizeof *at);
-    if (!at) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu picks", __func__, K);
-    int rc = KVL_OK;
-    size_t picked = 0;
-    for (size_t k = 0; k < K && rc == KVL_OK; k++) {
-        if (sel[k] < -1 || (sel[k] >= 0 && (size_t)sel[k] >= entries->N))
-            rc = kvl_fail(KVL_EINVAL, "%s: pick %d (entry %zu) outside -1 … %zu", __func__, sel[k], k,
-                          entries->N ? entries->N - 1 : 0);
-        else if (sel[k] >= 0) at[picked++] = sel[k];
-    }
-    if (rc == KVL_OK) rc = attend_rows(o, q, win, n_win, entries, at, picked, sinks, H, Dh, (query_position){rope, pos});
+    if (!sel && K > (entries ? entries->N : 0))
+        return kvl_fail(KVL_EINVAL, "%s: the first %zu entries of %zu", __func__, K, entries->N);
+    int32_t *at = sel ? malloc((K ? K : 1) * sizeof *at) : NULL;
+    if (sel && !at) return kvl_fail(KVL_ENOMEM, "%s: out of memory for %zu picks", __func__, K);
+    size_t n_entries = K;
+    int rc = sel ? valid_picks(at, &n_entries, sel, K, entries->N) : KVL_OK;
+    const query_rows qr = {win, n_win, entries, at};
+    const kvl_row_tiles view = n_entries ? (kvl_row_tiles){.N = n_win + n_entries, .width = Dh, .tile = query_tile,
+                                                           .src = &qr}
+                                         : kvl_row_tiles_f32(win, n_win, Dh);
+    const kvl_attend_rows r = {.N = view.N, .stride = Dh, .k_off = 0, .Dk = Dh, .v_off = 0, .Dv = Dh, .groups = 1};
+    query_position back_at = {rope, pos};
+    const kvl_attend_then back = {unrotate_finished, &back_at};
+    if (rc == KVL_OK) rc = kvl_attend(o, q, H, &view, &r, (float)(1.0 / sqrt((double)Dh)), sinks, &back);
     free(at);
     return rc;
 }
@@ -431,11 +431,10 @@ int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q,
         const float *wi = win + (j0 - win_first) * Dh, *qi = q + i * H * Dh;
         float *oi = o + i * H * Dh;
         const int64_t pos = (int64_t)t + c->rope_offset;
-        if (c->kind == KVL_LAYER_CSA)
-            rc = v4_attend_query(oi, qi, wi, t + 1 - j0, entries, sel + i * K, K, w->sinks, H, Dh, &c->rope, pos);
-        else rc = attend_rows(oi, qi, wi, t + 1 - j0, entries, NULL,
-                              c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0, w->sinks, H, Dh,
-                              (query_position){&c->rope, pos});
+        const int csa = c->kind == KVL_LAYER_CSA;
+        const size_t n = csa ? K : c->kind == KVL_LAYER_HCA ? (t + 1) / c->compressor.ratio : 0;
+        rc = v4_attend_query(oi, qi, wi, t + 1 - j0, entries, csa ? sel + i * K : NULL, n, w->sinks, H, Dh, &c->rope,
+                             pos);
     }
     return rc;
 }

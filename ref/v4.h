@@ -151,15 +151,15 @@ void v4_attend_weights(float *p, const float *q, const float *const *keys, size_
 /* o[H][Dh] = Σ_i p[h][i]·keys[i] (keys[i] = NULL skipped), summed in float32 in key order. */
 void v4_attend_values(float *o, const float *p, const float *const *keys, size_t N, size_t H, size_t Dh);
 
-/* The same two steps as matrix products, for a query over its window and its picks: o[H][Dh] for q[H][Dh]
- * over its n_win window rows win[n_win][Dh], then the entries sel[K] of the view (−1: an invalid pick,
- * left out: its weight is exactly 0), in order, by the tiled sink attention of ref/core/attend.h, each
- * row both key and value, and rotated back at the query's position pos (v4_unrotate_heads with rope),
- * each head by the thread that finished it. The picks are read where they are, a tile at a time, by the
- * thread whose part of the attention reads them (decoded there when packed), never gathered into a copy
- * first. V4's CSA layers and all of V4.1's modes (K = 0: the window alone) run it. KVL_EINVAL for a pick
- * outside −1 … N − 1 (naming it), picks without a list or entries, entries of another width; otherwise
- * as kvl_attend. */
+/* The same two steps for one query over its window and its entries: o[H][Dh] for q[H][Dh] over its n_win
+ * window rows win[n_win][Dh], then K entries of the view: the picks sel[K] (−1: an invalid pick, left
+ * out: its weight is exactly 0), or with sel NULL the first K (HCA's), in order, by kvl_attend
+ * (ref/core/attend.h) with the sinks, each row both key and value, then rotated back at the query's
+ * position pos (v4_unrotate_heads with rope). The entries are read where they are, through a view
+ * that puts them after the window rows (decoded as read when packed), never gathered into a copy
+ * first. V4's CSA and HCA layers and all of V4.1's modes (K = 0: the window alone) run it. KVL_EINVAL
+ * for a pick outside −1 … N − 1 (naming it), K entries without a view or past its N, entries of another
+ * width; otherwise as kvl_attend. */
 int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, const kvl_row_tiles *entries,
                     const int32_t *sel, size_t K, const float *sinks, size_t H, size_t Dh, const kvl_rope *rope,
                     int64_t pos);
