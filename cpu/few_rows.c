@@ -402,6 +402,16 @@ INLINE_AVX512 void values_block_avx512p(float *acc, const float *p, const kvl_fe
         values_all_##ISA(acc, p, G, t, BF16);                                                                     \
     }
 
+/* The functions the six lines below define (the index grep finds them by):
+ *   avx2     4 rows × 3 keys, 24 columns   scores_rows_avx2, scores_all_avx2, values_rows_avx2,
+ *                                          values_all_avx2; scores_avx2_f32, values_avx2_f32,
+ *                                          scores_avx2_bf16, values_avx2_bf16
+ *   avx512   8 rows × 2 keys, 48 columns   scores_rows_avx512, scores_all_avx512, values_rows_avx512,
+ *                                          values_all_avx512; scores_avx512_f32, values_avx512_f32,
+ *                                          scores_avx512_bf16, values_avx512_bf16
+ *   avx512p  bf16 column pairs, 32 wide    scores_rows_avx512p, scores_all_avx512p,
+ *                                          values_rows_avx512p, values_all_avx512p;
+ *                                          scores_avx512p_bf16, values_avx512p_bf16 */
 FEW_LOOPS(avx2, AVX2, INLINE_AVX2, 4, 3, 24, 8)
 FEW_ENTRIES(avx2, AVX2, f32, 0)
 FEW_ENTRIES(avx2, AVX2, bf16, 1)

@@ -75,7 +75,7 @@ namespace {
 int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn)
 {
     KVL_TRY(check_config(c, fn));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     if (!r->rows || r->width != row_width(c))
         return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
                         row_width(c));
@@ -85,14 +85,14 @@ int check_cache(const dsa_config *c, const mla_cache_cuda *cache, const char *fn
 
 /* Whether the tensor-core kernel takes the cache's rows: DeepSeek's widths (Dc 512, Dr 64; every FP8 row has
  * them), stored as bf16 or as the 656-byte FP8 row */
-bool on_tensor_cores(const dsa_config *c, const swa_ring_cuda *r)
+bool on_tensor_cores(const dsa_config *c, const kv_ring_cuda *r)
 {
-    return r->store != SWA_CUDA_F32 && c->mla.kv_lora_rank == KVL_SPARSE_DV && row_width(c) == KVL_SPARSE_DK;
+    return r->store != KV_CUDA_F32 && c->mla.kv_lora_rank == KVL_SPARSE_DV && row_width(c) == KVL_SPARSE_DK;
 }
 
 /* The absorbed attention's shape over the K entries of each sequence's selection, split for the tensor-core
  * kernel (64 heads a block) or the float one (a head a block) */
-kvl_attend_shape sparse_shape(const dsa_config *c, const swa_ring_cuda *r, size_t split, bool mma)
+kvl_attend_shape sparse_shape(const dsa_config *c, const kv_ring_cuda *r, size_t split, bool mma)
 {
     const size_t K = c->index_topk, B = r->batch, H = c->mla.n_heads;
     split = mma ? kvl_sparse_split(split, K, B * kvl_div_up(H, KVL_SPARSE_HEADS)) : kvl_decode_split(split, K, B * H);
@@ -106,7 +106,7 @@ size_t sparse_work_floats(const kvl_attend_shape &sh) { return kvl_attend_work_f
 /* ô over the selected rows, read as the ring stores them, on tensor cores if `mma`, the selection checked
  * first unless `checked`; work holds sparse_work_floats */
 int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const kvl_attend_shape &sh,
-                    const swa_ring_cuda *r, float *work, const char *fn, bool mma, bool checked)
+                    const kv_ring_cuda *r, float *work, const char *fn, bool mma, bool checked)
 {
     if (!checked)
         KVL_TRY(kvl_selection_check_cuda(sel, sh.B * sh.n_keys, r->len,
@@ -115,11 +115,11 @@ int attend_selected(float *o_hat, const float *q_hat, const int32_t *sel, const 
                            0};
     const kvl_dsa_picks picks{kv, sel, sh.n_keys};
     switch (r->store) {
-    case SWA_CUDA_F32: return kvl_gather_attend_cuda<kvl_rows_f32>(o_hat, q_hat, sh, picks, NULL, work);
-    case SWA_CUDA_BF16:
+    case KV_CUDA_F32: return kvl_gather_attend_cuda<kvl_rows_f32>(o_hat, q_hat, sh, picks, NULL, work);
+    case KV_CUDA_BF16:
         return mma ? kvl_sparse_mma_cuda<kvl_chunks_bf16>(o_hat, q_hat, sh, picks, work)
                    : kvl_gather_attend_cuda<kvl_rows_bf16>(o_hat, q_hat, sh, picks, NULL, work);
-    case SWA_CUDA_V32_MAIN:
+    case KV_CUDA_V32_MAIN:
         return mma ? kvl_sparse_mma_cuda<kvl_chunks_v32>(o_hat, q_hat, sh, picks, work)
                    : kvl_gather_attend_cuda<kvl_rows_v32>(o_hat, q_hat, sh, picks, NULL, work);
     }
@@ -162,7 +162,7 @@ int dsa_attend_gather_cuda(float *o, const dsa_config *c, const mla_weights *w, 
                            mla_cache_cuda *cache)
 {
     KVL_TRY(check_cache(c, cache, __func__));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     const bool mma = on_tensor_cores(c, r);
     const kvl_attend_shape sh = sparse_shape(c, r, cache->split, mma);
     const size_t B = r->batch, H = c->mla.n_heads;

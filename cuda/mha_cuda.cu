@@ -25,7 +25,7 @@ size_t weight_floats(const mha_config *c) { return 2 * q_width(c) * c->d + row_w
 
 int check_cache(const mha_config *c, const mha_cache_cuda *cache, size_t n, const char *fn)
 {
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     if (!r->rows || r->width != row_width(c) || cache->window != c->window)
         return kvl_fail(KVL_EINVAL, "%s: the cache (rows of %zu, window %zu) was not made for this config (rows of "
                         "%zu, window %zu)", fn, r->width, cache->window, row_width(c), c->window);
@@ -46,7 +46,7 @@ kvl_attend_shape shape_of(const mha_config *c, size_t B, size_t Q, size_t q_firs
                             n_keys, split, n_splits, c->window, scale};
 }
 
-kvl_attend_kv kv_of(const mha_config *c, const swa_ring_cuda *r, size_t ring_end, const void *fresh, size_t fresh_rows)
+kvl_attend_kv kv_of(const mha_config *c, const kv_ring_cuda *r, size_t ring_end, const void *fresh, size_t fresh_rows)
 {
     return kvl_attend_kv{static_cast<const uint8_t *>(r->rows), r->slots, r->row_bytes, ring_end,
                          static_cast<const uint8_t *>(fresh), fresh_rows, r->row_bytes, 0, c->head_dim,
@@ -54,9 +54,9 @@ kvl_attend_kv kv_of(const mha_config *c, const swa_ring_cuda *r, size_t ring_end
 }
 
 template <int QT> int attend(float *o, const float *q, const kvl_attend_shape &sh, const kvl_attend_kv &kv,
-                             const swa_ring_cuda *r, float *work)
+                             const kv_ring_cuda *r, float *work)
 {
-    return r->store == SWA_CUDA_BF16 ? kvl_attend_cuda<kvl_rows_bf16, QT>(o, q, sh, kv, work)
+    return r->store == KV_CUDA_BF16 ? kvl_attend_cuda<kvl_rows_bf16, QT>(o, q, sh, kv, work)
                                      : kvl_attend_cuda<kvl_rows_f32, QT>(o, q, sh, kv, work);
 }
 
@@ -96,19 +96,19 @@ void mha_weights_free_cuda(mha_weights *dev)
     memset(dev, 0, sizeof *dev);
 }
 
-int mha_cache_init_cuda(mha_cache_cuda *cache, const mha_config *c, size_t max_tokens, swa_store store, size_t batch)
+int mha_cache_init_cuda(mha_cache_cuda *cache, const mha_config *c, size_t max_tokens, kv_store store, size_t batch)
 {
     memset(cache, 0, sizeof *cache);
-    KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), swa_cuda_store_of(store), batch));
+    KVL_TRY(kv_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), kv_cuda_store_of(store), batch));
     cache->window = c->window;
     return KVL_OK;
 }
 
-size_t mha_cache_bytes_used_cuda(const mha_cache_cuda *cache) { return swa_ring_bytes_used_cuda(&cache->ring); }
+size_t mha_cache_bytes_used_cuda(const mha_cache_cuda *cache) { return kv_ring_bytes_used_cuda(&cache->ring); }
 
 void mha_cache_free_cuda(mha_cache_cuda *cache)
 {
-    swa_ring_free_cuda(&cache->ring);
+    kv_ring_free_cuda(&cache->ring);
     kvl_workspace_free(&cache->work);
     memset(cache, 0, sizeof *cache);
 }
@@ -116,14 +116,14 @@ void mha_cache_free_cuda(mha_cache_cuda *cache)
 int mha_decode_cuda(float *out, const mha_config *c, const mha_weights *w, mha_cache_cuda *cache, const float *x)
 {
     KVL_TRY(check_cache(c, cache, 1, __func__));
-    swa_ring_cuda *r = &cache->ring;
+    kv_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, t = r->len, n = t + 1 < r->slots ? t + 1 : r->slots;
     const kvl_attend_shape sh = shape_of(c, B, 1, t, t + 1 - n, n, cache->split);
     const size_t qw = q_width(c), floats = 2 * B * qw + B * row_width(c) + kvl_attend_work_floats(sh);
     KVL_TRY(kvl_workspace_reserve(&cache->work, floats * sizeof(float)));
     float *q = static_cast<float *>(cache->work.p), *o = q + B * qw, *row = o + B * qw, *part = row + B * row_width(c);
     KVL_TRY(project_qkv(q, row, c, w, x, B, t, 0));
-    KVL_TRY(swa_ring_append_cuda(r, row, 1));
+    KVL_TRY(kv_ring_append_cuda(r, row, 1));
     KVL_TRY(attend<1>(o, q, sh, kv_of(c, r, t + 1, NULL, 0), r, part));
     return kvl_matmul_abt_f32_cuda(out, o, w->w_o, B, c->d, qw);
 }
@@ -133,7 +133,7 @@ int mha_prefill_cuda(float *out, const mha_config *c, const mha_weights *w, mha_
 {
     if (S == 0) return kvl_fail(KVL_EINVAL, "mha_prefill_cuda: S must be positive");
     KVL_TRY(check_cache(c, cache, S, __func__));
-    swa_ring_cuda *r = &cache->ring;
+    kv_ring_cuda *r = &cache->ring;
     if (r->batch != 1)
         return kvl_fail(KVL_EINVAL, "mha_prefill_cuda: a prefill runs one sequence, the cache has %zu", r->batch);
     const size_t start = r->len, first = start < c->window || c->window == 0 ? 0 : start - c->window + 1;
@@ -146,11 +146,11 @@ int mha_prefill_cuda(float *out, const mha_config *c, const mha_weights *w, mha_
     KVL_TRY(project_qkv(q, own, c, w, x, S, start, 1));
     /* the chunk's rows as the ring will hold them, so each query sees what the cache keeps */
     const void *fresh = own;
-    if (r->store == SWA_CUDA_BF16) {
+    if (r->store == KV_CUDA_BF16) {
         KVL_TRY(kvf_bf16_encode_n_cuda(reinterpret_cast<uint16_t *>(stored), own, S * rw));
         fresh = stored;
     }
     KVL_TRY(attend<4>(o, q, sh, kv_of(c, r, start, fresh, S), r, part));
     KVL_TRY(kvl_matmul_abt_f32_cuda(out, o, w->w_o, S, c->d, qw));
-    return swa_ring_append_cuda(r, own, S);
+    return kv_ring_append_cuda(r, own, S);
 }

@@ -33,7 +33,7 @@ int check_config(const mla_config *c, const char *fn)
 int check_cache(const mla_config *c, const mla_cache_cuda *cache, size_t n, const char *fn)
 {
     KVL_TRY(check_config(c, fn));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     if (!r->rows || r->width != row_width(c))
         return kvl_fail(KVL_EINVAL, "%s: cache rows hold %zu values, the config's Dc+Dr is %zu", fn, r->width,
                         row_width(c));
@@ -110,9 +110,9 @@ int unabsorb(float *o, const float *o_hat, const mla_config *c, const mla_weight
 }
 
 /* heads_per_block: heads one block of the kernel attends (1, or KVL_MMA_HEADS on tensor cores) */
-kvl_attend_shape absorbed_shape(const mla_config *c, const swa_ring_cuda *r, size_t split, size_t heads_per_block)
+kvl_attend_shape absorbed_shape(const mla_config *c, const kv_ring_cuda *r, size_t split, size_t heads_per_block)
 {
-    const size_t n = swa_ring_held_cuda(r);
+    const size_t n = kv_ring_held_cuda(r);
     split = kvl_decode_split(split, n, r->batch * kvl_div_up(c->n_heads, heads_per_block));
     return kvl_attend_shape{r->batch, c->n_heads, c->n_heads, row_width(c), c->kv_lora_rank, 1, r->len - 1,
                             r->len - n, n, split, kvl_div_up(n, split), c->window,
@@ -120,19 +120,19 @@ kvl_attend_shape absorbed_shape(const mla_config *c, const swa_ring_cuda *r, siz
 }
 
 /* every held row of the ring, each one key head whose first Dc channels are also the value */
-kvl_attend_kv ring_rows(const swa_ring_cuda *r)
+kvl_attend_kv ring_rows(const kv_ring_cuda *r)
 {
     return kvl_attend_kv{static_cast<const uint8_t *>(r->rows), r->slots, r->row_bytes, r->len, NULL, 0, 0, 0, 0, 0, 0};
 }
 
 /* ô over the ring's held rows, read as they are stored */
-int attend_rows(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, const swa_ring_cuda *r, float *work)
+int attend_rows(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, const kv_ring_cuda *r, float *work)
 {
     const kvl_attend_kv kv = ring_rows(r);
     switch (r->store) {
-    case SWA_CUDA_F32: return kvl_attend_cuda<kvl_rows_f32, 1>(o_hat, q_hat, sh, kv, work);
-    case SWA_CUDA_BF16: return kvl_attend_cuda<kvl_rows_bf16, 1>(o_hat, q_hat, sh, kv, work);
-    case SWA_CUDA_V32_MAIN: return kvl_attend_cuda<kvl_rows_v32, 1>(o_hat, q_hat, sh, kv, work);
+    case KV_CUDA_F32: return kvl_attend_cuda<kvl_rows_f32, 1>(o_hat, q_hat, sh, kv, work);
+    case KV_CUDA_BF16: return kvl_attend_cuda<kvl_rows_bf16, 1>(o_hat, q_hat, sh, kv, work);
+    case KV_CUDA_V32_MAIN: return kvl_attend_cuda<kvl_rows_v32, 1>(o_hat, q_hat, sh, kv, work);
     }
     return kvl_fail(KVL_EINVAL, "mla: unknown cache store %d", static_cast<int>(r->store));
 }
@@ -141,10 +141,10 @@ int attend_rows(float *o_hat, const float *q_hat, const kvl_attend_shape &sh, co
 int step_begin(float *q, float *cq, float *row, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache,
                const float *x)
 {
-    swa_ring_cuda *r = &cache->ring;
+    kv_ring_cuda *r = &cache->ring;
     KVL_TRY(query(q, cq, c, w, x, r->batch, r->len));
     KVL_TRY(latent(row, c, w, x, r->batch, r->len));
-    return swa_ring_append_cuda(r, row, 1);
+    return kv_ring_append_cuda(r, row, 1);
 }
 
 } /* namespace */
@@ -177,26 +177,26 @@ void mla_weights_free_cuda(mla_weights *dev)
     memset(dev, 0, sizeof *dev);
 }
 
-int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_tokens, swa_cuda_store store,
+int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_tokens, kv_cuda_store store,
                         size_t batch)
 {
     memset(cache, 0, sizeof *cache);
     KVL_TRY(check_config(c, __func__));
-    KVL_TRY(swa_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), store, batch));
+    KVL_TRY(kv_ring_init_cuda(&cache->ring, c->window, max_tokens, row_width(c), store, batch));
     return KVL_OK;
 }
 
 int mla_cache_append_cuda(mla_cache_cuda *cache, const mla_config *c, const float *rows, size_t n)
 {
     KVL_TRY(check_cache(c, cache, n, __func__));
-    return swa_ring_append_cuda(&cache->ring, rows, n);
+    return kv_ring_append_cuda(&cache->ring, rows, n);
 }
 
-size_t mla_cache_bytes_used_cuda(const mla_cache_cuda *cache) { return swa_ring_bytes_used_cuda(&cache->ring); }
+size_t mla_cache_bytes_used_cuda(const mla_cache_cuda *cache) { return kv_ring_bytes_used_cuda(&cache->ring); }
 
 void mla_cache_free_cuda(mla_cache_cuda *cache)
 {
-    swa_ring_free_cuda(&cache->ring);
+    kv_ring_free_cuda(&cache->ring);
     kvl_workspace_free(&cache->work);
     memset(cache, 0, sizeof *cache);
 }
@@ -231,7 +231,7 @@ namespace {
  * merge. */
 template <typename... P>
 int attend_mma(const char *name, void (*k)(P...), size_t smem, float *o_hat, const float *q_hat,
-               const kvl_attend_shape &sh, const swa_ring_cuda *r, float *work)
+               const kvl_attend_shape &sh, const kv_ring_cuda *r, float *work)
 {
     const size_t head_blocks = kvl_div_up(sh.H, KVL_MMA_HEADS);
     if (sh.n_splits > 0x7FFFFFFFu || head_blocks > 65535 || sh.B > 65535)
@@ -253,11 +253,11 @@ int attend_mma(const char *name, void (*k)(P...), size_t smem, float *o_hat, con
 int check_mma_cache(const mla_config *c, mla_cache_cuda *cache, const char *fn)
 {
     KVL_TRY(check_cache(c, cache, 0, fn));
-    const swa_ring_cuda *r = &cache->ring;
-    if (c->kv_lora_rank != KVL_MMA_DV || c->qk_rope != KVL_MMA_DK - KVL_MMA_DV || r->store == SWA_CUDA_F32)
+    const kv_ring_cuda *r = &cache->ring;
+    if (c->kv_lora_rank != KVL_MMA_DV || c->qk_rope != KVL_MMA_DK - KVL_MMA_DV || r->store == KV_CUDA_F32)
         return kvl_fail(KVL_EINVAL, "%s: the tensor-core kernel takes Dc %d and Dr %d over bf16 or FP8 rows (got "
                         "Dc %zu, Dr %zu, %s rows)", fn, KVL_MMA_DV, KVL_MMA_DK - KVL_MMA_DV, c->kv_lora_rank,
-                        c->qk_rope, r->store == SWA_CUDA_F32 ? "float32" : r->store == SWA_CUDA_BF16 ? "bf16" : "FP8");
+                        c->qk_rope, r->store == KV_CUDA_F32 ? "float32" : r->store == KV_CUDA_BF16 ? "bf16" : "FP8");
     if (r->len == 0) return kvl_fail(KVL_EINVAL, "%s: the cache holds no rows", fn);
     return KVL_OK;
 }
@@ -279,13 +279,13 @@ size_t mla_mma_split_cuda(size_t n, size_t batch, size_t heads, size_t row_bytes
 int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
     KVL_TRY(check_mma_cache(c, cache, __func__));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     const size_t split =
-        cache->split ? cache->split : mla_mma_split_cuda(swa_ring_held_cuda(r), r->batch, c->n_heads, r->row_bytes);
+        cache->split ? cache->split : mla_mma_split_cuda(kv_ring_held_cuda(r), r->batch, c->n_heads, r->row_bytes);
     const kvl_attend_shape sh = absorbed_shape(c, r, split, KVL_MMA_HEADS);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
-    return r->store == SWA_CUDA_BF16
+    return r->store == KV_CUDA_BF16
                ? attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_bf16>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work)
                : attend_mma(MMA_KERNEL(kvl_mla_flash_kernel<kvl_fill_v32>), KVL_FLASH_SMEM, o_hat, q_hat, sh, r, work);
 }
@@ -293,11 +293,11 @@ int mla_attend_absorbed_mma_cuda(float *o_hat, const float *q_hat, const mla_con
 int mla_attend_absorbed_mma_simple_cuda(float *o_hat, const float *q_hat, const mla_config *c, mla_cache_cuda *cache)
 {
     KVL_TRY(check_mma_cache(c, cache, __func__));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     const kvl_attend_shape sh = absorbed_shape(c, r, cache->split, KVL_MMA_HEADS);
     KVL_TRY(kvl_workspace_reserve(&cache->work, kvl_attend_work_floats(sh) * sizeof(float)));
     float *work = static_cast<float *>(cache->work.p);
-    return r->store == SWA_CUDA_BF16
+    return r->store == KV_CUDA_BF16
                ? attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_bf16>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work)
                : attend_mma(MMA_KERNEL(kvl_mla_mma_kernel<kvl_chunks_v32>), KVL_MMA_SMEM, o_hat, q_hat, sh, r, work);
 }
@@ -306,7 +306,7 @@ int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights 
                              const float *x)
 {
     KVL_TRY(check_cache(c, cache, 1, __func__));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank;
     const size_t held = r->len + 1 < r->slots ? r->len + 1 : r->slots;
     const size_t split = kvl_decode_split(cache->split, held, B * H);
@@ -326,7 +326,7 @@ int mla_decode_absorbed_cuda(float *out, const mla_config *c, const mla_weights 
 int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w, mla_cache_cuda *cache, const float *x)
 {
     KVL_TRY(check_cache(c, cache, 1, __func__));
-    const swa_ring_cuda *r = &cache->ring;
+    const kv_ring_cuda *r = &cache->ring;
     const size_t B = r->batch, H = c->n_heads, Dw = row_width(c), Dc = c->kv_lora_rank, Dn = c->qk_nope;
     const size_t Dqk = qk_width(c), Dv = c->v_head, Dkv = Dqk + Dv;
     const size_t N = r->len + 1 < r->slots ? r->len + 1 : r->slots, t = r->len;
@@ -340,7 +340,7 @@ int mla_decode_naive_cuda(float *out, const mla_config *c, const mla_weights *w,
     float *lat = row + B * Dw, *kv = lat + B * N * Dw, *o = kv + B * N * H * Dkv, *part = o + B * H * Dv;
     KVL_TRY(step_begin(q, cq, row, c, w, cache, x));
     /* every held row re-expanded, head by head: kv[B·N][H][Dnope + Dr + Dv] = [c W_UK^hᵀ | k_rope | c W_UV^hᵀ] */
-    KVL_TRY(swa_ring_read_cuda(lat, r, t + 1 - N, N));
+    KVL_TRY(kv_ring_read_cuda(lat, r, t + 1 - N, N));
     for (size_t h = 0; h < H; h++) {
         const float *w_uk = w->w_ukv + h * head_block(c);
         KVL_TRY(kvl_matmul_abt_strided_cuda(kv + h * Dkv, H * Dkv, lat, Dw, w_uk, Dc, B * N, Dn, Dc));

@@ -23,19 +23,19 @@ extern "C" {
 
 #include "device.h"
 #include "mla.h"
-#include "swa_cuda.h"
+#include "kv_ring_cuda.h"
 
 /* dev = a device copy of host's weights, cut as the host's (mla_weights_cut). */
 int mla_weights_to_cuda(mla_weights *dev, const mla_weights *host, const mla_config *c);
 void mla_weights_free_cuda(mla_weights *dev);
 
 typedef struct {
-    swa_ring_cuda ring; /* rows [B][S][Dc+Dr] */
+    kv_ring_cuda ring; /* rows [B][S][Dc+Dr] */
     size_t split;       /* keys per decode split; 0 (the default): chosen from the SM count and the batch */
     kvl_workspace work; /* the calls' temporaries */
 } mla_cache_cuda;
 
-int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_tokens, swa_cuda_store store,
+int mla_cache_init_cuda(mla_cache_cuda *cache, const mla_config *c, size_t max_tokens, kv_cuda_store store,
                         size_t batch);
 /* Append rows[B][n][Dc+Dr] (device) at the next n positions of every sequence. */
 int mla_cache_append_cuda(mla_cache_cuda *cache, const mla_config *c, const float *rows, size_t n);

@@ -191,7 +191,7 @@ NB_CELL(cell_live)
                    live);
     for (size_t kv = 4; kv >= 1 && rc == KVL_OK; kv /= 2) {
         size_t got = 0, want = COST_TOY_LAYERS * 40 * 2 * kv * COST_TOY_HEAD_DIM *
-                               swa_store_bytes(SWA_STORE_BF16);
+                               kv_store_bytes(KV_STORE_BF16);
         rc = cost_toy_stack_bytes(&got, kv, 40);
         if (rc != KVL_OK) break;
         printf("toy stack, Hkv %zu, 40 tokens: caches hold %s B, L*T*2*Hkv*Dh*b = %s B\n", kv,

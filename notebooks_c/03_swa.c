@@ -96,7 +96,7 @@ NB_CELL(cell_work)
 // ring holds positions $\max(0, t-W+1) \dots t$ in $\min(t+1, W)$ live slots, which is the
 // newest query's window, so a decode step reads every live row and nothing else. The ring below is
 // those two lines. The cell appends ten positions (each row is its own position number) to a
-// four-slot ring, prints the slots, checks them against `ref/swa`'s `swa_ring` after every step,
+// four-slot ring, prints the slots, checks them against `ref/kv_ring` after every step,
 // and draws the steps.
 
 // %%
@@ -125,12 +125,12 @@ NB_CELL(cell_ring)
     float slots[RING_W];
     ring r = {RING_W, 1, slots};
     static size_t held[RING_STEPS][RING_W], written[RING_STEPS];
-    swa_ring ref;
-    int rc = swa_ring_init(&ref, RING_W, RING_STEPS, 1, SWA_STORE_F32);
+    kv_ring ref;
+    int rc = kv_ring_init(&ref, RING_W, RING_STEPS, 1, KV_STORE_F32);
     for (size_t t = 0; t < RING_STEPS && rc == KVL_OK; t++) {
         const float row = (float)t;
         ring_write(&r, t, &row);
-        rc = swa_ring_append(&ref, &row, 1);
+        rc = kv_ring_append(&ref, &row, 1);
         written[t] = t % RING_W;
         printf("after position %zu: slots [", t);
         for (size_t k = 0; k < RING_W; k++) {
@@ -140,9 +140,9 @@ NB_CELL(cell_ring)
         printf(" ]  holds %zu..%zu, next write to slot %zu\n", t + 1 - ring_live(&r, t), t,
                (t + 1) % RING_W);
         if (rc == KVL_OK && memcmp(slots, ref.rows, ring_live(&r, t) * sizeof *slots))
-            rc = nb_expect(0, "after position %zu the ring and swa_ring hold different rows", t);
+            rc = nb_expect(0, "after position %zu the ring and kv_ring hold different rows", t);
     }
-    swa_ring_free(&ref);
+    kv_ring_free(&ref);
     return rc == KVL_OK ? nb03_draw_ring(&held[0][0], written, RING_STEPS, RING_W) : rc;
 }
 
@@ -161,7 +161,7 @@ NB_CELL(cell_ring)
 // The ring never sees a masked key: at step $t$ it writes $[k_t \mid v_t]$ to slot $t \bmod W$ and
 // attends over its live slots, in slot order, which the softmax does not see. Over $T = 40$
 // positions with $W = 8$ and $D = 16$ the two must agree, and both must agree with `ref/swa`'s
-// tiled `swa_ring_attend` (the fast path a decode step runs) on the same rows.
+// tiled `kv_ring_attend` (the fast path a decode step runs) on the same rows.
 
 // %%
 enum { ATT_T = 40, ATT_W = 8, ATT_D = 16 };
@@ -201,27 +201,27 @@ NB_CELL(cell_ring_against_band)
     kvl_rng_normal_f32(&rng, &q[0][0], ATT_T * ATT_D, 1.0);
     kvl_rng_normal_f32(&rng, &kv[0][0], ATT_T * 2 * ATT_D, 1.0);
     ring r = {ATT_W, 2 * ATT_D, &slots[0][0]};
-    swa_ring ref;
-    int rc = swa_ring_init(&ref, ATT_W, ATT_T, 2 * ATT_D, SWA_STORE_F32);
+    kv_ring ref;
+    int rc = kv_ring_init(&ref, ATT_W, ATT_T, 2 * ATT_D, KV_STORE_F32);
     for (size_t t = 0; t < ATT_T && rc == KVL_OK; t++) {
         int visible[ATT_T];
         for (size_t j = 0; j < ATT_T; j++) visible[j] = band_visible(t, j, ATT_W);
         attend(band[t], q[t], &kv[0][0], visible, ATT_T, ATT_D);
         ring_write(&r, t, kv[t]);
         attend(by_ring[t], q[t], &slots[0][0], live, ring_live(&r, t), ATT_D);
-        rc = swa_ring_append(&ref, kv[t], 1);
+        rc = kv_ring_append(&ref, kv[t], 1);
         if (rc == KVL_OK)
-            rc = swa_ring_attend(fast[t], q[t], 1, &ref, 1, 0, ATT_D, ATT_D, ATT_D,
+            rc = kv_ring_attend(fast[t], q[t], 1, &ref, 1, 0, ATT_D, ATT_D, ATT_D,
                                  (float)(1 / sqrt(ATT_D)));
     }
-    swa_ring_free(&ref);
+    kv_ring_free(&ref);
     if (rc != KVL_OK) return rc;
     double scale, diff = nbc_max_diff(&by_ring[0][0], &band[0][0], ATT_T * ATT_D, &scale);
     /* the same double sums in another order, rounded once to float */
     rc = nbc_report("the ring against the banded mask, 40 queries", diff, scale, 1e-6);
     diff = nbc_max_diff(&fast[0][0], &by_ring[0][0], ATT_T * ATT_D, &scale);
     /* ref's float32 online softmax over at most 8 rows against double sums */
-    return rc == KVL_OK ? nbc_report("the ring against ref's swa_ring_attend", diff, scale, 1e-5)
+    return rc == KVL_OK ? nbc_report("the ring against ref's kv_ring_attend", diff, scale, 1e-5)
                         : rc;
 }
 
@@ -242,7 +242,7 @@ NB_CELL(cell_layer_ring_equals_band)
     static float x[T * D], want[T * D], got[T * D];
     int rc = mha_config_init(&c, D, 4, 2, 16, 8, 1e4);
     if (rc == KVL_OK) rc = mha_weights_init_random(&w, &c, &rng);
-    if (rc == KVL_OK) rc = mha_cache_init(&cache, &c, T, SWA_STORE_F32);
+    if (rc == KVL_OK) rc = mha_cache_init(&cache, &c, T, KV_STORE_F32);
     if (rc == KVL_OK) {
         kvl_rng_normal_f32(&rng, x, T * D, 1.0);
         rc = mha_forward(want, &c, &w, x, T);
@@ -253,7 +253,7 @@ NB_CELL(cell_layer_ring_equals_band)
     if (rc == KVL_OK) {
         double scale, diff = nbc_max_diff(got, want, T * D, &scale);
         printf("the ring now holds positions %zu..%d: %zu old ones and the newest, %s B\n",
-               swa_ring_oldest(&cache.ring), T - 1, swa_ring_held(&cache.ring) - 1,
+               kv_ring_oldest(&cache.ring), T - 1, kv_ring_held(&cache.ring) - 1,
                nb_num((double)mha_cache_bytes_used(&cache), 0));
         /* the same float32 sums over at most 8 keys, in a different association */
         rc = nbc_report("a windowed layer decoded through its ring against its banded forward",

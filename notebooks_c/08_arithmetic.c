@@ -322,10 +322,10 @@ static int live_mha(double *per_token, const kvl_model *m, size_t n)
     mha_config c;
     mha_cache cache;
     int rc = mha_config_from_model(&c, m, 0);
-    if (rc == KVL_OK) rc = mha_cache_init(&cache, &c, n, SWA_STORE_BF16);
+    if (rc == KVL_OK) rc = mha_cache_init(&cache, &c, n, KV_STORE_BF16);
     if (rc != KVL_OK) return rc;
     float *rows = calloc(n * cache.ring.width, sizeof *rows);
-    rc = rows ? swa_ring_append(&cache.ring, rows, n) : kvl_fail(KVL_ENOMEM, "out of memory");
+    rc = rows ? kv_ring_append(&cache.ring, rows, n) : kvl_fail(KVL_ENOMEM, "out of memory");
     if (rc == KVL_OK) *per_token = (double)mha_cache_bytes_used(&cache) / (double)n;
     free(rows);
     mha_cache_free(&cache);
@@ -337,7 +337,7 @@ static int live_mla(double *per_token, const kvl_model *m, size_t n)
     mla_config c;
     mla_cache cache;
     int rc = mla_config_from_model(&c, m);
-    if (rc == KVL_OK) rc = mla_cache_init(&cache, &c, n, SWA_STORE_BF16);
+    if (rc == KVL_OK) rc = mla_cache_init(&cache, &c, n, KV_STORE_BF16);
     if (rc != KVL_OK) return rc;
     float *rows = calloc(n * (c.kv_lora_rank + c.qk_rope), sizeof *rows);
     rc = rows ? mla_cache_append(&cache, &c, rows, n) : kvl_fail(KVL_ENOMEM, "out of memory");

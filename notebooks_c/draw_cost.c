@@ -35,10 +35,10 @@ int cost_check(const char *what, const double *built, const double *ref, size_t 
 int cost_live_bytes_per_token(size_t *out, const mha_config *c, size_t n)
 {
     mha_cache cache;
-    int rc = mha_cache_init(&cache, c, n, SWA_STORE_BF16);
+    int rc = mha_cache_init(&cache, c, n, KV_STORE_BF16);
     float *rows = rc == KVL_OK ? calloc(n * cache.ring.width, sizeof *rows) : NULL;
     if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "out of memory");
-    if (rc == KVL_OK) rc = swa_ring_append(&cache.ring, rows, n);
+    if (rc == KVL_OK) rc = kv_ring_append(&cache.ring, rows, n);
     if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache) / n;
     free(rows);
     mha_cache_free(&cache);
@@ -81,7 +81,7 @@ int cost_toy_stack_bytes(size_t *live, size_t n_kv_heads, size_t T)
     kvl_model_free(&m);
     if (rc != KVL_OK) return rc;
     rc = model_weights_init_random(&w, &c, &rng);
-    if (rc == KVL_OK) rc = model_cache_init(&cache, &c, T, SWA_STORE_BF16);
+    if (rc == KVL_OK) rc = model_cache_init(&cache, &c, T, KV_STORE_BF16);
     if (rc == KVL_OK) rc = run_toy_stack(&c, &w, &cache, &rng, T);
     if (rc == KVL_OK) *live = model_cache_bytes_used(&cache);
     model_cache_free(&cache);
@@ -100,7 +100,7 @@ int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh,
     const size_t width = 2 * Hkv * Dh;
     int rc = mha_config_init(&r->c, d, H, Hkv, Dh, 0, 1e4);
     if (rc == KVL_OK) rc = mha_weights_init_random(&r->w, &r->c, &rng);
-    if (rc == KVL_OK) rc = mha_cache_init(&cache, &r->c, n + 1, SWA_STORE_F32);
+    if (rc == KVL_OK) rc = mha_cache_init(&cache, &r->c, n + 1, KV_STORE_F32);
     r->x = malloc((n + 1) * d * sizeof *r->x);
     r->rows = malloc((n + 1) * width * sizeof *r->rows);
     r->out = malloc((n + 1) * d * sizeof *r->out);
@@ -110,7 +110,7 @@ int cost_gqa_run_ref(cost_gqa_run *r, size_t d, size_t H, size_t Hkv, size_t Dh,
         rc = mha_prefill(r->out, &r->c, &r->w, &cache, r->x, n);
     }
     if (rc == KVL_OK) rc = mha_decode(r->out, &r->c, &r->w, &cache, r->x + n * d);
-    if (rc == KVL_OK) rc = swa_ring_read(r->rows, &cache.ring, 0, n + 1);
+    if (rc == KVL_OK) rc = kv_ring_read(r->rows, &cache.ring, 0, n + 1);
     mha_cache_free(&cache);
     if (rc != KVL_OK) cost_gqa_run_free(r);
     return rc;

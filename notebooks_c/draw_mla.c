@@ -78,8 +78,8 @@ int mlanb_run_ref(mlanb_run *r, size_t T, unsigned seed)
     int rc = toy_config(&r->c);
     if (rc == KVL_OK) rc = mla_weights_init_random(&r->w, &r->c, &rng);
     if (rc == KVL_OK) rc = run_alloc(r, T);
-    if (rc == KVL_OK) rc = mla_cache_init(&naive, &r->c, T, SWA_STORE_F32);
-    if (rc == KVL_OK) rc = mla_cache_init(&absorbed, &r->c, T, SWA_STORE_F32);
+    if (rc == KVL_OK) rc = mla_cache_init(&naive, &r->c, T, KV_STORE_F32);
+    if (rc == KVL_OK) rc = mla_cache_init(&absorbed, &r->c, T, KV_STORE_F32);
     const size_t d = r->c.d;
     if (rc == KVL_OK) {
         kvl_rng_normal_f32(&rng, r->x, T * d, 1.0);
@@ -89,7 +89,7 @@ int mlanb_run_ref(mlanb_run *r, size_t T, unsigned seed)
     if (rc == KVL_OK) rc = mla_decode_naive(r->y_naive, &r->c, &r->w, &naive, r->x + (T - 1) * d);
     if (rc == KVL_OK)
         rc = mla_decode_absorbed(r->y_absorbed, &r->c, &r->w, &absorbed, r->x + (T - 1) * d);
-    if (rc == KVL_OK) rc = swa_ring_read(r->rows, &absorbed.ring, 0, T);
+    if (rc == KVL_OK) rc = kv_ring_read(r->rows, &absorbed.ring, 0, T);
     if (rc == KVL_OK) rc = mla_query(r->q, &r->c, &r->w, r->x + (T - 1) * d, 1, T - 1);
     r->cache_bytes = mla_cache_bytes_used(&absorbed);
     mla_cache_free(&naive);

@@ -512,8 +512,8 @@ static int init_v32(dsa_cache *cache, const dsa_config *c, size_t max_tokens)
 
 static int init_f32(dsa_cache *cache, const dsa_config *c, size_t max_tokens)
 {
-    KVL_TRY(mla_cache_init(&cache->latent, &c->mla, max_tokens, SWA_STORE_F32));
-    return swa_ring_init(&cache->index_keys, 0, max_tokens, c->index_head_dim, SWA_STORE_F32);
+    KVL_TRY(mla_cache_init(&cache->latent, &c->mla, max_tokens, KV_STORE_F32));
+    return kv_ring_init(&cache->index_keys, 0, max_tokens, c->index_head_dim, KV_STORE_F32);
 }
 
 int dsa_cache_init(dsa_cache *cache, const dsa_config *c, size_t max_tokens, dsa_cache_format fmt)
@@ -537,13 +537,13 @@ int dsa_cache_init(dsa_cache *cache, const dsa_config *c, size_t max_tokens, dsa
 size_t dsa_cache_bytes_used(const dsa_cache *cache)
 {
     if (cache->fmt == DSA_CACHE_V32) return cache->len * (main_row_bytes() + index_row_bytes());
-    return mla_cache_bytes_used(&cache->latent) + swa_ring_bytes_used(&cache->index_keys);
+    return mla_cache_bytes_used(&cache->latent) + kv_ring_bytes_used(&cache->index_keys);
 }
 
 void dsa_cache_free(dsa_cache *cache)
 {
     mla_cache_free(&cache->latent);
-    swa_ring_free(&cache->index_keys);
+    kv_ring_free(&cache->index_keys);
     free(cache->main_rows);
     free(cache->index_rows);
     memset(cache, 0, sizeof *cache);
@@ -553,8 +553,8 @@ void dsa_cache_free(dsa_cache *cache)
 static int read_held(float *rows, float *keys, const dsa_cache *cache, const dsa_config *c, size_t first, size_t n)
 {
     if (cache->fmt == DSA_CACHE_F32) {
-        if (rows) KVL_TRY(swa_ring_read(rows, &cache->latent.ring, first, n));
-        return keys ? swa_ring_read(keys, &cache->index_keys, first, n) : KVL_OK;
+        if (rows) KVL_TRY(kv_ring_read(rows, &cache->latent.ring, first, n));
+        return keys ? kv_ring_read(keys, &cache->index_keys, first, n) : KVL_OK;
     }
     for (size_t i = 0; i < n; i++) {
         const size_t p = first + i;
@@ -597,7 +597,7 @@ static int commit(dsa_cache *cache, const dsa_config *c, const float *rows, cons
 {
     if (cache->fmt == DSA_CACHE_F32) {
         KVL_TRY(mla_cache_append(&cache->latent, &c->mla, rows, S));
-        KVL_TRY(swa_ring_append(&cache->index_keys, keys, S));
+        KVL_TRY(kv_ring_append(&cache->index_keys, keys, S));
     }
     cache->len += S;
     return KVL_OK;

@@ -181,7 +181,7 @@ typedef struct {
     size_t len;           /* positions held: 0 … len − 1 */
     size_t max_tokens;
     mla_cache latent;     /* F32: rows [c_kv | k_rope] on MLA's ring (no window: it never wraps) */
-    swa_ring index_keys;  /* F32: k^I [DI] per position */
+    kv_ring index_keys;  /* F32: k^I [DI] per position */
     uint8_t *main_rows;   /* V32: [max_tokens][656], KVF_ROW_V32_MAIN */
     uint8_t *index_rows;  /* V32: [max_tokens][132], KVF_ROW_V32_INDEX of H_DI/√DI · k^I; the paged
                              cache keeps a page's codes and scales apart, here a token's bytes are

@@ -104,26 +104,26 @@ void mha_weights_free(mha_weights *w)
 
 /* ---- cache ----------------------------------------------------------------------------------------- */
 
-int mha_cache_init(mha_cache *cache, const mha_config *c, size_t max_tokens, swa_store store)
+int mha_cache_init(mha_cache *cache, const mha_config *c, size_t max_tokens, kv_store store)
 {
     memset(cache, 0, sizeof *cache);
-    KVL_TRY(swa_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store));
+    KVL_TRY(kv_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store));
     cache->window = c->window;
     return KVL_OK;
 }
 
-size_t mha_cache_bytes_used(const mha_cache *cache) { return swa_ring_bytes_used(&cache->ring); }
+size_t mha_cache_bytes_used(const mha_cache *cache) { return kv_ring_bytes_used(&cache->ring); }
 
 void mha_cache_free(mha_cache *cache)
 {
-    swa_ring_free(&cache->ring);
+    kv_ring_free(&cache->ring);
     cache->window = 0;
 }
 
 /* The cache was made for this config and has room for n more positions. */
 static int check_cache(const mha_config *c, const mha_cache *cache, size_t n)
 {
-    const swa_ring *r = &cache->ring;
+    const kv_ring *r = &cache->ring;
     if (!r->rows || r->width != row_width(c) || cache->window != c->window)
         return kvl_fail(KVL_EINVAL, "mha: the cache (rows of %zu, window %zu) was not made for this config (rows of %zu, "
                         "window %zu)", r->width, cache->window, row_width(c), c->window);
@@ -218,12 +218,12 @@ int mha_prefill(float *out, const mha_config *c, const mha_weights *w, mha_cache
     if (!buf) return kvl_fail(KVL_ENOMEM, "mha_prefill: out of memory for %zu tokens after %zu", S, n_old);
     /* keys: the n_old cached rows the chunk's first query sees, then the chunk's own S rows */
     float *q = buf, *o = q + S * qw, *keys = o + S * qw, *own = keys + n_old * rw;
-    int rc = swa_ring_read(keys, &cache->ring, first, n_old);
+    int rc = kv_ring_read(keys, &cache->ring, first, n_old);
     if (rc == KVL_OK) rc = project_qkv(q, own, c, w, x, S, start);
-    if (rc == KVL_OK) swa_store_round(own, S * rw, cache->ring.store);
+    if (rc == KVL_OK) kv_store_round(own, S * rw, cache->ring.store);
     if (rc == KVL_OK) rc = attend_masked(o, c, q, S, start, keys, n_old + S, first);
     if (rc == KVL_OK) rc = kvl_matmul_abt_f32(out, o, w->w_o, S, c->d, qw);
-    if (rc == KVL_OK) rc = swa_ring_append(&cache->ring, own, S);
+    if (rc == KVL_OK) rc = kv_ring_append(&cache->ring, own, S);
     free(buf);
     return rc;
 }
@@ -244,10 +244,10 @@ int mha_decode(float *out, const mha_config *c, const mha_weights *w, mha_cache 
         for (size_t h = 0; h < c->n_heads; h++) kvl_rope_rotate_half_split(q + h * c->head_dim, &c->rope, (int64_t)t);
         for (size_t g = 0; g < c->n_kv_heads; g++)
             kvl_rope_rotate_half_split(row + g * c->head_dim, &c->rope, (int64_t)t);
-        rc = swa_ring_append(&cache->ring, row, 1);
+        rc = kv_ring_append(&cache->ring, row, 1);
     }
     if (rc == KVL_OK) /* each KV group's G query heads against the group's K and V columns of [K | V] */
-        rc = swa_ring_attend(o, q, c->n_heads, &cache->ring, c->n_kv_heads, 0, c->head_dim,
+        rc = kv_ring_attend(o, q, c->n_heads, &cache->ring, c->n_kv_heads, 0, c->head_dim,
                              c->n_kv_heads * c->head_dim, c->head_dim, (float)(1.0 / sqrt((double)c->head_dim)));
     if (rc == KVL_OK) rc = kvl_matvec_f32(out, w->w_o, o, c->d, qw);
     free(buf);

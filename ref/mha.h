@@ -70,12 +70,12 @@ void mha_weights_free(mha_weights *w);
 /* The KV cache: one ring row per token, [K | V] = [Hkv][Dh] keys (rotated) then [Hkv][Dh] values.
  * W slots for a windowed layer, max_tokens for a full one (swa.h). */
 typedef struct {
-    swa_ring ring;
+    kv_ring ring;
     size_t window;   /* the W it was made for; prefill and decode check it against the config */
 } mha_cache;
 
 /* An empty cache for up to max_tokens positions, stored as `store`. KVL_EINVAL, KVL_ENOMEM. */
-int mha_cache_init(mha_cache *cache, const mha_config *c, size_t max_tokens, swa_store store);
+int mha_cache_init(mha_cache *cache, const mha_config *c, size_t max_tokens, kv_store store);
 /* Bytes of the rows held now: min(len, S)·2·Hkv·Dh·element bytes. */
 size_t mha_cache_bytes_used(const mha_cache *cache);
 void mha_cache_free(mha_cache *cache);

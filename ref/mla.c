@@ -204,12 +204,12 @@ void mla_weights_free(mla_weights *w)
 
 /* ---- cache ---------------------------------------------------------------------------------------- */
 
-int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, swa_store store)
+int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, kv_store store)
 {
     memset(cache, 0, sizeof *cache);
     int rc = mla_config_check(c);
     if (rc != KVL_OK) return kvl_fail(rc, "mla_cache_init: %s", kvl_error());
-    return swa_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store);
+    return kv_ring_init(&cache->ring, c->window, max_tokens, row_width(c), store);
 }
 
 int mla_cache_append(mla_cache *cache, const mla_config *c, const float *rows, size_t n)
@@ -218,12 +218,12 @@ int mla_cache_append(mla_cache *cache, const mla_config *c, const float *rows, s
     if (cache->ring.width != row_width(c))
         return kvl_fail(KVL_EINVAL, "mla_cache_append: cache rows hold %zu values, the config's Dc+Dr is %zu",
                         cache->ring.width, row_width(c));
-    return swa_ring_append(&cache->ring, rows, n);
+    return kv_ring_append(&cache->ring, rows, n);
 }
 
-size_t mla_cache_bytes_used(const mla_cache *cache) { return swa_ring_bytes_used(&cache->ring); }
+size_t mla_cache_bytes_used(const mla_cache *cache) { return kv_ring_bytes_used(&cache->ring); }
 
-void mla_cache_free(mla_cache *cache) { swa_ring_free(&cache->ring); }
+void mla_cache_free(mla_cache *cache) { kv_ring_free(&cache->ring); }
 
 /* ---- projections ---------------------------------------------------------------------------------- */
 
@@ -541,10 +541,10 @@ static int chunk_build(chunk *k, const mla_config *c, const mla_weights *w, cons
     KVL_TRY(alloc_floats(&k->keys, k->N, Dw, "mla_prefill"));
     KVL_TRY(alloc_floats(&k->q, S * H, qk_width(c), "mla_prefill"));
     KVL_TRY(alloc_floats(&k->o, S * H, c->v_head, "mla_prefill"));
-    KVL_TRY(swa_ring_read(k->keys, &cache->ring, k->key_start, n_old));
+    KVL_TRY(kv_ring_read(k->keys, &cache->ring, k->key_start, n_old));
     float *fresh = k->keys + n_old * Dw;
     KVL_TRY(mla_latent(fresh, c, w, x, S, start));
-    swa_store_round(fresh, S * Dw, cache->ring.store);
+    kv_store_round(fresh, S * Dw, cache->ring.store);
     return mla_query(k->q, c, w, x, S, start);
 }
 
@@ -557,7 +557,7 @@ int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache
     const swa_span span = {.start = cache->ring.len, .key_start = k.key_start, .window = c->window};
     if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, swa_block_mask, &span);
     if (rc == KVL_OK) rc = project_out(out, c, w, k.o, S);
-    if (rc == KVL_OK) rc = swa_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
+    if (rc == KVL_OK) rc = kv_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
     chunk_free(&k);
     return rc;
 }
@@ -583,7 +583,7 @@ static int step_begin(step *s, const mla_config *c, const mla_weights *w, mla_ca
     memset(s, 0, sizeof *s);
     KVL_TRY(check_call(fn, c, w, x_t, cache));
     KVL_TRY(check_cache(fn, c, cache, 1));
-    swa_ring *r = &cache->ring;
+    kv_ring *r = &cache->ring;
     const size_t pos = r->len;
     s->N = pos + 1 < r->slots ? pos + 1 : r->slots;
     KVL_TRY(alloc_floats(&s->q, c->n_heads, qk_width(c), fn));
@@ -591,18 +591,18 @@ static int step_begin(step *s, const mla_config *c, const mla_weights *w, mla_ca
     KVL_TRY(alloc_floats(&s->o, c->n_heads, c->v_head, fn));
     KVL_TRY(mla_query(s->q, c, w, x_t, 1, pos));
     KVL_TRY(mla_latent(s->row, c, w, x_t, 1, pos));
-    return swa_ring_append(r, s->row, 1);
+    return kv_ring_append(r, s->row, 1);
 }
 
 /* The naive form re-expands every head's keys and values from rows[N][Dc+Dr] in float32: a float32
  * ring is read in place, a bf16 ring widened whole into held. */
-static int decode_naive(float *o, const mla_config *c, const mla_weights *w, const swa_ring *r, const float *q,
+static int decode_naive(float *o, const mla_config *c, const mla_weights *w, const kv_ring *r, const float *q,
                         size_t N)
 {
     const size_t Dw = row_width(c);
     float *held = NULL, *scores = NULL;
     int rc = alloc_floats(&scores, c->n_heads, N, "mla_decode_naive");
-    if (rc == KVL_OK && r->store == SWA_STORE_BF16) rc = alloc_floats(&held, N, Dw, "mla_decode_naive");
+    if (rc == KVL_OK && r->store == KV_STORE_BF16) rc = alloc_floats(&held, N, Dw, "mla_decode_naive");
     if (held) kvf_bf16_decode_n(held, r->rows, N * Dw);
     const float *rows = held ? held : r->rows;
     if (rc == KVL_OK) rc = mla_scores_naive(scores, c, w, q, rows, NULL, 1, N);
@@ -641,7 +641,7 @@ int mla_decode_absorbed(float *out, const mla_config *c, const mla_weights *w, m
     if (rc == KVL_OK) rc = alloc_floats(&o_hat, H, Dc, __func__);
     if (rc == KVL_OK) rc = absorb_queries(q_hat, c, w, s.q, 1);
     if (rc == KVL_OK) {
-        const kvl_row_tiles rows = swa_ring_view(&cache->ring);
+        const kvl_row_tiles rows = kv_ring_view(&cache->ring);
         const kvl_attend_rows mqa = {.N = s.N, .stride = Dw, .k_off = 0, .Dk = Dw, .v_off = 0, .Dv = Dc, .groups = 1};
         rc = kvl_attend(o_hat, q_hat, H, &rows, &mqa, (float)c->softmax_scale, NULL, NULL);
     }

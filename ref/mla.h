@@ -112,11 +112,11 @@ void mla_weights_draw(mla_weights *w, const mla_config *c, kvl_rng *rng);
 /* ---- the cache: one [Dc+Dr] row per token in a ring (ref/swa.h) -------------------------------- */
 
 typedef struct {
-    swa_ring ring; /* rows [c_kv | k_rope]; W slots when windowed, max_tokens otherwise */
+    kv_ring ring; /* rows [c_kv | k_rope]; W slots when windowed, max_tokens otherwise */
 } mla_cache;
 
 /* A cache for positions 0 … max_tokens − 1 storing rows as `store` (float32 or bf16). */
-int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, swa_store store);
+int mla_cache_init(mla_cache *cache, const mla_config *c, size_t max_tokens, kv_store store);
 
 /* Append rows[n][Dc+Dr] computed elsewhere (mla_latent, or synthetic rows for a benchmark) at the
  * next n positions. KVL_EINVAL if the cache would pass max_tokens or the width does not match c. */

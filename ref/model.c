@@ -168,7 +168,7 @@ void model_weights_free(model_weights *w)
 /* ---- cache ----------------------------------------------------------------------------------------- */
 
 /* Every layer's cache; V4 layers in `fmt`, the others in `store`. */
-static int cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store, v4_cache_format fmt)
+static int cache_init(model_cache *cache, const model_config *c, size_t max_tokens, kv_store store, v4_cache_format fmt)
 {
     memset(cache, 0, sizeof *cache);
     cache->mha = calloc(c->n_layers, sizeof *cache->mha);
@@ -188,13 +188,13 @@ static int cache_init(model_cache *cache, const model_config *c, size_t max_toke
     return rc;
 }
 
-int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store)
+int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, kv_store store)
 {
     for (size_t l = 0; l < c->n_layers; l++)
-        if (c->layers[l].attn == MODEL_ATTN_V4 && store != SWA_STORE_F32) {
+        if (c->layers[l].attn == MODEL_ATTN_V4 && store != KV_STORE_F32) {
             memset(cache, 0, sizeof *cache);
             return kvl_fail(KVL_EINVAL, "model_cache_init: layer %zu is V4, whose rows are f32 or native, not %s "
-                            "(model_cache_init_v4)", l, swa_store_name(store));
+                            "(model_cache_init_v4)", l, kv_store_name(store));
         }
     return cache_init(cache, c, max_tokens, store, V4_CACHE_F32);
 }
@@ -206,11 +206,11 @@ int model_cache_init_v4(model_cache *cache, const model_config *c, size_t max_to
             memset(cache, 0, sizeof *cache);
             return kvl_fail(KVL_EINVAL, "model_cache_init_v4: layer %zu is not a V4 layer", l);
         }
-    return cache_init(cache, c, max_tokens, SWA_STORE_F32, fmt);
+    return cache_init(cache, c, max_tokens, KV_STORE_F32, fmt);
 }
 
 /* The ring of layer l, for an MHA or MLA layer. */
-static const swa_ring *layer_ring(const model_cache *cache, size_t l)
+static const kv_ring *layer_ring(const model_cache *cache, size_t l)
 {
     return cache->mha[l].ring.rows ? &cache->mha[l].ring : &cache->mla[l].ring;
 }
@@ -232,7 +232,7 @@ size_t model_cache_bytes_used(const model_cache *cache)
 {
     size_t total = 0;
     for (size_t l = 0; l < cache->n_layers; l++)
-        total += is_v4(cache, l) ? v4_cache_bytes_used(&cache->v4[l]) : swa_ring_bytes_used(layer_ring(cache, l));
+        total += is_v4(cache, l) ? v4_cache_bytes_used(&cache->v4[l]) : kv_ring_bytes_used(layer_ring(cache, l));
     return total;
 }
 

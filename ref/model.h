@@ -92,7 +92,7 @@ typedef struct {
 
 /* Caches of every layer for positions 0 … max_tokens − 1, stored as `store` (V4 layers: float32 rows;
  * KVL_EINVAL for bf16, which no V4 cache uses). */
-int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, swa_store store);
+int model_cache_init(model_cache *cache, const model_config *c, size_t max_tokens, kv_store store);
 /* The same for a stack of V4 layers, their rows float32 or native (584-byte rows, 68-byte index keys).
  * KVL_EINVAL if a layer is not V4. */
 int model_cache_init_v4(model_cache *cache, const model_config *c, size_t max_tokens, v4_cache_format fmt);

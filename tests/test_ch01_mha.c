@@ -106,7 +106,7 @@ static void expect_forward_is_definition(size_t Hkv, size_t W, size_t T, uint64_
 
 /* Run x[T] through a cache: prefill chunks of the given lengths (summing to ≤ T), then decode one
  * token at a time to T. */
-static float *cached(const layer *L, const float *x, size_t T, const size_t *chunks, size_t n_chunks, swa_store store)
+static float *cached(const layer *L, const float *x, size_t T, const size_t *chunks, size_t n_chunks, kv_store store)
 {
     mha_cache cache;
     ck_assert_msg(mha_cache_init(&cache, &L->c, T, store) == KVL_OK, "%s", kvl_error());
@@ -129,7 +129,7 @@ static void expect_cached_is_forward(size_t Hkv, size_t W, size_t T, const size_
     layer L;
     layer_make(&L, Hkv, W, seed);
     float *x = inputs(T, seed + 1000), *want_f = forward(&L, x, T);
-    float *got = cached(&L, x, T, chunks, n_chunks, SWA_STORE_F32);
+    float *got = cached(&L, x, T, chunks, n_chunks, KV_STORE_F32);
     double *want = oracle_widen(want_f, T * TOY_D);
     char what[128];
     int at = snprintf(what, sizeof what, "Hkv %zu W %zu T %zu chunks", Hkv, W, T);
@@ -231,8 +231,8 @@ START_TEST(test_gqa_matches_mha_when_kv_heads_are_copies)
     kvl_expect_close("GQA-2 against MHA with copied K/V heads", got, want, T * TOY_D, twin_tol(T), 0, MIN_COS);
 
     mha_cache cg, cm;
-    ck_assert(mha_cache_init(&cg, &gqa.c, T, SWA_STORE_F32) == KVL_OK);
-    ck_assert(mha_cache_init(&cm, &mha.c, T, SWA_STORE_F32) == KVL_OK);
+    ck_assert(mha_cache_init(&cg, &gqa.c, T, KV_STORE_F32) == KVL_OK);
+    ck_assert(mha_cache_init(&cm, &mha.c, T, KV_STORE_F32) == KVL_OK);
     float *og = oracle_alloc(T * TOY_D * sizeof *og), *om = oracle_alloc(T * TOY_D * sizeof *om);
     ck_assert(mha_prefill(og, &gqa.c, &gqa.w, &cg, x, T) == KVL_OK);
     ck_assert(mha_prefill(om, &mha.c, &mha.w, &cm, x, T) == KVL_OK);
@@ -310,8 +310,8 @@ START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
         double *want = oracle_out(&L, kv_of, x, T);
         for (int th = 1; th <= 2; th++) {
             kvl_set_threads(th);
-            float *paths[] = {forward(&L, x, T), cached(&L, x, T, split, 2, SWA_STORE_F32),
-                              cached(&L, x, T, whole, 1, SWA_STORE_F32)};
+            float *paths[] = {forward(&L, x, T), cached(&L, x, T, split, 2, KV_STORE_F32),
+                              cached(&L, x, T, whole, 1, KV_STORE_F32)};
             const char *names[] = {"forward", "chunks 10 + rest", "one chunk"};
             for (size_t i = 0; i < 3; i++) {
                 char what[96];
@@ -351,7 +351,7 @@ END_TEST
 START_TEST(test_cache_bytes_match_formula_per_token)
 {
     const size_t hkv[] = {4, 2, 1};
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     const size_t b[] = {4, 2};
     for (size_t i = 0; i < 3; i++)
         for (size_t s = 0; s < 2; s++) {
@@ -383,9 +383,9 @@ START_TEST(test_cache_bytes_match_formula_at_deepseek_llm_67b)
     ck_assert_uint_eq(c.n_kv_heads, 8);
     ck_assert_uint_eq(c.head_dim, 128);
     mha_cache cache;
-    ck_assert(mha_cache_init(&cache, &c, 3, SWA_STORE_BF16) == KVL_OK);
+    ck_assert(mha_cache_init(&cache, &c, 3, KV_STORE_BF16) == KVL_OK);
     float *rows = oracle_alloc(3 * 2 * 8 * 128 * sizeof *rows);
-    ck_assert(swa_ring_append(&cache.ring, rows, 3) == KVL_OK);
+    ck_assert(kv_ring_append(&cache.ring, rows, 3) == KVL_OK);
     ck_assert_uint_eq(mha_cache_bytes_used(&cache), 3 * 4096);
     ck_assert_uint_eq(m.n_layers * mha_cache_bytes_used(&cache) / 3, 389120);
     free(rows);
@@ -445,7 +445,7 @@ START_TEST(test_bf16_cache_within_derived_bound_of_f32_cache)
         layer L;
         layer_make(&L, hkv[i], 0, 180 + i);
         float *x = inputs(T_TOY, 190);
-        float *f32 = cached(&L, x, T_TOY, NULL, 0, SWA_STORE_F32), *bf16 = cached(&L, x, T_TOY, NULL, 0, SWA_STORE_BF16);
+        float *f32 = cached(&L, x, T_TOY, NULL, 0, KV_STORE_F32), *bf16 = cached(&L, x, T_TOY, NULL, 0, KV_STORE_BF16);
         size_t kv_of[TOY_H];
         grouped(kv_of, hkv[i]);
         oracle_mha_layer o = oracle_of(&L, kv_of);
@@ -480,7 +480,7 @@ START_TEST(test_prefill_matches_decode_when_cache_is_bf16)
     layer L;
     layer_make(&L, 2, 0, 195);
     float *x = inputs(T_TOY, 196);
-    float *dec = cached(&L, x, T_TOY, NULL, 0, SWA_STORE_BF16), *pre = cached(&L, x, T_TOY, chunks, 4, SWA_STORE_BF16);
+    float *dec = cached(&L, x, T_TOY, NULL, 0, KV_STORE_BF16), *pre = cached(&L, x, T_TOY, chunks, 4, KV_STORE_BF16);
     double *want = oracle_widen(dec, T_TOY * TOY_D);
     kvl_expect_close("bf16 cache: chunked prefill against decode", pre, want, T_TOY * TOY_D, twin_tol(T_TOY), 0,
                      MIN_COS);
@@ -533,7 +533,7 @@ START_TEST(test_decode_refuses_past_max_tokens)
     layer L;
     layer_make(&L, 2, 0, 200);
     mha_cache cache;
-    ck_assert(mha_cache_init(&cache, &L.c, 3, SWA_STORE_F32) == KVL_OK);
+    ck_assert(mha_cache_init(&cache, &L.c, 3, KV_STORE_F32) == KVL_OK);
     float *x = inputs(4, 201), out[4 * TOY_D];
     ck_assert(mha_prefill(out, &L.c, &L.w, &cache, x, 3) == KVL_OK);
     size_t bytes = mha_cache_bytes_used(&cache);
@@ -555,7 +555,7 @@ START_TEST(test_decode_refuses_cache_of_other_config)
     layer_make(&a, 2, 0, 210);
     layer_make(&b, 1, 0, 211);
     mha_cache cache;
-    ck_assert(mha_cache_init(&cache, &a.c, 8, SWA_STORE_F32) == KVL_OK);
+    ck_assert(mha_cache_init(&cache, &a.c, 8, KV_STORE_F32) == KVL_OK);
     float *x = inputs(1, 212), out[TOY_D];
     ck_assert_int_eq(mha_decode(out, &b.c, &b.w, &cache, x), KVL_EINVAL);
     mha_config windowed = a.c;

@@ -396,7 +396,7 @@ typedef int (*decode_fn)(float *, const mla_config *, const mla_weights *, mla_c
 /* Prefill the first `prefix` tokens in one chunk, then decode the rest one by one with `decode`;
  * out[T][d]. */
 static void run_prefix_then_decode(float *out, const toy *z, size_t T, size_t prefix, decode_fn decode,
-                                   swa_store store)
+                                   kv_store store)
 {
     mla_cache cache;
     ok(mla_cache_init(&cache, &z->c, T, store));
@@ -412,8 +412,8 @@ static void check_decode_forms(size_t q_lora_rank)
     toy_setup(&z, q_lora_rank, 0, TOY_T, 23);
     const size_t n = TOY_T * z.c.d;
     float *naive = xmalloc(n * sizeof *naive), *absorbed = xmalloc(n * sizeof *absorbed);
-    run_prefix_then_decode(naive, &z, TOY_T, 0, mla_decode_naive, SWA_STORE_F32);
-    run_prefix_then_decode(absorbed, &z, TOY_T, 0, mla_decode_absorbed, SWA_STORE_F32);
+    run_prefix_then_decode(naive, &z, TOY_T, 0, mla_decode_naive, KV_STORE_F32);
+    run_prefix_then_decode(absorbed, &z, TOY_T, 0, mla_decode_absorbed, KV_STORE_F32);
     expect_rows("decode_naive, every token", naive, z.want.out, n, z.out_tol);
     expect_rows("decode_absorbed, every token", absorbed, z.want.out, n, z.out_tol);
     double *naive_d = widen(naive, n);
@@ -444,7 +444,7 @@ static void check_decode_spanning_tiles(void)
     toy_setup(&z, 32, 0, T, 27);
     const size_t d = z.c.d, H = z.c.n_heads, Dw = z.c.kv_lora_rank + z.c.qk_rope, n = (T - prefix) * d;
     float *out = xmalloc(T * d * sizeof *out);
-    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, SWA_STORE_F32);
+    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, KV_STORE_F32);
     expect_rows("f32 decode_absorbed across tiles", out + prefix * d, z.want.out + prefix * d, n, z.out_tol);
     oracle_run *r = &z.want;
     for (size_t i = 0; i < T * Dw; i++) r->rows[i] = kvf_bf16_decode(kvf_bf16_encode((float)r->rows[i]));
@@ -452,7 +452,7 @@ static void check_decode_spanning_tiles(void)
         for (size_t h = 0; h < H; h++) oracle_attend(r, &z.o, t, h);
         matvec(r->out + t * d, z.o.w_o, r->o + t * H * z.c.v_head, d, H * z.c.v_head);
     }
-    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, SWA_STORE_BF16);
+    run_prefix_then_decode(out, &z, T, prefix, mla_decode_absorbed, KV_STORE_BF16);
     expect_rows("bf16 decode_absorbed across tiles", out + prefix * d, r->out + prefix * d, n, z.out_tol);
     free(out);
     toy_free(&z);
@@ -492,10 +492,10 @@ START_TEST(test_prefill_then_decode_matches_forward_when_any_prefix)
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         char what[80];
         snprintf(what, sizeof what, "prefill %zu then decode_absorbed", prefixes[i]);
-        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_absorbed, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_absorbed, KV_STORE_F32);
         expect_rows(what, out, z.want.out, n, z.out_tol);
         snprintf(what, sizeof what, "prefill %zu then decode_naive", prefixes[i]);
-        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_naive, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_naive, KV_STORE_F32);
         expect_rows(what, out, z.want.out, n, z.out_tol);
     }
     free(out);
@@ -504,7 +504,7 @@ START_TEST(test_prefill_then_decode_matches_forward_when_any_prefix)
 END_TEST
 
 /* out[T][d] from prefill chunks of the given sizes (summing to T) */
-static void run_chunks(float *out, const toy *z, const size_t *sizes, size_t n_chunks, swa_store store)
+static void run_chunks(float *out, const toy *z, const size_t *sizes, size_t n_chunks, kv_store store)
 {
     mla_cache cache;
     size_t T = 0;
@@ -536,7 +536,7 @@ static void check_chunkings(size_t window)
     for (size_t i = 0; i < N_OF(splits); i++) {
         char what[96];
         snprintf(what, sizeof what, "%s, W = %zu", splits[i].name, window);
-        run_chunks(out, &z, splits[i].sizes, splits[i].n, SWA_STORE_F32);
+        run_chunks(out, &z, splits[i].sizes, splits[i].n, KV_STORE_F32);
         expect_rows(what, out, z.want.out, n, z.out_tol);
     }
     ok(mla_forward(out, &z.c, &z.w, z.x, TOY_T));
@@ -576,10 +576,10 @@ START_TEST(test_prefill_matches_definition_when_chunk_spans_query_blocks)
         for (int th = 1; th <= 2; th++) {
             char what[96];
             kvl_set_threads(th);
-            run_chunks(out, &z, split, N_OF(split), SWA_STORE_F32);
+            run_chunks(out, &z, split, N_OF(split), KV_STORE_F32);
             snprintf(what, sizeof what, "chunks 10+%zu, W = %zu, %d thread(s)", T - 10, window, th);
             expect_rows(what, out, z.want.out, n, z.out_tol);
-            run_chunks(out, &z, whole, N_OF(whole), SWA_STORE_F32);
+            run_chunks(out, &z, whole, N_OF(whole), KV_STORE_F32);
             snprintf(what, sizeof what, "one chunk of %zu, W = %zu, %d thread(s)", T, window, th);
             expect_rows(what, out, z.want.out, n, z.out_tol);
         }
@@ -600,10 +600,10 @@ START_TEST(test_decode_matches_banded_forward_when_windowed)
     for (size_t i = 0; i < N_OF(prefixes); i++) {
         char what[80];
         snprintf(what, sizeof what, "W 8, prefill %zu then decode_absorbed", prefixes[i]);
-        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_absorbed, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_absorbed, KV_STORE_F32);
         expect_rows(what, out, z.want.out, n, z.out_tol);
         snprintf(what, sizeof what, "W 8, prefill %zu then decode_naive", prefixes[i]);
-        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_naive, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, TOY_T, prefixes[i], mla_decode_naive, KV_STORE_F32);
         expect_rows(what, out, z.want.out, n, z.out_tol);
     }
     free(out);
@@ -619,11 +619,11 @@ START_TEST(test_single_token_matches_definition_when_T_is_1)
         float out[64];
         ok(mla_forward(out, &z.c, &z.w, z.x, 1));
         expect_rows("forward T = 1", out, z.want.out, z.c.d, z.out_tol);
-        run_prefix_then_decode(out, &z, 1, 1, mla_decode_absorbed, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, 1, 1, mla_decode_absorbed, KV_STORE_F32);
         expect_rows("prefill T = 1", out, z.want.out, z.c.d, z.out_tol);
-        run_prefix_then_decode(out, &z, 1, 0, mla_decode_absorbed, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, 1, 0, mla_decode_absorbed, KV_STORE_F32);
         expect_rows("decode_absorbed T = 1", out, z.want.out, z.c.d, z.out_tol);
-        run_prefix_then_decode(out, &z, 1, 0, mla_decode_naive, SWA_STORE_F32);
+        run_prefix_then_decode(out, &z, 1, 0, mla_decode_naive, KV_STORE_F32);
         expect_rows("decode_naive T = 1", out, z.want.out, z.c.d, z.out_tol);
         toy_free(&z);
     }
@@ -646,7 +646,7 @@ START_TEST(test_cache_bytes_equal_576_b_per_token_at_v3_geometry)
     kvl_rng rng;
     kvl_rng_seed(&rng, 29);
     kvl_rng_normal_f32(&rng, rows, T * 576, 1.0);
-    const struct { swa_store store; size_t b; } kinds[] = {{SWA_STORE_F32, 4}, {SWA_STORE_BF16, 2}};
+    const struct { kv_store store; size_t b; } kinds[] = {{KV_STORE_F32, 4}, {KV_STORE_BF16, 2}};
     for (size_t k = 0; k < N_OF(kinds); k++) {
         mla_cache cache;
         ok(mla_cache_init(&cache, &c, 4096, kinds[k].store));
@@ -665,7 +665,7 @@ END_TEST
 START_TEST(test_cache_bytes_equal_latent_plus_rope_per_token_at_toy_size)
 {
     static const size_t windows[] = {0, TOY_W};
-    const struct { swa_store store; size_t b; } kinds[] = {{SWA_STORE_F32, 4}, {SWA_STORE_BF16, 2}};
+    const struct { kv_store store; size_t b; } kinds[] = {{KV_STORE_F32, 4}, {KV_STORE_BF16, 2}};
     for (size_t wi = 0; wi < N_OF(windows); wi++) {
         toy z;
         toy_setup(&z, 32, windows[wi], TOY_T, 30);
@@ -745,8 +745,8 @@ START_TEST(test_bf16_cache_within_derived_bound_of_f32)
     const size_t n = TOY_T * z.c.d;
     float *f32 = xmalloc(n * sizeof *f32), *bf16 = xmalloc(n * sizeof *bf16);
     double *bound = xmalloc(n * sizeof *bound);
-    run_prefix_then_decode(f32, &z, TOY_T, 10, mla_decode_absorbed, SWA_STORE_F32);
-    run_prefix_then_decode(bf16, &z, TOY_T, 10, mla_decode_absorbed, SWA_STORE_BF16);
+    run_prefix_then_decode(f32, &z, TOY_T, 10, mla_decode_absorbed, KV_STORE_F32);
+    run_prefix_then_decode(bf16, &z, TOY_T, 10, mla_decode_absorbed, KV_STORE_BF16);
     bf16_bound(bound, &z);
     /* both runs also carry their float32 error against the definition */
     const double f32_slack = 2 * z.out_tol * max_abs(z.want.out, n);
@@ -781,9 +781,9 @@ START_TEST(test_bf16_cache_equals_definition_over_rounded_rows)
         matvec(r->out + t * z.c.d, z.o.w_o, r->o + t * H * z.c.v_head, z.c.d, H * z.c.v_head);
     }
     float *out = xmalloc(n * sizeof *out);
-    run_prefix_then_decode(out, &z, T, 0, mla_decode_absorbed, SWA_STORE_BF16);
+    run_prefix_then_decode(out, &z, T, 0, mla_decode_absorbed, KV_STORE_BF16);
     expect_rows("bf16 decode_absorbed against the definition on rounded rows", out, r->out, n, z.out_tol);
-    run_chunks(out, &z, SPLIT_A, N_OF(SPLIT_A), SWA_STORE_BF16);
+    run_chunks(out, &z, SPLIT_A, N_OF(SPLIT_A), KV_STORE_BF16);
     expect_rows("bf16 chunks 13+1+9+17 against the definition on rounded rows", out, r->out, n, z.out_tol);
     free(out);
     toy_free(&z);
@@ -798,8 +798,8 @@ START_TEST(test_bf16_chunked_prefill_matches_bf16_decode)
     toy_setup(&z, 32, 0, TOY_T, 32);
     const size_t n = TOY_T * z.c.d;
     float *chunked = xmalloc(n * sizeof *chunked), *stepped = xmalloc(n * sizeof *stepped);
-    run_chunks(chunked, &z, SPLIT_A, N_OF(SPLIT_A), SWA_STORE_BF16);
-    run_prefix_then_decode(stepped, &z, TOY_T, 0, mla_decode_naive, SWA_STORE_BF16);
+    run_chunks(chunked, &z, SPLIT_A, N_OF(SPLIT_A), KV_STORE_BF16);
+    run_prefix_then_decode(stepped, &z, TOY_T, 0, mla_decode_naive, KV_STORE_BF16);
     double *stepped_d = widen(stepped, n);
     expect_rows("bf16 chunks 13+1+9+17 against bf16 decode", chunked, stepped_d, n, 2 * z.out_tol);
     free(chunked); free(stepped); free(stepped_d);
@@ -929,7 +929,7 @@ START_TEST(test_bad_config_and_full_cache_are_errors_and_empty_input_is_not)
     ck_assert_int_eq(mla_forward(out, &bad, &z.w, z.x, 4), KVL_EINVAL);
 
     mla_cache cache;
-    ok(mla_cache_init(&cache, &z.c, 3, SWA_STORE_F32));
+    ok(mla_cache_init(&cache, &z.c, 3, KV_STORE_F32));
     ck_assert_int_eq(mla_prefill(out, &z.c, &z.w, &cache, z.x, 4), KVL_EINVAL);
     ck_assert_uint_eq(cache.ring.len, 0);
     ok(mla_prefill(out, &z.c, &z.w, &cache, z.x, 0));   /* an empty chunk is a no-op */

@@ -189,7 +189,7 @@ static void expect_cached_is_forward(const char *json, size_t W, size_t T, const
     const size_t d = s.c.d;
     float *x = inputs(T, d, seed + 1), *fwd = forward(&s, x, T), *got = oracle_alloc(T * d * sizeof *got);
     model_cache cache;
-    ck_assert_msg(model_cache_init(&cache, &s.c, T, SWA_STORE_F32) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(model_cache_init(&cache, &s.c, T, KV_STORE_F32) == KVL_OK, "%s", kvl_error());
     size_t t = 0;
     for (size_t i = 0; i < n_chunks; i++) {
         ck_assert_msg(model_prefill(got + t * d, &s.c, &s.w, &cache, x + t * d, chunks[i]) == KVL_OK, "%s",
@@ -296,7 +296,7 @@ END_TEST
 
 /* Live bytes after t tokens: L·min(t, S)·(row elements)·b, with S = W for a windowed stack and the
  * context otherwise; a row is 2·Hkv·Dh (MHA family) or Dc + Dr (MLA). */
-static void expect_bytes_follow_formula(const char *json, size_t window, size_t row, swa_store store, size_t b)
+static void expect_bytes_follow_formula(const char *json, size_t window, size_t row, kv_store store, size_t b)
 {
     stack s;
     stack_make(&s, json, 0, MODEL_MLP_SWIGLU, window, 0, 500);
@@ -318,18 +318,18 @@ static void expect_bytes_follow_formula(const char *json, size_t window, size_t 
 
 START_TEST(test_cache_bytes_match_formula)
 {
-    expect_bytes_follow_formula(MHA_STACK, 0, 2 * 4 * 16, SWA_STORE_F32, 4);
-    expect_bytes_follow_formula(MHA_STACK, 0, 2 * 4 * 16, SWA_STORE_BF16, 2);
-    expect_bytes_follow_formula(MQA_STACK, 0, 2 * 1 * 16, SWA_STORE_BF16, 2);
-    expect_bytes_follow_formula(MLA_STACK, 0, 32 + 8, SWA_STORE_BF16, 2);
+    expect_bytes_follow_formula(MHA_STACK, 0, 2 * 4 * 16, KV_STORE_F32, 4);
+    expect_bytes_follow_formula(MHA_STACK, 0, 2 * 4 * 16, KV_STORE_BF16, 2);
+    expect_bytes_follow_formula(MQA_STACK, 0, 2 * 1 * 16, KV_STORE_BF16, 2);
+    expect_bytes_follow_formula(MLA_STACK, 0, 32 + 8, KV_STORE_BF16, 2);
 }
 END_TEST
 
 START_TEST(test_window_cache_bytes_constant_after_w_tokens)
 {
-    expect_bytes_follow_formula(GQA_SWA_STACK, 0, 2 * 2 * 16, SWA_STORE_F32, 4);   /* its config's window, 8 */
-    expect_bytes_follow_formula(MHA_STACK, W_TOY, 2 * 4 * 16, SWA_STORE_BF16, 2);
-    expect_bytes_follow_formula(MLA_STACK, W_TOY, 32 + 8, SWA_STORE_F32, 4);
+    expect_bytes_follow_formula(GQA_SWA_STACK, 0, 2 * 2 * 16, KV_STORE_F32, 4);   /* its config's window, 8 */
+    expect_bytes_follow_formula(MHA_STACK, W_TOY, 2 * 4 * 16, KV_STORE_BF16, 2);
+    expect_bytes_follow_formula(MLA_STACK, W_TOY, 32 + 8, KV_STORE_F32, 4);
 }
 END_TEST
 
@@ -428,7 +428,7 @@ START_TEST(test_prefill_refuses_chunk_past_max_tokens)
     stack s;
     stack_make(&s, GQA_SWA_STACK, 16, MODEL_MLP_GELU, 0, 0, 520);
     model_cache cache;
-    ck_assert(model_cache_init(&cache, &s.c, 10, SWA_STORE_F32) == KVL_OK);
+    ck_assert(model_cache_init(&cache, &s.c, 10, KV_STORE_F32) == KVL_OK);
     float *x = inputs(11, s.c.d, 521), *out = oracle_alloc(11 * s.c.d * sizeof *out);
     ck_assert(model_prefill(out, &s.c, &s.w, &cache, x, 7) == KVL_OK);
     size_t bytes = model_cache_bytes_used(&cache);

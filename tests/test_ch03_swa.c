@@ -83,28 +83,28 @@ static void tagged_rows(float *rows, size_t first, size_t n)
 
 /* The ring after the append at t holds exactly the keys query t sees under the banded mask, each with
  * its own row. */
-static void expect_ring_is_window(const swa_ring *r, size_t t, size_t W)
+static void expect_ring_is_window(const kv_ring *r, size_t t, size_t W)
 {
-    size_t first = swa_ring_oldest(r), n = swa_ring_held(r);
+    size_t first = kv_ring_oldest(r), n = kv_ring_held(r);
     ck_assert_uint_eq(first + n, t + 1);
     for (size_t j = 0; j <= t; j++) ck_assert_int_eq(j >= first, oracle_visible(t, j, W));
     float got[(5 * W_TOY + 1) * RING_WIDTH], want[(5 * W_TOY + 1) * RING_WIDTH];
-    ck_assert_int_eq(swa_ring_read(got, r, first, n), KVL_OK);
+    ck_assert_int_eq(kv_ring_read(got, r, first, n), KVL_OK);
     tagged_rows(want, first, n);
     ck_assert_mem_eq(got, want, n * RING_WIDTH * sizeof *got);
 }
 
 static void ring_one_by_one(size_t T, size_t W)
 {
-    swa_ring r;
-    ck_assert_int_eq(swa_ring_init(&r, W, T, RING_WIDTH, SWA_STORE_F32), KVL_OK);
+    kv_ring r;
+    ck_assert_int_eq(kv_ring_init(&r, W, T, RING_WIDTH, KV_STORE_F32), KVL_OK);
     for (size_t t = 0; t < T; t++) {
         float row[RING_WIDTH];
         tagged_rows(row, t, 1);
-        ck_assert_int_eq(swa_ring_append(&r, row, 1), KVL_OK);
+        ck_assert_int_eq(kv_ring_append(&r, row, 1), KVL_OK);
         expect_ring_is_window(&r, t, W);
     }
-    swa_ring_free(&r);
+    kv_ring_free(&r);
 }
 
 START_TEST(test_ring_holds_the_banded_window_when_t_below_w) { ring_one_by_one(W_TOY - 3, W_TOY); }
@@ -117,17 +117,17 @@ END_TEST
 /* Position p sits in slot p mod W (Mistral's rule, and DeepSeek-V4.1-Flash inference/model.py's). */
 START_TEST(test_ring_slot_is_position_mod_w)
 {
-    swa_ring r;
-    ck_assert_int_eq(swa_ring_init(&r, W_TOY, 100, RING_WIDTH, SWA_STORE_F32), KVL_OK);
+    kv_ring r;
+    ck_assert_int_eq(kv_ring_init(&r, W_TOY, 100, RING_WIDTH, KV_STORE_F32), KVL_OK);
     float rows[29 * RING_WIDTH];
     tagged_rows(rows, 0, 29);
-    ck_assert_int_eq(swa_ring_append(&r, rows, 29), KVL_OK);
+    ck_assert_int_eq(kv_ring_append(&r, rows, 29), KVL_OK);
     const float *slots = r.rows;
     for (size_t p = 29 - W_TOY; p < 29; p++) {
-        ck_assert_uint_eq(swa_ring_slot(&r, p), p % W_TOY);
+        ck_assert_uint_eq(kv_ring_slot(&r, p), p % W_TOY);
         ck_assert(slots[(p % W_TOY) * RING_WIDTH] == (float)p);
     }
-    swa_ring_free(&r);
+    kv_ring_free(&r);
 }
 END_TEST
 
@@ -136,17 +136,17 @@ END_TEST
 START_TEST(test_ring_append_in_chunks_matches_one_by_one)
 {
     static const size_t chunks[] = {3, 11, 1, 9, 17, 2};
-    swa_ring r;
-    ck_assert_int_eq(swa_ring_init(&r, W_TOY, 43, RING_WIDTH, SWA_STORE_F32), KVL_OK);
+    kv_ring r;
+    ck_assert_int_eq(kv_ring_init(&r, W_TOY, 43, RING_WIDTH, KV_STORE_F32), KVL_OK);
     size_t t = 0;
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
         float rows[17 * RING_WIDTH];
         tagged_rows(rows, t, chunks[i]);
-        ck_assert_int_eq(swa_ring_append(&r, rows, chunks[i]), KVL_OK);
+        ck_assert_int_eq(kv_ring_append(&r, rows, chunks[i]), KVL_OK);
         t += chunks[i];
         expect_ring_is_window(&r, t - 1, W_TOY);
     }
-    swa_ring_free(&r);
+    kv_ring_free(&r);
 }
 END_TEST
 
@@ -160,11 +160,11 @@ END_TEST
 /* A window wider than the context needs no more slots than the context. */
 START_TEST(test_ring_slots_capped_by_max_tokens)
 {
-    swa_ring r;
-    ck_assert_int_eq(swa_ring_init(&r, 4096, 10, RING_WIDTH, SWA_STORE_F32), KVL_OK);
+    kv_ring r;
+    ck_assert_int_eq(kv_ring_init(&r, 4096, 10, RING_WIDTH, KV_STORE_F32), KVL_OK);
     ck_assert_uint_eq(r.slots, 10);
-    ck_assert_uint_eq(swa_ring_bytes_allocated(&r), 10 * RING_WIDTH * sizeof(float));
-    swa_ring_free(&r);
+    ck_assert_uint_eq(kv_ring_bytes_allocated(&r), 10 * RING_WIDTH * sizeof(float));
+    kv_ring_free(&r);
 }
 END_TEST
 
@@ -175,41 +175,41 @@ START_TEST(test_ring_bf16_returns_rounded_rows)
     kvl_rng_seed(&rng, 7);
     float rows[12 * RING_WIDTH], got[12 * RING_WIDTH];
     kvl_rng_normal_f32(&rng, rows, 12 * RING_WIDTH, 3.0);
-    swa_ring r16, r32;
-    ck_assert_int_eq(swa_ring_init(&r16, W_TOY, 12, RING_WIDTH, SWA_STORE_BF16), KVL_OK);
-    ck_assert_int_eq(swa_ring_init(&r32, W_TOY, 12, RING_WIDTH, SWA_STORE_F32), KVL_OK);
-    ck_assert_int_eq(swa_ring_append(&r16, rows, 12), KVL_OK);
-    ck_assert_int_eq(swa_ring_append(&r32, rows, 12), KVL_OK);
-    ck_assert_int_eq(swa_ring_read(got, &r16, 4, W_TOY), KVL_OK);
+    kv_ring r16, r32;
+    ck_assert_int_eq(kv_ring_init(&r16, W_TOY, 12, RING_WIDTH, KV_STORE_BF16), KVL_OK);
+    ck_assert_int_eq(kv_ring_init(&r32, W_TOY, 12, RING_WIDTH, KV_STORE_F32), KVL_OK);
+    ck_assert_int_eq(kv_ring_append(&r16, rows, 12), KVL_OK);
+    ck_assert_int_eq(kv_ring_append(&r32, rows, 12), KVL_OK);
+    ck_assert_int_eq(kv_ring_read(got, &r16, 4, W_TOY), KVL_OK);
     for (size_t i = 0; i < W_TOY * RING_WIDTH; i++) {
         float want = kvf_bf16_decode(kvf_bf16_encode(rows[4 * RING_WIDTH + i]));
         ck_assert_msg(got[i] == want, "element %zu: %.9g, bf16 of the input is %.9g", i, got[i], want);
     }
     float round_trip[RING_WIDTH] = {rows[0], rows[1], rows[2]};
-    swa_store_round(round_trip, RING_WIDTH, SWA_STORE_BF16);
+    kv_store_round(round_trip, RING_WIDTH, KV_STORE_BF16);
     for (size_t i = 0; i < RING_WIDTH; i++) ck_assert(round_trip[i] == kvf_bf16_decode(kvf_bf16_encode(rows[i])));
-    ck_assert_uint_eq(2 * swa_ring_bytes_used(&r16), swa_ring_bytes_used(&r32));
-    swa_ring_free(&r16);
-    swa_ring_free(&r32);
+    ck_assert_uint_eq(2 * kv_ring_bytes_used(&r16), kv_ring_bytes_used(&r32));
+    kv_ring_free(&r16);
+    kv_ring_free(&r32);
 }
 END_TEST
 
 /* Evicted or future positions are refused; so is an append past max_tokens, which writes nothing. */
 START_TEST(test_ring_refuses_positions_it_does_not_hold)
 {
-    swa_ring r;
-    ck_assert_int_eq(swa_ring_init(&r, W_TOY, 20, RING_WIDTH, SWA_STORE_F32), KVL_OK);
+    kv_ring r;
+    ck_assert_int_eq(kv_ring_init(&r, W_TOY, 20, RING_WIDTH, KV_STORE_F32), KVL_OK);
     float rows[20 * RING_WIDTH], got[W_TOY * RING_WIDTH];
     tagged_rows(rows, 0, 20);
-    ck_assert_int_eq(swa_ring_append(&r, rows, 15), KVL_OK);
-    ck_assert_int_eq(swa_ring_read(got, &r, 6, 2), KVL_EINVAL);     /* evicted: oldest is 7 */
+    ck_assert_int_eq(kv_ring_append(&r, rows, 15), KVL_OK);
+    ck_assert_int_eq(kv_ring_read(got, &r, 6, 2), KVL_EINVAL);     /* evicted: oldest is 7 */
     ck_assert_ptr_nonnull(strstr(kvl_error(), "holds [7, 15)"));
-    ck_assert_int_eq(swa_ring_read(got, &r, 14, 2), KVL_EINVAL);    /* 15 not written yet */
-    ck_assert_int_eq(swa_ring_read(got, &r, 7, W_TOY), KVL_OK);
-    ck_assert_int_eq(swa_ring_append(&r, rows, 6), KVL_EINVAL);     /* 15 + 6 > 20 */
+    ck_assert_int_eq(kv_ring_read(got, &r, 14, 2), KVL_EINVAL);    /* 15 not written yet */
+    ck_assert_int_eq(kv_ring_read(got, &r, 7, W_TOY), KVL_OK);
+    ck_assert_int_eq(kv_ring_append(&r, rows, 6), KVL_EINVAL);     /* 15 + 6 > 20 */
     ck_assert_uint_eq(r.len, 15);
-    swa_ring_free(&r);
-    ck_assert_int_eq(swa_ring_init(&r, W_TOY, 0, RING_WIDTH, SWA_STORE_F32), KVL_EINVAL);
+    kv_ring_free(&r);
+    ck_assert_int_eq(kv_ring_init(&r, W_TOY, 0, RING_WIDTH, KV_STORE_F32), KVL_EINVAL);
     ck_assert_ptr_null(r.rows);
 }
 END_TEST
@@ -261,7 +261,7 @@ static void expect_ring_equals_mask(size_t Hkv, size_t T, const size_t *chunks, 
     double *fwd_d = oracle_widen(fwd, T * TOY_D);
     for (int pass = 0; pass < 2; pass++) {
         mha_cache cache;
-        ck_assert(mha_cache_init(&cache, &L.c, T, SWA_STORE_F32) == KVL_OK);
+        ck_assert(mha_cache_init(&cache, &L.c, T, KV_STORE_F32) == KVL_OK);
         ck_assert_uint_eq(cache.ring.slots, T < W_TOY ? T : W_TOY);
         float *got = oracle_alloc(T * TOY_D * sizeof *got);
         size_t t = 0;
@@ -326,7 +326,7 @@ END_TEST
 /* min(t, W) rows of 2·Hkv·Dh elements: the cache grows for W tokens, then stays at W entries. */
 START_TEST(test_window_cache_bytes_constant_after_w_tokens)
 {
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     const size_t b[] = {4, 2};
     for (size_t Hkv = 1; Hkv <= TOY_H; Hkv *= 2)
         for (size_t s = 0; s < 2; s++) {

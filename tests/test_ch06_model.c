@@ -121,7 +121,7 @@ START_TEST(test_config_stacks_window_csa_and_hca_layers)
     ck_assert_str_eq(model_layer_name(name, sizeof name, &s.c.layers[3]), "HCA(8)+window(8)");
     ck_assert_str_eq(model_layer_name(name, sizeof name, &s.c.layers[0]), "window(8)");
     model_cache cache;
-    ck_assert_int_eq(model_cache_init(&cache, &s.c, 16, SWA_STORE_BF16), KVL_EINVAL);
+    ck_assert_int_eq(model_cache_init(&cache, &s.c, 16, KV_STORE_BF16), KVL_EINVAL);
     ck_assert_ptr_nonnull(strstr(kvl_error(), "V4"));
     stack_free(&s);
 }
@@ -150,7 +150,7 @@ START_TEST(test_v4_stack_decode_matches_forward)
     const size_t T = V4_TOY_T, d = s.c.d;
     float *x = v4_toy_inputs(T, d, 904), *got = oracle_alloc(T * d * sizeof *got);
     model_cache cache;
-    ck_assert_msg(model_cache_init(&cache, &s.c, T, SWA_STORE_F32) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(model_cache_init(&cache, &s.c, T, KV_STORE_F32) == KVL_OK, "%s", kvl_error());
     size_t t = 0;
     for (size_t i = 0; i < 4; i++) {
         ck_assert_msg(model_prefill(got + t * d, &s.c, &s.w, &cache, x + t * d, chunks[i]) == KVL_OK, "%s",
@@ -183,7 +183,7 @@ static replay_result replay_from(const stack *st, const float *x, size_t P, size
     float *full = oracle_alloc(P * d * sizeof *full), *re = oracle_alloc(P * d * sizeof *re);
     float *rows = oracle_alloc(L * W * Dh * sizeof *rows), *again = oracle_alloc(W * Dh * sizeof *again);
     model_cache cache;
-    ck_assert_msg(model_cache_init(&cache, &st->c, P, SWA_STORE_F32) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(model_cache_init(&cache, &st->c, P, KV_STORE_F32) == KVL_OK, "%s", kvl_error());
     ck_assert_int_eq(model_prefill(full, &st->c, &st->w, &cache, x, s), KVL_OK);
     ck_assert_int_eq(model_prefill(full + s * d, &st->c, &st->w, &cache, x + s * d, P - s), KVL_OK);
     for (size_t l = 0; l < L; l++) ck_assert_int_eq(v4_rows_read(rows + l * W * Dh, &cache.v4[l].window, P - W, W), KVL_OK);

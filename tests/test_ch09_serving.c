@@ -182,8 +182,8 @@ START_TEST(test_a_ranks_bytes_equal_its_live_mha_caches)
     double node = 0;
     for (size_t rank = 0; rank < tp; rank++) {
         mha_cache cache;
-        ck_assert(mha_cache_init(&cache, &c, T, SWA_STORE_BF16) == KVL_OK);
-        ck_assert(swa_ring_append(&cache.ring, rows, T) == KVL_OK);
+        ck_assert(mha_cache_init(&cache, &c, T, KV_STORE_BF16) == KVL_OK);
+        ck_assert(kv_ring_append(&cache.ring, rows, T) == KVL_OK);
         double held = (double)l.m.n_layers * (double)mha_cache_bytes_used(&cache);
         ck_assert_double_eq(held, kvl_rank_sequence_bytes(&l.m, &r, &d, T));
         node += held;
@@ -207,7 +207,7 @@ START_TEST(test_a_ranks_bytes_equal_its_live_mla_cache)
     float *rows = calloc(T * (c.kv_lora_rank + c.qk_rope), sizeof *rows);
     ck_assert_ptr_nonnull(rows);
     mla_cache cache;
-    ck_assert(mla_cache_init(&cache, &c, T, SWA_STORE_BF16) == KVL_OK);
+    ck_assert(mla_cache_init(&cache, &c, T, KV_STORE_BF16) == KVL_OK);
     ck_assert(mla_cache_append(&cache, &c, rows, T) == KVL_OK);
     double held = (double)l.m.n_layers * (double)mla_cache_bytes_used(&cache);
     ck_assert_double_eq(held, kvl_rank_sequence_bytes(&l.m, &r, &d, T));

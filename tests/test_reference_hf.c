@@ -138,7 +138,7 @@ static void mla_prefill_then_decode(float *out, const mla_config *c, const mla_w
                                     size_t split, mla_decode_fn decode)
 {
     mla_cache cache;
-    ck_assert(mla_cache_init(&cache, c, r->T, SWA_STORE_F32) == KVL_OK);
+    ck_assert(mla_cache_init(&cache, c, r->T, KV_STORE_F32) == KVL_OK);
     ck_assert_msg(mla_prefill(out, c, w, &cache, r->x, split) == KVL_OK, "%s", kvl_error());
     for (size_t t = split; t < r->T; t++)
         ck_assert_msg(decode(out + t * r->d, c, w, &cache, r->x + t * r->d) == KVL_OK, "%s", kvl_error());

@@ -112,10 +112,10 @@ static void mha_paths(float *out[N_MHA_PATHS], const mha_toy *L, const float *x,
     for (int p = 0; p < N_MHA_PATHS; p++) out[p] = xcalloc(T * d, sizeof(float));
     ok(mha_forward(out[0], &L->c, &L->w, x, T));
     mha_cache cache;
-    ok(mha_cache_init(&cache, &L->c, T, SWA_STORE_F32));
+    ok(mha_cache_init(&cache, &L->c, T, KV_STORE_F32));
     ok(mha_prefill(out[1], &L->c, &L->w, &cache, x, T));
     mha_cache_free(&cache);
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (int s = 0; s < 2; s++) {
         ok(mha_cache_init(&cache, &L->c, T, stores[s]));
         for (size_t t = 0; t < T; t++) ok(mha_decode(out[2 + s] + t * d, &L->c, &L->w, &cache, x + t * d));
@@ -198,10 +198,10 @@ static void mla_paths(float *out[N_MLA_PATHS], const mla_toy *L, const float *x,
     for (int p = 0; p < N_MLA_PATHS; p++) out[p] = xcalloc(T * d, sizeof(float));
     ok(mla_forward(out[0], &L->c, &L->w, x, T));
     mla_cache cache;
-    ok(mla_cache_init(&cache, &L->c, T, SWA_STORE_F32));
+    ok(mla_cache_init(&cache, &L->c, T, KV_STORE_F32));
     ok(mla_prefill(out[1], &L->c, &L->w, &cache, x, T));
     mla_cache_free(&cache);
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (int s = 0; s < 2; s++)
         for (int form = 0; form < 2; form++) {
             ok(mla_cache_init(&cache, &L->c, T, stores[s]));
@@ -246,19 +246,19 @@ END_TEST
 
 START_TEST(test_a_ring_wider_than_the_context_holds_every_row_from_the_first)
 {
-    swa_ring r;
-    ok(swa_ring_init(&r, W_TOY, 64, 3, SWA_STORE_F32));
+    kv_ring r;
+    ok(kv_ring_init(&r, W_TOY, 64, 3, KV_STORE_F32));
     float rows[T_SHORT * 3], back[T_SHORT * 3];
     for (size_t i = 0; i < T_SHORT * 3; i++) rows[i] = (float)i - 7.5f;
-    ok(swa_ring_append(&r, rows, 1));
-    ck_assert_uint_eq(swa_ring_oldest(&r), 0);
-    ck_assert_uint_eq(swa_ring_held(&r), 1);
-    ok(swa_ring_append(&r, rows + 3, T_SHORT - 1));
-    ck_assert_uint_eq(swa_ring_held(&r), T_SHORT);
-    ok(swa_ring_read(back, &r, 0, T_SHORT));
+    ok(kv_ring_append(&r, rows, 1));
+    ck_assert_uint_eq(kv_ring_oldest(&r), 0);
+    ck_assert_uint_eq(kv_ring_held(&r), 1);
+    ok(kv_ring_append(&r, rows + 3, T_SHORT - 1));
+    ck_assert_uint_eq(kv_ring_held(&r), T_SHORT);
+    ok(kv_ring_read(back, &r, 0, T_SHORT));
     ck_assert(memcmp(back, rows, sizeof rows) == 0);
-    ck_assert_int_eq(swa_ring_read(back, &r, 0, T_SHORT + 1), KVL_EINVAL);   /* position 5 is not held */
-    swa_ring_free(&r);
+    ck_assert_int_eq(kv_ring_read(back, &r, 0, T_SHORT + 1), KVL_EINVAL);   /* position 5 is not held */
+    kv_ring_free(&r);
     float mask[T_SHORT * T_SHORT];
     swa_mask_rows(mask, 0, T_SHORT, 0, T_SHORT, W_TOY);
     for (size_t t = 0; t < T_SHORT; t++)
@@ -307,10 +307,10 @@ static void stack_paths(float *out[N_STACK_PATHS], const stack *s, const float *
     for (int p = 0; p < N_STACK_PATHS; p++) out[p] = xcalloc(T * d, sizeof(float));
     ok(model_forward(out[0], &s->c, &s->w, x, T));
     model_cache cache;
-    ok(model_cache_init(&cache, &s->c, T, SWA_STORE_F32));
+    ok(model_cache_init(&cache, &s->c, T, KV_STORE_F32));
     ok(model_prefill(out[1], &s->c, &s->w, &cache, x, T));
     model_cache_free(&cache);
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (int k = 0; k < 2; k++) {
         ok(model_cache_init(&cache, &s->c, T, stores[k]));
         for (size_t t = 0; t < T; t++) ok(model_decode(out[2 + k] + t * d, &s->c, &s->w, &cache, x + t * d));

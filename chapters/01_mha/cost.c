@@ -63,13 +63,13 @@ typedef struct {
 
 /* One layer's bytes per token, measured: a cache of this geometry, two rows appended, bytes held
  * / 2. No weights are needed: the bytes are a property of the storage. */
-static int live_layer_bytes(size_t *out, const mha_config *c, swa_store store)
+static int live_layer_bytes(size_t *out, const mha_config *c, kv_store store)
 {
     mha_cache cache;
     int rc = mha_cache_init(&cache, c, 2, store);
     float *rows = rc == KVL_OK ? calloc(2 * cache.ring.width, sizeof *rows) : NULL;
     if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "cost: out of memory");
-    if (rc == KVL_OK) rc = swa_ring_append(&cache.ring, rows, 2);
+    if (rc == KVL_OK) rc = kv_ring_append(&cache.ring, rows, 2);
     if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache) / 2;
     free(rows);
     mha_cache_free(&cache);
@@ -90,7 +90,7 @@ static int levers_of(levers *v, const kvl_model *m, size_t n_kv_heads, const cha
                   .entries = 1,
                   .elements = 2 * n_kv_heads * m->head_dim,
                   .bytes = kvf_element_bits(KVF_BF16) / 8};
-    return live_layer_bytes(&v->layer_bytes_live, &c, SWA_STORE_BF16);
+    return live_layer_bytes(&v->layer_bytes_live, &c, KV_STORE_BF16);
 }
 
 /* A model this chapter prices: its config, checked, and its three variants' levers. */
@@ -169,7 +169,7 @@ static int print_model(const priced *p)
 
 /* Prefill the first half of T tokens, decode the rest, and compare the bytes the stack's caches
  * hold with L·T·2·Hkv·Dh·b. */
-static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
+static int live_toy(size_t T, size_t n_kv_heads, kv_store store, int *ok)
 {
     char json[512];
     snprintf(json, sizeof json, TOY_STACK, TOY_LAYERS, n_kv_heads);
@@ -197,13 +197,13 @@ static int live_toy(size_t T, size_t n_kv_heads, swa_store store, int *ok)
     }
     if (rc == KVL_OK) {
         const mha_config *a = &c.layers[0].mha;
-        size_t want = c.n_layers * T * 2 * a->n_kv_heads * a->head_dim * swa_store_bytes(store);
+        size_t want = c.n_layers * T * 2 * a->n_kv_heads * a->head_dim * kv_store_bytes(store);
         size_t got = model_cache_bytes_used(&cache);
         char name[32], g[32], f[32];
         printf(
             "  %-6s %-5s %zu layers x %zu tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
-            model_layer_name(name, sizeof name, &c.layers[0]), swa_store_name(store), c.n_layers, T,
-            a->n_kv_heads, a->head_dim, swa_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
+            model_layer_name(name, sizeof name, &c.layers[0]), kv_store_name(store), c.n_layers, T,
+            a->n_kv_heads, a->head_dim, kv_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
             kvl_grouped(g, sizeof g, got, 0), got == want ? "match" : "MISMATCH");
         *ok &= got == want;
     }
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
     printf("\nLive check: a toy stack (ref/model, d 64, H 4, Dh 16, SwiGLU MLP) after %zu tokens,\n"
            "half prefilled, half decoded; bytes its caches hold against the formula:\n", T);
     const size_t kv[] = {4, 2, 1};
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (int i = 0; i < 3; i++)
         for (int s = 0; s < 2; s++)
             if (live_toy(T, kv[i], stores[s], &ok) != KVL_OK) {

@@ -112,7 +112,7 @@ static int cache_bytes(const kvl_model *m)
     mla_config c;
     mla_cache cache;
     int rc = mla_config_from_model(&c, m);
-    if (rc == KVL_OK) rc = mla_cache_init(&cache, &c, LIVE_TOKENS, SWA_STORE_BF16);
+    if (rc == KVL_OK) rc = mla_cache_init(&cache, &c, LIVE_TOKENS, KV_STORE_BF16);
     if (rc != KVL_OK) return rc;
     float *rows = calloc((size_t)LIVE_TOKENS * (c.kv_lora_rank + c.qk_rope), sizeof *rows);
     if (!rows) {

@@ -316,12 +316,12 @@ static int context_of(size_t *out, const char *path)
 static int live_ring_bytes(size_t *out, const mha_config *c, size_t context)
 {
     mha_cache cache;
-    int rc = mha_cache_init(&cache, c, context, SWA_STORE_BF16);
+    int rc = mha_cache_init(&cache, c, context, KV_STORE_BF16);
     const size_t block = RING_BLOCK;
     float *rows = rc == KVL_OK ? calloc(block * cache.ring.width, sizeof *rows) : NULL;
     if (rc == KVL_OK && !rows) rc = kvl_fail(KVL_ENOMEM, "swa_reach: out of memory");
     for (size_t t = 0; t < context && rc == KVL_OK; t += block)
-        rc = swa_ring_append(&cache.ring, rows, context - t < block ? context - t : block);
+        rc = kv_ring_append(&cache.ring, rows, context - t < block ? context - t : block);
     if (rc == KVL_OK) *out = mha_cache_bytes_used(&cache);
     free(rows);
     mha_cache_free(&cache);
@@ -373,7 +373,7 @@ static int mistral_load(mistral_model *mm)
 static int mistral_measure(size_t *live, const mistral_model *mm)
 {
     KVL_TRY(live_ring_bytes(live, &mm->c, mm->context));
-    const size_t row = 2 * mm->c.n_kv_heads * mm->c.head_dim * swa_store_bytes(SWA_STORE_BF16);
+    const size_t row = 2 * mm->c.n_kv_heads * mm->c.head_dim * kv_store_bytes(KV_STORE_BF16);
     if (*live == mm->m.window * row) return KVL_OK;
     return kvl_fail(KVL_EINVAL, "one layer's live ring holds %zu B, not W = %zu entries of %zu B",
                     *live, mm->m.window, row);
@@ -386,7 +386,7 @@ static void mistral_print(const mistral_model *mm, size_t live)
     const mha_config *c = &mm->c;
     const size_t C = mm->context;
     const size_t L = m->n_layers, W = m->window;
-    const size_t row = 2 * c->n_kv_heads * c->head_dim * swa_store_bytes(SWA_STORE_BF16);
+    const size_t row = 2 * c->n_kv_heads * c->head_dim * kv_store_bytes(KV_STORE_BF16);
     printf(
         "\n%s (%s): %zu layers, window W = %s, GQA-%zu, head dim %zu, bf16; context %s tokens.\n",
         m->name, MISTRAL, L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim,

@@ -232,7 +232,7 @@ static int run_mla(float *out, const kvl_model *m, const kvl_st_checkpoint *ck, 
     int rc = mla_config_from_model(&c, m);
     if (rc != KVL_OK) return rc;
     if ((rc = mla_weights_load(&w, &c, &m->rope, ck, o->layer)) != KVL_OK) return rc;
-    rc = mla_cache_init(&cache, &c, T, o->native ? SWA_STORE_BF16 : SWA_STORE_F32);
+    rc = mla_cache_init(&cache, &c, T, o->native ? KV_STORE_BF16 : KV_STORE_F32);
     if (rc == KVL_OK) {
         if (P) rc = mla_prefill(out, &c, &w, &cache, x, P);
         for (size_t t = P; rc == KVL_OK && t < T; t++)

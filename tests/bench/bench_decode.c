@@ -54,7 +54,7 @@
 
 static const size_t CONTEXTS[] = {8192, 32768, 131072};
 enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
-static const swa_store STORES[] = {SWA_STORE_F32, SWA_STORE_BF16};
+static const kv_store STORES[] = {KV_STORE_F32, KV_STORE_BF16};
 
 /* ---- the figure: 1-thread bf16 cost per step against the context, one line per generation ------- */
 
@@ -66,39 +66,39 @@ static double line_ms[N_LINES][N_CONTEXTS];
 
 /* ---- a ring of T random rows ---------------------------------------------------------------------- */
 
-static int ring_fill(swa_ring *r, size_t T, size_t width, swa_store store, kvl_rng *rng)
+static int ring_fill(kv_ring *r, size_t T, size_t width, kv_store store, kvl_rng *rng)
 {
-    if (swa_ring_init(r, 0, T, width, store) != 0) return 1;
+    if (kv_ring_init(r, 0, T, width, store) != 0) return 1;
     float *rows = malloc(FILL_ROWS * width * sizeof *rows);
     if (!rows) return 1;
     kvl_rng_uniform_f32(rng, rows, FILL_ROWS * width, -1.0, 1.0);
     int rc = 0;
     for (size_t t = 0; t < T && rc == 0; t += FILL_ROWS)
-        rc = swa_ring_append(r, rows, T - t < FILL_ROWS ? T - t : FILL_ROWS);
+        rc = kv_ring_append(r, rows, T - t < FILL_ROWS ? T - t : FILL_ROWS);
     free(rows);
     return rc;
 }
 
 /* ---- rows of the table ---------------------------------------------------------------------------- */
 
-static void label(char *what, size_t cap, const char *step, swa_store store, size_t T, int threads)
+static void label(char *what, size_t cap, const char *step, kv_store store, size_t T, int threads)
 {
-    snprintf(what, cap, "%s %s %zuK %dT", step, swa_store_name(store), T / 1024, threads);
+    snprintf(what, cap, "%s %s %zuK %dT", step, kv_store_name(store), T / 1024, threads);
 }
 
 /* Times a step on 1 thread, and on 2 when it is compute-bound (kvb_time_step), against the sgemm ceiling
  * at `shape`; returns the 1-thread time. */
-static kvb_time time_step_at(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
+static kvb_time time_step_at(const char *step, kv_store store, size_t T, void (*run)(void *), void *ctx, double flop,
                              double bytes, kvb_sgemm_shape shape)
 {
     char name[96];
-    snprintf(name, sizeof name, "%s %s", step, swa_store_name(store));
+    snprintf(name, sizeof name, "%s %s", step, kv_store_name(store));
     return kvb_time_step(&(kvb_step){.group = "decode", .step = name, .T = T, .run = run, .ctx = ctx,
                                      .phase = {{flop, bytes, shape}}, .compute_target = KVB_COMPUTE_TARGET,
                                      .memory_target = KVB_MEMORY_TARGET});
 }
 
-static kvb_time time_step(const char *step, swa_store store, size_t T, void (*run)(void *), void *ctx, double flop,
+static kvb_time time_step(const char *step, kv_store store, size_t T, void (*run)(void *), void *ctx, double flop,
                           double bytes)
 {
     return time_step_at(step, store, T, run, ctx, flop, bytes, KVB_SGEMM_MLA);
@@ -107,7 +107,7 @@ static kvb_time time_step(const char *step, swa_store store, size_t T, void (*ru
 /* ---- MHA/GQA and MLA absorbed: attention over the ring, per group --------------------------------- */
 
 typedef struct {
-    swa_ring ring;
+    kv_ring ring;
     float *q, *o;            /* [groups·G][Dk], [groups·G][Dv] */
     size_t groups, G, Dk, Dv;
     size_t v_base;           /* first value column of group 0; group g's columns start g·Dk and v_base + g·Dv */
@@ -118,11 +118,11 @@ typedef struct {
 static void run_ring_step(void *ctx)
 {
     ring_step *s = ctx;
-    swa_ring_attend(s->o, s->q, s->groups * s->G, &s->ring, s->groups, 0, s->Dk, s->v_base, s->Dv, s->scale);
+    kv_ring_attend(s->o, s->q, s->groups * s->G, &s->ring, s->groups, 0, s->Dk, s->v_base, s->Dv, s->scale);
 }
 
 /* s's query, output and a ring of T random rows of `width` in `store`; 1 when out of memory. */
-static int ring_step_init(ring_step *s, size_t T, size_t width, swa_store store, kvl_rng *rng)
+static int ring_step_init(ring_step *s, size_t T, size_t width, kv_store store, kvl_rng *rng)
 {
     s->q = kvb_random_floats(s->groups * s->G * s->Dk, rng);
     s->o = malloc(s->groups * s->G * s->Dv * sizeof *s->o);
@@ -131,7 +131,7 @@ static int ring_step_init(ring_step *s, size_t T, size_t width, swa_store store,
 
 static void ring_step_free(ring_step *s)
 {
-    swa_ring_free(&s->ring);
+    kv_ring_free(&s->ring);
     free(s->q);
     free(s->o);
 }
@@ -146,9 +146,9 @@ static int bench_ring_step(const char *step, ring_step proto, size_t width, int 
             if (rc == 0) {
                 const double N = (double)CONTEXTS[k];
                 const double flop = 2.0 * (double)(s.groups * s.G) * N * (double)(s.Dk + s.Dv);
-                const double bytes = N * (double)width * (double)swa_store_bytes(STORES[st]);
+                const double bytes = N * (double)width * (double)kv_store_bytes(STORES[st]);
                 kvb_time t = time_step_at(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes, s.shape);
-                if (STORES[st] == SWA_STORE_BF16) line_ms[line][k] = t.median * 1e3;
+                if (STORES[st] == KV_STORE_BF16) line_ms[line][k] = t.median * 1e3;
             }
             ring_step_free(&s);
             if (rc) return 1;
@@ -223,7 +223,7 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
         kvb_progress("decode: V3 MLA naive f32 %zuK, 1 thread (%d runs of seconds each)", N / 1024, NAIVE_REPEATS);
         kvb_time t = kvb_time_runs(run_naive, &s, NAIVE_REPEATS);
         char what[96];
-        label(what, sizeof what, "V3 MLA naive", SWA_STORE_F32, N, 1);
+        label(what, sizeof what, "V3 MLA naive", KV_STORE_F32, N, 1);
         kvb_print_step(&(kvb_step){.group = "decode", .step = what, .T = N, .run = run_naive, .ctx = &s,
                                    .phase = {{flop, bytes, KVB_SGEMM_MLA}}, .compute_target = KVB_COMPUTE_TARGET,
                                    .memory_target = KVB_MEMORY_TARGET},
@@ -241,7 +241,7 @@ static int bench_mla_naive(const mla_config *c, kvl_rng *rng)
 
 typedef struct {
     const dsa_config *c;
-    swa_ring ring;           /* MLA rows [N][Dc+Dr] */
+    kv_ring ring;           /* MLA rows [N][Dc+Dr] */
     float *q_idx, *w_idx, *k_idx, *scores; /* [HI][DI], [HI], [N][DI], [N] */
     int32_t *sel;            /* [K] */
     void *picked;            /* [K][Dc+Dr] rows gathered in the ring's store */
@@ -264,7 +264,7 @@ static void run_topk(void *ctx)
 static void run_gather(void *ctx)
 {
     dsa_step *s = ctx;
-    const size_t row = s->ring.width * swa_store_bytes(s->ring.store);
+    const size_t row = s->ring.width * kv_store_bytes(s->ring.store);
     const uint8_t *rows = s->ring.rows;
     for (size_t i = 0; i < s->c->index_topk; i++)
         memcpy((uint8_t *)s->picked + i * row, rows + (size_t)s->sel[i] * row, row);
@@ -276,14 +276,14 @@ static void run_sparse(void *ctx)
     const size_t Dc = s->c->mla.kv_lora_rank, Dw = s->ring.width;
     const kvl_attend_rows r = {s->c->index_topk, Dw, 0, Dw, 0, Dc, 1};
     const float scale = (float)s->c->mla.softmax_scale;
-    const kvl_row_tiles picked = s->ring.store == SWA_STORE_BF16 ? kvl_row_tiles_bf16(s->picked, r.N, Dw)
+    const kvl_row_tiles picked = s->ring.store == KV_STORE_BF16 ? kvl_row_tiles_bf16(s->picked, r.N, Dw)
                                                                   : kvl_row_tiles_f32(s->picked, r.N, Dw);
     kvl_attend(s->o_hat, s->q_hat, s->c->mla.n_heads, &picked, &r, scale, NULL, NULL);
 }
 
 static void dsa_step_free(dsa_step *s)
 {
-    swa_ring_free(&s->ring);
+    kv_ring_free(&s->ring);
     free(s->q_idx);
     free(s->w_idx);
     free(s->k_idx);
@@ -294,7 +294,7 @@ static void dsa_step_free(dsa_step *s)
     free(s->o_hat);
 }
 
-static int dsa_step_init(dsa_step *s, const dsa_config *c, size_t N, swa_store store, kvl_rng *rng)
+static int dsa_step_init(dsa_step *s, const dsa_config *c, size_t N, kv_store store, kvl_rng *rng)
 {
     const size_t HI = c->index_n_heads, DI = c->index_head_dim, K = c->index_topk, H = c->mla.n_heads;
     const size_t Dc = c->mla.kv_lora_rank, Dw = Dc + c->mla.qk_rope;
@@ -304,7 +304,7 @@ static int dsa_step_init(dsa_step *s, const dsa_config *c, size_t N, swa_store s
     s->k_idx = kvb_random_floats(N * DI, rng);
     s->scores = malloc(N * sizeof *s->scores);
     s->sel = malloc(K * sizeof *s->sel);
-    s->picked = malloc(K * Dw * swa_store_bytes(store));
+    s->picked = malloc(K * Dw * kv_store_bytes(store));
     s->q_hat = kvb_random_floats(H * Dw, rng);
     s->o_hat = malloc(H * Dc * sizeof *s->o_hat);
     if (!s->q_idx || !s->w_idx || !s->k_idx || !s->scores || !s->sel || !s->picked || !s->q_hat || !s->o_hat) return 1;
@@ -321,29 +321,29 @@ static int bench_dsa(const dsa_config *c, kvl_rng *rng)
     for (size_t k = 0; k < N_CONTEXTS; k++)
         for (size_t st = 0; st < 2; st++) {
             const size_t N = CONTEXTS[k];
-            const swa_store store = STORES[st];
+            const kv_store store = STORES[st];
             dsa_step s;
             if (dsa_step_init(&s, c, N, store, rng)) {
                 dsa_step_free(&s);
                 return 1;
             }
-            const double n = (double)N, row = (double)Dw * (double)swa_store_bytes(store);
+            const double n = (double)N, row = (double)Dw * (double)kv_store_bytes(store);
             /* the index keys are float32 here (the fp8 cache's dequantised view); the row store varies */
             const double index_flop = 2.0 * (double)(HI * DI) * n + 3.0 * (double)HI * n; /* dots, ReLU, weights */
             kvb_time ti = time_step_at("V3.2 DSA indexer", store, N, run_index, &s, index_flop,
                                        n * (double)DI * sizeof(float), kvb_index_shape(HI));
-            kvb_progress("decode: V3.2 DSA top-k %s %zuK", swa_store_name(store), N / 1024);
+            kvb_progress("decode: V3.2 DSA top-k %s %zuK", kv_store_name(store), N / 1024);
             char what[96];
             label(what, sizeof what, "V3.2 DSA top-k", store, N, 1);
             const kvb_time tk =
                 kvb_stream_row("decode", what, run_topk, &s, n * sizeof(float), KVB_BOUND_SCAN, 1, KVB_REPEATS, 0);
-            kvb_progress("decode: V3.2 DSA gather %s %zuK", swa_store_name(store), N / 1024);
+            kvb_progress("decode: V3.2 DSA gather %s %zuK", kv_store_name(store), N / 1024);
             label(what, sizeof what, "V3.2 DSA gather", store, N, 1);
             const kvb_time tg = kvb_stream_row("decode", what, run_gather, &s, (double)K * row, KVB_BOUND_GATHER, 1,
                                                KVB_REPEATS, KVB_GATHER_TARGET);
             kvb_time ta = time_step("V3.2 DSA sparse attend", store, N, run_sparse, &s,
                                     2.0 * (double)H * (double)K * (double)(Dw + Dc), (double)K * row);
-            if (store == SWA_STORE_BF16) line_ms[LINE_DSA][k] = (ti.median + tk.median + tg.median + ta.median) * 1e3;
+            if (store == KV_STORE_BF16) line_ms[LINE_DSA][k] = (ti.median + tk.median + tg.median + ta.median) * 1e3;
             dsa_step_free(&s);
         }
     return 0;
@@ -390,7 +390,7 @@ static int bench_v4_layer(const v4_config *c, const char *step, size_t T, int li
         kvl_rng_normal_f32(rng, s.w.sinks, H, 1.0);
         for (size_t i = 0; i < K; i++) s.sel[i] = (int32_t)(kvl_rng_next_u64(rng) % N);
         const double keys = (double)v4_keys(c, N);
-        kvb_time t = time_step_at(step, SWA_STORE_F32, T, run_v4, &s, 4.0 * (double)(H * Dh) * keys,
+        kvb_time t = time_step_at(step, KV_STORE_F32, T, run_v4, &s, 4.0 * (double)(H * Dh) * keys,
                                   keys * (double)Dh * sizeof(float), KVB_SGEMM_V4);
         if (line >= 0) line_ms[line][k] = t.median * 1e3;
     }
@@ -532,20 +532,20 @@ static double peer_target(const char *variant, int same)
  * C step around it, a row each. 1 only when the files cannot be written. */
 static int peer_rows(kvb_peer *p, const char *step, ring_step *s, size_t T, size_t width)
 {
-    const swa_store store = s->ring.store;
-    const size_t Hq = s->groups * s->G, cache_bytes = T * width * swa_store_bytes(store);
+    const kv_store store = s->ring.store;
+    const size_t Hq = s->groups * s->G, cache_bytes = T * width * kv_store_bytes(store);
     run_ring_step(s);
     if (kvb_peer_write(p, "q.f32", s->q, Hq * s->Dk * sizeof(float)) ||
         kvb_peer_write(p, "rows.bin", s->ring.rows, cache_bytes) ||
         kvb_peer_write(p, "out.f32", s->o, Hq * s->Dv * sizeof(float)))
         return 1;
-    kvb_progress("peer: %s %s %zuK: the peers load and check it", step, swa_store_name(store), T / 1024);
+    kvb_progress("peer: %s %s %zuK: the peers load and check it", step, kv_store_name(store), T / 1024);
     char reply[1024];
     if (kvb_peer_ask(p, reply, sizeof reply, "attend %s %zu %zu %zu %zu %zu %.9g %zu %zu %s", kvb_peer_dir(p),
                      s->groups, s->G, s->Dk, s->Dv, s->v_base, (double)s->scale, T, width,
-                     store == SWA_STORE_BF16 ? "bf16" : "f32") ||
+                     store == KV_STORE_BF16 ? "bf16" : "f32") ||
         strncmp(reply, "variants", 8) != 0) {
-        printf("peer: %s %s: the peer stopped; its rows are skipped\n", step, swa_store_name(store));
+        printf("peer: %s %s: the peer stopped; its rows are skipped\n", step, kv_store_name(store));
         return 0;
     }
     char *save = NULL;
@@ -556,14 +556,14 @@ static int peer_rows(kvb_peer *p, const char *step, ring_step *s, size_t T, size
         const double err = atof(colon + 1);
         const int same = err <= KVB_PEER_TOLERANCE;
         peer_name(name, sizeof name, tok);
-        kvb_progress("peer: %s %s %zuK against %s", step, swa_store_name(store), T / 1024, name);
+        kvb_progress("peer: %s %s %zuK against %s", step, kv_store_name(store), T / 1024, name);
         double c_s = 0, peer_s = 0;
         const kvb_quartiles r = kvb_time_against_peer(p, tok, run_ring_step, s, &c_s, &peer_s);
         if (!(r.median > 0)) {
-            printf("peer: %s %s: %s did not run\n", step, swa_store_name(store), name);
+            printf("peer: %s %s: %s did not run\n", step, kv_store_name(store), name);
             continue;
         }
-        snprintf(what, sizeof what, "%s %s %zuK %s/C (%s %.0e)", step, swa_store_name(store), T / 1024, name,
+        snprintf(what, sizeof what, "%s %s %zuK %s/C (%s %.0e)", step, kv_store_name(store), T / 1024, name,
                  same ? "same to" : "DIFFERS by", err);
         kvb_print_peer_row("peer", what, (double)cache_bytes / KVB_MIB, c_s, r, peer_target(tok, same));
     }
@@ -571,7 +571,7 @@ static int peer_rows(kvb_peer *p, const char *step, ring_step *s, size_t T, size
 }
 
 /* One step's peers over a fresh ring of PEER_T rows in `store`. */
-static int peer_step(kvb_peer *p, const char *step, ring_step proto, size_t width, swa_store store, kvl_rng *rng)
+static int peer_step(kvb_peer *p, const char *step, ring_step proto, size_t width, kv_store store, kvl_rng *rng)
 {
     ring_step s = proto;
     int rc = ring_step_init(&s, PEER_T, width, store, rng);

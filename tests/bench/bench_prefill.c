@@ -187,7 +187,7 @@ static int bench_mla(const kvl_model *m, kvl_rng *rng)
     if (mla_weights_init_random(&w, &c, rng) != KVL_OK) return 1;
     mla_run p = {.c = &c, .w = &w, .x = kvb_random_floats(CHUNK * c.d, rng),
                  .out = malloc(CHUNK * c.d * sizeof(float))};
-    int rc = !p.x || !p.out || mla_cache_init(&p.cache, &c, CHUNK, SWA_STORE_F32) != KVL_OK;
+    int rc = !p.x || !p.out || mla_cache_init(&p.cache, &c, CHUNK, KV_STORE_F32) != KVL_OK;
     if (rc == 0) {
         const double bytes = (double)w.n_floats * sizeof(float) + 2.0 * CHUNK * (double)c.d * sizeof(float) +
                              CHUNK * (double)(c.kv_lora_rank + c.qk_rope) * sizeof(float);

@@ -6,7 +6,7 @@ moves both):
 
     hello                       -> "peers numpy=1 torch=0|1 ml_dtypes=0|1"
     attend DIR groups G Dk Dv v_base scale T width f32|bf16
-        the step kvbench's ring step runs (swa_ring_attend): q[groups·G][Dk] (DIR/q.f32), a cache of T
+        the step kvbench's ring step runs (kv_ring_attend): q[groups·G][Dk] (DIR/q.f32), a cache of T
         rows of `width` elements (DIR/rows.bin, float32 or bf16 bits), group g's keys the columns
         g·Dk … and its values v_base + g·Dv …; the C step's output[groups·G][Dv] (DIR/out.f32). Each
         peer runs once and is checked against the C output: -> "variants NAME:ERR ...", ERR the largest

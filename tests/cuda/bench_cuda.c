@@ -56,7 +56,7 @@
 #include "rows.h"
 #include "rows_cuda.h"
 #include "status.h"
-#include "swa_cuda.h"
+#include "kv_ring_cuda.h"
 #include "topk_cuda.h"
 #include "v4.h"
 #include "v4_cuda.h"
@@ -320,7 +320,7 @@ static int fill_mla_cache(mla_cache_cuda *cache, const mla_config *c, size_t N, 
     return rc;
 }
 
-static int bench_mla(table *t, const sizes *s, swa_cuda_store store, mla_attend_fn fn, const char *name, double target)
+static int bench_mla(table *t, const sizes *s, kv_cuda_store store, mla_attend_fn fn, const char *name, double target)
 {
     mla_config c;
     int rc = mla_config_v3(&c, s->mla_H);
@@ -342,7 +342,7 @@ static int bench_mla(table *t, const sizes *s, swa_cuda_store store, mla_attend_
     snprintf(shape, sizeof shape, "B %zu H %zu N %zu", B, H, N);
     mla_job j = {fn, o_hat, q_hat, &c, &cache};
     if (rc == KVL_OK) {
-        const double bytes = (double)B * N * swa_cuda_row_bytes(store, W) + (double)B * H * (W + 512) * 4;
+        const double bytes = (double)B * N * kv_cuda_row_bytes(store, W) + (double)B * H * (W + 512) * 4;
         row *r = add_row(t, name, shape, bytes, (double)B * H * N * 2 * (W + 512), target);
         rc = time_row(t, r, run_mla, &j, s->reps);
     }
@@ -385,14 +385,14 @@ static int bench_mha(table *t, const sizes *s)
     const size_t width = 2 * Hkv * Dh, chunk = B * 64 * width;
     if (rc == KVL_OK && !(host = malloc(chunk * sizeof *host))) rc = kvl_fail(KVL_ENOMEM, "bench: out of memory");
     if (rc == KVL_OK) kvl_rng_normal_f32(&rng, host, chunk, 1.0);
-    if (rc == KVL_OK) rc = mha_cache_init_cuda(&cache, &c, N + KVL_CUDA_WARMUP + s->reps, SWA_STORE_BF16, B);
+    if (rc == KVL_OK) rc = mha_cache_init_cuda(&cache, &c, N + KVL_CUDA_WARMUP + s->reps, KV_STORE_BF16, B);
     if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&rows, chunk * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&x, B * d * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_alloc((void **)&out, B * d * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(rows, host, chunk * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(x, host, (B * d < chunk ? B * d : chunk) * sizeof(float));
     for (size_t p = 0; p < N && rc == KVL_OK; p += 64)
-        rc = swa_ring_append_cuda(&cache.ring, rows, N - p < 64 ? N - p : 64);
+        rc = kv_ring_append_cuda(&cache.ring, rows, N - p < 64 ? N - p : 64);
     char shape[48];
     snprintf(shape, sizeof shape, "B %zu H %zu/%zu Dh %zu N %zu", B, H, Hkv, Dh, N);
     mha_job j = {out, x, &c, &dw, &cache};
@@ -508,7 +508,7 @@ static int bench_dsa(table *t, const sizes *s)
     if (rc == KVL_OK) rc = kvl_cuda_upload(w_idx, host + 1, B * HI * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(q_hat, host, (B * H * W < n_host ? B * H * W : n_host) * sizeof(float));
     if (rc == KVL_OK) rc = kvl_cuda_upload(chunk_dev, host, chunk * sizeof(float));
-    if (rc == KVL_OK) rc = mla_cache_init_cuda(&cache, &c.mla, N, SWA_CUDA_V32_MAIN, B);
+    if (rc == KVL_OK) rc = mla_cache_init_cuda(&cache, &c.mla, N, KV_CUDA_V32_MAIN, B);
     if (rc == KVL_OK) rc = fill_mla_cache(&cache, &c.mla, N, chunk_dev);
     dsa_job j = {&c, I, q_idx, w_idx, q_hat, o_hat, keys, sel, B, N, &cache};
     char shape[48];
@@ -1031,18 +1031,18 @@ typedef struct {
  * ~3,000 GB/s, 90% of an H800's. */
 static int bench_mla_bf16_mma(table *t, const sizes *s)
 {
-    return bench_mla(t, s, SWA_CUDA_BF16, mla_attend_absorbed_mma_cuda, "mla absorbed, bf16, tensor cores", MLA_TARGET);
+    return bench_mla(t, s, KV_CUDA_BF16, mla_attend_absorbed_mma_cuda, "mla absorbed, bf16, tensor cores", MLA_TARGET);
 }
 
 static int bench_mla_fp8_mma(table *t, const sizes *s)
 {
-    return bench_mla(t, s, SWA_CUDA_V32_MAIN, mla_attend_absorbed_mma_cuda, "mla absorbed, fp8, tensor cores",
+    return bench_mla(t, s, KV_CUDA_V32_MAIN, mla_attend_absorbed_mma_cuda, "mla absorbed, fp8, tensor cores",
                      MLA_TARGET);
 }
 
 static int bench_mla_bf16_float(table *t, const sizes *s)
 {
-    return bench_mla(t, s, SWA_CUDA_BF16, mla_attend_absorbed_cuda, "mla absorbed, bf16, float kernel", 0);
+    return bench_mla(t, s, KV_CUDA_BF16, mla_attend_absorbed_cuda, "mla absorbed, bf16, float kernel", 0);
 }
 
 static const group GROUPS[] = {

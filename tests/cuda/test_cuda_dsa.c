@@ -21,7 +21,7 @@
 #include "mla_cuda.h"
 #include "rng.h"
 #include "rows.h"
-#include "swa_cuda.h"
+#include "kv_ring_cuda.h"
 #include "topk.h"
 #include "topk_cuda.h"
 
@@ -478,7 +478,7 @@ static void gather_tol(double *tol, const dsa_config *c, const dsa_weights *w, c
 
 /* B sequences of N rows in a cache of `store`, one query each selecting K of them: the twin against
  * dsa_attend_gather over the rows as the cache holds them. */
-static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, size_t B, size_t N, size_t K,
+static void check_gather(kv_cuda_store store, size_t H, size_t Dc, size_t Dr, size_t B, size_t N, size_t K,
                          size_t split, uint64_t seed)
 {
     layer L;
@@ -491,16 +491,16 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
     int32_t *sel = test_ints(B * K);
     test_rng r = {seed + 1};
     for (size_t i = 0; i < B * N * Dw; i++) rows[i] = test_grid_uniform(&r, GRID);
-    if (store == SWA_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
+    if (store == KV_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
     for (size_t i = 0; i < B * H * Dqk; i++) q[i] = test_grid_uniform(&r, GRID);
     selections(sel, B, N, K, seed + 2);
     for (size_t b = 0; b < B; b++) { /* the ref over the values the cache holds */
         for (size_t s = 0; s < N; s++) {
             float *v = held + s * Dw;
             memcpy(v, rows + (b * N + s) * Dw, Dw * sizeof *v);
-            if (store == SWA_CUDA_BF16)
+            if (store == KV_CUDA_BF16)
                 for (size_t j = 0; j < Dw; j++) v[j] = kvf_bf16_decode(kvf_bf16_encode(v[j]));
-            if (store == SWA_CUDA_V32_MAIN) {
+            if (store == KV_CUDA_V32_MAIN) {
                 uint8_t packed[sizeof(kvf_row_v32_main)];
                 CUDA_OK(kvf_row_pack(KVF_ROW_V32_MAIN, packed, v));
                 CUDA_OK(kvf_row_unpack(KVF_ROW_V32_MAIN, v, packed));
@@ -512,7 +512,7 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
     double *wd = malloc(B * H * Dv * sizeof *wd), *tol = malloc(B * H * Dv * sizeof *tol);
     ck_assert(wd && tol);
     for (size_t i = 0; i < B * H * Dv; i++) wd[i] = want[i];
-    const int mma = store != SWA_CUDA_F32 && Dc == KVF_V32_NOPE && Dr == KVF_V32_ROPE;
+    const int mma = store != KV_CUDA_F32 && Dc == KVF_V32_NOPE && Dr == KVF_V32_ROPE;
     for (size_t b = 0; b < B; b++)
         gather_tol(tol + b * H * Dv, c, &L.w, q + b * H * Dqk, held_all + b * N * Dw, sel + b * K, mma);
     float *drows = dev_upload(rows, B * N * Dw * sizeof *rows), *dq = dev_upload(q, B * H * Dqk * sizeof *q);
@@ -527,7 +527,7 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
         CUDA_OK(dsa_attend_gather_cuda(dout, c, &L.dw, dq, dsel, &dev));
         dev_download(got, dout, B * H * Dv * sizeof *got);
         snprintf(what, sizeof what, "gather over %s rows, H %zu B %zu N %zu K %zu split %zu (%s)",
-                 store == SWA_CUDA_F32 ? "float32" : store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, N, K, split, order);
+                 store == KV_CUDA_F32 ? "float32" : store == KV_CUDA_BF16 ? "bf16" : "fp8", H, B, N, K, split, order);
         for (size_t i = 0; i < B * H * Dv; i++) { /* and the two float paths' own rounding (twin_tol) */
             const double bound = tol[i] + twin_tol(c) * (1 + fabs(wd[i]));
             ck_assert_msg(fabs(got[i] - wd[i]) <= bound, "%s: output %zu is %.9g, the ref's %.9g, beyond %.3g", what,
@@ -546,20 +546,20 @@ static void check_gather(swa_cuda_store store, size_t H, size_t Dc, size_t Dr, s
 START_TEST(test_gather_cuda_matches_dsa_attend_gather_over_float_rows)
 {
     /* K 13 of N 40 in splits of 5 (the last holds 3); sequence 1 pads with −1, sequence 2 picks nothing */
-    check_gather(SWA_CUDA_F32, 3, 32, 8, 3, 40, 13, 5, 101);
+    check_gather(KV_CUDA_F32, 3, 32, 8, 3, 40, 13, 5, 101);
 }
 END_TEST
 
 START_TEST(test_gather_cuda_matches_dsa_attend_gather_over_bf16_rows)
 {
-    check_gather(SWA_CUDA_BF16, 2, 32, 8, 3, 40, 13, 4, 102);
+    check_gather(KV_CUDA_BF16, 2, 32, 8, 3, 40, 13, 4, 102);
 }
 END_TEST
 
 START_TEST(test_gather_cuda_reads_fp8_rows_as_formats_unpacks_them)
 {
     /* DeepSeek's row widths, Dc 512 and Dr 64; K 20 of N 50 in splits of 8 */
-    check_gather(SWA_CUDA_V32_MAIN, 2, KVF_V32_NOPE, KVF_V32_ROPE, 2, 50, 20, 8, 103);
+    check_gather(KV_CUDA_V32_MAIN, 2, KVF_V32_NOPE, KVF_V32_ROPE, 2, 50, 20, 8, 103);
 }
 END_TEST
 
@@ -589,7 +589,7 @@ static void sparse_definition(double *o, const double *q_hat, const float *rows,
  * picking K rows: the tensor-core attention (dsa_attend_gather_absorbed_cuda) and its float twin
  * (dsa_attend_gather_absorbed_float_cuda) each within its bound of the definition over the rows the cache
  * holds, and so within the sum of the two of each other, in every thread order. */
-static void check_tensor_cores(swa_cuda_store store, size_t H, size_t B, size_t N, size_t K, size_t split,
+static void check_tensor_cores(kv_cuda_store store, size_t H, size_t B, size_t N, size_t K, size_t split,
                                uint64_t seed)
 {
     enum { Dc = KVF_V32_NOPE, Dw = KVF_V32_NOPE + KVF_V32_ROPE };
@@ -602,11 +602,11 @@ static void check_tensor_cores(swa_cuda_store store, size_t H, size_t B, size_t 
     ck_assert(want && tol && qd);
     test_rng r = {seed};
     for (size_t i = 0; i < (size_t)B * N * Dw; i++) rows[i] = test_grid_uniform(&r, GRID);
-    if (store == SWA_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
+    if (store == KV_CUDA_V32_MAIN) test_vary_blocks(rows, B * N, Dw, KVF_V32_NOPE, KVF_V32_BLOCK);
     for (size_t i = 0; i < (size_t)B * H * Dw; i++) q[i] = test_grid_uniform(&r, GRID); /* bf16-exact */
     selections(sel, B, N, K, seed + 1);
     memcpy(held, rows, B * N * Dw * sizeof *rows); /* bf16 holds the grid exactly */
-    for (size_t s = 0; store == SWA_CUDA_V32_MAIN && s < (size_t)B * N; s++) {
+    for (size_t s = 0; store == KV_CUDA_V32_MAIN && s < (size_t)B * N; s++) {
         uint8_t packed[sizeof(kvf_row_v32_main)];
         CUDA_OK(kvf_row_pack(KVF_ROW_V32_MAIN, packed, held + s * Dw));
         CUDA_OK(kvf_row_unpack(KVF_ROW_V32_MAIN, held + s * Dw, packed));
@@ -635,7 +635,7 @@ static void check_tensor_cores(swa_cuda_store store, size_t H, size_t B, size_t 
         dev_download(twin, dtwin, n_out * sizeof *twin);
         for (size_t bh = 0; bh < B * H; bh++) {
             snprintf(what, sizeof what, "tensor cores over %s rows, H %zu B %zu K %zu split %zu: sequence %zu "
-                     "head %zu (%s)", store == SWA_CUDA_BF16 ? "bf16" : "fp8", H, B, K, split, bh / H, bh % H, order);
+                     "head %zu (%s)", store == KV_CUDA_BF16 ? "bf16" : "fp8", H, B, K, split, bh / H, bh % H, order);
             const double t_mma = tol[2 * bh + 1], t_float = tol[2 * bh];
             kvl_expect_close(what, got + bh * Dc, want + bh * Dc, Dc, t_mma, 0, 0);
             kvl_expect_close(what, twin + bh * Dc, want + bh * Dc, Dc, t_float, 0, 0);
@@ -656,14 +656,14 @@ START_TEST(test_tensor_core_gather_matches_its_float_twin_and_the_definition_at_
 {
     /* 128 heads (two blocks of 64), K 72 of N 120 in splits of 40 (tiles of 32 and 8, then 32) or the automatic
      * ones (64 and 8); sequence 1 pads with −1, sequence 2 picks nothing */
-    check_tensor_cores(SWA_CUDA_V32_MAIN, 128, 3, 120, 72, 40, 105);
-    check_tensor_cores(SWA_CUDA_BF16, 128, 3, 120, 72, 0, 107);
+    check_tensor_cores(KV_CUDA_V32_MAIN, 128, 3, 120, 72, 40, 105);
+    check_tensor_cores(KV_CUDA_BF16, 128, 3, 120, 72, 0, 107);
 }
 END_TEST
 
 START_TEST(test_tensor_core_gather_takes_a_head_count_that_is_not_a_multiple_of_64)
 {
-    check_tensor_cores(SWA_CUDA_V32_MAIN, 70, 2, 90, 37, 0, 108); /* a block of 64 heads and one of 6 */
+    check_tensor_cores(KV_CUDA_V32_MAIN, 70, 2, 90, 37, 0, 108); /* a block of 64 heads and one of 6 */
 }
 END_TEST
 
@@ -677,7 +677,7 @@ START_TEST(test_gather_cuda_rejects_a_selection_outside_the_cache)
     const int32_t past[4] = {0, 1, 5, 6}, below[4] = {-2, -1, -1, -1}, fine[4] = {5, -1, 0, -1};
     int32_t *dsel = dev_upload(past, sizeof past);
     mla_cache_cuda dev;
-    CUDA_OK(mla_cache_init_cuda(&dev, &L.c.mla, 8, SWA_CUDA_F32, 1));
+    CUDA_OK(mla_cache_init_cuda(&dev, &L.c.mla, 8, KV_CUDA_F32, 1));
     CUDA_OK(mla_cache_append_cuda(&dev, &L.c.mla, drows, N));
     ck_assert_int_eq(dsa_attend_gather_cuda(dout, &L.c, &L.dw, dq, dsel, &dev), KVL_EINVAL); /* 6 not held */
     CUDA_OK(kvl_cuda_upload(dsel, below, sizeof below));

@@ -1,4 +1,4 @@
-/* The MHA/GQA/MQA and sliding-window twins (cuda/mha_cuda.h, cuda/swa_cuda.h) against ref/mha and
+/* The MHA/GQA/MQA and sliding-window twins (cuda/mha_cuda.h, cuda/kv_ring_cuda.h) against ref/mha and
  * ref/swa: decode step by step (flash-decoding over splits that do not divide the context, a first
  * token alone, windows whose rings wrap), prefill in ragged chunks, B sequences at once, float32 and
  * bf16 caches; and the ring itself, row for row. */
@@ -13,7 +13,7 @@
 #include "mha_cuda.h"
 #include "rng.h"
 #include "swa.h"
-#include "swa_cuda.h"
+#include "kv_ring_cuda.h"
 
 #define ROPE_BASE 10000.0
 /* Weights and inputs on a grid of 2^-6: every projection is then exact in float32 (products on a grid
@@ -80,15 +80,15 @@ static void expect_outputs(const char *what, const float *got_dev, const float *
 }
 
 /* The ring's rows (positions oldest … len − 1 of sequence 0) equal the ref ring's, bit for bit. */
-static void expect_same_rings(const swa_ring *ref, const swa_ring_cuda *dev)
+static void expect_same_rings(const kv_ring *ref, const kv_ring_cuda *dev)
 {
     ck_assert_uint_eq(ref->len, dev->len);
-    const size_t held = swa_ring_held(ref), first = swa_ring_oldest(ref), n = held * ref->width;
-    ck_assert_uint_eq(held, swa_ring_held_cuda(dev));
+    const size_t held = kv_ring_held(ref), first = kv_ring_oldest(ref), n = held * ref->width;
+    ck_assert_uint_eq(held, kv_ring_held_cuda(dev));
     float *want = malloc(n * sizeof(float) + 4), *got = malloc(n * sizeof(float) + 4);
     float *d = dev_upload(NULL, (n + 1) * sizeof(float));
-    CUDA_OK(swa_ring_read(want, ref, first, held));
-    CUDA_OK(swa_ring_read_cuda(d, dev, first, held));
+    CUDA_OK(kv_ring_read(want, ref, first, held));
+    CUDA_OK(kv_ring_read_cuda(d, dev, first, held));
     dev_download(got, d, n * sizeof(float));
     ck_assert_msg(memcmp(got, want, n * sizeof(float)) == 0, "the rings differ");
     kvl_cuda_free(d);
@@ -97,7 +97,7 @@ static void expect_same_rings(const swa_ring *ref, const swa_ring_cuda *dev)
 }
 
 /* Decode T tokens one by one with both, comparing every output, then the rings. */
-static void check_decode(size_t d, size_t H, size_t Hkv, size_t Dh, size_t W, swa_store store, size_t split, size_t T,
+static void check_decode(size_t d, size_t H, size_t Hkv, size_t Dh, size_t W, kv_store store, size_t split, size_t T,
                          uint64_t seed)
 {
     layer L;
@@ -115,7 +115,7 @@ static void check_decode(size_t d, size_t H, size_t Hkv, size_t Dh, size_t W, sw
             CUDA_OK(mha_decode(want, &L.c, &L.w, &ref, x + t * d));
             CUDA_OK(mha_decode_cuda(dout, &L.c, &L.dw, &dev, dx + t * d));
             snprintf(what, sizeof what, "decode H %zu Hkv %zu Dh %zu W %zu %s split %zu, token %zu (%s)", H, Hkv, Dh, W,
-                     swa_store_name(store), split, t, order);
+                     kv_store_name(store), split, t, order);
             expect_outputs(what, dout, want, d, twin_tol(&L.c, t + 1));
         }
         ck_assert_uint_eq(mha_cache_bytes_used(&ref), mha_cache_bytes_used_cuda(&dev));
@@ -133,33 +133,33 @@ static void check_decode(size_t d, size_t H, size_t Hkv, size_t Dh, size_t W, sw
 START_TEST(test_gqa_decode_cuda_matches_mha_decode_when_splits_are_ragged)
 {
     /* 4 heads on 2 KV heads; 23 tokens in splits of 7: the last split holds 2 keys */
-    check_decode(32, 4, 2, 8, 0, SWA_STORE_F32, 7, 23, 11);
+    check_decode(32, 4, 2, 8, 0, KV_STORE_F32, 7, 23, 11);
 }
 END_TEST
 
 START_TEST(test_mqa_decode_cuda_matches_mha_decode_when_heads_are_odd)
 {
     /* 3 query heads on one KV head; splits of 32 hold the whole context: one split, no merge to do */
-    check_decode(24, 3, 1, 16, 0, SWA_STORE_F32, 32, 9, 12);
+    check_decode(24, 3, 1, 16, 0, KV_STORE_F32, 32, 9, 12);
 }
 END_TEST
 
 START_TEST(test_swa_decode_cuda_matches_mha_decode_when_the_ring_wraps)
 {
     /* a window of 5 over 17 tokens: the ring wraps three times; splits of 2 leave one key in the last */
-    check_decode(32, 2, 2, 8, 5, SWA_STORE_F32, 2, 17, 13);
+    check_decode(32, 2, 2, 8, 5, KV_STORE_F32, 2, 17, 13);
 }
 END_TEST
 
 START_TEST(test_decode_cuda_matches_mha_decode_when_the_cache_is_bf16)
 {
-    check_decode(32, 4, 1, 8, 6, SWA_STORE_BF16, 4, 15, 14);
-    check_decode(32, 4, 4, 8, 0, SWA_STORE_BF16, 5, 12, 15);
+    check_decode(32, 4, 1, 8, 6, KV_STORE_BF16, 4, 15, 14);
+    check_decode(32, 4, 4, 8, 0, KV_STORE_BF16, 5, 12, 15);
 }
 END_TEST
 
 /* Prefill in ragged chunks (a single token among them), then decode; outputs and rings compared. */
-static void check_prefill(size_t W, swa_store store, uint64_t seed)
+static void check_prefill(size_t W, kv_store store, uint64_t seed)
 {
     enum { D = 32, H = 4, HKV = 2, DH = 8 };
     static const size_t chunks[] = {5, 1, 7, 3, 9};
@@ -179,7 +179,7 @@ static void check_prefill(size_t W, swa_store store, uint64_t seed)
         for (size_t k = 0; k < n_chunks; t += chunks[k], k++) {
             CUDA_OK(mha_prefill(want, &L.c, &L.w, &ref, x + t * D, chunks[k]));
             CUDA_OK(mha_prefill_cuda(dout, &L.c, &L.dw, &dev, dx + t * D, chunks[k]));
-            snprintf(what, sizeof what, "prefill W %zu %s, chunk of %zu at %zu (%s)", W, swa_store_name(store),
+            snprintf(what, sizeof what, "prefill W %zu %s, chunk of %zu at %zu (%s)", W, kv_store_name(store),
                      chunks[k], t, order);
             expect_outputs(what, dout, want, chunks[k] * D, twin_tol(&L.c, t + chunks[k]));
         }
@@ -201,13 +201,13 @@ static void check_prefill(size_t W, swa_store store, uint64_t seed)
 
 START_TEST(test_prefill_cuda_matches_mha_prefill_in_ragged_chunks)
 {
-    check_prefill(0, SWA_STORE_F32, 21);
+    check_prefill(0, KV_STORE_F32, 21);
 }
 END_TEST
 
 START_TEST(test_prefill_cuda_matches_mha_prefill_when_chunks_straddle_the_window)
 {
-    check_prefill(6, SWA_STORE_BF16, 22);
+    check_prefill(6, KV_STORE_BF16, 22);
 }
 END_TEST
 
@@ -222,8 +222,8 @@ START_TEST(test_batched_decode_cuda_matches_one_mha_decode_per_sequence)
     FOR_EACH_ORDER(order) {
         mha_cache ref[B];
         mha_cache_cuda dev;
-        for (int b = 0; b < B; b++) CUDA_OK(mha_cache_init(&ref[b], &L.c, T, SWA_STORE_F32));
-        CUDA_OK(mha_cache_init_cuda(&dev, &L.c, T, SWA_STORE_F32, B));
+        for (int b = 0; b < B; b++) CUDA_OK(mha_cache_init(&ref[b], &L.c, T, KV_STORE_F32));
+        CUDA_OK(mha_cache_init_cuda(&dev, &L.c, T, KV_STORE_F32, B));
         dev.split = 3;
         for (size_t t = 0; t < T; t++) {
             for (int b = 0; b < B; b++) CUDA_OK(mha_decode(want + b * D, &L.c, &L.w, &ref[b], x + (t * B + b) * D));
@@ -250,13 +250,13 @@ START_TEST(test_cache_cuda_rejects_what_the_ref_rejects)
     other.window = 3;
     float *dx = dev_upload(NULL, 16 * sizeof(float)), *dout = dev_upload(NULL, 16 * sizeof(float));
     mha_cache_cuda dev;
-    CUDA_OK(mha_cache_init_cuda(&dev, &L.c, 1, SWA_STORE_F32, 1));
+    CUDA_OK(mha_cache_init_cuda(&dev, &L.c, 1, KV_STORE_F32, 1));
     ck_assert_int_eq(mha_decode_cuda(dout, &other, &L.dw, &dev, dx), KVL_EINVAL);
     CUDA_OK(mha_decode_cuda(dout, &L.c, &L.dw, &dev, dx));
     ck_assert_int_eq(mha_decode_cuda(dout, &L.c, &L.dw, &dev, dx), KVL_EINVAL); /* full */
     ck_assert_int_eq(mha_prefill_cuda(dout, &L.c, &L.dw, &dev, dx, 0), KVL_EINVAL);
     mha_cache_free_cuda(&dev);
-    CUDA_OK(mha_cache_init_cuda(&dev, &L.c, 4, SWA_STORE_F32, 2));
+    CUDA_OK(mha_cache_init_cuda(&dev, &L.c, 4, KV_STORE_F32, 2));
     ck_assert_int_eq(mha_prefill_cuda(dout, &L.c, &L.dw, &dev, dx, 1), KVL_EINVAL); /* two sequences */
     mha_cache_free_cuda(&dev);
     kvl_cuda_free(dx);
@@ -267,30 +267,30 @@ END_TEST
 
 /* ---- the ring alone ------------------------------------------------------------------------------- */
 
-/* Appends of 1 to 11 rows into rings of every kind, each compared with swa_ring row for row. */
-START_TEST(test_ring_cuda_holds_what_swa_ring_holds_after_wrapping_appends)
+/* Appends of 1 to 11 rows into rings of every kind, each compared with kv_ring row for row. */
+START_TEST(test_ring_cuda_holds_what_kv_ring_holds_after_wrapping_appends)
 {
     enum { WIDTH = 12, MAX = 60 };
     static const size_t appends[] = {3, 1, 11, 4, 1, 9, 7};
     float *rows = inputs(11 * WIDTH, 51);
     float *drows = dev_upload(rows, 11 * WIDTH * sizeof(float)), *dread = dev_upload(NULL, WIDTH * sizeof(float));
     const size_t windows[] = {0, 5, 8};
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     FOR_EACH_ORDER(order) for (size_t w = 0; w < 3; w++) for (size_t s = 0; s < 2; s++) {
-        swa_ring ref;
-        swa_ring_cuda dev;
-        CUDA_OK(swa_ring_init(&ref, windows[w], MAX, WIDTH, stores[s]));
-        CUDA_OK(swa_ring_init_cuda(&dev, windows[w], MAX, WIDTH, swa_cuda_store_of(stores[s]), 1));
+        kv_ring ref;
+        kv_ring_cuda dev;
+        CUDA_OK(kv_ring_init(&ref, windows[w], MAX, WIDTH, stores[s]));
+        CUDA_OK(kv_ring_init_cuda(&dev, windows[w], MAX, WIDTH, kv_cuda_store_of(stores[s]), 1));
         for (size_t k = 0; k < sizeof appends / sizeof appends[0]; k++) {
-            CUDA_OK(swa_ring_append(&ref, rows, appends[k]));
-            CUDA_OK(swa_ring_append_cuda(&dev, drows, appends[k]));
+            CUDA_OK(kv_ring_append(&ref, rows, appends[k]));
+            CUDA_OK(kv_ring_append_cuda(&dev, drows, appends[k]));
             expect_same_rings(&ref, &dev);
-            ck_assert_uint_eq(swa_ring_bytes_used(&ref), swa_ring_bytes_used_cuda(&dev));
+            ck_assert_uint_eq(kv_ring_bytes_used(&ref), kv_ring_bytes_used_cuda(&dev));
         }
-        ck_assert_int_eq(swa_ring_read_cuda(dread, &dev, 0, 1), windows[w] ? KVL_EINVAL : KVL_OK);
-        ck_assert_int_eq(swa_ring_append_cuda(&dev, drows, MAX), KVL_EINVAL);
-        swa_ring_free(&ref);
-        swa_ring_free_cuda(&dev);
+        ck_assert_int_eq(kv_ring_read_cuda(dread, &dev, 0, 1), windows[w] ? KVL_EINVAL : KVL_OK);
+        ck_assert_int_eq(kv_ring_append_cuda(&dev, drows, MAX), KVL_EINVAL);
+        kv_ring_free(&ref);
+        kv_ring_free_cuda(&dev);
     }
     kvl_cuda_free(drows);
     kvl_cuda_free(dread);
@@ -317,7 +317,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tp, test_prefill_cuda_matches_mha_prefill_when_chunks_straddle_the_window);
     suite_add_tcase(s, tp);
     TCase *tr = tcase_create("ring");
-    tcase_add_test(tr, test_ring_cuda_holds_what_swa_ring_holds_after_wrapping_appends);
+    tcase_add_test(tr, test_ring_cuda_holds_what_kv_ring_holds_after_wrapping_appends);
     suite_add_tcase(s, tr);
     return s;
 }

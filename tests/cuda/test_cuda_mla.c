@@ -15,7 +15,7 @@
 #include "rng.h"
 #include "rows.h"
 #include "softmax.h"
-#include "swa_cuda.h"
+#include "kv_ring_cuda.h"
 
 /* Weights and inputs on a grid of 2^-6, so that the latent rows (one exact product, then RMSNorm and
  * RoPE computed as the ref computes them) come out bit for bit equal on both sides, and a bf16 or FP8
@@ -91,7 +91,7 @@ typedef int (*ref_decode)(float *, const mla_config *, const mla_weights *, mla_
 typedef int (*cuda_decode)(float *, const mla_config *, const mla_weights *, mla_cache_cuda *, const float *);
 
 /* Decode T tokens of B sequences with both, comparing every output. */
-static void check_decode(const char *form, ref_decode ref_fn, cuda_decode cuda_fn, layer *L, swa_store store,
+static void check_decode(const char *form, ref_decode ref_fn, cuda_decode cuda_fn, layer *L, kv_store store,
                          size_t B, size_t split, size_t T, uint64_t seed)
 {
     const size_t d = L->c.d;
@@ -102,13 +102,13 @@ static void check_decode(const char *form, ref_decode ref_fn, cuda_decode cuda_f
     FOR_EACH_ORDER(order) {
         mla_cache_cuda dev;
         for (size_t b = 0; b < B; b++) CUDA_OK(mla_cache_init(&ref[b], &L->c, T, store));
-        CUDA_OK(mla_cache_init_cuda(&dev, &L->c, T, swa_cuda_store_of(store), B));
+        CUDA_OK(mla_cache_init_cuda(&dev, &L->c, T, kv_cuda_store_of(store), B));
         dev.split = split;
         for (size_t t = 0; t < T; t++) {
             for (size_t b = 0; b < B; b++) CUDA_OK(ref_fn(want + b * d, &L->c, &L->w, &ref[b], x + (t * B + b) * d));
             CUDA_OK(cuda_fn(dout, &L->c, &L->dw, &dev, dx + t * B * d));
             snprintf(what, sizeof what, "%s H %zu Dq' %zu W %zu %s B %zu split %zu, token %zu (%s)", form, L->c.n_heads,
-                     L->c.q_lora_rank, L->c.window, swa_store_name(store), B, split, t, order);
+                     L->c.q_lora_rank, L->c.window, kv_store_name(store), B, split, t, order);
             expect_outputs(what, dout, want, B * d, twin_tol(&L->c, t + 1));
         }
         ck_assert_uint_eq(B * mla_cache_bytes_used(&ref[0]), mla_cache_bytes_used_cuda(&dev));
@@ -126,7 +126,7 @@ START_TEST(test_absorbed_decode_cuda_matches_mla_decode_absorbed_when_splits_are
 {
     layer L;
     layer_make(&L, 4, 16, 32, 16, 8, 16, 0, 61);
-    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, SWA_STORE_F32, 1, 5, 13, 62);
+    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, KV_STORE_F32, 1, 5, 13, 62);
     layer_free(&L);
 }
 END_TEST
@@ -136,7 +136,7 @@ START_TEST(test_naive_decode_cuda_matches_mla_decode_naive_when_the_window_wraps
     /* three heads, the query straight from x (Dq' = 0), a window of 5 over 11 tokens, splits of 2 */
     layer L;
     layer_make(&L, 3, 0, 32, 16, 8, 16, 5, 63);
-    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, SWA_STORE_F32, 1, 2, 11, 64);
+    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, KV_STORE_F32, 1, 2, 11, 64);
     layer_free(&L);
 }
 END_TEST
@@ -145,8 +145,8 @@ START_TEST(test_both_forms_cuda_match_the_ref_when_the_cache_is_bf16)
 {
     layer L;
     layer_make(&L, 3, 16, 32, 8, 8, 8, 6, 65);
-    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, SWA_STORE_BF16, 1, 4, 9, 66);
-    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, SWA_STORE_BF16, 1, 4, 9, 67);
+    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, KV_STORE_BF16, 1, 4, 9, 66);
+    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, KV_STORE_BF16, 1, 4, 9, 67);
     layer_free(&L);
 }
 END_TEST
@@ -155,8 +155,8 @@ START_TEST(test_batched_decode_cuda_matches_one_ref_decode_per_sequence)
 {
     layer L;
     layer_make(&L, 2, 16, 32, 8, 8, 8, 0, 68);
-    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, SWA_STORE_F32, 3, 3, 7, 69);
-    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, SWA_STORE_F32, 2, 3, 5, 70);
+    check_decode("absorbed", mla_decode_absorbed, mla_decode_absorbed_cuda, &L, KV_STORE_F32, 3, 3, 7, 69);
+    check_decode("naive", mla_decode_naive, mla_decode_naive_cuda, &L, KV_STORE_F32, 2, 3, 5, 70);
     layer_free(&L);
 }
 END_TEST
@@ -202,8 +202,8 @@ static void check_fp8(const char *form, scores_fn scores, values_fn values, cuda
     char what[160];
     FOR_EACH_ORDER(order) {
         mla_cache_cuda dev;
-        for (size_t b = 0; b < B; b++) CUDA_OK(mla_cache_init(&held[b], &L.c, T, SWA_STORE_F32));
-        CUDA_OK(mla_cache_init_cuda(&dev, &L.c, T, SWA_CUDA_V32_MAIN, B));
+        for (size_t b = 0; b < B; b++) CUDA_OK(mla_cache_init(&held[b], &L.c, T, KV_STORE_F32));
+        CUDA_OK(mla_cache_init_cuda(&dev, &L.c, T, KV_CUDA_V32_MAIN, B));
         dev.split = split;
         for (size_t t = 0; t < T; t++) {
             for (size_t b = 0; b < B; b++)
@@ -213,7 +213,7 @@ static void check_fp8(const char *form, scores_fn scores, values_fn values, cuda
                      split, t, order);
             expect_outputs(what, dout, want, B * d, twin_tol(&L.c, t + 1));
         }
-        ck_assert_uint_eq(mla_cache_bytes_used_cuda(&dev), B * swa_ring_held_cuda(&dev.ring) * 656);
+        ck_assert_uint_eq(mla_cache_bytes_used_cuda(&dev), B * kv_ring_held_cuda(&dev.ring) * 656);
         for (size_t b = 0; b < B; b++) mla_cache_free(&held[b]);
         mla_cache_free_cuda(&dev);
     }
@@ -280,7 +280,7 @@ typedef int (*attend_fn)(float *, const float *, const mla_config *, mla_cache_c
 
 /* B sequences of N random rows in a cache of `store`, H heads of bf16-exact queries: the attention
  * against the definition over the values the cache holds. 45 rows in splits of 40 leave 5 in the last. */
-static void check_attention(swa_cuda_store store, attend_fn fn, size_t H, int bf16_weights, const char *what)
+static void check_attention(kv_cuda_store store, attend_fn fn, size_t H, int bf16_weights, const char *what)
 {
     enum { B = 2, N = 45, SPLIT = 40, W = 576 };
     mla_config c = {.d = 32, .n_heads = H, .kv_lora_rank = 512, .qk_nope = 8, .qk_rope = 64, .v_head = 8,
@@ -294,12 +294,12 @@ static void check_attention(swa_cuda_store store, attend_fn fn, size_t H, int bf
         float v[W];
         uint8_t packed[sizeof(kvf_row_v32_main)];
         memcpy(v, rows + r * W, sizeof v);
-        if (store == SWA_CUDA_V32_MAIN) {
+        if (store == KV_CUDA_V32_MAIN) {
             CUDA_OK(kvf_row_pack(KVF_ROW_V32_MAIN, packed, v));
             CUDA_OK(kvf_row_unpack(KVF_ROW_V32_MAIN, v, packed));
         }
         for (size_t k = 0; k < W; k++)
-            held[r * W + k] = store == SWA_CUDA_BF16 ? kvf_bf16_decode(kvf_bf16_encode(v[k])) : v[k];
+            held[r * W + k] = store == KV_CUDA_BF16 ? kvf_bf16_decode(kvf_bf16_encode(v[k])) : v[k];
     }
     float *drows = dev_upload(rows, B * N * W * sizeof(float)), *dq = dev_upload(q, B * H * W * sizeof(float));
     float *dout = dev_upload(NULL, B * H * 512 * sizeof(float));
@@ -328,18 +328,18 @@ static void check_attention(swa_cuda_store store, attend_fn fn, size_t H, int bf
 
 START_TEST(test_attention_cuda_matches_the_definition_over_bf16_and_fp8_rows)
 {
-    check_attention(SWA_CUDA_BF16, mla_attend_absorbed_cuda, 5, 0, "float kernel, bf16 rows");
-    check_attention(SWA_CUDA_V32_MAIN, mla_attend_absorbed_cuda, 3, 0, "float kernel, fp8 rows");
+    check_attention(KV_CUDA_BF16, mla_attend_absorbed_cuda, 5, 0, "float kernel, bf16 rows");
+    check_attention(KV_CUDA_V32_MAIN, mla_attend_absorbed_cuda, 3, 0, "float kernel, fp8 rows");
 }
 END_TEST
 
 START_TEST(test_tensor_core_attention_matches_the_definition_within_bf16_weights)
 {
     /* 70 heads: one block of 64 and part of a second */
-    check_attention(SWA_CUDA_BF16, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, bf16 rows");
-    check_attention(SWA_CUDA_V32_MAIN, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, fp8 rows");
-    check_attention(SWA_CUDA_BF16, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, bf16 rows");
-    check_attention(SWA_CUDA_V32_MAIN, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, fp8 rows");
+    check_attention(KV_CUDA_BF16, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, bf16 rows");
+    check_attention(KV_CUDA_V32_MAIN, mla_attend_absorbed_mma_cuda, 70, 1, "tensor cores, fp8 rows");
+    check_attention(KV_CUDA_BF16, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, bf16 rows");
+    check_attention(KV_CUDA_V32_MAIN, mla_attend_absorbed_mma_simple_cuda, 70, 1, "simple tensor cores, fp8 rows");
 }
 END_TEST
 
@@ -351,7 +351,7 @@ END_TEST
  * another order, a sum of at most 40 positive terms, each within γ_40 ≈ 2.4e-6 of the exact one. The
  * merge divides by their weighted sum, so each output moves by at most 2γ_40 relative, plus the
  * division's own rounding: rtol 1e-5, atol 1e-6 on outputs of O(1). */
-static void check_pipelined_against_simple(swa_cuda_store store, const char *what)
+static void check_pipelined_against_simple(kv_cuda_store store, const char *what)
 {
     enum { B = 2, N = 150, CHUNK = 30, W = 90, SPLIT = 40, D = 576, H = 128 };
     mla_config c = {.d = 32, .n_heads = H, .kv_lora_rank = 512, .qk_nope = 8, .qk_rope = 64, .v_head = 8,
@@ -389,8 +389,8 @@ static void check_pipelined_against_simple(swa_cuda_store store, const char *wha
 
 START_TEST(test_pipelined_tensor_core_kernel_matches_the_simple_one_at_128_heads)
 {
-    check_pipelined_against_simple(SWA_CUDA_BF16, "bf16 rows");
-    check_pipelined_against_simple(SWA_CUDA_V32_MAIN, "fp8 rows");
+    check_pipelined_against_simple(KV_CUDA_BF16, "bf16 rows");
+    check_pipelined_against_simple(KV_CUDA_V32_MAIN, "fp8 rows");
 }
 END_TEST
 
@@ -428,7 +428,7 @@ START_TEST(test_tensor_core_attention_rejects_other_widths_and_float_rows)
     layer_make(&L, 2, 0, 32, 8, 8, 8, 0, 83);
     float *d = dev_upload(NULL, 2 * 576 * sizeof(float));
     mla_cache_cuda dev;
-    CUDA_OK(mla_cache_init_cuda(&dev, &L.c, 4, SWA_CUDA_BF16, 1));
+    CUDA_OK(mla_cache_init_cuda(&dev, &L.c, 4, KV_CUDA_BF16, 1));
     CUDA_OK(mla_cache_append_cuda(&dev, &L.c, d, 1));
     ck_assert_int_eq(mla_attend_absorbed_mma_cuda(d, d, &L.c, &dev), KVL_EINVAL); /* Dc 32 */
     mla_cache_free_cuda(&dev);
@@ -445,8 +445,8 @@ START_TEST(test_cache_cuda_rejects_what_the_ref_rejects)
     other.kv_lora_rank = 16;
     float *dx = dev_upload(NULL, 64 * sizeof(float)), *dout = dev_upload(NULL, 64 * sizeof(float));
     mla_cache_cuda dev;
-    ck_assert_int_eq(mla_cache_init_cuda(&dev, &L.c, 4, SWA_CUDA_V32_MAIN, 1), KVL_EINVAL); /* 40 wide, not 576 */
-    CUDA_OK(mla_cache_init_cuda(&dev, &L.c, 1, SWA_CUDA_F32, 1));
+    ck_assert_int_eq(mla_cache_init_cuda(&dev, &L.c, 4, KV_CUDA_V32_MAIN, 1), KVL_EINVAL); /* 40 wide, not 576 */
+    CUDA_OK(mla_cache_init_cuda(&dev, &L.c, 1, KV_CUDA_F32, 1));
     ck_assert_int_eq(mla_decode_absorbed_cuda(dout, &other, &L.dw, &dev, dx), KVL_EINVAL);
     ck_assert_int_eq(mla_attend_absorbed_cuda(dout, dx, &L.c, &dev), KVL_EINVAL); /* nothing held */
     CUDA_OK(mla_decode_naive_cuda(dout, &L.c, &L.dw, &dev, dx));

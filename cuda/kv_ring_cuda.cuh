@@ -1,6 +1,6 @@
 /* The ring's row copies on the device: rows in, converted to the store; rows out, widened to float.
  *
- * Build: included by cuda/swa_cuda.cu (make cuda for nvcc, make test for the emulator).
+ * Build: included by cuda/kv_ring_cuda.cu (make cuda for nvcc, make test for the emulator).
  * Kernels (one line per version):
  *   kvl_ring_put_kernel<S>  one thread per value of the appended rows: slot (len + i) mod S of each
  *                           sequence, S float (copy) or uint16_t (bf16, RNE as formats/)

@@ -1,13 +1,13 @@
-/* The sliding-window ring on the GPU: the twin of ref/swa.h's ring (swa_ring), with its rows in device
- * memory and B sequences that decode in step (kernels in swa_cuda.cuh).
+/* The ring of cached rows on the GPU: the twin of ref/kv_ring.h's ring (kv_ring), with its rows in device
+ * memory and B sequences that decode in step (kernels in kv_ring_cuda.cuh).
  *
  * As in the ref, the row of position p sits in slot p mod S, S = W for a windowed cache and
  * max_tokens for a full one, and the ring holds the last min(len, S) positions. Each of the B
  * sequences has its own S slots: rows [B][S][row_bytes]. Rows are stored as float32, bf16 (RNE) or,
  * for MLA's 576-wide rows, DeepSeek V3.2's packed 656-byte FP8 row (formats/rows.h, KVF_ROW_V32_MAIN).
  * Functions return KVL_OK, KVL_EINVAL (with kvl_error() naming the problem), KVL_ENOMEM or KVL_ECUDA. */
-#ifndef KVL_SWA_CUDA_H
-#define KVL_SWA_CUDA_H
+#ifndef KVL_KV_RING_CUDA_H
+#define KVL_KV_RING_CUDA_H
 
 #include <stddef.h>
 
@@ -18,18 +18,18 @@ extern "C" {
 #include "swa.h"
 
 typedef enum {
-    SWA_CUDA_F32,      /* float32, as SWA_STORE_F32 */
-    SWA_CUDA_BF16,     /* bfloat16 RNE, as SWA_STORE_BF16 */
-    SWA_CUDA_V32_MAIN, /* V3.2's 656-byte FP8 row; rows of 576 values only */
-} swa_cuda_store;
+    KV_CUDA_F32,      /* float32, as KV_STORE_F32 */
+    KV_CUDA_BF16,     /* bfloat16 RNE, as KV_STORE_BF16 */
+    KV_CUDA_V32_MAIN, /* V3.2's 656-byte FP8 row; rows of 576 values only */
+} kv_cuda_store;
 
 /* The device store of a ref store. */
-swa_cuda_store swa_cuda_store_of(swa_store s);
+kv_cuda_store kv_cuda_store_of(kv_store s);
 /* Bytes of one stored row of `width` values: 4·width, 2·width or 656. */
-size_t swa_cuda_row_bytes(swa_cuda_store s, size_t width);
+size_t kv_cuda_row_bytes(kv_cuda_store s, size_t width);
 
 typedef struct {
-    swa_cuda_store store;
+    kv_cuda_store store;
     size_t width;      /* values per row */
     size_t row_bytes;  /* bytes per stored row */
     size_t slots;      /* S */
@@ -37,27 +37,27 @@ typedef struct {
     size_t len;        /* positions appended so far, the same in every sequence */
     size_t batch;      /* B */
     void *rows;        /* device [B][S][row_bytes] */
-} swa_ring_cuda;
+} kv_ring_cuda;
 
-/* swa_ring_init's rule for S, times B sequences. KVL_EINVAL for a zero width, max_tokens or batch, a
+/* kv_ring_init's rule for S, times B sequences. KVL_EINVAL for a zero width, max_tokens or batch, a
  * V3.2 row whose width is not 576, or a size that overflows. On failure *r is empty. */
-int swa_ring_init_cuda(swa_ring_cuda *r, size_t W, size_t max_tokens, size_t width, swa_cuda_store store,
+int kv_ring_init_cuda(kv_ring_cuda *r, size_t W, size_t max_tokens, size_t width, kv_cuda_store store,
                        size_t batch);
-void swa_ring_free_cuda(swa_ring_cuda *r);
+void kv_ring_free_cuda(kv_ring_cuda *r);
 
-size_t swa_ring_held_cuda(const swa_ring_cuda *r);   /* min(len, S) */
-size_t swa_ring_oldest_cuda(const swa_ring_cuda *r); /* len − held */
+size_t kv_ring_held_cuda(const kv_ring_cuda *r);   /* min(len, S) */
+size_t kv_ring_oldest_cuda(const kv_ring_cuda *r); /* len − held */
 
 /* Append rows[B][n][width] (device, float32) at positions len … len + n − 1 of every sequence,
  * converting to the store; only the last min(n, S) are written. KVL_EINVAL past max_tokens or, for
  * the FP8 row, on a non-finite value (nothing is written then). */
-int swa_ring_append_cuda(swa_ring_cuda *r, const float *rows, size_t n);
+int kv_ring_append_cuda(kv_ring_cuda *r, const float *rows, size_t n);
 
 /* out[B][n][width] (device, float32) = positions first … first + n − 1; KVL_EINVAL unless all held. */
-int swa_ring_read_cuda(float *out, const swa_ring_cuda *r, size_t first, size_t n);
+int kv_ring_read_cuda(float *out, const kv_ring_cuda *r, size_t first, size_t n);
 
 /* B · held · row_bytes */
-size_t swa_ring_bytes_used_cuda(const swa_ring_cuda *r);
+size_t kv_ring_bytes_used_cuda(const kv_ring_cuda *r);
 
 #ifdef __cplusplus
 }
