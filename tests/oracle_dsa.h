@@ -119,6 +119,15 @@ static inline void oracle_dsa_index_bound(double *bound, const double *q_idx, co
         }
 }
 
+/* Reduction lengths along the float32 path of one index score (oracle_dsa_index_bound's n_path): W_DQ
+ * (d), the RMSNorm mean and W_IQ (Dq' each), W_IK (d) and the LayerNorm mean and variance (DI each), W_IW
+ * (d), the q·k dot (DI), the head sum (HI), and one rounding for each of RoPE, the scale and the ReLU
+ * product. */
+static inline size_t oracle_dsa_index_path(const dsa_config *c)
+{
+    return 3 * c->mla.d + 2 * c->mla.q_lora_rank + 3 * c->index_head_dim + c->index_n_heads + 3;
+}
+
 /* I[T][T] of the f32 definition for x[T][d] */
 static inline void oracle_dsa_indexer(double *I, const oracle_dsa_layer *L, const double *x, size_t T)
 {
@@ -168,20 +177,21 @@ static inline size_t oracle_topk_row(int32_t *sel, const double *I, size_t N, si
 }
 
 /* 1 if a float32 path whose scores err by at most the bound of oracle_dsa_index_bound (n_path) must
- * select exactly what the oracle selects from I[T][T] (q_idx, w_idx, k_idx as oracle_dsa_index_inputs
- * gives them), else 0 with *row the first row where it might not. The cut of row t is safe when no
- * other legal score lies within the two bounds of the K-th largest, or when the K-th largest is an
+ * select exactly what the oracle selects from I[T][T] in rows t0 … T − 1 (q_idx, w_idx, k_idx as
+ * oracle_dsa_index_inputs gives them), else 0 with *row the first row where it might not. The cut of
+ * row t is safe when no other legal score lies within the two bounds of the K-th largest, or when the K-th largest is an
  * exact 0 and every score near it is a "certain zero": every head's q·k is below −(its bound), so the
  * float path's ReLU zeroes it too and the tie falls to the positions, in both, by the same rule. (Exact
  * zeros are common: a position scores 0 whenever all HI dot products are negative.) */
 static inline int oracle_dsa_cut_is_safe(size_t *row, const double *I, const double *q_idx, const double *w_idx,
-                                         const double *k_idx, size_t HI, size_t DI, size_t T, size_t K, size_t n_path)
+                                         const double *k_idx, size_t HI, size_t DI, size_t T, size_t K, size_t n_path,
+                                         size_t t0)
 {
     double *bound = oracle_alloc(T * T * sizeof *bound);
     oracle_pick *all = oracle_alloc(T * sizeof *all);
     oracle_dsa_index_bound(bound, q_idx, w_idx, k_idx, HI, DI, T, n_path);
     int safe = 1;
-    for (size_t t = 0; t < T && safe; t++) {
+    for (size_t t = t0; t < T && safe; t++) {
         size_t n = 0;
         for (size_t s = 0; s <= t; s++) all[n++] = (oracle_pick){I[t * T + s], (int32_t)s};
         if (n <= K) continue;

@@ -74,21 +74,13 @@ static double max_abs(const double *x, size_t n)
     return m;
 }
 
-/* Reduction lengths along the float32 path of one index score: W_DQ (d), the RMSNorm mean and W_IQ
- * (Dq' each), W_IK (d) and the LayerNorm mean and variance (DI each), W_IW (d), the q·k dot (DI), the
- * head sum (HI), and one rounding for each of RoPE, the scale and the ReLU product. */
-static size_t index_path(const dsa_config *c)
-{
-    return 3 * c->mla.d + 2 * c->mla.q_lora_rank + 3 * c->index_head_dim + c->index_n_heads + 3;
-}
-
 /* The same path through H_DI/√DI on both sides: each rotated element errs by (log2 DI + 2)·u·‖v‖₁/√DI ≤
  * (log2 DI + 2)·u·‖v‖₂ (ref/hadamard.h), so the rotated vector by √DI times that, relative to ‖v‖₂; q
  * and k together add (log2 DI + 2)·√DI·FLT_EPSILON to the relative error of q·k. */
 static size_t rotated_path(const dsa_config *c)
 {
     const double DI = (double)c->index_head_dim;
-    return index_path(c) + (size_t)ceil((log2(DI) + 2) * sqrt(DI));
+    return oracle_dsa_index_path(c) + (size_t)ceil((log2(DI) + 2) * sqrt(DI));
 }
 
 /* Every float32 score lies within the derived bound of the oracle's (−∞ positions must match). */
@@ -135,7 +127,7 @@ static void toy_setup(toy *z, size_t DI, size_t K, size_t T, uint64_t seed)
     z->bound = oracle_alloc(T * T * sizeof(double));
     oracle_dsa_index_inputs(z->q, z->wt, z->k, &z->L, z->xd, T);
     oracle_dsa_index_scores(z->I, z->q, z->wt, z->k, HI, DI, T, T);
-    oracle_dsa_index_bound(z->bound, z->q, z->wt, z->k, HI, DI, T, index_path(&z->c));
+    oracle_dsa_index_bound(z->bound, z->q, z->wt, z->k, HI, DI, T, oracle_dsa_index_path(&z->c));
 }
 
 static void toy_free(toy *z)
@@ -343,7 +335,7 @@ START_TEST(test_hadamard_on_queries_and_keys_leaves_index_scores_unchanged)
     oracle_dsa_index_bound(bound, z.q, z.wt, z.k, HI, DI, T, rotated_path(&z.c));
     expect_scores("rotated index scores", Ir, z.I, bound, T * T);
     /* against the unrotated float scores, both paths' errors add */
-    oracle_dsa_index_bound(bound, z.q, z.wt, z.k, HI, DI, T, rotated_path(&z.c) + index_path(&z.c));
+    oracle_dsa_index_bound(bound, z.q, z.wt, z.k, HI, DI, T, rotated_path(&z.c) + oracle_dsa_index_path(&z.c));
     double *Id = oracle_widen(I, T * T);
     expect_scores("rotated against unrotated index scores", Ir, Id, bound, T * T);
     free(q); free(wt); free(k); free(I); free(Ir); free(bound); free(Id);
@@ -436,7 +428,7 @@ START_TEST(test_no_query_selects_a_future_position)
     ok(dsa_indexer_f32(I, &z.c, &z.w, z.x, T));
     ok(kvl_topk(sel, I, T, T, K));
     size_t row = 0;
-    ck_assert_msg(oracle_dsa_cut_is_safe(&row, z.I, z.q, z.wt, z.k, 4, 16, T, K, index_path(&z.c)),
+    ck_assert_msg(oracle_dsa_cut_is_safe(&row, z.I, z.q, z.wt, z.k, 4, 16, T, K, oracle_dsa_index_path(&z.c), 0),
                   "seed gives a near-tie at the cut of row %zu", row);
     size_t self = 0;
     for (size_t t = 0; t < T; t++) {
