@@ -24,7 +24,7 @@
 
 #include "attend_cpu.h"
 #include "backend_cpu.h"
-#include "csa2_stack.h"
+#include "v41_stack.h"
 #include "dsa.h"
 #include "index_scan_cpu.h"
 #include "linalg_cpu.h"
@@ -119,7 +119,7 @@ typedef struct {
     mha_config c;
     mha_weights w;
     float *x;
-    swa_store store;
+    kv_store store;
 } mha_case;
 
 static void mha_steps(const void *ctx, float *out, int32_t *sel)
@@ -139,7 +139,7 @@ static void mha_steps(const void *ctx, float *out, int32_t *sel)
 START_TEST(test_mha_gqa_on_cpu_backend_matches_definitions_in_every_cache_window_and_thread_count)
 {
     const size_t windows[] = {0, MHA_WINDOW};
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (size_t wi = 0; wi < 2; wi++) {
         mha_case m = {.x = v4_toy_inputs(MHA_T, MHA_D, 1001 + wi)};
         kvl_rng rng;
@@ -173,7 +173,7 @@ typedef struct {
     mla_config c;
     mla_weights w;
     float *x;
-    swa_store store;
+    kv_store store;
 } mla_case;
 
 static void mla_steps(const void *ctx, float *out, int32_t *sel)
@@ -222,7 +222,7 @@ START_TEST(test_mla_prefill_and_both_decodes_on_cpu_backend_match_definitions_in
     kvl_rng_seed(&rng, 2000);
     ok(mla_weights_init_random(&m.w, &m.c, &rng));
     m.x = v4_toy_inputs(MLA_T, m.c.d, 2001);
-    const swa_store stores[] = {SWA_STORE_F32, SWA_STORE_BF16};
+    const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (size_t s = 0; s < 2; s++) {
         m.store = stores[s];
         const module_run r = {.what = s ? "MLA bf16 cache" : "MLA f32 cache", .steps = mla_steps, .ctx = &m,
@@ -400,7 +400,7 @@ START_TEST(test_v4_csa_and_hca_decode_on_cpu_backend_match_definitions_in_every_
 }
 END_TEST
 
-/* ---- V4.1 (ref/csa2_stack.h) ------------------------------------------------------------------------- */
+/* ---- V4.1 (ref/v41_stack.h) ------------------------------------------------------------------------- */
 
 /* The V4.1-Flash-shaped stack (tests/ch07_flash.h: 40 Full, Reindex and Reuse layers, the real entry
  * widths the 4-bit rows need) over T 300 tokens (ratio-1 layers hold 300 entries, past a tile): chunks of
@@ -409,7 +409,7 @@ END_TEST
 
 typedef struct {
     ch07_stack_toy t;
-    csa2_cache_format fmt;
+    v41_cache_format fmt;
 } v41_case;
 
 static void v41_steps(const void *ctx, float *out, int32_t *sel)
@@ -417,20 +417,20 @@ static void v41_steps(const void *ctx, float *out, int32_t *sel)
     (void)sel;
     const v41_case *z = ctx;
     const size_t d = z->t.d, chunks[] = {200, 80};
-    csa2_cache cache;
-    ok(csa2_cache_init(&cache, &z->t.s, V41_T, z->fmt));
+    v41_cache cache;
+    ok(v41_cache_init(&cache, &z->t.s, V41_T, z->fmt));
     size_t t = 0;
     for (size_t i = 0; i < 2; t += chunks[i++])
-        ok(csa2_stack_prefill(out + t * d, NULL, &z->t.s, &z->t.w, &cache, z->t.x + t * d, chunks[i]));
-    for (; t < V41_T; t++) ok(csa2_stack_decode(out + t * d, &z->t.s, &z->t.w, &cache, z->t.x + t * d));
-    csa2_cache_free(&cache);
+        ok(v41_stack_prefill(out + t * d, NULL, &z->t.s, &z->t.w, &cache, z->t.x + t * d, chunks[i]));
+    for (; t < V41_T; t++) ok(v41_stack_decode(out + t * d, &z->t.s, &z->t.w, &cache, z->t.x + t * d));
+    v41_cache_free(&cache);
 }
 
 /* Every layer's path (oracle_v4_tol's sums at Flash's widths, its ratio at most 2, N at most T) adds to
  * the residual stream the next layer reads. */
 static double v41_tol(const ch07_stack_toy *t)
 {
-    const csa2_stack_config *s = &t->s;
+    const v41_stack_config *s = &t->s;
     const size_t Dh = 512, DI = 128, HI = 2, G = 1, Do = 16, Dq = 32;
     const size_t layer = t->d + Dq + 3 * Dh + t->W + V41_T + (s->layers[0].core.n_heads / G) * Dh + G * Do +
                          2 * 2 + Dh + HI * DI;
@@ -443,7 +443,7 @@ START_TEST(test_v41_stack_on_cpu_backend_matches_definitions_in_every_cache_and_
     ck_assert_msg(ch07_flash_small(&z.t.m, kvl_path("ref/configs/deepseek-v4.1-flash.json")) == KVL_OK, "%s",
                   kvl_error());
     ch07_stack_toy_make_from_model(&z.t, 5000, V41_T);
-    const csa2_cache_format fmts[] = {CSA2_CACHE_F32, CSA2_CACHE_NATIVE};
+    const v41_cache_format fmts[] = {V41_CACHE_F32, V41_CACHE_NATIVE};
     for (size_t f = 0; f < 2; f++) {
         z.fmt = fmts[f];
         const module_run r = {.what = f ? "V4.1 stack, 4-bit cache" : "V4.1 stack, f32 cache", .steps = v41_steps,
