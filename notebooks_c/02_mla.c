@@ -357,7 +357,7 @@ NB_CELL(cell_numpy_agrees)
 // The library implements both forms over the same cached rows $[\,c_j \mid k^R_j\,]$, with the
 // RMSNorms, the query latent, the decoupled RoPE key and YaRN: `mla_decode_naive` rebuilds every
 // head's key and value from each cached row, `mla_decode_absorbed` scores the rows as they are, in
-// float, tile by tile with an online softmax. At the chapter's toy size ($d = 64$, $H = 4$,
+// float, with an online softmax. At the chapter's toy size ($d = 64$, $H = 4$,
 // $D_q' = 32$, $D_c = 32$, $D_{nope} = 16$, $D_r = 8$, $D_v = 16$) the cell prefills 39 tokens into
 // two caches and decodes token 39 with each form.
 

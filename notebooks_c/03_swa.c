@@ -160,8 +160,8 @@ NB_CELL(cell_ring)
 //
 // The ring never sees a masked key: at step $t$ it writes $[k_t \mid v_t]$ to slot $t \bmod W$ and
 // attends over its live slots, in slot order, which the softmax does not see. Over $T = 40$
-// positions with $W = 8$ and $D = 16$ the two must agree, and both must agree with `ref/swa`'s
-// tiled `kv_ring_attend` (the fast path a decode step runs) on the same rows.
+// positions with $W = 8$ and $D = 16$ the two must agree, and both must agree with `ref/kv_ring`'s
+// `kv_ring_attend` (what a decode step runs, on the CPU backend here) on the same rows.
 
 // %%
 enum { ATT_T = 40, ATT_W = 8, ATT_D = 16 };

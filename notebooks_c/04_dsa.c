@@ -156,8 +156,8 @@ NB_CELL(cell_selection)
 // $$I_{t,s} = \sum_h w_{t,h}\, \mathrm{ReLU}(q^I_{t,h} \cdot k^I_s),$$
 //
 // and $I_{t,s} = -\infty$ for $s > t$, the causal mask. The cell scores all $32 \times 32$ pairs
-// and compares them with `dsa_indexer_f32`, which computes the same sum as matrix products over
-// tiles of keys (`ref/core/index_scan.h`).
+// and compares them with `dsa_indexer_f32`, which computes the same sum (`ref/core/index_scan.h`;
+// on the CPU backend the notebook runs, as matrix products over tiles of keys).
 
 // %%
 /* I(t, s) = Σ_h w_h · ReLU(q_h · k_s) for one query's heads q[HI][DI], weights w[HI] and one key
@@ -265,7 +265,7 @@ NB_CELL(cell_top_k)
 // Only the $K$ picked rows are read; $W^h_{UV}$ then turns $\hat o_{t,h}$ into the head's output.
 // The cell runs the last query ($t = 31$) over the notebook's own picks and compares $\hat o$ with
 // `dsa_attend_picks`, which reads the same picks from a `dsa_cache` filled by a prefill of the 32
-// tokens, tiled with an online softmax. The figure draws that query's path.
+// tokens, with an online softmax. The figure draws that query's path.
 
 // %%
 /* ô[H][Dc]: per head, softmax over the picks of τ q̂_h · r_s, weighting the picked rows' latents

@@ -166,7 +166,7 @@ int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w
 int mla_values_absorbed(float *o, const mla_config *c, const mla_weights *w, const float *p,
                         const float *rows, size_t S, size_t N);
 
-/* The absorbed form's two ends, for attention run on its own (tiled, over a view of rows; V3.2's
+/* The absorbed form's two ends, for attention run on its own (kvl_attend over a view of rows; V3.2's
  * sparse decode): q_hat[S·H][Dc+Dr] = [q^C_h W_UK^h | q^R_h] for q[S][H][Dnope+Dr], and
  * o[S][H][Dv] = W_UV^h ô_h for o_hat[S·H][Dc]. */
 int mla_absorb_query(float *q_hat, const mla_config *c, const mla_weights *w, const float *q, size_t S);

@@ -172,10 +172,10 @@ int v4_attend_query(float *o, const float *q, const float *win, size_t n_win, co
  *   its compressed rows from the N entries of Dh (a view, ref/core/row_tiles.h: float32 rows, or a cache's
  *     packed rows decoded a tile or a pick at a time as they are read): HCA every e < ⌊(t+1)/M⌋, CSA the
  *     picks sel[i][0 … K−1] (−1 skipped; sel[S][K]), none for a window-only layer (entries, sel unused).
- * Queries run one after another, each as matrix products tiled with an online softmax (ref/core/attend.h;
- * v4_attend_weights and v4_attend_values are the plain-loop definition): HCA and window-only queries read
- * their rows in place, a CSA query's window rows and picks are gathered into one block first. Each query
- * is computed the same way whatever chunk it comes in.
+ * Queries run one after another, each through v4_attend_query (kvl_attend with the online softmax,
+ * ref/core/attend.h; v4_attend_weights and v4_attend_values are the same two steps written out): its
+ * window rows then its entries, read where they are. Each query is computed the same way whatever chunk
+ * it comes in.
  * KVL_EINVAL for a pick outside −1 … N − 1, or fewer entries than an HCA query sees. */
 int v4_attend(float *o, const v4_config *c, const v4_weights *w, const float *q, const float *win, size_t win_first,
               const kvl_row_tiles *entries, const int32_t *sel, size_t S, size_t start);

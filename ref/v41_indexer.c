@@ -80,12 +80,6 @@ static size_t pool_list(int32_t *at, const uint8_t *pool, size_t N)
     return n;
 }
 
-/* row[N] ← −∞ */
-static void unscored(float *row, size_t N)
-{
-    for (size_t i = 0; i < N; i++) row[i] = -INFINITY;
-}
-
 int v41_index_scores_pool(float *I, uint64_t *scored, const v41_indexer_config *c, const float *q_idx,
                            const float *w_idx, const kvl_row_tiles *keys, const uint8_t *pool, size_t S)
 {
@@ -95,17 +89,13 @@ int v41_index_scores_pool(float *I, uint64_t *scored, const v41_indexer_config *
     const size_t N = keys->N, HI = c->n_heads, DI = c->head_dim;
     if (N > INT32_MAX) return kvl_fail(KVL_EINVAL, "v41_index_scores_pool: %zu entries exceed a pick's int32", N);
     int32_t *at = malloc((N ? N : 1) * sizeof *at);
-    float *got = malloc((N ? N : 1) * sizeof *got);
-    int rc = at && got ? KVL_OK : kvl_fail(KVL_ENOMEM, "v41_index_scores_pool: out of memory");
+    int rc = at ? KVL_OK : kvl_fail(KVL_ENOMEM, "v41_index_scores_pool: out of memory");
     for (size_t s = 0; s < S && rc == KVL_OK; s++) {
         const size_t n = pool_list(at, pool + s * N, N);
-        rc = kvl_index_scores_listed(got, q_idx + s * HI * DI, w_idx + s * HI, keys, HI, at, n);
-        unscored(I + s * N, N);
-        for (size_t j = 0; j < n; j++) I[s * N + (size_t)at[j]] = got[j];
+        rc = kvl_index_scores_listed(I + s * N, q_idx + s * HI * DI, w_idx + s * HI, keys, HI, at, n);
         *scored += n;
     }
     free(at);
-    free(got);
     return rc;
 }
 

@@ -154,7 +154,7 @@ START_TEST(test_packed_keys_decoded_a_tile_at_a_time_score_as_their_values)
 }
 END_TEST
 
-START_TEST(test_listed_scores_equal_the_definition_in_any_order)
+START_TEST(test_listed_scores_equal_the_definition_in_any_order_and_the_rest_are_minus_infinity)
 {
     /* A pool of runs (blocks of 64) and single keys, listed out of order, 1,300 in all: two tiles. */
     const size_t N = 5000, HI = 16, DI = 64;
@@ -164,14 +164,33 @@ START_TEST(test_listed_scores_equal_the_definition_in_any_order)
     for (int32_t b = 70; b >= 52; b--)
         for (int32_t j = 0; j < 64; j++) at[n++] = b * 64 + j;
     for (int32_t j = 0; n < 1300; j += 7) at[n++] = j;
-    float *I = malloc(n * sizeof *I);
+    float *I = malloc(N * sizeof *I);
     const kvl_row_tiles keys = kvl_row_tiles_f32(k, N, DI);
+    for (size_t s = 0; s < N; s++) I[s] = 1.0f;
     ck_assert_int_eq(kvl_index_scores_listed(I, q, w, &keys, HI, at, n), KVL_OK);
     for (size_t j = 0; j < n; j++) {
         double bound;
         const double want = definition(&bound, q, w, k + (size_t)at[j] * DI, HI, DI);
-        ck_assert_msg(fabs(I[j] - want) <= bound, "listed %zu (key %d): %.9g, definition %.9g", j, at[j], I[j], want);
+        const float got = I[at[j]];
+        ck_assert_msg(fabs(got - want) <= bound, "listed %zu (key %d): %.9g, definition %.9g", j, at[j], got, want);
+        I[at[j]] = -INFINITY;
     }
+    for (size_t s = 0; s < N; s++) ck_assert_msg(I[s] == -INFINITY, "key %zu, not listed, is %g", s, I[s]);
+    /* A row of 300,000 entries, past the size the CPU backend fills in parts: three listed. */
+    const size_t BIG = 300000, SMALL_DI = 8;
+    float *kb = uniform(BIG * SMALL_DI, 13), *Ib = malloc(BIG * sizeof *Ib);
+    const kvl_row_tiles big = kvl_row_tiles_f32(kb, BIG, SMALL_DI);
+    const int32_t few[3] = {299999, 5, 150000};
+    for (size_t s = 0; s < BIG; s++) Ib[s] = 1.0f;
+    ck_assert_int_eq(kvl_index_scores_listed(Ib, q, w, &big, 2, few, 3), KVL_OK);
+    for (size_t s = 0; s < BIG; s++) {
+        const int listed = s == 299999 || s == 5 || s == 150000;
+        double bound;
+        if (listed) ck_assert(fabs(Ib[s] - definition(&bound, q, w, kb + s * SMALL_DI, 2, SMALL_DI)) <= bound);
+        else ck_assert_msg(Ib[s] == -INFINITY, "key %zu of %zu, not listed, is %g", s, BIG, Ib[s]);
+    }
+    free(kb);
+    free(Ib);
     at[n - 1] = (int32_t)N;
     ck_assert_int_eq(kvl_index_scores_listed(I, q, w, &keys, HI, at, n), KVL_EINVAL);
     ck_assert_msg(strstr(kvl_error(), "5000") != NULL, "message names the key: %s", kvl_error());
@@ -191,8 +210,10 @@ START_TEST(test_bad_arguments_are_errors_and_empty_scans_write_nothing)
     ck_assert_int_eq(kvl_index_scores(I, q, w, &keys, 1, 2, 0, 0), KVL_EINVAL);
     ck_assert_int_eq(kvl_index_scores_listed(I, q, w, &keys, 2, NULL, 1), KVL_EINVAL);
     ck_assert_int_eq(kvl_index_scores(I, q, w, &keys, 0, 2, 0, 1), KVL_OK);
-    ck_assert_int_eq(kvl_index_scores_listed(I, q, w, &keys, 2, at, 0), KVL_OK);
     for (size_t i = 0; i < 4; i++) ck_assert_float_eq(I[i], 1.0f);
+    ck_assert_int_eq(kvl_index_scores_listed(I, q, w, &keys, 2, at, 0), KVL_OK); /* nothing listed: all −∞ */
+    for (size_t i = 0; i < 2; i++) ck_assert_float_eq(I[i], -INFINITY);
+    ck_assert_float_eq(I[2], 1.0f);
 }
 END_TEST
 
@@ -211,7 +232,7 @@ Suite *kvl_suite(void)
         tcase_add_test(tc, test_scores_equal_the_definition_when_tiles_straddle_and_queries_reach_different_tiles);
         tcase_add_test(tc, test_keys_split_across_threads_each_equal_the_definition);
         tcase_add_test(tc, test_packed_keys_decoded_a_tile_at_a_time_score_as_their_values);
-        tcase_add_test(tc, test_listed_scores_equal_the_definition_in_any_order);
+        tcase_add_test(tc, test_listed_scores_equal_the_definition_in_any_order_and_the_rest_are_minus_infinity);
         tcase_add_test(tc, test_bad_arguments_are_errors_and_empty_scans_write_nothing);
         suite_add_tcase(s, tc);
     }

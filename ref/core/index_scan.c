@@ -85,12 +85,13 @@ int kvl_index_scores_listed_ref(float *I, const float *q, const float *w, const 
                                 const int32_t *at, size_t n)
 {
     const size_t DI = k->width;
+    for (size_t s = 0; s < k->N; s++) I[s] = -INFINITY;
     float *buf = malloc(DI * sizeof *buf);
     if (!buf) return kvl_fail(KVL_ENOMEM, "kvl_index_scores_listed: out of memory for a key of %zu", DI);
     int rc = KVL_OK;
     for (size_t j = 0; j < n && rc == KVL_OK; j++) {
         const float *key = k->tile(buf, k, (size_t)at[j], 1);
-        if (key) I[j] = weighed_score(q, w, key, HI, DI);
+        if (key) I[at[j]] = weighed_score(q, w, key, HI, DI);
         else rc = KVL_EINVAL;
     }
     free(buf);

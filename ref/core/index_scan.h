@@ -30,8 +30,9 @@
 int kvl_index_scores(float *I, const float *q, const float *w, const kvl_row_tiles *k, size_t S, size_t HI,
                      size_t start, size_t M);
 
-/* I[n] for one query q[HI][DI], w[HI] over the listed keys at[n] (each < k->N, in any order): a
- * candidate pool's scan. Same errors, and KVL_EINVAL for a listed key past N. */
+/* I[k->N] for one query q[HI][DI], w[HI]: the scores of the listed keys at[n] (each < k->N, in any
+ * order) at their places, −∞ at every other entry: a candidate pool's scan. Same errors,
+ * and KVL_EINVAL for a listed key past N. */
 int kvl_index_scores_listed(float *I, const float *q, const float *w, const kvl_row_tiles *k, size_t HI,
                             const int32_t *at, size_t n);
 
