@@ -353,10 +353,10 @@ static void gqa_decode(double out[D], const double x[D], const double rows[][ROW
 //
 // The same weights and tokens go through `ref/mha`: `mha_prefill` caches tokens $0 \dots 23$,
 // `mha_decode` appends token 24's row and attends over the ring in float with an online softmax
-// (`ref/core/attend.h`; the notebook runs it on the CPU backend, tile by tile). The cell copies the weights into the
-// notebook's double arrays, builds the 25 rows and the decode step above, and compares both with
-// the library's: they agree to float rounding, a relative $10^{-5}$ at most (sums of 64 and 25
-// float terms).
+// (`ref/core/attend.h`; the notebook runs it on the CPU backend, tile by tile). The cell copies the
+// weights into the notebook's double arrays, builds the 25 rows and the decode step above, and
+// compares both with the library's: they agree to float rounding, a relative $10^{-5}$ at most
+// (sums of 64 and 25 float terms).
 
 // %%
 static double X[N + 1][D], rows[N + 1][ROW], out[D], lib_rows[N + 1][ROW], lib_out[D];
