@@ -424,7 +424,7 @@ FUZZ_SRC_prefix := $(REF_SRC) $(FORMATS_SRC)
 FUZZ_SRC_npy    := ref/core/npy.c $(FUZZ_SRC_io)
 FUZZ_SRC_json_text := $(FUZZ_SRC_io)
 FUZZ_SRC_gguf   := $(FUZZ_SRC_config)
-FUZZ_SRC_args   := chapters/common/program.c chapters/common/contexts.c ref/core/environment.c $(FORMATS_SRC) $(FUZZ_SRC_config)
+FUZZ_SRC_args   := chapters/common/program.c chapters/common/contexts.c $(CPU_SRC) $(REF_SRC) $(FORMATS_SRC)
 
 # clang with libFuzzer: installed when run as root, otherwise make stops naming the apt-get line.
 $(BUILD)/fuzz/toolchain.ok:
