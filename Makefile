@@ -12,9 +12,11 @@ SITE_PKGS    := libcmark-gfm-dev libcmark-gfm-extensions-dev libjs-katex libjs-h
 BROWSER_PKGS := chromium chromium-driver python3-selenium
 APT_OPTIONAL := python3-nbformat $(SITE_PKGS) $(BROWSER_PKGS)
 PC_PKGS  := openblas libcjson check
+BREW_PKGS := openblas cjson check libomp pkg-config
+INSTALL_LINE = $(if $(filter Darwin,$(shell uname -s)),brew install $(BREW_PKGS),sudo apt-get install $(APT_PKGS))
 
 .DEFAULT_GOAL := all
-SETUP_FREE_GOALS := help clean deps cuda cuda-check
+SETUP_FREE_GOALS := help clean deps cuda cuda-check test-arm64
 ifeq ($(MAKECMDGOALS),)
 NEEDS_DEPS := yes
 else ifneq ($(filter-out $(SETUP_FREE_GOALS),$(MAKECMDGOALS)),)
@@ -44,7 +46,7 @@ $(DEPS_MK): Makefile
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) $(APT_OPTIONAL); } \
 	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log" >&2; exit 1; }; \
 	fi; \
-	$(DEPS_FOUND) || { echo "kvlineage: missing build dependencies; run:  sudo apt-get install $(APT_PKGS)" >&2; exit 1; }
+	$(DEPS_FOUND) || { echo "kvlineage: missing build dependencies; run:  $(INSTALL_LINE)" >&2; exit 1; }
 	@{ echo "DEP_CFLAGS := $$(pkg-config --cflags $(PC_PKGS))"; \
 	   echo "DEP_LIBS := $$(pkg-config --libs $(PC_PKGS))"; \
 	   echo "DEP_OPENBLAS := $$(pkg-config --modversion openblas)"; \
@@ -66,8 +68,19 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
 # Values are unchanged: it permits no reassociation and no contraction.
 OPT      := -O2 -g -fno-trapping-math
 INCLUDES := -Iformats -Iref -Iref/core -Icpu -Ichapters/common -Itests
-CFLAGS    = -std=gnu11 $(OPT) $(WARN) -fopenmp $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
-LDLIBS    = $(DEP_LIBS) -lm -fopenmp
+# OpenMP: gcc's and clang's -fopenmp on Linux. Apple's clang takes it as a preprocessor flag only and links
+# Homebrew's libomp (brew install libomp), which is keg-only: its prefix is asked of brew.
+ifeq ($(shell uname -s),Darwin)
+BREW_OMP := $(shell brew --prefix libomp 2>/dev/null)
+OPENMP_CFLAGS := -Xpreprocessor -fopenmp -I$(BREW_OMP)/include
+OPENMP_LIBS   := -L$(BREW_OMP)/lib -lomp
+export PKG_CONFIG_PATH := $(shell for f in openblas cjson check; do printf '%s/lib/pkgconfig:' "$$(brew --prefix $$f 2>/dev/null)"; done)$(PKG_CONFIG_PATH)
+else
+OPENMP_CFLAGS := -fopenmp
+OPENMP_LIBS   := -fopenmp
+endif
+CFLAGS    = -std=gnu11 $(OPT) $(WARN) $(OPENMP_CFLAGS) $(INCLUDES) $(DEP_CFLAGS) -DKVL_SOURCE_DIR=\"$(CURDIR)\" $(EXTRA_CFLAGS)
+LDLIBS    = $(DEP_LIBS) -lm $(OPENMP_LIBS)
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS   += -fsanitize=address,undefined
@@ -112,6 +125,12 @@ ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
 isa_obj    = $(foreach v,avx2 avx512,$(patsubst %.c,$(BUILD)/obj/%.$(v).o,$(filter $(ISA_SRC),$(1))))
 CFLAGS    += -DKVF_ISA_HAVE_X86
 endif
+# Debian 12's aarch64 gcc (12.2) stops with an internal error in its vectoriser on some fmax reductions
+# (the tests' and programs' largest-error loops); called as a library function, fmax is not vectorised.
+# Nothing hot calls it.
+ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
+CFLAGS    += -fno-builtin-fmax
+endif
 LIB_FORMATS := $(BUILD)/lib/libkvformats.a
 LIB_REF     := $(BUILD)/lib/libkvref.a
 LIB_CPU     := $(BUILD)/lib/libkvcpu.a
@@ -123,7 +142,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize run bench bench-peers cuda deps help clean notebooks renders site
+.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_MK)
@@ -203,6 +222,46 @@ test: all  ## build and run every Check suite, then the site's browser test wher
 # limit (tests/common.h) is stretched to match.
 sanitize:  ## run the whole test suite built with -fsanitize=address,undefined
 	@CK_TIMEOUT_MULTIPLIER=4 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 test
+
+# ---- arm64: Debian's cross compiler and arm64 packages, the suites under qemu-user ------------------
+# `make test-arm64` builds everything for aarch64 in $(BUILD)/arm64 with $(ARM64_CC) against Debian's arm64
+# packages (multiarch), then runs the suites of the formats, ref/core and the CPU backend under
+# qemu-aarch64, each program they start through a wrapper that runs it under qemu too. It installs what
+# it lacks when run as root, else names the lines to run. qemu translates every instruction: the run
+# takes several minutes, so it is not part of .ci/run.
+ARM64_CC     ?= aarch64-linux-gnu-gcc
+ARM64_PKGS   := gcc-aarch64-linux-gnu qemu-user libgomp1:arm64 libopenblas-dev:arm64 libcjson-dev:arm64 check:arm64
+ARM64_PC     := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+ARM64_FOUND   = command -v $(ARM64_CC) >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 && \
+                PKG_CONFIG_LIBDIR=$(ARM64_PC) pkg-config --exists $(PC_PKGS)
+CORE_SUITES   = $(filter $(addprefix $(BUILD)/tests/,test_core_% test_cpu_% test_ch05_formats_%),$(TESTS))
+
+test-core: $(CORE_SUITES) $(PROGS)  ## build and run only the formats, core and CPU-backend suites (what macOS's CI job runs)
+	@failed=0; for t in $(CORE_SUITES); do echo "== $$(basename $$t)"; \
+	  KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $$t || failed=$$((failed+1)); done; \
+	echo "== $(words $(CORE_SUITES)) suites, $$failed failed"; [ $$failed -eq 0 ]
+
+test-arm64:  ## cross-build for arm64 and run the formats, core and CPU-backend suites under qemu-user (minutes)
+	@if ! { $(ARM64_FOUND); } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "kvlineage: installing the arm64 cross compiler, qemu-user and arm64 packages"; mkdir -p $(BUILD); \
+	  { dpkg --add-architecture arm64 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config $(ARM64_PKGS); } >$(BUILD)/apt-arm64.log 2>&1 || \
+	    { echo "kvlineage: apt-get failed, see $(BUILD)/apt-arm64.log" >&2; exit 1; }; \
+	fi; \
+	$(ARM64_FOUND) || { echo "kvlineage: make test-arm64 needs:  sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install $(ARM64_PKGS)" >&2; exit 1; }
+	@PKG_CONFIG_LIBDIR=$(ARM64_PC) $(MAKE) --no-print-directory BUILD=$(BUILD)/arm64 CC=$(ARM64_CC) arm64-suites
+
+# Run inside test-arm64's build: every program wrapped to run under qemu, then the suites.
+arm64-suites: $(CORE_SUITES) $(PROGS)
+	@rm -rf $(BUILD)/qemu-bin && mkdir -p $(BUILD)/qemu-bin; \
+	for p in $(PROGS); do w=$(BUILD)/qemu-bin/$$(basename $$p); \
+	  printf '#!/bin/sh\nexec qemu-aarch64 "%s" "$$@"\n' "$(abspath $(BUILD))/bin/$$(basename $$p)" > $$w; chmod +x $$w; \
+	done; \
+	failed=0; for t in $(CORE_SUITES); do echo "== $$(basename $$t) (arm64, qemu-aarch64)"; \
+	  KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/qemu-bin CK_TIMEOUT_MULTIPLIER=10 qemu-aarch64 $$t || \
+	    failed=$$((failed+1)); \
+	done; \
+	echo "== $(words $(CORE_SUITES)) suites on arm64, $$failed failed"; [ $$failed -eq 0 ]
 
 $(BUILD)/bin/kvbench: $(call obj,$(BENCH_SRC)) $(LIBS)
 	@mkdir -p $(@D)
@@ -489,7 +548,7 @@ deps:  ## install the Debian packages the build needs (as root), else print the 
 	else echo "sudo apt-get install $(APT_PKGS) $(APT_OPTIONAL)"; fi
 
 help:  ## list the targets
-	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z%-]+):.*## (.*)/  make \1\t\2/; s/%/NN/' | expand -t 22
+	@grep -hE '^[a-z0-9%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9%-]+):.*## (.*)/  make \1\t\2/; s/%/NN/' | expand -t 22
 
 clean:  ## remove build/
 	rm -rf $(BUILD)

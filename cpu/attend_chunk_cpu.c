@@ -14,13 +14,10 @@
 static void softmax_masked_rows(float *s, const float *mask, size_t b, size_t n, float scale)
 {
     for (size_t r = 0; r < b; r++) {
-        float *row = s + r * n, mu = -INFINITY;
+        float *row = s + r * n;
         const float *m = mask + r * n;
-#pragma omp simd reduction(max : mu)
-        for (size_t i = 0; i < n; i++) {
-            row[i] = row[i] * scale + m[i];
-            mu = row[i] > mu ? row[i] : mu;
-        }
+        for (size_t i = 0; i < n; i++) row[i] = row[i] * scale + m[i];
+        const float mu = kvl_max_f32(row, n);
         if (mu == -INFINITY) { /* every score masked, or NaN */
             float fill = 0.0f;
             for (size_t i = 0; i < n; i++) fill = isnan(row[i]) ? row[i] : fill;

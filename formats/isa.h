@@ -60,8 +60,10 @@ int kvf_isa_from_name(const char *name, kvf_isa *out);
     case KVF_ISA_AVX2: out name##_avx2 args; break;      \
     default: out name##_baseline args; break;            \
     }
-#else
-#define KVF_ISA_CALL(out, name, args) out name##_baseline args;
+#else /* one variant; kvf_isa_active still reads KVL_ISA, to say a variant asked for cannot run here */
+#define KVF_ISA_CALL(out, name, args) \
+    (void)kvf_isa_active();           \
+    out name##_baseline args;
 #endif
 
 /* The public function `name` (return type ret, parameter list params, those parameters' names args)

@@ -102,8 +102,8 @@ int dv4_windows_figure(size_t T, size_t m_csa, size_t m_hca, size_t W, size_t t)
         "block i-1, through the first c channels (CSA's overlap)",
         "block i, through the last c channels (HCA: all c)",
         "block not complete: no entry yet, nothing the query reads",
-        "the window: the newest W tokens, uncompressed, in every layer; it covers the tokens no complete "
-        "block holds yet (at most M - 1 < W)"};
+        ("the window: the newest W tokens, uncompressed, in every layer; it covers the tokens "
+         "no complete block holds yet (at most M - 1 < W)")};
     for (size_t k = 0; k < 4; k++, y += 18) {
         svg_rect(&s, 20, y - 10, 12, 12, fills[k]);
         svg_text(&s, 38, y, 12, "start", "%s", legend[k]);

@@ -267,8 +267,8 @@ START_TEST(test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_
     const char *const want[] = {"| decode | step A 1T | 1.000, 1.050, 0.980 | 1.000 | 21.3% (roof) | SPREAD |",
                                 "| decode | step B 1T | 2.000, 2.000, 2.150 | 2.000 | 7.4% (ratio) | STEADY |",
                                 "| peer | step A numpy/C | 1.100, 1.150, 1.000 | 1.100 | 9.0% (ratio) | STEADY |",
-                                "| formats | e4m3 encode (saturating) 2T | 0.800, 0.810, 0.790 | 0.800 | 1.1% (ratio) | "
-                                "STEADY |"};
+                                ("| formats | e4m3 encode (saturating) 2T | 0.800, 0.810, 0.790 | 0.800 | 1.1% (ratio) | "
+                                 "STEADY |")};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]), "no line \"%s\" in:\n%s", want[i], out);
     ck_assert_msg(!strstr(out, "read scan"), "a row without figures was compared:\n%s", out);
