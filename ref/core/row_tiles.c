@@ -23,21 +23,11 @@ static const float *bf16_tile(float *scratch, const kvl_row_tiles *r, size_t fir
     return scratch;
 }
 
-/* A column range of wide rows is a short run every 4 KiB or more (a GQA group's 256 bytes of a 4 KiB bf16
- * row): the hardware prefetcher does not follow a stride across pages, so the read asks for the run this
- * many rows ahead itself (4 to 16 measured alike on the README's machine, 5% faster than none). */
-#define COLS_AHEAD 8
-
+/* Columns c0 … c0 + w − 1 of bf16 rows, widened row by row. */
 static const float *bf16_cols(float *scratch, const kvl_row_tiles *r, size_t first, size_t n, size_t c0, size_t w)
 {
     const uint16_t *rows = (const uint16_t *)r->src + first * r->width + c0;
-    for (size_t i = 0; i < n; i++) {
-        if (i + COLS_AHEAD < n) {
-            const char *next = (const char *)(rows + (i + COLS_AHEAD) * r->width);
-            for (size_t b = 0; b < w * sizeof *rows; b += 64) __builtin_prefetch(next + b);
-        }
-        kvf_bf16_decode_n(scratch + i * w, rows + i * r->width, w);
-    }
+    for (size_t i = 0; i < n; i++) kvf_bf16_decode_n(scratch + i * w, rows + i * r->width, w);
     return scratch;
 }
 
