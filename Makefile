@@ -62,7 +62,8 @@ endif
 endif
 
 # ---- flags ---------------------------------------------------------------------------------------
-WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes
+WERROR   := -Werror
+WARN      = -Wall -Wextra $(WERROR) -Wshadow -Wvla -Wstrict-prototypes
 # -fno-trapping-math: nothing here reads the floating-point exception flags, so the compiler may evaluate
 # both sides of a float select; without it no loop with one vectorises (kvl_softmax_exp_f32's e^x).
 # Values are unchanged: it permits no reassociation and no contraction.
@@ -302,6 +303,62 @@ nb-%: $(BUILD)/bin/nb_%  ## rebuild notebook NN and walk it cell by cell (make n
 
 run: $(BUILD)/bin/kvtable  ## print the bytes-per-token table for every config in ref/configs/
 	@$(BUILD)/bin/kvtable
+
+# ---- labs: the student's C, graded ----------------------------------------------------------------
+# labs/NN_name/<lab>.c are the student's files (stubs until written), labs/NN_name/solutions/<lab>.c the
+# worked ones, labs/NN_name/grade.c the chapter's grader, linked with labs/grade.c and the project's
+# libraries. `make lab-NN` grades the student's files, `make lab-NN SOLUTION=1` the solutions, `make
+# labs` every chapter's solutions (their graders are built with `make all`). The student's files compile
+# without -Werror, so that a warning does not stop a lab half written. $(BUILD)/labs/cc.sh compiles a
+# grader from any set of sources as these rules do: tests/test_course_labs.c grades the stubs and the
+# solutions' mutants with it.
+LAB_DIRS    := $(wildcard labs/[0-9][0-9]_*)
+LABLIB_SRC  := labs/grade.c
+LAB_TOOL    := $(BUILD)/labs/answers
+lab_student  = $(filter-out $(1)/grade.c,$(wildcard $(1)/*.c))
+lab_solution = $(wildcard $(1)/solutions/*.c)
+LAB_GRADERS := $(foreach d,$(LAB_DIRS),$(BUILD)/labs/$(notdir $(d))/grade_solution)
+all: $(LAB_GRADERS) $(LAB_TOOL) $(BUILD)/labs/cc.sh
+$(BUILD)/obj/labs/%.o: CFLAGS += -Ilabs
+
+# $(1): labs/NN_name, $(2): NN
+define lab_rule
+$(BUILD)/obj/$(1)/%.o: CFLAGS += -I$(1)
+$(call obj,$(call lab_student,$(1))): WERROR :=
+$(BUILD)/labs/$(notdir $(1))/grade: $(call obj,$(1)/grade.c $(call lab_student,$(1)) $(LABLIB_SRC)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(call say,LINK,$$@)
+	$$(Q)$$(CC) $$(CFLAGS) $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) -o $$@
+$(BUILD)/labs/$(notdir $(1))/grade_solution: $(call obj,$(1)/grade.c $(call lab_solution,$(1)) $(LABLIB_SRC)) $(LIBS)
+	@mkdir -p $$(@D)
+	$$(call say,LINK,$$@)
+	$$(Q)$$(CC) $$(CFLAGS) $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) -o $$@
+lab-$(2): $(BUILD)/labs/$(notdir $(1))/grade$(if $(SOLUTION),_solution)
+	@echo "== $(1)$(if $(SOLUTION), (solutions))"
+	@KVL_ROOT=$(CURDIR) $$<
+answers-$(2): $(LAB_TOOL) $(PROGS)
+	@KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $(LAB_TOOL) $(1)
+endef
+$(foreach d,$(LAB_DIRS),$(eval $(call lab_rule,$(d),$(firstword $(subst _, ,$(notdir $(d)))))))
+
+.PHONY: labs $(foreach d,$(LAB_DIRS),lab-$(firstword $(subst _, ,$(notdir $(d)))) answers-$(firstword $(subst _, ,$(notdir $(d)))))
+labs: $(LAB_GRADERS)  ## grade every chapter's worked solutions (make lab-NN grades yours, SOLUTION=1 the solutions)
+	@failed=0; for g in $(LAB_GRADERS); do echo "== $$(basename $$(dirname $$g)) (solutions)"; \
+	  KVL_ROOT=$(CURDIR) $$g || failed=$$((failed+1)); done; \
+	echo "== $(words $(LAB_GRADERS)) chapters' labs, $$failed failed"; [ $$failed -eq 0 ]
+
+$(LAB_TOOL): $(call obj,labs/answers.c) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBS) $(LDLIBS) -o $@
+
+# cc.sh OUT SOURCE...: compile and link a grader as the rules above do (absolute paths: it runs anywhere)
+$(BUILD)/labs/cc.sh: Makefile | $(DEPS_MK)
+	@mkdir -p $(@D)
+	@{ echo '#!/bin/sh'; echo '# written by make: compile and link a lab grader, as make lab-NN does'; \
+	   echo 'out=$$1; shift'; \
+	   echo 'cd $(CURDIR) && exec $(CC) $(CFLAGS) -Ilabs "$$@" $(abspath $(LIBS)) $(LDLIBS) -o "$$out"'; } > $@
+	@chmod +x $@
 
 # ---- the course as a website ---------------------------------------------------------------------
 # site/*.c is kvsite, the generator: README.md's table of chapters, each chapter's text, its rendered
