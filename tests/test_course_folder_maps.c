@@ -20,7 +20,7 @@
 #define NAME_CAP 256
 
 static const char *const MAPS[] = {"formats",     "ref",  "ref/core", "cpu",   "cuda", "cuda/emu", "chapters/common",
-                                   "chapters/tools", "notebooks_c", "site", "tests"};
+                                   "chapters/tools", "notebooks_c", "site", "tests", "labs"};
 #define N_MAPS (sizeof MAPS / sizeof MAPS[0])
 
 static int ends_with(const char *s, const char *tail)
