@@ -333,15 +333,18 @@ $(BUILD)/labs/$(notdir $(1))/grade_solution: $(call obj,$(1)/grade.c $(call lab_
 	@mkdir -p $$(@D)
 	$$(call say,LINK,$$@)
 	$$(Q)$$(CC) $$(CFLAGS) $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) -o $$@
-lab-$(2): $(BUILD)/labs/$(notdir $(1))/grade$(if $(SOLUTION),_solution)
-	@echo "== $(1)$(if $(SOLUTION), (solutions))"
-	@KVL_ROOT=$(CURDIR) $$<
-answers-$(2): $(LAB_TOOL) $(PROGS)
-	@KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $(LAB_TOOL) $(1)
 endef
 $(foreach d,$(LAB_DIRS),$(eval $(call lab_rule,$(d),$(firstword $(subst _, ,$(notdir $(d)))))))
 
-.PHONY: labs $(foreach d,$(LAB_DIRS),lab-$(firstword $(subst _, ,$(notdir $(d)))) answers-$(firstword $(subst _, ,$(notdir $(d)))))
+.PHONY: labs
+# lab-02 and answers-02 find their folder, labs/02_*, when they run
+lab_dir = $(or $(firstword $(wildcard labs/$(1)_*)),$(error no folder labs/$(1)_*: the chapters with labs are $(notdir $(LAB_DIRS))))
+lab-%: $(LIBS)  ## grade your labs of chapter NN, labs/NN_name/*.c (make lab-02; SOLUTION=1 grades the worked solutions)
+	@$(MAKE) --no-print-directory $(BUILD)/$(call lab_dir,$*)/grade$(if $(SOLUTION),_solution)
+	@echo "== $(call lab_dir,$*)$(if $(SOLUTION), (worked solutions))"
+	@KVL_ROOT=$(CURDIR) $(BUILD)/$(call lab_dir,$*)/grade$(if $(SOLUTION),_solution)
+answers-%: $(LAB_TOOL) $(PROGS)  ## check your predictions of chapter NN, labs/NN_name/answers.txt (make answers-02)
+	@KVL_ROOT=$(CURDIR) KVL_BIN=$(abspath $(BUILD))/bin $(LAB_TOOL) $(call lab_dir,$*)
 labs: $(LAB_GRADERS)  ## grade every chapter's worked solutions (make lab-NN grades yours, SOLUTION=1 the solutions)
 	@failed=0; for g in $(LAB_GRADERS); do echo "== $$(basename $$(dirname $$g)) (solutions)"; \
 	  KVL_ROOT=$(CURDIR) $$g || failed=$$((failed+1)); done; \

@@ -151,7 +151,8 @@ static void check_make(const char *cmd, const char *chapter)
     ck_assert(makefile != NULL);
     snprintf(words, sizeof words, "%s", cmd + 4);
     for (char *w = strtok(words, " "); w; w = strtok(NULL, " "))
-        ck_assert_msg(has_target(makefile, w), "chapters/%s: `%s`: the Makefile has no target %s", chapter, cmd, w);
+        if (!strchr(w, '='))   /* a variable: SOLUTION=1 */
+            ck_assert_msg(has_target(makefile, w), "chapters/%s: `%s`: the Makefile has no target %s", chapter, cmd, w);
     free(makefile);
 }
 
