@@ -200,6 +200,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,$(TESTLIB_SRC)) $(LIBS)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
 
+# The walker's suite also calls the notebook runtime it proves: the TeX translator, the source reader
+# and the pager.
+WALKER_OBJ := $(call obj,notebooks_c/tex_text.c notebooks_c/nb_source.c notebooks_c/pager.c)
+$(BUILD)/obj/tests/test_course_walker.o: CFLAGS += -Inotebooks_c
+$(BUILD)/tests/test_course_walker: $(BUILD)/obj/tests/test_course_walker.o $(WALKER_OBJ) $(call obj,$(TESTLIB_SRC)) $(LIBS)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(WALKER_OBJ) $(call obj,$(TESTLIB_SRC)) $(LIBS) $(LDLIBS) -o $@
+
 # The bench's suite also proves its arithmetic, which has no measurement in it (tests/bench/stats.c).
 $(BUILD)/tests/test_bench_kvbench: $(BUILD)/obj/tests/test_bench_kvbench.o $(call obj,tests/bench/stats.c $(TESTLIB_SRC)) $(LIBS)
 	@mkdir -p $(@D)

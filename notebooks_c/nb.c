@@ -145,6 +145,26 @@ static int check_table(const nb_source *s, const nb_cell *cells, size_t n)
     return KVL_OK;
 }
 
+/* Page the lines of f, read whole so that the pager sees each table entire. */
+static void page_output(nb_pager *p, FILE *f)
+{
+    char **lines = NULL, *line = NULL;
+    size_t n = 0, cap = 0, lines_cap = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) >= 0; line = NULL, cap = 0) {
+        if (len && line[len - 1] == '\n') line[len - 1] = '\0';
+        if (n == lines_cap) {
+            char **grown = realloc(lines, (lines_cap = 2 * lines_cap + 64) * sizeof *lines);
+            if (!grown) break;
+            lines = grown;
+        }
+        lines[n++] = line;
+    }
+    free(line);
+    nb_pager_output(p, (const char *const *)lines, n);
+    for (size_t i = 0; i < n; i++) free(lines[i]);
+    free(lines);
+}
+
 /* Run cell c with stdout sent to a temporary file, then page what it printed. */
 static int run_paged(nb_pager *p, const nb_cell *c, const char *source)
 {
@@ -161,13 +181,7 @@ static int run_paged(nb_pager *p, const nb_cell *c, const char *source)
     dup2(saved, STDOUT_FILENO);
     close(saved);
     rewind(out);
-    char *line = NULL;
-    size_t cap = 0;
-    for (ssize_t n; (n = getline(&line, &cap, out)) >= 0;) {
-        if (n && line[n - 1] == '\n') line[n - 1] = '\0';
-        if (!nb_pager_line(p, line)) break;
-    }
-    free(line);
+    page_output(p, out);
     fclose(out);
     return rc;
 }
