@@ -2,29 +2,30 @@
  *
  *     answers [--file ANSWERS] [--key] labs/NN_name       (make answers-NN)
  *
- * labs/NN_name/answers.txt holds the student's predictions, one `name = value` a line (the value may
- * carry thousands commas and a unit after it; blank or missing means not answered; a name the key
- * does not hold is refused). labs/NN_name/answers.key says
- * how each expected value is computed, never the value itself: a block per answer,
+ * labs/NN_name/answers.txt holds the student's predictions, one `name = value` a line (the value
+ * may carry thousands commas and a unit after it; blank or missing means not answered; a name the
+ * key does not hold is refused). labs/NN_name/answers.key says how each expected value is computed,
+ * never the value itself: a block per answer,
  *
  *     [ex1.bytes_per_token]
  *     run: kvtable --format csv "$T/v3-dc256.json"
  *     pick: csv bytes/token
  *     tolerance: exact
  *
- * `run` is `sh -e -c` from the repository root with $KVL_BIN first on PATH and $T a fresh folder shared
- * by the chapter's runs ([setup] blocks run first, in order, for their effect there); `pick` takes the
- * number from the run's stdout: `csv COLUMN` (the first data row's field), `csv COLUMN row N`, `after
- * TEXT` (the first number after TEXT), `line TEXT number N` (the N-th number on the first line holding
- * TEXT), or nothing (the first number); `tolerance` is `exact`, `rel P%`
- * or `abs A`. Identical runs run once.
+ * `run` is `sh -e -c` from the repository root with $KVL_BIN first on PATH and $T a fresh folder
+ * shared by the chapter's runs ([setup] blocks run first, in order, for their effect there); `pick`
+ * takes the number from the run's stdout: `csv COLUMN` (the first data row's field), `csv COLUMN
+ * row N`, `after TEXT` (the first number after TEXT), `line TEXT number N` (the N-th number on the
+ * first line holding TEXT), or nothing (the first number); `tolerance` is `exact`, `rel P%` or `abs
+ * A`. Identical runs run once.
  *
  * Every expected value is computed before the first line is printed: a key or an answers file that
- * cannot be read as meant (a name in one and not the other, a value that is not a number, a run that
- * fails, a pick that finds nothing) is refused with one line on stderr naming the file, line and text,
- * exit 2. Otherwise one line per answer (right, WRONG with the tolerance, or not answered), a count,
- * and exit 0 when every answer is right, 1 otherwise. --key prints the expected values instead, as an
- * answers file (for an instructor; the worked values are in the chapter's solutions.md too). */
+ * cannot be read as meant (a name in one and not the other, a value that is not a number, a run
+ * that fails, a pick that finds nothing) is refused with one line on stderr naming the file, line
+ * and text, exit 2. Otherwise one line per answer (right, WRONG with the tolerance, or not
+ * answered), a count, and exit 0 when every answer is right, 1 otherwise. --key prints the expected
+ * values instead, as an answers file (for an instructor; the worked values are in the chapter's
+ * solutions.md too). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -52,14 +53,14 @@ typedef struct {
     tol_kind tol;
     double tol_amount;
     double expected;
-    char expected_text[64];             /* as the program printed it */
+    char expected_text[64]; /* as the program printed it */
     int answered;
     double given;
-    const char *given_text;             /* into the answers' text */
+    const char *given_text; /* into the answers' text */
 } entry;
 
 typedef struct {
-    const char *chapter;   /* labs/NN_name */
+    const char *chapter; /* labs/NN_name */
     char key_path[512], answers_path[512];
     char *key_text, *answers_text;
     entry e[MAX_ENTRIES];
@@ -103,7 +104,8 @@ static int read_number(const char *s, double *v, const char **end)
         while (isdigit((unsigned char)*p) && n < 80) digits[n++] = *p++;
     }
     if ((*p == 'e' || *p == 'E') &&
-        (isdigit((unsigned char)p[1]) || ((p[1] == '-' || p[1] == '+') && isdigit((unsigned char)p[2])))) {
+        (isdigit((unsigned char)p[1]) ||
+         ((p[1] == '-' || p[1] == '+') && isdigit((unsigned char)p[2])))) {
         digits[n++] = *p++;
         if (*p == '-' || *p == '+') digits[n++] = *p++;
         while (isdigit((unsigned char)*p) && n < 94) digits[n++] = *p++;
@@ -120,7 +122,8 @@ static const char *first_number(const char *text, size_t len, double *v, char *p
 {
     for (size_t i = 0; i < len; i++) {
         const char *end;
-        if (i && (isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_' || text[i - 1] == '.')) continue;
+        if (i && (isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_' || text[i - 1] == '.'))
+            continue;
         if (text[i] == '+' || (text[i] == '-' && i + 1 < len && text[i + 1] == '-')) continue;
         if (read_number(text + i, v, &end) && end <= text + len) {
             snprintf(printed, cap, "%.*s", (int)(end - (text + i)), text + i);
@@ -140,7 +143,8 @@ static int read_given(const char *s, double *v)
     return 1;
 }
 
-/* ---- CSV --------------------------------------------------------------------------------------- */
+/* ---- CSV ---------------------------------------------------------------------------------------
+ */
 
 /* Field `col` (from 0) of the CSV line at line, quotes removed, into out; 0 past the last field. */
 static int csv_field(const char *line, size_t col, char *out, size_t cap)
@@ -148,7 +152,8 @@ static int csv_field(const char *line, size_t col, char *out, size_t cap)
     size_t k = 0, n = 0;
     int quoted = 0;
     for (const char *p = line; *p && *p != '\n'; p++) {
-        if (*p == '"') quoted = !quoted;
+        if (*p == '"')
+            quoted = !quoted;
         else if (*p == ',' && !quoted) {
             if (k++ == col) break;
         } else if (k == col && n + 1 < cap)
@@ -194,7 +199,8 @@ static int pick_line(const char *out, const char *spec, double *v, char *printed
     const char *num = strstr(spec, " number ");
     size_t n;
     char text[128];
-    if (!num || sscanf(num + 8, "%zu", &n) != 1 || n == 0 || (size_t)(num - spec) >= sizeof text) return 0;
+    if (!num || sscanf(num + 8, "%zu", &n) != 1 || n == 0 || (size_t)(num - spec) >= sizeof text)
+        return 0;
     snprintf(text, sizeof text, "%.*s", (int)(num - spec), spec);
     const char *at = strstr(out, text);
     if (!at) return 0;
@@ -221,7 +227,8 @@ static int pick_number(const char *out, const char *pick, double *v, char *print
     return 0;
 }
 
-/* ---- the key ------------------------------------------------------------------------------------ */
+/* ---- the key ------------------------------------------------------------------------------------
+ */
 
 static char *trim(char *s)
 {
@@ -235,9 +242,11 @@ static int read_tolerance(entry *e, const char *t)
 {
     char extra;
     if (!strcmp(t, "exact")) return e->tol = TOL_EXACT, 1;
-    if (sscanf(t, "rel %lf%%%c", &e->tol_amount, &extra) == 1 && e->tol_amount >= 0 && t[strlen(t) - 1] == '%')
+    if (sscanf(t, "rel %lf%%%c", &e->tol_amount, &extra) == 1 && e->tol_amount >= 0 &&
+        t[strlen(t) - 1] == '%')
         return e->tol = TOL_REL, 1;
-    if (sscanf(t, "abs %lf%c", &e->tol_amount, &extra) == 1 && e->tol_amount >= 0) return e->tol = TOL_ABS, 1;
+    if (sscanf(t, "abs %lf%c", &e->tol_amount, &extra) == 1 && e->tol_amount >= 0)
+        return e->tol = TOL_ABS, 1;
     return 0;
 }
 
@@ -245,20 +254,24 @@ static int read_tolerance(entry *e, const char *t)
 static int key_field(check *c, entry *e, const char *field, char *value, int line)
 {
     if (!strcmp(field, "run")) {
-        if (e) e->run = value;
-        else c->setup[c->n_setup - 1] = value;
+        if (e)
+            e->run = value;
+        else
+            c->setup[c->n_setup - 1] = value;
         return 0;
     }
     if (e && !strcmp(field, "pick")) {
         if (strncmp(value, "csv ", 4) && strncmp(value, "after ", 6) && strncmp(value, "line ", 5))
-            return refuse("%s:%d: pick \"%s\": expected csv COLUMN [row N], after TEXT or line TEXT number N",
-                          c->key_path, line, value);
+            return refuse(
+                "%s:%d: pick \"%s\": expected csv COLUMN [row N], after TEXT or line TEXT number N",
+                c->key_path, line, value);
         e->pick = value;
         return 0;
     }
     if (e && !strcmp(field, "tolerance")) {
         if (!read_tolerance(e, value))
-            return refuse("%s:%d: tolerance \"%s\": expected exact, rel P%% or abs A", c->key_path, line, value);
+            return refuse("%s:%d: tolerance \"%s\": expected exact, rel P%% or abs A", c->key_path,
+                          line, value);
         e->tolerance = value;
         return 0;
     }
@@ -294,7 +307,8 @@ static int read_key(check *c)
             continue;
         }
         char *colon = strchr(t, ':');
-        if (!in_block || !colon) return refuse("%s:%d: \"%s\": expected [name] or field: value", c->key_path, line, t);
+        if (!in_block || !colon)
+            return refuse("%s:%d: \"%s\": expected [name] or field: value", c->key_path, line, t);
         *colon = 0;
         const int rc = key_field(c, e, trim(t), trim(colon + 1), line);
         if (rc) return rc;
@@ -312,7 +326,8 @@ static int read_key(check *c)
     return c->n ? 0 : refuse("%s: no answers", c->key_path);
 }
 
-/* ---- the student's answers ---------------------------------------------------------------------- */
+/* ---- the student's answers ----------------------------------------------------------------------
+ */
 
 static entry *find(check *c, const char *name)
 {
@@ -336,13 +351,17 @@ static int read_answers(check *c)
         const char *name = trim(t);
         char *value = trim(eq + 1);
         entry *e = find(c, name);
-        if (!e) return refuse("%s:%d: \"%s\" is not one of this chapter's answers", c->answers_path, line, name);
+        if (!e)
+            return refuse("%s:%d: \"%s\" is not one of this chapter's answers", c->answers_path,
+                          line, name);
         if (e->given_text) return refuse("%s:%d: \"%s\" given twice", c->answers_path, line, name);
         e->given_text = value;
         if (!*value) continue;
         if (!read_given(value, &e->given))
-            return refuse("%s:%d: %s = \"%s\": not a number (write 1,234 or 1234 or 4.77, a unit after it "
-                          "is fine)", c->answers_path, line, name, value);
+            return refuse(
+                "%s:%d: %s = \"%s\": not a number (write 1,234 or 1234 or 4.77, a unit after it "
+                "is fine)",
+                c->answers_path, line, name, value);
         e->answered = 1;
     }
     for (size_t i = 0; i < c->n; i++)
@@ -350,9 +369,11 @@ static int read_answers(check *c)
     return 0;
 }
 
-/* ---- the runs ----------------------------------------------------------------------------------- */
+/* ---- the runs -----------------------------------------------------------------------------------
+ */
 
-/* stdout of `sh -e -c run` from the root, in out (cap bytes, terminated); 0, or 2 after a refusal. */
+/* stdout of `sh -e -c run` from the root, in out (cap bytes, terminated); 0, or 2 after a refusal.
+ */
 static int run_shell(const check *c, const char *run, char *out, size_t cap)
 {
     int fd[2];
@@ -396,8 +417,9 @@ static int compute_expected(check *c)
             last_run = e->run;
         }
         if (!pick_number(out, e->pick, &e->expected, e->expected_text, sizeof e->expected_text))
-            return refuse("%s:%d: [%s]: pick \"%s\" finds no number in the output of \"%s\"", c->key_path, e->line,
-                          e->name, e->pick ? e->pick : "(the first number)", e->run);
+            return refuse("%s:%d: [%s]: pick \"%s\" finds no number in the output of \"%s\"",
+                          c->key_path, e->line, e->name, e->pick ? e->pick : "(the first number)",
+                          e->run);
     }
     return 0;
 }
@@ -410,8 +432,10 @@ static int prepare_environment(check *c)
     setenv("T", c->tmp, 1);
     const char *bin = getenv("KVL_BIN"), *path = getenv("PATH");
     char with_bin[8192];
-    snprintf(with_bin, sizeof with_bin, "%s/build/bin:%s", kvl_root_dir(), path ? path : "/usr/bin:/bin");
-    if (bin && *bin) snprintf(with_bin, sizeof with_bin, "%s:%s", bin, path ? path : "/usr/bin:/bin");
+    snprintf(with_bin, sizeof with_bin, "%s/build/bin:%s", kvl_root_dir(),
+             path ? path : "/usr/bin:/bin");
+    if (bin && *bin)
+        snprintf(with_bin, sizeof with_bin, "%s:%s", bin, path ? path : "/usr/bin:/bin");
     setenv("PATH", with_bin, 1);
     return 0;
 }
@@ -423,7 +447,8 @@ static void remove_tree(const char *dir)
     if (system(cmd)) fprintf(stderr, "answers: could not remove %s\n", dir);
 }
 
-/* ---- the verdict ------------------------------------------------------------------------------ */
+/* ---- the verdict ------------------------------------------------------------------------------
+ */
 
 static int right(const entry *e)
 {
@@ -460,13 +485,17 @@ static void print_key(const check *c)
     for (size_t i = 0; i < c->n; i++) printf("%s = %s\n", c->e[i].name, c->e[i].expected_text);
 }
 
-/* ---- main -------------------------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------------------------------
+ */
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: answers [--file ANSWERS] [--key] labs/NN_name\n"
-               "Checks a chapter's predictions (labs/NN_name/answers.txt, or ANSWERS) against the values\n"
-               "its programs print, computed as labs/NN_name/answers.key says. --key prints those values.\n");
+    fprintf(
+        f,
+        "usage: answers [--file ANSWERS] [--key] labs/NN_name\n"
+        "Checks a chapter's predictions (labs/NN_name/answers.txt, or ANSWERS) against the values\n"
+        "its programs print, computed as labs/NN_name/answers.key says. --key prints those "
+        "values.\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -485,13 +514,18 @@ int main(int argc, char **argv)
     int key_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
-        if (!strcmp(argv[i], "--key")) key_only = 1;
-        else if (!strcmp(argv[i], "--file") && i + 1 < argc) answers = argv[++i];
-        else if (argv[i][0] != '-' && !c.chapter) c.chapter = argv[i];
-        else return usage(stderr);
+        if (!strcmp(argv[i], "--key"))
+            key_only = 1;
+        else if (!strcmp(argv[i], "--file") && i + 1 < argc)
+            answers = argv[++i];
+        else if (argv[i][0] != '-' && !c.chapter)
+            c.chapter = argv[i];
+        else
+            return usage(stderr);
     }
     if (!c.chapter) return usage(stderr);
-    if (chdir(kvl_root_dir())) return refuse("%s: %s (set KVL_ROOT)", kvl_root_dir(), strerror(errno));
+    if (chdir(kvl_root_dir()))
+        return refuse("%s: %s (set KVL_ROOT)", kvl_root_dir(), strerror(errno));
     snprintf(c.key_path, sizeof c.key_path, "%s/answers.key", c.chapter);
     snprintf(c.answers_path, sizeof c.answers_path, "%s", answers ? answers : "");
     if (!answers) snprintf(c.answers_path, sizeof c.answers_path, "%s/answers.txt", c.chapter);
@@ -505,8 +539,10 @@ int main(int argc, char **argv)
         remove_tree(c.tmp);
     }
     if (!rc) {
-        if (key_only) print_key(&c);
-        else rc = print_verdict(&c);
+        if (key_only)
+            print_key(&c);
+        else
+            rc = print_verdict(&c);
     }
     free(c.key_text);
     free(c.answers_text);

@@ -63,7 +63,8 @@ static const char *element_name(const grade_shape *s, size_t i)
     return text;
 }
 
-static int report(lab_grade *g, const char *where, const char *want, const char *got, const char *tol)
+static int report(lab_grade *g, const char *where, const char *want, const char *got,
+                  const char *tol)
 {
     g->wrong = 1;
     printf("%s: WRONG in case \"%s\"\n", g->lab, g->case_);
@@ -136,8 +137,7 @@ int grade_value(lab_grade *g, const char *name, int64_t got, int64_t want)
 int grade_end(lab_grade *g)
 {
     if (!g->wrong)
-        printf("%s: right (%zu cases, %s elements)\n", g->lab, g->cases,
-               KVL_GROUPED(g->elements));
+        printf("%s: right (%zu cases, %s elements)\n", g->lab, g->cases, KVL_GROUPED(g->elements));
     return g->wrong;
 }
 
@@ -165,16 +165,18 @@ static int run_child(grade_fn lab)
     if (WIFEXITED(status)) return WEXITSTATUS(status) != 0;
     const int sig = WTERMSIG(status);
     if (sig == SIGALRM)
-        printf("%s: STOPPED by the time limit (%d s) in case \"%s\"\n", now->lab, LAB_SECONDS, now->case_);
+        printf("%s: STOPPED by the time limit (%d s) in case \"%s\"\n", now->lab, LAB_SECONDS,
+               now->case_);
     else
-        printf("%s: STOPPED by %s in case \"%s\": an index past its array, or a NULL pointer?\n", now->lab,
-               strsignal(sig), now->case_);
+        printf("%s: STOPPED by %s in case \"%s\": an index past its array, or a NULL pointer?\n",
+               now->lab, strsignal(sig), now->case_);
     return 1;
 }
 
 int grade_main(const grade_fn *labs, size_t n)
 {
-    void *shared = mmap(NULL, sizeof *now, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void *shared =
+        mmap(NULL, sizeof *now, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared != MAP_FAILED) now = shared;
     size_t wrong = 0;
     for (size_t i = 0; i < n; i++) wrong += (size_t)run_child(labs[i]);

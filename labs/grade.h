@@ -2,8 +2,8 @@
  * definition, element by element, and say where it first goes wrong.
  *
  * A grader runs each lab through a few cases chosen so that a wrong answer cannot pass by accident
- * (sizes past one tile, ties, ragged blocks, several heads per group), checks every element of every
- * output, and prints one verdict per lab:
+ * (sizes past one tile, ties, ragged blocks, several heads per group), checks every element of
+ * every output, and prints one verdict per lab:
  *
  *     gqa_decode: right (3 cases, 14,336 elements)
  *
@@ -12,7 +12,8 @@
  *     gqa_decode: WRONG in case "T = 37, H = 8, Hkv = 2, Dh = 64"
  *       first difference at o[3][17]: expected 0.421130438, got 0
  *       tolerance: |got − expected| ≤ 1e-05 + 1e-05·|expected|
- *       hint: o_h = Σ_t softmax_t(q_h·k_{t,g}/√Dh)·v_{t,g} with g = ⌊h/(H/Hkv)⌋ (chapter 1, "What it computes")
+ *       hint: o_h = Σ_t softmax_t(q_h·K[t][g] / √Dh)·V[t][g] with g = ⌊h/(H/Hkv)⌋ (chapter 1,
+ *             "What it computes")
  *
  * After its first difference a lab's later checks print nothing: one message, the first one. Inputs
  * are drawn with ref/core/rng.h at fixed seeds, so a run is repeatable. */
@@ -23,11 +24,11 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *lab;    /* the lab's file and function name, "gqa_decode" */
-    const char *hint;   /* the formula it computes and the chapter section that states it */
-    const char *case_;  /* the case being checked, set by grade_case */
+    const char *lab;   /* the lab's file and function name, "gqa_decode" */
+    const char *hint;  /* the formula it computes and the chapter section that states it */
+    const char *case_; /* the case being checked, set by grade_case */
     size_t cases, elements;
-    int wrong;          /* a difference was found: later checks are skipped */
+    int wrong; /* a difference was found: later checks are skipped */
 } lab_grade;
 
 /* Start grading lab `lab`; `hint` is printed with its first difference. */
@@ -36,11 +37,12 @@ void grade_begin(lab_grade *g, const char *lab, const char *hint);
 /* Name the case the next checks belong to (printf-style; kept until the next call). */
 void grade_case(lab_grade *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* An array's name and shape, for naming an element: {"o", {8, 64}, 2} names element 209 "o[3][17]". */
+/* An array's name and shape, for naming an element: {"o", {8, 64}, 2} names element 209 "o[3][17]".
+ */
 typedef struct {
     const char *name;
     size_t dims[4];
-    size_t rank;        /* 1 to 4 */
+    size_t rank; /* 1 to 4 */
 } grade_shape;
 
 /* got[n] against want[n] (n = the shape's elements): each |got − want| ≤ atol + rtol·|want|, and a
@@ -59,9 +61,9 @@ int grade_value(lab_grade *g, const char *name, int64_t got, int64_t want);
 /* Print the lab's verdict; 0 when right. */
 int grade_end(lab_grade *g);
 
-/* A grader's main: run each lab's grading function in a child process, so that a lab that crashes or
- * never returns is reported by name (with the case it was in) and the others still run. Returns the
- * exit status: 0 when every lab is right, 1 otherwise. */
+/* A grader's main: run each lab's grading function in a child process, so that a lab that crashes
+ * or never returns is reported by name (with the case it was in) and the others still run. Returns
+ * the exit status: 0 when every lab is right, 1 otherwise. */
 typedef int (*grade_fn)(void);
 int grade_main(const grade_fn *labs, size_t n);
 

@@ -479,7 +479,8 @@ static size_t wide_lines_under(const char *rel, size_t *files)
 
 START_TEST(test_the_course_reads_in_100_columns)
 {
-    size_t files = 0, wide = wide_lines_under("chapters", &files) + wide_lines_under("notebooks_c", &files);
+    size_t files = 0, wide = wide_lines_under("chapters", &files) + wide_lines_under("notebooks_c", &files) +
+                        wide_lines_under("labs", &files);
     ck_assert_msg(files > 50, "found only %zu course files (set KVL_ROOT)", files);
     ck_assert_msg(wide == 0, "%zu lines of the course (listed on stderr) are wider than %d columns", wide, COLUMNS);
 }

@@ -17,8 +17,8 @@
 #include <math.h>
 #include <string.h>
 
-void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H, size_t Hkv,
-                size_t Dh)
+void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H,
+                size_t Hkv, size_t Dh)
 {
     (void)q, (void)K, (void)V, (void)T, (void)Hkv;
     memset(o, 0, H * Dh * sizeof *o);

@@ -5,10 +5,10 @@
 
 #include <stddef.h>
 
-void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H, size_t Hkv,
-                size_t Dh);
+void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H,
+                size_t Hkv, size_t Dh);
 
-void causal_prefill(float *o, const float *q, const float *K, const float *V, size_t len, size_t S, size_t H,
-                    size_t Hkv, size_t Dh);
+void causal_prefill(float *o, const float *q, const float *K, const float *V, size_t len, size_t S,
+                    size_t H, size_t Hkv, size_t Dh);
 
 #endif

@@ -3,8 +3,9 @@
  * len + i + 1 rows of K and V, which is one decode step over that prefix. */
 #include "lab.h"
 
-void causal_prefill(float *o, const float *q, const float *K, const float *V, size_t len, size_t S, size_t H,
-                    size_t Hkv, size_t Dh)
+void causal_prefill(float *o, const float *q, const float *K, const float *V, size_t len, size_t S,
+                    size_t H, size_t Hkv, size_t Dh)
 {
-    for (size_t i = 0; i < S; i++) gqa_decode(o + i * H * Dh, q + i * H * Dh, K, V, len + i + 1, H, Hkv, Dh);
+    for (size_t i = 0; i < S; i++)
+        gqa_decode(o + i * H * Dh, q + i * H * Dh, K, V, len + i + 1, H, Hkv, Dh);
 }

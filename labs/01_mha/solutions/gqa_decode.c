@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 /* o_h[Dh] = Σ_t softmax_t(s_t) · V[t][g] for one head; s[T] holds its scores on entry */
-static void weighted_values(float *o_h, float *s, const float *V, size_t T, size_t Hkv, size_t g, size_t Dh)
+static void weighted_values(float *o_h, float *s, const float *V, size_t T, size_t Hkv, size_t g,
+                            size_t Dh)
 {
     float max = -INFINITY, sum = 0;
     for (size_t t = 0; t < T; t++) max = fmaxf(max, s[t]);
@@ -16,8 +17,8 @@ static void weighted_values(float *o_h, float *s, const float *V, size_t T, size
         for (size_t i = 0; i < Dh; i++) o_h[i] += s[t] / sum * V[(t * Hkv + g) * Dh + i];
 }
 
-void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H, size_t Hkv,
-                size_t Dh)
+void gqa_decode(float *o, const float *q, const float *K, const float *V, size_t T, size_t H,
+                size_t Hkv, size_t Dh)
 {
     float *s = malloc((T ? T : 1) * sizeof *s);
     if (!s) abort();
