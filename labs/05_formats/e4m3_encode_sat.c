@@ -17,9 +17,9 @@
  * 2^−9. A value that rounds up to the next binade's first value takes that value's code.
  *
  * The grader (make lab-05) compares your code with kvf_e4m3_encode_sat exactly (a code is right or
- * wrong) for every code's own value, every midpoint between neighbouring values and one float32 step
- * either side of it, values past 448, ±0, float32 subnormals, NaN of either sign, and a sweep of a
- * million float32 bit patterns across every exponent. */
+ * wrong) for every code's own value, every midpoint between neighbouring values and one float32
+ * step either side of it, values past 448, ±0, float32 subnormals, NaN of either sign, and a sweep
+ * of a million float32 bit patterns across every exponent. */
 #include "lab.h"
 
 #include <math.h>

@@ -2,8 +2,8 @@
  * Each lab is checked against the cast or quantiser the chapter's module uses (formats/element.h,
  * formats/block.h). Codes are integers, so every check is exact: the encoders over every float32
  * boundary E4M3 and E2M1 have (each code's value, each midpoint between neighbours and one float32
- * step either side, overflow, zeros, subnormals, NaN) and a sweep of bit patterns; MXFP4 over blocks
- * built to reach each branch of its scale rule. */
+ * step either side, overflow, zeros, subnormals, NaN) and a sweep of bit patterns; MXFP4 over
+ * blocks built to reach each branch of its scale rule. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,8 +64,8 @@ static uint32_t bits_of_float(float x)
 
 /* One case: the lab's code for every input against the definition's. A difference is reported with
  * the input that gave it, as a case of its own ("…: x = 464 (float32 bits 0x43e80000)"). */
-static void check_encoder(lab_grade *g, const char *lab, const char *what, const inputs *in, encoder got,
-                          encoder want)
+static void check_encoder(lab_grade *g, const char *lab, const char *what, const inputs *in,
+                          encoder got, encoder want)
 {
     if (g->wrong) return;
     grade_case(g, "%s", what);
@@ -77,7 +77,8 @@ static void check_encoder(lab_grade *g, const char *lab, const char *what, const
     char name[48];
     snprintf(name, sizeof name, "%s(x)", lab);
     if (i < in->n) {
-        grade_case(g, "%s: x = %.9g (float32 bits 0x%08x)", what, (double)in->x[i], bits_of_float(in->x[i]));
+        grade_case(g, "%s: x = %.9g (float32 bits 0x%08x)", what, (double)in->x[i],
+                   bits_of_float(in->x[i]));
         grade_u8(g, &(grade_shape){name, {1}, 0}, codes + i, wanted + i);
     } else {
         grade_u8(g, &(grade_shape){name, {in->n}, 1}, codes, wanted);
@@ -111,8 +112,8 @@ static void midpoints(inputs *in, float (*value)(uint8_t), uint8_t top)
 static void overflow(inputs *in, float max, float beyond)
 {
     const float tie = (max + beyond) / 2;
-    const float past[] = {max, nextafterf(max, INFINITY), tie, nextafterf(tie, 0), nextafterf(tie, INFINITY),
-                          beyond, 2 * beyond, 1e30f, FLT_MAX, INFINITY};
+    const float past[] = {max, nextafterf(max, INFINITY), tie, nextafterf(tie, 0),
+                          nextafterf(tie, INFINITY), beyond, 2 * beyond, 1e30f, FLT_MAX, INFINITY};
     for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) add_both_signs(in, past[i]);
 }
 
@@ -120,14 +121,16 @@ static void overflow(inputs *in, float max, float beyond)
  * around its half, the tie to 0 */
 static void near_zero(inputs *in, float step)
 {
-    const float tiny[] = {0.0f, 0x1p-149f, 0x1p-140f, 0x1.8p-130f, 0x1p-127f, FLT_MIN, step / 4, step / 2,
-                          nextafterf(step / 2, 0), nextafterf(step / 2, 1), 3 * step / 4, step, 1.5f * step};
+    const float tiny[] = {0.0f, 0x1p-149f, 0x1p-140f, 0x1.8p-130f, 0x1p-127f, FLT_MIN,
+                          step / 4, step / 2, nextafterf(step / 2, 0), nextafterf(step / 2, 1),
+                          3 * step / 4, step, 1.5f * step};
     for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) add_both_signs(in, tiny[i]);
 }
 
 static void nans(inputs *in)
 {
-    const uint32_t bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu};
+    const uint32_t bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u,
+                             0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) add(in, float_of_bits(bits[i]));
 }
 
@@ -136,8 +139,8 @@ static void sweep(inputs *in)
     for (uint32_t i = 0; i < SWEEP_COUNT; i++) add(in, float_of_bits(i * SWEEP_STRIDE));
 }
 
-/* A format's encoder, every boundary: `top` its largest finite magnitude code, `beyond` the value the
- * next code would have, `step` its smallest subnormal. */
+/* A format's encoder, every boundary: `top` its largest finite magnitude code, `beyond` the value
+ * the next code would have, `step` its smallest subnormal. */
 typedef struct {
     const char *lab;
     encoder got, want;
@@ -173,11 +176,11 @@ static int grade_e4m3_encode_sat(void)
 {
     lab_grade g;
     grade_begin(&g, "e4m3_encode_sat",
-                "E4M3 1.4.3, bias 7: |x| to the nearest of 8 steps of 2^(e−3) per binade (2^−9 below 2^−6), a "
-                "tie to the even code; |x| ≥ 448 and ±inf → 0x7E with the sign; NaN → 0x7F with the sign "
-                "(chapter 5, \"What it computes\")");
-    const element_lab e4m3 = {"e4m3_encode_sat", e4m3_encode_sat, kvf_e4m3_encode_sat, kvf_e4m3_decode,
-                              0x7E, 0x80, 480.0f, 0x1p-9f};
+                "E4M3 1.4.3, bias 7: |x| to the nearest of 8 steps of 2^(e−3) per binade (2^−9 "
+                "below 2^−6), a tie to the even code; |x| ≥ 448 and ±inf → 0x7E with the sign; "
+                "NaN → 0x7F with the sign (chapter 5, \"What it computes\")");
+    const element_lab e4m3 = {"e4m3_encode_sat", e4m3_encode_sat, kvf_e4m3_encode_sat,
+                              kvf_e4m3_decode, 0x7E, 0x80, 480.0f, 0x1p-9f};
     check_element(&g, &e4m3);
     return grade_end(&g);
 }
@@ -186,15 +189,16 @@ static int grade_e2m1_encode(void)
 {
     lab_grade g;
     grade_begin(&g, "e2m1_encode",
-                "E2M1 1.2.1, bias 1: |x| to the nearest of 0 0.5 1 1.5 2 3 4 6, a tie to the even code; |x| ≥ 6 "
-                "and ±inf → 0x7 with the sign (bit 3); +NaN → 0x8, −NaN → 0x0 (chapter 5, \"What it "
-                "computes\" and \"Where the sources disagree\")");
-    const element_lab e2m1 = {"e2m1_encode", e2m1_encode, kvf_e2m1_encode, kvf_e2m1_decode, 0x7, 0x8, 8.0f, 0.5f};
+                "E2M1 1.2.1, bias 1: |x| to the nearest of 0 0.5 1 1.5 2 3 4 6, a tie to the even "
+                "code; |x| ≥ 6 and ±inf → 0x7 with the sign (bit 3); +NaN → 0x8, −NaN → 0x0 "
+                "(chapter 5, \"What it computes\" and \"Where the sources disagree\")");
+    const element_lab e2m1 = {"e2m1_encode", e2m1_encode, kvf_e2m1_encode, kvf_e2m1_decode,
+                              0x7, 0x8, 8.0f, 0.5f};
     check_element(&g, &e2m1);
     return grade_end(&g);
 }
 
-/* ---- MXFP4 ---------------------------------------------------------------------------------------- */
+/* ---- MXFP4 ----------------------------------------------------------------------------------- */
 
 #define MX KVF_MX_BLOCK
 
@@ -218,7 +222,8 @@ static void zero_blocks(float *x)
     }
 }
 
-/* block b: values in ±1e-3 and one of magnitude 1000 at position b, its sign alternating by block */
+/* block b: values in ±1e-3 and one of magnitude 1000 at position b, its sign alternating by
+ * block */
 static void one_large(kvl_rng *rng, float *x, size_t blocks)
 {
     kvl_rng_uniform_f32(rng, x, blocks * MX, -1e-3, 1e-3);
@@ -235,7 +240,8 @@ static void set_maxima(kvl_rng *rng, float *x, const float *amax, size_t blocks)
 }
 
 /* block maxima at, around and between powers of two: the floor rule's edges (4·2^k gives quotients
- * up to 4 exactly; just below 8·2^k saturates at 6), and around float32's smallest normal and largest */
+ * up to 4 exactly; just below 8·2^k saturates at 6), and around float32's smallest normal and
+ * its largest */
 static const float maxima[] = {
     4.0f, 0x1.fffffep2f, 6.0f, 7.0f, 0x1p-3f, 0x1.fffffep-1f, 1e-30f, 3e20f,
     0x1p-149f, 0x1p-130f, 0x1.fffffcp-127f, FLT_MIN, 0x1.8p-126f, 0x1p-125f, 0x1p-124f, 0x1p-123f,
@@ -243,8 +249,8 @@ static const float maxima[] = {
 };
 #define N_MAXIMA (sizeof maxima / sizeof maxima[0])
 
-/* blocks under scale 1 (a 4 in each) whose other values sit on, and one float32 step either side of,
- * the midpoints between E2M1's magnitudes */
+/* blocks under scale 1 (a 4 in each) whose other values sit on, and one float32 step either side
+ * of, the midpoints between E2M1's magnitudes */
 static size_t midpoint_blocks(float *x)
 {
     static const float mid[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
@@ -284,9 +290,9 @@ static int grade_mxfp4_quant(void)
 {
     lab_grade g;
     grade_begin(&g, "mxfp4_quant",
-                "per block of 32: k = ⌊log2 amax⌋ − 2 (amax < 2^−126 read as 2^−126, k ≥ −127), scales[b] = "
-                "k + 127, q_i = e2m1(x_i / 2^k) saturating at ±6; codes[b][j] = q_2j | q_2j+1 << 4 "
-                "(chapter 5, \"What it computes\")");
+                "per block of 32: k = ⌊log2 amax⌋ − 2 (amax < 2^−126 read as 2^−126, k ≥ −127), "
+                "scales[b] = k + 127, q_i = e2m1(x_i / 2^k) saturating at ±6; codes[b][j] = "
+                "q_2j | q_2j+1 << 4 (chapter 5, \"What it computes\")");
     kvl_rng rng;
     kvl_rng_seed(&rng, 501);
     float *x = grade_alloc(64 * MX * sizeof *x);
@@ -307,11 +313,11 @@ static int grade_mxfp4_quant(void)
     one_large(&rng, x, MX);
     check_mxfp4(&g, x, MX * MX);
 
-    grade_case(&g, "block maxima at and just below powers of two, 6, 7, around 2^−126 and near FLT_MAX");
+    grade_case(&g, "block maxima at and below powers of two, 6, 7, around 2^−126, near FLT_MAX");
     set_maxima(&rng, x, maxima, N_MAXIMA);
     check_mxfp4(&g, x, N_MAXIMA * MX);
 
-    grade_case(&g, "scale 1, quotients on the midpoints between E2M1 values and one step either side");
+    grade_case(&g, "scale 1, quotients on the midpoints between E2M1 values and a step each side");
     check_mxfp4(&g, x, midpoint_blocks(x));
 
     free(x);

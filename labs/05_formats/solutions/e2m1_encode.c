@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-/* ⌊log2 a⌋, but never below 0: E2M1's one subnormal, 0.5, is spaced as its smallest binade, [1, 2) */
+/* ⌊log2 a⌋, never below 0: E2M1's one subnormal, 0.5, is spaced as its smallest binade, [1, 2) */
 static int binade(float a)
 {
     return a < 1.0f ? 0 : ilogbf(a);

@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-/* ⌊log2 a⌋, but never below −6: E4M3's subnormals are spaced as its smallest binade, [2^−6, 2^−5) */
+/* ⌊log2 a⌋, never below −6: E4M3's subnormals are spaced as its smallest binade, [2^−6, 2^−5) */
 static int binade(float a)
 {
     return a < 0x1p-6f ? -6 : ilogbf(a);
