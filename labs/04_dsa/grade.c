@@ -1,7 +1,7 @@
 /* Chapter 4's grader: make lab-04 (your files) or make lab-04 SOLUTION=1 (the worked solutions).
  * index_scores is checked element by element against kvl_index_scores_ref (ref/core/index_scan.h),
- * topk entry by entry against kvl_topk (ref/core/topk.h): the definitions ref/dsa scores and selects
- * with. */
+ * topk entry by entry against kvl_topk (ref/core/topk.h): the definitions ref/dsa scores and
+ * selects with. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +33,8 @@ static const index_case index_cases[] = {
 #define N_INDEX_CASES (sizeof index_cases / sizeof index_cases[0])
 
 /* want[S][N] = kvl_index_scores_ref of the case, token-level causality (M = 1) */
-static void index_expected(double *want, const float *q, const float *w, const float *k, const index_case *c)
+static void index_expected(double *want, const float *q, const float *w, const float *k,
+                           const index_case *c)
 {
     float *I = grade_alloc(c->S * c->N * sizeof *I);
     const kvl_row_tiles keys = kvl_row_tiles_f32(k, c->N, c->DI);
@@ -60,8 +61,8 @@ static int grade_index_scores(void)
         kvl_rng_uniform_f32(&rng, w, c->S * c->HI, -1, 1);
         kvl_rng_uniform_f32(&rng, k, c->N * c->DI, -1, 1);
         index_expected(want, q, w, k, c);
-        grade_case(&g, "%s: S = %zu, N = %zu, HI = %zu, DI = %zu, start = %zu", c->what, c->S, c->N, c->HI,
-                   c->DI, c->start);
+        grade_case(&g, "%s: S = %zu, N = %zu, HI = %zu, DI = %zu, start = %zu", c->what, c->S, c->N,
+                   c->HI, c->DI, c->start);
         index_scores(I, q, w, k, c->S, c->N, c->HI, c->DI, c->start);
         grade_f32(&g, &(grade_shape){"I", {c->S, c->N}, 2}, I, want, ATOL, RTOL);
         free(q), free(w), free(k), free(I), free(want);
@@ -69,7 +70,7 @@ static int grade_index_scores(void)
     return grade_end(&g);
 }
 
-/* ---- top-k ----------------------------------------------------------------------------------------- */
+/* ---- top-k ----------------------------------------------------------------------------------- */
 
 #define MAX_N 1100
 
@@ -142,15 +143,18 @@ static int grade_topk(void)
 {
     lab_grade g;
     grade_begin(&g, "topk",
-                "the min(K, #legal) largest legal scores (not −∞, not NaN), a tie to the smaller position, "
-                "stored ascending, then −1 (chapter 4, \"What it computes\"; ref/core/topk.h)");
+                "the min(K, #legal) largest legal scores (not −∞, not NaN), a tie to the smaller "
+                "position, stored ascending, then −1 (chapter 4, \"What it computes\"; "
+                "ref/core/topk.h)");
     kvl_rng rng;
     kvl_rng_seed(&rng, 402);
     for (size_t n = 0; n < N_TOPK_CASES && !g.wrong; n++) {
         const topk_case *c = &topk_cases[n];
         float *I = grade_alloc(c->rows * c->N * sizeof *I);
-        int32_t *sel = grade_alloc(c->rows * c->K * sizeof *sel), *ref = grade_alloc(c->rows * c->K * sizeof *ref);
-        int64_t *got = grade_alloc(c->rows * c->K * sizeof *got), *want = grade_alloc(c->rows * c->K * sizeof *want);
+        int32_t *sel = grade_alloc(c->rows * c->K * sizeof *sel),
+                *ref = grade_alloc(c->rows * c->K * sizeof *ref);
+        int64_t *got = grade_alloc(c->rows * c->K * sizeof *got),
+                *want = grade_alloc(c->rows * c->K * sizeof *want);
         for (size_t r = 0; r < c->rows; r++) c->fill(&rng, I + r * c->N, c->N, r);
         if (kvl_topk(ref, I, c->rows, c->N, c->K) != 0) abort();
         grade_case(&g, "%s: %zu rows, N = %zu, K = %zu", c->what, c->rows, c->N, c->K);

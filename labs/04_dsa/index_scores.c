@@ -22,8 +22,8 @@
 #include <math.h>
 #include <string.h>
 
-void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N, size_t HI,
-                  size_t DI, size_t start)
+void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N,
+                  size_t HI, size_t DI, size_t start)
 {
     (void)q, (void)w, (void)k, (void)HI, (void)DI, (void)start;
     memset(I, 0, S * N * sizeof *I);

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N, size_t HI,
-                  size_t DI, size_t start);
+void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N,
+                  size_t HI, size_t DI, size_t start);
 
 void topk(int32_t *sel, const float *I, size_t N, size_t K);
 

@@ -16,10 +16,12 @@ static float score(const float *q, const float *w, const float *key, size_t HI, 
     return I;
 }
 
-void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N, size_t HI,
-                  size_t DI, size_t start)
+void index_scores(float *I, const float *q, const float *w, const float *k, size_t S, size_t N,
+                  size_t HI, size_t DI, size_t start)
 {
-    for (size_t i = 0; i < S; i++)
+    for (size_t i = 0; i < S; i++) {
+        const float *qi = q + i * HI * DI, *wi = w + i * HI;
         for (size_t s = 0; s < N; s++)
-            I[i * N + s] = s <= start + i ? score(q + i * HI * DI, w + i * HI, k + s * DI, HI, DI) : -INFINITY;
+            I[i * N + s] = s <= start + i ? score(qi, wi, k + s * DI, HI, DI) : -INFINITY;
+    }
 }
