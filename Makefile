@@ -142,7 +142,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site
+.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site notebook-flags jupyter
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_MK)
@@ -294,6 +294,12 @@ renders: $(NBS)  ## rewrite each chapter's notebook.md and figures/ from a fresh
 	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${NN%%_*} --cells --figures chapters/$$NN/figures > $(BUILD)/renders/$$NN.cells; \
 	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/renders/$$NN.cells $(BUILD)/renders/$$NN --figures-at figures; \
 	  cp $(BUILD)/renders/$$NN.md chapters/$$NN/notebook.md; done
+
+# The Jupyter kernel (notebooks_c/kernel/) builds each cell's program as the rule above builds nb_NN: it
+# reads the compile line and the link inputs from here, after the libraries they name are built.
+notebook-flags: $(call obj,$(NBLIB_SRC)) $(LIBS)  ## build what a notebook links, then print its compile line (cc:) and link inputs (link:)
+	@echo 'cc: $(CC) $(CFLAGS)'
+	@echo 'link: $(call obj,$(NBLIB_SRC)) $(LIBS) $(LDLIBS)'
 
 # make nb-02: rebuild notebooks_c/02_mla.c and walk it cell by cell, the loop of changing a notebook and
 # rerunning it (at the end of input --step runs on, so it also runs unattended)
