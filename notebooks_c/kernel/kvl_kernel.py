@@ -1,24 +1,26 @@
-"""kvlineage-c: a Jupyter kernel that runs the course's C notebooks (notebooks_c/NN_name.c) cell by cell.
+"""kvlineage-c: a Jupyter kernel that runs the course's C notebooks (notebooks_c/NN_name.c) cell
+by cell.
 
-A C program keeps no state between runs, so the kernel keeps the code cells it has run, in order, and
-makes each execution one whole program: every stored cell after a `#line 1 "cell N"` directive (so
-that the compiler names the cell and its line), compiled and linked as `make` builds nb_NN (the line
-`make notebook-flags` prints), then run with --cells (nb.h). Every NB_CELL function stored so far runs,
-in order, so what the earlier cells compute is there; only the output of the current cell's functions
-is shown, text as a stream and each figure as image/svg+xml. A cell that defines main (a notebook's
-last) is compiled as written; otherwise the kernel writes a main that lists the stored NB_CELL
-functions. A cell without one (includes, helpers) is compiled to check it and shows nothing.
+A C program keeps no state between runs, so the kernel keeps the code cells it has run, in order,
+and makes each execution one whole program: every stored cell after a `#line 1 "cell N"` directive
+(so that the compiler names the cell and its line), compiled and linked as `make` builds nb_NN (the
+line `make notebook-flags` prints), then run with --cells (nb.h). Every NB_CELL function stored so
+far runs, in order, so what the earlier cells compute is there; only the output of the current
+cell's functions is shown, text as a stream and each figure as image/svg+xml. A cell that defines
+main (a notebook's last) is compiled as written; otherwise the kernel writes a main that lists the
+stored NB_CELL functions. A cell without one (includes, helpers) is compiled to check it and shows
+nothing.
 
 Executing a cell again replaces its stored version: the cell is the stored one with the same cellId
-(JupyterLab and VS Code send it), or one that defines a name it defines, or the same text; else it is
-appended. A cell that fails (a compile error, a failed cell function, a timeout) is not stored.
+(JupyterLab and VS Code send it), or one that defines a name it defines, or the same text; else it
+is appended. A cell that fails (a compile error, a failed cell function, a timeout) is not stored.
 
-    python3 kvl_kernel.py install PREFIX [MAKE_ARGS]   install the kernelspec under PREFIX (for
-                                                       JUPYTER_PATH=PREFIX/share/jupyter), run by
-                                                       this python; MAKE_ARGS e.g. "BUILD=build/san SAN=1"
+    python3 kvl_kernel.py install PREFIX [MAKE_ARGS]
 
-Jupyter starts the kernel with KVL_ROOT (the project) and KVL_MAKE_ARGS set (kernel.json). The project's
-libraries are built and read once per kernel: restart it after changing them.
+installs the kernelspec under PREFIX (for JUPYTER_PATH=PREFIX/share/jupyter), run by this python;
+MAKE_ARGS name the build, e.g. "BUILD=build/san SAN=1". Jupyter starts the kernel with KVL_ROOT (the
+project) and KVL_MAKE_ARGS set (kernel.json). The project's libraries are built and read once per
+kernel: restart it after changing them.
 """
 import json
 import os
@@ -71,7 +73,8 @@ def declarations(text):
 def flattened(decl):
     """decl with every bracket emptied: 'double x[N][D] = {1, 2}' -> 'double x[][] = {}'."""
     while True:
-        flat = re.sub(r'\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}', lambda m: m.group(0)[0] + m.group(0)[-1], decl)
+        flat = re.sub(r'\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}',
+                      lambda m: m.group(0)[0] + m.group(0)[-1], decl)
         if flat == decl:
             return flat
         decl = flat
@@ -83,7 +86,8 @@ def top_level_names(code):
     names = set(re.findall(r'^\s*#\s*define\s+(\w+)', text, re.M))
     names.update(re.findall(r'\bNB_CELL\s*\(\s*(\w+)', text))
     for decl, is_function in declarations(re.sub(r'^\s*#.*', '', text, flags=re.M)):
-        flat = flattened(re.sub(r'\(\s*\*\s*(\w+)\s*\)', r' \1', decl))  # (*name)(...) declares name
+        # (*name)(...) declares name
+        flat = flattened(re.sub(r'\(\s*\*\s*(\w+)\s*\)', r' \1', decl))
         if is_function:
             names.update(re.findall(r'(\w+)\s*\(', flat)[:1])
             continue
@@ -171,7 +175,8 @@ class Builder:
     def read_flags(self):
         env = {k: v for k, v in self.env.items() if k not in ('MAKEFLAGS', 'MFLAGS', 'MAKELEVEL')}
         make = subprocess.run(['make', '-s', '--no-print-directory', *shlex.split(self.make_args),
-                               'notebook-flags'], cwd=self.root, env=env, capture_output=True, text=True)
+                               'notebook-flags'], cwd=self.root, env=env, capture_output=True,
+                              text=True)
         lines = dict(line.split(': ', 1) for line in make.stdout.splitlines()
                      if line.startswith(('cc: ', 'link: ')))
         if make.returncode != 0 or len(lines) != 2:
@@ -191,7 +196,8 @@ class Builder:
             f.write(program_text(cells, cell))
         runs = cell.functions or 'main' in cell.names
         exe = os.path.join(self.dir.name, 'notebook')
-        cc = self.cc + ([source] + self.link + ['-o', exe] if runs else ['-c', source, '-o', exe + '.o'])
+        cc = self.cc + ([source] + self.link + ['-o', exe] if runs
+                        else ['-c', source, '-o', exe + '.o'])
         built = subprocess.run(cc, cwd=self.root, env=self.env, capture_output=True, text=True)
         if built.returncode != 0:
             raise CellError(built.stderr)
@@ -222,16 +228,18 @@ def make_kernel_class():
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self.cells = []
-            self.builder = Builder(os.environ.get('KVL_ROOT') or os.path.dirname(os.path.dirname(HERE)),
-                                   os.environ.get('KVL_MAKE_ARGS', ''))
+            root = os.environ.get('KVL_ROOT') or os.path.dirname(os.path.dirname(HERE))
+            self.builder = Builder(root, os.environ.get('KVL_MAKE_ARGS', ''))
 
         def show(self, outs):
             for out in outs:
                 if out[0] == 'text':
-                    self.send_response(self.iopub_socket, 'stream', {'name': 'stdout', 'text': out[1]})
+                    self.send_response(self.iopub_socket, 'stream',
+                                       {'name': 'stdout', 'text': out[1]})
                 else:
                     data = {'image/svg+xml': out[2], 'text/plain': f'<figure {out[1]}>'}
-                    self.send_response(self.iopub_socket, 'display_data', {'data': data, 'metadata': {}})
+                    self.send_response(self.iopub_socket, 'display_data',
+                                       {'data': data, 'metadata': {}})
 
         def do_execute(self, code, silent, store_history=True, user_expressions=None,
                        allow_stdin=False, *, cell_id=None):
