@@ -6,11 +6,12 @@ CC       ?= cc
 NVCC     ?= nvcc
 SAN      ?=
 APT_PKGS := libopenblas-dev libcjson-dev check pkg-config
-# python3-nbformat: the notebook schema test needs it, and skips (saying so) without it. The site
+# python3-nbformat: the notebook schema test needs it; python3-nbclient and python3-ipykernel: the test
+# that runs the notebooks through their Jupyter kernel. Each skips (saying so) without them. The site
 # packages build `make site`; the browser ones run its browser test, which skips (saying so) without them.
 SITE_PKGS    := libcmark-gfm-dev libcmark-gfm-extensions-dev libjs-katex libjs-highlight.js
 BROWSER_PKGS := chromium chromium-driver python3-selenium
-APT_OPTIONAL := python3-nbformat $(SITE_PKGS) $(BROWSER_PKGS)
+APT_OPTIONAL := python3-nbformat python3-nbclient python3-ipykernel $(SITE_PKGS) $(BROWSER_PKGS)
 PC_PKGS  := openblas libcjson check
 BREW_PKGS := openblas cjson check libomp pkg-config
 INSTALL_LINE = $(if $(filter Darwin,$(shell uname -s)),brew install $(BREW_PKGS),sudo apt-get install $(APT_PKGS))
@@ -143,7 +144,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site
+.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site notebook-flags jupyter
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_MK)
@@ -304,6 +305,21 @@ renders: $(NBS)  ## rewrite each chapter's notebook.md and figures/ from a fresh
 	  KVL_ROOT=$(CURDIR) $(BUILD)/bin/nb_$${NN%%_*} --cells --figures chapters/$$NN/figures > $(BUILD)/renders/$$NN.cells; \
 	  $(BUILD)/bin/nb_ipynb $$s $(BUILD)/renders/$$NN.cells $(BUILD)/renders/$$NN --figures-at figures; \
 	  cp $(BUILD)/renders/$$NN.md chapters/$$NN/notebook.md; done
+
+# The Jupyter kernel (notebooks_c/kernel/) builds each cell's program as the rule above builds nb_NN: it
+# reads the compile line and the link inputs from here, after the libraries they name are built.
+notebook-flags: $(call obj,$(NBLIB_SRC)) $(LIBS)  ## build what a notebook links, then print its compile line (cc:) and link inputs (link:)
+	@echo 'cc: $(CC) $(CFLAGS)'
+	@echo 'link: $(call obj,$(NBLIB_SRC)) $(LIBS) $(LDLIBS)'
+
+# A virtual environment with JupyterLab (from PyPI) and the kernel installed into it, run by its python;
+# the kernel builds with this $(BUILD). Not part of make test, which uses Debian's nbclient and ipykernel.
+JUPYTER_VENV := .venv
+jupyter: notebooks  ## make .venv/ with JupyterLab (pip) and the notebooks' C kernel; then .venv/bin/jupyter lab build/notebooks/
+	python3 -m venv $(JUPYTER_VENV)
+	$(JUPYTER_VENV)/bin/python -m pip install -q jupyterlab ipykernel
+	$(JUPYTER_VENV)/bin/python notebooks_c/kernel/kvl_kernel.py install $(abspath $(JUPYTER_VENV)) 'BUILD=$(BUILD)$(if $(SAN), SAN=$(SAN))'
+	@echo "jupyter: start it with  $(JUPYTER_VENV)/bin/jupyter lab $(BUILD)/notebooks/  (in VS Code, open a .ipynb there and pick the kernel C (kvlineage))"
 
 # make nb-02: rebuild notebooks_c/02_mla.c and walk it cell by cell, the loop of changing a notebook and
 # rerunning it (at the end of input --step runs on, so it also runs unattended)

@@ -73,9 +73,12 @@ static int write_figure(const char *path, const svg_doc *svg)
     return kvl_file_out_commit(&o);
 }
 
+const char *const nb_every_figure[] = {NULL};
+
 /* Whether name is one of the figures given to nb_main, whose paths were checked before the run. */
 static int declared(const char *name)
 {
+    if (run.names == nb_every_figure) return 1;
     for (const char *const *d = run.names; d && *d; d++)
         if (!strcmp(*d, name)) return 1;
     return 0;
@@ -319,6 +322,11 @@ int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, siz
                     bad);
             return 2;
         }
+    }
+    if (run.figures && figures == nb_every_figure) {
+        fprintf(stderr, "%s: --figures: this program does not list its figures (nb_every_figure)\n",
+                run.program);
+        return 2;
     }
     if (run.figures && check_figures()) return 2;
     const int status =

@@ -4,7 +4,8 @@
  *   nb_ipynb SOURCE.c STREAM OUT [--figures-at DIR]
  *
  * writes OUT.ipynb (nbformat 4.5: every cell of SOURCE.c, each code cell with the output its
- * cell function really printed, figures as image/svg+xml), OUT.md (the same, for reading without
+ * cell function really printed, figures as image/svg+xml; its kernelspec is the project's kernel,
+ * kvlineage-c, which `make jupyter` installs), OUT.md (the same, for reading without
  * Jupyter) and OUT_files/NAME.svg (the figures the Markdown links to). With --figures-at the
  * Markdown links DIR/NAME.svg instead (DIR relative to OUT.md) and no OUT_files/ is written:
  * `make renders` points a chapter's notebook.md at the figures/ folder the notebook's --figures
@@ -209,8 +210,9 @@ static cJSON *output_json(const output *o)
 }
 
 /* What a reader of a course notebook's rendering (notebooks_c/NN_name.c) needs first: it is a C
- * program's, and how to run that program. Nothing for any other source. */
-static int rendering_note(buffer *b, const char *source)
+ * program's, and how to run that program: in the .ipynb, also that the project's kernel runs it in
+ * Jupyter. Nothing for any other source. */
+static int rendering_note(buffer *b, const char *source, int in_jupyter)
 {
     const char *base = strrchr(source, '/') ? strrchr(source, '/') + 1 : source;
     if (!(base[0] >= '0' && base[0] <= '9' && base[1] >= '0' && base[1] <= '9' && base[2] == '_'))
@@ -218,10 +220,13 @@ static int rendering_note(buffer *b, const char *source)
     char note[1400];
     snprintf(
         note, sizeof note,
-        "*A rendering of the C program `notebooks_c/%s` with the output it printed; Jupyter "
-        "does not run it. Run it yourself with `make nb-%.2s`, which rebuilds it and walks it cell by cell (or "
+        "*A rendering of the C program `notebooks_c/%s` with the output it printed; %s "
+        "Run it yourself with `make nb-%.2s`, which rebuilds it and walks it cell by cell (or "
         "`build/bin/nb_%.2s` for the outputs alone); change the .c file and run that again.*\n\n",
-        base, base, base);
+        base,
+        in_jupyter ? "the kernel `make jupyter` installs, C (kvlineage), runs its cells here."
+                   : "Jupyter does not run it.",
+        base, base);
     return buffer_add(b, note, strlen(note));
 }
 
@@ -232,7 +237,7 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
     for (size_t k = 0; k < s->n_cells; k++) {
         const nb_source_cell *c = &s->cells[k];
         buffer b = {0};
-        int rc = k == 0 && c->kind == NB_MARKDOWN ? rendering_note(&b, source) : KVL_OK;
+        int rc = k == 0 && c->kind == NB_MARKDOWN ? rendering_note(&b, source, 1) : KVL_OK;
         if (rc != KVL_OK || cell_text(&b, s, c) != KVL_OK) {
             free(b.text);
             cJSON_Delete(nb);
@@ -255,6 +260,11 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
         cJSON_AddItemToArray(list, cell);
     }
     cJSON *meta = cJSON_AddObjectToObject(nb, "metadata");
+    /* the project's kernel (notebooks_c/kernel/), which Jupyter and VS Code start for this notebook */
+    cJSON *kernel = cJSON_AddObjectToObject(meta, "kernelspec");
+    cJSON_AddStringToObject(kernel, "name", "kvlineage-c");
+    cJSON_AddStringToObject(kernel, "display_name", "C (kvlineage)");
+    cJSON_AddStringToObject(kernel, "language", "c");
     cJSON *lang = cJSON_AddObjectToObject(meta, "language_info");
     cJSON_AddStringToObject(lang, "name", "c");
     cJSON_AddStringToObject(lang, "file_extension", ".c");
@@ -346,7 +356,7 @@ static int write_markdown(const char *out, const char *figures_at, const char *s
     snprintf(head, sizeof head,
              "<!-- %s with the output of its cells; nb_ipynb wrote this file -->\n\n", source);
     int rc = buffer_add(&md, head, strlen(head));
-    if (rc == KVL_OK) rc = rendering_note(&md, source);
+    if (rc == KVL_OK) rc = rendering_note(&md, source, 0);
     for (size_t k = 0; k < s->n_cells && rc == KVL_OK; k++)
         rc = markdown_cell(&md, out, figures_at, s, k, &cells[k]);
     snprintf(path, sizeof path, "%s.md", out);
