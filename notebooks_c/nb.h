@@ -71,9 +71,9 @@ typedef struct {
 int nb_main(int argc, char **argv, const char *source, const nb_cell *cells, size_t n_cells,
             const char *const *figures);
 
-/* A figures list for nb_main that admits every name, for a program never run with --figures (nb_main
- * refuses it then): the Jupyter kernel (notebooks_c/kernel/) runs a notebook's first cells before it
- * has seen the last cell, which lists the notebook's figures. */
+/* A figures list for nb_main that admits every name, for a program never run with --figures
+ * (nb_main refuses it then): the Jupyter kernel (notebooks_c/kernel/) runs a notebook's first cells
+ * before it has seen the last cell, which lists the notebook's figures. */
 extern const char *const nb_every_figure[];
 
 /* Show a finished figure: embedded in --cells mode, written to DIR/NAME.svg with --figures DIR, and

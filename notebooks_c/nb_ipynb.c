@@ -260,7 +260,7 @@ static cJSON *notebook_json(const char *source, const nb_source *s, const output
         cJSON_AddItemToArray(list, cell);
     }
     cJSON *meta = cJSON_AddObjectToObject(nb, "metadata");
-    /* the project's kernel (notebooks_c/kernel/), which Jupyter and VS Code start for this notebook */
+    /* the project's kernel (notebooks_c/kernel/), which Jupyter and VS Code start for it */
     cJSON *kernel = cJSON_AddObjectToObject(meta, "kernelspec");
     cJSON_AddStringToObject(kernel, "name", "kvlineage-c");
     cJSON_AddStringToObject(kernel, "display_name", "C (kvlineage)");

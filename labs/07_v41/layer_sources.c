@@ -4,7 +4,8 @@
  *   ratio[L]     compress_ratios: M of each layer, 0 for a window-only layer
  *   kv[n_kv]     kv_source_layers, ascending: the layers that compress and store entries (𝒦)
  *   ix[n_ix]     index_source_layers, ascending: the layers that run an indexer (ℐ)
- *   map[L]       out: {kind, compress_ratio, kv_source, index_source} of each layer (ref/core/config.h)
+ *   map[L]       out: {kind, compress_ratio, kv_source, index_source} of each layer
+ * (ref/core/config.h)
  *
  * A layer l with ratio 0 is {KVL_LAYER_WINDOW, 0, −1, −1}. Every other layer is
  *   KVL_LAYER_FULL     if l ∈ 𝒦 (it compresses, stores and scans its own entries),
@@ -26,8 +27,8 @@
 
 #include <string.h>
 
-int layer_sources(kvl_layer *map, const size_t *ratio, size_t L, const size_t *kv, size_t n_kv, const size_t *ix,
-                  size_t n_ix)
+int layer_sources(kvl_layer *map, const size_t *ratio, size_t L, const size_t *kv, size_t n_kv,
+                  const size_t *ix, size_t n_ix)
 {
     (void)ratio, (void)kv, (void)n_kv, (void)ix, (void)n_ix;
     memset(map, 0, L * sizeof *map);

@@ -10,13 +10,13 @@
  * (each layer needs W − 1 exact positions from the one below). The next token reads each layer's
  * last W − 1 rows, P − W + 1 … P − 1, so
  *   exact replay     s = P − n_layers·(W − 1), the latest start that rebuilds them all;
- *   bounded replay   s = P − W, the last W tokens (the report's n_win), exact in the first layer only;
- * and 0 (replay the whole prefix) wherever that subtraction would go below 0. W ≥ 1.
+ *   bounded replay   s = P − W, the last W tokens (the report's n_win), exact in the first layer
+ * only; and 0 (replay the whole prefix) wherever that subtraction would go below 0. W ≥ 1.
  *
  * The grader (make lab-07) checks the start, exactly, against ref/v41_ced.h's
- * v41_ced_exact_replay_start and v41_ced_bounded_replay_start for every P from 0 past the exact reach,
- * at V4.1-Flash's 40 layers and W 128, its 20 encoder layers, the toy's 10 layers and W 8, one layer,
- * and W = 1 (a window of the token itself, nothing to replay). */
+ * v41_ced_exact_replay_start and v41_ced_bounded_replay_start for every P from 0 past the exact
+ * reach, at V4.1-Flash's 40 layers and W 128, its 20 encoder layers, the toy's 10 layers and W 8,
+ * one layer, and W = 1 (a window of the token itself, nothing to replay). */
 #include "lab.h"
 
 size_t replay_start(size_t P, size_t n_layers, size_t W, int bounded)

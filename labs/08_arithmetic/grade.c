@@ -1,7 +1,7 @@
 /* Chapter 8's grader: make lab-08 (your files) or make lab-08 SOLUTION=1 (the worked solutions).
- * Each lab is checked against ref/kvtable.h's footprint of the same config, the chapter's definition
- * of the per-token cache, over every config of ref/configs/, chapters 1's and 3's, and edited copies
- * (another row layout, other dims, another layer map). */
+ * Each lab is checked against ref/kvtable.h's footprint of the same config, the chapter's
+ * definition of the per-token cache, over every config of ref/configs/, chapters 1's and 3's, and
+ * edited copies (another row layout, other dims, another layer map). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +13,8 @@
 #include "program.h"
 #include "status.h"
 
-/* The shared comparison reads a lab's answer as float32, 2^-24 relative; every figure here is exact in
- * double, and a wrong layer set, ratio, key or window moves it by 1e-4 or more. */
+/* The shared comparison reads a lab's answer as float32, 2^-24 relative; every figure here is exact
+ * in double, and a wrong layer set, ratio, key or window moves it by 1e-4 or more. */
 #define ATOL 0
 #define RTOL 1e-6
 
@@ -29,17 +29,18 @@ typedef struct {
 static const config_case extra[] = {
     {"chapters/01_mha/llama-3-70b.json", NULL, NULL, "Llama 3 70B, GQA-8"},
     {"chapters/03_swa/mistral-7b.json", NULL, NULL, "Mistral 7B, every layer windowed"},
-    {"ref/configs/deepseek-v3.json", "\"date\": \"2024-12\",", "\"date\": \"2024-12\", \"kv_cache\": \"v32-fp8\",",
-     "V3 in v32-fp8 rows"},
-    {"ref/configs/deepseek-v3.json", "\"kv_lora_rank\": 512", "\"kv_lora_rank\": 256", "V3, half the latent"},
-    {"ref/configs/deepseek-llm-67b.json", "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 1",
-     "67B as MQA"},
-    {"ref/configs/deepseek-v3.2-exp.json", "\"headline\": true", "\"headline\": true, \"kv_cache\": \"bf16\"",
-     "V3.2 in bf16"},
-    {"ref/configs/deepseek-v4-flash.json", "\"headline\": true", "\"headline\": true, \"kv_cache\": \"bf16\"",
-     "V4-Flash in bf16"},
-    {"ref/configs/deepseek-v4.1-flash.json", "\"headline\": true", "\"headline\": true, \"kv_cache\": \"bf16\"",
-     "V4.1-Flash in bf16"},
+    {"ref/configs/deepseek-v3.json", "\"date\": \"2024-12\",",
+     "\"date\": \"2024-12\", \"kv_cache\": \"v32-fp8\",", "V3 in v32-fp8 rows"},
+    {"ref/configs/deepseek-v3.json", "\"kv_lora_rank\": 512", "\"kv_lora_rank\": 256",
+     "V3, half the latent"},
+    {"ref/configs/deepseek-llm-67b.json", "\"num_key_value_heads\": 8",
+     "\"num_key_value_heads\": 1", "67B as MQA"},
+    {"ref/configs/deepseek-v3.2-exp.json", "\"headline\": true",
+     "\"headline\": true, \"kv_cache\": \"bf16\"", "V3.2 in bf16"},
+    {"ref/configs/deepseek-v4-flash.json", "\"headline\": true",
+     "\"headline\": true, \"kv_cache\": \"bf16\"", "V4-Flash in bf16"},
+    {"ref/configs/deepseek-v4.1-flash.json", "\"headline\": true",
+     "\"headline\": true, \"kv_cache\": \"bf16\"", "V4.1-Flash in bf16"},
     {"ref/configs/deepseek-v4-flash.json", "\"compress_ratios\": [\n    0,\n    0,\n    4,",
      "\"compress_ratios\": [\n    0,\n    0,\n    0,", "V4-Flash, layer 2 window-only"},
     {"ref/configs/deepseek-v4.1-flash.json", "\"kv_source_layers\": [\n    2,\n    8,\n    14,\n",
@@ -48,7 +49,7 @@ static const config_case extra[] = {
 
 typedef struct {
     kvl_model m;
-    kvl_kv_footprint f;   /* the definition */
+    kvl_kv_footprint f; /* the definition */
     char name[160];
 } model_case;
 
@@ -79,14 +80,19 @@ static void load(model_case *out, const char *path, const config_case *c)
         text = edited;
         len = strlen(edited);
     }
-    if (kvl_model_parse(&out->m, text, len, path) != KVL_OK || kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK)
+    if (kvl_model_parse(&out->m, text, len, path) != KVL_OK ||
+        kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK)
         give_up();
     free(text);
     const char *base = strrchr(path, '/');
-    snprintf(out->name, sizeof out->name, "%s%s%s", base ? base + 1 : path, c ? ": " : "", c ? c->what : "");
+    snprintf(out->name, sizeof out->name, "%s%s%s", base ? base + 1 : path, c ? ": " : "",
+             c ? c->what : "");
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* models[*n]: every config of ref/configs/ (by file name), then the extra cases */
 static void load_all(model_case *models, size_t *n)
@@ -124,15 +130,17 @@ static int grade_real(lab_grade *g, const char *name, double got, double want)
 static int grade_cache_rows(void)
 {
     lab_grade g;
-    grade_begin(&g, "cache_rows",
-                "bf16: 2 B a value (K and V of every KV head; latent + RoPE key; V4's head_dim entry), "
-                "else kvf_row_bytes of the layout's rows (chapter 8, \"The cost it attacks\")");
+    grade_begin(
+        &g, "cache_rows",
+        "bf16: 2 B a value (K and V of every KV head; latent + RoPE key; V4's head_dim entry), "
+        "else kvf_row_bytes of the layout's rows (chapter 8, \"The cost it attacks\")");
     static model_case models[MAX_MODELS];
     size_t n;
     load_all(models, &n);
     for (size_t i = 0; i < n && !g.wrong; i++) {
         const kvl_kv_footprint *f = &models[i].f;
-        grade_case(&g, "%s (%s, kv_cache %s)", models[i].name, kvl_generation_name(models[i].m.generation),
+        grade_case(&g, "%s (%s, kv_cache %s)", models[i].name,
+                   kvl_generation_name(models[i].m.generation),
                    kvl_cache_layout_name(models[i].m.kv_cache));
         const kv_rows got = cache_rows(&models[i].m);
         grade_value(&g, "main_row", (int64_t)got.main_row, (int64_t)f->main_row_bytes);
@@ -147,7 +155,8 @@ static int grade_per_token(void)
 {
     lab_grade g;
     grade_begin(&g, "per_token",
-                "over the layers with kv_source == l, not window-only: entries += 1/M, bytes += (main row + "
+                "over the layers with kv_source == l, not window-only: entries += 1/M, bytes += "
+                "(main row + "
                 "index key if index_source == l) / M (chapter 8, \"What it computes\")");
     static model_case models[MAX_MODELS];
     size_t n;
@@ -172,7 +181,8 @@ static int grade_held_gib(void)
     static const double contexts[] = {1, 127, 128, 129, 4095, 4096, 4097, 131072, 1048576};
     lab_grade g;
     grade_begin(&g, "held_gib",
-                "(min(T, W) for an MHA model with a window, else T) · bytes/token + n_layers · W · window row, "
+                "(min(T, W) for an MHA model with a window, else T) · bytes/token + n_layers · W · "
+                "window row, "
                 "over 2^30 (chapter 8, \"What it stores per token\")");
     static model_case models[MAX_MODELS];
     size_t n;
@@ -182,9 +192,10 @@ static int grade_held_gib(void)
         const kv_rows r = rows_of(f);
         for (size_t k = 0; k < sizeof contexts / sizeof contexts[0] && !g.wrong; k++) {
             const double T = contexts[k];
-            grade_case(&g, "%s, T = %.0f (W = %zu, %g B/token)", models[i].name, T, models[i].m.window,
-                       f->bytes_per_token);
-            grade_real(&g, "GiB", held_gib(&models[i].m, &r, f->bytes_per_token, T), kvl_kv_bytes_held(f, T) / GIB);
+            grade_case(&g, "%s, T = %.0f (W = %zu, %g B/token)", models[i].name, T,
+                       models[i].m.window, f->bytes_per_token);
+            grade_real(&g, "GiB", held_gib(&models[i].m, &r, f->bytes_per_token, T),
+                       kvl_kv_bytes_held(f, T) / GIB);
         }
     }
     free_all(models, n);

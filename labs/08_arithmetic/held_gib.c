@@ -1,4 +1,5 @@
-/* Lab: the GiB one sequence of T tokens holds in the caches (chapter 8, "What it stores per token").
+/* Lab: the GiB one sequence of T tokens holds in the caches (chapter 8, "What it stores per
+ * token").
  *
  *   m                a parsed config: m->generation, m->n_layers, m->window (W; 0 = no window)
  *   r                the bytes of its rows (only r->window_row is needed here)
@@ -11,8 +12,8 @@
  *     bytes are n_layers · W · window_row per sequence (window_row is 0 for every other model), and
  *     held = T.
  *   - An MHA/GQA model with a window (Mistral's sliding_window) attends W tokens in every layer, so
- *     its per-token cache keeps at most W of them: held = min(T, W). No other generation is bounded.
- * A GiB is 2^30 bytes.
+ *     its per-token cache keeps at most W of them: held = min(T, W). No other generation is
+ * bounded. A GiB is 2^30 bytes.
  *
  * The grader (make lab-08) checks the GiB against ref/kvtable's kvl_kv_bytes_held / 2^30 on every
  * config of ref/configs/ and chapters 1's and 3's at T = 1, 127, 128, 129, 4,095, 4,096, 4,097,

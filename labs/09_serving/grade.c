@@ -16,24 +16,27 @@
 #include "serving.h"
 #include "status.h"
 
-/* The shared comparison reads a real answer as float32, 2^-24 relative; a wrong split or budget moves
- * it by 1e-3 or more. Byte sizes and counts are integers: exact. */
+/* The shared comparison reads a real answer as float32, 2^-24 relative; a wrong split or budget
+ * moves it by 1e-3 or more. Byte sizes and counts are integers: exact. */
 #define ATOL 0
 #define RTOL 1e-6
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MAX_MODELS 16
 
-static const char *const extra_files[] = {"chapters/01_mha/llama-3-70b.json", "chapters/03_swa/mistral-7b.json"};
+static const char *const extra_files[] = {"chapters/01_mha/llama-3-70b.json",
+                                          "chapters/03_swa/mistral-7b.json"};
 
-/* Qwen2.5-32B's attention shape: 40 query heads, 8 KV heads, so tp 5 leaves a rank part of a group */
+/* Qwen2.5-32B's attention shape: 40 query heads, 8 KV heads, so tp 5 leaves a rank part of a group
+ */
 static const char qwen_shape[] =
-    "{\"model_type\": \"qwen2\", \"hidden_size\": 5120, \"num_hidden_layers\": 64, \"num_attention_heads\": 40,"
+    "{\"model_type\": \"qwen2\", \"hidden_size\": 5120, \"num_hidden_layers\": 64, "
+    "\"num_attention_heads\": 40,"
     " \"num_key_value_heads\": 8, \"intermediate_size\": 27648, \"vocab_size\": 152064}";
 
 typedef struct {
     kvl_model m;
-    kvl_kv_footprint f;   /* chapter 8's whole rows */
+    kvl_kv_footprint f; /* chapter 8's whole rows */
     kvl_params p;
     char name[96];
 } model_case;
@@ -47,12 +50,17 @@ static void give_up(void)
 /* out's footprint and parameters, once out->m is loaded */
 static void complete(model_case *out, const char *path)
 {
-    if (kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK || kvl_params_of(&out->p, &out->m) != KVL_OK) give_up();
+    if (kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK ||
+        kvl_params_of(&out->p, &out->m) != KVL_OK)
+        give_up();
     const char *base = strrchr(path, '/');
     snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : path);
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* models[*n]: every config of ref/configs/ (by file name), chapters 1's and 3's, the Qwen shape */
 static void load_all(model_case *models, size_t *n)
@@ -72,7 +80,9 @@ static void load_all(model_case *models, size_t *n)
         if (kvl_model_load(&models[*n].m, path) != KVL_OK) give_up();
         complete(&models[*n], path);
     }
-    if (kvl_model_parse(&models[*n].m, qwen_shape, strlen(qwen_shape), "Qwen2.5-32B shape") != KVL_OK) give_up();
+    if (kvl_model_parse(&models[*n].m, qwen_shape, strlen(qwen_shape), "Qwen2.5-32B shape") !=
+        KVL_OK)
+        give_up();
     complete(&models[(*n)++], "Qwen2.5-32B shape (40 heads, 8 KV heads)");
 }
 
@@ -98,13 +108,15 @@ static int grade_whole(lab_grade *g, const char *name, double got, double want)
 static int grade_rank_split(void)
 {
     static const kvl_deployment plans[] = {
-        {8, 1, 0, 64},  {8, 2, 0, 64},  {8, 4, 0, 64},  {8, 8, 0, 64}, {16, 16, 0, 64},
+        {8, 1, 0, 64},  {8, 2, 0, 64},   {8, 4, 0, 64}, {8, 8, 0, 64}, {16, 16, 0, 64},
         {10, 5, 0, 64}, {10, 10, 0, 64}, {8, 8, 1, 64}, {8, 2, 1, 64}, {10, 5, 1, 64},
     };
     lab_grade g;
     grade_begin(&g, "rank_split",
-                "MHA/GQA: ceil(Hkv/tp) heads a rank (≥ 1; all Hkv under dp attention), row / Hkv · heads; a "
-                "latent or shared row whole; bytes += (row + key) / M; groups = gpus/tp or gpus (chapter 9, "
+                "MHA/GQA: ceil(Hkv/tp) heads a rank (≥ 1; all Hkv under dp attention), row / Hkv · "
+                "heads; a "
+                "latent or shared row whole; bytes += (row + key) / M; groups = gpus/tp or gpus "
+                "(chapter 9, "
                 "\"What it computes\")");
     static model_case models[MAX_MODELS];
     size_t n;
@@ -113,15 +125,19 @@ static int grade_rank_split(void)
         for (size_t k = 0; k < sizeof plans / sizeof plans[0] && !g.wrong; k++) {
             const kvl_deployment *d = &plans[k];
             kvl_rank_cache want;
-            if (kvl_rank_cache_of(&want, &models[i].m, &models[i].f, d) != KVL_OK) continue;  /* tp ∤ heads */
+            if (kvl_rank_cache_of(&want, &models[i].m, &models[i].f, d) != KVL_OK)
+                continue; /* tp ∤ heads */
             grade_case(&g, "%s (%s, Hkv = %zu), %zu GPUs, tp %zu, %s attention", models[i].name,
-                       kvl_generation_name(models[i].m.generation), models[i].m.n_kv_heads, d->gpus, d->tp,
-                       d->dp_attention ? "data-parallel" : "tensor-parallel");
-            const rank_share got = rank_split(&models[i].m, models[i].f.main_row_bytes, models[i].f.index_key_bytes, d);
+                       kvl_generation_name(models[i].m.generation), models[i].m.n_kv_heads, d->gpus,
+                       d->tp, d->dp_attention ? "data-parallel" : "tensor-parallel");
+            const rank_share got = rank_split(&models[i].m, models[i].f.main_row_bytes,
+                                              models[i].f.index_key_bytes, d);
             grade_value(&g, "kv_heads", (int64_t)got.kv_heads, (int64_t)want.kv_heads);
-            grade_value(&g, "main_row_bytes", (int64_t)got.main_row_bytes, (int64_t)want.main_row_bytes);
+            grade_value(&g, "main_row_bytes", (int64_t)got.main_row_bytes,
+                        (int64_t)want.main_row_bytes);
             grade_real(&g, "bytes_per_token", got.bytes_per_token, want.bytes_per_token);
-            grade_value(&g, "groups_per_node", (int64_t)got.groups_per_node, (int64_t)want.groups_per_node);
+            grade_value(&g, "groups_per_node", (int64_t)got.groups_per_node,
+                        (int64_t)want.groups_per_node);
         }
     free_all(models, n);
     return grade_end(&g);
@@ -138,18 +154,24 @@ static int grade_contexts(lab_grade *g, const model_case *c, const kvl_deploymen
     static const size_t contexts[] = {1, 63, 64, 65, 1000, 131072, 1048576};
     const kvl_ffn *ffn = &c->m.ffn;
     kvl_rank_cache r;
-    if (kvl_rank_cache_of(&r, &c->m, &c->f, d) != KVL_OK) return 0;   /* tp ∤ heads: no such deployment */
+    if (kvl_rank_cache_of(&r, &c->m, &c->f, d) != KVL_OK)
+        return 0; /* tp ∤ heads: no such deployment */
     const double memory = u->gib * GIB;
-    const double weights = kvl_rank_weight_bytes(&c->p, d, ffn->linear, ffn->experts, ffn->scale_e8m0);
-    const double budget = memory * (1 - u->activations) - weights;   /* as the serving program leaves it */
-    if (!(budget > (double)r.window_bytes_per_sequence)) return 0;    /* the GPU holds no sequence */
+    const double weights =
+        kvl_rank_weight_bytes(&c->p, d, ffn->linear, ffn->experts, ffn->scale_e8m0);
+    const double budget =
+        memory * (1 - u->activations) - weights; /* as the serving program leaves it */
+    if (!(budget > (double)r.window_bytes_per_sequence)) return 0; /* the GPU holds no sequence */
     for (size_t k = 0; k < sizeof contexts / sizeof contexts[0] && !g->wrong; k++) {
         const size_t T = contexts[k];
         kvl_fit want;
         if (kvl_fit_of(&want, &c->m, &r, d, budget, T) != KVL_OK) give_up();
-        grade_case(g, "%s, %zu GPUs, tp %zu, %s attention, page %zu, T = %zu, %g GiB (%g for activations), "
-                      "%.0f B of weights", c->name, d->gpus, d->tp, d->dp_attention ? "data-parallel" : "tensor-parallel",
-                   d->page, T, u->gib, u->activations, weights);
+        grade_case(
+            g,
+            "%s, %zu GPUs, tp %zu, %s attention, page %zu, T = %zu, %g GiB (%g for activations), "
+            "%.0f B of weights",
+            c->name, d->gpus, d->tp, d->dp_attention ? "data-parallel" : "tensor-parallel", d->page,
+            T, u->gib, u->activations, weights);
         const node_fit got = node_sequences(&c->m, &r, d, memory, u->activations, weights, T);
         grade_real(g, "budget", got.budget, budget);
         grade_whole(g, "sequence_bytes", got.sequence_bytes, want.sequence_bytes);
@@ -161,12 +183,14 @@ static int grade_contexts(lab_grade *g, const model_case *c, const kvl_deploymen
 
 static int grade_node_sequences(void)
 {
-    static const kvl_deployment plans[] = {{8, 8, 0, 1}, {8, 8, 1, 64}, {8, 4, 0, 64}, {8, 8, 0, 256}, {8, 4, 1, 256}};
+    static const kvl_deployment plans[] = {
+        {8, 8, 0, 1}, {8, 8, 1, 64}, {8, 4, 0, 64}, {8, 8, 0, 256}, {8, 4, 1, 256}};
     static const gpu gpus[] = {{80, 0.1}, {141, 0.15}};
     lab_grade g;
     grade_begin(&g, "node_sequences",
                 "budget = memory·(1 − activations) − weights; B/seq = window + Σ layers "
-                "ceil(ceil(min(T, bound)/M)/page)·page·(row + key); floor(budget / B/seq) × groups (chapter 9, "
+                "ceil(ceil(min(T, bound)/M)/page)·page·(row + key); floor(budget / B/seq) × groups "
+                "(chapter 9, "
                 "\"What it computes\")");
     static model_case models[MAX_MODELS];
     size_t n;

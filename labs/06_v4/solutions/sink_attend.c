@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 /* s[K] = scale · q_h · Y[sel[k]], −∞ for an empty pick */
-static void scores(float *s, const float *q_h, const float *Y, const int32_t *sel, size_t K, size_t D, float scale)
+static void scores(float *s, const float *q_h, const float *Y, const int32_t *sel, size_t K,
+                   size_t D, float scale)
 {
     for (size_t k = 0; k < K; k++) {
         if (sel[k] < 0) {
@@ -19,8 +20,8 @@ static void scores(float *s, const float *q_h, const float *Y, const int32_t *se
     }
 }
 
-void sink_attend(float *o, const float *q, size_t H, size_t D, const float *Y, const int32_t *sel, size_t K,
-                 const float *sigma, float scale)
+void sink_attend(float *o, const float *q, size_t H, size_t D, const float *Y, const int32_t *sel,
+                 size_t K, const float *sigma, float scale)
 {
     float *s = malloc(2 * (K ? K : 1) * sizeof *s), *p = s + (K ? K : 1);
     if (!s) abort();
@@ -30,7 +31,8 @@ void sink_attend(float *o, const float *q, size_t H, size_t D, const float *Y, c
         sink_softmax(p, s, K, sigma[h]);
         for (size_t i = 0; i < D; i++) o_h[i] = 0;
         for (size_t k = 0; k < K; k++)
-            for (size_t i = 0; sel[k] >= 0 && i < D; i++) o_h[i] += p[k] * Y[(size_t)sel[k] * D + i];
+            for (size_t i = 0; sel[k] >= 0 && i < D; i++)
+                o_h[i] += p[k] * Y[(size_t)sel[k] * D + i];
     }
     free(s);
 }

@@ -8,7 +8,7 @@ void sink_softmax(float *p, const float *s, size_t n, float sigma)
 {
     float mu = sigma;
     for (size_t i = 0; i < n; i++) mu = fmaxf(mu, s[i]);
-    if (mu == -INFINITY) {   /* nothing valid and no sink: zeros, where e^(−∞ − (−∞)) would be NaN */
+    if (mu == -INFINITY) { /* nothing valid and no sink: zeros, where e^(−∞ − (−∞)) would be NaN */
         for (size_t i = 0; i < n; i++) p[i] = 0;
         return;
     }

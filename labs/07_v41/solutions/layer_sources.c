@@ -9,8 +9,8 @@ static int listed(const size_t *v, size_t n, size_t l)
     return 0;
 }
 
-int layer_sources(kvl_layer *map, const size_t *ratio, size_t L, const size_t *kv, size_t n_kv, const size_t *ix,
-                  size_t n_ix)
+int layer_sources(kvl_layer *map, const size_t *ratio, size_t L, const size_t *kv, size_t n_kv,
+                  const size_t *ix, size_t n_ix)
 {
     int latest_kv = -1, latest_ix = -1;
     for (size_t l = 0; l < L; l++) {
@@ -24,7 +24,8 @@ int layer_sources(kvl_layer *map, const size_t *ratio, size_t L, const size_t *k
         if (own_kv) latest_kv = (int)l;
         if (own_ix) latest_ix = (int)l;
         if (latest_kv < 0 || ratio[l] != ratio[latest_kv]) return -1;
-        const kvl_layer_kind kind = own_kv ? KVL_LAYER_FULL : own_ix ? KVL_LAYER_REINDEX : KVL_LAYER_REUSE;
+        const kvl_layer_kind kind =
+            own_kv ? KVL_LAYER_FULL : own_ix ? KVL_LAYER_REINDEX : KVL_LAYER_REUSE;
         map[l] = (kvl_layer){kind, ratio[l], latest_kv, latest_ix};
     }
     return 0;

@@ -4,6 +4,6 @@
 
 size_t replay_start(size_t P, size_t n_layers, size_t W, int bounded)
 {
-    const size_t back = bounded ? W : n_layers * (W - 1);   /* tokens before P where replay begins */
+    const size_t back = bounded ? W : n_layers * (W - 1); /* tokens before P where replay begins */
     return P > back ? P - back : 0;
 }

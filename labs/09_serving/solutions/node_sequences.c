@@ -1,5 +1,5 @@
-/* Lab solution: how many sequences of T tokens fit on one GPU and one node (the contract is above the
- * stub, labs/09_serving/node_sequences.c). */
+/* Lab solution: how many sequences of T tokens fit on one GPU and one node (the contract is above
+ * the stub, labs/09_serving/node_sequences.c). */
 #include "lab.h"
 
 #include <math.h>
@@ -19,7 +19,8 @@ static double sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, size_t
         const kvl_layer *y = &m->layers[l];
         if (y->kind == KVL_LAYER_WINDOW || y->kv_source != (int)l) continue;
         const size_t key = y->index_source == (int)l ? r->index_key_bytes : 0;
-        bytes += (double)paged_entries(held, y->compress_ratio, page) * (double)(r->main_row_bytes + key);
+        bytes += (double)paged_entries(held, y->compress_ratio, page) *
+                 (double)(r->main_row_bytes + key);
     }
     return bytes;
 }
