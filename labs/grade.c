@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "grouped.h"
+#include "program.h"
+#include "status.h"
 
 /* A lab gets this long to finish all its cases; the largest take milliseconds. */
 #define LAB_SECONDS 60
@@ -134,6 +136,26 @@ int grade_value(lab_grade *g, const char *name, int64_t got, int64_t want)
     return grade_i64(g, &s, &got, &want);
 }
 
+int grade_real(lab_grade *g, const char *name, double got, double want, double atol, double rtol)
+{
+    if (g->wrong) return 1;
+    if (!isfinite(got) || fabs(got - want) > atol + rtol * fabs(want)) {
+        char w[40], o[40], tol[96];
+        snprintf(w, sizeof w, "%.17g", want);
+        snprintf(o, sizeof o, "%.17g", got);
+        snprintf(tol, sizeof tol, "|got − expected| ≤ %g + %g·|expected|", atol, rtol);
+        return report(g, name, w, o, tol);
+    }
+    g->elements++;
+    return 0;
+}
+
+int grade_whole(lab_grade *g, const char *name, double got, double want)
+{
+    const int whole = isfinite(got) && fabs(got) < 0x1p62 && got == floor(got);
+    return grade_value(g, name, whole ? (int64_t)got : INT64_MIN, (int64_t)want);
+}
+
 int grade_end(lab_grade *g)
 {
     if (!g->wrong)
@@ -182,6 +204,24 @@ int grade_main(const grade_fn *labs, size_t n)
     for (size_t i = 0; i < n; i++) wrong += (size_t)run_child(labs[i]);
     printf("%zu of %zu labs right\n", n - wrong, n);
     return wrong ? 1 : 0;
+}
+
+void grade_require(int status)
+{
+    if (status == KVL_OK) return;
+    fprintf(stderr, "grader: %s (is KVL_ROOT the repository root?)\n", kvl_error());
+    exit(1);
+}
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void grade_configs(char ***paths, size_t *n)
+{
+    grade_require(kvl_config_files(paths, n));
+    qsort(*paths, *n, sizeof **paths, by_path);
 }
 
 void *grade_alloc(size_t bytes)

@@ -58,6 +58,13 @@ int grade_i64(lab_grade *g, const grade_shape *s, const int64_t *got, const int6
 /* A single value that must equal `want` exactly (a count, a byte size). */
 int grade_value(lab_grade *g, const char *name, int64_t got, int64_t want);
 
+/* A single real value: |got − want| ≤ atol + rtol·|want| (a NaN or infinity is a difference). */
+int grade_real(lab_grade *g, const char *name, double got, double want, double atol, double rtol);
+
+/* A single value that must be a whole number equal to `want` (bytes, sequences): a fraction or a
+ * NaN is a difference. */
+int grade_whole(lab_grade *g, const char *name, double got, double want);
+
 /* Print the lab's verdict; 0 when right. */
 int grade_end(lab_grade *g);
 
@@ -66,6 +73,15 @@ int grade_end(lab_grade *g);
  * the exit status: 0 when every lab is right, 1 otherwise. */
 typedef int (*grade_fn)(void);
 int grade_main(const grade_fn *labs, size_t n);
+
+/* Stop the grader when the project's own call it grades against failed (status not KVL_OK): a
+ * missing config (KVL_ROOT unset) or a definition that refused its inputs, which is the grader's
+ * fault, never the student's. */
+void grade_require(int status);
+
+/* The configs of ref/configs/ (kvl_config_files) sorted by path, so that cases come in the same
+ * order on every machine; free with kvl_config_files_free. */
+void grade_configs(char ***paths, size_t *n);
 
 /* malloc that stops the grader with a message when memory runs out. */
 void *grade_alloc(size_t bytes);

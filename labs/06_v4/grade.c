@@ -75,10 +75,7 @@ static int grade_csa_compress(void)
         float *ref = grade_alloc(N * k->c * sizeof *ref),
               *got = grade_alloc(N * k->c * sizeof *got);
         double *want = grade_alloc(N * k->c * sizeof *want);
-        if (v4_compressor_forward(ref, &cfg, &w, x, k->T, 0) != KVL_OK) {
-            fprintf(stderr, "grader: %s\n", kvl_error());
-            abort();
-        }
+        grade_require(v4_compressor_forward(ref, &cfg, &w, x, k->T, 0));
         for (size_t i = 0; i < N * k->c; i++) want[i] = ref[i];
         grade_case(&g, "T = %zu, d = %zu, c = %zu, M = %zu, Dr = %zu, position bias ~ N(0, %g²)",
                    k->T, k->d, k->c, k->M, k->Dr, k->ape_scale);

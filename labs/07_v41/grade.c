@@ -141,10 +141,7 @@ static int grade_layer_sources(void)
     char *config_text, path[4096];
     size_t size;
     snprintf(path, sizeof path, "%s/" V41_CONFIG, getenv("KVL_ROOT") ? getenv("KVL_ROOT") : ".");
-    if (kvl_file_read_all(&config_text, &size, path, 1 << 20) != KVL_OK) {
-        printf("grader: %s (set KVL_ROOT to the repository root)\n", kvl_error());
-        exit(1);
-    }
+    grade_require(kvl_file_read_all(&config_text, &size, path, 1 << 20));
     for (size_t n = 0; n < sizeof map_cases / sizeof map_cases[0] && !g.wrong; n++) {
         map_case k = map_cases[n];
         kvl_model m;

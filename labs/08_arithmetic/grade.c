@@ -53,22 +53,16 @@ typedef struct {
     char name[160];
 } model_case;
 
-static void give_up(void)
-{
-    fprintf(stderr, "grader: %s\n", kvl_error());
-    exit(1);
-}
-
 /* out = the config at `path` (absolute), edited as c says */
 static void load(model_case *out, const char *path, const config_case *c)
 {
     char *text;
     size_t len;
-    if (kvl_file_read_all(&text, &len, path, 1 << 20) != KVL_OK) give_up();
+    grade_require(kvl_file_read_all(&text, &len, path, 1 << 20));
     char *at = c && c->from ? strstr(text, c->from) : NULL;
     if (c && c->from && !at) {
         kvl_fail(KVL_EINVAL, "%s: the text to edit (%s) is not there", path, c->what);
-        give_up();
+        grade_require(KVL_EINVAL);
     }
     if (at) {
         const size_t head = (size_t)(at - text), tail = len - head - strlen(c->from);
@@ -80,18 +74,12 @@ static void load(model_case *out, const char *path, const config_case *c)
         text = edited;
         len = strlen(edited);
     }
-    if (kvl_model_parse(&out->m, text, len, path) != KVL_OK ||
-        kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK)
-        give_up();
+    grade_require(kvl_model_parse(&out->m, text, len, path));
+    grade_require(kvl_kv_footprint_of(&out->f, &out->m));
     free(text);
     const char *base = strrchr(path, '/');
     snprintf(out->name, sizeof out->name, "%s%s%s", base ? base + 1 : path, c ? ": " : "",
              c ? c->what : "");
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* models[*n]: every config of ref/configs/ (by file name), then the extra cases */
@@ -99,8 +87,7 @@ static void load_all(model_case *models, size_t *n)
 {
     char **paths, path[1024];
     size_t n_paths;
-    if (kvl_config_files(&paths, &n_paths) != KVL_OK) give_up();
-    qsort(paths, n_paths, sizeof *paths, by_name);
+    grade_configs(&paths, &n_paths);
     *n = 0;
     for (size_t i = 0; i < n_paths && *n < MAX_MODELS; i++) load(&models[(*n)++], paths[i], NULL);
     kvl_config_files_free(paths, n_paths);
@@ -118,13 +105,6 @@ static void free_all(model_case *models, size_t n)
 static kv_rows rows_of(const kvl_kv_footprint *f)
 {
     return (kv_rows){f->main_row_bytes, f->index_key_bytes, f->window_row_bytes};
-}
-
-/* got against want as the shared float comparison reads it */
-static int grade_real(lab_grade *g, const char *name, double got, double want)
-{
-    const float f = (float)got;
-    return grade_f32(g, &(grade_shape){name, {1}, 0}, &f, &want, ATOL, RTOL);
 }
 
 static int grade_cache_rows(void)
@@ -167,9 +147,10 @@ static int grade_per_token(void)
         grade_case(&g, "%s (rows %zu + %zu B)", models[i].name, r.main_row, r.index_key);
         const kv_account got = per_token(&models[i].m, &r);
         grade_value(&g, "cache_layers", (int64_t)got.cache_layers, (int64_t)f->global_layers);
-        grade_real(&g, "entries_per_token", got.entries_per_token, f->entries_per_token);
-        grade_real(&g, "bytes_per_token", got.bytes_per_token, f->bytes_per_token);
-        grade_real(&g, "bytes_per_entry", got.bytes_per_entry, f->bytes_per_entry);
+        grade_real(&g, "entries_per_token", got.entries_per_token, f->entries_per_token, ATOL,
+                   RTOL);
+        grade_real(&g, "bytes_per_token", got.bytes_per_token, f->bytes_per_token, ATOL, RTOL);
+        grade_real(&g, "bytes_per_entry", got.bytes_per_entry, f->bytes_per_entry, ATOL, RTOL);
     }
     free_all(models, n);
     return grade_end(&g);
@@ -195,7 +176,7 @@ static int grade_held_gib(void)
             grade_case(&g, "%s, T = %.0f (W = %zu, %g B/token)", models[i].name, T,
                        models[i].m.window, f->bytes_per_token);
             grade_real(&g, "GiB", held_gib(&models[i].m, &r, f->bytes_per_token, T),
-                       kvl_kv_bytes_held(f, T) / GIB);
+                       kvl_kv_bytes_held(f, T) / GIB, ATOL, RTOL);
         }
     }
     free_all(models, n);

@@ -41,25 +41,13 @@ typedef struct {
     char name[96];
 } model_case;
 
-static void give_up(void)
-{
-    fprintf(stderr, "grader: %s\n", kvl_error());
-    exit(1);
-}
-
 /* out's footprint and parameters, once out->m is loaded */
 static void complete(model_case *out, const char *path)
 {
-    if (kvl_kv_footprint_of(&out->f, &out->m) != KVL_OK ||
-        kvl_params_of(&out->p, &out->m) != KVL_OK)
-        give_up();
+    grade_require(kvl_kv_footprint_of(&out->f, &out->m));
+    grade_require(kvl_params_of(&out->p, &out->m));
     const char *base = strrchr(path, '/');
     snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : path);
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* models[*n]: every config of ref/configs/ (by file name), chapters 1's and 3's, the Qwen shape */
@@ -67,42 +55,26 @@ static void load_all(model_case *models, size_t *n)
 {
     char **paths, path[1024];
     size_t n_paths;
-    if (kvl_config_files(&paths, &n_paths) != KVL_OK) give_up();
-    qsort(paths, n_paths, sizeof *paths, by_name);
+    grade_configs(&paths, &n_paths);
     *n = 0;
     for (size_t i = 0; i < n_paths && *n < MAX_MODELS - 3; i++, (*n)++) {
-        if (kvl_model_load(&models[*n].m, paths[i]) != KVL_OK) give_up();
+        grade_require(kvl_model_load(&models[*n].m, paths[i]));
         complete(&models[*n], paths[i]);
     }
     kvl_config_files_free(paths, n_paths);
     for (size_t i = 0; i < sizeof extra_files / sizeof extra_files[0]; i++, (*n)++) {
         snprintf(path, sizeof path, "%s/%s", kvl_root_dir(), extra_files[i]);
-        if (kvl_model_load(&models[*n].m, path) != KVL_OK) give_up();
+        grade_require(kvl_model_load(&models[*n].m, path));
         complete(&models[*n], path);
     }
-    if (kvl_model_parse(&models[*n].m, qwen_shape, strlen(qwen_shape), "Qwen2.5-32B shape") !=
-        KVL_OK)
-        give_up();
+    grade_require(
+        kvl_model_parse(&models[*n].m, qwen_shape, strlen(qwen_shape), "Qwen2.5-32B shape"));
     complete(&models[(*n)++], "Qwen2.5-32B shape (40 heads, 8 KV heads)");
 }
 
 static void free_all(model_case *models, size_t n)
 {
     for (size_t i = 0; i < n; i++) kvl_model_free(&models[i].m);
-}
-
-/* got against want as the shared float comparison reads it */
-static int grade_real(lab_grade *g, const char *name, double got, double want)
-{
-    const float f = (float)got;
-    return grade_f32(g, &(grade_shape){name, {1}, 0}, &f, &want, ATOL, RTOL);
-}
-
-/* a whole number of bytes or sequences, exactly; a NaN or a fraction is a difference */
-static int grade_whole(lab_grade *g, const char *name, double got, double want)
-{
-    const int whole = isfinite(got) && fabs(got) < 0x1p62 && got == floor(got);
-    return grade_value(g, name, whole ? (int64_t)got : INT64_MIN, (int64_t)want);
 }
 
 static int grade_rank_split(void)
@@ -135,7 +107,8 @@ static int grade_rank_split(void)
             grade_value(&g, "kv_heads", (int64_t)got.kv_heads, (int64_t)want.kv_heads);
             grade_value(&g, "main_row_bytes", (int64_t)got.main_row_bytes,
                         (int64_t)want.main_row_bytes);
-            grade_real(&g, "bytes_per_token", got.bytes_per_token, want.bytes_per_token);
+            grade_real(&g, "bytes_per_token", got.bytes_per_token, want.bytes_per_token, ATOL,
+                       RTOL);
             grade_value(&g, "groups_per_node", (int64_t)got.groups_per_node,
                         (int64_t)want.groups_per_node);
         }
@@ -165,7 +138,7 @@ static int grade_contexts(lab_grade *g, const model_case *c, const kvl_deploymen
     for (size_t k = 0; k < sizeof contexts / sizeof contexts[0] && !g->wrong; k++) {
         const size_t T = contexts[k];
         kvl_fit want;
-        if (kvl_fit_of(&want, &c->m, &r, d, budget, T) != KVL_OK) give_up();
+        grade_require(kvl_fit_of(&want, &c->m, &r, d, budget, T));
         grade_case(
             g,
             "%s, %zu GPUs, tp %zu, %s attention, page %zu, T = %zu, %g GiB (%g for activations), "
@@ -173,7 +146,7 @@ static int grade_contexts(lab_grade *g, const model_case *c, const kvl_deploymen
             c->name, d->gpus, d->tp, d->dp_attention ? "data-parallel" : "tensor-parallel", d->page,
             T, u->gib, u->activations, weights);
         const node_fit got = node_sequences(&c->m, &r, d, memory, u->activations, weights, T);
-        grade_real(g, "budget", got.budget, budget);
+        grade_real(g, "budget", got.budget, budget, ATOL, RTOL);
         grade_whole(g, "sequence_bytes", got.sequence_bytes, want.sequence_bytes);
         grade_whole(g, "sequences_per_gpu", got.sequences_per_gpu, want.sequences_per_gpu);
         grade_whole(g, "sequences_per_node", got.sequences_per_node, want.sequences_per_node);
