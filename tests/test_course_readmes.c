@@ -145,13 +145,28 @@ static int has_target(const char *makefile, const char *w)
     return 0;
 }
 
+/* 1 when w is a target the Makefile makes for each labs/NN_name folder (lab-NN, answers-NN), with that
+ * folder present: those rules are written by a template, so their names never appear as text. */
+static int has_lab_target(const char *w)
+{
+    const char *nn = !strncmp(w, "lab-", 4) ? w + 4 : !strncmp(w, "answers-", 8) ? w + 8 : NULL;
+    if (!nn || strlen(nn) != 2 || !isdigit((unsigned char)nn[0]) || !isdigit((unsigned char)nn[1])) return 0;
+    DIR *d = opendir(kvl_path("labs"));
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = !strncmp(e->d_name, nn, 2) && e->d_name[2] == '_';
+    if (d) closedir(d);
+    return found;
+}
+
 static void check_make(const char *cmd, const char *chapter)
 {
     char *makefile = kvl_read_text(kvl_path("Makefile")), words[256];
     ck_assert(makefile != NULL);
     snprintf(words, sizeof words, "%s", cmd + 4);
     for (char *w = strtok(words, " "); w; w = strtok(NULL, " "))
-        ck_assert_msg(has_target(makefile, w), "chapters/%s: `%s`: the Makefile has no target %s", chapter, cmd, w);
+        ck_assert_msg(strchr(w, '=') || has_target(makefile, w) || has_lab_target(w),
+                      "chapters/%s: `%s`: the Makefile has no target %s", chapter, cmd, w);
     free(makefile);
 }
 
