@@ -143,8 +143,7 @@ static int read_given(const char *s, double *v)
     return 1;
 }
 
-/* ---- CSV ---------------------------------------------------------------------------------------
- */
+/* ---- CSV ------------------------------------------------------------------------------------- */
 
 /* Field `col` (from 0) of the CSV line at line, quotes removed, into out; 0 past the last field. */
 static int csv_field(const char *line, size_t col, char *out, size_t cap)
@@ -227,8 +226,7 @@ static int pick_number(const char *out, const char *pick, double *v, char *print
     return 0;
 }
 
-/* ---- the key ------------------------------------------------------------------------------------
- */
+/* ---- the key --------------------------------------------------------------------------------- */
 
 static char *trim(char *s)
 {
@@ -326,8 +324,7 @@ static int read_key(check *c)
     return c->n ? 0 : refuse("%s: no answers", c->key_path);
 }
 
-/* ---- the student's answers ----------------------------------------------------------------------
- */
+/* ---- the student's answers ------------------------------------------------------------------- */
 
 static entry *find(check *c, const char *name)
 {
@@ -369,11 +366,10 @@ static int read_answers(check *c)
     return 0;
 }
 
-/* ---- the runs -----------------------------------------------------------------------------------
- */
+/* ---- the runs -------------------------------------------------------------------------------- */
 
-/* stdout of `sh -e -c run` from the root, in out (cap bytes, terminated); 0, or 2 after a refusal.
- */
+/* stdout of `sh -e -c run` from the root, in out (cap bytes, terminated); 0, or 2 after a
+ * refusal. */
 static int run_shell(const check *c, const char *run, char *out, size_t cap)
 {
     int fd[2];
@@ -447,8 +443,7 @@ static void remove_tree(const char *dir)
     if (system(cmd)) fprintf(stderr, "answers: could not remove %s\n", dir);
 }
 
-/* ---- the verdict ------------------------------------------------------------------------------
- */
+/* ---- the verdict ----------------------------------------------------------------------------- */
 
 static int right(const entry *e)
 {
@@ -485,8 +480,7 @@ static void print_key(const check *c)
     for (size_t i = 0; i < c->n; i++) printf("%s = %s\n", c->e[i].name, c->e[i].expected_text);
 }
 
-/* ---- main --------------------------------------------------------------------------------------
- */
+/* ---- main ------------------------------------------------------------------------------------ */
 
 static int usage(FILE *f)
 {

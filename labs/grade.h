@@ -37,8 +37,8 @@ void grade_begin(lab_grade *g, const char *lab, const char *hint);
 /* Name the case the next checks belong to (printf-style; kept until the next call). */
 void grade_case(lab_grade *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* An array's name and shape, for naming an element: {"o", {8, 64}, 2} names element 209 "o[3][17]".
- */
+/* An array's name and shape, for naming an element: {"o", {8, 64}, 2} names element 209
+ * "o[3][17]". */
 typedef struct {
     const char *name;
     size_t dims[4];

@@ -12,8 +12,8 @@
 #include "rng.h"
 #include "swa.h"
 
-/* float32 sums of Dh products and at most W weights round at about 1e-6 of the output; a key too many
- * or too few, or a wrong group or scale, moves an output by 1e-2 or more. */
+/* float32 sums of Dh products and at most W weights round at about 1e-6 of the output; a key too
+ * many or too few, or a wrong group or scale, moves an output by 1e-2 or more. */
 #define ATOL 1e-5
 #define RTOL 1e-5
 
@@ -21,14 +21,14 @@
 
 typedef struct {
     size_t W, D;
-    size_t chunks[MAX_CHUNKS];   /* appended in turn; 0 ends the list */
+    size_t chunks[MAX_CHUNKS]; /* appended in turn; 0 ends the list */
 } ring_case;
 
 static const ring_case ring_cases[] = {
-    {1, 3, {1, 2, 5}},                 /* one slot: only the newest row */
-    {4, 8, {1, 2, 5, 4, 3}},           /* below W, then laps with chunks longer than W */
-    {7, 5, {3, 10, 1, 6}},             /* T = 20, not a multiple of W */
-    {16, 4, {5, 6, 2}},                /* never full */
+    {1, 3, {1, 2, 5}},       /* one slot: only the newest row */
+    {4, 8, {1, 2, 5, 4, 3}}, /* below W, then laps with chunks longer than W */
+    {7, 5, {3, 10, 1, 6}},   /* T = 20, not a multiple of W */
+    {16, 4, {5, 6, 2}},      /* never full */
 };
 
 /* The ring's check after T appends: n against kv_ring_held, out against the held rows in order. */
@@ -75,7 +75,7 @@ static int grade_ring_window(void)
 
 typedef struct {
     size_t start, S, W, H, Hkv, Dh;
-    double q_scale;   /* queries drawn in ±q_scale: 400 puts scores in the hundreds */
+    double q_scale; /* queries drawn in ±q_scale: 400 puts scores in the hundreds */
 } window_case;
 
 static const window_case window_cases[] = {
@@ -87,10 +87,10 @@ static const window_case window_cases[] = {
     {37, 10, 16, 4, 2, 16, 400}, /* scores in the hundreds */
 };
 
-/* want[H][Dh] = kvl_attend_ref of q[H][Dh] over key positions first … t of K and V ([.][Hkv][Dh] each),
- * packed as the cache rows [K | V] it reads */
-static void expected(double *want, const float *q, size_t H, const float *K, const float *V, size_t first,
-                     size_t t, size_t Hkv, size_t Dh)
+/* want[H][Dh] = kvl_attend_ref of q[H][Dh] over key positions first … t of K and V ([.][Hkv][Dh]
+ * each), packed as the cache rows [K | V] it reads */
+static void expected(double *want, const float *q, size_t H, const float *K, const float *V,
+                     size_t first, size_t t, size_t Hkv, size_t Dh)
 {
     const size_t N = t - first + 1, width = 2 * Hkv * Dh;
     float *rows = grade_alloc(N * width * sizeof *rows), *o = grade_alloc(H * Dh * sizeof *o);
@@ -100,8 +100,8 @@ static void expected(double *want, const float *q, size_t H, const float *K, con
             rows[k * width + Hkv * Dh + c] = V[(first + k) * Hkv * Dh + c];
         }
     const kvl_row_tiles view = kvl_row_tiles_f32(rows, N, width);
-    const kvl_attend_rows r = {.N = N, .stride = width, .k_off = 0, .Dk = Dh, .v_off = Hkv * Dh, .Dv = Dh,
-                               .groups = Hkv};
+    const kvl_attend_rows r = {
+        .N = N, .stride = width, .k_off = 0, .Dk = Dh, .v_off = Hkv * Dh, .Dv = Dh, .groups = Hkv};
     if (kvl_attend_ref(o, q, H, &view, &r, 1.0f / sqrtf((float)Dh), NULL, NULL) != 0) abort();
     for (size_t i = 0; i < H * Dh; i++) want[i] = o[i];
     free(rows), free(o);
@@ -111,7 +111,8 @@ static int grade_window_attend(void)
 {
     lab_grade g;
     grade_begin(&g, "window_attend",
-                "token i at t = start + i: o_{i,h} = Σ_{t−W < j ≤ t} softmax_j(q_{i,h}·K[j][g] / √Dh)·V[j][g],"
+                "token i at t = start + i: o_{i,h} = Σ_{t−W < j ≤ t} softmax_j(q_{i,h}·K[j][g] / "
+                "√Dh)·V[j][g],"
                 " g = ⌊h/(H/Hkv)⌋, W = 0 no window (chapter 3, \"What it computes\")");
     kvl_rng rng;
     kvl_rng_seed(&rng, 302);
@@ -126,10 +127,12 @@ static int grade_window_attend(void)
         kvl_rng_uniform_f32(&rng, V, kv, -1, 1);
         for (size_t i = 0; i < c->S; i++) {
             const size_t t = c->start + i;
-            expected(want + i * row, q + i * row, c->H, K, V, swa_first_visible(t, c->W), t, c->Hkv, c->Dh);
+            expected(want + i * row, q + i * row, c->H, K, V, swa_first_visible(t, c->W), t, c->Hkv,
+                     c->Dh);
         }
-        grade_case(&g, "start = %zu, S = %zu, W = %zu, H = %zu, Hkv = %zu, Dh = %zu, queries in ±%g", c->start,
-                   c->S, c->W, c->H, c->Hkv, c->Dh, c->q_scale);
+        grade_case(&g,
+                   "start = %zu, S = %zu, W = %zu, H = %zu, Hkv = %zu, Dh = %zu, queries in ±%g",
+                   c->start, c->S, c->W, c->H, c->Hkv, c->Dh, c->q_scale);
         window_attend(o, q, K, V, c->start, c->S, c->W, c->H, c->Hkv, c->Dh);
         grade_f32(&g, &(grade_shape){"o", {c->S, c->H, c->Dh}, 3}, o, want, ATOL, RTOL);
         free(q), free(K), free(V), free(o), free(want);

@@ -97,8 +97,8 @@ static int load_case(kvl_model *m, const char *config_text, const map_case *k)
     return rc;
 }
 
-/* The case's lists as the student's function takes them, read from the committed config for case 0.
- */
+/* The case's lists as the student's function takes them, read from the committed config for case
+ * 0. */
 static void case_lists(map_case *k, const char *config_text)
 {
     if (k->L) return;
@@ -170,8 +170,8 @@ typedef struct {
     size_t n_layers, W;
 } replay_case;
 
-/* V4.1-Flash's 40 layers and its 20 encoder layers at W 128, the toy's 10 at W 8, one layer, W = 1
- */
+/* V4.1-Flash's 40 layers and its 20 encoder layers at W 128, the toy's 10 at W 8, one layer, W =
+ * 1 */
 static const replay_case replay_cases[] = {{40, 128}, {20, 128}, {10, 8},
                                            {1, 2},    {1, 128},  {40, 1}};
 

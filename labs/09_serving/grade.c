@@ -27,8 +27,8 @@
 static const char *const extra_files[] = {"chapters/01_mha/llama-3-70b.json",
                                           "chapters/03_swa/mistral-7b.json"};
 
-/* Qwen2.5-32B's attention shape: 40 query heads, 8 KV heads, so tp 5 leaves a rank part of a group
- */
+/* Qwen2.5-32B's attention shape: 40 query heads, 8 KV heads, so tp 5 leaves a rank part of a
+ * group */
 static const char qwen_shape[] =
     "{\"model_type\": \"qwen2\", \"hidden_size\": 5120, \"num_hidden_layers\": 64, "
     "\"num_attention_heads\": 40,"

@@ -1,13 +1,15 @@
 /* Lab solution: one decode step of MLA in its absorbed form (the contract is above the stub,
- * labs/02_mla/absorbed_decode.c). Each head folds W_UK^h into its query once, scores the stored rows
- * as one wide key, sums their latents under the weights, and applies W_UV^h once to that sum. */
+ * labs/02_mla/absorbed_decode.c). Each head folds W_UK^h into its query once, scores the stored
+ * rows as one wide key, sums their latents under the weights, and applies W_UV^h once to that
+ * sum. */
 #include "lab.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 /* q_hat[Dc+Dr] = [W_UK^hᵀ q^C_h | q^R_h] for one head; W_UK[Dnope][Dc] */
-static void absorb(float *q_hat, const float *q_h, const float *W_UK, size_t Dc, size_t Dnope, size_t Dr)
+static void absorb(float *q_hat, const float *q_h, const float *W_UK, size_t Dc, size_t Dnope,
+                   size_t Dr)
 {
     for (size_t c = 0; c < Dc; c++) {
         float sum = 0;
@@ -18,7 +20,8 @@ static void absorb(float *q_hat, const float *q_h, const float *W_UK, size_t Dc,
 }
 
 /* o_hat[Dc] = Σ_j softmax_j(s_j)·c_j; s[N] holds the scores on entry */
-static void weighted_latents(float *o_hat, float *s, const float *rows, size_t N, size_t Dc, size_t Dr)
+static void weighted_latents(float *o_hat, float *s, const float *rows, size_t N, size_t Dc,
+                             size_t Dr)
 {
     float max = -INFINITY, sum = 0;
     for (size_t j = 0; j < N; j++) max = fmaxf(max, s[j]);
@@ -28,8 +31,8 @@ static void weighted_latents(float *o_hat, float *s, const float *rows, size_t N
         for (size_t c = 0; c < Dc; c++) o_hat[c] += s[j] / sum * rows[j * (Dc + Dr) + c];
 }
 
-void absorbed_decode(float *o, const float *q, const float *W_UKV, const float *rows, size_t N, size_t H,
-                     size_t Dc, size_t Dnope, size_t Dr, size_t Dv, float scale)
+void absorbed_decode(float *o, const float *q, const float *W_UKV, const float *rows, size_t N,
+                     size_t H, size_t Dc, size_t Dnope, size_t Dr, size_t Dv, float scale)
 {
     const size_t Dw = Dc + Dr;
     float *q_hat = malloc(Dw * sizeof *q_hat), *o_hat = malloc(Dc * sizeof *o_hat);

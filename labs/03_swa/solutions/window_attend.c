@@ -13,8 +13,8 @@ static size_t first_visible(size_t t, size_t W)
 }
 
 /* o_h[Dh] = Σ_k softmax_k(s_k)·V[first + k][g] over n keys; s[n] holds the scores on entry */
-static void weighted_values(float *o_h, float *s, const float *V, size_t first, size_t n, size_t Hkv, size_t g,
-                            size_t Dh)
+static void weighted_values(float *o_h, float *s, const float *V, size_t first, size_t n,
+                            size_t Hkv, size_t g, size_t Dh)
 {
     float max = -INFINITY, sum = 0;
     for (size_t k = 0; k < n; k++) max = fmaxf(max, s[k]);
@@ -24,8 +24,8 @@ static void weighted_values(float *o_h, float *s, const float *V, size_t first, 
         for (size_t i = 0; i < Dh; i++) o_h[i] += s[k] / sum * V[((first + k) * Hkv + g) * Dh + i];
 }
 
-void window_attend(float *o, const float *q, const float *K, const float *V, size_t start, size_t S, size_t W,
-                   size_t H, size_t Hkv, size_t Dh)
+void window_attend(float *o, const float *q, const float *K, const float *V, size_t start, size_t S,
+                   size_t W, size_t H, size_t Hkv, size_t Dh)
 {
     float *s = malloc((start + S ? start + S : 1) * sizeof *s);
     if (!s) abort();
