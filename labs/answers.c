@@ -3,9 +3,9 @@
  *     answers [--file ANSWERS] [--key] labs/NN_name       (make answers-NN)
  *
  * labs/NN_name/answers.txt holds the student's predictions, one `name = value` a line (the value
- * may carry thousands commas and a unit after it; blank or missing means not answered; a name the
- * key does not hold is refused). labs/NN_name/answers.key says how each expected value is computed,
- * never the value itself: a block per answer,
+ * may carry thousands commas and a unit after it, or be a code in hex, 0x7e; blank or missing
+ * means not answered; a name the key does not hold is refused). labs/NN_name/answers.key says
+ * how each expected value is computed, never the value itself: a block per answer,
  *
  *     [ex1.bytes_per_token]
  *     run: kvtable --format csv "$T/v3-dc256.json"
@@ -84,13 +84,17 @@ static int refuse(const char *fmt, ...)
 
 /* ---- numbers -------------------------------------------------------------------------------- */
 
-/* The number at s: [-]digits with optional thousands commas (groups of exactly three), an optional
- * fraction and exponent. *end past it; 0 when s does not start a number. */
+/* The number at s: a code in hex (0x7e), or [-]digits with optional thousands commas (groups of
+ * exactly three), an optional fraction and exponent. *end past it; 0 when s does not start one. */
 static int read_number(const char *s, double *v, const char **end)
 {
     char digits[96];
     size_t n = 0;
     const char *p = s;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && isxdigit((unsigned char)p[2])) {
+        *v = (double)strtoull(p, (char **)end, 16);
+        return 1;
+    }
     if (*p == '-' || *p == '+') digits[n++] = *p++;
     if (!isdigit((unsigned char)*p)) return 0;
     while (isdigit((unsigned char)*p) && n < 64) {
@@ -397,27 +401,45 @@ static int run_shell(const check *c, const char *run, char *out, size_t cap)
     return 0;
 }
 
+/* The stdout of every distinct run, kept so that answers sharing a run run it once. */
+typedef struct {
+    const char *run;
+    char *out;
+} run_output;
+
+static const char *output_of(check *c, const char *run, run_output *done, size_t *n_done, int *rc)
+{
+    static char out[OUT_CAP];
+    for (size_t i = 0; i < *n_done; i++)
+        if (!strcmp(done[i].run, run)) return done[i].out;
+    if ((*rc = run_shell(c, run, out, sizeof out)) != 0) return NULL;
+    char *copy = strdup(out);
+    if (!copy) {
+        *rc = refuse("out of memory");
+        return NULL;
+    }
+    done[(*n_done)++] = (run_output){run, copy};
+    return copy;
+}
+
 static int compute_expected(check *c)
 {
     static char out[OUT_CAP];
-    for (size_t i = 0; i < c->n_setup; i++) {
-        const int rc = run_shell(c, c->setup[i], out, sizeof out);
-        if (rc) return rc;
-    }
-    const char *last_run = NULL;
-    for (size_t i = 0; i < c->n; i++) {
+    static run_output done[MAX_ENTRIES];
+    size_t n_done = 0;
+    int rc = 0;
+    for (size_t i = 0; i < c->n_setup && !rc; i++) rc = run_shell(c, c->setup[i], out, sizeof out);
+    for (size_t i = 0; i < c->n && !rc; i++) {
         entry *e = &c->e[i];
-        if (!last_run || strcmp(last_run, e->run)) {
-            const int rc = run_shell(c, e->run, out, sizeof out);
-            if (rc) return rc;
-            last_run = e->run;
-        }
-        if (!pick_number(out, e->pick, &e->expected, e->expected_text, sizeof e->expected_text))
-            return refuse("%s:%d: [%s]: pick \"%s\" finds no number in the output of \"%s\"",
-                          c->key_path, e->line, e->name, e->pick ? e->pick : "(the first number)",
-                          e->run);
+        const char *text = output_of(c, e->run, done, &n_done, &rc);
+        if (text &&
+            !pick_number(text, e->pick, &e->expected, e->expected_text, sizeof e->expected_text))
+            rc = refuse("%s:%d: [%s]: pick \"%s\" finds no number in the output of \"%s\"",
+                        c->key_path, e->line, e->name, e->pick ? e->pick : "(the first number)",
+                        e->run);
     }
-    return 0;
+    for (size_t i = 0; i < n_done; i++) free(done[i].out);
+    return rc;
 }
 
 /* A temporary $T, and build/bin first on PATH, for the runs. */

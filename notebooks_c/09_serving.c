@@ -211,6 +211,13 @@ NB_CELL(cell_fit)
         }
         printf("%-20s %12s %12s %12s %12s\n", gens[i].m.name, nb_num(w[0] / GIB, 1),
                nb_num((G * (1 - a) - w[0]) / GIB, 1), nb_num(seqs[0], 0), nb_num(seqs[1], 0));
+        /* the text below: data-parallel attention costs the GQA model sequences, and gains the
+         * latent models some */
+        const int gqa = gens[i].m.generation == KVL_GEN_MHA;
+        if (rc == KVL_OK)
+            rc = nb_expect(gqa ? seqs[1] < seqs[0] : seqs[1] > seqs[0],
+                           "%s: %g sequences with data-parallel attention against %g with tp",
+                           gens[i].m.name, seqs[1], seqs[0]);
         bars[i] = (nb09_gpu){gens[i].m.name, w[0], G * a, G * (1 - a) - w[0], seqs[0]};
     }
     return rc;
@@ -218,8 +225,8 @@ NB_CELL(cell_fit)
 
 // %% [markdown]
 // Under data-parallel attention a rank keeps whole rows for its own sequences: the 67B's are 8
-// times its split ones, so it gains nothing (8 against 18), while the latent models gain 8× less
-// the room their replicated attention weights take (V3: 5 → 32).
+// times its split ones, so it loses sequences (18 → 8), while the latent models gain 8× less the
+// room their replicated attention weights take (V3: 5 → 32).
 
 // %% [markdown]
 // ## Sequences per node

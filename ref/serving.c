@@ -71,6 +71,12 @@ double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, cons
     return bytes;
 }
 
+double kvl_rank_window_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d)
+{
+    return r->bounded_tokens ? kvl_rank_sequence_bytes(m, r, d, r->bounded_tokens)
+                             : (double)r->window_bytes_per_sequence;
+}
+
 int kvl_fit_of(kvl_fit *out, const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, double budget,
                size_t T)
 {

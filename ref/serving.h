@@ -87,6 +87,12 @@ size_t kvl_paged_entries(size_t T, size_t M, size_t page);
  * kvl_deployment_check. */
 int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footprint *f, const kvl_deployment *d);
 
+/* The rows one sequence keeps on a rank however long it grows: V4's and V4.1's W window rows in
+ * every layer, or, for a model windowed in every layer (Mistral: bounded_tokens = W), its W tokens
+ * of per-token rows, paged; 0 for a cache that grows with the context. kvtable's window B/seq, per
+ * rank. */
+double kvl_rank_window_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d);
+
 /* Bytes one rank allocates for one sequence of T tokens (at most bounded_tokens of them kept): each
  * global layer's paged entries times its row (and key), plus the window rows. */
 double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, size_t T);

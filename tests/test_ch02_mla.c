@@ -972,6 +972,27 @@ START_TEST(test_mla_cost_program_derives_the_chapter_figures)
 }
 END_TEST
 
+/* The V2 paper's proportions (Dc = 4 Dh, Dr = Dh/2) are claimed of a config only where they hold:
+ * V3's hold them; a copy with half the latent does not, and its groups are (256 + 64) / 256. */
+START_TEST(test_mla_cost_claims_the_papers_proportions_only_where_they_hold)
+{
+    static char out[65536], err[4096];
+    const char *claim = "with Dc = 4 Dh and Dr = Dh/2).";
+    int rc = kvl_run("mla_cost --contexts 64 --repeats 1 --naive-budget 0.01", NULL, out, sizeof out, err,
+                     sizeof err);
+    ck_assert_msg(rc == 0 && strstr(out, claim), "V3: mla_cost exited %d or lacks \"%s\":\n%s", rc, claim, out);
+    rc = kvl_run("(cp \"$KVL_ROOT/ref/configs/deepseek-v3.json\" /tmp/kvl-mla-dc256.json && "
+                 "sed -i 's/\"kv_lora_rank\": 512/\"kv_lora_rank\": 256/' /tmp/kvl-mla-dc256.json && "
+                 "mla_cost --config /tmp/kvl-mla-dc256.json --contexts 64 --repeats 1 --naive-budget 0.01; "
+                 "s=$?; rm -f /tmp/kvl-mla-dc256.json; exit $s)",
+                 NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "mla_cost on the Dc 256 copy exited %d: %s", rc, err);
+    ck_assert_msg(!strstr(out, claim) && strstr(out, "1.25 groups") && strstr(out, "here Dc = 256 and Dr = 64"),
+                  "the Dc 256 copy is said to keep the paper's proportions, or its groups are not 1.25:\n%s",
+                  out);
+}
+END_TEST
+
 /* The per-token work mla_cost prints and counts is the definition's, at V3's widths and at a toy's. */
 START_TEST(test_mla_cost_counts_a_cached_token_by_the_definition)
 {
@@ -1065,6 +1086,7 @@ Suite *kvl_suite(void)
 
     TCase *program = tcase_create("program");
     tcase_add_test(program, test_mla_cost_program_derives_the_chapter_figures);
+    tcase_add_test(program, test_mla_cost_claims_the_papers_proportions_only_where_they_hold);
     tcase_add_test(program, test_mla_cost_counts_a_cached_token_by_the_definition);
     tcase_add_test(program, test_notebook_compares_the_latent_with_mha_by_the_definition);
     tcase_add_test(program, test_mla_cost_program_rejects_bad_arguments);

@@ -303,6 +303,58 @@ START_TEST(test_kvtable_markdown_keeps_a_name_with_bars_in_its_cell)
 }
 END_TEST
 
+/* The attention column names what the config's heads make it: H query heads over Hkv KV heads is MHA
+ * when Hkv = H, MQA when Hkv = 1 and GQA-Hkv between (the 67B, Llama 3 70B and Mistral 7B are
+ * GQA-8); the heads are read from the file's own text, and two copies of the 67B change them. */
+START_TEST(test_kvtable_names_mha_gqa_and_mqa_by_the_config_heads)
+{
+    static const struct {
+        const char *file, *kv_heads, *want;   /* kv_heads: the copy's num_key_value_heads (NULL: as is) */
+    } cases[] = {
+        {"ref/configs/deepseek-llm-67b.json", NULL, "GQA-8"},
+        {"chapters/01_mha/llama-3-70b.json", NULL, "GQA-8"},
+        {"chapters/03_swa/mistral-7b.json", NULL, "GQA-8"},
+        {"ref/configs/deepseek-llm-67b.json", "64", "MHA"},
+        {"ref/configs/deepseek-llm-67b.json", "1", "MQA"},
+        {"ref/configs/deepseek-v3.json", NULL, "MLA"},
+    };
+    static char out[1 << 16], err[1 << 12];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = kvl_read_text(kvl_path(cases[i].file)), cmd[1024];
+        ck_assert_msg(text != NULL, "%s is missing", cases[i].file);
+        const char *heads = strstr(text, "\"num_attention_heads\": "), *kv = strstr(text, "\"num_key_value_heads\": ");
+        if (strcmp(cases[i].want, "MLA")) {
+            ck_assert_msg(heads && kv, "%s: no head counts", cases[i].file);
+            const long H = strtol(heads + 23, NULL, 10), Hkv = cases[i].kv_heads ? strtol(cases[i].kv_heads, NULL, 10)
+                                                                                  : strtol(kv + 23, NULL, 10);
+            char from_heads[16];
+            snprintf(from_heads, sizeof from_heads, Hkv == H ? "MHA" : Hkv == 1 ? "MQA" : "GQA-%ld", Hkv);
+            ck_assert_str_eq(from_heads, cases[i].want);
+        }
+        char edit[160] = "true";
+        if (cases[i].kv_heads)
+            snprintf(edit, sizeof edit,
+                     "sed -i 's/\"num_key_value_heads\": [0-9]*/\"num_key_value_heads\": %s/' /tmp/kvl-heads.json",
+                     cases[i].kv_heads);
+        snprintf(cmd, sizeof cmd,
+                 "(cp '%s' /tmp/kvl-heads.json && %s && kvtable --format csv /tmp/kvl-heads.json; s=$?; "
+                 "rm -f /tmp/kvl-heads.json; exit $s)",
+                 kvl_path(cases[i].file), edit);
+        const int rc = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 0, "%s: kvtable exited %d: %s", cases[i].file, rc, err);
+        const char *row = strchr(out, '\n');
+        ck_assert(row != NULL);
+        const char *name_end = strchr(row + 1, ','), *date = name_end ? strchr(name_end + 1, ',') : NULL;
+        const char *end = date ? strchr(date + 1, ',') : NULL;
+        ck_assert_msg(date && end && (size_t)(end - date - 1) == strlen(cases[i].want) &&
+                          !strncmp(date + 1, cases[i].want, strlen(cases[i].want)),
+                      "%s (KV heads %s): attention column of \"%s\", expected %s", cases[i].file,
+                      cases[i].kv_heads ? cases[i].kv_heads : "as is", row + 1, cases[i].want);
+        free(text);
+    }
+}
+END_TEST
+
 START_TEST(test_kvtable_bad_input_exits_2_with_a_message)
 {
     static char out[4096], err[4096];
@@ -360,6 +412,7 @@ Suite *kvl_suite(void)
     tcase_add_test(prog, test_kvtable_markdown_keeps_a_name_with_bars_in_its_cell);
     tcase_add_test(prog, test_kvtable_escapes_names_in_csv_and_svg);
     tcase_add_test(prog, test_kvtable_bad_input_exits_2_with_a_message);
+    tcase_add_test(prog, test_kvtable_names_mha_gqa_and_mqa_by_the_config_heads);
     suite_add_tcase(s, prog);
     return s;
 }

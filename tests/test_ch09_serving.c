@@ -165,6 +165,30 @@ START_TEST(test_a_model_windowed_in_every_layer_holds_at_most_w_tokens)
 }
 END_TEST
 
+/* The window B/seq serving prints is what a sequence keeps however long it grows: for Mistral 7B its
+ * 4,096 tokens of rows, 32 layers × 2 × 8 KV heads × 128 × 2 B each on one GPU under data-parallel
+ * attention (kvtable's window B/seq, 536,870,912), one KV head's share under tp 8. */
+START_TEST(test_serving_counts_a_windowed_models_window_as_kvtable_does)
+{
+    static char out[1 << 16], err[1 << 12];
+    const double W = 4096, row = 32.0 * 2 * 128 * 2;
+    const double want[2] = {W * row * 1, W * row * 8};   /* tp 8: one KV head a rank; dp: all 8 */
+    ck_assert_int_eq(kvl_run("serving chapters/03_swa/mistral-7b.json", NULL, out, sizeof out, err, sizeof err), 0);
+    const char *at = out;
+    for (int dp = 0; dp < 2; dp++) {
+        at = strstr(at, "  Mistral 7B");
+        ck_assert_msg(at != NULL, "serving prints no Mistral 7B row %d:\n%s", dp, out);
+        char bpt[32], window[32];
+        ck_assert_int_eq(sscanf(at + strlen("  Mistral 7B"), "%31s %31s", bpt, window), 2);
+        char grouped[48];
+        kvl_grouped(grouped, sizeof grouped, want[dp], 0);
+        ck_assert_msg(!strcmp(window, grouped), "%s attention: window B/seq %s, expected %s",
+                      dp ? "data-parallel" : "tensor-parallel", window, grouped);
+        at++;
+    }
+}
+END_TEST
+
 /* Each of 4 ranks of DeepSeek LLM 67B builds its share (16 query heads, 2 KV heads) as a live bf16
  * cache of T rows; the sum over the ranks is one whole copy, and one rank's bytes are serving's. */
 START_TEST(test_a_ranks_bytes_equal_its_live_mha_caches)
@@ -383,6 +407,7 @@ Suite *kvl_suite(void)
     tcase_add_test(pages, test_pages_round_entries_up_at_the_edges);
     tcase_add_test(pages, test_pages_round_a_compressed_layers_entries);
     tcase_add_test(pages, test_a_model_windowed_in_every_layer_holds_at_most_w_tokens);
+    tcase_add_test(pages, test_serving_counts_a_windowed_models_window_as_kvtable_does);
     suite_add_tcase(s, pages);
     TCase *live = tcase_create("live caches");
     tcase_add_test(live, test_a_ranks_bytes_equal_its_live_mha_caches);

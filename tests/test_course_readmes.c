@@ -64,6 +64,39 @@ START_TEST(test_every_chapter_text_has_the_course_sections)
 }
 END_TEST
 
+/* "Check yourself" is a numbered Markdown list: items 1, 2, ... each open a line, and no item's
+ * number stands inside another item's text (a list re-wrapped as prose reads "... 2. Why ..."). */
+START_TEST(test_check_yourself_is_a_list_of_questions)
+{
+    char names[MAX_CHAPTERS][64];
+    size_t n = list_chapters(names);
+    for (size_t i = 0; i < n; i++) {
+        char *text = chapter_readme(names[i]);
+        char *at = strstr(text, "\n## Check yourself\n");
+        ck_assert_msg(at != NULL, "chapters/%s: no Check yourself", names[i]);
+        char *end = strstr(at + 1, "\n## ");
+        if (end) *end = 0;
+        int items = 0;
+        for (int k = 1; k < 100; k++) {
+            char item[16];
+            snprintf(item, sizeof item, "\n%d. ", k);
+            if (!strstr(at, item)) break;
+            items = k;
+        }
+        ck_assert_msg(items >= 2, "chapters/%s: Check yourself holds %d numbered items", names[i], items);
+        for (int k = 2; k <= items + 1; k++) {
+            char inside[16];
+            snprintf(inside, sizeof inside, " %d. ", k);
+            for (const char *p = strstr(at, inside); p; p = strstr(p + 1, inside))
+                ck_assert_msg(!(p[-1] == '.' || p[-1] == '?' || p[-1] == ')'),
+                              "chapters/%s: Check yourself item %d runs on inside the item before it: \"%.60s\"",
+                              names[i], k, p > at + 20 ? p - 20 : p);
+        }
+        free(text);
+    }
+}
+END_TEST
+
 START_TEST(test_every_figure_a_chapter_shows_exists)
 {
     char names[MAX_CHAPTERS][64];
@@ -268,7 +301,7 @@ static const struct {
     {"05_formats", "spans 16.9 binades and the real one (max 448) 17.8", "nb_05", "17.81; with IEEE-style infinities (max 240): 16.91"},
     {"05_formats", "4 + 8/32 = 4.25", "nb_05", "MXFP4: 4 + 8/32 = 4.25"},
     {"05_formats", "4 + 8/16 = 4.5", "nb_05", "NVFP4: 4 + 8/16 = 4.50"},
-    {"05_formats", "448 × 6 = 2688 against the √512 = 22.627 bound, 119× headroom", "nb_05", "= 22.627; headroom 119x"},
+    {"05_formats", "448 × 6 = 2,688 against\n   the √512 = 22.627 bound, 119× headroom", "nb_05", "= 22.627; headroom 119x"},
     {"05_formats", "1.75 going to 2", "nb_05", "1.75->2"},
     {"05_formats", "E8M0 scale (1) never uses the rungs 4 and 6", "nb_05", "scale 1 rungs used: 0 0.5 1 1.5 2 3 relative"},
     {"05_formats", "under an E4M3 scale (0.5) it uses all of them", "nb_05", "scale 0.5 rungs used: 0.5 1 1.5 2 3 4 6"},
@@ -492,6 +525,7 @@ Suite *kvl_suite(void)
     TCase *text = tcase_create("text");
     tcase_add_test(text, test_every_chapter_text_has_the_course_sections);
     tcase_add_test(text, test_every_figure_a_chapter_shows_exists);
+    tcase_add_test(text, test_check_yourself_is_a_list_of_questions);
     tcase_add_test(text, test_course_map_links_every_chapter_in_order);
     tcase_add_test(text, test_the_course_reads_in_100_columns);
     suite_add_tcase(s, text);

@@ -104,10 +104,15 @@ static int cache_bytes(const kvl_model *m)
         "  the decoupled RoPE channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
         G(Dk), G(H), G(Dk), b, G(mha_v_as_k), G(mha_v_as_k * L), mha_v_as_k / mla, GQA_GROUPS,
         G(gqa_v_as_k * L), gqa_v_as_k / mla, G(Dv), G(Dk));
-    printf(
-        "\n  The latent caches %s values, as many as GQA with %.2f groups of K and V heads of %s channels:\n"
-        "  (Dc + Dr) / (2 Dv) = %s / %s = %.2f groups (the V2 paper's Table 1, with Dc = 4 Dh and Dr = Dh/2).\n",
-        G(Dc + Dr), (Dc + Dr) / (2 * Dv), G(Dv), G(Dc + Dr), G(2 * Dv), (Dc + Dr) / (2 * Dv));
+    printf("\n  The latent caches %s values, as many as GQA with %.2f groups of K and V heads of "
+           "%s channels:\n  (Dc + Dr) / (2 Dv) = %s / %s = %.2f groups",
+           G(Dc + Dr), (Dc + Dr) / (2 * Dv), G(Dv), G(Dc + Dr), G(2 * Dv), (Dc + Dr) / (2 * Dv));
+    /* the V2 paper's Table 1 prices MLA at 2.25 groups for its own proportions only */
+    if (Dc == 4 * Dv && 2 * Dr == Dv)
+        printf(" (the V2 paper's Table 1, with Dc = 4 Dh and Dr = Dh/2).\n");
+    else
+        printf(" (the V2 paper's Table 1 gives 2.25 for Dc = 4 Dh and Dr = Dh/2;\n"
+               "  here Dc = %s and Dr = %s against Dh = %s).\n", G(Dc), G(Dr), G(Dv));
 
     mla_config c;
     mla_cache cache;

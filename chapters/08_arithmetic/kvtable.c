@@ -65,8 +65,9 @@ static void entry_text(const row *r, char *buf, size_t cap)
 /* ---- the table ------------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *name, *date, *gen, *cache, *entry;
-    char layers[16], entries[32], bpt[32], prev[16], first[16], window[32], gib128[16], gib1m[16];
+    const char *name, *date, *cache, *entry;
+    char gen[16], layers[16], entries[32], bpt[32], prev[16], first[16], window[32], gib128[16],
+        gib1m[16];
 } cells;
 
 static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows, size_t i)
@@ -76,9 +77,9 @@ static void fill_cells(cells *c, char *entry, size_t entry_cap, const row *rows,
     entry_text(r, entry, entry_cap);
     *c = (cells){.name = r->model.name,
                  .date = r->model.date[0] ? r->model.date : "-",
-                 .gen = kvl_generation_name(r->model.generation),
                  .cache = kvl_kv_cache_label(&r->model),
                  .entry = entry};
+    kvl_attention_name(&r->model, c->gen, sizeof c->gen);
     snprintf(c->layers, sizeof c->layers, "%zu", r->kv.global_layers);
     snprintf(c->entries, sizeof c->entries, "%s",
              kvl_grouped(tmp, sizeof tmp, r->kv.entries_per_token, 5));
@@ -224,7 +225,9 @@ static int print_json(const row *rows, size_t n)
         cJSON_AddStringToObject(o, "model", r->model.name);
         cJSON_AddStringToObject(o, "date", r->model.date);
         cJSON_AddStringToObject(o, "config", r->model.path);
-        cJSON_AddStringToObject(o, "attention", kvl_generation_name(r->model.generation));
+        char attention[16];
+        cJSON_AddStringToObject(o, "attention",
+                                kvl_attention_name(&r->model, attention, sizeof attention));
         cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
         cJSON_AddNumberToObject(o, "global_kv_layers", (double)r->kv.global_layers);
         cJSON_AddNumberToObject(o, "entries_per_token", r->kv.entries_per_token);

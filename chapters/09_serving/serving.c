@@ -102,7 +102,8 @@ static void print_mode(const row *rows, size_t n, int dp, const plan *p)
         const kvl_fit *f = &rows[i].fit[dp];
         printf("  %-20s %10s %14s %16s %14s %14s %10s %10s %12s %12s\n", rows[i].model.name,
                kvl_grouped((char[32]){0}, 32, r->bytes_per_token, 2),
-               KVL_GROUPED(r->window_bytes_per_sequence), KVL_GROUPED(f->sequence_bytes),
+               KVL_GROUPED(kvl_rank_window_bytes(&rows[i].model, r, &p->d)),
+               KVL_GROUPED(f->sequence_bytes),
                KVL_GROUPED(f->tokens_per_gpu), KVL_GROUPED(f->tokens_per_node),
                KVL_GROUPED(f->sequences_per_gpu), KVL_GROUPED(f->sequences_per_node),
                kvl_grouped((char[32]){0}, 32, rows[i].weights[dp] / GIB, 1),
@@ -137,7 +138,9 @@ static void print_notes(void)
         "\nB/token and window B/seq: what one GPU stores. MHA/GQA's KV heads are split over the tp ranks;\n"
         "a latent row (MLA, DSA) and V4's shared entry are whole on every rank. With data-parallel\n"
         "attention each rank holds whole rows for its own sequences, so a node's tokens are the ranks'\n"
-        "sum. B/seq: one sequence of the context in pages of page entries, plus its window rows.\n"
+        "sum. window B/seq: what a sequence keeps however long it grows, V4's W window rows in every\n"
+        "layer or the W tokens of a model windowed in every layer (Mistral). B/seq: one sequence of the\n"
+        "context in pages of page entries, plus its window rows.\n"
         "tokens/GPU: budget / B/token; seqs/GPU: budget / B/seq, rounded down. weights GiB: one GPU's\n"
         "share, counted from the config's shapes (ref/params.h): experts spread over every GPU, the rest\n"
         "over the tp ranks, attention whole on each rank under data-parallel attention. cache GiB: the\n"

@@ -1472,6 +1472,17 @@ const char *kvl_generation_name(kvl_generation g)
     return names[g];
 }
 
+const char *kvl_attention_name(const kvl_model *m, char *buf, size_t cap)
+{
+    if (m->generation != KVL_GEN_MHA || m->n_kv_heads == m->n_heads)
+        snprintf(buf, cap, "%s", kvl_generation_name(m->generation));
+    else if (m->n_kv_heads == 1)
+        snprintf(buf, cap, "MQA");
+    else
+        snprintf(buf, cap, "GQA-%zu", m->n_kv_heads);
+    return buf;
+}
+
 const char *kvl_layer_kind_name(kvl_layer_kind k)
 {
     static const char *const names[] = {"dense", "sparse", "window", "CSA", "HCA", "Full", "Reindex", "Reuse"};

@@ -154,6 +154,10 @@ int  kvl_model_parse(kvl_model *m, const char *json, size_t len, const char *ori
 void kvl_model_free(kvl_model *m);
 
 const char *kvl_generation_name(kvl_generation g);   /* "MHA", "MLA", "DSA", "V4", "V4.1" */
+/* The attention as a reader names it: for the MHA generation by its KV heads, "MHA" (as many as
+ * query heads), "MQA" (one) or "GQA-8" (eight); for the others the generation's name. Written into
+ * buf (cap bytes, always terminated); returns buf. */
+const char *kvl_attention_name(const kvl_model *m, char *buf, size_t cap);
 const char *kvl_layer_kind_name(kvl_layer_kind k);   /* "dense", "sparse", "window", "CSA", ... */
 const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4" */
 /* The model_type values this project reads, each with the meaning of transformers' configuration class for

@@ -1,9 +1,9 @@
 """Drives the notebooks' Jupyter kernel (notebooks_c/kernel/) as Jupyter does; test_course_jupyter runs it
 with JUPYTER_PATH holding the kernelspec. Each mode exits 0, or 1 after a line saying what differs.
 
-  check_kernel.py notebook NB.ipynb RENDER.md   every cell through nbclient: each code cell's outputs are
+  check_kernel.py notebook NB.ipynb RENDER_MD   every cell through nbclient: each code cell's outputs are
                                                 the ones NB.ipynb holds (nb_NN --cells, by nb_ipynb), and
-                                                its text is in RENDER.md
+                                                its text is in RENDER_MD
   check_kernel.py edit NB.ipynb                 after the whole notebook, a cell whose printf text changed
                                                 shows the new text and not the old
   check_kernel.py cells                         cells sent with a cellId, as JupyterLab sends them: one
@@ -136,5 +136,5 @@ def cells():
 if __name__ == '__main__':
     modes = {'notebook': notebook, 'edit': edit, 'cells': cells}
     if len(sys.argv) < 2 or sys.argv[1] not in modes:
-        fail('usage: check_kernel.py notebook NB.ipynb RENDER.md | edit NB.ipynb | cells')
+        fail('usage: check_kernel.py notebook NB.ipynb RENDER_MD | edit NB.ipynb | cells')
     modes[sys.argv[1]](*sys.argv[2:])
