@@ -237,8 +237,8 @@ NB_CELL(cell_step2_planted)
 // (the PTX ISA, "Matrix Fragments for mma.m16n8k16"): with $g = \lfloor l/4 \rfloor$ and
 // $t = l \bmod 4$, lane $l$'s register $a_i$ holds $A[g + 8(i \bmod 2)][2t + 8\lfloor i/2 \rfloor]$
 // and the element after it. `ldmatrix` loads those registers from shared memory: each lane names
-// one 16-byte row of an $8 \times 8$ matrix and receives its pieces. The cell fills $A[r][c] = 16r
-// + c$, loads it as step 3 does, and reads back where each element landed.
+// one 16-byte row of an $8 \times 8$ matrix and receives its pieces. The cell fills
+// $A[r][c] = 16r + c$, loads it as step 3 does, and reads back where each element landed.
 
 // %%
 NB_CELL(cell_fragments)
