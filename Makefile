@@ -309,8 +309,8 @@ renders: $(NBS)  ## rewrite each chapter's notebook.md and figures/ from a fresh
 # The Jupyter kernel (notebooks_c/kernel/) builds each cell's program as the rule above builds nb_NN: it
 # reads the compile line and the link inputs from here, after the libraries they name are built.
 notebook-flags: $(call obj,$(NBLIB_SRC)) $(LIBS)  ## build what a notebook links, then print its compile line (cc:) and link inputs (link:)
-	@echo 'cc: $(CC) $(CFLAGS)'
-	@echo 'link: $(call obj,$(NBLIB_SRC)) $(LIBS) $(LDLIBS)'
+	@echo 'cc: $(CC) $(CFLAGS) -Icuda'
+	@echo 'link: $(call obj,$(NBLIB_SRC)) $(LIBS) $(LDLIBS) $(EMU_FOR_C)'
 
 # A virtual environment with JupyterLab (from PyPI) and the kernel installed into it, run by its python;
 # the kernel builds with this $(BUILD). Not part of make test, which uses Debian's nbclient and ipykernel.
@@ -385,7 +385,7 @@ $(BUILD)/labs/cc.sh: Makefile | $(DEPS_MK)
 	@mkdir -p $(@D)
 	@{ echo '#!/bin/sh'; echo '# written by make: compile and link a lab grader, as make lab-NN does'; \
 	   echo 'out=$$1; shift'; \
-	   echo 'cd $(CURDIR) && exec $(CC) $(CFLAGS) -Ilabs "$$@" $(abspath $(LIBS)) $(LDLIBS) -o "$$out"'; } > $@
+	   echo 'cd $(CURDIR) && exec $(CC) $(CFLAGS) -Ilabs -Icuda "$$@" $(abspath $(LIBS)) $(LDLIBS) $(EMU_FOR_C) -o "$$out"'; } > $@
 	@chmod +x $@
 
 # ---- the course as a website ---------------------------------------------------------------------
@@ -471,6 +471,16 @@ $(LIB_CUDA_EMU): $(patsubst %.cu,$(BUILD)/obj/%.emu.o,$(CUDA_SRC))
 	@mkdir -p $(@D)
 	$(call say,AR,$@)
 	$(Q)$(AR) rcs $@ $^
+
+# Chapter 10's notebook and labs run kernels in the emulator through their C interfaces (cuda/*.h): they
+# compile with -Icuda and link the CUDA libraries, the libraries those call, and the C++ runtime. The
+# notebook runtime (notebooks_c/draw_gpu.c among it) is linked into every notebook, so every notebook
+# links them, as the Jupyter kernel's programs (notebook-flags) and the graders cc.sh builds do.
+EMU_FOR_C      = $(abspath $(LIB_CUDA_EMU) $(LIB_EMU) $(LIBS)) $(DEP_LIBS) -lm -lstdc++
+EMU_C_BINS    := $(NBS) $(BUILD)/labs/10_gpu/grade $(BUILD)/labs/10_gpu/grade_solution
+$(EMU_C_BINS) notebook-flags: $(LIB_CUDA_EMU) $(LIB_EMU)
+$(EMU_C_BINS): LDLIBS += $(EMU_FOR_C)
+$(call obj,$(NB_SRC) $(NBLIB_SRC)) $(BUILD)/obj/labs/10_gpu/%.o: CFLAGS += -Icuda
 
 # $(1): the binary, $(2): its objects, $(3): the CUDA libraries and their link flags
 define cuda_link_rule
