@@ -176,12 +176,14 @@ static int run_check(check *c, const char *path, size_t delta)
     c->Dr = m.qk_rope_head_dim, c->d_qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
     c->Dc = m.kv_lora_rank, c->rc = m.rope;
     kvl_model_free(&m);
+    char shown[512];
+    kvl_shown(shown, sizeof shown, path);
     if (gen != KVL_GEN_MLA && gen != KVL_GEN_DSA)
         return kvl_fail(KVL_EINVAL, "%s: generation %s: rope_check reads MLA and DSA configs (V2, "
-                        "V3, V3.2), whose softmax scale carries YaRN's mscale", path,
+                        "V3, V3.2), whose softmax scale carries YaRN's mscale", shown,
                         kvl_generation_name(gen));
     if (c->Dr > KVL_ROPE_MAX_DR)
-        return kvl_fail(KVL_EINVAL, "%s: qk_rope_head_dim %zu is more than %d", path, c->Dr,
+        return kvl_fail(KVL_EINVAL, "%s: qk_rope_head_dim %zu is more than %d", shown, c->Dr,
                         KVL_ROPE_MAX_DR);
     rc = kvl_rope_init(&c->plain, c->Dr, c->rc.theta);
     if (rc == KVL_OK && c->rc.factor > 1) {
