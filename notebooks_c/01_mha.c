@@ -46,9 +46,9 @@
 // that keep a cache (V4.1), fewer entries per token (V4's compression), smaller entries (V2's
 // latent) and fewer bytes per element (V3.2's FP8, V4.1's FP4).
 //
-// The cell below reads DeepSeek LLM 67B (`ref/configs/`) and Llama 3 70B (`chapters/01_mha/`), the
-// two GQA-8 models the lineage write-up quotes (chapters/SOURCES.md), and multiplies the levers
-// out.
+// The cell below reads DeepSeek LLM 67B (`ref/configs/`) and Llama 3 70B (`chapters/01_mha/`), two
+// GQA-8 models with 8 KV heads of 128 in their config.json files (chapters/SOURCES.md), and
+// multiplies the levers out.
 
 // %%
 /* The levers of one MHA-generation config: L, entries/token/layer, elements/entry,

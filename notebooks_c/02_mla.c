@@ -5,9 +5,9 @@
 // a key and a value per head, and rebuilds what the heads need from it. This notebook prices the
 // latent from the V2 and V3 configs, then builds the mechanism in plain C: the two forms of a
 // head's attention, naive (rebuild each head's key and value from the latent) and absorbed (fold
-// the up-projections into the query and the output), shown equal on the lineage write-up's numpy
-// check with the project's numpy-identical generator; then the latent row itself and a whole decode
-// step, run against `ref/mla`'s fast path on the same input.
+// the up-projections into the query and the output), shown equal on a small numpy check of
+// absorption redone with the project's numpy-identical generator; then the latent row itself and a
+// whole decode step, run against `ref/mla`'s fast path on the same input.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them (chapter 1's notebook
 // explains the layout). `build/bin/nb_02 --step` walks it cell by cell; after editing
@@ -76,10 +76,11 @@ NB_CELL(cell_latent)
 // %% [markdown]
 // ## What a long request holds, and in which unit
 //
-// The lineage write-up says a 128K-token request holds "about 9.2 GB", and that FlashMLA's figure
-// $576 \cdot 2 \cdot 62 \cdot 128 \cdot 1024$ B = 8.72 GiB is the same one with the MTP layer. They
-// are not the same figure: 9.2 GB is decimal gigabytes at 61 layers; 8.72 GiB is binary gibibytes
-// at 62 layers. The cell prints each with its unit and layer count.
+// V3's 70,272 B per token over a 128K-token request is often quoted as "about 9.2 GB", and
+// FlashMLA's README prices the same request at $576 \cdot 2 \cdot 62 \cdot 128 \cdot 1024$ B = 8.72
+// GiB, which is easy to read as the same figure with the MTP layer added. They are not the same
+// figure: 9.2 GB is decimal gigabytes at 61 layers; 8.72 GiB is binary gibibytes at 62 layers. The
+// cell prints each with its unit and layer count.
 
 // %%
 NB_CELL(cell_long_request)
@@ -98,14 +99,15 @@ NB_CELL(cell_long_request)
 // %% [markdown]
 // ## MLA against MHA and GQA with the same heads
 //
-// A V3 head has a 192-wide key (128 content + 64 RoPE channels) and a 128-wide value. The lineage
-// write-up sizes the value like the key ($128 \cdot 192 \cdot 2 \cdot 2$ = 98,304 B per layer,
-// "85×", GQA-8 "375 KB, 5.3×"); with the value's real 128 channels the MHA cache is 81,920 B per
-// layer. The cell prints the corrected figures, the lineage write-up's (rows marked "lineage"), and
-// the V2 paper's convention (d_h = 128 for K and V, no RoPE part).
+// A V3 head has a 192-wide key (128 content + 64 RoPE channels) and a 128-wide value
+// (`v_head_dim` = 128 in DeepSeek-V3's config.json). A common way to price MHA at this geometry
+// sizes the value like the key, 192 channels ($128 \cdot 192 \cdot 2 \cdot 2$ = 98,304 B per
+// layer, "85×" MLA; GQA-8 "375 KB, 5.3×"); with the value's real 128 channels the MHA cache is
+// 81,920 B per layer. The cell prints the corrected figures, the ones that size V like K (rows
+// marked "as quoted"), and the V2 paper's convention (d_h = 128 for K and V, no RoPE part).
 
 // %%
-#define GQA_GROUPS 8 /* the lineage write-up's comparison: Llama-style GQA-8 with V3's heads */
+#define GQA_GROUPS 8 /* the usual comparison: Llama-style GQA-8 with V3's heads */
 
 NB_CELL(cell_mha_compare)
 {
@@ -119,8 +121,8 @@ NB_CELL(cell_mha_compare)
     } rows[] = {
         {"MHA, K 192 + V 128 (corrected)", H, Dk, Dv},
         {"GQA-8, K 192 + V 128 (corrected)", GQA_GROUPS, Dk, Dv},
-        {"MHA, V sized like K (lineage)", H, Dk, Dk},
-        {"GQA-8, V sized like K (lineage)", GQA_GROUPS, Dk, Dk},
+        {"MHA, V sized like K (as quoted)", H, Dk, Dk},
+        {"GQA-8, V sized like K (as quoted)", GQA_GROUPS, Dk, Dk},
         {"MHA, d_h 128 (V2 paper)", H, Dn, Dn},
         {"GQA-8, d_h 128 (V2 paper)", GQA_GROUPS, Dn, Dn},
     };
@@ -269,14 +271,17 @@ static const head_form NAIVE = {score_naive, value_naive},
                        ABSORBED = {score_absorbed, value_absorbed};
 
 // %% [markdown]
-// ## The lineage write-up's numpy check, in C
+// ## A numpy check of absorption, in C
 //
-// The lineage write-up checks absorption in numpy at $d = 64$, $n_h = 4$, $d_h = 16$, $d_c = 32$,
-// $T = 10$ with `default_rng(0)`, without RoPE ($D_r = 0$) and without a scale ($\sigma = 1$).
+// A small numpy check shows the two forms equal to rounding at $d = 64$, $n_h = 4$, $d_h = 16$,
+// $d_c = 32$, $T = 10$ with `default_rng(0)`, without RoPE ($D_r = 0$) and without a scale
+// ($\sigma = 1$). It draws, in this order, $W_{DKV}$, $W_{UK}$, $W_{UV}$ and $W_Q$ (each standard
+// normal divided by the square root of its input width), then the ten hidden states $H$ and the
+// query's $h_t$, and prints the largest score and output differences over all heads.
 // `ref/core/rng.h` is numpy's generator bit for bit (PCG64, SeedSequence, the ziggurat normal), so
 // the cell below draws the very same matrices in the same order, projects the ten latents
 // $c_t = W_{DKV} h_t$, and runs both forms above on every head, with one softmax of the naive
-// scores for both sums of values, as the write-up does.
+// scores for both sums of values, as the numpy check does.
 
 // %%
 enum { WT_D = 64, WT_NH = 4, WT_T = 10 };
@@ -325,7 +330,7 @@ NB_CELL(cell_numpy_check)
 }
 
 // %% [markdown]
-// The lineage write-up printed `5.329070518200751e-15` and `6.661338147750939e-16` (numpy 2.4.1).
+// Run under numpy 2.4.1 the check prints `5.329070518200751e-15` and `6.661338147750939e-16`.
 // The digits of a rounding difference depend on the order of the sums (numpy's einsum and BLAS
 // choose theirs), so only the level, about $10^{-15}$, carries over; a rerun on numpy 1.24 gives
 // 4.00e-15 and 8.88e-16. The draws themselves do carry over: numpy's own results for this check are
@@ -475,7 +480,8 @@ NB_CELL(cell_built_vs_ref)
 // ## The figure
 //
 // Bytes per token at V3's head geometry and 61 layers, bf16: MHA and GQA-8 with the real 128-wide
-// values, the lineage write-up's MHA with values sized like keys (light), and MLA's 576-value row.
+// values, MHA priced with values sized like keys, as it is often quoted (light), and MLA's
+// 576-value row.
 // The README shows it (`chapters/02_mla/figures/cache_per_token.svg`).
 
 // %%
@@ -485,7 +491,7 @@ NB_CELL(cell_figure)
                  H = (double)v3.n_heads;
     const double Dk = (double)(v3.qk_nope_head_dim + v3.qk_rope_head_dim),
                  Dv = (double)v3.v_head_dim;
-    const char *labels[] = {"MHA, V like K (lineage write-up)", "MHA, K 192 + V 128",
+    const char *labels[] = {"MHA, V like K (as quoted)", "MHA, K 192 + V 128",
                             "GQA-8, K 192 + V 128", "MLA, c_kv 512 + k_rope 64"};
     const double values[] = {H * 2 * Dk * b * L, H * (Dk + Dv) * b * L,
                              GQA_GROUPS * (Dk + Dv) * b * L,
@@ -493,7 +499,7 @@ NB_CELL(cell_figure)
     const int emphasis[] = {0, 1, 1, 1};
     char subtitle[160];
     snprintf(subtitle, sizeof subtitle,
-             "%zu layers, bf16, %zu heads; light: the lineage write-up's MHA, V like K",
+             "%zu layers, bf16, %zu heads; light: MHA with V sized like K, as often quoted",
              v3.n_layers, v3.n_heads);
     svg_doc s;
     svg_bars_log(&s, "DeepSeek-V3 geometry: KV cache bytes per token", subtitle, labels, values,

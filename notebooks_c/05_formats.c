@@ -5,9 +5,9 @@
 // the element formats code by code (`formats/element.h`), then writes the two encoders the cache
 // needs, E4M3 and E2M1, and one MXFP4 block in a few lines of C each and checks them bit for bit
 // against `formats/`. It prices the block-scaled schemes in bits per element (`formats/block.h`),
-// shows why a fractional scale beats a power of two, reproduces the write-up's FP4 check digit for
-// digit, and packs one vector into each of DeepSeek's KV rows (`formats/rows.h`). Everything here
-// runs on `formats/`, which depends on nothing but libc and libm.
+// shows why a fractional scale beats a power of two, reproduces a numpy check of V4.1's FP4 cache
+// digit for digit, and packs one vector into each of DeepSeek's KV rows (`formats/rows.h`).
+// Everything here runs on `formats/`, which depends on nothing but libc and libm.
 //
 // Cells that compute define an `NB_CELL` function; the last cell runs them.
 // `build/bin/nb_05 --step` walks it cell by cell; `make nb-05` rebuilds it after an edit and walks
@@ -366,11 +366,12 @@ NB_CELL(cell_headroom)
 }
 
 // %% [markdown]
-// ## The lineage write-up's FP4 check, digit for digit
+// ## A numpy check of V4.1's FP4, digit for digit
 //
-// The lineage write-up draws a standard-normal 512-vector with `default_rng(0)`, scales it to L2
-// norm $\sqrt{512}$, quantises it in blocks of 16 with an E4M3 scale mapping each block's maximum
-// onto 6,
+// V4.1 stores its 512-wide compressed entry in FP4 (the DeepSeek-V4.1 report, section 2.4.4). A
+// small numpy check shows what that costs: it draws a standard-normal 512-vector with
+// `default_rng(0)`, scales it to L2 norm $\sqrt{512}$, quantises it in blocks of 16 with an E4M3
+// scale mapping each block's maximum onto 6,
 //
 // $$s = \operatorname{e4m3}\left(\max_i |x_i| / 6\right),$$
 //
@@ -430,14 +431,14 @@ NB_CELL(cell_fp4_check)
            kvf_row_bytes(KVF_ROW_V41_MAIN));
     return nb_expect(!strcmp(dfmt_numpy_round(amax, 3), "3.861") &&
                          !strcmp(dfmt_numpy_round(rel, 4), "0.0912"),
-                     "seed 0 gives %s and %s, not the lineage write-up's 3.861 and 0.0912",
+                     "seed 0 gives %s and %s, not the numpy check's 3.861 and 0.0912",
                      dfmt_numpy_round(amax, 3), dfmt_numpy_round(rel, 4));
 }
 
 // %% [markdown]
 // A Gaussian latent peaks near 4, far inside the 22.6 bound, and the error is about 9%: the price
 // of eight magnitudes per block, and the reason the format needs quantisation-aware training and
-// the window cache stays in FP8. The lineage write-up's own caveat applies: this is the order of
+// the window cache stays in FP8. A Gaussian draw is not a trained latent: this is the order of
 // magnitude, not the model's number. Twenty seeds against numpy's results for the same recipe
 // (`tests/data/kvfmt_fp4_demo.txt`, written by `tests/gen_kvfmt_fp4_demo.py`):
 

@@ -44,8 +44,9 @@
 //
 // $$n_\text{CSA} \cdot \frac{584 + 68}{4} + n_\text{HCA} \cdot \frac{584}{128}.$$
 //
-// The transformers write-up instead quotes the transformers fallback schedule (two HCA layers, then
-// CSA at odd indices): the cell prices that too.
+// The transformers deepseek_v4 port (configuration_deepseek_v4.py) has a fallback for a config
+// without `compress_ratios`, two HCA layers and then CSA at odd indices; read as V4-Flash's
+// schedule it gives 20 CSA + 23 HCA layers. The cell prices that too.
 
 // %%
 enum { N_KINDS = 3 };

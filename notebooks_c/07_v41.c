@@ -251,15 +251,15 @@ NB_CELL(cell_bytes)
 // %% [markdown]
 // ## One layer's parameters, from the config
 //
-// The V4.1 layer walkthrough counts the weights of a Reindex layer (its layer 24) step by step.
-// Every count below is the config's widths multiplied out: query latent $W_{DQ}$ plus its norm gain
+// A Reindex layer (layer 24, say) holds 132,024,128 weights, counted step by step. Every count
+// below is the config's widths multiplied out: query latent $W_{DQ}$ plus its norm gain
 // ($d D_q + D_q$), the query heads $W_{UQ}$ ($D_q H D_h$), the window's $W_{KV}$ plus gain
 // ($d D_h + D_h$), the indexer's $W_{IQ}$ and head weights $W_{IW}$ ($D_q H_I D_I + d H_I$; a
 // Reindex layer has no key projection: it reads layer 20's keys), one sink per head ($H$), and the
 // grouped output $W_{OA}$ in $G = 8$ blocks and $W_{OB}$ ($G D_o \frac{H}{G} D_h + d G D_o$). The
-// other modes differ only in the indexer and compressor rows. The walkthrough says its counts equal
-// the element counts of the checkpoint's tensors; no checkpoint is read here, so that is quoted,
-// and what the tests check is that these products are what `ref/v41` allocates.
+// other modes differ only in the indexer and compressor rows. The counts should equal the element
+// counts of the checkpoint's tensors; no checkpoint is read here, so that is not checked, and what
+// the tests check is that these products are what `ref/v41` allocates.
 //
 // DeepSeek-V4.1-Flash's inference code keeps $W_{OA}$ (`wo_a`) in bf16 where the other large
 // matrices are FP8: its conversion dequantises it, and its comment notes that an FP8 grouped

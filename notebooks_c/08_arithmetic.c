@@ -237,7 +237,8 @@ NB_CELL(cell_parts)
 //     (\text{entries per token per such layer}) \times (\text{bytes per entry}),$$
 //
 // so each step's factor splits exactly into three. The rows below step from the newest model of
-// each attention generation to the next. The lineage write-up names one lever per step; the split
+// each attention generation to the next. Each step is often credited to one lever (V1 → V3 the
+// entry, V3.2 → V4-Flash the sequence, V4 → V4.1 layers and precision together); the split
 // shows where that is the whole story and where it is not: V1 → V3 owes 1.56× to fewer layers
 // besides the entry's 3.56×; V3.2 → V4-Flash owes 1.49× to layers and 1.21× to smaller entries
 // besides the sequence's 7.58×; V4 → V4.1 gains 10.25× on layers and 1.83× on bytes but gives back

@@ -5,8 +5,8 @@
  * reads the project under $KVL_ROOT (else the tree it was built from): README.md's table of chapters,
  * each chapter's README.md, exercises.md, solutions.md and figures, DIR/NN_name.md (the notebook
  * renderings `make notebooks` writes, a folder given relative to the project), chapters/SOURCES.md and
- * chapters/DISAGREEMENTS.md; and writes into the --out folder index.html (the course map), one page per
- * chapter, sources.html, disagreements.html, the figures, and a page for each project file a text links
+ * chapters/DISAGREEMENTS.md and chapters/GLOSSARY.md; and writes into the --out folder index.html (the
+ * course map), one page per chapter, sources.html, disagreements.html, glossary.html, the figures, and a page for each project file a text links
  * to (src/).
  * `make site` runs it, then copies KaTeX, highlight.js and site/site.{css,js} into assets/.
  *
@@ -31,7 +31,7 @@ static int usage(void)
     printf("usage: kvsite --notebooks DIR --out DIR\n"
            "Writes the course as a static website into the --out folder: index.html, one page per chapter\n"
            "(its text, its notebook's cells and outputs from DIR/NN_name.md, its exercises with their\n"
-           "solutions folded), sources.html, disagreements.html and the files they link to. DIR is\n"
+           "solutions folded), sources.html, disagreements.html, glossary.html and the files they link to. DIR is\n"
            "relative to the project ($KVL_ROOT, else the source tree).\n");
     return kvl_exit_status("kvsite", 0);
 }
@@ -58,7 +58,7 @@ static int text_page(site *s, const char *name, const char *page, const char *ti
     return rc;
 }
 
-/* sources.html and disagreements.html, after the last chapter */
+/* sources.html, disagreements.html and glossary.html, after the last chapter */
 static int citation_pages_write(site *s)
 {
     char last[SITE_PATH_MAX];
@@ -66,7 +66,9 @@ static int citation_pages_write(site *s)
     const char *last_title = s->n_chapters ? s->chapters[s->n_chapters - 1].title : "the course";
     KVL_TRY(text_page(s, "SOURCES", "sources", "sources", last, last_title, "disagreements.html",
                       "where the sources disagree"));
-    return text_page(s, "DISAGREEMENTS", "disagreements", "where the sources disagree", "sources.html", "sources",
+    KVL_TRY(text_page(s, "DISAGREEMENTS", "disagreements", "where the sources disagree", "sources.html", "sources",
+                      "glossary.html", "glossary"));
+    return text_page(s, "GLOSSARY", "glossary", "glossary", "disagreements.html", "where the sources disagree",
                      "index.html", "the course");
 }
 

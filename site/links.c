@@ -85,6 +85,7 @@ static int place(site *s, char *out, const char *path, const char *anchor)
     if (c && !strcmp(file, "solutions.md")) return with_anchor(out, page, "sol-", anchor, "exercises");
     if (!strcmp(path, "chapters/SOURCES.md")) return with_anchor(out, "sources.html", "", anchor, "");
     if (!strcmp(path, "chapters/DISAGREEMENTS.md")) return with_anchor(out, "disagreements.html", "", anchor, "");
+    if (!strcmp(path, "chapters/GLOSSARY.md")) return with_anchor(out, "glossary.html", "", anchor, "");
     if (!strcmp(path, "README.md")) return with_anchor(out, "index.html", "", anchor, "");
     const int kind = site_exists(s, path);
     if (kind == 0) return KVL_EIO;

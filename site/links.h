@@ -9,6 +9,7 @@
  *                                                      under their exercises)
  *   chapters/SOURCES.md#a         → sources.html#a
  *   chapters/DISAGREEMENTS.md#a   → disagreements.html#a
+ *   chapters/GLOSSARY.md#a        → glossary.html#a
  *   README.md                     → index.html
  *   NOTEBOOKS/X (a figure)        → notebooks/X, copied
  *   an .svg, .png, .jpg or .gif   → files/PATH, copied

@@ -51,8 +51,9 @@ int site_page_write(const site *s, const char *path, const site_page *p, const c
                     "<script defer src=\"%sassets/site.js\"></script>\n</head>\n<body>\n",
                 top, top, top, top, top, top);
     site_printf(&b, "<header class=\"bar\"><a class=\"home\" href=\"%sindex.html\">kvlineage</a>"
-                    "<a href=\"%ssources.html\">sources</a><a href=\"%sdisagreements.html\">disagreements</a></header>\n",
-                top, top, top);
+                    "<a href=\"%ssources.html\">sources</a><a href=\"%sdisagreements.html\">disagreements</a>"
+                    "<a href=\"%sglossary.html\">glossary</a></header>\n",
+                top, top, top, top);
     nav(&b, top, p);
     cmark_strbuf_puts(&b, "<main>\n");
     cmark_strbuf_puts(&b, body);

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Reference numbers for `kvfmt fp4-demo` (read by tests/test_ch05_kvfmt.c).
 
-The lineage write-up's V4.1 FP4 check ("Check it in numpy"), recomputed here in numpy alone for
+The numpy check of V4.1's FP4 (chapters/05_formats/README.md), recomputed here in numpy alone for
 seeds 0-19: a 512-channel latent from default_rng(seed).standard_normal, scaled in float64 to L2 norm
 sqrt(512); blocks of 16 channels; each block's scale is amax / 6 rounded to the nearest E4M3 value
 (ml_dtypes' cast); each element becomes the nearest E2M1 magnitude (0, .5, 1, 1.5, 2, 3, 4, 6) of
-|x| / scale with the sign of x. Seed 0 gives the lineage write-up's 3.861 and 0.0912.
+|x| / scale with the sign of x. Seed 0 gives the check's 3.861 and 0.0912.
 
 Writes tests/data/kvfmt_fp4_demo.txt, one line per seed:
     <seed> <max |latent| rounded to 3 places> <relative L2 error rounded to 4 places>

@@ -1,12 +1,12 @@
-"""Write tests/data/mla_toy_numpy.txt: the numbers of the lineage write-up's MLA absorption check (the numpy
-check of its V2 section), which test_ch02_mla reproduces in double with the project's rng.
+"""Write tests/data/mla_toy_numpy.txt: the numbers of the numpy check of MLA absorption
+(chapters/02_mla/README.md), which test_ch02_mla reproduces in double with the project's rng.
 
     python3 tests/gen_mla_toy.py
 
-The draws follow the lineage write-up: default_rng(0); W_DKV (d_c, d)/sqrt(d), W_UK and W_UV (n_h, d_h, d_c)
+The draws follow the numpy check: default_rng(0); W_DKV (d_c, d)/sqrt(d), W_UK and W_UV (n_h, d_h, d_c)
 /sqrt(d_c), W_Q (n_h, d_h, d)/sqrt(d), H (T, d), h_t (d). Blocks, each a header line `NAME COUNT`
 then COUNT values as Python repr (which reads back exactly), in C order:
-    scores_naive  [n_h][T]     q·K per head, no softmax scale (the lineage write-up applies none)
+    scores_naive  [n_h][T]     q·K per head, no softmax scale (the numpy check applies none)
     out_naive     [n_h][d_h]
     out_absorbed  [n_h][d_h]
     max_diff      2            max |score diff|, max |output diff| as numpy computed them

@@ -5,7 +5,7 @@
  * [W_UK^h c_j | k_rope_j] and values W_UV^h c_j, a causal (or banded) mask, softmax, W_O. The module's
  * float32 paths (whole-sequence forward, chunked prefill, naive and absorbed decode) are each held to
  * it row by row; the absorbed and the naive scores and values are held to it piece by piece. The
- * lineage write-up's numpy check (its V2 section; chapters/SOURCES.md) is redone in double with the project's rng and compared with
+ * small numpy check of absorption (chapters/02_mla/README.md) is redone in double with the project's rng and compared with
  * numpy's own numbers
  * (tests/data/mla_toy_numpy.txt, written by tests/gen_mla_toy.py).
  *
@@ -39,7 +39,7 @@
  * 2^-8 of itself (an ulp at 1 is 2^-7). */
 #define BF16_UNIT_ROUNDOFF 0x1p-8
 
-/* The lineage write-up's absorption check prints differences at 1e-15; anything algebraically different
+/* The numpy absorption check prints differences at 1e-15; anything algebraically different
  * (a missing W_UK, a transposed head) is off by O(1). */
 #define TOY_CHECK_MAX_DIFF 1e-13
 
@@ -807,7 +807,7 @@ START_TEST(test_bf16_chunked_prefill_matches_bf16_decode)
 }
 END_TEST
 
-/* ---- the lineage write-up's numpy check, in double -------------------------------------------------- */
+/* ---- the numpy absorption check, in double ---------------------------------------------------------- */
 
 enum { WT_D = 64, WT_NH = 4, WT_DH = 16, WT_DC = 32, WT_T = 10 };
 
@@ -816,7 +816,7 @@ typedef struct {
     double out_naive[WT_NH][WT_DH], out_abs[WT_NH][WT_DH];
 } writeup_toy;
 
-/* rng.standard_normal(n) / sqrt(fan), as the lineage write-up draws each array */
+/* rng.standard_normal(n) / sqrt(fan), as the numpy check draws each array */
 static void draw(kvl_rng *rng, double *x, size_t n, double fan)
 {
     kvl_rng_normal_f64(rng, x, n, 1.0);

@@ -1,7 +1,7 @@
 /* chapters/03_swa/swa_reach: the measured reach of a toy windowed stack equals the reach the window rule
  * gives at every depth (every output beyond it bit-identical), over a grid of depths, windows and seeds,
  * and the Mistral 7B figures come out of its config: an 8× smaller cache at 32K, 32·4095 = 131,040
- * positions of reach against the lineage write-up's 32·4096 = 131,072. */
+ * positions of reach against the Mistral 7B paper's k·W, 32·4096 = 131,072. */
 #include "blas_core.h"
 #include "common.h"
 #include "config.h"

@@ -1,7 +1,7 @@
 /* Chapter 5: the kvfmt calculator, run as a program. Its casts, tables, block schemes and packed rows
  * agree with the formats' definitions (formats/element.h, block.h, rows.h), written here in plain loops in
  * double with float32 rounding exactly where the definition rounds; its fp4-demo prints the numbers
- * of the lineage write-up's numpy check; bad input exits 2 with one line naming what was wrong. */
+ * of the numpy FP4 check (chapters/05_formats/README.md); bad input exits 2 with one line naming what was wrong. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>

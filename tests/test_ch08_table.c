@@ -1,6 +1,6 @@
 /* Chapter 8: the bytes-per-token table, derived from the configs and the formats library's row
  * sizes, reproduces the lineage's figures; it follows a config that changes; kvtable's outputs and
- * error exits behave. The figures below are the lineage write-up's, checked here, never used by the code. */
+ * error exits behave. The figures below are the sources' (chapters/DISAGREEMENTS.md), checked here, never used by the code. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>

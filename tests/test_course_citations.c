@@ -29,6 +29,9 @@
  *     it names (`build/bin/PROGRAM ...`, `build/tests/SUITE`) is a program the build makes (in $KVL_BIN,
  *     else build/bin) or a suite in tests/.
  *   - chapters/SOURCES.md exists and every chapter text links it.
+ *   - No text under chapters/ or notebooks_c/ but chapters/SOURCES.md and chapters/DISAGREEMENTS.md
+ *     names a secondary write-up ("write-up", "walkthrough", in any case): the reader cannot open one,
+ *     so a chapter states the claim itself.
  * A failing test lists every offending place on stderr, file:line first, then fails once. */
 #include "common.h"
 
@@ -267,6 +270,37 @@ START_TEST(test_no_file_names_an_absent_document_or_a_claim_handle)
 }
 END_TEST
 
+/* The secondary write-ups the course was built from are not in the repository: a chapter states each
+ * claim itself (what, the number, its primary source) and only the sources and disagreements pages
+ * name who else makes it. Words that name such a document, matched in any case. */
+static const char *const SECONDARY[] = {"write-up", "walkthrough"};
+
+static int states_its_claims_itself(const char *rel)
+{
+    return (!strncmp(rel, "chapters/", 9) || !strncmp(rel, "notebooks_c/", 12)) &&
+           strcmp(rel, "chapters/SOURCES.md") != 0 && strcmp(rel, "chapters/DISAGREEMENTS.md") != 0;
+}
+
+START_TEST(test_no_course_text_leans_on_a_write_up_the_reader_cannot_open)
+{
+    list_sources();
+    size_t checked = 0;
+    for (size_t i = 0; i < n_files; i++) {
+        if (!states_its_claims_itself(files[i].path)) continue;
+        char *text = read_source(files[i].path);
+        for (char *q = text; *q; q++) *q = (char)tolower((unsigned char)*q);
+        for (size_t k = 0; k < sizeof SECONDARY / sizeof SECONDARY[0]; k++)
+            for (const char *p = strstr(text, SECONDARY[k]); p; p = strstr(p + 1, SECONDARY[k]))
+                offence(files[i].path, text, p, "names a secondary write-up", (int)strcspn(p, "\n"), p);
+        checked++;
+        free(text);
+    }
+    ck_assert_msg(checked >= 50, "only %zu course files checked", checked);
+    expect_no_offence("name a secondary write-up outside chapters/SOURCES.md and chapters/DISAGREEMENTS.md: "
+                      "state the claim, its number and its primary source instead");
+}
+END_TEST
+
 /* ---- the sources and disagreements pages ------------------------------------------------------------ */
 
 /* chapters/NN_name/README.md texts, by folder name */
@@ -405,6 +439,7 @@ Suite *kvl_suite(void)
     tcase_add_test(docs, test_no_file_cites_a_missing_document);
     tcase_add_test(docs, test_no_file_uses_a_section_sign);
     tcase_add_test(docs, test_no_file_names_an_absent_document_or_a_claim_handle);
+    tcase_add_test(docs, test_no_course_text_leans_on_a_write_up_the_reader_cannot_open);
     suite_add_tcase(s, docs);
     TCase *pages = tcase_create("pages");
     tcase_add_test(pages, test_every_mark_a_chapter_uses_is_defined);

@@ -4,13 +4,14 @@
  *   mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]
  *
  * (a) Cache bytes at the config's head geometry (DeepSeek-V3 by default): the latent row against
- *     MHA and GQA-8 with the same heads, and the lineage write-up's figures that sized V like K,
- *     all derived from the config; a live MLA cache confirms the per-token bytes.
+ *     MHA and GQA-8 with the same heads, and the figures often quoted that size V like K, all
+ *     derived from the config; a live MLA cache confirms the per-token bytes.
  * (b) One decode step of one layer at the config's attention dims, from the query to the heads'
  *     outputs, naive (re-expand K and V from every cached latent) against absorbed (score the
  *     latent rows directly): time, counted flop and bytes, rates. The naive form is timed while
  *     a step fits the budget; beyond that its work is counted only.
- * (c) The lineage write-up's numpy absorption check, redone in double with the project's rng.
+ * (c) A small numpy check of absorption (chapters/02_mla/README.md), redone in double with the
+ *     project's rng.
  * Every figure is computed at run time. */
 #include <errno.h>
 #include <math.h>
@@ -58,7 +59,7 @@ static void usage(FILE *f)
         f,
         "usage: mla_cost [--config FILE] [--contexts N,N,...] [--repeats R] [--naive-budget SECONDS]\n"
         "MLA's cache against MHA and GQA-8, a naive against an absorbed decode step at the config's\n"
-        "attention dims, and the lineage write-up's numpy absorption check in double.\n"
+        "attention dims, and a small numpy check of absorption redone in double.\n"
         "  --config FILE         an MLA config.json (default: ref/configs/deepseek-v3.json)\n"
         "  --contexts LIST       cached tokens per decode step, K = 1024\n"
         "                        (default 1K,4K,8K,16K,32K,64K,128K)\n"
@@ -99,7 +100,7 @@ static int cache_bytes(const kvl_model *m)
     printf("  naive MLA, K and V re-expanded per head: %s values per token per layer, as MHA\n",
            G(H * (Dk + Dv)));
     printf(
-        "\n  The lineage write-up sizes V like K (%s channels): MHA %s(%s x 2) x %.0f B = %s B/layer\n"
+        "\n  Priced with V sized like K (%s channels), as often quoted: MHA %s(%s x 2) x %.0f B = %s B/layer\n"
         "  = %s B/token (%.1fx), GQA-%d %s B/token (%.2fx). But a value has v_head_dim = %s channels, not %s:\n"
         "  the decoupled RoPE channels belong to the keys only, so the MHA and GQA rows above are the caches.\n",
         G(Dk), G(H), G(Dk), b, G(mha_v_as_k), G(mha_v_as_k * L), mha_v_as_k / mla, GQA_GROUPS,
@@ -343,11 +344,11 @@ static int decode_step(const kvl_model *m, const options *opt)
     return rc;
 }
 
-/* ---- (c) the lineage write-up's numpy check in double ---------------------------------------- */
+/* ---- (c) the numpy absorption check in double ------------------------------------------------ */
 
 enum { WT_D = 64, WT_NH = 4, WT_DH = 16, WT_DC = 32, WT_T = 10 };
 
-/* x[n] = rng.standard_normal(n) / sqrt(fan), the lineage write-up's draw of each array */
+/* x[n] = rng.standard_normal(n) / sqrt(fan), the numpy check's draw of each array */
 static void draw(kvl_rng *rng, double *x, size_t n, double fan)
 {
     kvl_rng_normal_f64(rng, x, n, 1.0);
@@ -357,7 +358,7 @@ static void draw(kvl_rng *rng, double *x, size_t n, double fan)
 /* out[h][i] = Σ_t p[h][t] · (W[h] C[t])_i, and the like, through linalg's plain double loops:
  * its BLAS products would order the sums by the machine's kernel, and the digits printed with
  * them (2.66e-15 on an AVX-512 OpenBLAS, 3.55e-15 on an AVX2 one) with it */
-static int writeup_toy_check(void)
+static int absorption_toy_check(void)
 {
     static double W_DKV[WT_DC][WT_D], W_UK[WT_NH][WT_DH][WT_DC], W_UV[WT_NH][WT_DH][WT_DC],
         W_Q[WT_NH][WT_DH][WT_D], Hs[WT_T][WT_D], h_t[WT_D], C[WT_T][WT_DC];
@@ -396,7 +397,7 @@ static int writeup_toy_check(void)
     }
     if (rc != KVL_OK) return rc;
     printf(
-        "(c) The lineage write-up's numpy check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0),\n"
+        "(c) The numpy absorption check in double (d %d, n_h %d, d_h %d, d_c %d, T %d, default_rng(0),\n"
         "    drawn in its order W_DKV, W_UK, W_UV, W_Q, H, h_t):\n\n",
         WT_D, WT_NH, WT_DH, WT_DC, WT_T);
     printf("max |score diff| : %.16g\n", ds);
@@ -501,7 +502,7 @@ int main(int argc, char **argv)
     if (rc == KVL_OK) kvl_progress("the decode step, naive and absorbed");
     if (rc == KVL_OK) rc = decode_step(&m, &opt);
     if (rc == KVL_OK) kvl_progress("the toy check");
-    if (rc == KVL_OK) rc = writeup_toy_check();
+    if (rc == KVL_OK) rc = absorption_toy_check();
     kvl_progress_stop();
     kvl_model_free(&m);
     if (rc != KVL_OK) {

@@ -10,8 +10,9 @@
  * float32's resolution and round away, so the reach itself is measured layer by layer, the change
  * restored to full size after each (toy_layers). Then the Mistral 7B figures, computed from its
  * config (chapters/03_swa/mistral-7b.json): the cache a window saves at the full context, checked
- * on a live ref/mha ring, and the stacked reach with the query-inclusive window against the lineage
- * write-up's L·W. Everything is run and checked before the first line is printed.
+ * on a live ref/mha ring, and the stacked reach with the query-inclusive window against the
+ * Mistral 7B paper's k·W (L·W here). Everything is run and checked before the first line is
+ * printed.
  *
  *   swa_reach [--layers L] [--window W] [--threshold R] [--seed S]
  *
@@ -405,7 +406,7 @@ static void mistral_print(const mistral_model *mm, size_t live)
         kvl_grouped(e, sizeof e, row, 0));
     printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
            kvl_grouped(a, sizeof a, L * (W - 1), 0));
-    printf("  the lineage write-up's figure:         L*W     = %zu*%zu = %s positions\n", L, W,
+    printf("  the Mistral 7B paper's k*W:            L*W     = %zu*%zu = %s positions\n", L, W,
            kvl_grouped(b, sizeof b, L * W, 0));
     printf(
         "  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"

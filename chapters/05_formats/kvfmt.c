@@ -7,7 +7,7 @@
  *   kvfmt table    --format F                           every code with its value and class
  *   kvfmt quant    --scheme S                           block-quantise the floats on stdin
  *   kvfmt row      --layout L [--pack | --unpack]       a KV row's byte map, or pack / unpack a row
- *   kvfmt fp4-demo [--seed S]                           the V4.1 FP4 check of the lineage write-up
+ *   kvfmt fp4-demo [--seed S]                           a numpy check of V4.1's FP4, redone
  *
  * Numbers are read as strtod reads them (decimal, hex float such as 0x1.8p+3, inf, nan) and
  * rounded once to float32, the type the library converts; errors are measured against the number
@@ -961,7 +961,7 @@ static int parse_seed(const options *o, uint64_t *seed)
     return 0;
 }
 
-/* The lineage write-up's FP4 check (V4.1 part, "Check it in numpy"): a standard-normal
+/* A numpy check of V4.1's FP4 cache (chapters/05_formats/README.md): a standard-normal
  * latent[512] from default_rng(seed), scaled in double to L2 norm sqrt(512), quantised with the
  * library's V4.1 FP4 (block 16, E4M3 scale of amax/6, E2M1 nearest even) and compared in double
  * with the latent. */
