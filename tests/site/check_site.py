@@ -63,8 +63,8 @@ def refusals(kvsite, root):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, 'root')
-        shutil.copytree(os.path.join(root, 'chapters'), os.path.join(copy, 'chapters'))
-        shutil.copy(os.path.join(root, 'README.md'), copy)
+        # the project's sources and texts, which the chapters link; not its builds
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns('build*', '.git', '.venv', '*.o'))
         nb = os.path.join(copy, 'notebooks')
         os.mkdir(nb)
 
