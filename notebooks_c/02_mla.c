@@ -56,9 +56,9 @@ NB_CELL(cell_latent)
     const double b = kvf_element_bits(KVF_BF16) / 8.0, Dc = (double)v3.kv_lora_rank,
                  Dr = (double)v3.qk_rope_head_dim;
     const double mha = 2.0 * (double)v3.n_heads * (double)v3.qk_nope_head_dim;
-    printf("%s: H %zu, Dq' %zu, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, %zu layers\n", v3.name,
-           v3.n_heads, v3.q_lora_rank, v3.kv_lora_rank, v3.qk_rope_head_dim, v3.qk_nope_head_dim,
-           v3.v_head_dim, v3.n_layers);
+    printf("%s: H %zu, Dq' %s, Dc %zu, Dr %zu, Dnope %zu, Dv %zu, %zu layers\n", v3.name,
+           v3.n_heads, nb_num((double)v3.q_lora_rank, 0), v3.kv_lora_rank, v3.qk_rope_head_dim,
+           v3.qk_nope_head_dim, v3.v_head_dim, v3.n_layers);
     printf("cached per token per layer: Dc + Dr = %s + %s = %s values\n", nb_num(Dc, 0),
            nb_num(Dr, 0), nb_num(Dc + Dr, 0));
     printf("MHA with H heads of %zu (the V2 paper's 2*n_h*d_h): %s values: %s x the latent alone, "

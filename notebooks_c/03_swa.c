@@ -80,7 +80,8 @@ NB_CELL(cell_work)
         window += t + 1 < W ? t + 1 : W;
         causal += t + 1;
     }
-    printf("n %zu, W %zu: window scores %s pairs <= n*W = %s; full causal attention %s\n", n, W,
+    printf("n %s, W %zu: window scores %s pairs <= n*W = %s; full causal attention %s\n",
+           nb_num((double)n, 0), W,
            nb_num((double)window, 0), nb_num((double)(n * W), 0), nb_num((double)causal, 0));
     return nb_expect(window <= n * W, "the window count %zu exceeds n*W", window);
 }

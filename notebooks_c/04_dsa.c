@@ -66,8 +66,8 @@ NB_CELL(cell_bytes)
                  key = (double)kvf_row_bytes(KVF_ROW_V32_INDEX);
     const double latent = (double)(m.kv_lora_rank + m.qk_rope_head_dim),
                  DI = (double)m.index_head_dim;
-    printf("\n%s: %zu layers, indexer %zu heads x %zu, top-k %zu\n", m.name, m.n_layers,
-           m.index_n_heads, m.index_head_dim, m.index_topk);
+    printf("\n%s: %zu layers, indexer %zu heads x %zu, top-k %s\n", m.name, m.n_layers,
+           m.index_n_heads, m.index_head_dim, nb_num((double)m.index_topk, 0));
     printf("values per token per layer: latent %s + index key %s = %s; "
            "the key is %.1f%% of the latent's values, %.1f%% of its bytes\n",
            nb_num(latent, 0), nb_num(DI, 0), nb_num(latent + DI, 0), 100 * DI / latent,

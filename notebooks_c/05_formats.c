@@ -63,7 +63,8 @@ NB_CELL(cell_fp8)
     printf(
         "      binades log2(max / smallest subnormal): %.2f; with IEEE-style infinities (max %g): %.2f\n",
         log2(max / min_sub), ieee_max, log2(ieee_max / min_sub));
-    printf("E5M2: max %g, smallest subnormal 2^%.0f, +inf code 0x7c\n", kvf_element_max(KVF_E5M2),
+    printf("E5M2: max %s, smallest subnormal 2^%.0f, +inf code 0x7c\n",
+           nb_num(kvf_element_max(KVF_E5M2), 6),
            log2(kvf_e5m2_decode(0x01)));
     printf(
         "E8M0 (scales only): code 0x00 = 2^%.0f ... code 0xfe = 2^%.0f, 0xff NaN; no zero, no sign\n",
@@ -284,8 +285,8 @@ NB_CELL(cell_mxfp4_block)
         !memcmp(my_codes, codes, sizeof codes) && !memcmp(my_scales, scales, sizeof scales);
     const double diff = dfmt_rel_l2(mine, theirs, N_BLOCKS * MX);
     printf(
-        "%d blocks of %d: codes and scales %s formats/'s; decoded values differ by %g (relative L2)\n",
-        N_BLOCKS, MX, same ? "equal to" : "DIFFER from", diff);
+        "%s blocks of %d: codes and scales %s formats/'s; decoded values differ by %g (relative L2)\n",
+        nb_num(N_BLOCKS, 0), MX, same ? "equal to" : "DIFFER from", diff);
     const size_t b = 20;   /* N(0,1) values at their own scale: the block drawn below */
     printf("block %zu: scale code 0x%02x = 2^%d, round-trip error %.4f (relative L2)\n", b,
            my_scales[b], my_scales[b] - 127, dfmt_rel_l2(mine + b * MX, x + b * MX, MX));
@@ -358,8 +359,8 @@ NB_CELL(cell_headroom)
 {
     const double ceiling = kvf_element_max(KVF_E4M3) * kvf_element_max(KVF_E2M1),
                  bound = sqrt((double)KVF_V41_DIM);
-    printf("E4M3 scale max x E2M1 max = %g x %g = %g\n", kvf_element_max(KVF_E4M3),
-           kvf_element_max(KVF_E2M1), ceiling);
+    printf("E4M3 scale max x E2M1 max = %s x %s = %s\n", nb_num(kvf_element_max(KVF_E4M3), 6),
+           nb_num(kvf_element_max(KVF_E2M1), 6), nb_num(ceiling, 6));
     printf("a normalised %d-channel latent: |x_i| <= ||x|| = sqrt(%d) = %.3f; headroom %.0fx\n",
            KVF_V41_DIM, KVF_V41_DIM, bound, ceiling / bound);
     return KVL_OK;
@@ -426,8 +427,8 @@ NB_CELL(cell_fp4_check)
     if (rc != KVL_OK) return rc;
     printf("max |latent|       : %s\n", dfmt_numpy_round(amax, 3));
     printf("rel L2 error       : %s\n", dfmt_numpy_round(rel, 4));
-    printf("bytes per 512-ch entry: fp16 %u  fp8 %u  fp4+E4M3/16 %zu\n",
-           DIM * kvf_element_bits(KVF_BF16) / 8, DIM * kvf_element_bits(KVF_E4M3) / 8,
+    printf("bytes per 512-ch entry: fp16 %s  fp8 %u  fp4+E4M3/16 %zu\n",
+           nb_num(DIM * kvf_element_bits(KVF_BF16) / 8, 0), DIM * kvf_element_bits(KVF_E4M3) / 8,
            kvf_row_bytes(KVF_ROW_V41_MAIN));
     return nb_expect(!strcmp(dfmt_numpy_round(amax, 3), "3.861") &&
                          !strcmp(dfmt_numpy_round(rel, 4), "0.0912"),

@@ -190,7 +190,8 @@ static void print_weight_table(const char *what, const v4_weight *t)
                                                                "B (position bias)", "RMSNorm gain"};
     printf("  %s:", what);
     for (size_t i = 0; i < V4_COMPRESSOR_N_WEIGHTS; i++)
-        printf("%s %s [%zu][%zu]", i ? "," : "", names[i], t[i].rows, t[i].cols);
+        printf("%s %s [%s][%s]", i ? "," : "", names[i], nb_num((double)t[i].rows, 0),
+               nb_num((double)t[i].cols, 0));
     printf("\n");
 }
 
@@ -208,12 +209,16 @@ NB_CELL(cell_shapes)
     const size_t H = csa.n_heads, Dh = csa.head_dim, G = csa.o_groups, Do = csa.o_lora_rank,
                  d = csa.d;
     printf(
-        "d %zu, H %zu, Dh %zu (Dr %zu trailing), Dq' %zu, W %zu, G %zu, Do %zu; indexer HI %zu x DI %zu, top-%zu\n",
-        d, H, Dh, csa.rope.Dr, csa.q_lora_rank, csa.window, G, Do, csa.indexer.n_heads,
-        csa.indexer.head_dim, csa.indexer.topk);
-    printf("W_DQ [%zu][%zu], W_UQ [%zu][%zu], W_KV [%zu][%zu]; W_IQ [%zu][%zu], W_IW [%zu][%zu]\n",
-           csa.q_lora_rank, d, H * Dh, csa.q_lora_rank, Dh, d,
-           csa.indexer.n_heads * csa.indexer.head_dim, csa.q_lora_rank, csa.indexer.n_heads, d);
+        "d %s, H %zu, Dh %zu (Dr %zu trailing), Dq' %s, W %zu, G %zu, Do %s; indexer HI %zu x DI %zu, top-%s\n",
+        nb_num((double)d, 0), H, Dh, csa.rope.Dr, nb_num((double)csa.q_lora_rank, 0), csa.window, G,
+        nb_num((double)Do, 0), csa.indexer.n_heads, csa.indexer.head_dim,
+        nb_num((double)csa.indexer.topk, 0));
+    printf("W_DQ [%s][%s], W_UQ [%s][%s], W_KV [%s][%s]; W_IQ [%s][%s], W_IW [%s][%s]\n",
+           nb_num((double)csa.q_lora_rank, 0), nb_num((double)d, 0), nb_num((double)(H * Dh), 0),
+           nb_num((double)csa.q_lora_rank, 0), nb_num((double)Dh, 0), nb_num((double)d, 0),
+           nb_num((double)(csa.indexer.n_heads * csa.indexer.head_dim), 0),
+           nb_num((double)csa.q_lora_rank, 0), nb_num((double)csa.indexer.n_heads, 0),
+           nb_num((double)d, 0));
     v4_compressor_weights cw;
     v4_weight t[V4_COMPRESSOR_N_WEIGHTS];
     v4_compressor_weight_table(t, &cw, &csa.compressor);
@@ -225,9 +230,10 @@ NB_CELL(cell_shapes)
     const double dense = (double)(H * Dh) * (double)d;
     const double grouped = (double)(G * Do) * (double)(H / G * Dh) + (double)d * (double)(G * Do);
     printf("heads: %zu x %zu = %s channels; %zu groups of %zu heads, %s channels per group; "
-           "W_OA [%zu][%zu] read as %zu x [%zu][%zu]\n",
-           H, Dh, nb_num((double)(H * Dh), 0), G, H / G, nb_num((double)(H / G * Dh), 0), G * Do,
-           H / G * Dh, G, Do, H / G * Dh);
+           "W_OA [%s][%s] read as %zu x [%s][%s]\n",
+           H, Dh, nb_num((double)(H * Dh), 0), G, H / G, nb_num((double)(H / G * Dh), 0),
+           nb_num((double)(G * Do), 0), nb_num((double)(H / G * Dh), 0), G, nb_num((double)Do, 0),
+           nb_num((double)(H / G * Dh), 0));
     printf(
         "output projection: dense %s -> %s = %s weights; grouped %zu x %s x %s + %s x %s = %s (%.2f of dense)\n",
         nb_num((double)(H * Dh), 0), nb_num((double)d, 0), nb_num(dense, 0), G,
@@ -610,8 +616,9 @@ static int live_bytes(void)
     for (size_t l = 0; l < c.n_layers && rc == KVL_OK; l++) {
         char name[64];
         const size_t held = v4_cache_bytes_used(&cache.v4[l]);
-        printf("  %-26s %6zu B for %d tokens = %8.4f B/token; window rows %s B\n",
-               model_layer_name(name, sizeof name, &c.layers[l]), held, T, (double)held / T,
+        printf("  %-26s %6s B for %d tokens = %8.4f B/token; window rows %s B\n",
+               model_layer_name(name, sizeof name, &c.layers[l]), nb_num((double)held, 0), T,
+               (double)held / T,
                nb_num((double)v4_cache_window_bytes(&cache.v4[l]), 0));
         const double want =
             T * layer_bytes_per_token(c.layers[l].v4.kind, c.layers[l].v4.compressor.ratio);

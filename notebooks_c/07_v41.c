@@ -454,8 +454,10 @@ NB_CELL(cell_fp4)
         den += (double)v[i] * v[i];
         amax = fmax(amax, fabs((double)v[i]));
     }
-    printf("bound: ||RMSNorm(v)|| = sqrt(%d) = %.3f; format range 448 x 6 = 2688, headroom %.0fx\n",
-           N, sqrt(N), 2688 / sqrt(N));
+    const double scale_max = kvf_element_max(KVF_E4M3), element_max = kvf_element_max(KVF_E2M1);
+    printf("bound: ||RMSNorm(v)|| = sqrt(%d) = %.3f; format range %s x %s = %s, headroom %.0fx\n",
+           N, sqrt(N), nb_num(scale_max, 6), nb_num(element_max, 6),
+           nb_num(scale_max * element_max, 6), scale_max * element_max / sqrt(N));
     printf("normalised random latent: max |v| %.3f, FP4 relative L2 error %.4f\n", amax,
            sqrt(num / den));
     memset(v, 0, sizeof v);

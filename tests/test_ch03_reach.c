@@ -23,9 +23,9 @@ START_TEST(test_reach_default_run)
     ck_assert_msg(strstr(out, "theoretical reach L*(W-1) = 4*7 = 28; measured: 28;"), "%s", out);
     ck_assert_msg(strstr(out, "15 of 15 rows bit-identical"), "%s", out);
     ck_assert_msg(strstr(out, "8x smaller"), "%s", out);
-    ck_assert_msg(strstr(out, "L*(W-1) = 32*4095 = 131,040 positions"), "%s", out);
-    ck_assert_msg(strstr(out, "L*W     = 32*4096 = 131,072 positions"), "%s", out);
-    ck_assert_msg(strstr(out, "full 4096 MiB, windowed 512 MiB"), "%s", out);
+    ck_assert_msg(strstr(out, "L*(W-1) = 32*4,095 = 131,040 positions"), "%s", out);
+    ck_assert_msg(strstr(out, "L*W     = 32*4,096 = 131,072 positions"), "%s", out);
+    ck_assert_msg(strstr(out, "full 4,096 MiB, windowed 512 MiB"), "%s", out);
     ck_assert_msg(strstr(out, "(as the formula says)"), "%s", out);
     ck_assert_str_eq(err, "");
 }

@@ -830,6 +830,24 @@ START_TEST(test_dsa_cost_counts_a_latent_row_by_the_definition)
 }
 END_TEST
 
+/* nb_04's bound on selecting per head: one selected set of K rows per query serves every head; were
+ * each of the H heads to pick its own K, a query would read up to H·K distinct latent rows, H times
+ * the shared set's K (H from the config). */
+START_TEST(test_nb04_bounds_per_head_selection_by_the_head_count)
+{
+    kvl_model m;
+    ck_assert_int_eq(kvl_model_load(&m, kvl_path("ref/configs/deepseek-v3.2-exp.json")), KVL_OK);
+    const double shared = (double)m.index_topk, per_head = (double)m.n_heads * (double)m.index_topk;
+    char want[200];
+    snprintf(want, sizeof want,
+             "one selected set per query serves all %zu heads; per-head selection would read up to %.0fx the rows",
+             m.n_heads, per_head / shared);
+    kvl_model_free(&m);
+    const char *const lines[] = {want};
+    kvl_expect_prints("nb_04", lines, 1, "one selected set");
+}
+END_TEST
+
 /* The summary under the table is about the longest context the reader asked for, whichever it is. */
 START_TEST(test_dsa_cost_summary_follows_the_contexts_given)
 {
@@ -911,6 +929,7 @@ Suite *kvl_suite(void)
     tcase_add_test(program, test_dsa_cost_program_derives_the_chapter_figures);
     tcase_add_test(program, test_dsa_cost_counts_a_latent_row_by_the_definition);
     tcase_add_test(program, test_dsa_cost_summary_follows_the_contexts_given);
+    tcase_add_test(program, test_nb04_bounds_per_head_selection_by_the_head_count);
     tcase_add_test(program, test_dsa_cost_program_rejects_bad_arguments);
     suite_add_tcase(s, program);
     return s;

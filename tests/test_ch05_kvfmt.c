@@ -41,6 +41,18 @@ static size_t count_lines(const char *s)
 }
 
 /* The text after `key` on the first line that contains it, or NULL. */
+/* A number as kvfmt prints it, its integer digits grouped by commas (57,344), without the commas
+ * (57344), for strtod and strtof. The text lives until the next call. */
+static const char *ungrouped(const char *text)
+{
+    static char digits[64];
+    size_t n = 0;
+    for (const char *c = text; *c && n + 1 < sizeof digits; c++)
+        if (*c != ',') digits[n++] = *c;
+    digits[n] = '\0';
+    return digits;
+}
+
 static const char *after(const char *text, const char *key)
 {
     const char *p = strstr(text, key);
@@ -192,7 +204,7 @@ START_TEST(test_encode_reads_hex_floats_and_special_words)
     ck_assert_uint_eq(c[4], 0x7f);
     expect_ok("encode --format e5m2 -inf 0x1.ep+15", NULL);
     ck_assert_msg(strncmp(out, "0xfc  -inf", 10) == 0, "e5m2 -inf: %s", out);
-    ck_assert_msg(strstr(out, "\n0x7c  inf  input 61440"), "61440 ties up to 65536, past 57344: %s", out);
+    ck_assert_msg(strstr(out, "\n0x7c  inf  input 61,440"), "61440 ties up to 65536, past 57344: %s", out);
 }
 END_TEST
 
@@ -258,7 +270,7 @@ START_TEST(test_table_lists_every_code_with_its_definition_value_and_class)
                           def_class(d, c));
             if (strcmp(cls, "nan") == 0) ck_assert_str_eq(value, "nan");
             else if (strcmp(cls, "inf") == 0) ck_assert_str_eq(value, c & d->sign ? "-inf" : "inf");
-            else ck_assert_msg(strtod(value, NULL) == def_decode(d, c) && signbit(strtod(value, NULL)) == !!(c & d->sign),
+            else ck_assert_msg(strtod(ungrouped(value), NULL) == def_decode(d, c) && signbit(strtod(ungrouped(value), NULL)) == !!(c & d->sign),
                                "%s 0x%02x: %s, want %.17g", d->name, c, value, def_decode(d, c));
         }
     }
@@ -278,7 +290,7 @@ START_TEST(test_table_e8m0_is_every_power_of_two_from_2_pow_minus_127)
             ck_assert_str_eq(value, "nan");
             continue;
         }
-        ck_assert_msg(strtod(value, NULL) == ldexp(1, (int)c - 127) && strcmp(cls, "normal") == 0,
+        ck_assert_msg(strtod(ungrouped(value), NULL) == ldexp(1, (int)c - 127) && strcmp(cls, "normal") == 0,
                       "e8m0 0x%02x: %s %s", c, value, cls);
     }
 }
@@ -456,7 +468,7 @@ START_TEST(test_quant_matches_block_definition_for_every_scheme)
             ck_assert_msg(i == seen && i < N, "%s: element %zu out of order", sd->name, i);
             ck_assert_msg(strtoul(code, NULL, 16) == codes[i], "%s [%zu] %a: code %s, want 0x%x", sd->name, i,
                           (double)x[i], code, codes[i]);
-            ck_assert_msg(strtof(deq, NULL) == xq[i], "%s [%zu] %a: dequantised %s, want %.9g", sd->name, i,
+            ck_assert_msg(strtof(ungrouped(deq), NULL) == xq[i], "%s [%zu] %a: dequantised %s, want %.9g", sd->name, i,
                           (double)x[i], deq, (double)xq[i]);
             seen++;
         }
@@ -650,7 +662,7 @@ static void read_unpacked(float *values, size_t n, const char *what)
         char v[64];
         if (sscanf(line, "%zu %63s", &i, v) != 2) continue;
         ck_assert_msg(i == seen && i < n, "%s: value %zu out of order", what, i);
-        values[seen++] = strtof(v, NULL);
+        values[seen++] = strtof(ungrouped(v), NULL);
     }
     ck_assert_msg(seen == n, "%s: %zu values, want %zu", what, seen, n);
 }
@@ -757,7 +769,7 @@ START_TEST(test_fp4_demo_seed_0_prints_the_write_up_numbers)
     ck_assert_int_eq(sscanf(rel, "%15s", b), 1);
     ck_assert_str_eq(a, "3.861");
     ck_assert_str_eq(b, "0.0912");
-    ck_assert_msg(strstr(out, "fp16 1024  fp8 512  fp4+E4M3/16 288"), "bytes: %s", out);
+    ck_assert_msg(strstr(out, "fp16 1,024  fp8 512  fp4+E4M3/16 288"), "bytes: %s", out);
     expect_ok("fp4-demo", NULL);
     ck_assert_msg(strstr(out, "3.861") && strstr(out, "0.0912"), "seed 0 is the default: %s", out);
 }

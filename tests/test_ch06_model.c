@@ -276,7 +276,7 @@ START_TEST(test_chapter_program_reports_live_bytes_and_replay)
 {
     static char out[CAP], err[CAP];
     ck_assert_msg(kvl_run("v4_cache --tokens 128 --chunk 50", NULL, out, CAP, err, CAP) == 0, "v4_cache: %s", err);
-    ck_assert_ptr_nonnull(strstr(out, "= 3514.25 bytes per token\n"));
+    ck_assert_ptr_nonnull(strstr(out, "= 3,514.25 bytes per token\n"));
     ck_assert_ptr_nonnull(strstr(out, "the live caches hold exactly the formula's bytes"));
     ck_assert_ptr_nonnull(strstr(out, "window rows 3,214,336 B"));
     ck_assert_ptr_nonnull(strstr(out, "n_win*L = 5,504 tokens; the exact minimum L*(W-1)+1 = 5,462"));

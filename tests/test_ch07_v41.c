@@ -671,7 +671,7 @@ START_TEST(test_notebook_prices_the_pool_and_the_fp4_bound_by_the_definition)
              KVL_GROUPED(m.candidate_block_size), KVL_GROUPED(pool));
     snprintf(b, sizeof b, "T 1,048,576: Full scans %s + Reindex %s = %s scores per query", KVL_GROUPED(scans),
              KVL_GROUPED(reindex), KVL_GROUPED(scans + reindex));
-    snprintf(c, sizeof c, "sqrt(%zu) = %.3f; format range 448 x 6 = 2688, headroom %.0fx", m.head_dim, bound,
+    snprintf(c, sizeof c, "sqrt(%zu) = %.3f; format range 448 x 6 = 2,688, headroom %.0fx", m.head_dim, bound,
              448.0 * 6 / bound);
     kvl_model_free(&m);
     const char *const want[] = {a, b, c};

@@ -144,11 +144,11 @@ static int print_model(const priced *p)
         size_t per_layer = v[i].entries * v[i].elements * v[i].bytes,
                per_token = v[i].layers * per_layer;
         char a[32], b[32], c[32], d[32];
-        printf("  %-16s %7zu %13zu %16s %9zu %12s %11s %14s %12.2f%s\n", v[i].label, v[i].layers,
+        printf("  %-16s %7zu %13zu %16s %9zu %12s %11s %14s %12s%s\n", v[i].label, v[i].layers,
                v[i].entries, kvl_grouped(a, sizeof a, v[i].elements, 0), v[i].bytes,
                kvl_grouped(b, sizeof b, per_layer, 0),
                kvl_grouped(d, sizeof d, v[i].layer_bytes_live, 0),
-               kvl_grouped(c, sizeof c, per_token, 0), (double)per_token / 1024.0,
+               kvl_grouped(c, sizeof c, per_token, 0), KVL_FIXED(per_token / 1024.0, 2),
                v[i].layer_bytes_live == per_layer ? "" : "  LIVE MISMATCH");
         if (v[i].layer_bytes_live != per_layer)
             rc = kvl_fail(KVL_EINVAL, "%s: live cache disagrees", m->path);
@@ -159,9 +159,9 @@ static int print_model(const priced *p)
         m->n_heads / m->n_kv_heads, m->n_heads / m->n_kv_heads, m->n_heads);
     char total[32];
     printf(
-        "  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %g KiB\n",
+        "  2 (K and V) x %zu KV heads x %zu dims x %zu B x %zu layers = %s B per token = %s KiB\n",
         m->n_kv_heads, m->head_dim, v[0].bytes, m->n_layers,
-        kvl_grouped(total, sizeof total, shipped, 0), (double)shipped / 1024.0);
+        kvl_grouped(total, sizeof total, shipped, 0), KVL_GROUPED_AT(shipped / 1024.0, 4));
     return rc;
 }
 
@@ -201,8 +201,9 @@ static int live_toy(size_t T, size_t n_kv_heads, kv_store store, int *ok)
         size_t got = model_cache_bytes_used(&cache);
         char name[32], g[32], f[32];
         printf(
-            "  %-6s %-5s %zu layers x %zu tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
-            model_layer_name(name, sizeof name, &c.layers[0]), kv_store_name(store), c.n_layers, T,
+            "  %-6s %-5s %zu layers x %s tokens x 2 x %zu x %zu x %zu B = %8s B   live %8s B   %s\n",
+            model_layer_name(name, sizeof name, &c.layers[0]), kv_store_name(store), c.n_layers,
+            KVL_GROUPED(T),
             a->n_kv_heads, a->head_dim, kv_store_bytes(store), kvl_grouped(f, sizeof f, want, 0),
             kvl_grouped(g, sizeof g, got, 0), got == want ? "match" : "MISMATCH");
         *ok &= got == want;
@@ -261,8 +262,8 @@ int main(int argc, char **argv)
     }
     if (!ok) { fprintf(stderr, "cost: %s\n", kvl_error()); return kvl_exit_status("cost", 1); }
 
-    printf("\nLive check: a toy stack (ref/model, d 64, H 4, Dh 16, SwiGLU MLP) after %zu tokens,\n"
-           "half prefilled, half decoded; bytes its caches hold against the formula:\n", T);
+    printf("\nLive check: a toy stack (ref/model, d 64, H 4, Dh 16, SwiGLU MLP) after %s tokens,\n"
+           "half prefilled, half decoded; bytes its caches hold against the formula:\n", KVL_GROUPED(T));
     const size_t kv[] = {4, 2, 1};
     const kv_store stores[] = {KV_STORE_F32, KV_STORE_BF16};
     for (int i = 0; i < 3; i++)

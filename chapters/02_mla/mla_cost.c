@@ -207,11 +207,12 @@ static void print_row(size_t N, const char *form, double t, work w)
     char ctx[32];
     snprintf(ctx, sizeof ctx, "%s", N ? G(N) : "");
     if (t > 0)
-        printf("  %8s  %-9s %10.2f %10.2f %10.3f %9.1f %8.1f\n", ctx, form, 1e3 * t, 1e-9 * w.flop,
-               1e-9 * w.bytes, 1e-9 * w.flop / t, 1e-9 * w.bytes / t);
+        printf("  %8s  %-9s %10s %10s %10s %9s %8s\n", ctx, form, KVL_FIXED(1e3 * t, 2),
+               KVL_FIXED(1e-9 * w.flop, 2), KVL_FIXED(1e-9 * w.bytes, 3),
+               KVL_FIXED(1e-9 * w.flop / t, 1), KVL_FIXED(1e-9 * w.bytes / t, 1));
     else
-        printf("  %8s  %-9s %10s %10.2f %10.3f %9s %8s\n", ctx, form, "-", 1e-9 * w.flop,
-               1e-9 * w.bytes, "-", "-");
+        printf("  %8s  %-9s %10s %10s %10s %9s %8s\n", ctx, form, "-", KVL_FIXED(1e-9 * w.flop, 2),
+               KVL_FIXED(1e-9 * w.bytes, 3), "-", "-");
 }
 
 typedef struct {

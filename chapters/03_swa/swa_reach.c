@@ -393,21 +393,21 @@ static void mistral_print(const mistral_model *mm, size_t live)
         m->name, MISTRAL, L, kvl_grouped(a, sizeof a, W, 0), c->n_kv_heads, c->head_dim,
         kvl_grouped(b, sizeof b, C, 0));
     printf(
-        "  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %zu)\n",
+        "  cache per layer at %s tokens: full %s entries, windowed %s: %zux smaller (ring slot of position p: p mod %s)\n",
         kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, C, 0),
-        kvl_grouped(e, sizeof e, W, 0), C / W, W);
+        kvl_grouped(e, sizeof e, W, 0), C / W, KVL_GROUPED(W));
     printf(
-        "  bytes at %s tokens, all %zu layers: full %.0f MiB, windowed %.0f MiB (%s B per entry per layer)\n",
-        kvl_grouped(a, sizeof a, C, 0), L, (double)(L * C * row) / 1048576.0,
-        (double)(L * W * row) / 1048576.0, kvl_grouped(b, sizeof b, row, 0));
+        "  bytes at %s tokens, all %zu layers: full %s MiB, windowed %s MiB (%s B per entry per layer)\n",
+        kvl_grouped(a, sizeof a, C, 0), L, KVL_GROUPED((double)(L * C * row) / 1048576.0),
+        KVL_GROUPED((double)(L * W * row) / 1048576.0), kvl_grouped(b, sizeof b, row, 0));
     printf(
         "  live: one layer's ref/mha ring after %s tokens holds %s B = W x %s B (as the formula says)\n",
         kvl_grouped(a, sizeof a, C, 0), kvl_grouped(b, sizeof b, live, 0),
         kvl_grouped(e, sizeof e, row, 0));
-    printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%zu = %s positions\n", L, W - 1,
-           kvl_grouped(a, sizeof a, L * (W - 1), 0));
-    printf("  the Mistral 7B paper's k*W:            L*W     = %zu*%zu = %s positions\n", L, W,
-           kvl_grouped(b, sizeof b, L * W, 0));
+    printf("  stacked reach, query-inclusive window: L*(W-1) = %zu*%s = %s positions\n", L,
+           KVL_GROUPED(W - 1), kvl_grouped(a, sizeof a, L * (W - 1), 0));
+    printf("  the Mistral 7B paper's k*W:            L*W     = %zu*%s = %s positions\n", L,
+           KVL_GROUPED(W), kvl_grouped(b, sizeof b, L * W, 0));
     printf(
         "  the %zu between them: a window of W keys that includes the query reaches W-1 positions back per\n"
         "  layer; L*W counts W per layer, as if each window held W keys besides the query.\n",

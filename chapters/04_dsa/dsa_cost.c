@@ -259,9 +259,8 @@ static int time_step(double *t, int (*step)(bench *, size_t), bench *b, size_t T
 
 static void print_row(const char *ctx, const char *form, work w, double t)
 {
-    char ms[32] = "-";
-    if (t > 0) snprintf(ms, sizeof ms, "%.2f", 1e3 * t);
-    printf("  %9s  %-10s %10.3f %10.2f %10s\n", ctx, form, 1e-9 * w.flop, 1e-6 * w.bytes, ms);
+    printf("  %9s  %-10s %10s %10s %10s\n", ctx, form, KVL_FIXED(1e-9 * w.flop, 3),
+           KVL_FIXED(1e-6 * w.bytes, 2), t > 0 ? KVL_FIXED(1e3 * t, 2) : "-");
 }
 
 /* T at which the sparse form's linear cost catches up with the dense one's: a·T = b·T + c·K */

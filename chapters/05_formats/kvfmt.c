@@ -27,6 +27,7 @@
 #include "block.h"
 #include "element.h"
 #include "environment.h"
+#include "grouped.h"
 #include "program.h"
 #include "rng.h"
 #include "rows.h"
@@ -84,6 +85,23 @@ static int reads_back_f64(const char *s, double v)
     return strtod(s, NULL) == v;
 }
 
+/* t with its integer digits grouped by thousands, as the course prints quantities: 57344 → 57,344,
+ * -1234.5 → -1,234.5; an exponent form or a nan or inf unchanged. Only for printing: the text no
+ * longer reads back with strtod. */
+static text grouped_text(text t)
+{
+    if (strpbrk(t.s, "eEn")) return t;
+    const int negative = t.s[0] == '-';
+    const char *digits = t.s + negative;
+    const size_t int_len = strcspn(digits, ".");
+    if (int_len < 4) return t;
+    char whole[40];
+    kvl_grouped(whole, sizeof whole, floor(fabs(strtod(digits, NULL))), 0);
+    text g;
+    snprintf(g.s, sizeof g.s, "%s%s%s", negative ? "-" : "", whole, digits + int_len);
+    return g;
+}
+
 /* The shortest %g text of a finite or special v that `reads_back` as v, at most max_digits
  * significant digits, and at least the digits of its integer part below 10^17 (480, not
  * 4.8e+02). */
@@ -98,7 +116,7 @@ static text shortest_text(double v, int max_digits, int (*reads_back)(const char
     }
     int int_digits = fabs(v) >= 1 && fabs(v) < 1e17 ? (int)floor(log10(fabs(v))) + 1 : 0;
     snprintf(t.s, sizeof t.s, "%.*g", p > int_digits ? p : int_digits, v);
-    return t;
+    return grouped_text(t);
 }
 
 /* 9 significant digits tell every float32 apart, 17 every double. */
@@ -119,7 +137,7 @@ static text err_text(double v)
     text t;
     if (isfinite(v)) snprintf(t.s, sizeof t.s, "%.6g", v);
     else snprintf(t.s, sizeof t.s, "n/a");
-    return t;
+    return grouped_text(t);
 }
 
 /* A code in hex with as many digits as the format has nibbles: 0x7 (E2M1), 0x7e, 0x43c0 (bf16). */
@@ -1000,8 +1018,8 @@ static int cmd_fp4_demo(const options *o)
     printf("max |latent|       %s\n", numpy_round_text(amax, 3).s);
     printf("relative L2 error  %s\n", numpy_round_text(rel_l2, 4).s);
     /* fp16 and bf16 are both 16 bits wide */
-    printf("bytes per %d-channel entry: fp16 %u  fp8 %u  fp4+E4M3/%d %zu\n", DIM,
-           DIM * kvf_element_bits(KVF_BF16) / 8, DIM * kvf_element_bits(KVF_E4M3) / 8,
+    printf("bytes per %d-channel entry: fp16 %s  fp8 %u  fp4+E4M3/%d %zu\n", DIM,
+           KVL_GROUPED(DIM * kvf_element_bits(KVF_BF16) / 8), DIM * kvf_element_bits(KVF_E4M3) / 8,
            KVF_FP4_V41_BLOCK, kvf_row_bytes(KVF_ROW_V41_MAIN));
     return 0;
 }

@@ -264,14 +264,15 @@ static int live_bytes(const kvl_model *flash, const options *o, double *per_toke
     static const char *const names[3] = {"window-only", "CSA", "HCA"};
     size_t total = 0;
     for (size_t i = 0; i < 3; i++) {
-        printf("  %-12s %6zu %16s %18s %22.4f\n", names[i], k[i].layers,
+        printf("  %-12s %6zu %16s %18s %22s\n", names[i], k[i].layers,
                kvl_grouped(a, sizeof a, k[i].entries, 0), kvl_grouped(b, sizeof b, k[i].bytes, 0),
-               (double)k[i].bytes / (double)T);
+               KVL_FIXED((double)k[i].bytes / (double)T, 4));
         total += k[i].layers * k[i].bytes;
     }
     *per_token = (double)total / (double)T;
-    printf("  all layers: %s bytes held for %s tokens = %.2f bytes per token\n",
-           kvl_grouped(a, sizeof a, total, 0), kvl_grouped(b, sizeof b, T, 0), *per_token);
+    printf("  all layers: %s bytes held for %s tokens = %s bytes per token\n",
+           kvl_grouped(a, sizeof a, total, 0), kvl_grouped(b, sizeof b, T, 0),
+           KVL_FIXED(*per_token, 2));
     stack_free(&s);
     return KVL_OK;
 }
@@ -284,9 +285,9 @@ static int formula(const kvl_model *flash, double live)
     if (rc != KVL_OK) return rc;
     const size_t m_csa = ratio_of(flash, KVL_LAYER_CSA), m_hca = ratio_of(flash, KVL_LAYER_HCA);
     printf(
-        "  formula:    %zu*(%zu+%zu)/%zu + %zu*%zu/%zu = %.2f bytes per token (ref/kvtable, from the config)\n",
+        "  formula:    %zu*(%zu+%zu)/%zu + %zu*%zu/%zu = %s bytes per token (ref/kvtable, from the config)\n",
         count_kind(flash, KVL_LAYER_CSA), f.main_row_bytes, f.index_key_bytes, m_csa,
-        count_kind(flash, KVL_LAYER_HCA), f.main_row_bytes, m_hca, f.bytes_per_token);
+        count_kind(flash, KVL_LAYER_HCA), f.main_row_bytes, m_hca, KVL_FIXED(f.bytes_per_token, 2));
     if (live == f.bytes_per_token) {
         printf("  the live caches hold exactly the formula's bytes\n");
         return KVL_OK;
@@ -306,12 +307,13 @@ static void shares(const kvl_model *flash, double per_token, size_t window, size
                  Dh = flash->head_dim;
     printf(
         "\nBounded per sequence, read from the same caches: window rows %s B (%zu layers x %zu rows x %zu B),\n"
-        "compressor states %s B (float32 kv and gate buffers: %zu CSA layers x (%zux%zu + %zux%zu) x 2 x 4 B,\n"
-        "%zu HCA layers x %zux%zu x 2 x 4 B).\n",
+        "compressor states %s B (float32 kv and gate buffers: %zu CSA layers x (%zux%s + %zux%s) x 2 x 4 B,\n"
+        "%zu HCA layers x %zux%s x 2 x 4 B).\n",
         kvl_grouped(a, sizeof a, window, 0), flash->n_layers, flash->window,
         kvf_row_bytes(KVF_ROW_V4_MAIN), kvl_grouped(b, sizeof b, state, 0),
-        count_kind(flash, KVL_LAYER_CSA), 2 * mc, 2 * Dh, 2 * mc, 2 * flash->index_head_dim,
-        count_kind(flash, KVL_LAYER_HCA), mh, Dh);
+        count_kind(flash, KVL_LAYER_CSA), 2 * mc, KVL_GROUPED(2 * Dh), 2 * mc,
+        KVL_GROUPED(2 * flash->index_head_dim), count_kind(flash, KVL_LAYER_HCA), mh,
+        KVL_GROUPED(Dh));
     static const struct {
         const char *name;
         size_t tokens;
@@ -320,13 +322,14 @@ static void shares(const kvl_model *flash, double per_token, size_t window, size
            "window rows", "comp. states", "window / (part+window)", "window / everything");
     for (size_t i = 0; i < 3; i++) {
         const double part = per_token * (double)ctx[i].tokens;
-        printf("  %-6s %12s %13.2f MB %11.2f MB %11.2f MB %21.2f%% %19.2f%%\n", ctx[i].name,
-               kvl_grouped(a, sizeof a, ctx[i].tokens, 0), part / 1e6, (double)window / 1e6,
-               (double)state / 1e6, 100.0 * (double)window / (part + (double)window),
+        printf("  %-6s %12s %13s MB %11s MB %11s MB %21.2f%% %19.2f%%\n", ctx[i].name,
+               kvl_grouped(a, sizeof a, ctx[i].tokens, 0), KVL_FIXED(part / 1e6, 2),
+               KVL_FIXED((double)window / 1e6, 2), KVL_FIXED((double)state / 1e6, 2),
+               100.0 * (double)window / (part + (double)window),
                100.0 * (double)window / (part + (double)window + (double)state));
     }
-    printf("  (MB = 10^6 bytes; the per-token part is the live %.2f B/token times the context)\n",
-           per_token);
+    printf("  (MB = 10^6 bytes; the per-token part is the live %s B/token times the context)\n",
+           KVL_FIXED(per_token, 2));
 }
 
 /* ---- 4. replay after a prefix-cache hit ------------------------------------------------------ */
@@ -405,9 +408,9 @@ static int replay_stack(int *exact, const kvl_model *m, uint64_t seed)
         rc = replay_once(&r, m, x, P, P - runs[i].n, seed + 1);
         if (rc != KVL_OK) break;
         snprintf(b, sizeof b, "%zu of %zu", r.layers_same, L);
-        printf("  %6zu %6s %-10s %7s %18s %17zu %11.2g %15s\n", L, kvl_grouped(a, sizeof a, P, 0),
-               runs[i].name, kvl_grouped(a + 16, sizeof a - 16, runs[i].n, 0), b, r.rows_differ,
-               r.max_diff, r.last_same ? "bit-identical" : "differs");
+        printf("  %6zu %6s %-10s %7s %18s %17s %11.2g %15s\n", L, kvl_grouped(a, sizeof a, P, 0),
+               runs[i].name, kvl_grouped(a + 16, sizeof a - 16, runs[i].n, 0), b,
+               KVL_GROUPED(r.rows_differ), r.max_diff, r.last_same ? "bit-identical" : "differs");
         if (i < 2 && !(r.layers_same == L && r.last_same)) *exact = 0;
     }
     free(x);

@@ -124,9 +124,10 @@ static void print_map(const kvl_model *m)
         printf("%s %zu:(%d,%d)", n++ % 10 ? "" : "\n  ", l, m->layers[l].kv_source,
                m->layers[l].index_source);
     }
-    printf("\n   candidate pool: layer %zu publishes the top %zu blocks of %zu = %zu positions\n\n",
-           m->candidate_source_layer, m->candidate_topk_blocks, m->candidate_block_size,
-           m->candidate_topk_blocks * m->candidate_block_size);
+    printf("\n   candidate pool: layer %zu publishes the top %s blocks of %zu = %s positions\n\n",
+           m->candidate_source_layer, KVL_GROUPED(m->candidate_topk_blocks),
+           m->candidate_block_size,
+           KVL_GROUPED(m->candidate_topk_blocks * m->candidate_block_size));
 }
 
 /* ---- 2. indexer work ------------------------------------------------------------------------- */
@@ -156,9 +157,9 @@ static void print_work_formula(const kvl_model *m)
         uint64_t scan, pooled;
         work_formula(m, Ts[i], &scan, &pooled);
         const uint64_t nopool = scan + 4 * (uint64_t)Ts[i];
-        printf("   %9zu %14s %14s %14s %16s\n", Ts[i], kvl_grouped(a, sizeof a, scan, 0),
-               kvl_grouped(b, sizeof b, pooled, 0), kvl_grouped(c, sizeof c, scan + pooled, 0),
-               kvl_grouped(e, sizeof e, nopool, 0));
+        printf("   %9s %14s %14s %14s %16s\n", KVL_GROUPED(Ts[i]),
+               kvl_grouped(a, sizeof a, scan, 0), kvl_grouped(b, sizeof b, pooled, 0),
+               kvl_grouped(c, sizeof c, scan + pooled, 0), kvl_grouped(e, sizeof e, nopool, 0));
     }
     printf(
         "   = 3*T/2 + T scanned by Full layers 2, 8, 14, 20, plus 4*min(T, pool) by Reindex 24, 28, 32, 36\n");
@@ -203,10 +204,9 @@ static int print_work_live(const kvl_model *flash, const options *o)
         for (size_t l = 0; l < m.n_layers; l++)
             if (m.layers[l].kind == KVL_LAYER_REINDEX) re += c.scored[l] - before[l];
         if (rc == KVL_OK)
-            printf("   %9zu %10llu %10llu %10llu %10llu\n", checks[k],
-                   (unsigned long long)(c.scored[2] - before[2]),
-                   (unsigned long long)(c.scored[20] - before[20]),
-                   (unsigned long long)(c.scored[24] - before[24]), (unsigned long long)re);
+            printf("   %9s %10s %10s %10s %10s\n", KVL_GROUPED(checks[k]),
+                   KVL_GROUPED(c.scored[2] - before[2]), KVL_GROUPED(c.scored[20] - before[20]),
+                   KVL_GROUPED(c.scored[24] - before[24]), KVL_GROUPED(re));
     }
     if (rc == KVL_OK)
         printf("   Full layers grow with T; Reindex layers stop at the pool size.\n\n");
@@ -250,7 +250,8 @@ static int print_cache(const kvl_model *flash, const options *o)
             den += a * a;
             worst = fmax(worst, fabs(e));
         }
-        printf("3. The 4-bit cache against float32 (%zu tokens, 40 layers, d %zu, Dh 512)\n", T, d);
+        printf("3. The 4-bit cache against float32 (%s tokens, 40 layers, d %zu, Dh 512)\n",
+               KVL_GROUPED(T), d);
         printf(
             "   rows: entries %zu B (E2M1 + E4M3 per 16), index keys %zu B (MXFP4), window %zu B (E4M3 + E8M0 per 32)\n",
             kvf_row_bytes(KVF_ROW_V41_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX),
@@ -260,10 +261,10 @@ static int print_cache(const kvl_model *flash, const options *o)
             sqrt(num / den), worst);
         char a[32], b[32], c2[32];
         const size_t used = v41_cache_bytes_used(&cn);
-        printf("4. Bytes the live caches hold after %zu tokens\n", T);
+        printf("4. Bytes the live caches hold after %s tokens\n", KVL_GROUPED(T));
         printf(
-            "   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %.2f B/token\n",
-            kvl_grouped(a, sizeof a, used, 0), (double)used / (double)T);
+            "   per-token part (entries + index keys of layers 2, 8, 14, 20): %s B = %s B/token\n",
+            kvl_grouped(a, sizeof a, used, 0), KVL_FIXED((double)used / (double)T, 2));
         printf("   window rows, per sequence: %s B (40 x %zu x 528)\n",
                kvl_grouped(b, sizeof b, v41_cache_window_bytes(&cn), 0),
                T < 128 ? T : (size_t)128);
