@@ -469,7 +469,7 @@ NB_CELL(cell_rmsnorm)
            peak, sqrt(N));
     int rc = nbc_report("RMSNorm against kvl_rmsnorm_f64", d_ref, 1, 1e-12);
     /* eps/mean(v²) ≈ 1e-7 moves the output by that much relative */
-    if (rc == KVL_OK) rc = nbc_report("RMSNorm(1000 v) against RMSNorm(v)", d_scale, 1, 1e-6);
+    if (rc == KVL_OK) rc = nbc_report("RMSNorm(1,000 v) against RMSNorm(v)", d_scale, 1, 1e-6);
     return rc;
 }
 
@@ -582,8 +582,8 @@ NB_CELL(cell_online)
     for (size_t j = 0; j < KEYS; j++) kvl_online_step(&ref, acc, sf[j], V + j * DV, DV);
     kvl_online_finish(o, &ref, acc, DV);
     for (size_t i = 0; i < DV; i++) by_ref[i] = o[i];
-    printf("%d keys, scores in [0, 300), tiles of %d: running max %.3f, l = %.4f\n", KEYS, TILE,
-           st.m, st.l);
+    printf("%s keys, scores in [0, 300), tiles of %d: running max %.3f, l = %.4f\n",
+           nb_num(KEYS, 0), TILE, st.m, st.l);
     /* double sums in another order */
     int rc = nbc_report("tiled online softmax against one pass", max_rel(tiled, want, DV), 1,
                         1e-12);

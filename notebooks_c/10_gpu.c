@@ -199,8 +199,8 @@ NB_CELL(cell_step2)
                "blocks\n",
                S2_HKV, S2_G, S2_N, (S2_N + S2_SPLIT - 1) / S2_SPLIT, S2_SPLIT,
                S2_HKV * ((S2_N + S2_SPLIT - 1) / S2_SPLIT));
-        printf("rows read from HBM: %d (once per group), not %d (once per head)\n", S2_HKV * S2_N,
-               H * S2_N);
+        printf("rows read from HBM: %s (once per group), not %s (once per head)\n",
+               nb_num(S2_HKV * S2_N, 0), nb_num(H * S2_N, 0));
         rc = nbc_report("kernel and combine against the loop", diff, scale, 1e-5);
     }
     nb10_free_all();

@@ -8,6 +8,7 @@
  * refuses bad input by name, and the chapter text quotes what it and nb_00 print. */
 #include "common.h"
 #include "config.h"
+#include "grouped.h"
 #include "norm.h"
 #include "rng.h"
 #include "rope.h"
@@ -296,9 +297,9 @@ START_TEST(test_rope_check_prints_the_definitions)
     snprintf(lines[0], sizeof lines[0], "ramp lo = %d, hi = %d", 10, 23);
     snprintf(lines[1], sizeof lines[1], "mscale m = %.6f", m);
     snprintf(lines[2], sizeof lines[2], "softmax scale = %.7f", m * m / sqrt(192.0));
-    snprintf(lines[3], sizeof lines[3], "slowest wavelength = %.0f positions (pair 31)",
-             2 * M_PI * pow(BASE, 62.0 / 64));
-    snprintf(lines[4], sizeof lines[4], "cache row = %d B per layer", (512 + 64) * 2);
+    snprintf(lines[3], sizeof lines[3], "slowest wavelength = %s positions (pair 31)",
+             KVL_GROUPED(2 * M_PI * pow(BASE, 62.0 / 64)));
+    snprintf(lines[4], sizeof lines[4], "cache row = %s B per layer", KVL_GROUPED((512 + 64) * 2));
     snprintf(lines[5], sizeof lines[5], "the rotary key 128 B, a share of %.1f%%", 100.0 * 128 / 1152);
     const char *const want[] = {lines[0], lines[1], lines[2], lines[3], lines[4], lines[5],
                                 "max |diff| = 0\n"};
@@ -311,10 +312,13 @@ START_TEST(test_rope_check_prints_the_definitions)
     char first[64] = "";
     at = strchr(at, '\n') + 1;
     for (int r = 0; r < 6; r++, at = strchr(at, '\n') + 1) {
-        long long p;
-        char score[64];
-        ck_assert_int_eq(sscanf(at, "%lld %63s", &p, score), 2);
-        ck_assert(p >= 1000);
+        char pos[32], digits[32], score[64];
+        ck_assert_int_eq(sscanf(at, "%31s %63s", pos, score), 2);
+        size_t n = 0;
+        for (const char *c = pos; *c; c++)
+            if (*c != ',') digits[n++] = *c;
+        digits[n] = 0;
+        ck_assert(atoll(digits) >= 1000);
         if (r == 0) snprintf(first, sizeof first, "%s", score);
         ck_assert_str_eq(score, first);
     }
@@ -342,7 +346,7 @@ static const struct {
     const char *quoted, *command, *printed;
 } QUOTES[] = {
     {"128 of 1,152 bytes per layer, 11.1%", "rope_check", "the rotary key 128 B, a share of 11.1%"},
-    {"once every 47,117 positions", "rope_check", "slowest wavelength = 47117 positions"},
+    {"once every 47,117 positions", "rope_check", "slowest wavelength = 47,117 positions"},
     {"V3: 1.368888, 0.1352338", "rope_check", "softmax scale = 0.1352338"},
     {"192^−½·1.368888² = 0.1352338, 1.874× the plain 1/√192", "nb_00",
      "scale = m^2 / sqrt(192) = 0.1352338 (kvl_yarn_softmax_scale 0.1352338); 1/sqrt(192) = "
@@ -350,9 +354,9 @@ static const struct {
     {"lo = 10 and\n   hi = 23", "rope_check", "ramp lo = 10, hi = 23"},
     {"(⌊10.47⌋ = 10, ⌈22.51⌉ = 23)", "nb_00", "corr(beta_fast) = 10.472 -> lo = 10; corr(beta_slow) = 22.513 -> hi = 23"},
     {"pair 10 (36.7 turns) and pair 23 (0.87 turns)", "rope_check", "  10  5.623413e-02         111.7      36.66"},
-    {"pair 10 (36.7 turns) and pair 23 (0.87 turns)", "rope_check", "  23  1.333521e-03        4711.7       0.87"},
+    {"pair 10 (36.7 turns) and pair 23 (0.87 turns)", "rope_check", "  23  1.333521e-03       4,711.7       0.87"},
     {"× 61 layers = 70,272 B per token", "nb_00", "x 61 layers = 70,272 B per token"},
-    {"5, 1,005, 4,101, 65,541, 131,077 and\n   1,000,005", "rope_check", "     1000005  +"},
+    {"5, 1,005, 4,101, 65,541, 131,077 and\n   1,000,005", "rope_check", "   1,000,005  +"},
     {"√512 = 22.627", "nb_00", "<= sqrt(n) = 22.627"},
 };
 

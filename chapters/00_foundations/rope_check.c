@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "grouped.h"
 #include "program.h"
 #include "rng.h"
 #include "rope.h"
@@ -207,11 +208,11 @@ static int run_check(check *c, const char *path, size_t delta)
 
 static void print_offsets(const check *c, size_t delta)
 {
-    printf("Offset invariance: q at position p, k at p - %zu, %zu rotary channels, YaRN table\n",
-           delta, c->Dr);
+    printf("Offset invariance: q at position p, k at p - %s, %zu rotary channels, YaRN table\n",
+           KVL_GROUPED(delta), c->Dr);
     printf("%12s  %s\n", "p", "q(p) . k(p - delta)");
     for (size_t j = 0; j < N_POSITIONS; j++)
-        printf("%12lld  %+.12f\n", (long long)c->p[j], c->score[j]);
+        printf("%12s  %+.12f\n", KVL_GROUPED(c->p[j]), c->score[j]);
     printf("largest difference between the scores: %.1e\n", c->spread);
     printf("Pairing: half-split rotation of the permuted vector minus the permuted interleaved "
            "rotation, max |diff| = %g\n\n",
@@ -222,17 +223,18 @@ static void print_table(const check *c)
 {
     const int yarn = c->rc.factor > 1;
     printf("Frequencies: theta_i = base^(-2i/Dr), wavelength 2 pi/theta_i positions; turns over "
-           "the original %.0f positions\n",
-           c->rc.original_len);
+           "the original %s positions\n",
+           KVL_GROUPED(c->rc.original_len));
     printf("%4s %13s %13s %10s %6s %13s %13s\n", "i", "theta_i", "wavelength", "turns", "ramp",
            "YaRN theta_i", "YaRN wavelen");
     for (size_t i = 0; i < c->Dr / 2; i++) {
         const double t = theta_plain(c, i), ty = theta_yarn(c, i);
-        printf("%4zu %13.6e %13.1f %10.2f %6.3f %13.6e %13.1f\n", i, t, 2 * M_PI / t,
-               c->rc.original_len * t / (2 * M_PI), yarn ? ramp(c, i) : 0.0, ty, 2 * M_PI / ty);
+        printf("%4zu %13.6e %13s %10.2f %6.3f %13.6e %13s\n", i, t, KVL_FIXED(2 * M_PI / t, 1),
+               c->rc.original_len * t / (2 * M_PI), yarn ? ramp(c, i) : 0.0, ty,
+               KVL_FIXED(2 * M_PI / ty, 1));
     }
-    printf("slowest wavelength = %.0f positions (pair %zu)\n",
-           2 * M_PI / theta_plain(c, c->Dr / 2 - 1), c->Dr / 2 - 1);
+    printf("slowest wavelength = %s positions (pair %zu)\n",
+           KVL_GROUPED(2 * M_PI / theta_plain(c, c->Dr / 2 - 1)), c->Dr / 2 - 1);
 }
 
 static void print_yarn(const check *c)
@@ -249,9 +251,9 @@ static void print_yarn(const check *c)
     printf("softmax scale = %.7f (m^2 / sqrt(d_qk), d_qk = %zu; without YaRN 1/sqrt(d_qk) = "
            "%.7f)\n",
            c->scale, c->d_qk, 1 / sqrt((double)c->d_qk));
-    printf("cache row = %.0f B per layer (bf16 latent: (%zu + %zu) x 2), the rotary key %zu B, a "
+    printf("cache row = %s B per layer (bf16 latent: (%zu + %zu) x 2), the rotary key %zu B, a "
            "share of %.1f%%\n",
-           row, c->Dc, c->Dr, 2 * c->Dr, 100.0 * 2 * (double)c->Dr / row);
+           KVL_GROUPED(row), c->Dc, c->Dr, 2 * c->Dr, 100.0 * 2 * (double)c->Dr / row);
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
@@ -287,8 +289,8 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("rope_check: %s\n", config ? config : DEFAULT_CONFIG);
-    printf("rotary channels Dr = %zu (%zu pairs), base %g, d_qk = %zu\n\n", c.Dr, c.Dr / 2,
-           c.rc.theta, c.d_qk);
+    printf("rotary channels Dr = %zu (%zu pairs), base %s, d_qk = %zu\n\n", c.Dr, c.Dr / 2,
+           KVL_GROUPED_AT(c.rc.theta, 6), c.d_qk);
     print_offsets(&c, delta);
     print_table(&c);
     print_yarn(&c);

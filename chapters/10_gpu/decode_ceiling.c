@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "grouped.h"
 #include "program.h"
 #include "rows.h"
 
@@ -74,15 +75,16 @@ static void report(const options *o)
     const double flops =
         2.0 * (double)o->heads * (double)o->rows * (scored + (double)o->value_dims);
     const double intensity = flops / bytes, ridge = H200_BF16_DENSE / H200_HBM_BYTES_S;
-    printf("layout %s: %.0f bytes per row, %.0f values scored, %zu weighted\n",
-           kvf_row_name(o->layout), row, scored, o->value_dims);
-    printf("one decode step of one layer, one sequence: %zu rows, %zu heads sharing each row\n",
-           o->rows, o->heads);
-    printf("bytes moved: %.0f B\n", bytes);
-    printf("flops: %.0f\n", flops);
+    printf("layout %s: %s bytes per row, %s values scored, %s weighted\n",
+           kvf_row_name(o->layout), KVL_GROUPED(row), KVL_GROUPED(scored),
+           KVL_GROUPED(o->value_dims));
+    printf("one decode step of one layer, one sequence: %s rows, %zu heads sharing each row\n",
+           KVL_GROUPED(o->rows), o->heads);
+    printf("bytes moved: %s B\n", KVL_GROUPED(bytes));
+    printf("flops: %s\n", KVL_GROUPED(flops));
     printf("arithmetic intensity: %.2f flop/B\n", intensity);
     printf(
-        "H200 (NVIDIA datasheet): HBM 4.8 TB/s, bf16 dense 989 TFLOP/s, FP8 dense 1979 TFLOP/s\n");
+        "H200 (NVIDIA datasheet): HBM 4.8 TB/s, bf16 dense 989 TFLOP/s, FP8 dense 1,979 TFLOP/s\n");
     printf("ridge: bf16 %.2f flop/B, FP8 %.2f flop/B\n", ridge, H200_FP8_DENSE / H200_HBM_BYTES_S);
     printf("time at HBM bandwidth: %.3f us\n", bytes / H200_HBM_BYTES_S * 1e6);
     printf("time at the bf16 rate: %.3f us\n", flops / H200_BF16_DENSE * 1e6);
