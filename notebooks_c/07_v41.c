@@ -32,6 +32,7 @@
 #include "element.h"
 #include "kvtable.h"
 #include "nb.h"
+#include "params.h"
 #include "prefix_cache.h"
 #include "rng.h"
 #include "rows.h"
@@ -298,7 +299,19 @@ NB_CELL(cell_params)
     printf("W_OA (wo_a): %s weights per layer; in bf16 %s MiB, in FP8 %s MiB plus its scales\n",
            nb_num(wo_a, 0), nb_num(wo_a * kvf_element_bits(KVF_BF16) / 8 / MiB, 0),
            nb_num(wo_a * kvf_element_bits(KVF_E4M3) / 8 / MiB, 0));
+    const kvl_rope_config *plain = &m.rope, *comp = &m.compress_rope;
+    printf("rotary tables: ratio-0 layers theta %s, %s; compressing layers theta %s, YaRN factor "
+           "%g over %s original positions, beta %g/%g\n",
+           nb_num(plain->theta, 0), plain->factor > 1 ? "with YaRN" : "no YaRN",
+           nb_num(comp->theta, 0), comp->factor, nb_num(comp->original_len, 0), comp->beta_fast,
+           comp->beta_slow);
+    kvl_params p;
+    rc = kvl_params_of(&p, &m);
+    if (rc == KVL_OK)
+        printf("parameters (ref/params.h): backbone %sB, active for one decoded token %sB\n",
+               nb_num((double)p.backbone / 1e9, 1), nb_num((double)p.active / 1e9, 1));
     kvl_model_free(&m);
+    if (rc != KVL_OK) return rc;
     return nb_expect(reindex == 132024128, "the Reindex count is %.0f", reindex);
 }
 

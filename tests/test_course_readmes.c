@@ -359,6 +359,11 @@ static const struct {
      "V4-Flash: global KV only (Zero SWA) 899,648 12,206,080 0 5,992 13,111,720 3,514.25"},
     {"07_v41", "43 × 128 × 584 = 3,214,336 bytes per sequence, as many as V4's rows of a 915-token prompt", "replay --prompts 256 --persist-tokens 256",
      "a fixed 3,214,336 bytes per sequence, as many as V4's rows of a 915-token prompt"},
+    {"07_v41", "counts 551.5B and 15.8B", "nb_07",
+     "parameters (ref/params.h): backbone 551.5B, active for one decoded token 15.8B"},
+    {"07_v41", "×16 over 65,536 positions, β 32/1; the ratio-0 layers keep θ\n10,000 without YaRN", "nb_07",
+     "ratio-0 layers theta 10,000, no YaRN; compressing layers theta 160,000, YaRN factor 16 over 65,536 "
+     "original positions, beta 32/1"},
     {"07_v41", "exact in the first layer only", "replay --prompts 256 --persist-tokens 256", "hit, bounded replay 128"},
     {"07_v41", "Bounded replay's 128 tokens are\n  40× fewer", "nb_07", "the last W = 128 tokens, 40x fewer"},
     {"08_arithmetic", "389,120 / 890 = 437.2×", "nb_08", "389,120 -> 890 bytes per token: 437.2x"},
