@@ -225,7 +225,8 @@ static int rendering_note(buffer *b, const char *source, int in_jupyter)
         "`build/bin/nb_%.2s` for the outputs alone); change the .c file and run that again.*\n\n",
         base,
         in_jupyter ? "the kernel `make jupyter` installs, C (kvlineage), runs its cells here."
-                   : "Jupyter does not run it.",
+                   : "in Jupyter, its .ipynb (`make notebooks`) runs through the kernel "
+                     "`make jupyter` installs.",
         base, base);
     return buffer_add(b, note, strlen(note));
 }
