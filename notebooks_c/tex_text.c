@@ -451,12 +451,11 @@ static int read_accent(reader *r, text_out *o, const command *c, int depth)
  * Alphanumeric block leaves out. */
 static int read_letters(reader *r, text_out *o, const command *c, int depth)
 {
-    static const char *const cal[26] = {"𝒜", "ℬ", "𝒞", "𝒟", "ℰ", "ℱ", "𝒢", "ℋ", "ℐ",
-                                        "𝒥", "𝒦", "ℒ", "ℳ", "𝒩", "𝒪", "𝒫", "𝒬", "ℛ",
-                                        "𝒮", "𝒯", "𝒰", "𝒱", "𝒲", "𝒳", "𝒴", "𝒵"};
-    static const char *const bb[26] = {"𝔸", "𝔹", "ℂ", "𝔻", "𝔼", "𝔽", "𝔾", "ℍ", "𝕀",
-                                       "𝕁", "𝕂", "𝕃", "𝕄", "ℕ", "𝕆", "ℙ", "ℚ", "ℝ",
-                                       "𝕊", "𝕋", "𝕌", "𝕍", "𝕎", "𝕏", "𝕐", "ℤ"};
+    static const char *const letters[2][26] = {
+        {"𝒜", "ℬ", "𝒞", "𝒟", "ℰ", "ℱ", "𝒢", "ℋ", "ℐ", "𝒥", "𝒦", "ℒ", "ℳ",
+         "𝒩", "𝒪", "𝒫", "𝒬", "ℛ", "𝒮", "𝒯", "𝒰", "𝒱", "𝒲", "𝒳", "𝒴", "𝒵"},
+        {"𝔸", "𝔹", "ℂ", "𝔻", "𝔼", "𝔽", "𝔾", "ℍ", "𝕀", "𝕁", "𝕂", "𝕃", "𝕄",
+         "ℕ", "𝕆", "ℙ", "ℚ", "ℝ", "𝕊", "𝕋", "𝕌", "𝕍", "𝕎", "𝕏", "𝕐", "ℤ"}};
     char arg[PIECE_CAP];
     skip_spaces(r);
     const char *at = r->at;
@@ -467,7 +466,7 @@ static int read_letters(reader *r, text_out *o, const command *c, int depth)
             r->at = at;
             return fail(r, "\\%s of something other than capital letters", c->name);
         }
-        emit(o, (c->kind == CAL ? cal : bb)[*s - 'A']);
+        emit(o, letters[c->kind != CAL][*s - 'A']);
     }
     return 1;
 }
@@ -480,9 +479,11 @@ static int read_sized(reader *r, text_out *o, const command *c)
     if (r->at >= r->end) return fail(r, "\\%s without a delimiter", c->name);
     const char *text = NULL;
     command_kind as = SYM;
-    if (strchr("()[]|/.", *r->at)) {
+    static const char delimiters[] = "()[]|/.";
+    const char *delimiter = *r->at ? strchr(delimiters, *r->at) : NULL;
+    if (delimiter) {
         static const char *const plain[] = {"(", ")", "[", "]", "|", "/", ""};
-        text = plain[strchr("()[]|/.", *r->at) - "()[]|/."];
+        text = plain[delimiter - delimiters];
         as = strchr("([", *r->at) ? OPEN : strchr(")]", *r->at) ? CLOSE : SYM;
         r->at++;
     } else if (*r->at == '\\') {
