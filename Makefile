@@ -571,7 +571,8 @@ FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) -Wno-pass-failed $(INCLUDES) $(DEP_CFL
 FUZZ_HEADERS := $(wildcard formats/*.h ref/core/*.h ref/*.h tests/*.h tests/fuzz/*.h)
 FUZZ_SRC_io     := ref/core/file_io.c ref/core/json_text.c ref/core/status.c
 FUZZ_SRC_config := ref/core/config.c ref/core/config_fields.c ref/core/gguf.c ref/core/gguf_model.c ref/core/rope.c $(FUZZ_SRC_io)
-FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) ref/core/rng.c ref/core/environment.c ref/core/status.c
+FUZZ_SRC_kvfmt  := $(BUILD)/fuzz/kvfmt_main.o $(FORMATS_SRC) chapters/common/grouped.c ref/core/rng.c ref/core/environment.c \
+                   ref/core/status.c
 FUZZ_SRC_rows   := $(FORMATS_SRC)
 FUZZ_SRC_safetensors := ref/core/safetensors.c $(FUZZ_SRC_io) $(FORMATS_SRC)
 FUZZ_SRC_prefix := $(REF_SRC) $(FORMATS_SRC)
