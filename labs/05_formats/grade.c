@@ -12,6 +12,7 @@
 
 #include "block.h"
 #include "element.h"
+#include "element_inline.h"
 #include "grade.h"
 #include "lab.h"
 #include "rng.h"
@@ -48,20 +49,6 @@ static void add_both_signs(inputs *in, float x)
     add(in, -x);
 }
 
-static float float_of_bits(uint32_t b)
-{
-    float x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
-
-static uint32_t bits_of_float(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
 /* One case: the lab's code for every input against the definition's. A difference is reported with
  * the input that gave it, as a case of its own ("…: x = 464 (float32 bits 0x43e80000)"). */
 static void check_encoder(lab_grade *g, const char *lab, const char *what, const inputs *in,
@@ -78,7 +65,7 @@ static void check_encoder(lab_grade *g, const char *lab, const char *what, const
     snprintf(name, sizeof name, "%s(x)", lab);
     if (i < in->n) {
         grade_case(g, "%s: x = %.9g (float32 bits 0x%08x)", what, (double)in->x[i],
-                   bits_of_float(in->x[i]));
+                   float_bits(in->x[i]));
         grade_u8(g, &(grade_shape){name, {1}, 0}, codes + i, wanted + i);
     } else {
         grade_u8(g, &(grade_shape){name, {in->n}, 1}, codes, wanted);
@@ -131,12 +118,12 @@ static void nans(inputs *in)
 {
     const uint32_t bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u,
                              0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu};
-    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) add(in, float_of_bits(bits[i]));
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) add(in, bits_float(bits[i]));
 }
 
 static void sweep(inputs *in)
 {
-    for (uint32_t i = 0; i < SWEEP_COUNT; i++) add(in, float_of_bits(i * SWEEP_STRIDE));
+    for (uint32_t i = 0; i < SWEEP_COUNT; i++) add(in, bits_float(i * SWEEP_STRIDE));
 }
 
 /* A format's encoder, every boundary: `top` its largest finite magnitude code, `beyond` the value
