@@ -18,7 +18,7 @@
  * Kernels: a group of few query rows (GQA's 8, KVL_FEW_ROWS) over float32 or bf16 rows skips both the
  * BLAS calls and the float tile: its two products run in the register-blocked kernels of cpu/few_rows.h,
  * which read K and V in place and widen bf16 in registers. A group of many (MLA's 128 heads) takes
- * cpu/many_rows.h's kernels instead of BLAS where the CPU runs AVX-512 and the group and Dv are
+ * cpu/many_rows.h's kernels instead of BLAS where the CPU runs AVX2 and FMA and the group and Dv are
  * multiples of 16: each group's queries are scaled and packed once per step, not once per tile, the
  * scores and weights are held key-major (S_gᵀ[n][Gq], a head per column), and K and V are read from the
  * tile where they lie.

@@ -92,9 +92,9 @@ START_TEST(test_gqa_groups_of_eight_match_definition_in_every_thread_count_and_i
 END_TEST
 
 /* Groups of many query rows with widths of sixteen take the many-row kernels where the CPU runs them
- * (avx512) and BLAS elsewhere: one group of 80 (the 64-head block and a 16-head edge) with sinks, some
- * −∞, and two groups of 32; key widths of 72 (no multiple of the vector), float32 and bf16 rows, tiles
- * that end past the 6-key block, over 1, 2 and 3 threads. */
+ * (avx2, avx512) and BLAS elsewhere: one group of 80 (the 64-head block and a 16-head edge) with
+ * sinks, some −∞, and two groups of 32; key widths of 72 (no multiple of the vector), float32 and bf16
+ * rows, tiles that end past the 6-key block, over 1, 2 and 3 threads. */
 #define WIDE_DK 72
 #define WIDE_DV 48
 static shape mla_wide(size_t Hq, size_t N) { return (shape){Hq, N, {N, 80, 3, WIDE_DK, 5, WIDE_DV, 1}, 0.118f}; }
