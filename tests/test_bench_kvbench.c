@@ -1,12 +1,13 @@
 /* kvbench's command line, without running a measurement: the groups it lists, and that a missing or
  * unwritable --out folder and an unknown group stop it before anything is measured (exit 2 for what
  * the command line gets wrong, 1 for a folder it cannot write). `make bench` runs the measurements.
- * kvbench --spread over tables written here: which rows it calls STEADY, and the tables it refuses.
+ * kvbench --spread over tables written here: which runs qualify, which rows it calls STEADY, and the
+ * tables it refuses.
  *
  * And the bench's arithmetic (tests/bench/stats.c) on numbers made up here: a step's roofline against
  * its definition, the ratio of a step timed in pairs with its ceiling, the quartiles of those ratios
  * and the verdict they give; the ratio of a peer's time to the C step's timed around it; a figure's
- * spread over runs. */
+ * spread over runs, which runs qualify and a row's verdict over them. */
 #include "common.h"
 
 #include <math.h>
@@ -191,6 +192,27 @@ START_TEST(test_fma_roofline_sums_each_phases_larger_bound)
 }
 END_TEST
 
+/* A step with no targets (GQA over bf16, read by its time over float32's instead) is allowed any time, so
+ * its row's target, the bound over the time allowed, is 0 (none) and its verdict "-"; its bound is the
+ * targeted step's. */
+START_TEST(test_step_without_targets_has_no_target_and_the_same_bound)
+{
+    const kvb_step aimed = {.group = "g", .step = "s", .phase = {{8e9, 1e9, KVB_SGEMM_GQA}}, .compute_target = 0.8,
+                            .memory_target = 0.75};
+    kvb_step free_step = aimed;
+    free_step.compute_target = free_step.memory_target = 0;
+    double sgemm[KVB_SGEMM_SHAPES];
+    for (size_t k = 0; k < KVB_SGEMM_SHAPES; k++) sgemm[k] = 10;
+    const kvb_bound a = kvb_bound_at(&aimed, sgemm, 16), f = kvb_bound_at(&free_step, sgemm, 16);
+    ck_assert_double_eq_tol(f.seconds, a.seconds, RATIO_TOL);
+    ck_assert_double_eq_tol(a.seconds / a.allowed_s, 0.8, RATIO_TOL);
+    ck_assert(isinf(f.allowed_s));
+    const kvb_row row = {"g", "s", 1, 1, 5, "GF/s", 10, f.seconds / f.allowed_s, 0, 0, 1};
+    ck_assert_double_eq(row.target, 0);
+    ck_assert_str_eq(kvb_verdict(&row, NULL), "-");
+}
+END_TEST
+
 /* Over runs, a spread is each value's distance from the median (not the mean, not the range), less what
  * the printed digits' rounding can account for; a median of 0 has no relative distance to give. */
 START_TEST(test_runs_spread_is_the_largest_distance_from_the_median_the_digits_prove)
@@ -206,6 +228,41 @@ START_TEST(test_runs_spread_is_the_largest_distance_from_the_median_the_digits_p
     double z[3] = {0, 0, 0}, zn[3] = {0, 0, 0.5};
     ck_assert_double_eq_tol(kvb_runs_spread(z, 3, 0), 0.0, RATIO_TOL);
     ck_assert(isinf(kvb_runs_spread(zn, 3, 0)));
+}
+END_TEST
+
+/* A run qualifies when every recheck ceiling moved less than 10% from its first measurement, as printed:
+ * 9% does, 11% and a printed 0.900 (10.0%) do not, nor a run with no recheck rows. */
+START_TEST(test_run_qualifies_when_every_recheck_ceiling_moved_less_than_ten_percent)
+{
+    const double held[] = {1.09, 0.95, 1.0}, moved[] = {1.0, 0.89, 1.02}, edge[] = {0.900}, inside[] = {1.099};
+    ck_assert_double_eq_tol(kvb_recheck_moved(held, 3), 0.09, RATIO_TOL);
+    ck_assert_double_eq_tol(kvb_recheck_moved(moved, 3), 0.11, RATIO_TOL);
+    ck_assert_int_eq(kvb_run_qualifies(kvb_recheck_moved(held, 3), 0.0005), 1);
+    ck_assert_int_eq(kvb_run_qualifies(kvb_recheck_moved(moved, 3), 0.0005), 0);
+    ck_assert_int_eq(kvb_run_qualifies(kvb_recheck_moved(edge, 1), 0.0005), 0);
+    ck_assert_int_eq(kvb_run_qualifies(kvb_recheck_moved(inside, 1), 0.0005), 1);
+    ck_assert(isnan(kvb_recheck_moved(held, 0)));
+    ck_assert_int_eq(kvb_run_qualifies(kvb_recheck_moved(held, 0), 0.0005), 0);
+}
+END_TEST
+
+/* Over three runs whose ceilings held (9%), a row is STEADY when its ratio stays within ±10% of its median
+ * and SPREAD when one run is further off; a run whose ceilings moved 11% is left out, both of the count
+ * (two that held judge nothing) and of the band (its ratio of 2 spoils nothing). */
+START_TEST(test_row_is_steady_when_its_ratio_holds_within_ten_percent_over_three_qualifying_runs)
+{
+    const double held = kvb_recheck_moved((const double[]){1.09, 0.95}, 2);
+    const double moved = kvb_recheck_moved((const double[]){1.11, 1.0}, 2);
+    const int q = kvb_run_qualifies(held, 0.0005), nq = kvb_run_qualifies(moved, 0.0005);
+    const int three[] = {q, q, q}, two[] = {q, q, nq}, four[] = {q, q, q, nq}, all[] = {q, q, q, q};
+    const double within[] = {1.0, 1.09, 0.95}, outside[] = {1.0, 1.12, 0.98}, late[] = {1.0, 1.05, 0.97, 2.0};
+    ck_assert_str_eq(kvb_runs_verdict(within, three, 3, 0.0005), "STEADY");
+    ck_assert_str_eq(kvb_runs_verdict(outside, three, 3, 0.0005), "SPREAD");
+    ck_assert_str_eq(kvb_runs_verdict(within, two, 3, 0.0005), "-");
+    ck_assert_str_eq(kvb_runs_verdict(outside, two, 3, 0.0005), "-");
+    ck_assert_str_eq(kvb_runs_verdict(late, four, 4, 0.0005), "STEADY");
+    ck_assert_str_eq(kvb_runs_verdict(late, all, 4, 0.0005), "SPREAD");
 }
 END_TEST
 
@@ -240,39 +297,71 @@ static int spread_of(char paths[][64], size_t n, char *out, char *err)
     return rc;
 }
 
-START_TEST(test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_median)
+#define RECHECK_ROW(what, ratio)                                                                            \
+    "recheck | " what " | 72.0 | 2.00 | (1.9 - 2.1) | 9.1 | 35 GF/s | 33 GF/s | " ratio " | - | - | - | - | -"
+
+/* Four runs: the first three's recheck ceilings moved 9% at most (to 1.090, 0.910), the fourth's 11% (0.890). Over
+ * them a row is STEADY when its ratio holds within 10% of its median in the three that qualify, whatever
+ * it reads in the fourth and whatever its FMA and roof do, and SPREAD when it moves further; over two
+ * qualifying runs and one that does not, no row is judged; a run without recheck rows does not qualify. */
+START_TEST(test_spread_judges_a_row_by_its_ratio_over_three_runs_whose_ceilings_held)
 {
     static char out[CAP], err[CAP];
-    const char *const run1[] = {ROW("decode", "step A 1T", "1.000", "0.500", "0.700"),
-                                ROW("decode", "step B 1T", "2.000", "-", "-"),
-                                ROW("peer", "step A numpy/C (3.1 vs 2.9 ms)", "1.100", "-", "-"),
-                                ROW("formats", "e4m3 encode (saturating) 2T", "0.800", "-", "-"),
-                                CEILING_ROW("65.20", "15.44 GB/s")};
-    const char *const run2[] = {ROW("decode", "step A 1T", "1.050", "0.520", "0.710"),
-                                ROW("decode", "step B 1T", "2.000", "-", "-"),
-                                ROW("peer", "step A numpy/C (3.3 vs 2.8 ms)", "1.150", "-", "-"),
-                                ROW("formats", "e4m3 encode (saturating) 2T", "0.810", "-", "-"),
-                                CEILING_ROW("64.00", "15.70 GB/s")};
-    const char *const run3[] = {ROW("decode", "step A 1T", "0.980", "0.500", "0.550"), /* roof 0.55: 21% off */
-                                ROW("decode", "step B 1T", "2.150", "-", "-"),
-                                ROW("peer", "step A numpy/C (2.9 vs 2.9 ms)", "1.000", "-", "-"),
-                                ROW("formats", "e4m3 encode (saturating) 2T", "0.790", "-", "-"),
-                                CEILING_ROW("66.00", "15.20 GB/s")};
-    char paths[3][64];
-    write_results(paths[0], sizeof paths[0], run1, 5);
-    write_results(paths[1], sizeof paths[1], run2, 5);
-    write_results(paths[2], sizeof paths[2], run3, 5);
-    ck_assert_int_eq(spread_of(paths, 3, out, err), 0);
+    const char *const runs[4][6] = {
+        {ROW("decode", "step A 1T", "1.000", "0.500", "0.700"), ROW("decode", "step B 1T", "1.000", "-", "-"),
+         ROW("peer", "step A numpy/C (3.1 vs 2.9 ms)", "1.100", "-", "-"), RECHECK_ROW("sgemm MLA", "1.090"),
+         RECHECK_ROW("memcpy", "0.950"), CEILING_ROW("65.20", "15.44 GB/s")},
+        {ROW("decode", "step A 1T", "1.090", "0.520", "0.400"), ROW("decode", "step B 1T", "1.120", "-", "-"),
+         ROW("peer", "step A numpy/C (3.3 vs 2.8 ms)", "1.150", "-", "-"), RECHECK_ROW("sgemm MLA", "0.910"),
+         RECHECK_ROW("memcpy", "1.000"), CEILING_ROW("64.00", "15.70 GB/s")},
+        {ROW("decode", "step A 1T", "0.950", "0.500", "0.550"), ROW("decode", "step B 1T", "0.990", "-", "-"),
+         ROW("peer", "step A numpy/C (2.9 vs 2.9 ms)", "1.000", "-", "-"), RECHECK_ROW("sgemm MLA", "1.000"),
+         RECHECK_ROW("memcpy", "1.090"), CEILING_ROW("66.00", "15.20 GB/s")},
+        {ROW("decode", "step A 1T", "2.000", "0.900", "0.700"), ROW("decode", "step B 1T", "1.000", "-", "-"),
+         ROW("peer", "step A numpy/C (2.9 vs 2.9 ms)", "1.100", "-", "-"), RECHECK_ROW("sgemm MLA", "0.890"),
+         RECHECK_ROW("memcpy", "1.000"), CEILING_ROW("66.00", "15.20 GB/s")}};
+    char paths[4][64];
+    for (size_t r = 0; r < 4; r++) write_results(paths[r], sizeof paths[r], runs[r], 6);
+    ck_assert_int_eq(spread_of(paths, 4, out, err), 0);
     ck_assert_msg(err[0] == '\0', "stderr: %s", err);
-    const char *const want[] = {"| decode | step A 1T | 1.000, 1.050, 0.980 | 1.000 | 21.3% (roof) | SPREAD |",
-                                "| decode | step B 1T | 2.000, 2.000, 2.150 | 2.000 | 7.4% (ratio) | STEADY |",
-                                "| peer | step A numpy/C | 1.100, 1.150, 1.000 | 1.100 | 9.0% (ratio) | STEADY |",
-                                ("| formats | e4m3 encode (saturating) 2T | 0.800, 0.810, 0.790 | 0.800 | 1.1% (ratio) | "
-                                 "STEADY |")};
+    char line[512];
+    for (size_t r = 0; r < 4; r++) {
+        snprintf(line, sizeof line, "| %s | %s | %s |", paths[r], r == 3 ? "11.0%" : "9.0%", r == 3 ? "no" : "yes");
+        ck_assert_msg(strstr(out, line), "no line \"%s\" in:\n%s", line, out);
+    }
+    const char *const want[] = {"| decode | step A 1T | 1.000, 1.090, 0.950, [2.000] | 1.000 | 8.9% | STEADY |",
+                                "| decode | step B 1T | 1.000, 1.120, 0.990, [1.000] | 1.000 | 11.9% | SPREAD |",
+                                "| peer | step A numpy/C | 1.100, 1.150, 1.000, [1.100] | 1.100 | 9.0% | STEADY |",
+                                "| recheck | sgemm MLA | 1.090, 0.910, 1.000, [0.890] | 1.000 | 8.9% | STEADY |",
+                                "| recheck | memcpy | 0.950, 1.000, 1.090, [1.000] | 1.000 | 8.9% | STEADY |"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]), "no line \"%s\" in:\n%s", want[i], out);
-    ck_assert_msg(!strstr(out, "read scan"), "a row without figures was compared:\n%s", out);
-    ck_assert_msg(strstr(out, "4 rows with figures over 3 runs: 3 STEADY, 1 SPREAD."), "%s", out);
+    ck_assert_msg(!strstr(out, "read scan"), "a row without a ratio was compared:\n%s", out);
+    ck_assert_msg(strstr(out, "5 rows with a ratio over 3 qualifying runs of 4: 4 STEADY, 1 SPREAD."), "%s", out);
+
+    /* the same rows, the recheck's read as a decode step's: a run with no recheck rows */
+    const char *const bare[] = {ROW("decode", "step A 1T", "1.000", "0.500", "0.700"),
+                                ROW("decode", "step B 1T", "1.000", "-", "-"),
+                                ROW("peer", "step A numpy/C (3.1 vs 2.9 ms)", "1.100", "-", "-"),
+                                ROW("decode", "sgemm MLA", "1.000", "-", "-"),
+                                ROW("decode", "memcpy", "1.000", "-", "-"),
+                                CEILING_ROW("65.20", "15.44 GB/s")};
+    char two[3][64];
+    write_results(two[0], sizeof two[0], runs[0], 6);
+    write_results(two[1], sizeof two[1], runs[1], 6);
+    write_results(two[2], sizeof two[2], runs[3], 6);
+    ck_assert_int_eq(spread_of(two, 3, out, err), 0);
+    ck_assert_msg(strstr(out, "| decode | step B 1T | 1.000, 1.120, [1.000] | 1.060 | 5.6% | - |"), "%s", out);
+    ck_assert_msg(strstr(out, "2 of 3 runs qualify: too few to judge a row"), "%s", out);
+    ck_assert_msg(strstr(out, "5 rows with a ratio; 2 of 3 runs qualify, fewer than 3: no row is judged."), "%s", out);
+    ck_assert_msg(!strstr(out, "STEADY |") && !strstr(out, "SPREAD |"), "a row was judged:\n%s", out);
+
+    char none[3][64];
+    for (size_t r = 0; r < 3; r++) write_results(none[r], sizeof none[r], bare, 6);
+    snprintf(line, sizeof line, "| %s | - (no recheck rows) | no |", none[0]);
+    ck_assert_int_eq(spread_of(none, 3, out, err), 0);
+    ck_assert_msg(strstr(out, line), "no line \"%s\" in:\n%s", line, out);
+    ck_assert_msg(strstr(out, "0 of 3 runs qualify"), "%s", out);
 }
 END_TEST
 
@@ -326,7 +415,7 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_out_without_a_folder_exits_2);
     tcase_add_test(tc, test_unwritable_out_folder_exits_1_before_measuring);
     tcase_add_test(tc, test_unknown_group_after_out_exits_2);
-    tcase_add_test(tc, test_spread_calls_a_row_steady_only_when_every_figure_stays_near_its_median);
+    tcase_add_test(tc, test_spread_judges_a_row_by_its_ratio_over_three_runs_whose_ceilings_held);
     tcase_add_test(tc, test_spread_refuses_runs_it_cannot_pair_naming_the_file_and_line);
     suite_add_tcase(s, tc);
     TCase *arithmetic = tcase_create("arithmetic");
@@ -336,7 +425,10 @@ Suite *kvl_suite(void)
     tcase_add_test(arithmetic, test_peer_ratio_is_the_base_times_ratio_under_a_steady_drift);
     tcase_add_test(arithmetic, test_spread_past_the_limit_is_unsteady_whatever_the_ratio);
     tcase_add_test(arithmetic, test_fma_roofline_sums_each_phases_larger_bound);
+    tcase_add_test(arithmetic, test_step_without_targets_has_no_target_and_the_same_bound);
     tcase_add_test(arithmetic, test_runs_spread_is_the_largest_distance_from_the_median_the_digits_prove);
+    tcase_add_test(arithmetic, test_run_qualifies_when_every_recheck_ceiling_moved_less_than_ten_percent);
+    tcase_add_test(arithmetic, test_row_is_steady_when_its_ratio_holds_within_ten_percent_over_three_qualifying_runs);
     suite_add_tcase(s, arithmetic);
     return s;
 }

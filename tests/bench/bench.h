@@ -208,7 +208,8 @@ typedef struct {
  * weighted rows, those the output projection), each phase waiting on the one before, so the bound of a
  * step that streams weights and then computes over its cache is the sum of the two, not the larger.
  * Each phase is allowed its bound / its target (compute_target when it is compute-bound,
- * memory_target when it is memory-bound); the row's target is the bound over the time allowed. A step
+ * memory_target when it is memory-bound; a target of 0 allows any time); the row's target is the bound
+ * over the time allowed, 0 (none) when a phase has no target. A step
  * is compute-bound when its compute-bound phases take at least half its bound. */
 /* The targets, each a minimum of rate / the ceiling that bounds the row. */
 #define KVB_COMPUTE_TARGET 0.8 /* compute-bound steps over float32 or bf16 rows, against the sgemm */
@@ -299,14 +300,29 @@ double kvb_peer_ratio(double peer_s, double c_before_s, double c_after_s);
  * computation: T-term sums in a different order differ by far less. */
 #define KVB_PEER_TOLERANCE 1e-4
 
-/* The runs of one kvbench over the same code, compared (spread.c): a row is STEADY when each of its
- * figures (ratio, FMA, roof) in every run lies within KVB_RUNS_SPREAD of that figure's median over the
- * runs, else SPREAD. */
+/* The runs of one kvbench over the same code, compared (spread.c). A run qualifies when each of its
+ * `recheck` ceilings moved less than KVB_RECHECK_MOVED from its first measurement, as printed (a run
+ * without recheck rows does not: nothing says its machine held still). A row is STEADY when its ratio
+ * in every qualifying run lies within KVB_RUNS_SPREAD of its median over them, else SPREAD, and is
+ * judged only where at least KVB_STEADY_RUNS runs qualify. */
 #define KVB_RUNS_SPREAD 0.10
+#define KVB_RECHECK_MOVED 0.10
+#define KVB_STEADY_RUNS 3
 /* stats.c: how far x[n] (n >= 1, printed to the nearest half_unit · 2) proves its values lie from their
  * median: the largest |x_i − median| less the 2·half_unit that the rounding of x_i and of the median can
  * account for, over the median (0 when no distance is left, +∞ when some is and the median is 0; sorts x). */
 double kvb_runs_spread(double *x, size_t n, double half_unit);
+/* stats.c: the largest move of a run's recheck ceilings, max |r_i − 1| over their ratios to the first
+ * measurement r[n]; NAN for n = 0. */
+double kvb_recheck_moved(const double *r, size_t n);
+/* stats.c: 1 when a run whose recheck ceilings moved `moved` (kvb_recheck_moved of ratios printed to the
+ * nearest 2·half_unit) qualifies: moved less than KVB_RECHECK_MOVED as printed; 0 for NAN. */
+int kvb_run_qualifies(double moved, double half_unit);
+/* stats.c: a row's verdict over n ≤ 16 runs, ratio[n] its ratio in each (printed to the nearest
+ * 2·half_unit) and qualifies[n] whether each run qualifies: "STEADY" when the qualifying runs' ratios all
+ * lie within KVB_RUNS_SPREAD of their median (kvb_runs_spread), "SPREAD" when one does not, "-" when
+ * fewer than KVB_STEADY_RUNS runs qualify. */
+const char *kvb_runs_verdict(const double *ratio, const int *qualifies, size_t n, double half_unit);
 /* spread.c: kvbench --spread RUN.md ...: reads the tables of kvbench --out's runs and prints, for each
  * row, its ratios, their median, its largest spread and the verdict; returns the exit status (0, or 2
  * with the file, line and field on stderr and nothing on stdout when a table cannot be read). */

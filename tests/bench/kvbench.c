@@ -2,8 +2,9 @@
  *
  *   kvbench [--out DIR] [GROUP...]   every group, or only those named; with --out, the table is also
  *                                    written to DIR/results.md and the figures to DIR (DIR must exist)
- *   kvbench --spread RUN.md ...      two or more such tables compared (spread.c): how far each row's
- *                                    ratio, FMA and roof shares moved from their medians over the runs
+ *   kvbench --spread RUN.md ...      two or more such tables compared (spread.c): which runs' recheck
+ *                                    ceilings held still, and how far each row's ratio moved from its
+ *                                    median over those
  *
  * Exit status: 0; 1 if a group could not run or DIR/results.md or DIR/decode.svg cannot be written
  * (ref/core/file_io.h's rule, checked before the first line; DIR/results.md again at the end); 2 for
@@ -61,8 +62,10 @@ static void usage(FILE *f)
                "       kvbench --spread RUN.md RUN.md ...\n"
                "Measures each GROUP (default: all, in this order) and prints one table; with --out, also\n"
                "DIR/results.md and the figures in DIR. --spread compares such tables of runs on the same\n"
-               "code: each row's figures against their medians, STEADY within %.0f%%. The groups:\n",
-            KVB_RUNS_SPREAD * 100);
+               "code: a run qualifies when its recheck ceilings each moved less than %.0f%%, and a row is\n"
+               "STEADY when its ratio stays within %.0f%% of its median over %d qualifying runs or more.\n"
+               "The groups:\n",
+            KVB_RECHECK_MOVED * 100, KVB_RUNS_SPREAD * 100, KVB_STEADY_RUNS);
     for (int g = 0; g < N_GROUPS; g++) fprintf(f, "  %-9s %s\n", GROUPS[g].name, GROUPS[g].about);
 }
 

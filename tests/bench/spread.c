@@ -1,13 +1,14 @@
-/* kvbench --spread RUN.md ...: how far each row moved over runs of kvbench --out on the same code
- * (bench.h's KVB_RUNS_SPREAD). The tables are the Markdown that kvb_print_header and kvb_print_row
- * write; every file is read and checked before a line is printed, so a table that cannot be read gives
- * its file, line and cell on stderr, status 2 and nothing on stdout. The runs must list the same rows in
- * the same order, as runs of one kvbench over the same groups do: a row is named by its group and its
- * what less any parenthesis that holds a figure (where a peer's row puts the rates it measured), and a
- * row named otherwise, or with a figure in one run and none in another, is refused rather than paired
- * with the wrong one.
+/* kvbench --spread RUN.md ...: which runs of kvbench --out on the same code held their ceilings still,
+ * and how far each row's ratio moved over those (bench.h's KVB_RECHECK_MOVED, KVB_RUNS_SPREAD). The
+ * tables are the Markdown that kvb_print_header and kvb_print_row write; every file is read and checked
+ * before a line is printed, so a table that cannot be read gives its file, line and cell on stderr,
+ * status 2 and nothing on stdout. The runs must list the same rows in the same order, as runs of one
+ * kvbench over the same groups do: a row is named by its group and its what less any parenthesis that
+ * holds a figure (where a peer's row puts the rates it measured), and a row named otherwise, or with a
+ * figure in one run and none in another, is refused rather than paired with the wrong one.
  * The figures are read as printed, to three decimals: a spread counts only what those digits prove, so
- * that a small ratio (a top-k's 0.008) is not called SPREAD for its last digit's rounding. */
+ * that a small ratio (a top-k's 0.008) is not called SPREAD for its last digit's rounding. A run's
+ * ceilings moved as far as the largest distance from 1 of its `recheck` rows' ratios. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +40,8 @@ typedef struct {
     char *text;
     row *rows;
     size_t n;
+    double moved; /* its recheck ceilings' largest move, NAN without recheck rows */
+    int qualifies;
 } table;
 
 /* Status 2, after "kvbench --spread: " and the message on stderr. */
@@ -127,7 +130,7 @@ static int read_row(row *r, char *text, const table *t, size_t line)
 static int read_table(table *t, const char *path)
 {
     size_t size;
-    *t = (table){path, NULL, NULL, 0};
+    *t = (table){path, NULL, NULL, 0, NAN, 0};
     if (kvl_file_read_all(&t->text, &size, path, MOST_BYTES) != KVL_OK) return refuse("%s", kvl_error());
     char *text = t->text, *line;
     size_t at = 0; /* the number of the line last read */
@@ -171,49 +174,89 @@ static int same_rows(const table *a, const table *t)
     return 0;
 }
 
-/* Row i's largest spread over the n runs, and the figure it is in; 0 and -1 when it has no figure. */
-static double row_spread(const table *t, int n, size_t i, int *fig)
+/* t's recheck ceilings' largest move, and whether the run qualifies. */
+static int judge_run(table *t)
 {
-    double worst = 0.0, x[MOST_RUNS];
-    *fig = -1;
-    for (int f = 0; f < N_FIGS; f++) {
-        if (isnan(t[0].rows[i].fig[f])) continue;
-        for (int k = 0; k < n; k++) x[k] = t[k].rows[i].fig[f];
-        const double d = kvb_runs_spread(x, (size_t)n, HALF_UNIT);
-        if (*fig < 0 || d > worst) worst = d, *fig = f;
+    double *r = malloc(t->n * sizeof *r);
+    if (!r) return refuse("%s: out of memory", t->path);
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->rows[i].group, "recheck") == 0 && !isnan(t->rows[i].fig[FIG_RATIO]))
+            r[n++] = t->rows[i].fig[FIG_RATIO];
+    t->moved = kvb_recheck_moved(r, n);
+    t->qualifies = kvb_run_qualifies(t->moved, HALF_UNIT);
+    free(r);
+    return 0;
+}
+
+/* The runs, each with its ceilings' largest move and whether it qualifies; the number that do. */
+static int print_runs(const table *t, int n)
+{
+    int k = 0;
+    printf("| run | recheck ceilings' largest move | qualifies |\n|---|--:|---|\n");
+    for (int i = 0; i < n; i++) {
+        if (isnan(t[i].moved)) printf("| %s | - (no recheck rows) | no |\n", t[i].path);
+        else printf("| %s | %.1f%% | %s |\n", t[i].path, t[i].moved * 100, t[i].qualifies ? "yes" : "no");
+        k += t[i].qualifies;
     }
-    return worst;
+    printf("\n%d of %d runs qualify%s.\n\n", k, n,
+           k < KVB_STEADY_RUNS ? ": too few to judge a row, every verdict is -" : "");
+    return k;
+}
+
+/* Row i's ratios, a qualifying run's as it is and another's in brackets, into text[cap]; the qualifying
+ * ones into x, their count returned. */
+static int row_ratios(char *text, size_t cap, double *x, const table *t, int n, size_t i)
+{
+    int k = 0;
+    size_t at = 0;
+    for (int r = 0; r < n; r++) {
+        const double v = t[r].rows[i].fig[FIG_RATIO];
+        at += (size_t)snprintf(text + at, cap - at, t[r].qualifies ? "%s%.3f" : "%s[%.3f]", r ? ", " : "", v);
+        if (t[r].qualifies) x[k++] = v;
+    }
+    return k;
 }
 
 static void print_spreads(const table *t, int n)
 {
-    size_t rows = 0, steady = 0;
-    printf("%s runs compared: each row's figures (ratio, FMA, roof) against their medians over the runs, "
-           "STEADY within %.0f%%.\n\n| group | what | ratio in each run | median | largest spread | verdict |\n"
-           "|---|---|---|--:|--:|---|\n",
-           n == 2 ? "Two" : n == 3 ? "Three" : "These", KVB_RUNS_SPREAD * 100);
+    size_t rows = 0, steady = 0, spread = 0;
+    printf("%s runs compared. A run qualifies when each of its recheck ceilings moved less than %.0f%% from "
+           "the first measurement; a row is STEADY when its ratio in every qualifying run lies within %.0f%% of "
+           "their median, judged where %d runs or more qualify.\n\n",
+           n == 2 ? "Two" : n == 3 ? "Three" : "These", KVB_RECHECK_MOVED * 100, KVB_RUNS_SPREAD * 100,
+           KVB_STEADY_RUNS);
+    const int qualifying = print_runs(t, n);
+    printf("| group | what | ratio in each run ([not qualifying]) | median | largest spread | verdict |\n"
+           "|---|---|---|--:|--:|---|\n");
     for (size_t i = 0; i < t[0].n; i++) {
-        int fig;
-        const double worst = row_spread(t, n, i, &fig);
-        if (fig < 0) continue;
         const row *r = &t[0].rows[i];
-        char ratios[16 * MOST_RUNS] = "-", median[16] = "-";
-        if (!isnan(r->fig[FIG_RATIO])) {
-            double x[MOST_RUNS];
-            size_t at = 0;
-            for (int k = 0; k < n; k++) {
-                x[k] = t[k].rows[i].fig[FIG_RATIO];
-                at += (size_t)snprintf(ratios + at, sizeof ratios - at, "%s%.3f", k ? ", " : "", x[k]);
-            }
-            snprintf(median, sizeof median, "%.3f", kvl_median(x, (size_t)n));
+        if (isnan(r->fig[FIG_RATIO])) continue;
+        char ratios[16 * MOST_RUNS], median[16] = "-", moved[16] = "-";
+        double x[MOST_RUNS], q[MOST_RUNS];
+        int ok[MOST_RUNS];
+        const int k = row_ratios(ratios, sizeof ratios, x, t, n, i);
+        if (k) {
+            memcpy(q, x, (size_t)k * sizeof *x);
+            snprintf(median, sizeof median, "%.3f", kvl_median(q, (size_t)k));
+            snprintf(moved, sizeof moved, "%.1f%%", kvb_runs_spread(q, (size_t)k, HALF_UNIT) * 100);
         }
-        const int ok = worst <= KVB_RUNS_SPREAD;
-        printf("| %s | %s | %s | %s | %.1f%% (%s) | %s |\n", r->group, r->name, ratios,
-               median, worst * 100, FIG_NAME[fig], ok ? "STEADY" : "SPREAD");
+        for (int m = 0; m < n; m++) {
+            q[m] = t[m].rows[i].fig[FIG_RATIO];
+            ok[m] = t[m].qualifies;
+        }
+        const char *verdict = kvb_runs_verdict(q, ok, (size_t)n, HALF_UNIT);
+        printf("| %s | %s | %s | %s | %s | %s |\n", r->group, r->name, ratios, median, moved, verdict);
         rows++;
-        steady += (size_t)ok;
+        steady += strcmp(verdict, "STEADY") == 0;
+        spread += strcmp(verdict, "SPREAD") == 0;
     }
-    printf("\n%zu rows with figures over %d runs: %zu STEADY, %zu SPREAD.\n", rows, n, steady, rows - steady);
+    if (qualifying < KVB_STEADY_RUNS)
+        printf("\n%zu rows with a ratio; %d of %d runs qualify, fewer than %d: no row is judged.\n", rows, qualifying,
+               n, KVB_STEADY_RUNS);
+    else
+        printf("\n%zu rows with a ratio over %d qualifying runs of %d: %zu STEADY, %zu SPREAD.\n", rows, qualifying, n,
+               steady, spread);
 }
 
 int kvb_spread_main(int n, char *const *paths)
@@ -223,6 +266,7 @@ int kvb_spread_main(int n, char *const *paths)
     int rc = 0, read = 0;
     for (; read < n && !rc; read++) rc = read_table(&t[read], paths[read]);
     for (int k = 1; k < n && !rc; k++) rc = same_rows(&t[0], &t[k]);
+    for (int k = 0; k < n && !rc; k++) rc = judge_run(&t[k]);
     if (!rc) print_spreads(t, n);
     for (int k = 0; k < read; k++) {
         free(t[k].text);

@@ -16,7 +16,8 @@ kvb_bound kvb_bound_at(const kvb_step *s, const double gflops[KVB_SGEMM_SHAPES],
         const double t = compute >= memory ? compute : memory;
         b.seconds += t;
         b.compute_s += compute >= memory ? t : 0;
-        b.allowed_s += t / (compute >= memory ? s->compute_target : s->memory_target);
+        const double target = compute >= memory ? s->compute_target : s->memory_target;
+        b.allowed_s += target > 0 ? t / target : INFINITY; /* no target: any time is allowed */
     }
     return b;
 }
@@ -62,6 +63,32 @@ const char *kvb_verdict(const kvb_row *row, const kvb_row_more *more)
     if (more && more->spread_hi > 0 && kvb_unsteady((kvb_quartiles){more->spread_lo, ratio, more->spread_hi}))
         return "UNSTEADY";
     return ratio >= row->target ? "PASS" : "BELOW";
+}
+
+double kvb_recheck_moved(const double *r, size_t n)
+{
+    double moved = n ? 0.0 : NAN;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(r[i] - 1.0) > moved) moved = fabs(r[i] - 1.0);
+    return moved;
+}
+
+/* The printed ratios are multiples of 2·half_unit, so a move short of the limit is at least 2·half_unit
+ * short of it: comparing with half of that to spare keeps a printed 0.900 (10.0%) out however the
+ * subtraction rounds. */
+int kvb_run_qualifies(double moved, double half_unit)
+{
+    return moved < KVB_RECHECK_MOVED - half_unit;
+}
+
+const char *kvb_runs_verdict(const double *ratio, const int *qualifies, size_t n, double half_unit)
+{
+    double x[16];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof x / sizeof x[0]; i++)
+        if (qualifies[i]) x[k++] = ratio[i];
+    if (k < KVB_STEADY_RUNS) return "-";
+    return kvb_runs_spread(x, k, half_unit) <= KVB_RUNS_SPREAD ? "STEADY" : "SPREAD";
 }
 
 double kvb_runs_spread(double *x, size_t n, double half_unit)
