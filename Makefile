@@ -144,7 +144,7 @@ nb_prog      = $(BUILD)/bin/nb_$(firstword $(subst _, ,$(notdir $(1:.c=))))
 NBS         := $(foreach s,$(NB_SRC),$(call nb_prog,$(s))) $(BUILD)/bin/nb_ipynb
 
 .SECONDARY:
-.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers cuda deps help clean notebooks renders site notebook-flags jupyter
+.PHONY: all test sanitize test-core test-arm64 arm64-suites run bench bench-peers bench-ggml cuda deps help clean notebooks renders site notebook-flags jupyter
 all: $(LIBS) $(PROGS) $(NBS) $(TESTS) $(if $(BENCH_SRC),$(BUILD)/bin/kvbench)  ## build every library, program and test binary (the default)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_MK)
@@ -287,6 +287,42 @@ bench: $(BUILD)/bin/kvbench  ## measure this machine's ceilings and every kernel
 # torch for Linux brings its CUDA libraries along, some GB.
 bench-peers:  ## install the bench's peers with pip: numpy, torch and ml_dtypes (torch brings some GB of CUDA libraries)
 	python3 -m pip install 'numpy>=2.4' 'torch>=2.15' 'ml_dtypes>=0.7'
+
+# ggml, llama.cpp's tensor library, as a peer of the decode steps (tests/bench/ggml/ggml_peer.c, which
+# `kvbench peer` runs where it is built): the llama.cpp tree inside llama-cpp-python's source distribution,
+# ggml alone built by cmake into $(BUILD)/peers for this CPU. The distribution leaves out the ggml.pc.in
+# that ggml's own CMakeLists configures when built alone; an empty one stands in. The peer program links
+# the bench's objects, kvbench.c's with its main renamed.
+GGML_VERSION := 0.3.16
+GGML_SDIST   := $(BUILD)/peers/llama_cpp_python-$(GGML_VERSION).tar.gz
+GGML_TREE    := $(BUILD)/peers/llama_cpp_python-$(GGML_VERSION)/vendor/llama.cpp/ggml
+GGML_BUILD   := $(BUILD)/peers/ggml-build
+GGML_LIBS    := $(addprefix $(GGML_BUILD)/src/,libggml.a libggml-cpu.a libggml-base.a)
+
+$(GGML_SDIST):
+	@mkdir -p $(@D)
+	python3 -m pip download --no-deps --no-binary :all: llama-cpp-python==$(GGML_VERSION) -d $(@D)
+
+$(GGML_BUILD)/built: $(GGML_SDIST)
+	tar xzf $< -C $(BUILD)/peers llama_cpp_python-$(GGML_VERSION)/vendor/llama.cpp/ggml
+	touch $(GGML_TREE)/ggml.pc.in
+	cmake -S $(GGML_TREE) -B $(GGML_BUILD) -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON \
+	  -DGGML_OPENMP=ON -DGGML_CCACHE=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF
+	cmake --build $(GGML_BUILD) -j2
+	touch $@
+
+$(BUILD)/obj/tests/bench/kvbench.nomain.o: tests/bench/kvbench.c | $(DEPS_MK)
+	@mkdir -p $(@D)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -Dmain=kvbench_main -c $< -o $@
+
+$(BUILD)/peers/ggml_peer: tests/bench/ggml/ggml_peer.c $(GGML_BUILD)/built $(BUILD)/obj/tests/bench/kvbench.nomain.o \
+                          $(call obj,$(filter-out tests/bench/kvbench.c,$(BENCH_SRC))) $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -Itests/bench -I$(GGML_TREE)/include $< $(BUILD)/obj/tests/bench/kvbench.nomain.o \
+	  $(call obj,$(filter-out tests/bench/kvbench.c,$(BENCH_SRC))) $(GGML_LIBS) $(LIBS) $(LDLIBS) -lstdc++ -o $@
+
+bench-ggml: $(BUILD)/peers/ggml_peer  ## build ggml from llama-cpp-python's source distribution (pip download, cmake) and its peer program, which kvbench peer then runs
 
 # Each notebook prints its cells' outputs between markers (nb --cells); nb_ipynb pairs them with the
 # source's cells. A failing cell stops the target.

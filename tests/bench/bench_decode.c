@@ -29,11 +29,14 @@
  * The peer group times the same steps at 32K in numpy float32 (and float64 for MLA, a side row), torch's
  * matmul + softmax + matmul and torch's scaled_dot_product_attention (peers.py; over a bf16 cache,
  * torch widening it to float32 every step), each checked against the C step's output and timed
- * interleaved with it, and prints peer time over C time (>= 1: C is faster). */
+ * interleaved with it, and prints peer time over C time (>= 1: C is faster); then, where `make bench-ggml`
+ * built it, llama.cpp's ggml_flash_attn_ext over an f16 cache at both shapes (tests/bench/ggml/ggml_peer.c). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attend.h"
 #include "bench.h"
@@ -604,6 +607,31 @@ static int peer_step(kvb_peer *p, const char *step, ring_step proto, size_t widt
     return rc;
 }
 
+/* ggml's rows: tests/bench/ggml/ggml_peer.c's program, where `make bench-ggml` built it (peers/ggml_peer
+ * beside the folder this program is in), run with its lines passed on: those of the Markdown table ("| ")
+ * to it, the others to stdout. One line where it is not built, or stops. */
+static void ggml_rows(void)
+{
+    char self[4096], path[4200];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) *slash = '\0';
+    snprintf(path, sizeof path, "%s/../peers/ggml_peer", slash ? self : ".");
+    if (access(path, X_OK) != 0) {
+        printf("peer: ggml: skipped, %s is not built (make bench-ggml builds it)\n", path);
+        return;
+    }
+    fflush(stdout);
+    FILE *f = popen(path, "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "| ", 2) != 0) fputs(line, stdout);
+        else if (kvb_markdown) fputs(line, kvb_markdown);
+    }
+    const int status = f ? pclose(f) : -1;
+    if (status != 0) printf("peer: ggml: %s stopped (status %d); its rows are incomplete\n", path, status);
+}
+
 int kvb_group_peer(void)
 {
     kvl_model m67 = {0}, v3 = {0};
@@ -626,6 +654,7 @@ int kvb_group_peer(void)
         if (rc == 0) rc = peer_step(p, "67B GQA", gqa, gqa_width, STORES[st], &rng);
     }
     kvb_peer_stop(p);
+    if (rc == 0) ggml_rows();
     kvl_model_free(&m67);
     kvl_model_free(&v3);
     return rc;
