@@ -37,6 +37,7 @@ katex_css_path = 'katex/katex.min.css'
 
 html_theme = 'sphinx_book_theme'
 html_title = 'kvlineage: the course'
+templates_path = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'templates')]
 html_static_path = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'static')]
 html_css_files = ['kvlineage.css']
 html_sourcelink_suffix = ''

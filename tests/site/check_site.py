@@ -353,7 +353,7 @@ def check_print(driver, site, page):
         seen = driver.execute_script("""
             const sol = Array.from(document.querySelectorAll('details.solution'));
             const closed = sol.filter(d => !d.open).filter(d => {
-                const body = d.querySelector('summary').nextElementSibling; return !body || body.offsetHeight === 0; }).length;
+                const body = d.querySelector('summary').nextElementSibling; return !body || !body.checkVisibility(); }).length;
             const pres = Array.from(document.querySelectorAll('article pre'));
             const cut = pres.filter(p => p.scrollWidth > p.clientWidth + 1 || getComputedStyle(p).whiteSpace !== 'pre-wrap').length;
             return {solutions: sol.length, closed, pres: pres.length, cut};""")
