@@ -432,7 +432,7 @@ $(SITE_VENV)/ok: site/requirements.txt | $(BUILD)/site-deps.ok
 site: $(SITE_VENV)/ok notebooks  ## the course as a static website in build/site/ (open build/site/index.html; works offline)
 	@rm -rf $(SITE_OUT).new
 	@KVL_ROOT=$(CURDIR) $(SITE_VENV)/bin/python site/stage.py --notebooks $(BUILD)/notebooks --out $(SITE_STAGE) \
-	  --repo $(REPO_URL) --programs "$(notdir $(PROG_SRC:.c=))"
+	  --repo $(REPO_URL) --programs "$(notdir $(PROG_SRC:.c=) $(NBS))"
 	@KVL_REPO_URL=$(REPO_URL) $(SITE_VENV)/bin/sphinx-build -q -W --keep-going -b html -c site -d $(BUILD)/site-doctrees \
 	  $(SITE_STAGE) $(SITE_OUT).new
 	@rm -rf $(SITE_OUT).new/.buildinfo $(SITE_OUT).new/.doctrees

@@ -446,16 +446,22 @@ def check_sources(driver, site, root):
     return f
 
 
-def check_commands(driver, site, chapters):
-    """The solutions' commands as a reader pastes them: no harness variable, programs by path."""
+def check_commands(driver, site, root, chapters):
+    """The solutions' commands as a reader pastes them from the repository root: no harness
+    variable, and each of the project's programs (those in build/bin) by its path."""
     f = []
+    bin_dir = os.path.join(root, 'build', 'bin')
+    programs = set(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else set()
+    bare = re.compile(r'(?:^|\|\||&&|[|;]|\$\()\s*(?:[A-Za-z_]\w*=\S+\s+)*([A-Za-z_][\w-]*)')
     for d in chapters:
         load(driver, site, f'{d}/exercises.html')
-        pres = driver.execute_script("return Array.from(document.querySelectorAll('article pre')).map(p => p.textContent)")
-        f += [f'{d}/exercises.html: a command names the harness\'s folder: {p.strip()[:60]}' for p in pres
-              if 'EXERCISE_TMP' in p]
-        f += [f'{d}/exercises.html: kvtable run by bare name: {ln.strip()[:60]}' for p in pres
-              for ln in p.splitlines() if re.match(r'\s*kvtable\b', ln)]
+        pres = driver.execute_script(
+            "return Array.from(document.querySelectorAll('details.solution pre')).map(p => p.textContent)")
+        for p in pres:
+            if 'EXERCISE_TMP' in p:
+                f.append(f'{d}/exercises.html: a command names the harness\'s folder: {p.strip()[:60]}')
+            f += [f'{d}/exercises.html: {m} run by bare name: {ln.strip()[:60]}' for ln in p.splitlines()
+                  for m in bare.findall(ln) if m in programs]
     return f
 
 
@@ -502,7 +508,7 @@ def main():
             failures += check_notebooks(driver, args.site, root, chapters, notebooks)
             failures += check_anchor(driver, args.site)
             failures += check_sources(driver, args.site, root)
-            failures += check_commands(driver, args.site, chapters)
+            failures += check_commands(driver, args.site, root, chapters)
             screenshots(driver, args.site, args.shots, f'{chapters[2]}/index.html')
         finally:
             driver.quit()
