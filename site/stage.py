@@ -56,6 +56,13 @@ CODE_SPAN = re.compile(r'(`+)(?:.|\n)*?(?<!`)\1(?!`)')
 SHELL_COMMAND = re.compile(r'((?:\|\||&&|[|;]|\$\(|^)\s*(?:[A-Za-z_]\w*=\S+\s+)*)([A-Za-z_][\w-]*)')
 
 
+# What the site changes in the check blocks, said where the solutions' opening explains them.
+SHOWN_AS_PASTED = (
+    'On this site each check is shown as you paste it from the repository root: the programs by\n'
+    'their path in `build/bin`, the empty folder as `/tmp`.'
+)
+
+
 class BadInput(Exception):
     """One line naming the file and what is wrong with it."""
 
@@ -113,7 +120,7 @@ class Site:
     def __init__(self, root, notebooks, out, repo, programs):
         self.root, self.notebooks, self.out, self.repo = root, notebooks, out, repo.rstrip('/')
         self.programs = set(programs)
-        self.chapters = []  # (dir, title), README's order
+        self.chapters = []  # NN_name folders, in README's order
         self.pages = {}  # project path -> staged path
         self.copies = {}  # project path -> staged path, files copied as they are
 
@@ -375,7 +382,7 @@ def fold_solutions(exercises, solutions):
     if first:
         out.append(ex[1][2])
     if pre.strip():
-        out.append(fold('How the solutions are worked', pre))
+        out.append(fold('How the solutions are worked', pre + '\n\n' + SHOWN_AS_PASTED))
     k = first + 1
     while k < len(ex):
         lv, title, _ = ex[k]
