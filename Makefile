@@ -437,7 +437,7 @@ site: $(SITE_VENV)/ok notebooks  ## the course as a static website in build/site
 	  $(SITE_STAGE) $(SITE_OUT).new
 	@rm -rf $(SITE_OUT).new/.buildinfo $(SITE_OUT).new/.doctrees
 	@rm -rf $(SITE_OUT) && mv $(SITE_OUT).new $(SITE_OUT)
-	@echo "  SITE   $(SITE_OUT)/index.html ($$(find $(SITE_OUT) -name '*.html' | wc -l) pages)"
+	@echo "  SITE   $(SITE_OUT)/index.html ($$(find $(SITE_OUT) -name '*.html' -not -path '*/_static/*' | wc -l) pages)"
 
 # ---- CUDA ----------------------------------------------------------------------------------------
 # Kernels live in cuda/*.cuh, and every cuda/*.cu is built twice: by the host C++ compiler against the
