@@ -9,7 +9,7 @@ APT_PKGS := libopenblas-dev libcjson-dev check pkg-config
 # python3-nbformat: the notebook schema test needs it; python3-nbclient and python3-ipykernel: the test
 # that runs the notebooks through their Jupyter kernel. Each skips (saying so) without them. The site
 # packages build `make site`; the browser ones run its browser test, which skips (saying so) without them.
-SITE_PKGS    := libcmark-gfm-dev libcmark-gfm-extensions-dev libjs-katex libjs-highlight.js
+SITE_PKGS    := katex libjs-katex python3-venv
 BROWSER_PKGS := chromium chromium-driver python3-selenium
 APT_OPTIONAL := python3-nbformat python3-nbclient python3-ipykernel $(SITE_PKGS) $(BROWSER_PKGS)
 PC_PKGS  := openblas libcjson check
@@ -425,13 +425,17 @@ $(BUILD)/labs/cc.sh: Makefile | $(DEPS_MK)
 	@chmod +x $@
 
 # ---- the course as a website ---------------------------------------------------------------------
-# site/*.c is kvsite, the generator: README.md's table of chapters, each chapter's text, its rendered
-# notebook (the .md `make notebooks` writes beside the .ipynb) and its exercises, through cmark-gfm,
-# into build/site/. KaTeX and highlight.js are copied in from Debian's packages, so that the pages need
-# no network. The site is built in site.new/ and takes site/'s place only when complete.
-SITE_SRC   := $(wildcard site/*.c)
-KATEX_DIR  ?= /usr/share/javascript/katex
-HLJS_DIR   ?= /usr/share/javascript/highlight.js
+# Sphinx with the Jupyter Book theme (sphinx-book-theme, myst-nb), pinned in site/requirements.txt and
+# installed from PyPI into $(SITE_VENV). site/stage.py stages README.md's table of chapters, each
+# chapter's text, notebook (build/notebooks/NN_name.ipynb, outputs stored) and exercises with their
+# solutions folded, the glossary, sources and bench pages into $(SITE_STAGE); Sphinx builds them with
+# site/conf.py, formulas typeset by Debian's katex under node and code coloured by Pygments at build
+# time, so that the pages load nothing from the network. The site is built in site.new/ and takes
+# site/'s place only when complete. Links to the project's other files go to $(REPO_URL).
+REPO_URL   ?= https://github.com/kvlineage/kvlineage
+# the virtual environment is one for every build folder (the sanitizer's and clang's builds use it too)
+SITE_VENV  := build/site-venv
+SITE_STAGE := $(BUILD)/site-src
 SITE_OUT   := $(BUILD)/site
 SITE_SHOTS := $(BUILD)/site-shots
 
@@ -439,35 +443,37 @@ SITE_SHOTS := $(BUILD)/site-shots
 SITE_PYTHON = $$(for p in python3 /usr/bin/python3; do $$p -c 'import selenium' 2>/dev/null && { echo $$p; break; }; done)
 SITE_BROWSER_FOUND = command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && [ -n "$(SITE_PYTHON)" ]
 SITE_CHECK = KVL_ROOT=$(CURDIR) $(SITE_PYTHON) tests/site/check_site.py --site $(SITE_OUT) --shots $(SITE_SHOTS) \
-	--kvsite $(BUILD)/bin/kvsite
+	--stage "$(SITE_VENV)/bin/python site/stage.py"
 
-# cmark-gfm, KaTeX and highlight.js: installed when run as root, otherwise make stops naming the apt-get line.
+# Debian's katex (node) and KaTeX's fonts: installed when run as root, otherwise make stops naming the
+# apt-get line. Then the virtual environment with the pinned Sphinx stack.
 $(BUILD)/site-deps.ok:
 	@mkdir -p $(@D)
-	@found() { pkg-config --exists libcmark-gfm && [ -f /usr/include/cmark-gfm-core-extensions.h ] && \
-	  [ -f $(KATEX_DIR)/katex.min.js ] && [ -f $(HLJS_DIR)/highlight.min.js ]; }; \
+	@found() { command -v katex >/dev/null 2>&1 && [ -f /usr/share/javascript/katex/katex.min.css ] && \
+	  python3 -c 'import ensurepip' 2>/dev/null; }; \
 	if ! found && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "kvlineage: installing what the site is built with: $(SITE_PKGS)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SITE_PKGS); } \
 	    >$(@D)/apt.log 2>&1 || { echo "kvlineage: apt-get failed, see $(@D)/apt.log" >&2; exit 1; }; \
 	fi; \
-	found || { echo "make site needs cmark-gfm, KaTeX and highlight.js; run:  sudo apt-get install $(SITE_PKGS)"; exit 1; }; \
+	found || { echo "make site needs node's katex, KaTeX's fonts and python3's venv; run:  sudo apt-get install $(SITE_PKGS)"; exit 1; }; \
 	touch $@
 
-$(call obj,$(SITE_SRC)): | $(BUILD)/site-deps.ok
-$(BUILD)/bin/kvsite: $(call obj,$(SITE_SRC)) $(LIBS)
-	@mkdir -p $(@D)
-	$(call say,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(call obj,$(SITE_SRC)) $(LIBS) $(LDLIBS) -lcmark-gfm-extensions -lcmark-gfm -o $@
+$(SITE_VENV)/ok: site/requirements.txt | $(BUILD)/site-deps.ok
+	@rm -rf $(SITE_VENV) && python3 -m venv $(SITE_VENV)
+	@echo "  PIP    $(SITE_VENV) (site/requirements.txt)"
+	@$(SITE_VENV)/bin/pip install --no-cache-dir -q --disable-pip-version-check -r site/requirements.txt
+	@touch $@
 
-site: $(BUILD)/bin/kvsite notebooks  ## the course as a static website in build/site/ (open build/site/index.html; works offline)
-	@rm -rf $(SITE_OUT).new && mkdir -p $(SITE_OUT).new/assets/katex $(SITE_OUT).new/assets/highlight
-	@KVL_ROOT=$(CURDIR) $(BUILD)/bin/kvsite --notebooks $(BUILD)/notebooks --out $(SITE_OUT).new
-	@cp -RL $(KATEX_DIR)/katex.min.js $(KATEX_DIR)/katex.min.css $(KATEX_DIR)/fonts $(SITE_OUT).new/assets/katex/
-	@cp $(HLJS_DIR)/highlight.min.js $(HLJS_DIR)/styles/github.css $(SITE_OUT).new/assets/highlight/
-	@cp site/site.css site/site.js $(SITE_OUT).new/assets/
+site: $(SITE_VENV)/ok notebooks  ## the course as a static website in build/site/ (open build/site/index.html; works offline)
+	@rm -rf $(SITE_OUT).new
+	@KVL_ROOT=$(CURDIR) $(SITE_VENV)/bin/python site/stage.py --notebooks $(BUILD)/notebooks --out $(SITE_STAGE) \
+	  --repo $(REPO_URL) --programs "$(notdir $(PROG_SRC:.c=) $(NBS))"
+	@KVL_REPO_URL=$(REPO_URL) $(SITE_VENV)/bin/sphinx-build -q -W --keep-going -b html -c site -d $(BUILD)/site-doctrees \
+	  $(SITE_STAGE) $(SITE_OUT).new
+	@rm -rf $(SITE_OUT).new/.buildinfo $(SITE_OUT).new/.doctrees
 	@rm -rf $(SITE_OUT) && mv $(SITE_OUT).new $(SITE_OUT)
-	@echo "  SITE   $(SITE_OUT)/index.html ($$(find $(SITE_OUT) -name '*.html' | wc -l) pages)"
+	@echo "  SITE   $(SITE_OUT)/index.html ($$(find $(SITE_OUT) -name '*.html' -not -path '*/_static/*' | wc -l) pages)"
 
 # ---- CUDA ----------------------------------------------------------------------------------------
 # Kernels live in cuda/*.cuh, and every cuda/*.cu is built twice: by the host C++ compiler against the

@@ -1,6 +1,6 @@
 /* chapters/GLOSSARY.md and the chapters' links into it.
  *
- * Each "## Term" heading of the glossary is one entry; its anchor is GitHub's (and kvsite's): the
+ * Each "## Term" heading of the glossary is one entry; its anchor is GitHub's (and the site's): the
  * heading lowercased, ASCII letters, digits and '_' kept, spaces and hyphens made '-', the rest
  * dropped. The properties:
  *   - every chapter text (chapters/NN_name/README.md) links chapters/GLOSSARY.md at least once;
