@@ -431,8 +431,8 @@ def check_anchor(driver, site):
 
 
 def check_sources(driver, site, root):
-    """Every arXiv paper and web address SOURCES.md names in its tables is a link on the sources page."""
-    with open(os.path.join(root, 'chapters', 'SOURCES.md')) as h:
+    """Every arXiv paper and web address chapters/SOURCES.md names in its tables is a link on the sources page."""
+    with open(os.path.join(root, 'chapters/SOURCES.md')) as h:
         rows = [ln for ln in h if ln.startswith('| **')]
     wanted = set()
     for row in rows:
