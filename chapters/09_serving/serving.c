@@ -58,7 +58,7 @@ typedef struct {
     kvl_gpu gpu;        /* the card: its memory (unless --memory-gib) and its SM generation */
     double activation_peak;  /* vLLM's profiled peak, bytes per GPU */
     int mtp;            /* speculative decoding with the MTP layer as draft */
-    size_t mtp_layers;  /* --mtp-layers: the draft's layers where a config does not say; 0: not given */
+    size_t mtp_layers;  /* --mtp-layers: the draft's layers where a config does not say; 0: none */
     int json;           /* --format json */
 } plan;
 
@@ -114,7 +114,8 @@ static void budget_text(char *out, size_t cap, const plan *p)
                  kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
 }
 
-/* "  DeepSeek-V3: sglang mem_fraction_static 0.887 (reserve 16,384 MiB), cache mla-fp8, 62 layers" */
+/* "  DeepSeek-V3: sglang mem_fraction_static 0.886 (reserve 16,384 MiB), cache bf16, 61 caching
+ * layers" */
 static void print_engine_line(const row *r, int dp, const plan *p)
 {
     const kvl_engine_budget *e = &r->engine[dp];
@@ -122,7 +123,9 @@ static void print_engine_line(const row *r, int dp, const plan *p)
            p->d.engine == KVL_ENGINE_SGLANG ? "mem_fraction_static" : "gpu_memory_utilization",
            kvl_grouped((char[32]){0}, 32, e->fraction, 3));
     if (p->d.engine == KVL_ENGINE_SGLANG) printf(" (reserve %s MiB)", KVL_GROUPED(e->reserved_mib));
-    else printf(" less a profiled peak of %s GiB", kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
+    else
+        printf(" less a profiled peak of %s GiB",
+               kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
     printf(", cache %s, %zu caching layers\n", kvl_kv_cache_label(&r->model),
            r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0));
 }
@@ -191,7 +194,7 @@ static void print_notes(void)
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-/* The inputs as read: engine, GPU, deployment, memory and what the weights and cache are stored as. */
+/* The inputs as read: GPU, deployment, memory, and what the weights and cache are stored as. */
 static cJSON *json_inputs(const plan *p)
 {
     cJSON *o = cJSON_CreateObject();
@@ -202,10 +205,13 @@ static cJSON *json_inputs(const plan *p)
     cJSON_AddNumberToObject(o, "context", (double)p->context);
     if (p->memory > 0) cJSON_AddNumberToObject(o, "memory_gib", p->memory / GIB);
     else cJSON_AddNumberToObject(o, "budget_gib", p->budget / GIB);
-    if (p->d.engine == KVL_ENGINE_PLAIN && p->memory > 0) cJSON_AddNumberToObject(o, "activations", p->activations);
-    if (p->d.engine == KVL_ENGINE_VLLM) cJSON_AddNumberToObject(o, "activation_peak_gib", p->activation_peak / GIB);
+    if (p->d.engine == KVL_ENGINE_PLAIN && p->memory > 0)
+        cJSON_AddNumberToObject(o, "activations", p->activations);
+    if (p->d.engine == KVL_ENGINE_VLLM)
+        cJSON_AddNumberToObject(o, "activation_peak_gib", p->activation_peak / GIB);
     cJSON_AddStringToObject(o, "weights", WEIGHT_NAMES[p->weights]);
-    cJSON_AddStringToObject(o, "cache", p->cache < 0 ? "native" : kvl_cache_layout_name((kvl_cache_layout)p->cache));
+    const char *cache = p->cache < 0 ? "native" : kvl_cache_layout_name((kvl_cache_layout)p->cache);
+    cJSON_AddStringToObject(o, "cache", cache);
     cJSON_AddStringToObject(o, "speculative", p->mtp ? "mtp" : "none");
     return o;
 }
@@ -218,10 +224,12 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "config", r->model.path);
     cJSON_AddStringToObject(o, "attention", dp ? "dp" : "tp");
     cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
-    cJSON_AddNumberToObject(o, "caching_layers", (double)(r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0)));
+    const size_t layers = r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0);
+    cJSON_AddNumberToObject(o, "caching_layers", (double)layers);
     cJSON_AddNumberToObject(o, "bytes_per_token_per_gpu", r->rank[dp].bytes_per_token);
     if (p->memory > 0) cJSON_AddNumberToObject(o, "memory_fraction", r->engine[dp].fraction);
-    if (p->d.engine == KVL_ENGINE_SGLANG) cJSON_AddNumberToObject(o, "reserved_mib", r->engine[dp].reserved_mib);
+    if (p->d.engine == KVL_ENGINE_SGLANG)
+        cJSON_AddNumberToObject(o, "reserved_mib", r->engine[dp].reserved_mib);
     cJSON_AddNumberToObject(o, "weights_gib_per_gpu", r->weights[dp] / GIB);
     cJSON_AddNumberToObject(o, "cache_gib_per_gpu", r->budget[dp] / GIB);
     cJSON_AddNumberToObject(o, "tokens_per_gpu", r->fit[dp].tokens_per_gpu);
@@ -304,14 +312,18 @@ static int by_date(const void *a, const void *b)
 static int set_draft(kvl_model *m, size_t mtp_layers)
 {
     if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA)
-        return kvl_fail(KVL_EINVAL, "%s: --speculative mtp prices an MLA or DSA model's MTP layer, not a %s "
-                        "model's", m->path, kvl_generation_name(m->generation));
+        return kvl_fail(KVL_EINVAL,
+                        "%s: --speculative mtp prices an MLA or DSA model's MTP layer, not a %s model's",
+                        m->path, kvl_generation_name(m->generation));
     if (m->ffn.n_mtp_layers && mtp_layers && mtp_layers != m->ffn.n_mtp_layers)
-        return kvl_fail(KVL_EINVAL, "%s: --mtp-layers %zu, but field num_nextn_predict_layers is %zu", m->path,
+        return kvl_fail(KVL_EINVAL,
+                        "%s: --mtp-layers %zu, but field num_nextn_predict_layers is %zu", m->path,
                         mtp_layers, m->ffn.n_mtp_layers);
     if (!m->ffn.n_mtp_layers && !mtp_layers)
-        return kvl_fail(KVL_EINVAL, "%s: --speculative mtp: field num_nextn_predict_layers is not given: state "
-                        "the MTP layers with --mtp-layers", m->path);
+        return kvl_fail(KVL_EINVAL,
+                        "%s: --speculative mtp: field num_nextn_predict_layers is not given: state the "
+                        "MTP layers with --mtp-layers",
+                        m->path);
     if (!m->ffn.n_mtp_layers) m->ffn.n_mtp_layers = mtp_layers;
     return KVL_OK;
 }
@@ -322,8 +334,8 @@ static int load_row(row *r, const char *path, const plan *p)
 {
     int rc = kvl_model_load(&r->model, path);
     if (rc == KVL_OK)
-        rc = kvl_engine_cache_layout(&r->model.kv_cache, p->d.engine, &r->model, kvl_gpu_sm_major(p->gpu),
-                                     p->cache);
+        rc = kvl_engine_cache_layout(&r->model.kv_cache, p->d.engine, &r->model,
+                                     kvl_gpu_sm_major(p->gpu), p->cache);
     if (rc == KVL_OK && p->mtp) rc = set_draft(&r->model, p->mtp_layers);
     if (rc != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
         fprintf(stderr, "serving: %s\n", kvl_error());
@@ -349,8 +361,10 @@ static int load_row(row *r, const char *path, const plan *p)
         kvl_deployment d = p->d;
         d.dp_attention = dp;
         d.draft_layers = p->mtp ? r->model.ffn.n_mtp_layers : 0;
-        r->weights[dp] = kvl_engine_weight_bytes(&r->params, &r->model, &d, linear, experts, ffn->scale_e8m0);
-        rc = p->memory > 0 ? kvl_engine_budget_of(&r->engine[dp], &d, p->memory / MIB, r->weights[dp],
+        r->weights[dp] =
+            kvl_engine_weight_bytes(&r->params, &r->model, &d, linear, experts, ffn->scale_e8m0);
+        const double w = r->weights[dp];
+        rc = p->memory > 0 ? kvl_engine_budget_of(&r->engine[dp], &d, p->memory / MIB, w,
                                                   p->activation_peak, p->activations, mla)
                            : KVL_OK;
         r->budget[dp] = p->memory > 0 ? r->engine[dp].cache_bytes : p->budget;
@@ -474,26 +488,34 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
     const int engine = p->d.engine != KVL_ENGINE_PLAIN;
     const char *name = kvl_engine_name(p->d.engine);
     if ((seen >> F_MEMORY & 1) && (seen >> F_BUDGET & 1))
-        return kvl_bad_usage("serving", "--memory-gib and --budget-gib both set the cache budget: give one", NULL);
+        return kvl_bad_usage("serving",
+                             "--memory-gib and --budget-gib both set the cache budget: give one", NULL);
     if (engine && (seen >> F_BUDGET & 1))
-        return kvl_bad_usage("serving", "--budget-gib is the plain engine's; the engine sizes its own pool", name);
+        return kvl_bad_usage("serving",
+                             "--budget-gib is the plain engine's; the engine sizes its own pool", name);
     if (engine && (seen >> F_ACTIVATIONS & 1))
-        return kvl_bad_usage("serving", "--activations is the plain engine's; the engine reserves its own", name);
+        return kvl_bad_usage("serving",
+                             "--activations is the plain engine's; the engine reserves its own", name);
     if ((seen >> F_ACTIVATIONS & 1) && !(seen >> F_MEMORY & 1) && !(seen >> F_GPU & 1))
-        return kvl_bad_usage("serving", "--activations is a fraction of --memory-gib, which is not given", NULL);
+        return kvl_bad_usage("serving",
+                             "--activations is a fraction of --memory-gib, which is not given", NULL);
     if ((p->d.engine == KVL_ENGINE_VLLM) != ((seen >> F_PEAK & 1) != 0))
-        return kvl_bad_usage("serving", "--activation-peak-gib is vLLM's profiled peak: give it with --engine vllm "
-                             "and only then", name);
+        return kvl_bad_usage("serving",
+                             "--activation-peak-gib is vLLM's profiled peak: give it with --engine vllm "
+                             "and only then",
+                             name);
     if ((seen >> F_MTP_LAYERS & 1) && !p->mtp)
-        return kvl_bad_usage("serving", "--mtp-layers counts the draft of --speculative mtp, which is not given",
-                             NULL);
+        return kvl_bad_usage(
+            "serving", "--mtp-layers counts the draft of --speculative mtp, which is not given", NULL);
     if (engine && !n_given)
-        return kvl_bad_usage("serving", "--engine prices the MHA, MLA and DSA configs named: give CONFIG.json", name);
+        return kvl_bad_usage(
+            "serving", "--engine prices the MHA, MLA and DSA configs named: give CONFIG.json", name);
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
     if (engine && p->d.tp != p->d.gpus)
-        return kvl_bad_usage("serving", "--engine runs one engine over the node: --tp must equal --gpus", tp);
+        return kvl_bad_usage("serving",
+                             "--engine runs one engine over the node: --tp must equal --gpus", tp);
     if ((engine || (seen >> F_GPU & 1)) && !(seen >> F_MEMORY & 1) && !(seen >> F_BUDGET & 1))
         p->memory = kvl_gpu_memory_mib(p->gpu) * MIB;
     return 0;
