@@ -391,6 +391,41 @@ static const struct {
      "window 2 x 0 = 0; CSA 21 x 163 = 3,423; HCA 20 x 4.56 = 91.25"},
     {"09_serving", "4 × 222.5 = 890", "serving", "Full 4 x 222.5 = 890; Reindex 4 x 0 = 0; Reuse 30 x 0 = 0"},
     {"09_serving", "6,328", "serving --memory-gib 141", "848,985,936 791 6,328 38.9 88"},
+    {"09_serving", "| plain, 0.1 for activations | 78.5 | 47.8 | 11 | 87.8 | 38.5 | 64 |",
+     "serving --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "1,461,398 1,461,398 11 11 78.5 47.8"},
+    {"09_serving", "| plain, 0.1 for activations | 78.5 | 47.8 | 11 | 87.8 | 38.5 | 64 |",
+     "serving --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "1,177,095 9,416,760 8 64 87.8 38.5"},
+    {"09_serving", "| vLLM, peak 6 GiB | 79.3 | 41.1 | 9 | 91.8 | 28.5 | 48 |",
+     "serving --engine vllm --gpu h200 --weights fp8 --cache mla-fp8 --activation-peak-gib 6 "
+     "ref/configs/deepseek-v3.json",
+     "1,254,976 1,254,976 9 9 79.3 41.1"},
+    {"09_serving", "| vLLM, peak 6 GiB | 79.3 | 41.1 | 9 | 91.8 | 28.5 | 48 |",
+     "serving --engine vllm --gpu h200 --weights fp8 --cache mla-fp8 --activation-peak-gib 6 "
+     "ref/configs/deepseek-v3.json",
+     "871,808 6,974,464 6 48 91.8 28.5"},
+    {"09_serving", "| SGLang | 79.3 | 45.1 | 10 | 89.4 | 17.1 | 24 |",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "1,378,304 1,378,304 10 10 79.3 45.1"},
+    {"09_serving", "| SGLang | 79.3 | 45.1 | 10 | 89.4 | 17.1 | 24 |",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "521,664 4,173,312 3 24 89.4 17.1"},
+    {"09_serving", "0.886 becomes 0.758",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "mem_fraction_static 0.758 (reserve 34,816 MiB)"},
+    {"09_serving", "16,384 MiB at tp 8",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
+     "mem_fraction_static 0.886 (reserve 16,384 MiB)"},
+    {"09_serving", "512 + 64 = 576 B a layer for V3", "kvtable", "512 + 64 = 576 B a layer for DeepSeek-V3"},
+    {"09_serving", "62 × 576 = 35,712 B a token",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 --speculative mtp --mtp-layers 1 "
+     "ref/configs/deepseek-v3.json",
+     "35,712 0 4,680,843,264 1,309,568 1,309,568 9 9 80.8 43.6"},
+    {"09_serving", "SGLang then holds 9 sequences per node under tensor parallelism and 24 under DP attention",
+     "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 --speculative mtp --mtp-layers 1 "
+     "ref/configs/deepseek-v3.json",
+     "462,528 3,700,224 3 24 91 15.4"},
 };
 
 /* s with every run of white space made one space, in place */
