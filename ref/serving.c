@@ -183,9 +183,17 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
                     g == KVL_GEN_MHA ? "" : ": its FP8 row is ", g == KVL_GEN_MHA ? "" : kvl_cache_layout_name(fp8));
 }
 
-/* SGLang's chunked_prefill_size and decode CUDA graph max_bs for a capacity (MiB) at tp >= 4
- * (ServerArgs._handle_gpu_memory_settings); below 60 GiB it picks smaller ones this project does not
- * price. */
+size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm)
+{
+    const int mha = m->generation == KVL_GEN_MHA, dsa = m->generation == KVL_GEN_DSA;
+    if (e == KVL_ENGINE_SGLANG) return dsa || (!mha && sm >= 10) ? 64 : 1;
+    if (e == KVL_ENGINE_VLLM) return mha ? 16 : !dsa && sm >= 10 ? 128 : 64;
+    return 0;
+}
+
+/* SGLang's chunked_prefill_size and decode CUDA graph max_bs for a capacity (MiB) of 60 GiB or more
+ * (ServerArgs._handle_gpu_memory_settings; kvl_engine_budget_of refuses less): 8,192 and 512 below
+ * 160 GiB (256 at tp < 4), 16,384 and 512 above. */
 static void sglang_chunk_and_graph(double capacity_mib, size_t tp, double *chunk, double *max_bs)
 {
     *chunk = capacity_mib < 160 * 1024 ? 8192 : 16384;
@@ -238,6 +246,9 @@ int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double
 {
     const double capacity = capacity_mib * MIB;
     *out = (kvl_engine_budget){0};
+    if (d->engine == KVL_ENGINE_SGLANG && capacity_mib < 60 * 1024)
+        return kvl_fail(KVL_EINVAL, "--engine sglang: %.0f MiB: below 60 GiB SGLang takes smaller chunks and "
+                        "graphs, which this project does not price", capacity_mib);
     if (d->engine == KVL_ENGINE_SGLANG) {
         out->reserved_mib = kvl_sglang_reserved_mib(capacity_mib, d->gpus, d->dp_attention, d->gpus, mla);
         out->fraction = kvl_sglang_mem_fraction(capacity_mib, out->reserved_mib);

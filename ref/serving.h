@@ -168,6 +168,14 @@ int kvl_gpu_sm_major(kvl_gpu g);
  * file and the layout for a layout the engine does not store for that model. */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
+/* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
+ * (the plain engine has none: 0, the deployment's --page). SGLang: page_size 1 unless the backend
+ * forces one (ServerArgs._handle_page_size), and its defaults force 64 for a DSA model (the nsa
+ * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
+ * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
+ * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. */
+size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
+
 /* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
  * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */
 double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp, int mla);

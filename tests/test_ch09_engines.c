@@ -121,7 +121,7 @@ START_TEST(test_sglang_dp_pool_is_its_fraction_less_its_weights)
     ck_assert_msg(fabs(num(dp, "weights_gib_per_gpu") - weights / GIB) < 1e-9, "%.9f", num(dp, "weights_gib_per_gpu"));
     ck_assert_msg(fabs(num(dp, "cache_gib_per_gpu") - cache / GIB) < 1e-9, "%.9f", num(dp, "cache_gib_per_gpu"));
     ck_assert(num(dp, "bytes_per_token_per_gpu") == 61 * 1152);
-    ck_assert(num(dp, "tokens_per_gpu") == floor(floor(cache / (61 * 1152)) / 64) * 64);
+    ck_assert(num(dp, "tokens_per_gpu") == floor(cache / (61 * 1152)));   /* fa3's pages of 1 */
     ck_assert(num(dp, "sequences_per_node") == floor(cache / (131072.0 * 61 * 1152)) * 8);
     const double plain = 0.9 * H200_MIB * MIB - v3_weights(&v3.p, 1, 0, 0, 0);
     ck_assert_msg(cache < plain / 2, "sglang %.3g against plain %.3g", cache, plain);
@@ -249,6 +249,31 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 }
 END_TEST
 
+/* Pages: SGLang's page_size is 1 unless the backend forces one, 64 for DSA's nsa backend and for
+ * trtllm_mla (MLA from SM 100); vLLM's block is 64 for FlashMLA, 128 for CUTLASS MLA (MLA from SM
+ * 100), 16 for MHA's FlashAttention. --page overrides them, as the engines' own flags do. */
+START_TEST(test_each_engine_pages_as_its_default_backend_does)
+{
+    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json"), llm = load("deepseek-llm-67b.json");
+    const kvl_model *m[] = {&v3.m, &v32.m, &llm.m};
+    static const size_t sglang[2][3] = {{1, 64, 1}, {64, 64, 1}}, vllm[2][3] = {{64, 64, 16}, {128, 64, 16}};
+    for (int blackwell = 0; blackwell < 2; blackwell++)
+        for (int i = 0; i < 3; i++) {
+            const int sm = blackwell ? 10 : 9;
+            ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_SGLANG, m[i], sm), sglang[blackwell][i]);
+            ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, m[i], sm), vllm[blackwell][i]);
+        }
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine sglang --gpu h200 --page 64 --format json "
+                               "ref/configs/deepseek-v3.json",
+                               "tp", &root);
+    ck_assert(num(tp, "page") == 64);
+    ck_assert(fmod(num(tp, "tokens_per_gpu"), 64) == 0);
+    cJSON_Delete(root);
+    for (int i = 0; i < 3; i++) kvl_model_free((kvl_model *)m[i]);
+}
+END_TEST
+
 /* The JSON is one strict JSON text: the engine, the inputs, and a layouts array of one tp and one dp
  * entry per model, each with the figures named. */
 START_TEST(test_serving_json_is_one_object_with_a_layout_per_split)
@@ -290,12 +315,14 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --engine sglang --cache v32-fp8 ref/configs/deepseek-v3.json",
                          "serving --speculative mtp ref/configs/deepseek-v3.json",
                          "serving --speculative mtp --mtp-layers 1 ref/configs/deepseek-llm-67b.json",
-                         "serving --mtp-layers 1 ref/configs/deepseek-v3.json"};
+                         "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
+                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json"};
     const char *named[] = {"--engine", "--gpu", "--speculative", "--format", "--activation-peak-gib",
                            "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4-flash.json",
-                           "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers"};
+                           "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
+                           "--engine sglang"};
     const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "V4",
-                           "mla-fp8", "--mtp-layers", "MHA", "not given"};
+                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
@@ -318,6 +345,7 @@ Suite *kvl_suite(void)
     tcase_add_test(rows, test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656);
     tcase_add_test(rows, test_sglang_picks_a_dsa_cache_dtype_by_gpu_generation);
     tcase_add_test(rows, test_the_mtp_draft_layer_is_one_more_caching_layer);
+    tcase_add_test(rows, test_each_engine_pages_as_its_default_backend_does);
     suite_add_tcase(s, rows);
     TCase *weights = tcase_create("weights");
     tcase_add_test(weights, test_engines_keep_the_fused_projection_and_dp_embedding_whole);

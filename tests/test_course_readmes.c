@@ -407,10 +407,10 @@ static const struct {
      "871,808 6,974,464 6 48 91.8 28.5"},
     {"09_serving", "| SGLang | 79.3 | 45.1 | 10 | 89.4 | 17.1 | 24 |",
      "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
-     "1,378,304 1,378,304 10 10 79.3 45.1"},
+     "1,378,327 1,378,327 10 10 79.3 45.1"},
     {"09_serving", "| SGLang | 79.3 | 45.1 | 10 | 89.4 | 17.1 | 24 |",
      "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
-     "521,664 4,173,312 3 24 89.4 17.1"},
+     "521,674 4,173,392 3 24 89.4 17.1"},
     {"09_serving", "0.886 becomes 0.758",
      "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 ref/configs/deepseek-v3.json",
      "mem_fraction_static 0.758 (reserve 34,816 MiB)"},
@@ -421,11 +421,11 @@ static const struct {
     {"09_serving", "62 × 576 = 35,712 B a token",
      "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 --speculative mtp --mtp-layers 1 "
      "ref/configs/deepseek-v3.json",
-     "35,712 0 4,680,843,264 1,309,568 1,309,568 9 9 80.8 43.6"},
+     "35,712 0 4,680,843,264 1,309,584 1,309,584 9 9 80.8 43.6"},
     {"09_serving", "SGLang then holds 9 sequences per node under tensor parallelism and 24 under DP attention",
      "serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 --speculative mtp --mtp-layers 1 "
      "ref/configs/deepseek-v3.json",
-     "462,528 3,700,224 3 24 91 15.4"},
+     "462,533 3,700,264 3 24 91 15.4"},
 };
 
 /* s with every run of white space made one space, in place */

@@ -41,6 +41,7 @@ typedef struct {
     double weights[2];        /* bytes of weights on one GPU */
     double budget[2];         /* bytes of cache on one GPU */
     kvl_engine_budget engine[2];  /* the fraction and reserve that left it (with a GPU's memory) */
+    size_t page;              /* tokens a page holds: --page or the engine backend's; 0: plain */
     kvl_fit fit[2];
 } row;
 
@@ -59,6 +60,7 @@ typedef struct {
     double activation_peak;  /* vLLM's profiled peak, bytes per GPU */
     int mtp;            /* speculative decoding with the MTP layer as draft */
     size_t mtp_layers;  /* --mtp-layers: the draft's layers where a config does not say; 0: none */
+    int page_given;     /* --page given: it overrides an engine's backend's page */
     int json;           /* --format json */
 } plan;
 
@@ -126,16 +128,18 @@ static void print_engine_line(const row *r, int dp, const plan *p)
     else
         printf(" less a profiled peak of %s GiB",
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
-    printf(", cache %s, %zu caching layers\n", kvl_kv_cache_label(&r->model),
-           r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0));
+    printf(", cache %s, %zu caching layers, pages of %zu\n", kvl_kv_cache_label(&r->model),
+           r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0), r->page);
 }
 
 static void print_mode(const row *rows, size_t n, int dp, const plan *p)
 {
-    char budget[96];
+    char budget[96], page[32] = "the backends' pages";
     budget_text(budget, sizeof budget, p);
-    printf("%s attention (tp %zu, %zu GPUs, page %zu, context %s, %s)\n",
-           dp ? "data-parallel" : "tensor-parallel", p->d.tp, p->d.gpus, p->d.page,
+    if (p->d.engine == KVL_ENGINE_PLAIN || p->page_given)
+        snprintf(page, sizeof page, "page %zu", p->d.page);
+    printf("%s attention (tp %zu, %zu GPUs, %s, context %s, %s)\n",
+           dp ? "data-parallel" : "tensor-parallel", p->d.tp, p->d.gpus, page,
            KVL_GROUPED(p->context), budget);
     printf("  %-20s %10s %14s %16s %14s %14s %10s %10s %12s %12s\n", "model", "B/token",
            "window B/seq", "B/seq", "tokens/GPU", "tokens/node", "seqs/GPU", "seqs/node",
@@ -226,6 +230,7 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
     const size_t layers = r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0);
     cJSON_AddNumberToObject(o, "caching_layers", (double)layers);
+    cJSON_AddNumberToObject(o, "page", (double)(r->page ? r->page : p->d.page));
     cJSON_AddNumberToObject(o, "bytes_per_token_per_gpu", r->rank[dp].bytes_per_token);
     if (p->memory > 0) cJSON_AddNumberToObject(o, "memory_fraction", r->engine[dp].fraction);
     if (p->d.engine == KVL_ENGINE_SGLANG)
@@ -357,8 +362,11 @@ static int load_row(row *r, const char *path, const plan *p)
     const kvl_weight_format linear = p->weights == WEIGHTS_NATIVE ? ffn->linear : as[p->weights];
     const kvl_weight_format experts = p->weights == WEIGHTS_NATIVE ? ffn->experts : as[p->weights];
     const int mla = r->model.generation != KVL_GEN_MHA;
+    r->page = p->page_given ? p->d.page
+                            : kvl_engine_page(p->d.engine, &r->model, kvl_gpu_sm_major(p->gpu));
     for (int dp = 0; dp < 2; dp++) {
         kvl_deployment d = p->d;
+        if (r->page) d.page = r->page;
         d.dp_attention = dp;
         d.draft_layers = p->mtp ? r->model.ffn.n_mtp_layers : 0;
         r->weights[dp] =
@@ -513,6 +521,7 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
+    p->page_given = (seen >> F_PAGE & 1) != 0;
     if (engine && p->d.tp != p->d.gpus)
         return kvl_bad_usage("serving",
                              "--engine runs one engine over the node: --tp must equal --gpus", tp);
