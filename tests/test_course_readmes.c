@@ -368,6 +368,7 @@ static const struct {
     {"07_v41", "Bounded replay's 128 tokens are\n  40× fewer", "nb_07", "the last W = 128 tokens, 40x fewer"},
     {"08_arithmetic", "389,120 / 890 = 437.2×", "nb_08", "389,120 -> 890 bytes per token: 437.2x"},
     {"08_arithmetic", "21/4 + 20/128 = 5.40625", "kvtable", "5.40625"},
+    {"08_arithmetic", "512 + 64 = 576 B a layer", "kvtable", "512 + 64 = 576 B a layer for DeepSeek-V3"},
     {"08_arithmetic", "| 3,514.25 |", "nb_08", "21 x (584 + 68)/4 + 20 x 584/128 = 3,514.25"},
     {"08_arithmetic", "give 2.5 entries, × (288 + 68) = 890", "nb_08", "2.5 entries x (288 + 68) = 890"},
     {"08_arithmetic", "7.31% of V3.2's per-token cache (7.32% with its window)", "nb_08", "7.31% of V3.2's cache per token (7.32%"},
