@@ -295,9 +295,9 @@ static kvl_params mtp_module(const kvl_params *p, const kvl_model *m)
     return l;
 }
 
-/* One rank's share of p as engine e lays it out: the plain split, with the fused projection moved
- * from split to whole (fused weights of the attention count), and under DP attention SGLang's
- * embedding or vLLM's tp-1 ranks' everything-but-experts whole. */
+/* One rank's share of p as d->engine lays it out: the plain split, but the `fused` weights of the
+ * attention count (the q_a / kv_a projection) whole, and under DP attention SGLang's embedding, or
+ * everything but the experts on vLLM's tp-1 ranks, whole. */
 static kvl_params engine_share(const kvl_params *p, uint64_t fused, const kvl_deployment *d)
 {
     kvl_params r = {
@@ -319,9 +319,9 @@ static kvl_params engine_share(const kvl_params *p, uint64_t fused, const kvl_de
 double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kvl_deployment *d,
                                kvl_weight_format linear, kvl_weight_format experts, int scale_e8m0)
 {
-    const kvl_params whole = engine_share(p, fused_a_projection(m), d);
+    const kvl_params laid_out = engine_share(p, fused_a_projection(m), d);
     const double bytes = d->engine == KVL_ENGINE_PLAIN ? kvl_rank_weight_bytes(p, d, linear, experts, scale_e8m0)
-                                                       : kvl_params_bytes(&whole, linear, experts, scale_e8m0);
+                                                       : kvl_params_bytes(&laid_out, linear, experts, scale_e8m0);
     if (!d->draft_layers) return bytes;
     const kvl_params mtp = mtp_module(p, m);
     if (d->engine == KVL_ENGINE_PLAIN) return bytes + kvl_rank_weight_bytes(&mtp, d, linear, experts, scale_e8m0);

@@ -61,7 +61,9 @@
  *    SM 100 and newer, bf16 below (ServerArgs._set_default_nsa_kv_cache_dtype), bf16 otherwise.
  *  - Draft layer. With MTP speculation each engine loads the MTP module as a draft model and caches
  *    its layer beside the backbone's (vLLM registers the draft's attention layers in the KV cache
- *    spec; SGLang's draft worker keeps its own pool of the target's size): 62 MLA layers for V3.
+ *    spec; SGLang's draft worker sizes its own pool over num_nextn_predict_layers layers,
+ *    ModelRunner.profile_max_num_token's is_draft_worker branch, for the target's tokens): 62 MLA
+ *    layers for V3, counted here as one pool of 62 layers a token.
  *  - Weights as laid out. Both keep MLA's fused q_a / kv_a projection whole on every rank (vLLM's
  *    MergedColumnParallelLinear with disable_tp, SGLang's ReplicatedLinear
  *    fused_qkv_a_proj_with_mqa). SGLang under DP attention keeps the embedding whole

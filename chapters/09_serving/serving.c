@@ -61,6 +61,7 @@ typedef struct {
     int mtp;            /* speculative decoding with the MTP layer as draft */
     size_t mtp_layers;  /* --mtp-layers: the draft's layers where a config does not say; 0: none */
     int page_given;     /* --page given: it overrides an engine's backend's page */
+    int gpu_used;       /* the GPU's memory or generation enters the figures (--gpu, an engine) */
     int json;           /* --format json */
 } plan;
 
@@ -202,7 +203,7 @@ static void print_notes(void)
 static cJSON *json_inputs(const plan *p)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "gpu", kvl_gpu_name(p->gpu));
+    if (p->gpu_used) cJSON_AddStringToObject(o, "gpu", kvl_gpu_name(p->gpu));
     cJSON_AddNumberToObject(o, "gpus", (double)p->d.gpus);
     cJSON_AddNumberToObject(o, "tp", (double)p->d.tp);
     cJSON_AddNumberToObject(o, "page", (double)p->d.page);
@@ -522,6 +523,7 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
     p->page_given = (seen >> F_PAGE & 1) != 0;
+    p->gpu_used = engine || (seen >> F_GPU & 1);
     if (engine && p->d.tp != p->d.gpus)
         return kvl_bad_usage("serving",
                              "--engine runs one engine over the node: --tp must equal --gpus", tp);
