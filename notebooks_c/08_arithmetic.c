@@ -116,6 +116,9 @@ static void row_sizes(double *r_main, double *r_key, double *r_win, const kvl_mo
         *r_main = *r_win = (double)kvf_row_bytes(KVF_ROW_V4_MAIN);
         *r_key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);
         break;
+    case KVL_CACHE_MLA_FP8:   /* latent and RoPE key, one E4M3 byte a value */
+        *r_main = mla;
+        break;
     case KVL_CACHE_V41_FP4:
         *r_main = (double)kvf_row_bytes(KVF_ROW_V41_MAIN);
         *r_key = (double)kvf_row_bytes(KVF_ROW_V4_INDEX);

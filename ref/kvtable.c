@@ -80,6 +80,15 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
         f->window_row_bytes = kvf_row_bytes(KVF_ROW_V4_MAIN);   /* the same row serves the window */
         if (row_fits(m, KVF_ROW_V4_MAIN, m->head_dim, "head_dim")) return KVL_EINVAL;
         return row_fits(m, KVF_ROW_V4_INDEX, m->index_head_dim, "index_head_dim");
+    case KVL_CACHE_MLA_FP8:
+        /* MLA's dense FP8 row: the latent and the RoPE key, every value one E4M3 byte under one
+         * per-tensor scale kept beside the cache, not in the row (vLLM's MLAAttentionSpec
+         * .real_page_size_bytes for kv_cache_dtype fp8: head_size 576 x 1 byte; SGLang's
+         * MLATokenToKVPool in fp8_e4m3) */
+        if (m->generation != KVL_GEN_MLA) break;
+        f->main_row_bytes = (m->kv_lora_rank + m->qk_rope_head_dim) * kvf_element_bits(KVF_E4M3) / 8;
+        f->index_key_bytes = f->window_row_bytes = 0;
+        return KVL_OK;
     case KVL_CACHE_V41_FP4:
         if (m->generation != KVL_GEN_V41) break;
         f->main_row_bytes = kvf_row_bytes(KVF_ROW_V41_MAIN);

@@ -32,7 +32,45 @@
  *    order layout; engines also keep buffers and graphs that the activation fraction stands for.
  *  - Tokens that fit: the cache budget over the per-token bytes, windows and pages aside, as an
  *    engine sizes its token pool (memory left / bytes of one token's cells). Sequences that fit: the
- *    budget over one sequence's paged bytes plus its window rows, rounded down. */
+ *    budget over one sequence's paged bytes plus its window rows, rounded down.
+ *
+ * The plain engine is the rules above. vLLM and SGLang size the same node by their own code, read at
+ * vLLM commit bc8282e6 (vllm/v1/kv_cache_interface.py) and bbf906a8 (vllm/v1/core/kv_cache_utils.py),
+ * SGLang commit 001067ff (python/sglang/srt/server_args.py) and d8e428b8
+ * (python/sglang/srt/model_executor/cuda_graph_config.py). Both run one engine over the node
+ * (tp = gpus); data-parallel attention is SGLang's --enable-dp-attention with dp = gpus, vLLM's
+ * --data-parallel-size gpus with tensor parallelism 1 and expert parallelism.
+ *
+ *  - Memory fraction. SGLang: ServerArgs._handle_gpu_memory_settings picks chunked_prefill_size and
+ *    the decode CUDA graph max_bs by capacity (8,192 and 512 at tp >= 4 below 160 GiB; 16,384 and 512
+ *    above), then reserves, in MiB, 512 + 1.5 max(chunk, 2,048) + tp / 8 · 1,024 + graphs (2 max_bs;
+ *    under DP attention 3 max_bs · dp more, and 1.5 max_bs · dp more again when max_bs > 300; 1,536
+ *    for an MLA model's piecewise prefill graph, on by default in CudaGraphConfig, ServerArgs
+ *    .reserve_for_graph_mb), at least 10,240 above 60 GiB, and sets mem_fraction_static =
+ *    round((capacity - reserve) / capacity, 3). vLLM: CacheConfig.gpu_memory_utilization, 0.9 of the
+ *    capacity, less the weights and the peak its profile run measures (activations, non-torch memory,
+ *    CUDA graphs): a measured quantity, taken here as an input.
+ *  - Pool. SGLang (ModelRunner.profile_max_num_token): memory after the weights load less
+ *    capacity · (1 - mem_fraction_static), over one token's cells in every caching layer. vLLM
+ *    (kv_cache_utils.get_num_blocks): what is left over page bytes over layers, whole blocks. Both
+ *    round the pool down to whole pages; CUDA context and communication buffers are left out here.
+ *  - Rows. An MLA model's FP8 cache is the dense row, latent and RoPE key one E4M3 byte a value
+ *    (MLAAttentionSpec.real_page_size_bytes: block · head_size 576 · 1 byte); the 656-byte row with
+ *    float32 scales and a bf16 RoPE key is V3.2's sparse format (fp8_ds_mla), for DSA models only.
+ *    Default cache dtype: vLLM's "auto" is the model's bf16; SGLang's for a DSA model is fp8_e4m3 on
+ *    SM 100 and newer, bf16 below (ServerArgs._set_default_nsa_kv_cache_dtype), bf16 otherwise.
+ *  - Draft layer. With MTP speculation each engine loads the MTP module as a draft model and caches
+ *    its layer beside the backbone's (vLLM registers the draft's attention layers in the KV cache
+ *    spec; SGLang's draft worker sizes its own pool over num_nextn_predict_layers layers,
+ *    ModelRunner.profile_max_num_token's is_draft_worker branch, for the target's tokens): 62 MLA
+ *    layers for V3, counted here as one pool of 62 layers a token.
+ *  - Weights as laid out. Both keep MLA's fused q_a / kv_a projection whole on every rank (vLLM's
+ *    MergedColumnParallelLinear with disable_tp, SGLang's ReplicatedLinear
+ *    fused_qkv_a_proj_with_mqa). SGLang under DP attention keeps the embedding whole
+ *    (VocabParallelEmbedding enable_tp = not is_dp_attention_enabled()) and attention whole, the head
+ *    and dense FFNs split over tp; vLLM's data-parallel ranks run tp 1 and hold everything but the
+ *    experts whole. The MTP module's weights are one more layer shaped as the last (its attention,
+ *    experts and router, laid out as theirs) and its own projection and norms, whole everywhere. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
@@ -42,12 +80,24 @@
 #include "kvtable.h"
 #include "params.h"
 
+typedef enum { KVL_ENGINE_PLAIN, KVL_ENGINE_VLLM, KVL_ENGINE_SGLANG } kvl_engine;
+typedef enum { KVL_GPU_H100, KVL_GPU_H200, KVL_GPU_B200 } kvl_gpu;
+
 typedef struct {
     size_t gpus;        /* GPUs in one node */
     size_t tp;          /* tensor-parallel degree of attention; divides gpus and n_heads */
     int dp_attention;   /* 1: each rank attends for its own sequences, with whole rows */
     size_t page;        /* entries per page of every paged layer */
+    kvl_engine engine;  /* whose layout and sizing; plain: this header's first rules */
+    size_t draft_layers;  /* MTP layers cached beside the backbone under speculation; 0: none */
 } kvl_deployment;
+
+/* What an engine reserves and leaves for the cache on one GPU. */
+typedef struct {
+    double fraction;      /* SGLang's mem_fraction_static, vLLM's gpu_memory_utilization; plain: 1 - F */
+    double reserved_mib;  /* SGLang's reserve (MiB) that fixed the fraction; 0 for the others */
+    double cache_bytes;   /* the pool: capacity · fraction - weights (- vLLM's profiled peak) */
+} kvl_engine_budget;
 
 #define KVL_N_LAYER_KINDS (KVL_LAYER_REUSE + 1)
 
@@ -59,6 +109,7 @@ typedef struct {
     double bytes_per_token;            /* Σ over global layers of (row + key) / M, on one rank */
     double kind_bytes[KVL_N_LAYER_KINDS];   /* bytes_per_token's share of each layer kind */
     size_t kind_layers[KVL_N_LAYER_KINDS];  /* layers of each kind (caching or not) */
+    double draft_bytes_per_token;      /* the MTP layers' share of bytes_per_token (d.draft_layers) */
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
     size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */
@@ -67,7 +118,7 @@ typedef struct {
 /* How much of a budget one GPU and one node fill. */
 typedef struct {
     double sequence_bytes;       /* one sequence of the context on one rank: paged rows + window */
-    double tokens_per_gpu;       /* floor(budget / bytes_per_token) */
+    double tokens_per_gpu;       /* floor(budget / bytes_per_token), whole pages for an engine */
     double tokens_per_node;      /* tokens_per_gpu · groups_per_node */
     double sequences_per_gpu;    /* floor(budget / sequence_bytes) */
     double sequences_per_node;   /* sequences_per_gpu · groups_per_node */
@@ -101,6 +152,55 @@ double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, cons
  * `linear` and its experts as `experts` (kvl_params_bytes), split as the rules above say. */
 double kvl_rank_weight_bytes(const kvl_params *p, const kvl_deployment *d, kvl_weight_format linear,
                              kvl_weight_format experts, int scale_e8m0);
+
+/* "plain", "vllm", "sglang" and "h100", "h200", "b200"; the reverse → KVL_OK, else KVL_EINVAL. */
+const char *kvl_engine_name(kvl_engine e);
+int kvl_engine_from_name(const char *name, kvl_engine *out);
+const char *kvl_gpu_name(kvl_gpu g);
+int kvl_gpu_from_name(const char *name, kvl_gpu *out);
+
+/* The card's memory as torch reports it (total_memory, MiB: what SGLang's get_device_memory_capacity
+ * and vLLM's profiler read) and its compute capability's major version (9 Hopper, 10 Blackwell). */
+double kvl_gpu_memory_mib(kvl_gpu g);
+int kvl_gpu_sm_major(kvl_gpu g);
+
+/* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
+ * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA and
+ * DSA models; an MLA model's FP8 row is mla-fp8 and a DSA model's v32-fp8. KVL_EINVAL naming the
+ * file and the layout for a layout the engine does not store for that model. */
+int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
+
+/* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
+ * (the plain engine has none: 0, the deployment's --page). SGLang: page_size 1 unless the backend
+ * forces one (ServerArgs._handle_page_size), and its defaults force 64 for a DSA model (the nsa
+ * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
+ * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
+ * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. */
+size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
+
+/* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
+ * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */
+double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp, int mla);
+
+/* mem_fraction_static: round((capacity - reserve) / capacity, 3). */
+double kvl_sglang_mem_fraction(double capacity_mib, double reserved_mib);
+
+/* out = what engine d->engine leaves for the cache of one GPU of `capacity_mib` holding `weights`
+ * bytes, with `activation_peak` bytes profiled (vLLM) or the fraction `activations` kept (plain),
+ * for an MLA backend or not. KVL_EINVAL naming the engine when nothing is left. */
+int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double capacity_mib, double weights,
+                         double activation_peak, double activations, int mla);
+
+/* Tokens of a pool of `budget` bytes at `bytes_per_token`: plain floor(budget / bytes); vLLM and
+ * SGLang whole pages of d->page tokens. */
+double kvl_engine_pool_tokens(const kvl_deployment *d, double budget, double bytes_per_token);
+
+/* Bytes of weights one GPU of d holds as d->engine lays them out: the plain rule
+ * (kvl_rank_weight_bytes), the fused q_a / kv_a projection of an MLA/DSA model whole on every rank
+ * (vLLM, SGLang), SGLang's whole embedding or vLLM's tp-1 ranks under DP attention, and the MTP
+ * module when d->draft_layers. */
+double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kvl_deployment *d,
+                               kvl_weight_format linear, kvl_weight_format experts, int scale_e8m0);
 
 /* out = what a cache budget of `budget` bytes per GPU holds at context T. KVL_EINVAL, naming the
  * budget, when it is below one sequence's window rows. */

@@ -19,6 +19,7 @@
 #include "grouped.h"
 #include "kvtable.h"
 #include "program.h"
+#include "rows.h"
 #include "svg.h"
 #include "status.h"
 
@@ -190,6 +191,26 @@ static void print_grid(const row *rows, size_t n, out_format fmt)
     free(entry);
 }
 
+/* The FP8 row vLLM and SGLang store for an MLA model (kv-cache dtype fp8): the dense mla-fp8
+ * layout, priced from the last MLA config listed, against V3.2's sparse v32-fp8 row. */
+static void print_dense_fp8_note(const row *rows, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        const kvl_model *given = &rows[i].model;
+        if (given->generation != KVL_GEN_MLA || given->llama_cache != KVL_LLAMA_NONE) continue;
+        kvl_model m = *given;
+        kvl_kv_footprint dense;
+        m.kv_cache = KVL_CACHE_MLA_FP8;
+        if (kvl_kv_footprint_of(&dense, &m) != KVL_OK) continue;
+        printf("An MLA model's FP8 cache in vLLM and SGLang is the dense mla-fp8 row: latent and\n"
+               "RoPE key, one E4M3 byte a value, one scale per tensor: %zu + %zu = %zu B a layer for %s\n"
+               "(v32-fp8's %zu B, with float32 scales and a bf16 RoPE key, is V3.2's sparse row).\n",
+               m.kv_lora_rank, m.qk_rope_head_dim, dense.main_row_bytes, m.name,
+               kvf_row_bytes(KVF_ROW_V32_MAIN));
+        return;
+    }
+}
+
 static void print_notes(const row *rows, size_t n)
 {
     if (n == 0) return;
@@ -205,6 +226,7 @@ static void print_notes(const row *rows, size_t n)
                 rows[i].model.name, rows[i].kv.bounded_tokens);
             break;
         }
+    print_dense_fp8_note(rows, n);
     printf("\n");
     for (size_t i = 0; i < n; i++)
         if (rows[i].model.mechanism[0])

@@ -13,7 +13,9 @@
  * values (MHA and MLA have no indexer) window row V4, V4.1: head_dim values KVL_CACHE_V32_FP8  main
  * row v32-main; index key v32-index on a DSA model only KVL_CACHE_V4_FP8   main row v4-main, index
  * key v4-index, window row v4-main (one row serves both) KVL_CACHE_V41_FP4  main row v41-main,
- * index key v4-index (V4.1 keeps V4's key), window row v41-window A packed row's bytes are
+ * index key v4-index (V4.1 keeps V4's key), window row v41-window KVL_CACHE_MLA_FP8  MLA's dense
+ * FP8 row: the latent and RoPE key, one E4M3 byte a value (kvf_element_bits(KVF_E4M3) / 8).
+ * A packed row's bytes are
  * kvf_row_bytes(KVF_ROW_...) (formats/rows.h): 656, 132, 584, 68, 288, 528.
  *
  * The grader (make lab-08) compares the three sizes exactly with ref/kvtable's kvl_kv_footprint_of

@@ -1204,7 +1204,7 @@ static int build_layers(const reader *r, kvl_model *m)
     return KVL_OK;
 }
 
-static const char *const cache_names[] = {"bf16", "v32-fp8", "v4-fp8", "v41-fp4"};
+static const char *const cache_names[] = {"bf16", "v32-fp8", "v4-fp8", "v41-fp4", "mla-fp8"};
 
 static int read_annotations(const reader *r, kvl_model *m)
 {
@@ -1233,7 +1233,7 @@ static int read_annotations(const reader *r, kvl_model *m)
     if (!cache[0]) return KVL_OK;
     for (size_t i = 0; i < sizeof cache_names / sizeof *cache_names; i++)
         if (strcmp(cache, cache_names[i]) == 0) { m->kv_cache = (kvl_cache_layout)i; return KVL_OK; }
-    return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage.kv_cache\" must be one of bf16, v32-fp8, v4-fp8, v41-fp4, got \"%s\"",
+    return kvl_fail(KVL_EINVAL, "%s: field \"_kvlineage.kv_cache\" must be one of bf16, v32-fp8, v4-fp8, v41-fp4, mla-fp8, got \"%s\"",
                     r->origin, file_text(cache));
 }
 

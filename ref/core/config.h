@@ -55,7 +55,7 @@ enum { KVL_BIAS_IN = 1, KVL_BIAS_OUT = 2 };
 typedef enum { KVL_LLAMA_NONE, KVL_LLAMA_F16, KVL_LLAMA_Q8_0, KVL_LLAMA_Q4_0 } kvl_llama_cache;
 
 /* The deployed KV cache layout, which fixes the bytes of one entry (formats/rows.h). */
-typedef enum { KVL_CACHE_BF16, KVL_CACHE_V32_FP8, KVL_CACHE_V4_FP8, KVL_CACHE_V41_FP4 } kvl_cache_layout;
+typedef enum { KVL_CACHE_BF16, KVL_CACHE_V32_FP8, KVL_CACHE_V4_FP8, KVL_CACHE_V41_FP4, KVL_CACHE_MLA_FP8 } kvl_cache_layout;
 
 typedef struct {
     kvl_layer_kind kind;
@@ -159,7 +159,7 @@ const char *kvl_generation_name(kvl_generation g);   /* "MHA", "MLA", "DSA", "V4
  * buf (cap bytes, always terminated); returns buf. */
 const char *kvl_attention_name(const kvl_model *m, char *buf, size_t cap);
 const char *kvl_layer_kind_name(kvl_layer_kind k);   /* "dense", "sparse", "window", "CSA", ... */
-const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4" */
+const char *kvl_cache_layout_name(kvl_cache_layout c);  /* "bf16", "v32-fp8", "v4-fp8", "v41-fp4", "mla-fp8" */
 /* The model_type values this project reads, each with the meaning of transformers' configuration class for
  * it, as "llama, mistral, ..." (a file without model_type is read in DeepSeek's inference spelling or as a
  * plain Llama-shaped file). Any other model_type is refused naming it. */

@@ -26,7 +26,7 @@ static inline const char *fuzz_config_model_fault(const kvl_model *m)
     if (m->d < 1 || m->n_heads < 1 || m->n_kv_heads < 1 || m->n_heads % m->n_kv_heads) return "head counts";
     if (m->qk_rope_head_dim % 2 || m->qk_rope_head_dim > m->head_dim) return "rotary width";
     if (!(m->norm_eps > 0 && m->norm_eps <= 1)) return "norm_eps";
-    if ((unsigned)m->generation > KVL_GEN_V41 || (unsigned)m->kv_cache > KVL_CACHE_V41_FP4) return "enum out of range";
+    if ((unsigned)m->generation > KVL_GEN_V41 || (unsigned)m->kv_cache > KVL_CACHE_MLA_FP8) return "enum out of range";
     if (!kvl_generation_name(m->generation) || !kvl_cache_layout_name(m->kv_cache)) return "unnamed enum";
     for (size_t i = 0; i < m->n_layers; i++) {
         const kvl_layer *l = &m->layers[i];

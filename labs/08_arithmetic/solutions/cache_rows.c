@@ -30,6 +30,9 @@ kv_rows cache_rows(const kvl_model *m)
     case KVL_CACHE_V4_FP8:
         return (kv_rows){kvf_row_bytes(KVF_ROW_V4_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX),
                          kvf_row_bytes(KVF_ROW_V4_MAIN)};
+    case KVL_CACHE_MLA_FP8:   /* latent and RoPE key, one E4M3 byte a value */
+        return (kv_rows){(m->kv_lora_rank + m->qk_rope_head_dim) * (kvf_element_bits(KVF_E4M3) / 8),
+                         0, 0};
     case KVL_CACHE_V41_FP4:
         return (kv_rows){kvf_row_bytes(KVF_ROW_V41_MAIN), kvf_row_bytes(KVF_ROW_V4_INDEX),
                          kvf_row_bytes(KVF_ROW_V41_WINDOW)};

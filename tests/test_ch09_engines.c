@@ -1,0 +1,358 @@
+/* Chapter 9, the engines: vLLM's and SGLang's sizing of a node, held to figures worked here by hand
+ * from their code (ref/serving.h names the files and functions read). SGLang's reserve and memory
+ * fraction, its DP-attention pool, vLLM's pool with a stated activation peak, the dense FP8 MLA row
+ * against V3.2's sparse one, the MTP draft layer, the weights each keeps whole, the cache dtype by GPU
+ * generation, the JSON output, and the flags refused. Weights are counted by ref/params (its own
+ * suite holds it to the published totals); how a rank's share of them is laid out is written out
+ * below. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common.h"
+#include "config.h"
+#include "json_text.h"
+#include "kvtable.h"
+#include "params.h"
+#include "serving.h"
+#include "status.h"
+
+#define MIB 1048576.0
+#define GIB 1073741824.0
+#define H200_MIB 143771.0   /* torch's total_memory of an H200, MiB */
+
+typedef struct {
+    kvl_model m;
+    kvl_kv_footprint f;
+    kvl_params p;
+} loaded;
+
+static loaded load(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "ref/configs/%s", name);
+    loaded l;
+    ck_assert_msg(kvl_model_load(&l.m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
+    ck_assert_msg(kvl_params_of(&l.p, &l.m) == KVL_OK, "%s", kvl_error());
+    return l;
+}
+
+/* Stored bytes of n weights: bf16 two bytes; FP8 one byte and a float32 scale per 128 × 128 block */
+static double bf16(double n) { return 2 * n; }
+static double fp8(double n) { return n + n / 16384 * 4; }
+static double over8(double n) { return ceil(n / 8); }
+
+/* V3's fused q_a / kv_a projection: 61 layers of d 7,168 × (Dq' 1,536 + Dc 512 + Dr 64) */
+static const double V3_FUSED = 61.0 * 7168 * (1536 + 512 + 64);
+
+/* What one GPU of 8 holds of V3 in FP8 as each layout keeps it: experts over 8 GPUs always, norms and
+ * routers whole. fused_whole: the fused projection whole; attention_whole (DP attention); embedding,
+ * head and dense FFN whole or split over 8. */
+static double v3_weights(const kvl_params *p, int attention_whole, int fused_whole, int embedding_whole,
+                         int head_and_dense_whole)
+{
+    const double a = attention_whole ? (double)p->attention
+                     : fused_whole   ? over8((double)p->attention - V3_FUSED) + V3_FUSED
+                                     : over8((double)p->attention);
+    const double e = embedding_whole ? (double)p->embedding : over8((double)p->embedding);
+    const double h = head_and_dense_whole ? (double)p->head : over8((double)p->head);
+    const double d = head_and_dense_whole ? (double)p->dense_ffn : over8((double)p->dense_ffn);
+    return bf16(e + h + (double)p->norms + (double)p->routers) + fp8(a + d) +
+           fp8(over8((double)p->routed_experts) + over8((double)p->shared_experts));
+}
+
+/* Runs `cmd` (exit 0), parses its JSON and returns the layout of `attention` ("tp" or "dp"). */
+static cJSON *run_json(const char *cmd, const char *attention, cJSON **root)
+{
+    static char out[65536], err[4096];
+    ck_assert_msg(kvl_run(cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s: %s", cmd, err);
+    ck_assert_msg(kvl_json_text_check(out, strlen(out), cmd) == KVL_OK, "%s", kvl_error());
+    *root = cJSON_Parse(out);
+    ck_assert_ptr_nonnull(*root);
+    const cJSON *layouts = cJSON_GetObjectItemCaseSensitive(*root, "layouts");
+    const cJSON *l;
+    cJSON_ArrayForEach(l, layouts)
+        if (!strcmp(cJSON_GetObjectItemCaseSensitive(l, "attention")->valuestring, attention)) return (cJSON *)l;
+    ck_abort_msg("%s: no %s layout", cmd, attention);
+    return NULL;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    ck_assert_msg(cJSON_IsNumber(v), "no number %s", key);
+    return v->valuedouble;
+}
+
+/* SGLang's _handle_gpu_memory_settings on an H200 (143,771 MiB, so chunk 8,192 and decode max_bs 512
+ * at tp 8) for an MLA model: 512 + 1.5 · 8,192 + 8 / 8 · 1,024 + 2 · 512 + 1,536 = 16,384 MiB; DP
+ * attention over 8 adds 3 · 512 · 8 + 1.5 · 512 · 8 = 18,432. An MHA model's prefill graphs count
+ * 8 MiB at each of 58 sizes up to 8,192 (8 + 14 + 8 + 8 + 12 + 8): 464. A B200 (183,359 MiB) takes
+ * chunk 16,384: 512 + 24,576 + 1,024 + 1,024 + 1,536 = 28,672. */
+START_TEST(test_sglang_reserve_and_fraction_follow_its_heuristic)
+{
+    ck_assert(kvl_sglang_reserved_mib(H200_MIB, 8, 0, 8, 1) == 512 + 1.5 * 8192 + 1024 + 2 * 512 + 1536);
+    ck_assert(kvl_sglang_reserved_mib(H200_MIB, 8, 1, 8, 1) == 16384 + 3 * 512 * 8 + 1.5 * 512 * 8);
+    ck_assert(kvl_sglang_reserved_mib(H200_MIB, 8, 0, 8, 0) == 512 + 1.5 * 8192 + 1024 + 2 * 512 + 8 * 58);
+    ck_assert(kvl_sglang_reserved_mib(183359, 8, 0, 8, 1) == 512 + 1.5 * 16384 + 1024 + 2 * 512 + 1536);
+    /* round((143,771 - 16,384) / 143,771, 3) = round(0.88604, 3); DP: round(0.75783, 3) */
+    ck_assert(kvl_sglang_mem_fraction(H200_MIB, 16384) == 0.886);
+    ck_assert(kvl_sglang_mem_fraction(H200_MIB, 34816) == 0.758);
+}
+END_TEST
+
+/* SGLang's DP-attention pool for V3 on 8 H200s, FP8 weights, bf16 cache: 0.758 of the card less the
+ * weights its layout keeps (attention and embedding whole, head and dense FFNs over 8, experts over 8),
+ * in tokens of 61 · 1,152 B rounded to pages of 64; sequences of 131,072 tokens: the pool over one
+ * sequence's bytes, on each of 8 ranks. Less than half what the plain rule leaves (0.9 of the card,
+ * the embedding split). */
+START_TEST(test_sglang_dp_pool_is_its_fraction_less_its_weights)
+{
+    loaded v3 = load("deepseek-v3.json");
+    cJSON *root;
+    const cJSON *dp =
+        run_json("serving --engine sglang --gpu h200 --weights fp8 --format json ref/configs/deepseek-v3.json",
+                 "dp", &root);
+    const double weights = v3_weights(&v3.p, 1, 1, 1, 0);
+    const double cache = 0.758 * H200_MIB * MIB - weights;
+    ck_assert_msg(fabs(num(dp, "weights_gib_per_gpu") - weights / GIB) < 1e-9, "%.9f", num(dp, "weights_gib_per_gpu"));
+    ck_assert_msg(fabs(num(dp, "cache_gib_per_gpu") - cache / GIB) < 1e-9, "%.9f", num(dp, "cache_gib_per_gpu"));
+    ck_assert(num(dp, "bytes_per_token_per_gpu") == 61 * 1152);
+    ck_assert(num(dp, "tokens_per_gpu") == floor(cache / (61 * 1152)));   /* fa3's pages of 1 */
+    ck_assert(num(dp, "sequences_per_node") == floor(cache / (131072.0 * 61 * 1152)) * 8);
+    const double plain = 0.9 * H200_MIB * MIB - v3_weights(&v3.p, 1, 0, 0, 0);
+    ck_assert_msg(cache < plain / 2, "sglang %.3g against plain %.3g", cache, plain);
+    cJSON_Delete(root);
+    kvl_model_free(&v3.m);
+}
+END_TEST
+
+/* vLLM's pool for V3 under tensor parallelism with a stated 6 GiB activation peak: 0.9 of the card
+ * less the weights (the fused projection whole) and the peak, in blocks of 64 tokens of the dense FP8
+ * row, 576 B a layer: floor(cache / (64 · 576) / 61) blocks. */
+START_TEST(test_vllm_pool_is_its_utilization_less_weights_and_the_stated_peak)
+{
+    loaded v3 = load("deepseek-v3.json");
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine vllm --gpu h200 --weights fp8 --cache mla-fp8 "
+                               "--activation-peak-gib 6 --format json ref/configs/deepseek-v3.json",
+                               "tp", &root);
+    const double weights = v3_weights(&v3.p, 0, 1, 0, 0);
+    const double cache = 0.9 * H200_MIB * MIB - weights - 6 * GIB;
+    ck_assert_msg(fabs(num(tp, "cache_gib_per_gpu") - cache / GIB) < 1e-9, "%.9f", num(tp, "cache_gib_per_gpu"));
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == 61 * 576);
+    ck_assert(num(tp, "tokens_per_gpu") == floor(cache / (64 * 576) / 61) * 64);
+    ck_assert(num(tp, "sequences_per_node") == floor(cache / (131072.0 * 61 * 576)));
+    cJSON_Delete(root);
+    kvl_model_free(&v3.m);
+}
+END_TEST
+
+/* V3's dense FP8 row: 512 latent + 64 RoPE values, one E4M3 byte each, 576 B. V3.2's sparse row: 512
+ * E4M3 bytes, four float32 scales (one per 128 values) and 64 bf16 RoPE values, 512 + 16 + 128 = 656 B.
+ * Each engine stores the first for an MLA model and the second for a DSA model, and refuses the
+ * other. */
+START_TEST(test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656)
+{
+    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    v3.m.kv_cache = KVL_CACHE_MLA_FP8;
+    ck_assert_int_eq(kvl_kv_footprint_of(&v3.f, &v3.m), KVL_OK);
+    ck_assert_uint_eq(v3.f.main_row_bytes, 512 + 64);
+    v32.m.kv_cache = KVL_CACHE_V32_FP8;
+    ck_assert_int_eq(kvl_kv_footprint_of(&v32.f, &v32.m), KVL_OK);
+    ck_assert_uint_eq(v32.f.main_row_bytes, 512 + 4 * 4 + 64 * 2);
+    v32.m.kv_cache = KVL_CACHE_MLA_FP8;
+    ck_assert_int_eq(kvl_kv_footprint_of(&v32.f, &v32.m), KVL_EINVAL);
+    kvl_cache_layout c;
+    for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, e, &v3.m, 9, KVL_CACHE_V32_FP8), KVL_EINVAL);
+        ck_assert_msg(strstr(kvl_error(), "mla-fp8"), "%s", kvl_error());
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, e, &v32.m, 9, KVL_CACHE_MLA_FP8), KVL_EINVAL);
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, e, &v3.m, 9, KVL_CACHE_MLA_FP8), KVL_OK);
+        ck_assert_int_eq(c, KVL_CACHE_MLA_FP8);
+    }
+    kvl_model_free(&v3.m);
+    kvl_model_free(&v32.m);
+}
+END_TEST
+
+/* Default cache dtype: SGLang stores a DSA model's cache in FP8 from SM 100 (B200) and bf16 below;
+ * vLLM's "auto" is bf16 on every GPU; an MLA model is bf16 in both. */
+START_TEST(test_sglang_picks_a_dsa_cache_dtype_by_gpu_generation)
+{
+    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    kvl_cache_layout c;
+    const kvl_gpu gpus[] = {KVL_GPU_H100, KVL_GPU_H200, KVL_GPU_B200};
+    const kvl_cache_layout sglang_v32[] = {KVL_CACHE_BF16, KVL_CACHE_BF16, KVL_CACHE_V32_FP8};
+    for (int i = 0; i < 3; i++) {
+        const int sm = kvl_gpu_sm_major(gpus[i]);
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_SGLANG, &v32.m, sm, -1), KVL_OK);
+        ck_assert_int_eq(c, sglang_v32[i]);
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v32.m, sm, -1), KVL_OK);
+        ck_assert_int_eq(c, KVL_CACHE_BF16);
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_SGLANG, &v3.m, sm, -1), KVL_OK);
+        ck_assert_int_eq(c, KVL_CACHE_BF16);
+    }
+    kvl_model_free(&v3.m);
+    kvl_model_free(&v32.m);
+}
+END_TEST
+
+/* MTP speculation caches the draft layer: V3 in mla-fp8 rows holds 61 + 1 = 62 layers of 576 B,
+ * V3.2 on a B200 (SGLang's FP8 default) 62 of 656 + 132 B; one sequence pages the draft layer too. */
+START_TEST(test_the_mtp_draft_layer_is_one_more_caching_layer)
+{
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine sglang --gpu h200 --cache mla-fp8 --speculative mtp "
+                               "--mtp-layers 1 --format json ref/configs/deepseek-v3.json",
+                               "tp", &root);
+    ck_assert(num(tp, "caching_layers") == 62);
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == 62 * 576);
+    ck_assert(num(tp, "sequence_bytes_per_gpu") == 131072.0 * 62 * 576);
+    cJSON_Delete(root);
+    tp = run_json("serving --engine sglang --gpu b200 --speculative mtp --mtp-layers 1 --format json "
+                  "ref/configs/deepseek-v3.2-exp.json",
+                  "tp", &root);
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == 62 * (656 + 132));
+    cJSON_Delete(root);
+}
+END_TEST
+
+/* Both engines keep V3's fused q_a / kv_a projection whole on every rank: under tensor parallelism a
+ * GPU holds 7/8 of it more than the plain split, in FP8. 67B has none: its weights match the plain
+ * rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16), vLLM's tp-1
+ * ranks the embedding, head and dense FFNs. */
+START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
+{
+    loaded v3 = load("deepseek-v3.json"), llm = load("deepseek-llm-67b.json");
+    const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
+    for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
+        const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
+        const kvl_deployment plain = {.gpus = 8, .tp = 8, .page = 64};
+        const double more = kvl_engine_weight_bytes(&v3.p, &v3.m, &tp, f8, f8, 0) -
+                            kvl_engine_weight_bytes(&v3.p, &v3.m, &plain, f8, f8, 0);
+        ck_assert_msg(fabs(more - fp8(V3_FUSED * 7 / 8)) < 2, "%.1f", more);
+        ck_assert(kvl_engine_weight_bytes(&llm.p, &llm.m, &tp, f8, f8, 0) ==
+                  kvl_engine_weight_bytes(&llm.p, &llm.m, &plain, f8, f8, 0));
+    }
+    const kvl_deployment plain = {.gpus = 8, .tp = 8, .page = 64, .dp_attention = 1};
+    const kvl_deployment sglang = {.gpus = 8, .tp = 8, .page = 64, .dp_attention = 1, .engine = KVL_ENGINE_SGLANG};
+    const kvl_deployment vllm = {.gpus = 8, .tp = 8, .page = 64, .dp_attention = 1, .engine = KVL_ENGINE_VLLM};
+    const double base = kvl_engine_weight_bytes(&v3.p, &v3.m, &plain, f8, f8, 0);
+    ck_assert(kvl_engine_weight_bytes(&v3.p, &v3.m, &sglang, f8, f8, 0) - base == bf16(926679040.0 * 7 / 8));
+    ck_assert(fabs(kvl_engine_weight_bytes(&v3.p, &v3.m, &vllm, f8, f8, 0) - v3_weights(&v3.p, 1, 1, 1, 1)) < 1);
+    kvl_model_free(&v3.m);
+    kvl_model_free(&llm.m);
+}
+END_TEST
+
+/* Pages: SGLang's page_size is 1 unless the backend forces one, 64 for DSA's nsa backend and for
+ * trtllm_mla (MLA from SM 100); vLLM's block is 64 for FlashMLA, 128 for CUTLASS MLA (MLA from SM
+ * 100), 16 for MHA's FlashAttention. --page overrides them, as the engines' own flags do. */
+START_TEST(test_each_engine_pages_as_its_default_backend_does)
+{
+    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json"), llm = load("deepseek-llm-67b.json");
+    const kvl_model *m[] = {&v3.m, &v32.m, &llm.m};
+    static const size_t sglang[2][3] = {{1, 64, 1}, {64, 64, 1}}, vllm[2][3] = {{64, 64, 16}, {128, 64, 16}};
+    for (int blackwell = 0; blackwell < 2; blackwell++)
+        for (int i = 0; i < 3; i++) {
+            const int sm = blackwell ? 10 : 9;
+            ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_SGLANG, m[i], sm), sglang[blackwell][i]);
+            ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, m[i], sm), vllm[blackwell][i]);
+        }
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine sglang --gpu h200 --page 64 --format json "
+                               "ref/configs/deepseek-v3.json",
+                               "tp", &root);
+    ck_assert(num(tp, "page") == 64);
+    ck_assert(fmod(num(tp, "tokens_per_gpu"), 64) == 0);
+    cJSON_Delete(root);
+    for (int i = 0; i < 3; i++) kvl_model_free((kvl_model *)m[i]);
+}
+END_TEST
+
+/* The JSON is one strict JSON text: the engine, the inputs, and a layouts array of one tp and one dp
+ * entry per model, each with the figures named. */
+START_TEST(test_serving_json_is_one_object_with_a_layout_per_split)
+{
+    static char out[65536], err[4096];
+    ck_assert_int_eq(kvl_run("serving --format json --gpu h200 ref/configs/deepseek-v3.json "
+                             "ref/configs/deepseek-llm-67b.json",
+                             NULL, out, sizeof out, err, sizeof err),
+                     0);
+    ck_assert_msg(kvl_json_text_check(out, strlen(out), "serving") == KVL_OK, "%s", kvl_error());
+    cJSON *root = cJSON_Parse(out);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(root, "engine")->valuestring, "plain");
+    ck_assert(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "inputs")));
+    const cJSON *layouts = cJSON_GetObjectItemCaseSensitive(root, "layouts");
+    ck_assert_int_eq(cJSON_GetArraySize(layouts), 4);
+    static const char *const keys[] = {"bytes_per_token_per_gpu", "weights_gib_per_gpu", "cache_gib_per_gpu",
+                                       "tokens_per_gpu", "sequences_per_node"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *l = cJSON_GetArrayItem(layouts, i);
+        ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(l, "attention")->valuestring, i % 2 ? "dp" : "tp");
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) (void)num(l, keys[k]);
+    }
+    cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
+{
+    const char *cmd[] = {"serving --engine tgi ref/configs/deepseek-v3.json",
+                         "serving --gpu a100 ref/configs/deepseek-v3.json",
+                         "serving --speculative eagle ref/configs/deepseek-v3.json",
+                         "serving --format yaml",
+                         "serving --engine vllm ref/configs/deepseek-v3.json",
+                         "serving --activation-peak-gib 4 ref/configs/deepseek-v3.json",
+                         "serving --engine sglang --tp 4 ref/configs/deepseek-v3.json",
+                         "serving --engine sglang --budget-gib 10 ref/configs/deepseek-v3.json",
+                         "serving --engine sglang",
+                         "serving --engine sglang ref/configs/deepseek-v4-flash.json",
+                         "serving --engine sglang --cache v32-fp8 ref/configs/deepseek-v3.json",
+                         "serving --speculative mtp ref/configs/deepseek-v3.json",
+                         "serving --speculative mtp --mtp-layers 1 ref/configs/deepseek-llm-67b.json",
+                         "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
+                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json"};
+    const char *named[] = {"--engine", "--gpu", "--speculative", "--format", "--activation-peak-gib",
+                           "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4-flash.json",
+                           "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
+                           "--engine sglang"};
+    const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "V4",
+                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB"};
+    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
+        char out[4096], err[4096];
+        ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
+        ck_assert_msg(out[0] == 0, "%s printed: %s", cmd[i], out);
+        ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
+        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
+    }
+}
+END_TEST
+
+Suite *kvl_suite(void)
+{
+    Suite *s = suite_create("ch09_engines");
+    TCase *memory = tcase_create("memory");
+    tcase_add_test(memory, test_sglang_reserve_and_fraction_follow_its_heuristic);
+    tcase_add_test(memory, test_sglang_dp_pool_is_its_fraction_less_its_weights);
+    tcase_add_test(memory, test_vllm_pool_is_its_utilization_less_weights_and_the_stated_peak);
+    suite_add_tcase(s, memory);
+    TCase *rows = tcase_create("rows");
+    tcase_add_test(rows, test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656);
+    tcase_add_test(rows, test_sglang_picks_a_dsa_cache_dtype_by_gpu_generation);
+    tcase_add_test(rows, test_the_mtp_draft_layer_is_one_more_caching_layer);
+    tcase_add_test(rows, test_each_engine_pages_as_its_default_backend_does);
+    suite_add_tcase(s, rows);
+    TCase *weights = tcase_create("weights");
+    tcase_add_test(weights, test_engines_keep_the_fused_projection_and_dp_embedding_whole);
+    suite_add_tcase(s, weights);
+    TCase *out = tcase_create("output");
+    tcase_add_test(out, test_serving_json_is_one_object_with_a_layout_per_split);
+    tcase_add_test(out, test_serving_refuses_an_engine_plan_it_cannot_price);
+    suite_add_tcase(s, out);
+    return s;
+}
