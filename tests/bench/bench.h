@@ -217,6 +217,9 @@ typedef struct {
 #define KVB_MEMORY_TARGET 0.75 /* streaming kernels, against the scan (or the copy, for a write stream) */
 #define KVB_GATHER_TARGET 0.8  /* top-k row gathers, against the random gather */
 #define KVB_SCALING_TARGET 0.8 /* a compute-bound step on 2 threads: 0.8 of its ideal speedup */
+/* Targets on a 1-thread step's rate over the FMA peak (its FMA column), each a row of its own. */
+#define KVB_MLA_DECODE_FMA_TARGET 0.85 /* V3's MLA decode over float32 at 32K, on AVX2 and AVX-512 alike */
+#define KVB_PREFILL_FMA_TARGET 0.75    /* V3's MLA 4K prefill chunk over float32 */
 /* kvb_step.repeats for a step of a minute: one timed run and no warm-up (its buffers are mapped afresh in
  * every run, so a warm-up would change nothing but the time the group takes). */
 #define KVB_COLD (-1)
@@ -227,6 +230,7 @@ struct kvb_step {
     void *ctx;
     kvb_phase phase[KVB_PHASES]; /* in the order run does them; unused ones zero */
     double compute_target, memory_target;
+    double fma_target;        /* the 1-thread rate over the FMA peak, in a row of its own; 0: none */
     int repeats;              /* timed runs; 0: KVB_REPEATS; KVB_COLD: one */
 };
 

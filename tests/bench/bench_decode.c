@@ -58,6 +58,7 @@
 
 static const size_t CONTEXTS[] = {8192, 32768, 131072};
 enum { N_CONTEXTS = sizeof CONTEXTS / sizeof CONTEXTS[0] };
+enum { FMA_TARGET_T = 32768 }; /* the context of a step's target on its share of the FMA peak */
 static const kv_store STORES[] = {KV_STORE_F32, KV_STORE_BF16};
 
 /* ---- the figure: 1-thread bf16 cost per step against the context, one line per generation ------- */
@@ -91,22 +92,23 @@ static void label(char *what, size_t cap, const char *step, kv_store store, size
 }
 
 /* Times a step on 1 thread, and on 2 when it is compute-bound (kvb_time_step), against the sgemm ceiling
- * at `shape`, with the compute and memory targets or (targeted 0) none; returns the 1-thread time. */
+ * at `shape`, with the compute and memory targets or (targeted 0) none, and fma_target on its 1-thread
+ * share of the FMA peak (0: none); returns the 1-thread time. */
 static kvb_time time_step_targeted(const char *step, kv_store store, size_t T, void (*run)(void *), void *ctx,
-                                   double flop, double bytes, kvb_sgemm_shape shape, int targeted)
+                                   double flop, double bytes, kvb_sgemm_shape shape, int targeted, double fma_target)
 {
     char name[96];
     snprintf(name, sizeof name, "%s %s", step, kv_store_name(store));
     return kvb_time_step(&(kvb_step){.group = "decode", .step = name, .T = T, .run = run, .ctx = ctx,
                                      .phase = {{flop, bytes, shape}},
                                      .compute_target = targeted ? KVB_COMPUTE_TARGET : 0,
-                                     .memory_target = targeted ? KVB_MEMORY_TARGET : 0});
+                                     .memory_target = targeted ? KVB_MEMORY_TARGET : 0, .fma_target = fma_target});
 }
 
 static kvb_time time_step_at(const char *step, kv_store store, size_t T, void (*run)(void *), void *ctx, double flop,
                              double bytes, kvb_sgemm_shape shape)
 {
-    return time_step_targeted(step, store, T, run, ctx, flop, bytes, shape, 1);
+    return time_step_targeted(step, store, T, run, ctx, flop, bytes, shape, 1, 0);
 }
 
 static kvb_time time_step(const char *step, kv_store store, size_t T, void (*run)(void *), void *ctx, double flop,
@@ -124,6 +126,7 @@ typedef struct {
     size_t v_base;           /* first value column of group 0; group g's columns start g·Dk and v_base + g·Dv */
     float scale;
     kvb_sgemm_shape shape;   /* the sgemm ceiling at its products' shape */
+    double fma_target;       /* over float32 at FMA_TARGET_T, on 1 thread: of the FMA peak; 0: none */
 } ring_step;
 
 static void run_ring_step(void *ctx)
@@ -171,8 +174,10 @@ static int bench_ring_step(const char *step, ring_step proto, size_t width, int 
                 const double N = (double)CONTEXTS[k];
                 const double flop = 2.0 * (double)(s.groups * s.G) * N * (double)(s.Dk + s.Dv);
                 bytes = N * (double)width * (double)kv_store_bytes(STORES[st]);
+                const int fma_row = STORES[st] == KV_STORE_F32 && CONTEXTS[k] == FMA_TARGET_T;
                 t[st] = time_step_targeted(step, STORES[st], CONTEXTS[k], run_ring_step, &s, flop, bytes, s.shape,
-                                           STORES[st] != KV_STORE_BF16 || bf16_targeted);
+                                           STORES[st] != KV_STORE_BF16 || bf16_targeted,
+                                           fma_row ? s.fma_target : 0);
                 if (STORES[st] == KV_STORE_BF16) line_ms[line][k] = t[st].median * 1e3;
             }
             ring_step_free(&s);
@@ -211,7 +216,8 @@ static int bench_mha(const kvl_model *m, kvl_rng *rng)
 static int bench_mla_absorbed(const mla_config *c, kvl_rng *rng)
 {
     size_t width;
-    const ring_step s = mla_step(c, &width);
+    ring_step s = mla_step(c, &width);
+    s.fma_target = KVB_MLA_DECODE_FMA_TARGET;
     return bench_ring_step("V3 MLA absorbed", s, width, LINE_MLA, 1, rng);
 }
 

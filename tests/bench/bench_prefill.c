@@ -194,6 +194,7 @@ static int bench_mla(const kvl_model *m, kvl_rng *rng)
         kvb_time_step(&(kvb_step){.group = "prefill", .step = "V3 MLA 4K chunk f32", .T = CHUNK, .run = run_mla,
                                   .ctx = &p, .phase = {{mla_flop(&c, &w), bytes, KVB_SGEMM_MLA}},
                                   .compute_target = KVB_COMPUTE_TARGET, .memory_target = KVB_MEMORY_TARGET,
+                                  .fma_target = KVB_PREFILL_FMA_TARGET,
                                   .repeats = KVB_COLD});
         if (p.failed) fprintf(stderr, "kvbench: prefill: %s\n", kvl_error());
         rc = p.failed;

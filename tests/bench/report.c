@@ -207,6 +207,17 @@ kvb_time kvb_stream_row(const char *group, const char *what, void (*run)(void *c
     return p.t;
 }
 
+/* The row of a 1-thread step's rate over the FMA peak against s->fma_target: its pairs' median share,
+ * judged with their quartiles as the step's own ratio is. */
+static void print_fma_target(const kvb_step *s, const char *what, kvb_paired p)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s of the FMA peak", what);
+    kvb_print_row_more(&(kvb_row){s->group, name, step_bytes(s) / KVB_MIB, p.t.median, p.fma.median, "x", 1.0,
+                                  s->fma_target, 0, 0, 0},
+                       &(kvb_row_more){p.fma.q1, p.fma.q3, 0, 0});
+}
+
 kvb_time kvb_time_step(const kvb_step *s)
 {
     char what[128];
@@ -224,6 +235,7 @@ kvb_time kvb_time_step(const kvb_step *s)
         ratio[th] = p.ratio.median;
         snprintf(what, sizeof what, "%s %zuK %dT", s->step, s->T / 1024, th + 1);
         kvb_print_step(s, what, t[th], th + 1, &p);
+        if (th == 0 && compute && s->fma_target > 0) print_fma_target(s, what, p);
     }
     kvb_set_threads(1);
     if (compute) {
