@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ch09_configs.h"
 #include "common.h"
 #include "config.h"
 #include "json_text.h"
@@ -22,23 +23,6 @@
 #define MIB 1048576.0
 #define GIB 1073741824.0
 #define H200_MIB 143771.0   /* nvidia-smi's memory.total of an H200, MiB */
-
-typedef struct {
-    kvl_model m;
-    kvl_kv_footprint f;
-    kvl_params p;
-} loaded;
-
-static loaded load(const char *name)
-{
-    char rel[128];
-    snprintf(rel, sizeof rel, "ref/configs/%s", name);
-    loaded l;
-    ck_assert_msg(kvl_model_load(&l.m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_params_of(&l.p, &l.m) == KVL_OK, "%s", kvl_error());
-    return l;
-}
 
 /* Stored bytes of n weights: bf16 two bytes; FP8 one byte and a float32 scale per 128 × 128 block */
 static double bf16(double n) { return 2 * n; }
@@ -112,7 +96,7 @@ END_TEST
  * the embedding split). */
 START_TEST(test_sglang_dp_pool_is_its_fraction_less_its_weights)
 {
-    loaded v3 = load("deepseek-v3.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json");
     cJSON *root;
     const cJSON *dp =
         run_json("serving --engine sglang --gpu h200 --weights fp8 --format json ref/configs/deepseek-v3.json",
@@ -156,7 +140,7 @@ END_TEST
  * row, 576 B a layer: floor(cache / (64 · 576) / 61) blocks. */
 START_TEST(test_vllm_pool_is_its_utilization_less_weights_and_the_stated_peak)
 {
-    loaded v3 = load("deepseek-v3.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json");
     cJSON *root;
     const cJSON *tp = run_json("serving --engine vllm --gpu h200 --weights fp8 --cache mla-fp8 "
                                "--activation-peak-gib 6 --format json ref/configs/deepseek-v3.json",
@@ -178,7 +162,7 @@ END_TEST
  * other. */
 START_TEST(test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json");
     v3.m.kv_cache = KVL_CACHE_MLA_FP8;
     ck_assert_int_eq(kvl_kv_footprint_of(&v3.f, &v3.m), KVL_OK);
     ck_assert_uint_eq(v3.f.main_row_bytes, 512 + 64);
@@ -204,7 +188,7 @@ END_TEST
  * vLLM's "auto" is bf16 on every GPU; an MLA model is bf16 in both. */
 START_TEST(test_sglang_picks_a_dsa_cache_dtype_by_gpu_generation)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json");
     kvl_cache_layout c;
     const kvl_gpu gpus[] = {KVL_GPU_H100, KVL_GPU_H200, KVL_GPU_B200};
     const kvl_cache_layout sglang_v32[] = {KVL_CACHE_BF16, KVL_CACHE_BF16, KVL_CACHE_V32_FP8};
@@ -250,7 +234,7 @@ END_TEST
  * tp group of 1, so a rank holds the embedding, head, dense FFNs and shared experts whole. */
 START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 {
-    loaded v3 = load("deepseek-v3.json"), llm = load("deepseek-llm-67b.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), llm = ch09_load("deepseek-llm-67b.json");
     const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
     for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
         const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
@@ -280,7 +264,7 @@ END_TEST
  * so the engine and the plain rule agree on it. */
 START_TEST(test_engines_keep_the_dsa_indexer_whole_on_every_rank)
 {
-    loaded v32 = load("deepseek-v3.2-exp.json");
+    ch09_config v32 = ch09_load("deepseek-v3.2-exp.json");
     const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
     const double indexers = 61.0 * (1536.0 * 64 * 128 + 7168.0 * 128 + 7168.0 * 64 + 2 * 128);
     const kvl_deployment plain = {.gpus = 8, .tp = 8, .page = 64};
@@ -299,7 +283,7 @@ END_TEST
  * 100), 16 for MHA's FlashAttention. --page overrides them, as the engines' own flags do. */
 START_TEST(test_each_engine_pages_as_its_default_backend_does)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json"), llm = load("deepseek-llm-67b.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json"), llm = ch09_load("deepseek-llm-67b.json");
     const kvl_model *m[] = {&v3.m, &v32.m, &llm.m};
     static const size_t sglang[2][3] = {{1, 64, 1}, {64, 64, 1}}, vllm[2][3] = {{64, 64, 16}, {128, 64, 16}};
     for (int blackwell = 0; blackwell < 2; blackwell++)
