@@ -14,6 +14,7 @@
 // %%
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
 #include "draw_arithmetic.h"
@@ -229,6 +230,97 @@ NB_CELL(cell_fit)
 // room their replicated attention weights take (V3: 5 → 32).
 
 // %% [markdown]
+// ## What the engines leave
+//
+// vLLM and SGLang size the same node by their own code (`ref/serving.h` cites each rule). SGLang
+// keeps $f = \mathrm{round}((G - r)/G, 3)$ of a card of $G$ MiB for weights and cache, $r$ a
+// reserve for activations and CUDA graphs: $512 + 1.5 \cdot 8{,}192 + 1{,}024 + 2 \cdot 512 +
+// 1{,}536 = 16{,}384$ MiB for an MLA model at tp 8 on an H200, and $18{,}432$ more under
+// data-parallel attention. vLLM keeps $0.9\,G$ less a peak its profile run measures, stated here as
+// 6 GiB. Each lays the weights out its own way (the fused projection whole on every rank; under
+// data-parallel attention SGLang's embedding, and on vLLM's ranks of tensor parallelism 1 all but
+// the routed experts) and rounds the pool to whole pages of its attention backend. One deployment,
+// V3 on 8 H200s, FP8 weights and the dense FP8 cache row:
+
+// %%
+/* the cache one GPU of engine e gets: plain keeps a tenth for activations; vLLM's peak is 6 GiB */
+static int engine_fit(const kvl_model *m, const kvl_kv_footprint *f, const kvl_params *p,
+                      kvl_engine e, int dp, kvl_engine_budget *b, kvl_fit *fit, double *w)
+{
+    const size_t page = e == KVL_ENGINE_PLAIN ? 64 : kvl_engine_page(e, m, 9);
+    const kvl_deployment d = {.gpus = 8, .tp = 8, .dp_attention = dp, .page = page, .engine = e};
+    const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
+    *w = kvl_engine_weight_bytes(p, m, &d, f8, f8, m->ffn.scale_e8m0);
+    const double G = kvl_gpu_memory_mib(KVL_GPU_H200);
+    kvl_rank_cache r;
+    int rc = kvl_engine_budget_of(b, &d, G, *w, 6 * GIB, 0.1, 1);
+    if (rc == KVL_OK) rc = kvl_rank_cache_of(&r, m, f, &d);
+    if (rc == KVL_OK) rc = kvl_fit_of(fit, m, &r, &d, b->cache_bytes, 131072);
+    if (rc != KVL_OK) return rc;
+    /* the pool: whole pages for an engine, floor(cache / B/token) tokens for the plain rule */
+    const double tokens = floor(b->cache_bytes / r.bytes_per_token);
+    const double pooled =
+        e == KVL_ENGINE_PLAIN ? tokens : floor(tokens / (double)page) * (double)page;
+    return nb_expect(fit->tokens_per_gpu == pooled, "%s: %g tokens, ref %g", kvl_engine_name(e),
+                     pooled, fit->tokens_per_gpu);
+}
+
+/* SGLang's reserve for an MLA model at tp 8 on an H200, and DP attention's padding over 8 ranks */
+static double sglang_reserve(int dp)
+{
+    return 512 + 1.5 * 8192 + 1024 + 2 * 512 + 1536 + (dp ? 3 * 512 * 8 + 1.5 * 512 * 8 : 0);
+}
+
+/* each engine's own figure, worked above: SGLang's reserve and fraction, vLLM's 0.9 G less the
+ * weights and the peak */
+static int check_engine(kvl_engine e, int dp, const kvl_engine_budget *b, double w)
+{
+    const double G = kvl_gpu_memory_mib(KVL_GPU_H200), r = sglang_reserve(dp);
+    if (e == KVL_ENGINE_SGLANG)
+        return nb_expect(b->reserved_mib == r && b->fraction == round((G - r) / G * 1000) / 1000,
+                         "sglang: reserve %g MiB, fraction %g", b->reserved_mib, b->fraction);
+    if (e == KVL_ENGINE_VLLM)
+        return nb_expect(fabs(b->cache_bytes - (0.9 * G * 1048576 - w - 6 * GIB)) <= 1,
+                         "vllm: cache %g", b->cache_bytes);
+    return KVL_OK;
+}
+
+NB_CELL(cell_engines)
+{
+    kvl_model m = {0};
+    for (size_t i = 0; i < n_gens; i++)
+        if (!strcmp(gens[i].m.name, "DeepSeek-V3")) m = gens[i].m;
+    m.kv_cache = KVL_CACHE_MLA_FP8; /* a copy: the other cells keep the config's bf16 row */
+    kvl_kv_footprint f;
+    kvl_params p;
+    int rc = kvl_kv_footprint_of(&f, &m);
+    if (rc == KVL_OK) rc = kvl_params_of(&p, &m);
+    printf("DeepSeek-V3 on 8 H200s (%s MiB), FP8 weights, mla-fp8 cache, %s-token sequences\n",
+           nb_num(kvl_gpu_memory_mib(KVL_GPU_H200), 0), nb_num(131072, 0));
+    printf("%-8s %-4s %9s %12s %10s %12s %10s\n", "engine", "attn", "fraction", "weights GiB",
+           "cache GiB", "tokens/GPU", "seqs/node");
+    for (kvl_engine e = KVL_ENGINE_PLAIN; e <= KVL_ENGINE_SGLANG && rc == KVL_OK; e++)
+        for (int dp = 0; dp < 2 && rc == KVL_OK; dp++) {
+            kvl_engine_budget b;
+            kvl_fit fit;
+            double w;
+            rc = engine_fit(&m, &f, &p, e, dp, &b, &fit, &w);
+            if (rc != KVL_OK) break;
+            printf("%-8s %-4s %9.3f %12s %10s %12s %10s\n", kvl_engine_name(e), dp ? "dp" : "tp",
+                   b.fraction, nb_num(w / GIB, 1), nb_num(b.cache_bytes / GIB, 1),
+                   nb_num(fit.tokens_per_gpu, 0), nb_num(fit.sequences_per_node, 0));
+            rc = check_engine(e, dp, &b, w);
+        }
+    return rc;
+}
+
+// %% [markdown]
+// SGLang's reserve grows by 18,432 MiB under data-parallel attention, so its fraction falls from
+// 0.886 to 0.758 and the cache a GPU keeps falls below the plain rule's; vLLM's ranks hold the
+// embedding, head, dense FFNs and shared experts whole. Chapter 9's text walks through the
+// figures; `build/bin/serving --engine vllm|sglang` prints them for any deployment.
+
+// %% [markdown]
 // ## Sequences per node
 //
 // `serving`'s own deployment, 100 GiB of cache per GPU with the weights left out, draws the
@@ -277,7 +369,8 @@ NB_CELL(cell_figure)
 // %%
 int main(int argc, char **argv)
 {
-    static const nb_cell cells[] = {NB_RUN(cell_split), NB_RUN(cell_pages), NB_RUN(cell_fit),
+    static const nb_cell cells[] = {NB_RUN(cell_split),     NB_RUN(cell_pages),
+                                    NB_RUN(cell_fit),       NB_RUN(cell_engines),
                                     NB_RUN(cell_sequences), NB_RUN(cell_figure)};
     static const char *const figures[] = {"gpu_memory", "sequences_per_node", NULL};
     return nb_main(argc, argv, __FILE__, cells, sizeof cells / sizeof cells[0], figures);

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "dsa.h"
+#include "mla.h"
 #include "status.h"
 
 int kvl_deployment_check(const kvl_deployment *d, const kvl_model *m)
@@ -146,8 +148,7 @@ int kvl_gpu_from_name(const char *name, kvl_gpu *out)
     return KVL_OK;
 }
 
-/* torch.cuda.get_device_properties(0).total_memory / 2^20 of H100 SXM 80 GB, H200 141 GB and
- * B200 192 GB */
+/* nvidia-smi's memory.total of H100 SXM 80 GB, H200 141 GB and B200 192 GB, MiB (serving.h) */
 double kvl_gpu_memory_mib(kvl_gpu g)
 {
     static const double mib[] = {81559, 143771, 183359};
@@ -281,6 +282,21 @@ static uint64_t fused_a_projection(const kvl_model *m)
     return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->kv_lora_rank + m->qk_rope_head_dim);
 }
 
+/* A DSA model's indexers, every layer's: the weights ref/dsa.h sizes past MLA's (w_iq, w_ik, the key's
+ * LayerNorm, w_iw). kvl_params_of already sized them for this model, so neither size can fail here. */
+static uint64_t dsa_indexers(const kvl_model *m)
+{
+    dsa_config c;
+    size_t all = 0, mla = 0;
+    if (m->generation != KVL_GEN_DSA || dsa_config_from_model(&c, m) != KVL_OK ||
+        dsa_weights_size(&all, &c) != KVL_OK || mla_weights_size(&mla, &c.mla) != KVL_OK)
+        return 0;
+    return (uint64_t)m->n_layers * (all - mla);
+}
+
+/* The attention weights both engines keep whole on every rank: the fused projection and the indexers. */
+static uint64_t whole_attention(const kvl_model *m) { return fused_a_projection(m) + dsa_indexers(m); }
+
 /* The MTP modules as parameters: n layers shaped as the last (MoE layers), and the rest of their own
  * count (projections 2d·d, norms) in norms, kept whole on every rank. */
 static kvl_params mtp_module(const kvl_params *p, const kvl_model *m)
@@ -296,8 +312,8 @@ static kvl_params mtp_module(const kvl_params *p, const kvl_model *m)
 }
 
 /* One rank's share of p as d->engine lays it out: the plain split, but the `fused` weights of the
- * attention count (the q_a / kv_a projection) whole, and under DP attention SGLang's embedding, or
- * everything but the experts on vLLM's tp-1 ranks, whole. */
+ * attention count (whole_attention) whole, and under DP attention SGLang's embedding, or everything but
+ * the routed experts on vLLM's tp-1 ranks, whole. */
 static kvl_params engine_share(const kvl_params *p, uint64_t fused, const kvl_deployment *d)
 {
     kvl_params r = {
@@ -311,20 +327,23 @@ static kvl_params engine_share(const kvl_params *p, uint64_t fused, const kvl_de
         .routers = p->routers,
     };
     if (d->dp_attention && d->engine == KVL_ENGINE_SGLANG) r.embedding = p->embedding;
-    if (d->dp_attention && d->engine == KVL_ENGINE_VLLM)
+    if (d->dp_attention && d->engine == KVL_ENGINE_VLLM) {
+        /* tp 1: only FusedMoE's expert parallelism over dp spreads anything, the routed experts */
         r.embedding = p->embedding, r.head = p->head, r.dense_ffn = p->dense_ffn;
+        r.shared_experts = p->shared_experts;
+    }
     return r;
 }
 
 double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kvl_deployment *d,
                                kvl_weight_format linear, kvl_weight_format experts, int scale_e8m0)
 {
-    const kvl_params laid_out = engine_share(p, fused_a_projection(m), d);
+    const kvl_params laid_out = engine_share(p, whole_attention(m), d);
     const double bytes = d->engine == KVL_ENGINE_PLAIN ? kvl_rank_weight_bytes(p, d, linear, experts, scale_e8m0)
                                                        : kvl_params_bytes(&laid_out, linear, experts, scale_e8m0);
     if (!d->draft_layers) return bytes;
     const kvl_params mtp = mtp_module(p, m);
     if (d->engine == KVL_ENGINE_PLAIN) return bytes + kvl_rank_weight_bytes(&mtp, d, linear, experts, scale_e8m0);
-    const kvl_params r = engine_share(&mtp, fused_a_projection(m) / m->n_layers * d->draft_layers, d);
+    const kvl_params r = engine_share(&mtp, whole_attention(m) / m->n_layers * d->draft_layers, d);
     return bytes + kvl_params_bytes(&r, linear, experts, scale_e8m0);
 }

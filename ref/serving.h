@@ -39,7 +39,9 @@
  * SGLang commit 001067ff (python/sglang/srt/server_args.py) and d8e428b8
  * (python/sglang/srt/model_executor/cuda_graph_config.py). Both run one engine over the node
  * (tp = gpus); data-parallel attention is SGLang's --enable-dp-attention with dp = gpus, vLLM's
- * --data-parallel-size gpus with tensor parallelism 1 and expert parallelism.
+ * --data-parallel-size gpus with tensor parallelism 1 and expert parallelism
+ * (vllm/model_executor/layers/fused_moe/config.py, FusedMoEParallelConfig.make, commit 002d6073:
+ * with expert parallelism on, the experts' ep size is tp · dp and their tp 1).
  *
  *  - Memory fraction. SGLang: ServerArgs._handle_gpu_memory_settings picks chunked_prefill_size and
  *    the decode CUDA graph max_bs by capacity (8,192 and 512 at tp >= 4 below 160 GiB; 16,384 and 512
@@ -47,9 +49,16 @@
  *    under DP attention 3 max_bs · dp more, and 1.5 max_bs · dp more again when max_bs > 300; 1,536
  *    for an MLA model's piecewise prefill graph, on by default in CudaGraphConfig, ServerArgs
  *    .reserve_for_graph_mb), at least 10,240 above 60 GiB, and sets mem_fraction_static =
- *    round((capacity - reserve) / capacity, 3). vLLM: CacheConfig.gpu_memory_utilization, 0.9 of the
- *    capacity, less the weights and the peak its profile run measures (activations, non-torch memory,
- *    CUDA graphs): a measured quantity, taken here as an input.
+ *    round((capacity - reserve) / capacity, 3). The chunk is the whole one under DP attention too:
+ *    ServerArgs._run_resolution_pipeline (001067ff) runs _handle_gpu_memory_settings before
+ *    _handle_data_parallelism, which divides chunked_prefill_size by dp
+ *    (python/sglang/srt/arg_groups/parallel_hook.py, handle_data_parallelism, commit 008b79d2).
+ *    Speculative decoding adds nothing: _handle_gpu_memory_settings at 001067ff has no term for it.
+ *    The capacity is nvidia-smi's memory.total in MiB (python/sglang/srt/utils/common.py,
+ *    get_nvgpu_memory_capacity, commit 004f0c7a), kvl_gpu_memory_mib. vLLM:
+ *    CacheConfig.gpu_memory_utilization, 0.9 of the capacity, less the weights and the peak its
+ *    profile run measures (activations, non-torch memory, CUDA graphs): a measured quantity, taken
+ *    here as an input.
  *  - Pool. SGLang (ModelRunner.profile_max_num_token): memory after the weights load less
  *    capacity · (1 - mem_fraction_static), over one token's cells in every caching layer. vLLM
  *    (kv_cache_utils.get_num_blocks): what is left over page bytes over layers, whole blocks. Both
@@ -58,19 +67,32 @@
  *    (MLAAttentionSpec.real_page_size_bytes: block · head_size 576 · 1 byte); the 656-byte row with
  *    float32 scales and a bf16 RoPE key is V3.2's sparse format (fp8_ds_mla), for DSA models only.
  *    Default cache dtype: vLLM's "auto" is the model's bf16; SGLang's for a DSA model is fp8_e4m3 on
- *    SM 100 and newer, bf16 below (ServerArgs._set_default_nsa_kv_cache_dtype), bf16 otherwise.
+ *    SM 100 and newer, bf16 below (ServerArgs._set_default_dsa_kv_cache_dtype at 001067ff runs
+ *    python/sglang/srt/arg_groups/overrides.py, _dsa_kv_cache_dtype_default, commit 003bbaf9: "auto"
+ *    becomes fp8_e4m3 when the major capability is 10 or more), bf16 otherwise.
  *  - Draft layer. With MTP speculation each engine loads the MTP module as a draft model and caches
- *    its layer beside the backbone's (vLLM registers the draft's attention layers in the KV cache
- *    spec; SGLang's draft worker sizes its own pool over num_nextn_predict_layers layers,
+ *    its layer beside the backbone's (vLLM builds num_nextn_predict_layers decoder layers from index
+ *    n_layers, vllm/model_executor/models/deepseek_mtp.py, DeepSeekMultiTokenPredictor, commit
+ *    03356f8c, and its KV cache spec holds every attention layer registered in the config, the draft's
+ *    beside the target's, vllm/v1/worker/gpu/attn_utils.py, get_kv_cache_spec, commit 001cabc1;
+ *    SGLang's draft worker sizes its own pool over num_nextn_predict_layers layers,
  *    ModelRunner.profile_max_num_token's is_draft_worker branch, for the target's tokens): 62 MLA
  *    layers for V3, counted here as one pool of 62 layers a token.
  *  - Weights as laid out. Both keep MLA's fused q_a / kv_a projection whole on every rank (vLLM's
  *    MergedColumnParallelLinear with disable_tp, SGLang's ReplicatedLinear
- *    fused_qkv_a_proj_with_mqa). SGLang under DP attention keeps the embedding whole
- *    (VocabParallelEmbedding enable_tp = not is_dp_attention_enabled()) and attention whole, the head
- *    and dense FFNs split over tp; vLLM's data-parallel ranks run tp 1 and hold everything but the
- *    experts whole. The MTP module's weights are one more layer shaped as the last (its attention,
- *    experts and router, laid out as theirs) and its own projection and norms, whole everywhere. */
+ *    fused_qkv_a_proj_with_mqa), and a DSA model's indexer whole too (wq_b, wk and weights_proj as
+ *    ReplicatedLinear: python/sglang/srt/layers/attention/nsa/nsa_indexer.py, Indexer, commit
+ *    005e8bf8; vLLM's Indexer in vllm/model_executor/models/deepseek_v2.py, commit 002d6073, with
+ *    wk and weights_proj fused under disable_tp). SGLang under DP attention keeps the embedding whole
+ *    (VocabParallelEmbedding enable_tp = not enable_dp_attention) and attention whole (an attention tp
+ *    of tp / dp = 1), the head and dense FFNs split over tp (ParallelLMHead on the attention group only
+ *    with enable_dp_lm_head, the dense MLP tp 1 only with moe_dense_tp_size 1, both off by default:
+ *    python/sglang/srt/models/deepseek_v2.py, DeepseekV2Model, DeepseekV2DecoderLayer and
+ *    DeepseekV2ForCausalLM, commit 00114aef). vLLM's data-parallel ranks run tp 1 and hold everything
+ *    but the routed experts whole: the shared experts are a DeepseekV2MLP over the tp group (of 1),
+ *    outside FusedMoE's expert parallelism (DeepseekV2MoE, deepseek_v2.py at 002d6073). The MTP
+ *    module's weights are one more layer shaped as the last (its attention, experts and router, laid
+ *    out as theirs) and its own projection and norms, whole everywhere. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
@@ -159,8 +181,14 @@ int kvl_engine_from_name(const char *name, kvl_engine *out);
 const char *kvl_gpu_name(kvl_gpu g);
 int kvl_gpu_from_name(const char *name, kvl_gpu *out);
 
-/* The card's memory as torch reports it (total_memory, MiB: what SGLang's get_device_memory_capacity
- * and vLLM's profiler read) and its compute capability's major version (9 Hopper, 10 Blackwell). */
+/* The card's memory.total as nvidia-smi reports it, MiB (what SGLang's get_nvgpu_memory_capacity
+ * reads): 81,559 for the H100 SXM 80 GB, 143,771 for the H200, 183,359 for the B200, as public
+ * nvidia-smi listings of these cards show; not the datasheets' 80, 141 and 192 GB. vLLM reads the CUDA
+ * runtime's total instead (vllm/v1/worker/utils.py, request_memory, commit 0027b027: the
+ * MemorySnapshot's total · gpu_memory_utilization), which torch's out-of-memory messages print 0.3
+ * to 0.7 GiB lower, by driver (79.15 to 79.33 GiB for an H100, 139.80 for an H200, 178.35 for a
+ * B200): --memory-gib gives vLLM its own reading. And the compute capability's major version (9
+ * Hopper, 10 Blackwell). */
 double kvl_gpu_memory_mib(kvl_gpu g);
 int kvl_gpu_sm_major(kvl_gpu g);
 
@@ -196,9 +224,9 @@ int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double
 double kvl_engine_pool_tokens(const kvl_deployment *d, double budget, double bytes_per_token);
 
 /* Bytes of weights one GPU of d holds as d->engine lays them out: the plain rule
- * (kvl_rank_weight_bytes), the fused q_a / kv_a projection of an MLA/DSA model whole on every rank
- * (vLLM, SGLang), SGLang's whole embedding or vLLM's tp-1 ranks under DP attention, and the MTP
- * module when d->draft_layers. */
+ * (kvl_rank_weight_bytes), the fused q_a / kv_a projection of an MLA/DSA model and a DSA model's
+ * indexers whole on every rank (vLLM, SGLang), SGLang's whole embedding or vLLM's tp-1 ranks under DP
+ * attention, and the MTP module when d->draft_layers. */
 double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kvl_deployment *d,
                                kvl_weight_format linear, kvl_weight_format experts, int scale_e8m0);
 

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ch09_configs.h"
 #include "common.h"
 #include "config.h"
 #include "json_text.h"
@@ -21,24 +22,7 @@
 
 #define MIB 1048576.0
 #define GIB 1073741824.0
-#define H200_MIB 143771.0   /* torch's total_memory of an H200, MiB */
-
-typedef struct {
-    kvl_model m;
-    kvl_kv_footprint f;
-    kvl_params p;
-} loaded;
-
-static loaded load(const char *name)
-{
-    char rel[128];
-    snprintf(rel, sizeof rel, "ref/configs/%s", name);
-    loaded l;
-    ck_assert_msg(kvl_model_load(&l.m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_params_of(&l.p, &l.m) == KVL_OK, "%s", kvl_error());
-    return l;
-}
+#define H200_MIB 143771.0   /* nvidia-smi's memory.total of an H200, MiB */
 
 /* Stored bytes of n weights: bf16 two bytes; FP8 one byte and a float32 scale per 128 × 128 block */
 static double bf16(double n) { return 2 * n; }
@@ -48,20 +32,21 @@ static double over8(double n) { return ceil(n / 8); }
 /* V3's fused q_a / kv_a projection: 61 layers of d 7,168 × (Dq' 1,536 + Dc 512 + Dr 64) */
 static const double V3_FUSED = 61.0 * 7168 * (1536 + 512 + 64);
 
-/* What one GPU of 8 holds of V3 in FP8 as each layout keeps it: experts over 8 GPUs always, norms and
- * routers whole. fused_whole: the fused projection whole; attention_whole (DP attention); embedding,
- * head and dense FFN whole or split over 8. */
-static double v3_weights(const kvl_params *p, int attention_whole, int fused_whole, int embedding_whole,
-                         int head_and_dense_whole)
+/* What one GPU of 8 holds of V3 in FP8 as each layout keeps it: routed experts over 8 GPUs always,
+ * norms and routers whole. fused_whole: the fused projection whole; attention_whole (DP attention);
+ * the embedding whole or split over 8; tp1: the head, dense FFNs and shared experts whole (a rank of
+ * tensor parallelism 1) or split over 8. */
+static double v3_weights(const kvl_params *p, int attention_whole, int fused_whole, int embedding_whole, int tp1)
 {
     const double a = attention_whole ? (double)p->attention
                      : fused_whole   ? over8((double)p->attention - V3_FUSED) + V3_FUSED
                                      : over8((double)p->attention);
     const double e = embedding_whole ? (double)p->embedding : over8((double)p->embedding);
-    const double h = head_and_dense_whole ? (double)p->head : over8((double)p->head);
-    const double d = head_and_dense_whole ? (double)p->dense_ffn : over8((double)p->dense_ffn);
+    const double h = tp1 ? (double)p->head : over8((double)p->head);
+    const double d = tp1 ? (double)p->dense_ffn : over8((double)p->dense_ffn);
+    const double shared = tp1 ? (double)p->shared_experts : over8((double)p->shared_experts);
     return bf16(e + h + (double)p->norms + (double)p->routers) + fp8(a + d) +
-           fp8(over8((double)p->routed_experts) + over8((double)p->shared_experts));
+           fp8(over8((double)p->routed_experts) + shared);
 }
 
 /* Runs `cmd` (exit 0), parses its JSON and returns the layout of `attention` ("tp" or "dp"). */
@@ -111,7 +96,7 @@ END_TEST
  * the embedding split). */
 START_TEST(test_sglang_dp_pool_is_its_fraction_less_its_weights)
 {
-    loaded v3 = load("deepseek-v3.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json");
     cJSON *root;
     const cJSON *dp =
         run_json("serving --engine sglang --gpu h200 --weights fp8 --format json ref/configs/deepseek-v3.json",
@@ -130,12 +115,32 @@ START_TEST(test_sglang_dp_pool_is_its_fraction_less_its_weights)
 }
 END_TEST
 
+/* SGLang's _handle_gpu_memory_settings (commit 001067ff) has no term for speculative decoding: with
+ * MTP's draft layer the reserve stays 16,384 MiB under tensor parallelism and 34,816 under DP
+ * attention (the figures worked above), the fractions 0.886 and 0.758; only the draft's weights and
+ * cache layer change what the pool holds. */
+START_TEST(test_sglang_reserves_nothing_more_for_the_draft)
+{
+    static const char *const split[] = {"tp", "dp"};
+    static const double reserved[] = {16384, 34816}, fraction[] = {0.886, 0.758};
+    for (int dp = 0; dp < 2; dp++) {
+        cJSON *root;
+        const cJSON *l = run_json("serving --engine sglang --gpu h200 --weights fp8 --cache mla-fp8 "
+                                  "--speculative mtp --mtp-layers 1 --format json ref/configs/deepseek-v3.json",
+                                  split[dp], &root);
+        ck_assert_msg(num(l, "reserved_mib") == reserved[dp], "%s: %.1f", split[dp], num(l, "reserved_mib"));
+        ck_assert(num(l, "memory_fraction") == fraction[dp]);
+        cJSON_Delete(root);
+    }
+}
+END_TEST
+
 /* vLLM's pool for V3 under tensor parallelism with a stated 6 GiB activation peak: 0.9 of the card
  * less the weights (the fused projection whole) and the peak, in blocks of 64 tokens of the dense FP8
  * row, 576 B a layer: floor(cache / (64 · 576) / 61) blocks. */
 START_TEST(test_vllm_pool_is_its_utilization_less_weights_and_the_stated_peak)
 {
-    loaded v3 = load("deepseek-v3.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json");
     cJSON *root;
     const cJSON *tp = run_json("serving --engine vllm --gpu h200 --weights fp8 --cache mla-fp8 "
                                "--activation-peak-gib 6 --format json ref/configs/deepseek-v3.json",
@@ -157,7 +162,7 @@ END_TEST
  * other. */
 START_TEST(test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json");
     v3.m.kv_cache = KVL_CACHE_MLA_FP8;
     ck_assert_int_eq(kvl_kv_footprint_of(&v3.f, &v3.m), KVL_OK);
     ck_assert_uint_eq(v3.f.main_row_bytes, 512 + 64);
@@ -183,7 +188,7 @@ END_TEST
  * vLLM's "auto" is bf16 on every GPU; an MLA model is bf16 in both. */
 START_TEST(test_sglang_picks_a_dsa_cache_dtype_by_gpu_generation)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json");
     kvl_cache_layout c;
     const kvl_gpu gpus[] = {KVL_GPU_H100, KVL_GPU_H200, KVL_GPU_B200};
     const kvl_cache_layout sglang_v32[] = {KVL_CACHE_BF16, KVL_CACHE_BF16, KVL_CACHE_V32_FP8};
@@ -223,11 +228,13 @@ END_TEST
 
 /* Both engines keep V3's fused q_a / kv_a projection whole on every rank: under tensor parallelism a
  * GPU holds 7/8 of it more than the plain split, in FP8. 67B has none: its weights match the plain
- * rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16), vLLM's tp-1
- * ranks the embedding, head and dense FFNs. */
+ * rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16). vLLM's
+ * data-parallel ranks run tensor parallelism 1: FusedMoEParallelConfig.make flattens tp · dp into
+ * expert parallelism for the routed experts only, and the shared experts are a DeepseekV2MLP over the
+ * tp group of 1, so a rank holds the embedding, head, dense FFNs and shared experts whole. */
 START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 {
-    loaded v3 = load("deepseek-v3.json"), llm = load("deepseek-llm-67b.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), llm = ch09_load("deepseek-llm-67b.json");
     const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
     for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
         const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
@@ -249,12 +256,34 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 }
 END_TEST
 
+/* V3.2's indexer in every layer, replicated by both engines (SGLang's Indexer and vLLM's build wq_b,
+ * wk and weights_proj as ReplicatedLinear or with disable_tp): wq_b Dq' 1,536 × HI 64 · DI 128,
+ * wk d 7,168 × DI 128, weights_proj d 7,168 × HI 64, the key's LayerNorm gain and bias 2 · 128:
+ * 13,959,424 weights a layer, 61 layers. Under tensor parallelism a GPU holds 7/8 of the indexers and
+ * of the fused projection more than the plain split; under DP attention all attention is whole already,
+ * so the engine and the plain rule agree on it. */
+START_TEST(test_engines_keep_the_dsa_indexer_whole_on_every_rank)
+{
+    ch09_config v32 = ch09_load("deepseek-v3.2-exp.json");
+    const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
+    const double indexers = 61.0 * (1536.0 * 64 * 128 + 7168.0 * 128 + 7168.0 * 64 + 2 * 128);
+    const kvl_deployment plain = {.gpus = 8, .tp = 8, .page = 64};
+    const double base = kvl_engine_weight_bytes(&v32.p, &v32.m, &plain, f8, f8, 0);
+    for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
+        const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
+        const double more = kvl_engine_weight_bytes(&v32.p, &v32.m, &tp, f8, f8, 0) - base;
+        ck_assert_msg(fabs(more - fp8((V3_FUSED + indexers) * 7 / 8)) < 2, "%s: %.1f", kvl_engine_name(e), more);
+    }
+    kvl_model_free(&v32.m);
+}
+END_TEST
+
 /* Pages: SGLang's page_size is 1 unless the backend forces one, 64 for DSA's nsa backend and for
  * trtllm_mla (MLA from SM 100); vLLM's block is 64 for FlashMLA, 128 for CUTLASS MLA (MLA from SM
  * 100), 16 for MHA's FlashAttention. --page overrides them, as the engines' own flags do. */
 START_TEST(test_each_engine_pages_as_its_default_backend_does)
 {
-    loaded v3 = load("deepseek-v3.json"), v32 = load("deepseek-v3.2-exp.json"), llm = load("deepseek-llm-67b.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), v32 = ch09_load("deepseek-v3.2-exp.json"), llm = ch09_load("deepseek-llm-67b.json");
     const kvl_model *m[] = {&v3.m, &v32.m, &llm.m};
     static const size_t sglang[2][3] = {{1, 64, 1}, {64, 64, 1}}, vllm[2][3] = {{64, 64, 16}, {128, 64, 16}};
     for (int blackwell = 0; blackwell < 2; blackwell++)
@@ -340,6 +369,7 @@ Suite *kvl_suite(void)
     tcase_add_test(memory, test_sglang_reserve_and_fraction_follow_its_heuristic);
     tcase_add_test(memory, test_sglang_dp_pool_is_its_fraction_less_its_weights);
     tcase_add_test(memory, test_vllm_pool_is_its_utilization_less_weights_and_the_stated_peak);
+    tcase_add_test(memory, test_sglang_reserves_nothing_more_for_the_draft);
     suite_add_tcase(s, memory);
     TCase *rows = tcase_create("rows");
     tcase_add_test(rows, test_the_dense_mla_fp8_row_is_576_bytes_and_the_sparse_row_656);
@@ -349,6 +379,7 @@ Suite *kvl_suite(void)
     suite_add_tcase(s, rows);
     TCase *weights = tcase_create("weights");
     tcase_add_test(weights, test_engines_keep_the_fused_projection_and_dp_embedding_whole);
+    tcase_add_test(weights, test_engines_keep_the_dsa_indexer_whole_on_every_rank);
     suite_add_tcase(s, weights);
     TCase *out = tcase_create("output");
     tcase_add_test(out, test_serving_json_is_one_object_with_a_layout_per_split);

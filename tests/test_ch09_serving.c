@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ch09_configs.h"
 #include "common.h"
 #include "config.h"
 #include "grouped.h"
@@ -21,22 +22,7 @@
 #include "status.h"
 #include "swa.h"
 
-typedef struct {
-    kvl_model m;
-    kvl_kv_footprint f;
-} loaded;
-
-static loaded load(const char *name)
-{
-    char rel[128];
-    snprintf(rel, sizeof rel, "ref/configs/%s", name);
-    loaded l;
-    ck_assert_msg(kvl_model_load(&l.m, kvl_path(rel)) == KVL_OK, "%s", kvl_error());
-    ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
-    return l;
-}
-
-static kvl_rank_cache rank_of(const loaded *l, size_t gpus, size_t tp, int dp, size_t page)
+static kvl_rank_cache rank_of(const ch09_config *l, size_t gpus, size_t tp, int dp, size_t page)
 {
     kvl_deployment d = {.gpus = gpus, .tp = tp, .dp_attention = dp, .page = page};
     kvl_rank_cache r;
@@ -54,7 +40,7 @@ static double paged(double T, double M, double page)
  * it, one replicated head. */
 START_TEST(test_doubling_tp_halves_gqa_bytes_until_tp_reaches_kv_heads)
 {
-    loaded l = load("deepseek-llm-67b.json");
+    ch09_config l = ch09_load("deepseek-llm-67b.json");
     ck_assert_uint_eq(l.m.n_kv_heads, 8);
     for (size_t tp = 1; tp <= 64; tp *= 2) {
         double heads = fmax(1.0, 8.0 / (double)tp);
@@ -75,7 +61,7 @@ START_TEST(test_tp_leaves_a_latent_row_whole_on_every_rank)
     const char *names[] = {"deepseek-v2.json", "deepseek-v3.json", "deepseek-v3.2-exp.json",
                            "deepseek-v4-flash.json", "deepseek-v4.1-flash.json"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        loaded l = load(names[i]);
+        ch09_config l = ch09_load(names[i]);
         for (size_t tp = 1; tp <= 8; tp *= 2) {
             kvl_rank_cache r = rank_of(&l, 8, tp, 0, 64);
             ck_assert_double_eq(r.bytes_per_token, l.f.bytes_per_token);
@@ -90,7 +76,7 @@ END_TEST
  * each rank holds its own, whole rows still. */
 START_TEST(test_dp_attention_multiplies_a_nodes_mla_tokens_by_tp)
 {
-    loaded l = load("deepseek-v3.json");
+    ch09_config l = ch09_load("deepseek-v3.json");
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     const double budget = 100.0 * 1073741824.0;
     kvl_fit fit[2];
@@ -122,7 +108,7 @@ START_TEST(test_pages_round_entries_up_at_the_edges)
     ck_assert_uint_eq(kvl_paged_entries(128 * 64 + 1, 128, page), 128);
     ck_assert_uint_eq(kvl_paged_entries(1, 4, page), 64);
 
-    loaded l = load("deepseek-llm-67b.json");
+    ch09_config l = ch09_load("deepseek-llm-67b.json");
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = page};
     kvl_rank_cache r = rank_of(&l, 8, 8, 0, page);
     for (size_t T = page - 1; T <= page + 1; T++)
@@ -135,7 +121,7 @@ END_TEST
  * and 43 · 128 window rows of 584 bytes, whatever the pages. */
 START_TEST(test_pages_round_a_compressed_layers_entries)
 {
-    loaded l = load("deepseek-v4-flash.json");
+    ch09_config l = ch09_load("deepseek-v4-flash.json");
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
     const size_t Ts[] = {1, 255, 256, 257, 8191, 8192, 8193, 131072};
@@ -154,7 +140,7 @@ START_TEST(test_a_model_windowed_in_every_layer_holds_at_most_w_tokens)
 {
     kvl_model m;
     ck_assert_msg(kvl_model_load(&m, kvl_path("chapters/03_swa/mistral-7b.json")) == KVL_OK, "%s", kvl_error());
-    loaded l = {.m = m};
+    ch09_config l = {.m = m};
     ck_assert_msg(kvl_kv_footprint_of(&l.f, &l.m) == KVL_OK, "%s", kvl_error());
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
@@ -193,7 +179,7 @@ END_TEST
  * cache of T rows; the sum over the ranks is one whole copy, and one rank's bytes are serving's. */
 START_TEST(test_a_ranks_bytes_equal_its_live_mha_caches)
 {
-    loaded l = load("deepseek-llm-67b.json");
+    ch09_config l = ch09_load("deepseek-llm-67b.json");
     const size_t tp = 4, T = 128;
     kvl_deployment d = {.gpus = 4, .tp = tp, .page = 64};
     kvl_rank_cache r = rank_of(&l, 4, tp, 0, 64);
@@ -222,7 +208,7 @@ END_TEST
 /* V2's latent on 8 ranks: every rank's live cache holds the whole [c_kv | k_rope] row per token. */
 START_TEST(test_a_ranks_bytes_equal_its_live_mla_cache)
 {
-    loaded l = load("deepseek-v2.json");
+    ch09_config l = ch09_load("deepseek-v2.json");
     const size_t T = 64;
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
@@ -244,7 +230,7 @@ END_TEST
 
 START_TEST(test_a_bad_deployment_is_refused_naming_the_field)
 {
-    loaded l = load("deepseek-v3.json");
+    ch09_config l = ch09_load("deepseek-v3.json");
     const kvl_deployment bad[] = {{.gpus = 0, .tp = 1, .page = 64}, {.gpus = 8, .tp = 3, .page = 64},
                                   {.gpus = 6, .tp = 3, .page = 64}, {.gpus = 8, .tp = 8, .page = 0}};
     const char *field[] = {"gpus = 0", "tp = 3", "tp = 3 does not divide n_heads = 128", "page = 0"};
@@ -255,7 +241,7 @@ START_TEST(test_a_bad_deployment_is_refused_naming_the_field)
     }
     kvl_model_free(&l.m);
 
-    loaded v4 = load("deepseek-v4-flash.json");
+    ch09_config v4 = ch09_load("deepseek-v4-flash.json");
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     kvl_rank_cache r = rank_of(&v4, 8, 8, 0, 64);
     kvl_fit fit;
@@ -294,9 +280,8 @@ END_TEST
  * attention whole under data-parallel attention; one GPU alone holds the whole count. */
 START_TEST(test_a_gpus_weights_are_its_share_of_the_count)
 {
-    loaded l = load("deepseek-v3.json");
-    kvl_params p;
-    ck_assert(kvl_params_of(&p, &l.m) == KVL_OK);
+    ch09_config l = ch09_load("deepseek-v3.json");
+    const kvl_params p = l.p;
     const kvl_weight_format fp8 = KVL_WEIGHTS_FP8;
     kvl_deployment one = {.gpus = 1, .tp = 1, .page = 64}, tp8 = {.gpus = 8, .tp = 8, .page = 64}, dp8 = tp8;
     dp8.dp_attention = 1;
@@ -318,9 +303,8 @@ END_TEST
  * holds floor((141 GiB · 0.9 − its FP8 weights per GPU) / 70,272) tokens per GPU. */
 START_TEST(test_memory_leaves_the_cache_what_activations_and_weights_do_not_take)
 {
-    loaded l = load("deepseek-v3.json");
-    kvl_params p;
-    ck_assert(kvl_params_of(&p, &l.m) == KVL_OK);
+    ch09_config l = ch09_load("deepseek-v3.json");
+    const kvl_params p = l.p;
     const kvl_deployment d = {.gpus = 8, .tp = 8, .page = 64};
     const double weights = kvl_rank_weight_bytes(&p, &d, KVL_WEIGHTS_FP8, KVL_WEIGHTS_FP8, 0);
     const double budget = 141.0 * 1073741824.0 * 0.9 - weights;
@@ -343,7 +327,7 @@ START_TEST(test_bytes_by_layer_kind_sum_to_the_total)
     static const char *const names[] = {"deepseek-llm-67b.json", "deepseek-v3.json", "deepseek-v3.2-exp.json",
                                         "deepseek-v4-flash.json", "deepseek-v4.1-flash.json"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        loaded l = load(names[i]);
+        ch09_config l = ch09_load(names[i]);
         const kvl_rank_cache r = rank_of(&l, 8, 8, 0, 64);
         double sum = 0;
         size_t layers = 0;
