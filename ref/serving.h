@@ -113,6 +113,7 @@ typedef struct {
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
     size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */
+    double pool_fixed_bytes;           /* set aside before the pool: SGLang's V4 C128 state rows; else 0 */
 } kvl_rank_cache;
 
 /* How much of a budget one GPU and one node fill. */
@@ -165,9 +166,11 @@ double kvl_gpu_memory_mib(kvl_gpu g);
 int kvl_gpu_sm_major(kvl_gpu g);
 
 /* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
- * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA and
- * DSA models; an MLA model's FP8 row is mla-fp8 and a DSA model's v32-fp8. KVL_EINVAL naming the
- * file and the layout for a layout the engine does not store for that model. */
+ * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA, DSA
+ * and V4 models; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8, V4's v4-fp8 (its only
+ * row). KVL_EINVAL naming the file and the layout for a layout the engine does not store for that
+ * model, a V4 compress ratio other than 0, 4 and 128, and a V4.1 model (naming the engine and the
+ * commit read). */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
 /* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
@@ -175,8 +178,32 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
  * forces one (ServerArgs._handle_page_size), and its defaults force 64 for a DSA model (the nsa
  * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
  * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
- * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. */
+ * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. A V4 model: 256 in
+ * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size). */
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
+
+/* V4's entry under both engines: nope FP8 one byte a value, the RoPE key bf16, one UE8M0 scale per
+ * 64 nope values and a pad byte (448 + 128 + 7 + 1 = 584 for V4-Flash); and its index key, FP8 with
+ * a float32 scale per 128 values (128 + 4 = 132). */
+size_t kvl_v4_engine_row_bytes(const kvl_model *m);
+size_t kvl_v4_engine_index_key_bytes(const kvl_model *m);
+
+/* vLLM's V4 pool, as its packed layout groups a V4 model's cache layers (ref/serving.h, "V4 under
+ * the engines"). */
+typedef struct {
+    size_t repeats;           /* layers of each page size in one group of a split bucket; 0: none split */
+    size_t block_bytes;       /* bytes of one block: its widest group's pages, the pool's divisor */
+    size_t compressed_bytes;  /* the compressed layers' group: 256 tokens of CSA and HCA pages */
+    size_t window_blocks;     /* blocks one sequence's window groups hold at decode */
+} kvl_vllm_v4_blocks;
+
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m);
+
+/* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator
+ * ._get_bytes_per_full_token), and the C128 compressor-state rows it sets aside for `running`
+ * requests of a worker (_get_c128_state_fixed_bytes). */
+double kvl_sglang_v4_bytes_per_token(const kvl_model *m);
+double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running);
 
 /* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
  * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */

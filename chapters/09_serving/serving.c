@@ -85,7 +85,7 @@ static void usage(FILE *f)
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
         "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n"
-        "--engine vllm or sglang sizes the named MHA, MLA and DSA configs as that engine's code does\n"
+        "--engine vllm or sglang sizes the named MHA, MLA, DSA and V4 configs as that engine's code does\n"
         "(ref/serving.h): one engine over the node (--tp equal to --gpus), its own memory fraction and\n"
         "reserve on a GPU of --gpu's memory (or --memory-gib), its weight layout, its cache dtype for\n"
         "the GPU's generation, pools in whole pages; vLLM needs the activation peak its profile run\n"
@@ -129,8 +129,12 @@ static void print_engine_line(const row *r, int dp, const plan *p)
     else
         printf(" less a profiled peak of %s GiB",
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
-    printf(", cache %s, %zu caching layers, pages of %zu\n", kvl_kv_cache_label(&r->model),
+    printf(", cache %s, %zu caching layers, pages of %zu", kvl_kv_cache_label(&r->model),
            r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0), r->page);
+    if (r->rank[dp].pool_fixed_bytes > 0)
+        printf(", %s GiB of compressor state rows set aside",
+               kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2));
+    printf("\n");
 }
 
 static void print_mode(const row *rows, size_t n, int dp, const plan *p)
@@ -238,8 +242,13 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
         cJSON_AddNumberToObject(o, "reserved_mib", r->engine[dp].reserved_mib);
     cJSON_AddNumberToObject(o, "weights_gib_per_gpu", r->weights[dp] / GIB);
     cJSON_AddNumberToObject(o, "cache_gib_per_gpu", r->budget[dp] / GIB);
+    if (r->rank[dp].pool_fixed_bytes > 0)
+        cJSON_AddNumberToObject(o, "state_bytes_per_gpu", r->rank[dp].pool_fixed_bytes);
     cJSON_AddNumberToObject(o, "tokens_per_gpu", r->fit[dp].tokens_per_gpu);
+    cJSON_AddNumberToObject(o, "window_bytes_per_sequence_per_gpu",
+                            kvl_rank_window_bytes(&r->model, &r->rank[dp], &p->d));
     cJSON_AddNumberToObject(o, "sequence_bytes_per_gpu", r->fit[dp].sequence_bytes);
+    cJSON_AddNumberToObject(o, "sequences_per_gpu", r->fit[dp].sequences_per_gpu);
     cJSON_AddNumberToObject(o, "sequences_per_node", r->fit[dp].sequences_per_node);
     return o;
 }
