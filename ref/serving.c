@@ -185,14 +185,14 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
-/* Neither engine's V4.1 pool is priced here: vLLM has no V4.1 model, and SGLang's V4.1 pool is code
- * this project has not read. */
+/* Both engines serve V4.1, but their V4.1 pools are code this project has not read: refused by name
+ * rather than priced as V4's. */
 static int refuse_v41(const kvl_model *m, kvl_engine e)
 {
     if (e == KVL_ENGINE_VLLM)
-        return kvl_fail(KVL_EINVAL, "%s: --engine vllm does not serve a V4.1 model at commit 03dc5649: its V4 "
-                        "layers take compress ratios 0, 4 and 128 (sparse_swa.py _layer_type_for), V4.1's are 2 "
-                        "and 1", m->path);
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm stores V4.1's 528-byte rows (flashmla_sparse.py, commit "
+                        "008a0c31), but this project prices only its V4 pool (deepseek_v4_attention.py, commit "
+                        "0a291a2e)", m->path);
     return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 (configs/deepseek_v41.py, commit 85f8105f), but "
                     "this project prices only its V4 pool (DSV4PoolConfigurator, commit 003fca80)", m->path);
 }

@@ -376,7 +376,7 @@ START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
     ck_assert_ptr_nonnull(dir);
     static const char *const engines[] = {"vllm --activation-peak-gib 6", "sglang"};
     static const char *const gpus[] = {"h100", "h200", "b200"};
-    static const char *const commit[] = {"03dc5649", "003fca80"};
+    static const char *const commit[] = {"0a291a2e", "003fca80"};
     const struct dirent *e;
     size_t configs = 0;
     while ((e = readdir(dir))) {
@@ -459,7 +459,7 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
                            "--engine sglang"};
     const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "003fca80",
-                           "03dc5649", "256", "v41-fp4",
+                           "0a291a2e", "256", "v41-fp4",
                            "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
