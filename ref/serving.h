@@ -70,7 +70,55 @@
  *    (VocabParallelEmbedding enable_tp = not is_dp_attention_enabled()) and attention whole, the head
  *    and dense FFNs split over tp; vLLM's data-parallel ranks run tp 1 and hold everything but the
  *    experts whole. The MTP module's weights are one more layer shaped as the last (its attention,
- *    experts and router, laid out as theirs) and its own projection and norms, whole everywhere. */
+ *    experts and router, laid out as theirs) and its own projection and norms, whole everywhere.
+ *
+ * V4 under the engines. Neither engine follows this project's V4 rules (entries paged in entries,
+ * window rows a fixed ring outside the pool): each pages V4's compressed layers in token blocks and
+ * keeps the window in its pool. What was read, for V4-Flash's figures:
+ *
+ *  - The entry, both engines: 448 nope values one E4M3 byte each, 64 bf16 RoPE values, one UE8M0
+ *    scale per 64 nope values and a pad byte, 584 B (vLLM's DeepseekV4MultiHeadLatentAttentionWrapper
+ *    head_bytes, vllm/model_executor/layers/deepseek_v4_attention.py, commit 0a291a2e, whose
+ *    DeepseekV4MLAAttention asserts an FP8 cache and stores it as fp8_ds_mla; SGLang's
+ *    DeepSeekV4SingleKVPool.get_bytes_per_token, python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py,
+ *    commit 007bddd4). The index key: 128 E4M3 bytes and a float32 scale, 132 B (vLLM's DeepseekV4Indexer
+ *    k_cache_head_dim, same file, an FP4 key taking the same memory; SGLang's DSV4PoolConfigurator
+ *    counts 132). This project's v4-fp8 key is 68 B.
+ *  - vLLM's specs. A compressed layer: MLAAttentionSpec over blocks of 256 tokens (the V4 FlashMLA
+ *    kernel's only block, DeepseekV4FlashMLASparseBackend.get_supported_kernel_block_sizes), 256 / M
+ *    entries a block, the page padded to 576 B (DeepseekV4MLAAttention.get_kv_cache_spec; CSA's index
+ *    keys likewise, DeepseekV4IndexerCache.get_kv_cache_spec). Every layer's window:
+ *    SlidingWindowMLASpec of 64-token blocks of 584-byte rows, window W (DeepseekV4SWACache,
+ *    vllm/v1/attention/backends/mla/sparse_swa.py, commit 03dc5649): paged per token, not a ring.
+ *    Each compressor keeps float32 states, 2 · coff · head_dim a row, in a sliding window of coff · M
+ *    rows: blocks of 4 rows for CSA (coff 2), 8 for HCA (CompressorStateCache,
+ *    vllm/model_executor/layers/deepseek_compressor.py, commit 0de10a27). The ratio-0 layers cache
+ *    their window only.
+ *  - vLLM's pool (vllm/v1/core/kv_cache_planning.py, commit 4253bd44). _get_packed_kv_cache_groups
+ *    buckets layers of one block size and window; a bucket whose page sizes hold equally many layers
+ *    is split into groups of the repeats _approximate_gcd picks (the fewest padded layers, at least
+ *    the largest such bucket of several sizes); a block is the widest group's pages
+ *    (_get_kv_cache_bytes_per_block), num_blocks = memory // that, and every group draws blocks from
+ *    the one pool (_max_memory_usage_bytes_from_groups). V4-Flash: 21 · 37,440 + 21 · 8,640 + 20 ·
+ *    1,728 = 1,002,240 B a block of 256 tokens. At decode a window group holds the blocks its last W
+ *    tokens span, ceil((W - 1) / block) + 1 (the "+1" of SlidingWindowSpec.max_memory_usage_bytes,
+ *    vllm/v1/kv_cache_interface.py, commit 001cabc1): 26 blocks a sequence for V4-Flash.
+ *  - SGLang's pool (DSV4PoolConfigurator, python/sglang/srt/model_executor/pool_configurator.py,
+ *    commit 003fca80). _get_bytes_per_full_token: the SWA pool, swa_full_tokens_ratio of the full
+ *    tokens, in every layer; the C4 and C128 rows at 1/4 and 1/128; the C4 index keys at 1/4; the C4
+ *    compressor states (main and indexer, float32) at ring 8 / window of the SWA tokens; 7,705.45 B
+ *    for V4-Flash. calculate_pool_sizes first sets aside the C128 states (_get_c128_state_fixed_bytes:
+ *    a ring of 128 rows per request slot, max_running_requests + 1 slots, one ring and a null row
+ *    more, in rows of 128), then full tokens = what is left / those bytes, in pages of 256. The
+ *    defaults: page_size 256 and swa_full_tokens_ratio 0.1 (_deepseek_v4_overrides,
+ *    python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py, commit 01a4a991),
+ *    max_running_requests 256 (apply_deepseek_v4_defaults,
+ *    python/sglang/srt/arg_groups/deepseek_v4_hook.py, commit 006cbb66), a DP-attention worker its
+ *    share; the ring sizes (get_compress_state_ring_size, deepseek_v4_memory_pool.py, commit 007bddd4).
+ *  - Not priced: V4's MTP draft under an engine, and V4.1. Both engines serve V4.1 (vLLM's
+ *    vllm/v1/attention/backends/mla/flashmla_sparse.py, commit 008a0c31, describes its 528-byte rows;
+ *    SGLang's python/sglang/srt/configs/deepseek_v41.py, commit 85f8105f), but their V4.1 pools are
+ *    code not read here: refused by name, not priced as V4's. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
