@@ -527,7 +527,7 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
             "serving", "--mtp-layers counts the draft of --speculative mtp, which is not given", NULL);
     if (engine && !n_given)
         return kvl_bad_usage(
-            "serving", "--engine prices the MHA, MLA and DSA configs named: give CONFIG.json", name);
+            "serving", "--engine prices the MHA, MLA, DSA and V4 configs named: give CONFIG.json", name);
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
