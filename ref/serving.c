@@ -323,9 +323,11 @@ double kvl_engine_pool_tokens(const kvl_deployment *d, double budget, double byt
 }
 
 /* The fused q_a / kv_a projection of an MLA/DSA model: d · (Dq' + Dc + Dr) weights a layer (V2-Lite,
- * without q_a, d · (Dc + Dr)). */
+ * without q_a, d · (Dc + Dr)); V4's wq_a and wkv, d · (Dq' + Dh) (vLLM's fused_wqa_wkv with
+ * disable_tp, SGLang's ReplicatedLinear wq_a and wkv). */
 static uint64_t fused_a_projection(const kvl_model *m)
 {
+    if (m->generation == KVL_GEN_V4) return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->head_dim);
     if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA) return 0;
     return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->kv_lora_rank + m->qk_rope_head_dim);
 }

@@ -224,12 +224,12 @@ START_TEST(test_the_mtp_draft_layer_is_one_more_caching_layer)
 END_TEST
 
 /* Both engines keep V3's fused q_a / kv_a projection whole on every rank: under tensor parallelism a
- * GPU holds 7/8 of it more than the plain split, in FP8. 67B has none: its weights match the plain
- * rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16), vLLM's tp-1
+ * GPU holds 7/8 of it more than the plain split, in FP8; V4-Flash's wq_a and wkv likewise, 43 layers
+ * of 4,096 × (1,024 + 512). 67B has none: its weights match the plain rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16), vLLM's tp-1
  * ranks the embedding, head and dense FFNs. */
 START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 {
-    loaded v3 = load("deepseek-v3.json"), llm = load("deepseek-llm-67b.json");
+    loaded v3 = load("deepseek-v3.json"), llm = load("deepseek-llm-67b.json"), v4 = load("deepseek-v4-flash.json");
     const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
     for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
         const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
@@ -237,6 +237,9 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
         const double more = kvl_engine_weight_bytes(&v3.p, &v3.m, &tp, f8, f8, 0) -
                             kvl_engine_weight_bytes(&v3.p, &v3.m, &plain, f8, f8, 0);
         ck_assert_msg(fabs(more - fp8(V3_FUSED * 7 / 8)) < 2, "%.1f", more);
+        const double v4_more = kvl_engine_weight_bytes(&v4.p, &v4.m, &tp, f8, f8, 0) -
+                               kvl_engine_weight_bytes(&v4.p, &v4.m, &plain, f8, f8, 0);
+        ck_assert_msg(fabs(v4_more - fp8(43.0 * 4096 * (1024 + 512) * 7 / 8)) < 2, "%.1f", v4_more);
         ck_assert(kvl_engine_weight_bytes(&llm.p, &llm.m, &tp, f8, f8, 0) ==
                   kvl_engine_weight_bytes(&llm.p, &llm.m, &plain, f8, f8, 0));
     }
@@ -248,6 +251,7 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
     ck_assert(fabs(kvl_engine_weight_bytes(&v3.p, &v3.m, &vllm, f8, f8, 0) - v3_weights(&v3.p, 1, 1, 1, 1)) < 1);
     kvl_model_free(&v3.m);
     kvl_model_free(&llm.m);
+    kvl_model_free(&v4.m);
 }
 END_TEST
 
