@@ -115,6 +115,12 @@
  *    max_running_requests 256 (apply_deepseek_v4_defaults,
  *    python/sglang/srt/arg_groups/deepseek_v4_hook.py, commit 006cbb66), a DP-attention worker its
  *    share; the ring sizes (get_compress_state_ring_size, deepseek_v4_memory_pool.py, commit 007bddd4).
+ *  - Weights: both keep V4's wq_a and wkv, d · (Dq' + Dh) a layer, whole on every rank (vLLM's
+ *    DeepseekV4Attention fused_wqa_wkv with disable_tp, vllm/model_executor/models/deepseek_v4.py,
+ *    commit 023da1fc; SGLang's MQALayer ReplicatedLinear wq_a and wkv,
+ *    python/sglang/srt/models/deepseek_v4.py, commit 000328a8). vLLM keeps its compressors' and
+ *    indexer's projections whole too (disable_tp, ReplicatedLinear), not counted here. SGLang's
+ *    reserve for V4 is taken as for an MLA model; its V4 branch was not read.
  *  - Not priced: V4's MTP draft under an engine, and V4.1. Both engines serve V4.1 (vLLM's
  *    vllm/v1/attention/backends/mla/flashmla_sparse.py, commit 008a0c31, describes its 528-byte rows;
  *    SGLang's python/sglang/srt/configs/deepseek_v41.py, commit 85f8105f), but their V4.1 pools are
