@@ -386,8 +386,8 @@ double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kv
 #define V4_STATE_BYTES 4      /* compressor states in float32 (CompressorStateCache, SGLang's default) */
 #define SGLANG_V4_SWA_RATIO 0.1       /* swa_full_tokens_ratio as SGLang sets it for V4 */
 #define SGLANG_V4_RUNNING 256         /* max_running_requests as SGLang sets it for V4 */
-#define SGLANG_V4_C4_RING 8           /* get_compress_state_ring_size(4) without speculation */
-#define SGLANG_V4_C128_RING 128       /* get_compress_state_ring_size(128) without speculation */
+/* get_compress_state_ring_size: the C4 and C128 state rings, doubled under speculation */
+static size_t sglang_v4_ring(size_t ratio, int speculative) { return (ratio == 4 ? 8 : 128) << (speculative != 0); }
 
 static size_t round_up(size_t n, size_t k) { return (n + k - 1) / k * k; }
 static size_t cdiv(size_t n, size_t k) { return (n + k - 1) / k; }
@@ -461,11 +461,12 @@ static size_t approximate_gcd(const size_t *x, int n, size_t lower)
 }
 
 /* V4's four buckets in vLLM: the compressed layers (CSA main rows and index keys, HCA main rows,
- * 256-token blocks); every layer's window (DeepseekV4SWACache, 64-token blocks of whole rows, window W);
+ * 256-token blocks); every layer's window (DeepseekV4SWACache, 64-token blocks of whole rows, window W),
+ * an MTP draft layer's too (DeepseekV4Attention gives the layer past the backbone ratio 1: window only);
  * the CSA compressors' states (main and indexer, 4-token blocks, window 8); the HCA compressors'
  * states (8-token blocks, window 128). A compressor state row holds kv and score, twice over for
  * the overlapping CSA: 2 · coff · head_dim float32 values. */
-static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m)
+static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m, size_t draft_layers)
 {
     size_t c4, c128;
     v4_ratio_layers(m, &c4, &c128);
@@ -476,7 +477,7 @@ static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m)
     bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * key, c4);
     bucket_add(&b[0], V4_BLOCK_TOKENS / 128 * row, c128);
     b[1] = (vllm_bucket){.block_tokens = 64, .window = m->window};
-    bucket_add(&b[1], 64 * row, m->n_layers);
+    bucket_add(&b[1], 64 * row, m->n_layers + draft_layers);
     b[2] = (vllm_bucket){.block_tokens = 4, .window = 2 * 4};
     bucket_add(&b[2], 4 * 2 * 2 * head * V4_STATE_BYTES, c4);
     bucket_add(&b[2], 4 * 2 * 2 * index_head * V4_STATE_BYTES, c4);
@@ -485,10 +486,10 @@ static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m)
     return 4;
 }
 
-void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m)
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers)
 {
     vllm_bucket b[4];
-    const int n = vllm_v4_buckets(b, m);
+    const int n = vllm_v4_buckets(b, m, draft_layers);
     /* _get_packed_kv_cache_groups: balanced buckets split into groups of the same repeats, at least
      * as many as the largest balanced bucket of several page sizes holds; the others stay whole */
     size_t floor_repeats = 0, counts[4];
@@ -513,40 +514,44 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m)
     }
 }
 
-double kvl_sglang_v4_bytes_per_token(const kvl_model *m)
+double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative)
 {
     size_t c4, c128;
     v4_ratio_layers(m, &c4, &c128);
     const double row = (double)kvl_v4_engine_row_bytes(m), key = (double)kvl_v4_engine_index_key_bytes(m);
     const double state = 2.0 * 2 * (double)m->head_dim * V4_STATE_BYTES;
     const double index_state = 2.0 * 2 * (double)m->index_head_dim * V4_STATE_BYTES;
-    const double ring = (double)SGLANG_V4_C4_RING / (double)m->window;
+    const double ring = (double)sglang_v4_ring(4, speculative) / (double)m->window;
     /* DSV4PoolConfigurator._get_bytes_per_full_token, term by term in its order: the SWA pool at
      * swa_ratio of the full tokens in every layer, the C4 and C128 rows, the C4 index keys, the C4
      * compressor states (main and indexer) at ring / window of the SWA tokens; C128 states apart */
-    return SGLANG_V4_SWA_RATIO * row * (double)m->n_layers + 0.25 * row * (double)c4 +
-           1.0 / 128 * row * (double)c128 + 1.0 / 4 * key * (double)c4 +
-           SGLANG_V4_SWA_RATIO * ring * state * (double)c4 + SGLANG_V4_SWA_RATIO * ring * index_state * (double)c4;
+    const double bytes = SGLANG_V4_SWA_RATIO * row * (double)m->n_layers + 0.25 * row * (double)c4 +
+                         1.0 / 128 * row * (double)c128 + 1.0 / 4 * key * (double)c4 +
+                         SGLANG_V4_SWA_RATIO * ring * state * (double)c4 +
+                         SGLANG_V4_SWA_RATIO * ring * index_state * (double)c4;
+    /* a draft worker's pools: the bytes inflated by (target + draft) / target, one draft layer */
+    return speculative ? bytes * ((double)(m->n_layers + 1) / (double)m->n_layers) : bytes;
 }
 
-double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running)
+double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int speculative)
 {
     size_t c4, c128;
     v4_ratio_layers(m, &c4, &c128);
     if (!c128) return 0;
-    /* _get_c128_state_fixed_bytes: a ring of 128 raw (kv, score) rows per request slot (running + 1),
-     * one ring and a null row more, in rows of 128 */
-    const size_t rows = round_up((running + 1) * SGLANG_V4_C128_RING + SGLANG_V4_C128_RING + 1, 128);
+    /* _get_c128_state_fixed_bytes: a ring of raw (kv, score) rows per request slot (running + 1), one
+     * ring and a null row more, in rows of 128 */
+    const size_t ring = sglang_v4_ring(128, speculative);
+    const size_t rows = round_up((running + 1) * ring + ring + 1, 128);
     return (double)rows * 2 * (double)m->head_dim * V4_STATE_BYTES * (double)c128;
 }
 
 /* vLLM's pool: blocks of the widest group, 256 tokens of every compressed layer a block, the window
  * groups' blocks a sequence; each layer kind's share of a block, the window groups' surplus (if they
  * set the block) on the window layers. */
-static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m)
+static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m, size_t draft_layers)
 {
     kvl_vllm_v4_blocks v;
-    kvl_vllm_v4_blocks_of(&v, m);
+    kvl_vllm_v4_blocks_of(&v, m, draft_layers);
     r->bytes_per_token = (double)v.block_bytes / V4_BLOCK_TOKENS;
     r->window_bytes_per_sequence = v.window_blocks * v.block_bytes;
     const double per_token = 1.0 / V4_BLOCK_TOKENS;
@@ -564,16 +569,20 @@ static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m)
  * layer kind's share of a full token. */
 static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
 {
-    r->bytes_per_token = kvl_sglang_v4_bytes_per_token(m);
+    const int spec = d->draft_layers > 0;
+    r->bytes_per_token = kvl_sglang_v4_bytes_per_token(m, spec);
     /* max_running_requests is a node's; a DP-attention worker takes its share */
-    r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, SGLANG_V4_RUNNING / (d->dp_attention ? d->gpus : 1));
+    const size_t running = SGLANG_V4_RUNNING / (d->dp_attention ? d->gpus : 1);
+    r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, running, spec);
     const double row = (double)r->main_row_bytes, swa = SGLANG_V4_SWA_RATIO * row;
-    const double states = SGLANG_V4_SWA_RATIO * SGLANG_V4_C4_RING / (double)m->window * 2 * 2 *
+    const double states = SGLANG_V4_SWA_RATIO * (double)sglang_v4_ring(4, spec) / (double)m->window * 2 * 2 *
                           (double)(m->head_dim + m->index_head_dim) * V4_STATE_BYTES;
     for (int k = 0; k < KVL_N_LAYER_KINDS; k++) r->kind_bytes[k] = swa * (double)r->kind_layers[k];
     r->kind_bytes[KVL_LAYER_CSA] +=
         (double)r->kind_layers[KVL_LAYER_CSA] * ((row + (double)r->index_key_bytes) / 4 + states);
     r->kind_bytes[KVL_LAYER_HCA] += (double)r->kind_layers[KVL_LAYER_HCA] * row / 128;
+    /* the draft's share: what the inflation by (L + 1) / L adds */
+    r->draft_bytes_per_token = spec ? r->bytes_per_token / (double)(m->n_layers + 1) : 0;
 }
 
 static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
@@ -581,14 +590,11 @@ static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deplo
     if (d->page != V4_BLOCK_TOKENS)
         return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %d tokens", d->page,
                         kvl_engine_name(d->engine), m->path, V4_BLOCK_TOKENS);
-    if (d->draft_layers)
-        return kvl_fail(KVL_EINVAL, "%s: --engine %s: a V4 draft layer is not priced", m->path,
-                        kvl_engine_name(d->engine));
     r->main_row_bytes = kvl_v4_engine_row_bytes(m);
     r->index_key_bytes = kvl_v4_engine_index_key_bytes(m);
     r->window_bytes_per_sequence = 0;
     for (size_t i = 0; i < m->n_layers; i++) r->kind_layers[m->layers[i].kind]++;
-    if (d->engine == KVL_ENGINE_VLLM) vllm_v4_rank(r, m);
+    if (d->engine == KVL_ENGINE_VLLM) vllm_v4_rank(r, m, d->draft_layers);
     else sglang_v4_rank(r, m, d);
     return KVL_OK;
 }

@@ -121,7 +121,12 @@
  *    python/sglang/srt/models/deepseek_v4.py, commit 000328a8). vLLM keeps its compressors' and
  *    indexer's projections whole too (disable_tp, ReplicatedLinear), not counted here. SGLang's
  *    reserve for V4 is taken as for an MLA model; its V4 branch was not read.
- *  - Not priced: V4's MTP draft under an engine, and V4.1. Both engines serve V4.1 (vLLM's
+ *  - The MTP draft. vLLM gives the layer past the backbone ratio 1 (DeepseekV4Attention,
+ *    deepseek_v4.py, commit 023da1fc): one more window layer in its window bucket. SGLang doubles
+ *    its state rings (16 and 256, get_compress_state_ring_size) and inflates a full token's bytes by
+ *    (layers + 1) / layers for the draft worker, one draft layer (_get_bytes_per_full_token,
+ *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
+ *  - Not priced: V4.1. Both engines serve V4.1 (vLLM's
  *    vllm/v1/attention/backends/mla/flashmla_sparse.py, commit 008a0c31, describes its 528-byte rows;
  *    SGLang's python/sglang/srt/configs/deepseek_v41.py, commit 85f8105f), but their V4.1 pools are
  *    code not read here: refused by name, not priced as V4's. */
@@ -251,13 +256,14 @@ typedef struct {
     size_t window_blocks;     /* blocks one sequence's window groups hold at decode */
 } kvl_vllm_v4_blocks;
 
-void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m);
+/* m's pool with `draft_layers` MTP layers cached beside the backbone (each a window-only layer). */
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers);
 
 /* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator
  * ._get_bytes_per_full_token), and the C128 compressor-state rows it sets aside for `running`
- * requests of a worker (_get_c128_state_fixed_bytes). */
-double kvl_sglang_v4_bytes_per_token(const kvl_model *m);
-double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running);
+ * requests of a worker (_get_c128_state_fixed_bytes); `speculative`: with an MTP draft worker. */
+double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative);
+double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int speculative);
 
 /* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
  * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */

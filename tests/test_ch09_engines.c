@@ -307,7 +307,7 @@ START_TEST(test_vllm_v4_blocks_are_its_widest_group_of_pages)
 {
     loaded v4 = load("deepseek-v4-flash.json");
     kvl_vllm_v4_blocks b;
-    kvl_vllm_v4_blocks_of(&b, &v4.m);
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 0);
     ck_assert_uint_eq(b.repeats, 22);
     ck_assert_uint_eq(b.compressed_bytes, 21 * 37440 + 21 * 8640 + 20 * 1728);
     ck_assert_uint_eq(b.block_bytes, 1002240);
@@ -346,11 +346,11 @@ START_TEST(test_sglang_v4_pool_is_full_tokens_after_its_c128_states)
     loaded v4 = load("deepseek-v4-flash.json");
     const double bpft = 0.1 * 584 * 43 + 0.25 * 584 * 21 + 1.0 / 128 * 584 * 20 + 0.25 * 132 * 21 +
                         0.1 * (8.0 / 128) * 8192 * 21 + 0.1 * (8.0 / 128) * 2048 * 21;
-    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m) - 7705.45) < 1e-9, "%.6f",
-                  kvl_sglang_v4_bytes_per_token(&v4.m));
+    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 0) - 7705.45) < 1e-9, "%.6f",
+                  kvl_sglang_v4_bytes_per_token(&v4.m, 0));
     ck_assert(fabs(bpft - 7705.45) < 1e-9);
-    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256) == 33152.0 * 1024 * 4 * 20);
-    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 32) == 4480.0 * 1024 * 4 * 20);
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 0) == 33152.0 * 1024 * 4 * 20);
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 32, 0) == 4480.0 * 1024 * 4 * 20);
     static const char *const split[] = {"tp", "dp"};
     const double states[] = {33152.0 * 1024 * 4 * 20, 4480.0 * 1024 * 4 * 20};
     for (int dp = 0; dp < 2; dp++) {
@@ -366,6 +366,44 @@ START_TEST(test_sglang_v4_pool_is_full_tokens_after_its_c128_states)
         ck_assert(num(l, "sequences_per_gpu") == floor(pool / (131072 * bpft)));
         cJSON_Delete(root);
     }
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+/* V4-Flash's MTP draft. vLLM gives the layer past the backbone ratio 1, a window-only layer: 44
+ * window layers split into two groups of 22 (the repeats still 22, padding 0 + 1 + 2), so neither
+ * the block nor the 26 window blocks a sequence change (three draft layers would: 46 window layers
+ * pad least at 23 repeats, 0 + 2 + 3). SGLang doubles its state rings (16 and 256)
+ * and inflates a full token by 44 / 43 for the draft worker: (2,511.2 + 3,066 + 91.25 + 693 + 0.1 ·
+ * 16 / 128 · (8,192 + 2,048) · 21) · 44 / 43; its C128 states round_up(257 · 256 + 257, 128) = 66,176
+ * rows. */
+START_TEST(test_v4_mtp_draft_as_each_engine_caches_it)
+{
+    loaded v4 = load("deepseek-v4-flash.json");
+    kvl_vllm_v4_blocks b;
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 1);
+    ck_assert_uint_eq(b.repeats, 22);
+    ck_assert_uint_eq(b.block_bytes, 1002240);
+    ck_assert_uint_eq(b.window_blocks, 26);
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 3);
+    ck_assert_uint_eq(b.repeats, 23);
+    const double bpft = (2511.2 + 3066 + 91.25 + 693 + 0.1 * (16.0 / 128) * (8192 + 2048) * 21) * 44 / 43;
+    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 1) - bpft) < 1e-9, "%.6f",
+                  kvl_sglang_v4_bytes_per_token(&v4.m, 1));
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 1) == 66176.0 * 1024 * 4 * 20);
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine vllm --gpu h200 --activation-peak-gib 6 --speculative mtp "
+                               "--format json ref/configs/deepseek-v4-flash.json",
+                               "tp", &root);
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == 1002240.0 / 256);
+    ck_assert(num(tp, "sequence_bytes_per_gpu") == (512 + 26) * 1002240.0);
+    cJSON_Delete(root);
+    tp = run_json("serving --engine sglang --gpu h200 --speculative mtp --format json "
+                  "ref/configs/deepseek-v4-flash.json",
+                  "tp", &root);
+    ck_assert(fabs(num(tp, "bytes_per_token_per_gpu") - bpft) < 1e-9);
+    ck_assert(num(tp, "state_bytes_per_gpu") == 66176.0 * 1024 * 4 * 20);
+    cJSON_Delete(root);
     kvl_model_free(&v4.m);
 }
 END_TEST
@@ -456,15 +494,17 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --speculative mtp ref/configs/deepseek-v3.json",
                          "serving --speculative mtp --mtp-layers 1 ref/configs/deepseek-llm-67b.json",
                          "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
-                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json"};
+                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json",
+                         "serving --speculative mtp ref/configs/deepseek-v4-flash.json"};
     const char *named[] = {"--engine", "--gpu", "--speculative", "--format", "--activation-peak-gib",
                            "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4.1-flash.json",
                            "deepseek-v4.1-flash.json", "page = 64", "deepseek-v4-flash.json",
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
-                           "--engine sglang"};
+                           "--engine sglang", "deepseek-v4-flash.json"};
     const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "003fca80",
                            "0a291a2e", "256", "v41-fp4",
-                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB"};
+                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
+                           "plain engine"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
@@ -494,6 +534,7 @@ Suite *kvl_suite(void)
     tcase_add_test(v4, test_vllm_v4_blocks_are_its_widest_group_of_pages);
     tcase_add_test(v4, test_vllm_v4_pool_is_whole_blocks_of_its_widest_group);
     tcase_add_test(v4, test_sglang_v4_pool_is_full_tokens_after_its_c128_states);
+    tcase_add_test(v4, test_v4_mtp_draft_as_each_engine_caches_it);
     tcase_set_timeout(v4, 60);
     suite_add_tcase(s, v4);
     TCase *weights = tcase_create("weights");

@@ -117,6 +117,13 @@ static void budget_text(char *out, size_t cap, const plan *p)
                  kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
 }
 
+/* Layers writing a per-token cache, the MTP draft's too; V4's draft keeps its window only. */
+static size_t caching_layers(const row *r, const plan *p)
+{
+    const int draft = p->mtp && r->model.generation != KVL_GEN_V4;
+    return r->kv.global_layers + (draft ? r->model.ffn.n_mtp_layers : 0);
+}
+
 /* "  DeepSeek-V3: sglang mem_fraction_static 0.886 (reserve 16,384 MiB), cache bf16, 61 caching
  * layers" */
 static void print_engine_line(const row *r, int dp, const plan *p)
@@ -130,7 +137,7 @@ static void print_engine_line(const row *r, int dp, const plan *p)
         printf(" less a profiled peak of %s GiB",
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
     printf(", cache %s, %zu caching layers, pages of %zu", kvl_kv_cache_label(&r->model),
-           r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0), r->page);
+           caching_layers(r, p), r->page);
     if (r->rank[dp].pool_fixed_bytes > 0)
         printf(", %s GiB of compressor state rows set aside",
                kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2));
@@ -233,8 +240,7 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "config", r->model.path);
     cJSON_AddStringToObject(o, "attention", dp ? "dp" : "tp");
     cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
-    const size_t layers = r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0);
-    cJSON_AddNumberToObject(o, "caching_layers", (double)layers);
+    cJSON_AddNumberToObject(o, "caching_layers", (double)caching_layers(r, p));
     cJSON_AddNumberToObject(o, "page", (double)(r->page ? r->page : p->d.page));
     cJSON_AddNumberToObject(o, "bytes_per_token_per_gpu", r->rank[dp].bytes_per_token);
     if (p->memory > 0) cJSON_AddNumberToObject(o, "memory_fraction", r->engine[dp].fraction);
@@ -321,15 +327,19 @@ static int by_date(const void *a, const void *b)
     return kvl_model_date_order(&((const row *)a)->model, &((const row *)b)->model);
 }
 
-/* MTP speculation drafts with V3's and V3.2's MTP layers, as many as the config's
- * num_nextn_predict_layers, or --mtp-layers where the config leaves the field out (DeepSeek's
- * inference spelling does): m's count set, or KVL_EINVAL naming the file and field. */
-static int set_draft(kvl_model *m, size_t mtp_layers)
+/* MTP speculation drafts with V3's and V3.2's MTP layers (and V4's, as vLLM and SGLang cache it),
+ * as many as the config's num_nextn_predict_layers, or --mtp-layers where the config leaves the
+ * field out (DeepSeek's inference spelling does): m's count set, or KVL_EINVAL naming the file and
+ * field. */
+static int set_draft(kvl_model *m, size_t mtp_layers, kvl_engine e)
 {
-    if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA)
+    const kvl_generation g = m->generation;
+    if (g != KVL_GEN_MLA && g != KVL_GEN_DSA && (g != KVL_GEN_V4 || e == KVL_ENGINE_PLAIN))
         return kvl_fail(KVL_EINVAL,
-                        "%s: --speculative mtp prices an MLA or DSA model's MTP layer, not a %s model's",
-                        m->path, kvl_generation_name(m->generation));
+                        "%s: --speculative mtp prices an MLA or DSA model's MTP layer (V4's under --engine "
+                        "vllm or sglang), not a %s model's%s",
+                        m->path, kvl_generation_name(g),
+                        g == KVL_GEN_V4 ? " under the plain engine" : "");
     if (m->ffn.n_mtp_layers && mtp_layers && mtp_layers != m->ffn.n_mtp_layers)
         return kvl_fail(KVL_EINVAL,
                         "%s: --mtp-layers %zu, but field num_nextn_predict_layers is %zu", m->path,
@@ -351,7 +361,7 @@ static int load_row(row *r, const char *path, const plan *p)
     if (rc == KVL_OK)
         rc = kvl_engine_cache_layout(&r->model.kv_cache, p->d.engine, &r->model,
                                      kvl_gpu_sm_major(p->gpu), p->cache);
-    if (rc == KVL_OK && p->mtp) rc = set_draft(&r->model, p->mtp_layers);
+    if (rc == KVL_OK && p->mtp) rc = set_draft(&r->model, p->mtp_layers, p->d.engine);
     if (rc != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
         fprintf(stderr, "serving: %s\n", kvl_error());
         return 2;
