@@ -39,6 +39,14 @@ static size_t layer_entry_bytes(const kvl_model *m, const kvl_rank_cache *r, siz
     return r->main_row_bytes + (keyed ? r->index_key_bytes : 0);
 }
 
+static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d);
+
+/* V4 under vLLM or SGLang: priced by the engine's own pools, not by the rules of this project */
+static int engine_v4(const kvl_model *m, const kvl_deployment *d)
+{
+    return d->engine != KVL_ENGINE_PLAIN && m->generation == KVL_GEN_V4;
+}
+
 int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footprint *f, const kvl_deployment *d)
 {
     int rc = kvl_deployment_check(d, m);
@@ -47,6 +55,7 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
                           .window_bytes_per_sequence = f->window_bytes_per_sequence,
                           .bounded_tokens = f->bounded_tokens,
                           .groups_per_node = d->dp_attention ? d->gpus : d->gpus / d->tp};
+    if (engine_v4(m, d)) return engine_v4_rank(r, m, d);
     if (m->generation == KVL_GEN_MHA || (m->kv_whole_heads && m->kv_cache == KVL_CACHE_BF16)) {
         /* main_row_bytes = Hkv · (Dk + Dv) · element bytes: a rank keeps its share of the heads */
         r->kv_heads = d->dp_attention ? m->n_kv_heads : kvl_rank_kv_heads(m->n_kv_heads, d->tp);
@@ -67,6 +76,9 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
 
 double kvl_rank_sequence_bytes(const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, size_t T)
 {
+    /* an engine's V4 pool: whole blocks of tokens at its per-token bytes, and its window blocks */
+    if (engine_v4(m, d))
+        return (double)kvl_paged_entries(T, 1, d->page) * r->bytes_per_token + (double)r->window_bytes_per_sequence;
     double bytes = (double)r->window_bytes_per_sequence;
     size_t held = r->bounded_tokens && T > r->bounded_tokens ? r->bounded_tokens : T;
     for (size_t i = 0; i < m->n_layers; i++)
@@ -87,6 +99,10 @@ double kvl_rank_window_bytes(const kvl_model *m, const kvl_rank_cache *r, const 
 int kvl_fit_of(kvl_fit *out, const kvl_model *m, const kvl_rank_cache *r, const kvl_deployment *d, double budget,
                size_t T)
 {
+    if (!(budget > r->pool_fixed_bytes))
+        return kvl_fail(KVL_EINVAL, "deployment: budget = %.0f bytes leaves nothing beside the %.0f bytes of "
+                        "state rows the engine sets aside for %s", budget, r->pool_fixed_bytes, m->path);
+    budget -= r->pool_fixed_bytes;
     if (!(budget >= (double)r->window_bytes_per_sequence) || !(budget > 0))
         return kvl_fail(KVL_EINVAL, "deployment: budget = %.0f bytes is below one sequence's window rows "
                         "(%zu bytes per GPU) of %s", budget, r->window_bytes_per_sequence, m->path);
@@ -118,6 +134,11 @@ double kvl_rank_weight_bytes(const kvl_params *p, const kvl_deployment *d, kvl_w
 }
 
 /* ---- engines ---------------------------------------------------------------------------------- */
+
+/* Tokens of one block of an engine's V4 pool: vLLM's V4 FlashMLA kernel takes blocks of 256
+ * (DeepseekV4FlashMLASparseBackend.get_supported_kernel_block_sizes), SGLang sets page_size 256 for
+ * its dsv4 backend (apply_deepseek_v4_defaults). */
+#define V4_BLOCK_TOKENS 256
 
 static const char *const ENGINE_NAMES[] = {"plain", "vllm", "sglang"};
 static const char *const GPU_NAMES[] = {"h100", "h200", "b200"};
@@ -165,6 +186,34 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
+/* Both engines serve V4.1, but their V4.1 pools are code this project has not read: refused by name
+ * rather than priced as V4's. */
+static int refuse_v41(const kvl_model *m, kvl_engine e)
+{
+    if (e == KVL_ENGINE_VLLM)
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm stores V4.1's 528-byte rows (flashmla_sparse.py, commit "
+                        "008a0c31), but this project prices only its V4 pool (deepseek_v4_attention.py, commit "
+                        "0a291a2e)", m->path);
+    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 (configs/deepseek_v41.py, commit 85f8105f), but "
+                    "this project prices only its V4 pool (DSV4PoolConfigurator, commit 003fca80)", m->path);
+}
+
+/* Both engines store V4's rows one way, FP8 with UE8M0 scales (v4-fp8), for compress ratios 0, 4 and
+ * 128 (vLLM's CompressorStateCache and SGLang's get_compress_state_ring_size take no other). */
+static int engine_v4_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int asked)
+{
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const size_t M = m->layers[i].compress_ratio;
+        if (M != 0 && M != 4 && M != 128)
+            return kvl_fail(KVL_EINVAL, "%s: --engine %s: layer %zu compresses %zu tokens an entry; the engine's V4 "
+                            "pools take ratios 0, 4 and 128", m->path, kvl_engine_name(e), i, M);
+    }
+    *out = asked < 0 ? KVL_CACHE_V4_FP8 : (kvl_cache_layout)asked;
+    if (*out == KVL_CACHE_V4_FP8) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a V4 model's cache as %s: its row is v4-fp8",
+                    m->path, kvl_engine_name(e), kvl_cache_layout_name(*out));
+}
+
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
 {
     if (e == KVL_ENGINE_PLAIN) {
@@ -172,9 +221,8 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
         return KVL_OK;
     }
     const kvl_generation g = m->generation;
-    if (g != KVL_GEN_MHA && g != KVL_GEN_MLA && g != KVL_GEN_DSA)
-        return kvl_fail(KVL_EINVAL, "%s: --engine %s prices MHA, MLA and DSA models, not a %s model", m->path,
-                        kvl_engine_name(e), kvl_generation_name(g));
+    if (g == KVL_GEN_V41) return refuse_v41(m, e);
+    if (g == KVL_GEN_V4) return engine_v4_layout(out, e, m, asked);
     *out = asked < 0 ? engine_default_layout(e, m, sm) : (kvl_cache_layout)asked;
     /* the FP8 row each engine stores: dense for MLA, V3.2's sparse format for DSA, none for MHA here */
     const kvl_cache_layout fp8 = g == KVL_GEN_MLA ? KVL_CACHE_MLA_FP8 : KVL_CACHE_V32_FP8;
@@ -187,6 +235,7 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm)
 {
     const int mha = m->generation == KVL_GEN_MHA, dsa = m->generation == KVL_GEN_DSA;
+    if (e != KVL_ENGINE_PLAIN && m->generation == KVL_GEN_V4) return V4_BLOCK_TOKENS;
     if (e == KVL_ENGINE_SGLANG) return dsa || (!mha && sm >= 10) ? 64 : 1;
     if (e == KVL_ENGINE_VLLM) return mha ? 16 : !dsa && sm >= 10 ? 128 : 64;
     return 0;
@@ -275,9 +324,11 @@ double kvl_engine_pool_tokens(const kvl_deployment *d, double budget, double byt
 }
 
 /* The fused q_a / kv_a projection of an MLA/DSA model: d · (Dq' + Dc + Dr) weights a layer (V2-Lite,
- * without q_a, d · (Dc + Dr)). */
+ * without q_a, d · (Dc + Dr)); V4's wq_a and wkv, d · (Dq' + Dh) (vLLM's fused_wqa_wkv with
+ * disable_tp, SGLang's ReplicatedLinear wq_a and wkv). */
 static uint64_t fused_a_projection(const kvl_model *m)
 {
+    if (m->generation == KVL_GEN_V4) return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->head_dim);
     if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA) return 0;
     return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->kv_lora_rank + m->qk_rope_head_dim);
 }
@@ -346,4 +397,223 @@ double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kv
     if (d->engine == KVL_ENGINE_PLAIN) return bytes + kvl_rank_weight_bytes(&mtp, d, linear, experts, scale_e8m0);
     const kvl_params r = engine_share(&mtp, whole_attention(m) / m->n_layers * d->draft_layers, d);
     return bytes + kvl_params_bytes(&r, linear, experts, scale_e8m0);
+}
+
+/* ---- V4 under the engines --------------------------------------------------------------------- */
+
+#define V4_PAGE_ALIGN 576     /* FlashMLA's page alignment, bytes (vLLM's alignment=576, SGLang's pads) */
+#define V4_STATE_BYTES 4      /* compressor states in float32 (CompressorStateCache, SGLang's default) */
+#define SGLANG_V4_SWA_RATIO 0.1       /* swa_full_tokens_ratio as SGLang sets it for V4 */
+#define SGLANG_V4_RUNNING 256         /* max_running_requests as SGLang sets it for V4 */
+/* get_compress_state_ring_size: the C4 and C128 state rings, doubled under speculation */
+static size_t sglang_v4_ring(size_t ratio, int speculative) { return (ratio == 4 ? 8 : 128) << (speculative != 0); }
+
+static size_t round_up(size_t n, size_t k) { return (n + k - 1) / k * k; }
+static size_t cdiv(size_t n, size_t k) { return (n + k - 1) / k; }
+
+size_t kvl_v4_engine_row_bytes(const kvl_model *m)
+{
+    const size_t nope = m->head_dim - m->qk_rope_head_dim;
+    return nope + 2 * m->qk_rope_head_dim + nope / 64 + 1;
+}
+
+size_t kvl_v4_engine_index_key_bytes(const kvl_model *m) { return m->index_head_dim + m->index_head_dim / 128 * 4; }
+
+/* Layers compressing 4 and 128 tokens an entry (CSA, HCA). */
+static void v4_ratio_layers(const kvl_model *m, size_t *c4, size_t *c128)
+{
+    *c4 = *c128 = 0;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        *c4 += m->layers[i].compress_ratio == 4;
+        *c128 += m->layers[i].compress_ratio == 128;
+    }
+}
+
+/* One of vLLM's buckets of cache layers that need the same token slots: up to three page sizes,
+ * the layers of each, the tokens a block covers and the window (0: every token kept). */
+typedef struct {
+    size_t page[3], layers[3];
+    int sizes;
+    size_t block_tokens, window;
+} vllm_bucket;
+
+/* n layers of `bytes` a block, padded to FlashMLA's 576-byte alignment; equal pages share a size */
+static void bucket_add(vllm_bucket *b, size_t bytes, size_t n)
+{
+    if (!n) return;
+    const size_t page = round_up(bytes, V4_PAGE_ALIGN);
+    for (int i = 0; i < b->sizes; i++)
+        if (b->page[i] == page) {
+            b->layers[i] += n;
+            return;
+        }
+    b->page[b->sizes] = page;
+    b->layers[b->sizes++] = n;
+}
+
+static size_t bucket_max_layers(const vllm_bucket *b)
+{
+    size_t n = 0;
+    for (int i = 0; i < b->sizes; i++) n = b->layers[i] > n ? b->layers[i] : n;
+    return n;
+}
+
+/* every page size holds as many layers: the bucket repeats one layer of each */
+static int bucket_balanced(const vllm_bucket *b)
+{
+    for (int i = 1; i < b->sizes; i++)
+        if (b->layers[i] != b->layers[0]) return 0;
+    return b->sizes > 0;
+}
+
+/* kv_cache_planning._approximate_gcd: the d >= lower that pads the counts least, ties to the larger */
+static size_t approximate_gcd(const size_t *x, int n, size_t lower)
+{
+    size_t max = 0, best = lower ? lower : 1, best_pad = (size_t)-1;
+    for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    for (size_t d = best; d <= max; d++) {
+        size_t pad = 0;
+        for (int i = 0; i < n; i++) pad += (d - x[i] % d) % d;
+        if (pad < best_pad || (pad == best_pad && d > best)) best_pad = pad, best = d;
+    }
+    return best;
+}
+
+/* V4's four buckets in vLLM: the compressed layers (CSA main rows and index keys, HCA main rows,
+ * 256-token blocks); every layer's window (DeepseekV4SWACache, 64-token blocks of whole rows, window W),
+ * an MTP draft layer's too (DeepseekV4Attention gives the layer past the backbone ratio 1: window only);
+ * the CSA compressors' states (main and indexer, 4-token blocks, window 8); the HCA compressors'
+ * states (8-token blocks, window 128). A compressor state row holds kv and score, twice over for
+ * the overlapping CSA: 2 · coff · head_dim float32 values. */
+static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m, size_t draft_layers)
+{
+    size_t c4, c128;
+    v4_ratio_layers(m, &c4, &c128);
+    const size_t row = kvl_v4_engine_row_bytes(m), key = kvl_v4_engine_index_key_bytes(m);
+    const size_t head = m->head_dim, index_head = m->index_head_dim;
+    b[0] = (vllm_bucket){.block_tokens = V4_BLOCK_TOKENS};
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * row, c4);
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * key, c4);
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 128 * row, c128);
+    b[1] = (vllm_bucket){.block_tokens = 64, .window = m->window};
+    bucket_add(&b[1], 64 * row, m->n_layers + draft_layers);
+    b[2] = (vllm_bucket){.block_tokens = 4, .window = 2 * 4};
+    bucket_add(&b[2], 4 * 2 * 2 * head * V4_STATE_BYTES, c4);
+    bucket_add(&b[2], 4 * 2 * 2 * index_head * V4_STATE_BYTES, c4);
+    b[3] = (vllm_bucket){.block_tokens = 8, .window = 128};
+    bucket_add(&b[3], 8 * 2 * head * V4_STATE_BYTES, c128);
+    return 4;
+}
+
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers)
+{
+    vllm_bucket b[4];
+    const int n = vllm_v4_buckets(b, m, draft_layers);
+    /* _get_packed_kv_cache_groups: balanced buckets split into groups of the same repeats, at least
+     * as many as the largest balanced bucket of several page sizes holds; the others stay whole */
+    size_t floor_repeats = 0, counts[4];
+    int balanced = 0;
+    for (int i = 0; i < n; i++) {
+        if (!bucket_balanced(&b[i])) continue;
+        counts[balanced++] = bucket_max_layers(&b[i]);
+        if (b[i].sizes > 1 && bucket_max_layers(&b[i]) > floor_repeats) floor_repeats = bucket_max_layers(&b[i]);
+    }
+    const size_t repeats = floor_repeats ? approximate_gcd(counts, balanced, floor_repeats) : 0;
+    *out = (kvl_vllm_v4_blocks){.repeats = repeats};
+    for (int i = 0; i < n; i++) {
+        if (!b[i].sizes) continue;
+        const size_t groups = repeats && bucket_balanced(&b[i]) ? cdiv(bucket_max_layers(&b[i]), repeats) : 1;
+        size_t widest = 0;
+        for (int k = 0; k < b[i].sizes; k++) widest += cdiv(b[i].layers[k], groups) * b[i].page[k];
+        /* _get_kv_cache_bytes_per_block: the widest group sets every block's bytes */
+        if (widest > out->block_bytes) out->block_bytes = widest;
+        if (i == 0) out->compressed_bytes = widest;
+        /* a window group holds the blocks its last W tokens span at decode */
+        if (b[i].window) out->window_blocks += groups * (cdiv(b[i].window - 1, b[i].block_tokens) + 1);
+    }
+}
+
+double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative)
+{
+    size_t c4, c128;
+    v4_ratio_layers(m, &c4, &c128);
+    const double row = (double)kvl_v4_engine_row_bytes(m), key = (double)kvl_v4_engine_index_key_bytes(m);
+    const double state = 2.0 * 2 * (double)m->head_dim * V4_STATE_BYTES;
+    const double index_state = 2.0 * 2 * (double)m->index_head_dim * V4_STATE_BYTES;
+    const double ring = (double)sglang_v4_ring(4, speculative) / (double)m->window;
+    /* DSV4PoolConfigurator._get_bytes_per_full_token, term by term in its order: the SWA pool at
+     * swa_ratio of the full tokens in every layer, the C4 and C128 rows, the C4 index keys, the C4
+     * compressor states (main and indexer) at ring / window of the SWA tokens; C128 states apart */
+    const double bytes = SGLANG_V4_SWA_RATIO * row * (double)m->n_layers + 0.25 * row * (double)c4 +
+                         1.0 / 128 * row * (double)c128 + 1.0 / 4 * key * (double)c4 +
+                         SGLANG_V4_SWA_RATIO * ring * state * (double)c4 +
+                         SGLANG_V4_SWA_RATIO * ring * index_state * (double)c4;
+    /* a draft worker's pools: the bytes inflated by (target + draft) / target, one draft layer */
+    return speculative ? bytes * ((double)(m->n_layers + 1) / (double)m->n_layers) : bytes;
+}
+
+double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int speculative)
+{
+    size_t c4, c128;
+    v4_ratio_layers(m, &c4, &c128);
+    if (!c128) return 0;
+    /* _get_c128_state_fixed_bytes: a ring of raw (kv, score) rows per request slot (running + 1), one
+     * ring and a null row more, in rows of 128 */
+    const size_t ring = sglang_v4_ring(128, speculative);
+    const size_t rows = round_up((running + 1) * ring + ring + 1, 128);
+    return (double)rows * 2 * (double)m->head_dim * V4_STATE_BYTES * (double)c128;
+}
+
+/* vLLM's pool: blocks of the widest group, 256 tokens of every compressed layer a block, the window
+ * groups' blocks a sequence; each layer kind's share of a block, the window groups' surplus (if they
+ * set the block) on the window layers. */
+static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m, size_t draft_layers)
+{
+    kvl_vllm_v4_blocks v;
+    kvl_vllm_v4_blocks_of(&v, m, draft_layers);
+    r->bytes_per_token = (double)v.block_bytes / V4_BLOCK_TOKENS;
+    r->window_bytes_per_sequence = v.window_blocks * v.block_bytes;
+    const double per_token = 1.0 / V4_BLOCK_TOKENS;
+    r->kind_bytes[KVL_LAYER_CSA] = (double)r->kind_layers[KVL_LAYER_CSA] *
+                                   (double)(round_up(V4_BLOCK_TOKENS / 4 * r->main_row_bytes, V4_PAGE_ALIGN) +
+                                            round_up(V4_BLOCK_TOKENS / 4 * r->index_key_bytes, V4_PAGE_ALIGN)) *
+                                   per_token;
+    r->kind_bytes[KVL_LAYER_HCA] = (double)r->kind_layers[KVL_LAYER_HCA] *
+                                   (double)round_up(V4_BLOCK_TOKENS / 128 * r->main_row_bytes, V4_PAGE_ALIGN) *
+                                   per_token;
+    r->kind_bytes[KVL_LAYER_WINDOW] = (double)(v.block_bytes - v.compressed_bytes) * per_token;
+}
+
+/* SGLang's pool: full tokens at bytes_per_full_token, its C128 state rows set aside first; each
+ * layer kind's share of a full token. */
+static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
+{
+    const int spec = d->draft_layers > 0;
+    r->bytes_per_token = kvl_sglang_v4_bytes_per_token(m, spec);
+    /* max_running_requests is a node's; a DP-attention worker takes its share */
+    const size_t running = SGLANG_V4_RUNNING / (d->dp_attention ? d->gpus : 1);
+    r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, running, spec);
+    const double row = (double)r->main_row_bytes, swa = SGLANG_V4_SWA_RATIO * row;
+    const double states = SGLANG_V4_SWA_RATIO * (double)sglang_v4_ring(4, spec) / (double)m->window * 2 * 2 *
+                          (double)(m->head_dim + m->index_head_dim) * V4_STATE_BYTES;
+    for (int k = 0; k < KVL_N_LAYER_KINDS; k++) r->kind_bytes[k] = swa * (double)r->kind_layers[k];
+    r->kind_bytes[KVL_LAYER_CSA] +=
+        (double)r->kind_layers[KVL_LAYER_CSA] * ((row + (double)r->index_key_bytes) / 4 + states);
+    r->kind_bytes[KVL_LAYER_HCA] += (double)r->kind_layers[KVL_LAYER_HCA] * row / 128;
+    /* the draft's share: what the inflation by (L + 1) / L adds */
+    r->draft_bytes_per_token = spec ? r->bytes_per_token / (double)(m->n_layers + 1) : 0;
+}
+
+static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
+{
+    if (d->page != V4_BLOCK_TOKENS)
+        return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %d tokens", d->page,
+                        kvl_engine_name(d->engine), m->path, V4_BLOCK_TOKENS);
+    r->main_row_bytes = kvl_v4_engine_row_bytes(m);
+    r->index_key_bytes = kvl_v4_engine_index_key_bytes(m);
+    r->window_bytes_per_sequence = 0;
+    for (size_t i = 0; i < m->n_layers; i++) r->kind_layers[m->layers[i].kind]++;
+    if (d->engine == KVL_ENGINE_VLLM) vllm_v4_rank(r, m, d->draft_layers);
+    else sglang_v4_rank(r, m, d);
+    return KVL_OK;
 }

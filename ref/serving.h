@@ -92,7 +92,66 @@
  *    but the routed experts whole: the shared experts are a DeepseekV2MLP over the tp group (of 1),
  *    outside FusedMoE's expert parallelism (DeepseekV2MoE, deepseek_v2.py at 002d6073). The MTP
  *    module's weights are one more layer shaped as the last (its attention, experts and router, laid
- *    out as theirs) and its own projection and norms, whole everywhere. */
+ *    out as theirs) and its own projection and norms, whole everywhere.
+ *
+ * V4 under the engines. Neither engine follows this project's V4 rules (entries paged in entries,
+ * window rows a fixed ring outside the pool): each pages V4's compressed layers in token blocks and
+ * keeps the window in its pool. What was read, for V4-Flash's figures:
+ *
+ *  - The entry, both engines: 448 nope values one E4M3 byte each, 64 bf16 RoPE values, one UE8M0
+ *    scale per 64 nope values and a pad byte, 584 B (vLLM's DeepseekV4MultiHeadLatentAttentionWrapper
+ *    head_bytes, vllm/model_executor/layers/deepseek_v4_attention.py, commit 0a291a2e, whose
+ *    DeepseekV4MLAAttention asserts an FP8 cache and stores it as fp8_ds_mla; SGLang's
+ *    DeepSeekV4SingleKVPool.get_bytes_per_token, python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py,
+ *    commit 007bddd4). The index key: 128 E4M3 bytes and a float32 scale, 132 B (vLLM's DeepseekV4Indexer
+ *    k_cache_head_dim, same file, an FP4 key taking the same memory; SGLang's DSV4PoolConfigurator
+ *    counts 132). This project's v4-fp8 key is 68 B.
+ *  - vLLM's specs. A compressed layer: MLAAttentionSpec over blocks of 256 tokens (the V4 FlashMLA
+ *    kernel's only block, DeepseekV4FlashMLASparseBackend.get_supported_kernel_block_sizes), 256 / M
+ *    entries a block, the page padded to 576 B (DeepseekV4MLAAttention.get_kv_cache_spec; CSA's index
+ *    keys likewise, DeepseekV4IndexerCache.get_kv_cache_spec). Every layer's window:
+ *    SlidingWindowMLASpec of 64-token blocks of 584-byte rows, window W (DeepseekV4SWACache,
+ *    vllm/v1/attention/backends/mla/sparse_swa.py, commit 03dc5649): paged per token, not a ring.
+ *    Each compressor keeps float32 states, 2 · coff · head_dim a row, in a sliding window of coff · M
+ *    rows: blocks of 4 rows for CSA (coff 2), 8 for HCA (CompressorStateCache,
+ *    vllm/model_executor/layers/deepseek_compressor.py, commit 0de10a27). The ratio-0 layers cache
+ *    their window only.
+ *  - vLLM's pool (vllm/v1/core/kv_cache_planning.py, commit 4253bd44). _get_packed_kv_cache_groups
+ *    buckets layers of one block size and window; a bucket whose page sizes hold equally many layers
+ *    is split into groups of the repeats _approximate_gcd picks (the fewest padded layers, at least
+ *    the largest such bucket of several sizes); a block is the widest group's pages
+ *    (_get_kv_cache_bytes_per_block), num_blocks = memory // that, and every group draws blocks from
+ *    the one pool (_max_memory_usage_bytes_from_groups). V4-Flash: 21 · 37,440 + 21 · 8,640 + 20 ·
+ *    1,728 = 1,002,240 B a block of 256 tokens. At decode a window group holds the blocks its last W
+ *    tokens span, ceil((W - 1) / block) + 1 (the "+1" of SlidingWindowSpec.max_memory_usage_bytes,
+ *    vllm/v1/kv_cache_interface.py, commit 001cabc1): 26 blocks a sequence for V4-Flash.
+ *  - SGLang's pool (DSV4PoolConfigurator, python/sglang/srt/model_executor/pool_configurator.py,
+ *    commit 003fca80). _get_bytes_per_full_token: the SWA pool, swa_full_tokens_ratio of the full
+ *    tokens, in every layer; the C4 and C128 rows at 1/4 and 1/128; the C4 index keys at 1/4; the C4
+ *    compressor states (main and indexer, float32) at ring 8 / window of the SWA tokens; 7,705.45 B
+ *    for V4-Flash. calculate_pool_sizes first sets aside the C128 states (_get_c128_state_fixed_bytes:
+ *    a ring of 128 rows per request slot, max_running_requests + 1 slots, one ring and a null row
+ *    more, in rows of 128), then full tokens = what is left / those bytes, in pages of 256. The
+ *    defaults: page_size 256 and swa_full_tokens_ratio 0.1 (_deepseek_v4_overrides,
+ *    python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py, commit 01a4a991),
+ *    max_running_requests 256 (apply_deepseek_v4_defaults,
+ *    python/sglang/srt/arg_groups/deepseek_v4_hook.py, commit 006cbb66), a DP-attention worker its
+ *    share; the ring sizes (get_compress_state_ring_size, deepseek_v4_memory_pool.py, commit 007bddd4).
+ *  - Weights: both keep V4's wq_a and wkv, d · (Dq' + Dh) a layer, whole on every rank (vLLM's
+ *    DeepseekV4Attention fused_wqa_wkv with disable_tp, vllm/model_executor/models/deepseek_v4.py,
+ *    commit 023da1fc; SGLang's MQALayer ReplicatedLinear wq_a and wkv,
+ *    python/sglang/srt/models/deepseek_v4.py, commit 000328a8). vLLM keeps its compressors' and
+ *    indexer's projections whole too (disable_tp, ReplicatedLinear), not counted here. SGLang's
+ *    reserve for V4 is taken as for an MLA model; its V4 branch was not read.
+ *  - The MTP draft. vLLM gives the layer past the backbone ratio 1 (DeepseekV4Attention,
+ *    deepseek_v4.py, commit 023da1fc): one more window layer in its window bucket. SGLang doubles
+ *    its state rings (16 and 256, get_compress_state_ring_size) and inflates a full token's bytes by
+ *    (layers + 1) / layers for the draft worker, one draft layer (_get_bytes_per_full_token,
+ *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
+ *  - Not priced: V4.1. Both engines serve V4.1 (vLLM's
+ *    vllm/v1/attention/backends/mla/flashmla_sparse.py, commit 008a0c31, describes its 528-byte rows;
+ *    SGLang's python/sglang/srt/configs/deepseek_v41.py, commit 85f8105f), but their V4.1 pools are
+ *    code not read here: refused by name, not priced as V4's. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
@@ -135,6 +194,7 @@ typedef struct {
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
     size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */
+    double pool_fixed_bytes;           /* set aside before the pool: SGLang's V4 C128 state rows; else 0 */
 } kvl_rank_cache;
 
 /* How much of a budget one GPU and one node fill. */
@@ -193,9 +253,11 @@ double kvl_gpu_memory_mib(kvl_gpu g);
 int kvl_gpu_sm_major(kvl_gpu g);
 
 /* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
- * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA and
- * DSA models; an MLA model's FP8 row is mla-fp8 and a DSA model's v32-fp8. KVL_EINVAL naming the
- * file and the layout for a layout the engine does not store for that model. */
+ * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA, DSA
+ * and V4 models; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8, V4's v4-fp8 (its only
+ * row). KVL_EINVAL naming the file and the layout for a layout the engine does not store for that
+ * model, a V4 compress ratio other than 0, 4 and 128, and a V4.1 model (naming the engine and the
+ * commit read). */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
 /* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
@@ -203,8 +265,33 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
  * forces one (ServerArgs._handle_page_size), and its defaults force 64 for a DSA model (the nsa
  * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
  * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
- * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. */
+ * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. A V4 model: 256 in
+ * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size). */
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
+
+/* V4's entry under both engines: nope FP8 one byte a value, the RoPE key bf16, one UE8M0 scale per
+ * 64 nope values and a pad byte (448 + 128 + 7 + 1 = 584 for V4-Flash); and its index key, FP8 with
+ * a float32 scale per 128 values (128 + 4 = 132). */
+size_t kvl_v4_engine_row_bytes(const kvl_model *m);
+size_t kvl_v4_engine_index_key_bytes(const kvl_model *m);
+
+/* vLLM's V4 pool, as its packed layout groups a V4 model's cache layers (ref/serving.h, "V4 under
+ * the engines"). */
+typedef struct {
+    size_t repeats;           /* layers of each page size in one group of a split bucket; 0: none split */
+    size_t block_bytes;       /* bytes of one block: its widest group's pages, the pool's divisor */
+    size_t compressed_bytes;  /* the compressed layers' group: 256 tokens of CSA and HCA pages */
+    size_t window_blocks;     /* blocks one sequence's window groups hold at decode */
+} kvl_vllm_v4_blocks;
+
+/* m's pool with `draft_layers` MTP layers cached beside the backbone (each a window-only layer). */
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers);
+
+/* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator
+ * ._get_bytes_per_full_token), and the C128 compressor-state rows it sets aside for `running`
+ * requests of a worker (_get_c128_state_fixed_bytes); `speculative`: with an MTP draft worker. */
+double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative);
+double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int speculative);
 
 /* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
  * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */

@@ -2,9 +2,11 @@
  * from their code (ref/serving.h names the files and functions read). SGLang's reserve and memory
  * fraction, its DP-attention pool, vLLM's pool with a stated activation peak, the dense FP8 MLA row
  * against V3.2's sparse one, the MTP draft layer, the weights each keeps whole, the cache dtype by GPU
- * generation, the JSON output, and the flags refused. Weights are counted by ref/params (its own
+ * generation, V4's pools in each engine, the JSON output, every config under both engines, and the
+ * flags refused. Weights are counted by ref/params (its own
  * suite holds it to the published totals); how a rank's share of them is laid out is written out
  * below. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -227,14 +229,16 @@ START_TEST(test_the_mtp_draft_layer_is_one_more_caching_layer)
 END_TEST
 
 /* Both engines keep V3's fused q_a / kv_a projection whole on every rank: under tensor parallelism a
- * GPU holds 7/8 of it more than the plain split, in FP8. 67B has none: its weights match the plain
- * rule's. Under DP attention SGLang keeps the embedding whole (7/8 of it more, bf16). vLLM's
- * data-parallel ranks run tensor parallelism 1: FusedMoEParallelConfig.make flattens tp · dp into
- * expert parallelism for the routed experts only, and the shared experts are a DeepseekV2MLP over the
- * tp group of 1, so a rank holds the embedding, head, dense FFNs and shared experts whole. */
+ * GPU holds 7/8 of it more than the plain split, in FP8; V4-Flash's wq_a and wkv likewise, 43 layers
+ * of 4,096 × (1,024 + 512). 67B has none: its weights match the plain rule's. Under DP attention
+ * SGLang keeps the embedding whole (7/8 of it more, bf16). vLLM's data-parallel ranks run tensor
+ * parallelism 1: FusedMoEParallelConfig.make flattens tp · dp into expert parallelism for the routed
+ * experts only, and the shared experts are a DeepseekV2MLP over the tp group of 1, so a rank holds the
+ * embedding, head, dense FFNs and shared experts whole. */
 START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
 {
-    ch09_config v3 = ch09_load("deepseek-v3.json"), llm = ch09_load("deepseek-llm-67b.json");
+    ch09_config v3 = ch09_load("deepseek-v3.json"), llm = ch09_load("deepseek-llm-67b.json"),
+                v4 = ch09_load("deepseek-v4-flash.json");
     const kvl_weight_format f8 = KVL_WEIGHTS_FP8;
     for (kvl_engine e = KVL_ENGINE_VLLM; e <= KVL_ENGINE_SGLANG; e++) {
         const kvl_deployment tp = {.gpus = 8, .tp = 8, .page = 64, .engine = e};
@@ -242,6 +246,9 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
         const double more = kvl_engine_weight_bytes(&v3.p, &v3.m, &tp, f8, f8, 0) -
                             kvl_engine_weight_bytes(&v3.p, &v3.m, &plain, f8, f8, 0);
         ck_assert_msg(fabs(more - fp8(V3_FUSED * 7 / 8)) < 2, "%.1f", more);
+        const double v4_more = kvl_engine_weight_bytes(&v4.p, &v4.m, &tp, f8, f8, 0) -
+                               kvl_engine_weight_bytes(&v4.p, &v4.m, &plain, f8, f8, 0);
+        ck_assert_msg(fabs(v4_more - fp8(43.0 * 4096 * (1024 + 512) * 7 / 8)) < 2, "%.1f", v4_more);
         ck_assert(kvl_engine_weight_bytes(&llm.p, &llm.m, &tp, f8, f8, 0) ==
                   kvl_engine_weight_bytes(&llm.p, &llm.m, &plain, f8, f8, 0));
     }
@@ -253,6 +260,7 @@ START_TEST(test_engines_keep_the_fused_projection_and_dp_embedding_whole)
     ck_assert(fabs(kvl_engine_weight_bytes(&v3.p, &v3.m, &vllm, f8, f8, 0) - v3_weights(&v3.p, 1, 1, 1, 1)) < 1);
     kvl_model_free(&v3.m);
     kvl_model_free(&llm.m);
+    kvl_model_free(&v4.m);
 }
 END_TEST
 
@@ -303,6 +311,174 @@ START_TEST(test_each_engine_pages_as_its_default_backend_does)
 }
 END_TEST
 
+/* V4's entry in both engines (vLLM's DeepseekV4MultiHeadLatentAttentionWrapper head_bytes, SGLang's
+ * DeepSeekV4SingleKVPool.get_bytes_per_token): 448 nope values one E4M3 byte each, 64 bf16 RoPE values,
+ * 448 / 64 = 7 UE8M0 scales and a pad byte, 584 B; the index key, 128 E4M3 bytes and a float32 scale,
+ * 132 B (vLLM's k_cache_head_dim, SGLang's FP8 indexer count) where this project's v4-fp8 keeps 68. */
+START_TEST(test_v4_engine_entry_is_584_bytes_and_its_index_key_132)
+{
+    ch09_config v4 = ch09_load("deepseek-v4-flash.json");
+    ck_assert_uint_eq(kvl_v4_engine_row_bytes(&v4.m), 448 + 64 * 2 + 7 + 1);
+    ck_assert_uint_eq(kvl_v4_engine_index_key_bytes(&v4.m), 128 + 4);
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+/* vLLM's V4 pool, worked from its specs for V4-Flash (21 CSA, 20 HCA, 43 layers). Pages padded to
+ * 576 B: a CSA block of 256 tokens holds 64 entries, 64 · 584 = 37,376 → 37,440, and 64 index keys,
+ * 8,448 → 8,640; an HCA block 2 entries, 1,168 → 1,728; a window block 64 rows, 37,440; a CSA
+ * compressor state block 4 rows of 2 · 2 · 512 float32, 32,768 → 32,832, its indexer's 4 · 2 · 2 · 128 ·
+ * 4 = 8,192 → 8,640; an HCA state block 8 · 2 · 512 · 4 = 32,768 → 32,832. The balanced buckets repeat
+ * 43, 21 and 20 layers a page size, at least 21 (the CSA states' two sizes): 22 pads least (1 + 1 + 2),
+ * so the window layers split into two groups of 22. Widest group: the compressed layers, 21 · 37,440
+ * + 21 · 8,640 + 20 · 1,728 = 1,002,240 B a block (window groups 823,680, CSA states 870,912, HCA
+ * states 656,640). A sequence's window groups hold 2 · (⌈127 / 64⌉ + 1) + (⌈7 / 4⌉ + 1) + (⌈127 / 8⌉ +
+ * 1) = 26 blocks. */
+START_TEST(test_vllm_v4_blocks_are_its_widest_group_of_pages)
+{
+    ch09_config v4 = ch09_load("deepseek-v4-flash.json");
+    kvl_vllm_v4_blocks b;
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 0);
+    ck_assert_uint_eq(b.repeats, 22);
+    ck_assert_uint_eq(b.compressed_bytes, 21 * 37440 + 21 * 8640 + 20 * 1728);
+    ck_assert_uint_eq(b.block_bytes, 1002240);
+    ck_assert_uint_eq(b.window_blocks, 2 * 3 + 3 + 17);
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+/* vLLM's V4-Flash pool on 8 H200s with a stated 6 GiB peak: whole blocks of 1,002,240 B, 256 tokens
+ * each; a sequence of 131,072 tokens 512 blocks and its 26 window blocks. */
+START_TEST(test_vllm_v4_pool_is_whole_blocks_of_its_widest_group)
+{
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine vllm --gpu h200 --activation-peak-gib 6 --format json "
+                               "ref/configs/deepseek-v4-flash.json",
+                               "tp", &root);
+    const double cache = num(tp, "cache_gib_per_gpu") * GIB, block = 1002240;
+    ck_assert(num(tp, "page") == 256);
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == block / 256);
+    ck_assert(num(tp, "window_bytes_per_sequence_per_gpu") == 26 * block);
+    ck_assert(num(tp, "sequence_bytes_per_gpu") == (512 + 26) * block);
+    ck_assert_msg(num(tp, "tokens_per_gpu") == floor(cache / block) * 256, "%.0f", num(tp, "tokens_per_gpu"));
+    ck_assert(num(tp, "sequences_per_node") == floor(cache / ((512 + 26) * block)));
+    cJSON_Delete(root);
+}
+END_TEST
+
+/* SGLang's V4-Flash pool (DSV4PoolConfigurator): a full token costs the SWA pool's tenth of a row in
+ * each of 43 layers, 0.1 · 584 · 43 = 2,511.2; a quarter CSA row and index key in 21 layers, 146 · 21
+ * = 3,066 and 33 · 21 = 693; an HCA row over 128 in 20, 91.25; the CSA compressor states, 0.1 · 8 /
+ * 128 of 8,192 + 2,048 float32 bytes in 21, 1,344: 7,705.45 B. The C128 states come first: rings of
+ * 128 rows for 256 requests and one slot more, one ring and a null row, rounded to 128 rows, 33,152
+ * rows of 2 · 512 float32 in 20 layers; under DP attention 32 requests a worker, 4,480 rows. */
+START_TEST(test_sglang_v4_pool_is_full_tokens_after_its_c128_states)
+{
+    ch09_config v4 = ch09_load("deepseek-v4-flash.json");
+    const double bpft = 0.1 * 584 * 43 + 0.25 * 584 * 21 + 1.0 / 128 * 584 * 20 + 0.25 * 132 * 21 +
+                        0.1 * (8.0 / 128) * 8192 * 21 + 0.1 * (8.0 / 128) * 2048 * 21;
+    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 0) - 7705.45) < 1e-9, "%.6f",
+                  kvl_sglang_v4_bytes_per_token(&v4.m, 0));
+    ck_assert(fabs(bpft - 7705.45) < 1e-9);
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 0) == 33152.0 * 1024 * 4 * 20);
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 32, 0) == 4480.0 * 1024 * 4 * 20);
+    static const char *const split[] = {"tp", "dp"};
+    const double states[] = {33152.0 * 1024 * 4 * 20, 4480.0 * 1024 * 4 * 20};
+    for (int dp = 0; dp < 2; dp++) {
+        cJSON *root;
+        const cJSON *l = run_json("serving --engine sglang --gpu h200 --format json "
+                                  "ref/configs/deepseek-v4-flash.json",
+                                  split[dp], &root);
+        const double pool = num(l, "cache_gib_per_gpu") * GIB - states[dp];
+        ck_assert(num(l, "page") == 256);
+        ck_assert(fabs(num(l, "bytes_per_token_per_gpu") - 7705.45) < 1e-9);
+        ck_assert_msg(num(l, "tokens_per_gpu") == floor(floor(pool / bpft) / 256) * 256, "%s %.0f", split[dp],
+                      num(l, "tokens_per_gpu"));
+        ck_assert(num(l, "sequences_per_gpu") == floor(pool / (131072 * bpft)));
+        cJSON_Delete(root);
+    }
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+/* V4-Flash's MTP draft. vLLM gives the layer past the backbone ratio 1, a window-only layer: 44
+ * window layers split into two groups of 22 (the repeats still 22, padding 0 + 1 + 2), so neither
+ * the block nor the 26 window blocks a sequence change (three draft layers would: 46 window layers
+ * pad least at 23 repeats, 0 + 2 + 3). SGLang doubles its state rings (16 and 256)
+ * and inflates a full token by 44 / 43 for the draft worker: (2,511.2 + 3,066 + 91.25 + 693 + 0.1 ·
+ * 16 / 128 · (8,192 + 2,048) · 21) · 44 / 43; its C128 states round_up(257 · 256 + 257, 128) = 66,176
+ * rows. */
+START_TEST(test_v4_mtp_draft_as_each_engine_caches_it)
+{
+    ch09_config v4 = ch09_load("deepseek-v4-flash.json");
+    kvl_vllm_v4_blocks b;
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 1);
+    ck_assert_uint_eq(b.repeats, 22);
+    ck_assert_uint_eq(b.block_bytes, 1002240);
+    ck_assert_uint_eq(b.window_blocks, 26);
+    kvl_vllm_v4_blocks_of(&b, &v4.m, 3);
+    ck_assert_uint_eq(b.repeats, 23);
+    const double bpft = (2511.2 + 3066 + 91.25 + 693 + 0.1 * (16.0 / 128) * (8192 + 2048) * 21) * 44 / 43;
+    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 1) - bpft) < 1e-9, "%.6f",
+                  kvl_sglang_v4_bytes_per_token(&v4.m, 1));
+    ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 1) == 66176.0 * 1024 * 4 * 20);
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine vllm --gpu h200 --activation-peak-gib 6 --speculative mtp "
+                               "--format json ref/configs/deepseek-v4-flash.json",
+                               "tp", &root);
+    ck_assert(num(tp, "bytes_per_token_per_gpu") == 1002240.0 / 256);
+    ck_assert(num(tp, "sequence_bytes_per_gpu") == (512 + 26) * 1002240.0);
+    cJSON_Delete(root);
+    tp = run_json("serving --engine sglang --gpu h200 --speculative mtp --format json "
+                  "ref/configs/deepseek-v4-flash.json",
+                  "tp", &root);
+    ck_assert(fabs(num(tp, "bytes_per_token_per_gpu") - bpft) < 1e-9);
+    ck_assert(num(tp, "state_bytes_per_gpu") == 66176.0 * 1024 * 4 * 20);
+    cJSON_Delete(root);
+    kvl_model_free(&v4.m);
+}
+END_TEST
+
+/* Every config of ref/configs/ prints under both engines in FP8 weights on H200s and B200s, and
+ * V4-Flash on H100s too, as text and as JSON (V3's 84 GB a GPU do not fit an H100's 80; 67B in bf16
+ * does not fit vLLM's tp-1 data-parallel ranks); V4.1 is refused by name, naming the engine's code
+ * and the commit read. */
+START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
+{
+    DIR *dir = opendir(kvl_path("ref/configs"));
+    ck_assert_ptr_nonnull(dir);
+    static const char *const engines[] = {"vllm --activation-peak-gib 6", "sglang"};
+    static const char *const gpus[] = {"h100", "h200", "b200"};
+    static const char *const commit[] = {"0a291a2e", "003fca80"};
+    const struct dirent *e;
+    size_t configs = 0;
+    while ((e = readdir(dir))) {
+        const size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".json")) continue;
+        configs++;
+        const int v41 = strstr(e->d_name, "v4.1") != NULL, v4 = strstr(e->d_name, "v4") != NULL;
+        for (int k = 0; k < 2; k++)
+            for (int g = v4 ? 0 : 1; g < 3; g++)
+                for (int json = 0; json < 2; json++) {
+                    static char cmd[512], out[65536], err[4096];
+                    snprintf(cmd, sizeof cmd, "serving --engine %s --gpu %s --weights fp8%s ref/configs/%s", engines[k], gpus[g],
+                             json ? " --format json" : "", e->d_name);
+                    const int rc = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
+                    ck_assert_msg(rc == (v41 ? 2 : 0), "%s: exit %d: %s", cmd, rc, err);
+                    if (v41) {
+                        ck_assert_msg(out[0] == 0 && strstr(err, e->d_name) && strstr(err, commit[k]), "%s: %s",
+                                      cmd, err);
+                        continue;
+                    }
+                    ck_assert_msg(strstr(out, json ? "\"tokens_per_gpu\"" : "tokens/GPU"), "%s: %s", cmd, out);
+                    if (json) ck_assert_msg(kvl_json_text_check(out, strlen(out), cmd) == KVL_OK, "%s", kvl_error());
+                }
+    }
+    closedir(dir);
+    ck_assert_uint_eq(configs, 6);
+}
+END_TEST
+
 /* The JSON is one strict JSON text: the engine, the inputs, and a layouts array of one tp and one dp
  * entry per model, each with the figures named. */
 START_TEST(test_serving_json_is_one_object_with_a_layout_per_split)
@@ -340,18 +516,26 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --engine sglang --tp 4 ref/configs/deepseek-v3.json",
                          "serving --engine sglang --budget-gib 10 ref/configs/deepseek-v3.json",
                          "serving --engine sglang",
-                         "serving --engine sglang ref/configs/deepseek-v4-flash.json",
+                         "serving --engine sglang ref/configs/deepseek-v4.1-flash.json",
+                         "serving --engine vllm --activation-peak-gib 6 ref/configs/deepseek-v4.1-flash.json",
+                         "serving --engine sglang --page 64 ref/configs/deepseek-v4-flash.json",
+                         "serving --engine vllm --activation-peak-gib 6 --cache v41-fp4 "
+                         "ref/configs/deepseek-v4-flash.json",
                          "serving --engine sglang --cache v32-fp8 ref/configs/deepseek-v3.json",
                          "serving --speculative mtp ref/configs/deepseek-v3.json",
                          "serving --speculative mtp --mtp-layers 1 ref/configs/deepseek-llm-67b.json",
                          "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
-                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json"};
+                         "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json",
+                         "serving --speculative mtp ref/configs/deepseek-v4-flash.json"};
     const char *named[] = {"--engine", "--gpu", "--speculative", "--format", "--activation-peak-gib",
-                           "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4-flash.json",
+                           "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4.1-flash.json",
+                           "deepseek-v4.1-flash.json", "page = 64", "deepseek-v4-flash.json",
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
-                           "--engine sglang"};
-    const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "V4",
-                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB"};
+                           "--engine sglang", "deepseek-v4-flash.json"};
+    const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "003fca80",
+                           "0a291a2e", "256", "v41-fp4",
+                           "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
+                           "plain engine"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
@@ -377,6 +561,14 @@ Suite *kvl_suite(void)
     tcase_add_test(rows, test_the_mtp_draft_layer_is_one_more_caching_layer);
     tcase_add_test(rows, test_each_engine_pages_as_its_default_backend_does);
     suite_add_tcase(s, rows);
+    TCase *v4 = tcase_create("v4");
+    tcase_add_test(v4, test_v4_engine_entry_is_584_bytes_and_its_index_key_132);
+    tcase_add_test(v4, test_vllm_v4_blocks_are_its_widest_group_of_pages);
+    tcase_add_test(v4, test_vllm_v4_pool_is_whole_blocks_of_its_widest_group);
+    tcase_add_test(v4, test_sglang_v4_pool_is_full_tokens_after_its_c128_states);
+    tcase_add_test(v4, test_v4_mtp_draft_as_each_engine_caches_it);
+    tcase_set_timeout(v4, 60);
+    suite_add_tcase(s, v4);
     TCase *weights = tcase_create("weights");
     tcase_add_test(weights, test_engines_keep_the_fused_projection_and_dp_embedding_whole);
     tcase_add_test(weights, test_engines_keep_the_dsa_indexer_whole_on_every_rank);
@@ -384,6 +576,8 @@ Suite *kvl_suite(void)
     TCase *out = tcase_create("output");
     tcase_add_test(out, test_serving_json_is_one_object_with_a_layout_per_split);
     tcase_add_test(out, test_serving_refuses_an_engine_plan_it_cannot_price);
+    tcase_add_test(out, test_every_config_prints_under_both_engines_or_is_refused_by_name);
+    tcase_set_timeout(out, 120);
     suite_add_tcase(s, out);
     return s;
 }

@@ -85,7 +85,7 @@ static void usage(FILE *f)
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
         "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n"
-        "--engine vllm or sglang sizes the named MHA, MLA and DSA configs as that engine's code does\n"
+        "--engine vllm or sglang sizes the named MHA, MLA, DSA and V4 configs as that engine's code does\n"
         "(ref/serving.h): one engine over the node (--tp equal to --gpus), its own memory fraction and\n"
         "reserve on a GPU of --gpu's memory (or --memory-gib), its weight layout, its cache dtype for\n"
         "the GPU's generation, pools in whole pages; vLLM needs the activation peak its profile run\n"
@@ -117,6 +117,13 @@ static void budget_text(char *out, size_t cap, const plan *p)
                  kvl_grouped((char[32]){0}, 32, p->budget / GIB, 2));
 }
 
+/* Layers writing a per-token cache, the MTP draft's too; V4's draft keeps its window only. */
+static size_t caching_layers(const row *r, const plan *p)
+{
+    const int draft = p->mtp && r->model.generation != KVL_GEN_V4;
+    return r->kv.global_layers + (draft ? r->model.ffn.n_mtp_layers : 0);
+}
+
 /* "  DeepSeek-V3: sglang mem_fraction_static 0.886 (reserve 16,384 MiB), cache bf16, 61 caching
  * layers" */
 static void print_engine_line(const row *r, int dp, const plan *p)
@@ -129,8 +136,12 @@ static void print_engine_line(const row *r, int dp, const plan *p)
     else
         printf(" less a profiled peak of %s GiB",
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
-    printf(", cache %s, %zu caching layers, pages of %zu\n", kvl_kv_cache_label(&r->model),
-           r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0), r->page);
+    printf(", cache %s, %zu caching layers, pages of %zu", kvl_kv_cache_label(&r->model),
+           caching_layers(r, p), r->page);
+    if (r->rank[dp].pool_fixed_bytes > 0)
+        printf(", %s GiB of compressor state rows set aside",
+               kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2));
+    printf("\n");
 }
 
 static void print_mode(const row *rows, size_t n, int dp, const plan *p)
@@ -229,8 +240,7 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "config", r->model.path);
     cJSON_AddStringToObject(o, "attention", dp ? "dp" : "tp");
     cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
-    const size_t layers = r->kv.global_layers + (p->mtp ? r->model.ffn.n_mtp_layers : 0);
-    cJSON_AddNumberToObject(o, "caching_layers", (double)layers);
+    cJSON_AddNumberToObject(o, "caching_layers", (double)caching_layers(r, p));
     cJSON_AddNumberToObject(o, "page", (double)(r->page ? r->page : p->d.page));
     cJSON_AddNumberToObject(o, "bytes_per_token_per_gpu", r->rank[dp].bytes_per_token);
     if (p->memory > 0) cJSON_AddNumberToObject(o, "memory_fraction", r->engine[dp].fraction);
@@ -238,8 +248,13 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
         cJSON_AddNumberToObject(o, "reserved_mib", r->engine[dp].reserved_mib);
     cJSON_AddNumberToObject(o, "weights_gib_per_gpu", r->weights[dp] / GIB);
     cJSON_AddNumberToObject(o, "cache_gib_per_gpu", r->budget[dp] / GIB);
+    if (r->rank[dp].pool_fixed_bytes > 0)
+        cJSON_AddNumberToObject(o, "state_bytes_per_gpu", r->rank[dp].pool_fixed_bytes);
     cJSON_AddNumberToObject(o, "tokens_per_gpu", r->fit[dp].tokens_per_gpu);
+    cJSON_AddNumberToObject(o, "window_bytes_per_sequence_per_gpu",
+                            kvl_rank_window_bytes(&r->model, &r->rank[dp], &p->d));
     cJSON_AddNumberToObject(o, "sequence_bytes_per_gpu", r->fit[dp].sequence_bytes);
+    cJSON_AddNumberToObject(o, "sequences_per_gpu", r->fit[dp].sequences_per_gpu);
     cJSON_AddNumberToObject(o, "sequences_per_node", r->fit[dp].sequences_per_node);
     return o;
 }
@@ -312,15 +327,19 @@ static int by_date(const void *a, const void *b)
     return kvl_model_date_order(&((const row *)a)->model, &((const row *)b)->model);
 }
 
-/* MTP speculation drafts with V3's and V3.2's MTP layers, as many as the config's
- * num_nextn_predict_layers, or --mtp-layers where the config leaves the field out (DeepSeek's
- * inference spelling does): m's count set, or KVL_EINVAL naming the file and field. */
-static int set_draft(kvl_model *m, size_t mtp_layers)
+/* MTP speculation drafts with V3's and V3.2's MTP layers (and V4's, as vLLM and SGLang cache it),
+ * as many as the config's num_nextn_predict_layers, or --mtp-layers where the config leaves the
+ * field out (DeepSeek's inference spelling does): m's count set, or KVL_EINVAL naming the file and
+ * field. */
+static int set_draft(kvl_model *m, size_t mtp_layers, kvl_engine e)
 {
-    if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA)
+    const kvl_generation g = m->generation;
+    if (g != KVL_GEN_MLA && g != KVL_GEN_DSA && (g != KVL_GEN_V4 || e == KVL_ENGINE_PLAIN))
         return kvl_fail(KVL_EINVAL,
-                        "%s: --speculative mtp prices an MLA or DSA model's MTP layer, not a %s model's",
-                        m->path, kvl_generation_name(m->generation));
+                        "%s: --speculative mtp prices an MLA or DSA model's MTP layer (V4's under --engine "
+                        "vllm or sglang), not a %s model's%s",
+                        m->path, kvl_generation_name(g),
+                        g == KVL_GEN_V4 ? " under the plain engine" : "");
     if (m->ffn.n_mtp_layers && mtp_layers && mtp_layers != m->ffn.n_mtp_layers)
         return kvl_fail(KVL_EINVAL,
                         "%s: --mtp-layers %zu, but field num_nextn_predict_layers is %zu", m->path,
@@ -342,7 +361,7 @@ static int load_row(row *r, const char *path, const plan *p)
     if (rc == KVL_OK)
         rc = kvl_engine_cache_layout(&r->model.kv_cache, p->d.engine, &r->model,
                                      kvl_gpu_sm_major(p->gpu), p->cache);
-    if (rc == KVL_OK && p->mtp) rc = set_draft(&r->model, p->mtp_layers);
+    if (rc == KVL_OK && p->mtp) rc = set_draft(&r->model, p->mtp_layers, p->d.engine);
     if (rc != KVL_OK || kvl_kv_footprint_of(&r->kv, &r->model) != KVL_OK) {
         fprintf(stderr, "serving: %s\n", kvl_error());
         return 2;
@@ -518,7 +537,7 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
             "serving", "--mtp-layers counts the draft of --speculative mtp, which is not given", NULL);
     if (engine && !n_given)
         return kvl_bad_usage(
-            "serving", "--engine prices the MHA, MLA and DSA configs named: give CONFIG.json", name);
+            "serving", "--engine prices the MHA, MLA, DSA and V4 configs named: give CONFIG.json", name);
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
