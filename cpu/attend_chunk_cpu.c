@@ -172,9 +172,11 @@ static void group_values(float *o, const float *p, const chunk_group *g, const f
     }
 }
 
-/* The groups of blocks split among the threads: part p takes groups p, p + P, … (a causal chunk's later
- * groups see more keys, so interleaving evens the parts), each group in its thread's scratch, its
- * products single-threaded BLAS. A group's output does not depend on the split. */
+/* The groups of blocks split among the threads, in a snake: of each 2P groups part p takes the p-th
+ * from either end, so that under a causal mask, where each group sees more keys than the one before, the
+ * parts' work evens out (taking groups p, p + P, … left the last part 1/16 more than the first on two
+ * threads of a 4K chunk). Each group in its thread's scratch, its products single-threaded BLAS. A
+ * group's output does not depend on the split. */
 typedef struct {
     float *o;
     const float *q, *k, *v;
@@ -182,20 +184,29 @@ typedef struct {
     size_t B, groups, parts;
 } chunk_job;
 
+/* Group `at` of the job, its scores and mask in s and mask (B·N floats each). */
+static int chunk_group_run(const chunk_job *j, size_t at, float *s, float *mask)
+{
+    const kvl_chunk_head *c = j->c;
+    const size_t first = at * j->B, rows = c->S - first < j->B ? c->S - first : j->B;
+    chunk_group g;
+    KVL_TRY(group_masks(&g, mask, first, rows, c));
+    group_scores(s, &g, j->q, j->k, c);
+    group_softmax(s, &g, c);
+    group_values(j->o, s, &g, j->v, c);
+    return KVL_OK;
+}
+
 static int chunk_part(void *ctx, size_t p)
 {
     const chunk_job *j = ctx;
-    const kvl_chunk_head *c = j->c;
-    float *s = kvl_scratch(KVL_SCRATCH_CHUNK, 2 * j->B * c->N * sizeof *s);
-    if (!s) return kvl_fail(KVL_ENOMEM, "kvl_attend_chunk_head: out of memory for %zu scores", j->B * c->N);
-    float *mask = s + j->B * c->N;
-    for (size_t at = p; at < j->groups; at += j->parts) {
-        const size_t first = at * j->B, rows = c->S - first < j->B ? c->S - first : j->B;
-        chunk_group g;
-        KVL_TRY(group_masks(&g, mask, first, rows, c));
-        group_scores(s, &g, j->q, j->k, c);
-        group_softmax(s, &g, c);
-        group_values(j->o, s, &g, j->v, c);
+    const size_t N = j->c->N, round = 2 * j->parts;
+    float *s = kvl_scratch(KVL_SCRATCH_CHUNK, 2 * j->B * N * sizeof *s);
+    if (!s) return kvl_fail(KVL_ENOMEM, "kvl_attend_chunk_head: out of memory for %zu scores", j->B * N);
+    for (size_t base = 0; base < j->groups; base += round) {
+        const size_t near = base + p, far = base + round - 1 - p;
+        if (near < j->groups) KVL_TRY(chunk_group_run(j, near, s, s + j->B * N));
+        if (far < j->groups) KVL_TRY(chunk_group_run(j, far, s, s + j->B * N));
     }
     return KVL_OK;
 }

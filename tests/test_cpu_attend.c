@@ -296,8 +296,7 @@ END_TEST
 
 /* The chunk's S queries at positions span.start + i over the N = start + S − key_start keys from
  * span.key_start, under span's banded causal mask, by the backend in use, against the definition in
- * double (swa_visible decides each pair). S spans two groups of the CPU backend's blocks, the last one
- * partial; rows are wider than their keys and values. */
+ * double (swa_visible decides each pair); rows are wider than their keys and values. */
 static void check_band_chunk(swa_span span, size_t S, uint64_t seed)
 {
     enum { LDQ = DK + 3, LDO = DV + 5 };
@@ -327,11 +326,12 @@ static void check_band_chunk(swa_span span, size_t S, uint64_t seed)
 }
 
 /* Causal from position 0, a chunk after cached keys (queries from 300, keys from 100), and the same under
- * a window of 150 that hides the oldest keys from the later queries: on 1, 2 and 3 threads. */
+ * a window of 150 that hides the oldest keys from the later queries: on 1, 2 and 3 threads, over five
+ * groups of four blocks (the last partial), so that every part of three takes groups from both ends. */
 START_TEST(test_chunk_head_band_read_from_span_matches_definition)
 {
     const swa_span spans[] = {{0, 0, 0}, {300, 100, 0}, {300, 100, 150}};
-    const size_t S = 6 * KVL_QUERY_BLOCK + 13;
+    const size_t S = 17 * KVL_QUERY_BLOCK + 13;
     const int threads = kvl_threads();
     for (int t = 1; t <= 3; t++) {
         kvl_set_threads(t);
