@@ -184,7 +184,8 @@ typedef struct {
     size_t B, groups, parts;
 } chunk_job;
 
-/* Group `at` of the job, its scores and mask in s and mask (B·N floats each). */
+/* Group `at` of the job, its scores in s and its mask in mask (B·N floats each; mask unused for the
+ * band). */
 static int chunk_group_run(const chunk_job *j, size_t at, float *s, float *mask)
 {
     const kvl_chunk_head *c = j->c;
@@ -201,7 +202,8 @@ static int chunk_part(void *ctx, size_t p)
 {
     const chunk_job *j = ctx;
     const size_t N = j->c->N, round = 2 * j->parts;
-    float *s = kvl_scratch(KVL_SCRATCH_CHUNK, 2 * j->B * N * sizeof *s);
+    const size_t held = j->c->mask == swa_block_mask ? 1 : 2; /* the band needs no mask */
+    float *s = kvl_scratch(KVL_SCRATCH_CHUNK, held * j->B * N * sizeof *s);
     if (!s) return kvl_fail(KVL_ENOMEM, "kvl_attend_chunk_head: out of memory for %zu scores", j->B * N);
     for (size_t base = 0; base < j->groups; base += round) {
         const size_t near = base + p, far = base + round - 1 - p;
