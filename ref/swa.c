@@ -21,10 +21,15 @@ void swa_mask_rows(float *mask, size_t start, size_t S, size_t key_start, size_t
             mask[i * n_keys + j] = swa_visible(start + i, key_start + j, W) ? 0.0f : -INFINITY;
 }
 
+size_t swa_block_keys(size_t first, size_t b, const swa_span *w)
+{
+    return w->start + first + b - w->key_start;
+}
+
 size_t swa_block_mask(float *mask, size_t first, size_t b, size_t N, const void *span)
 {
     const swa_span *w = span;
-    const size_t n = w->start + first + b - w->key_start;
+    const size_t n = swa_block_keys(first, b, w);
     if (n > N) return n;
     swa_mask_rows(mask, w->start + first, b, w->key_start, n, w->window);
     return n;

@@ -31,6 +31,10 @@ typedef struct {
     size_t start, key_start, window;
 } swa_span;
 
+/* The leading keys queries first … first + b − 1 of the span w see: the keys up to the block's last query
+ * position (swa_block_mask's n). */
+size_t swa_block_keys(size_t first, size_t b, const swa_span *w);
+
 /* The banded causal mask of a block of a chunk's queries, as a kvl_block_mask (ref/core/attend.h): n is
  * the keys up to the block's last query position (later keys are its future), and when n ≤ N, mask[b][n]
  * is filled for queries first … first + b − 1 of the span `span`. */

@@ -160,16 +160,17 @@ static inline size_t mask_from_table(float *mask, size_t first, size_t b, size_t
     return n;
 }
 
-/* kvl_attend_chunk_head, by the backend in use, against the definition in double: 2·KVL_QUERY_BLOCK + 7 queries (the last block
- * partial) over 731 keys, query and output rows inside wider rows, under a mask
- * that hides a random third of the keys, every key past 400 in the middle block (which its mask
- * function reports, so the block scores 400 keys) and every key in query 3 (its output is 0); then a
+/* kvl_attend_chunk_head, by the backend in use, against the definition in double: 5·KVL_QUERY_BLOCK + 7 queries (six
+ * blocks, the last partial: more than one of the CPU backend's groups of four) over 731 keys, query and
+ * output rows inside wider rows, under a mask that hides a random third of the keys, every key past 400
+ * in the second block, past 250 in the fourth and past 600 in the sixth (which its mask function reports,
+ * so those blocks score only those keys) and every key in query 3 (its output is 0); then a
  * NaN key makes every row NaN, as kvl_softmax_f32 over the masked scores; and a block mask wider than
  * the keys is an error. */
 static inline void check_chunk_head(void)
 {
-    enum { S = 2 * KVL_QUERY_BLOCK + 7, N = 731, LDQ = DK + 5, LDO = DV + 3 };
-    const size_t seen[3] = {N, 400, N};
+    enum { S = 5 * KVL_QUERY_BLOCK + 7, N = 731, LDQ = DK + 5, LDO = DV + 3 };
+    const size_t seen[6] = {N, 400, N, 250, N, 600};
     kvl_rng rng;
     kvl_rng_seed(&rng, 12);
     float *q = signed_floats(&rng, S * LDQ), *k = signed_floats(&rng, N * DK), *v = signed_floats(&rng, N * DV);

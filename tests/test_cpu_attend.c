@@ -10,6 +10,7 @@
 #include "threads.h"
 #include "many_rows.h"
 #include "oracle_attend_rows.h"
+#include "swa.h"
 
 #include <string.h>
 
@@ -291,6 +292,81 @@ START_TEST(test_chunk_head_blocks_split_across_threads_match_definition)
 }
 END_TEST
 
+/* ---- the chunk under swa_block_mask's band, which the CPU backend reads from its span ------------- */
+
+/* The chunk's S queries at positions span.start + i over the N = start + S − key_start keys from
+ * span.key_start, under span's banded causal mask, by the backend in use, against the definition in
+ * double (swa_visible decides each pair); rows are wider than their keys and values. */
+static void check_band_chunk(swa_span span, size_t S, uint64_t seed)
+{
+    enum { LDQ = DK + 3, LDO = DV + 5 };
+    const size_t N = span.start + S - span.key_start;
+    kvl_rng rng;
+    kvl_rng_seed(&rng, seed);
+    float *q = signed_floats(&rng, S * LDQ), *k = signed_floats(&rng, N * DK), *v = signed_floats(&rng, N * DV);
+    float *got = malloc(S * LDO * sizeof *got);
+    double *want = calloc(S * DV, sizeof *want), *p = malloc(N * sizeof *p);
+    ck_assert(got && want && p);
+    const kvl_chunk_head c = {.S = S, .N = N, .Dk = DK, .Dv = DV, .ldq = LDQ, .ldo = LDO, .scale = 0.158f,
+                              .mask = swa_block_mask, .mask_ctx = &span};
+    for (size_t r = 0; r < S; r++) {
+        for (size_t j = 0; j < N; j++) {
+            double dot = 0.0;
+            for (size_t i = 0; i < DK; i++) dot += (double)q[r * LDQ + i] * k[j * DK + i];
+            p[j] = swa_visible(span.start + r, span.key_start + j, span.window) ? dot * c.scale : -INFINITY;
+        }
+        kvl_softmax_f64(p, N);
+        for (size_t j = 0; j < N; j++)
+            for (size_t i = 0; i < DV; i++) want[r * DV + i] += p[j] * v[j * DV + i];
+    }
+    ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &c), KVL_OK);
+    for (size_t r = 0; r < S; r++) memmove(got + r * DV, got + r * LDO, DV * sizeof *got);
+    kvl_expect_close("band chunk", got, want, S * DV, attend_atol(DK, N, c.scale), 0.0, MIN_COS);
+    free(q); free(k); free(v); free(got); free(want); free(p);
+}
+
+/* Causal from position 0, a chunk after cached keys (queries from 300, keys from 100), and the same under
+ * a window of 150 that hides the oldest keys from the later queries: on 1, 2 and 3 threads, over five
+ * groups of four blocks (the last partial), so that every part of three takes groups from both ends. */
+START_TEST(test_chunk_head_band_read_from_span_matches_definition)
+{
+    const swa_span spans[] = {{0, 0, 0}, {300, 100, 0}, {300, 100, 150}};
+    const size_t S = 17 * KVL_QUERY_BLOCK + 13;
+    const int threads = kvl_threads();
+    for (int t = 1; t <= 3; t++) {
+        kvl_set_threads(t);
+        for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) check_band_chunk(spans[i], S, 40 + i);
+    }
+    kvl_set_threads(threads);
+}
+END_TEST
+
+/* A NaN in the last key: the definition scores it in the last block only (the keys every earlier block
+ * sees stop before it), where adding the mask's −∞ to it still gives NaN, so exactly the last block's
+ * rows are NaN; the band read from the span must keep that. */
+START_TEST(test_chunk_head_band_masked_nan_poisons_the_rows_the_definition_poisons)
+{
+    enum { S = 5 * KVL_QUERY_BLOCK + 9 };
+    const swa_span span = {0, 0, 0};
+    kvl_rng rng;
+    kvl_rng_seed(&rng, 77);
+    float *q = signed_floats(&rng, S * DK), *k = signed_floats(&rng, S * DK), *v = signed_floats(&rng, S * DV);
+    float *got = malloc(S * DV * sizeof *got), *want = malloc(S * DV * sizeof *want);
+    ck_assert(got && want);
+    k[(S - 1) * DK + 7] = NAN;
+    const kvl_chunk_head c = {.S = S, .N = S, .Dk = DK, .Dv = DV, .ldq = DK, .ldo = DV, .scale = 0.158f,
+                              .mask = swa_block_mask, .mask_ctx = &span};
+    ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &c), KVL_OK);
+    ck_assert_int_eq(kvl_attend_chunk_head_ref(want, q, k, v, &c), KVL_OK);
+    for (size_t r = 0; r < S; r++)
+        for (size_t i = 0; i < DV; i++)
+            ck_assert_msg(!isnan(got[r * DV + i]) == !isnan(want[r * DV + i]), "row %zu: %g, the definition %g", r,
+                          got[r * DV + i], want[r * DV + i]);
+    ck_assert(isnan(got[(S - 1) * DV]) && !isnan(got[0]));
+    free(q); free(k); free(v); free(got); free(want);
+}
+END_TEST
+
 static void use_cpu(void) { kvl_backend_use(&kvl_backend_cpu); }
 
 Suite *kvl_suite(void)
@@ -310,6 +386,8 @@ Suite *kvl_suite(void)
     tcase_add_test(tc, test_later_tile_with_larger_scores_rescales_earlier_tiles);
     tcase_add_test(tc, test_nan_score_makes_every_head_nan_and_no_rows_give_zero);
     tcase_add_test(tc, test_chunk_head_blocks_split_across_threads_match_definition);
+    tcase_add_test(tc, test_chunk_head_band_read_from_span_matches_definition);
+    tcase_add_test(tc, test_chunk_head_band_masked_nan_poisons_the_rows_the_definition_poisons);
     suite_add_tcase(s, tc);
     return s;
 }
