@@ -155,9 +155,9 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
  * against the leading rows the block sees, under the mask `mask` gives for the block
  * (kvl_attend_chunk_head, ref/core/attend.h: the softmax in float). The same function as
  * mla_scores_naive, kvl_softmax_f32 and mla_values_naive under the whole mask, to float rounding, in
- * memory O(N·(Dc + Dnope + Dr + Dv) + KVL_QUERY_BLOCK·N) a thread. The heads are split among the threads
- * (kvl_parts), so `mask` is called from several threads at once. KVL_EINVAL also for a mask block wider
- * than N. */
+ * memory O(N·(Dc + Dnope + Dr + Dv)) and O(KVL_QUERY_BLOCK·N) a thread. The heads run one after another;
+ * a head's query blocks may be split among threads by the backend's kvl_attend_chunk_head, so `mask` can
+ * be called from several threads at once. KVL_EINVAL also for a mask block wider than N. */
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
                      size_t S, size_t N, kvl_block_mask mask, const void *ctx);
 
