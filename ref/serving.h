@@ -280,11 +280,13 @@ size_t kvl_v4_engine_index_key_bytes(const kvl_model *m);
 typedef struct {
     size_t repeats;           /* layers of each page size in one group of a split bucket; 0: none split */
     size_t block_bytes;       /* bytes of one block: its widest group's pages, the pool's divisor */
-    size_t compressed_bytes;  /* the compressed layers' group: 256 tokens of CSA and HCA pages */
-    size_t window_blocks;     /* blocks one sequence's window groups hold at decode */
+    size_t compressed_bytes;  /* one group of each full bucket: V4's 256 tokens of CSA and HCA pages */
+    double token_blocks;      /* blocks the full groups draw a token: V4 1 / 256, V4.1 1 / 128 + 1 / 64 */
+    size_t window_blocks;     /* blocks one sequence's window groups and state rings hold at decode */
 } kvl_vllm_v4_blocks;
 
-/* m's pool with `draft_layers` MTP layers cached beside the backbone (each a window-only layer). */
+/* m's pool (V4, or V4.1 on Hopper) with `draft_layers` MTP layers cached beside V4's backbone (each
+ * a window-only layer). */
 void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers);
 
 /* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator
