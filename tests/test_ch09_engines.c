@@ -2,10 +2,9 @@
  * from their code (ref/serving.h names the files and functions read). SGLang's reserve and memory
  * fraction, its DP-attention pool, vLLM's pool with a stated activation peak, the dense FP8 MLA row
  * against V3.2's sparse one, the MTP draft layer, the weights each keeps whole, the cache dtype by GPU
- * generation, V4's pools in each engine, V4.1's in vLLM on Hopper, the JSON output, every config under both engines, and the
- * flags refused. Weights are counted by ref/params (its own
- * suite holds it to the published totals); how a rank's share of them is laid out is written out
- * below. */
+ * generation, V4's pools in each engine, V4.1's in vLLM on Hopper, the JSON output, every config
+ * under both engines, and the flags refused. Weights are counted by ref/params (its own suite holds
+ * it to the published totals); how a rank's share of them is laid out is written out below. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
