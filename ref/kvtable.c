@@ -74,7 +74,8 @@ static int entry_parts(kvl_kv_footprint *f, const kvl_model *m)
         return m->generation == KVL_GEN_DSA ? row_fits(m, KVF_ROW_V32_INDEX, m->index_head_dim, "index_head_dim")
                                             : KVL_OK;
     case KVL_CACHE_V4_FP8:
-        if (m->generation != KVL_GEN_V4) break;
+        /* V4's record; vLLM on Hopper stores V4.1's entries in it too (ref/serving.h) */
+        if (m->generation != KVL_GEN_V4 && m->generation != KVL_GEN_V41) break;
         f->main_row_bytes = kvf_row_bytes(KVF_ROW_V4_MAIN);
         f->index_key_bytes = kvf_row_bytes(KVF_ROW_V4_INDEX);
         f->window_row_bytes = kvf_row_bytes(KVF_ROW_V4_MAIN);   /* the same row serves the window */

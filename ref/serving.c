@@ -41,10 +41,11 @@ static size_t layer_entry_bytes(const kvl_model *m, const kvl_rank_cache *r, siz
 
 static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d);
 
-/* V4 under vLLM or SGLang: priced by the engine's own pools, not by the rules of this project */
+/* V4 and V4.1 under vLLM or SGLang: priced by the engine's own pools, not by the rules of this
+ * project */
 static int engine_v4(const kvl_model *m, const kvl_deployment *d)
 {
-    return d->engine != KVL_ENGINE_PLAIN && m->generation == KVL_GEN_V4;
+    return d->engine != KVL_ENGINE_PLAIN && (m->generation == KVL_GEN_V4 || m->generation == KVL_GEN_V41);
 }
 
 int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footprint *f, const kvl_deployment *d)
@@ -186,32 +187,49 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
-/* Both engines serve V4.1, but their V4.1 pools are code this project has not read: refused by name
- * rather than priced as V4's. */
+/* SGLang serves V4.1 through its V4 model, but the pools it sizes for ratios 1 and 2 are code this
+ * project has not read; vLLM's SM 100 default is mega attention (its NVFP4 compressed record) where
+ * the topology allows it, a choice this project has not read either: both refused by name. */
 static int refuse_v41(const kvl_model *m, kvl_engine e)
 {
     if (e == KVL_ENGINE_VLLM)
-        return kvl_fail(KVL_EINVAL, "%s: --engine vllm stores V4.1's 528-byte rows (flashmla_sparse.py, commit "
-                        "008a0c31), but this project prices only its V4 pool (deepseek_v4_attention.py, commit "
-                        "0a291a2e)", m->path);
-    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 (configs/deepseek_v41.py, commit 85f8105f), but "
-                    "this project prices only its V4 pool (DSV4PoolConfigurator, commit 003fca80)", m->path);
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm on SM 100 serves V4.1 with mega attention where "
+                        "DeepseekV4MegaAttnAttention.is_available_for allows it (vllm/models/deepseek_v41/"
+                        "nvidia/model.py, commit 0130d488), which this project does not price: give --gpu h100 "
+                        "or h200", m->path);
+    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 as DeepseekV4ForCausalLM (configs/deepseek_v41.py, "
+                    "commit 85f8105f), but its pools for compress ratios 1 and 2 are code this project has not "
+                    "read: DSV4PoolConfigurator (commit 003fca80) counts ratios 4 and 128 only and "
+                    "get_compress_state_ring_size (commit 007bddd4) takes no other", m->path);
 }
 
-/* Both engines store V4's rows one way, FP8 with UE8M0 scales (v4-fp8), for compress ratios 0, 4 and
- * 128 (vLLM's CompressorStateCache and SGLang's get_compress_state_ring_size take no other). */
-static int engine_v4_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int asked)
+/* The compress ratios an engine's pools take: V4's 0, 4 and 128 (vLLM's CompressorStateCache and
+ * SGLang's get_compress_state_ring_size take no other), V4.1's 0, 1 and 2 (vLLM's
+ * DeepseekV4Attention refuses any other). KVL_EINVAL naming the layer otherwise. */
+static int engine_ratios_check(const kvl_model *m, kvl_engine e)
 {
+    const int v41 = m->generation == KVL_GEN_V41;
+    const size_t a = v41 ? 1 : 4, b = v41 ? 2 : 128;
     for (size_t i = 0; i < m->n_layers; i++) {
         const size_t M = m->layers[i].compress_ratio;
-        if (M != 0 && M != 4 && M != 128)
-            return kvl_fail(KVL_EINVAL, "%s: --engine %s: layer %zu compresses %zu tokens an entry; the engine's V4 "
-                            "pools take ratios 0, 4 and 128", m->path, kvl_engine_name(e), i, M);
+        if (M != 0 && M != a && M != b)
+            return kvl_fail(KVL_EINVAL, "%s: --engine %s: layer %zu compresses %zu tokens an entry; the engine's "
+                            "%s pools take ratios 0, %zu and %zu", m->path, kvl_engine_name(e), i, M,
+                            kvl_generation_name(m->generation), a, b);
     }
+    return KVL_OK;
+}
+
+/* Both engines store V4's rows one way, FP8 with UE8M0 scales (v4-fp8); vLLM on Hopper stores V4.1's
+ * entries in that same record (DeepseekV4Attention: 584 B below SM 100). */
+static int engine_v4_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
+{
+    if (m->generation == KVL_GEN_V41 && (e == KVL_ENGINE_SGLANG || sm >= 10)) return refuse_v41(m, e);
+    if (engine_ratios_check(m, e) != KVL_OK) return KVL_EINVAL;
     *out = asked < 0 ? KVL_CACHE_V4_FP8 : (kvl_cache_layout)asked;
     if (*out == KVL_CACHE_V4_FP8) return KVL_OK;
-    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a V4 model's cache as %s: its row is v4-fp8",
-                    m->path, kvl_engine_name(e), kvl_cache_layout_name(*out));
+    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a %s model's cache as %s: its row is v4-fp8",
+                    m->path, kvl_engine_name(e), kvl_generation_name(m->generation), kvl_cache_layout_name(*out));
 }
 
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
@@ -221,8 +239,7 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
         return KVL_OK;
     }
     const kvl_generation g = m->generation;
-    if (g == KVL_GEN_V41) return refuse_v41(m, e);
-    if (g == KVL_GEN_V4) return engine_v4_layout(out, e, m, asked);
+    if (g == KVL_GEN_V4 || g == KVL_GEN_V41) return engine_v4_layout(out, e, m, sm, asked);
     *out = asked < 0 ? engine_default_layout(e, m, sm) : (kvl_cache_layout)asked;
     /* the FP8 row each engine stores: dense for MLA, V3.2's sparse format for DSA, none for MHA here */
     const kvl_cache_layout fp8 = g == KVL_GEN_MLA ? KVL_CACHE_MLA_FP8 : KVL_CACHE_V32_FP8;
@@ -232,10 +249,13 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
                     g == KVL_GEN_MHA ? "" : ": its FP8 row is ", g == KVL_GEN_MHA ? "" : kvl_cache_layout_name(fp8));
 }
 
+static size_t vllm_v41_page(const kvl_model *m);
+
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm)
 {
     const int mha = m->generation == KVL_GEN_MHA, dsa = m->generation == KVL_GEN_DSA;
     if (e != KVL_ENGINE_PLAIN && m->generation == KVL_GEN_V4) return V4_BLOCK_TOKENS;
+    if (e == KVL_ENGINE_VLLM && m->generation == KVL_GEN_V41) return vllm_v41_page(m);
     if (e == KVL_ENGINE_SGLANG) return dsa || (!mha && sm >= 10) ? 64 : 1;
     if (e == KVL_ENGINE_VLLM) return mha ? 16 : !dsa && sm >= 10 ? 128 : 64;
     return 0;
@@ -328,7 +348,8 @@ double kvl_engine_pool_tokens(const kvl_deployment *d, double budget, double byt
  * disable_tp, SGLang's ReplicatedLinear wq_a and wkv). */
 static uint64_t fused_a_projection(const kvl_model *m)
 {
-    if (m->generation == KVL_GEN_V4) return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->head_dim);
+    if (m->generation == KVL_GEN_V4 || m->generation == KVL_GEN_V41)
+        return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->head_dim);
     if (m->generation != KVL_GEN_MLA && m->generation != KVL_GEN_DSA) return 0;
     return (uint64_t)m->n_layers * m->d * (m->q_lora_rank + m->kv_lora_rank + m->qk_rope_head_dim);
 }
@@ -430,18 +451,20 @@ static void v4_ratio_layers(const kvl_model *m, size_t *c4, size_t *c128)
 }
 
 /* One of vLLM's buckets of cache layers that need the same token slots: up to three page sizes,
- * the layers of each, the tokens a block covers and the window (0: every token kept). */
+ * the layers of each, the tokens a block covers and what a sequence holds: every token's blocks
+ * (full), the blocks its last `window` tokens span, or one block (ring). */
 typedef struct {
     size_t page[3], layers[3];
     int sizes;
     size_t block_tokens, window;
+    int full, ring;
 } vllm_bucket;
 
-/* n layers of `bytes` a block, padded to FlashMLA's 576-byte alignment; equal pages share a size */
-static void bucket_add(vllm_bucket *b, size_t bytes, size_t n)
+/* n layers of `bytes` a block, padded to `align` bytes (FlashMLA's 576); equal pages share a size */
+static void bucket_add(vllm_bucket *b, size_t bytes, size_t n, size_t align)
 {
     if (!n) return;
-    const size_t page = round_up(bytes, V4_PAGE_ALIGN);
+    const size_t page = round_up(bytes, align);
     for (int i = 0; i < b->sizes; i++)
         if (b->page[i] == page) {
             b->layers[i] += n;
@@ -491,24 +514,82 @@ static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m, size_t draft_laye
     v4_ratio_layers(m, &c4, &c128);
     const size_t row = kvl_v4_engine_row_bytes(m), key = kvl_v4_engine_index_key_bytes(m);
     const size_t head = m->head_dim, index_head = m->index_head_dim;
-    b[0] = (vllm_bucket){.block_tokens = V4_BLOCK_TOKENS};
-    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * row, c4);
-    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * key, c4);
-    bucket_add(&b[0], V4_BLOCK_TOKENS / 128 * row, c128);
+    b[0] = (vllm_bucket){.block_tokens = V4_BLOCK_TOKENS, .full = 1};
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * row, c4, V4_PAGE_ALIGN);
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 4 * key, c4, V4_PAGE_ALIGN);
+    bucket_add(&b[0], V4_BLOCK_TOKENS / 128 * row, c128, V4_PAGE_ALIGN);
     b[1] = (vllm_bucket){.block_tokens = 64, .window = m->window};
-    bucket_add(&b[1], 64 * row, m->n_layers + draft_layers);
+    bucket_add(&b[1], 64 * row, m->n_layers + draft_layers, V4_PAGE_ALIGN);
     b[2] = (vllm_bucket){.block_tokens = 4, .window = 2 * 4};
-    bucket_add(&b[2], 4 * 2 * 2 * head * V4_STATE_BYTES, c4);
-    bucket_add(&b[2], 4 * 2 * 2 * index_head * V4_STATE_BYTES, c4);
+    bucket_add(&b[2], 4 * 2 * 2 * head * V4_STATE_BYTES, c4, V4_PAGE_ALIGN);
+    bucket_add(&b[2], 4 * 2 * 2 * index_head * V4_STATE_BYTES, c4, V4_PAGE_ALIGN);
     b[3] = (vllm_bucket){.block_tokens = 8, .window = 128};
-    bucket_add(&b[3], 8 * 2 * head * V4_STATE_BYTES, c128);
+    bucket_add(&b[3], 8 * 2 * head * V4_STATE_BYTES, c128, V4_PAGE_ALIGN);
     return 4;
+}
+
+/* V4.1's cache blocks in vLLM on Hopper: 64 entries a page (the FlashMLA V4.1 backend's block,
+ * DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes), so a ratio-M source's block covers
+ * 64 · M tokens; its window's blocks 32 tokens (DeepseekV4Attention's swa_block_size); a ratio-2
+ * compressor's state ring 8 rows (CompressorStateCache: rows for the drafts, the bonus token and the
+ * previous row, a power of two of at least 8). */
+#define V41_ENTRIES_A_PAGE 64
+#define V41_WINDOW_BLOCK 32
+#define V41_RING_ROWS 8
+
+/* V4.1's KV sources (layers writing their own compressed entries) of ratio M, and those of them
+ * that own index keys: the sources that are index sources too (DeepseekV4Attention builds the
+ * indexer's key cache only there). */
+static void v41_sources(const kvl_model *m, size_t M, size_t *sources, size_t *keyed)
+{
+    *sources = *keyed = 0;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const kvl_layer *l = &m->layers[i];
+        if (!kvl_layer_writes_cache(m, i) || l->compress_ratio != M) continue;
+        (*sources)++;
+        *keyed += l->index_source == (int)i;
+    }
+}
+
+/* The tokens of one page of vLLM's V4.1 pool: the widest source block, 64 · the largest ratio. */
+static size_t vllm_v41_page(const kvl_model *m)
+{
+    size_t M = 1;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (kvl_layer_writes_cache(m, i) && m->layers[i].compress_ratio > M) M = m->layers[i].compress_ratio;
+    return V41_ENTRIES_A_PAGE * M;
+}
+
+/* V4.1's buckets in vLLM on Hopper: for each ratio, its sources' compressed entries and index keys
+ * (MLAAttentionSpec of 64 · M-token blocks, 64 records a page padded to 576 B; the keys
+ * DeepseekV4IndexerCache's, likewise); every backbone layer's window (DeepseekV4SWACache, 32-token
+ * blocks of 584-byte records, 576-byte pages); the ratio-2 sources' compressor states
+ * (CircularBufferSpec: rings of 8 rows of kv and score, 2 · head_dim float32, no alignment). */
+static int vllm_v41_buckets(vllm_bucket *b, const kvl_model *m)
+{
+    const size_t row = kvl_v4_engine_row_bytes(m), key = kvl_v4_engine_index_key_bytes(m);
+    int n = 0;
+    for (size_t M = 2; M >= 1; M--) {
+        size_t sources, keyed;
+        v41_sources(m, M, &sources, &keyed);
+        if (!sources) continue;
+        b[n] = (vllm_bucket){.block_tokens = V41_ENTRIES_A_PAGE * M, .full = 1};
+        bucket_add(&b[n], V41_ENTRIES_A_PAGE * row, sources, V4_PAGE_ALIGN);
+        bucket_add(&b[n++], V41_ENTRIES_A_PAGE * key, keyed, V4_PAGE_ALIGN);
+    }
+    b[n] = (vllm_bucket){.block_tokens = V41_WINDOW_BLOCK, .window = m->window};
+    bucket_add(&b[n++], V41_WINDOW_BLOCK * row, m->n_layers, V4_PAGE_ALIGN);
+    size_t ratio2, keyed2;
+    v41_sources(m, 2, &ratio2, &keyed2);
+    b[n] = (vllm_bucket){.block_tokens = V41_RING_ROWS, .ring = 1};
+    bucket_add(&b[n], V41_RING_ROWS * 2 * m->head_dim * V4_STATE_BYTES, ratio2, 1);
+    return b[n].sizes ? n + 1 : n;
 }
 
 void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers)
 {
     vllm_bucket b[4];
-    const int n = vllm_v4_buckets(b, m, draft_layers);
+    const int n = m->generation == KVL_GEN_V41 ? vllm_v41_buckets(b, m) : vllm_v4_buckets(b, m, draft_layers);
     /* _get_packed_kv_cache_groups: balanced buckets split into groups of the same repeats, at least
      * as many as the largest balanced bucket of several page sizes holds; the others stay whole */
     size_t floor_repeats = 0, counts[4];
@@ -527,9 +608,15 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t d
         for (int k = 0; k < b[i].sizes; k++) widest += cdiv(b[i].layers[k], groups) * b[i].page[k];
         /* _get_kv_cache_bytes_per_block: the widest group sets every block's bytes */
         if (widest > out->block_bytes) out->block_bytes = widest;
-        if (i == 0) out->compressed_bytes = widest;
-        /* a window group holds the blocks its last W tokens span at decode */
+        /* a full group draws a block every block_tokens tokens; a window group holds the blocks its
+         * last W tokens span at decode; a ring one block (CompressorMetadataBuilder maps every row
+         * into the sequence's first block) */
+        if (b[i].full) {
+            out->compressed_bytes += widest;
+            out->token_blocks += (double)groups / (double)b[i].block_tokens;
+        }
         if (b[i].window) out->window_blocks += groups * (cdiv(b[i].window - 1, b[i].block_tokens) + 1);
+        if (b[i].ring) out->window_blocks += groups;
     }
 }
 
@@ -564,15 +651,19 @@ double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int specula
     return (double)rows * 2 * (double)m->head_dim * V4_STATE_BYTES * (double)c128;
 }
 
-/* vLLM's pool: blocks of the widest group, 256 tokens of every compressed layer a block, the window
- * groups' blocks a sequence; each layer kind's share of a block, the window groups' surplus (if they
- * set the block) on the window layers. */
+/* vLLM's pool: blocks of the widest group, the blocks the full groups draw a token, the window
+ * groups' blocks a sequence. V4: each layer kind's share of a block, the window groups' surplus (if
+ * they set the block) on the window layers; V4.1: every per-token block is its sources'. */
 static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m, size_t draft_layers)
 {
     kvl_vllm_v4_blocks v;
     kvl_vllm_v4_blocks_of(&v, m, draft_layers);
-    r->bytes_per_token = (double)v.block_bytes / V4_BLOCK_TOKENS;
+    r->bytes_per_token = (double)v.block_bytes * v.token_blocks;
     r->window_bytes_per_sequence = v.window_blocks * v.block_bytes;
+    if (m->generation == KVL_GEN_V41) {
+        r->kind_bytes[KVL_LAYER_FULL] = r->bytes_per_token;
+        return;
+    }
     const double per_token = 1.0 / V4_BLOCK_TOKENS;
     r->kind_bytes[KVL_LAYER_CSA] = (double)r->kind_layers[KVL_LAYER_CSA] *
                                    (double)(round_up(V4_BLOCK_TOKENS / 4 * r->main_row_bytes, V4_PAGE_ALIGN) +
@@ -606,9 +697,16 @@ static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_depl
 
 static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
 {
-    if (d->page != V4_BLOCK_TOKENS)
-        return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %d tokens", d->page,
-                        kvl_engine_name(d->engine), m->path, V4_BLOCK_TOKENS);
+    const int v41 = m->generation == KVL_GEN_V41;
+    if (v41 && d->engine == KVL_ENGINE_SGLANG) return refuse_v41(m, d->engine);
+    if (engine_ratios_check(m, d->engine) != KVL_OK) return KVL_EINVAL;
+    if (v41 && d->draft_layers)
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm drafts V4.1 with DSpark (vllm/models/deepseek_v41/nvidia/"
+                        "dspark.py), not with MTP layers: its draft is not priced", m->path);
+    const size_t page = v41 ? vllm_v41_page(m) : V4_BLOCK_TOKENS;
+    if (d->page != page)
+        return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %zu tokens", d->page,
+                        kvl_engine_name(d->engine), m->path, page);
     r->main_row_bytes = kvl_v4_engine_row_bytes(m);
     r->index_key_bytes = kvl_v4_engine_index_key_bytes(m);
     r->window_bytes_per_sequence = 0;

@@ -148,10 +148,47 @@
  *    its state rings (16 and 256, get_compress_state_ring_size) and inflates a full token's bytes by
  *    (layers + 1) / layers for the draft worker, one draft layer (_get_bytes_per_full_token,
  *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
- *  - Not priced: V4.1. Both engines serve V4.1 (vLLM's
- *    vllm/v1/attention/backends/mla/flashmla_sparse.py, commit 008a0c31, describes its 528-byte rows;
- *    SGLang's python/sglang/srt/configs/deepseek_v41.py, commit 85f8105f), but their V4.1 pools are
- *    code not read here: refused by name, not priced as V4's. */
+ *
+ * V4.1 under the engines. vLLM serves V4.1 through V4's planner with V4.1's specs; SGLang is refused.
+ *
+ *  - vLLM's attention class (vllm/models/deepseek_v41/nvidia/model.py, _select_dsv4_attn_cls, commit
+ *    0130d488): FlashMLA everywhere but SM 12x (FlashInfer) and SM 100, where mega attention is the
+ *    default where DeepseekV4MegaAttnAttention.is_available_for allows it; the SM 100 path is not
+ *    priced (refused by name). FlashMLA's V4.1 blocks hold 64 entries on Hopper
+ *    (DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes, vllm/models/deepseek_v41/
+ *    sparse_mla.py, commit 02ee13be; 128 from SM 100).
+ *  - vLLM's V4.1 specs (DeepseekV4Attention, vllm/models/deepseek_v41/attention.py, commit 02ee13be).
+ *    Compress ratios 0, 1 and 2 only. The record: V4.1's 528 B (512 E4M3 values, 16 UE8M0 scales)
+ *    only on SM 100; below, V4's 584-byte record, pages rounded to 576 B (flashmla_sparse.py at
+ *    008a0c31: a page is block · bytes a token rounded up to the kernel's TMA stride). Only KV
+ *    sources (Full layers) return a spec: an MLAAttentionSpec of 64 · M-token blocks, 64 entries a
+ *    page, 64 · 584 = 37,376 → 37,440 B; Reindex and Reuse layers read the source's cache. The index
+ *    keys: a DeepseekV4IndexerCache on each source that is an index source too, 132 B (FP8 and a
+ *    float32 scale: "auto" is fp8 and mxfp4 needs SM 10x, dsa_indexer_uses_fp4,
+ *    vllm/v1/attention/backends/mla/indexer.py, commit 0023368d), 64 a page, 8,448 → 8,640; the
+ *    other index sources reuse it. Every backbone layer's window: DeepseekV4SWACache of 32-token
+ *    blocks (64 on SM 12x) of the same record, 18,688 → 19,008 B. A ratio-2 source's compressor
+ *    keeps its open group's rows, kv and score, 2 · 512 float32, in a CircularBufferSpec ring of
+ *    max(8, a power of two ≥ drafts + 2) rows with no alignment, 32,768 B, one block a sequence
+ *    (CompressorStateCache and CompressorMetadataBuilder, vllm/models/deepseek_v41/compressor.py,
+ *    commit 1bd03b16); ratio 1 has none. Read from the callers: the SWA cache and the spec classes
+ *    that take V4.1's block and record (sparse_swa.py and kv_cache_interface.py as read predate
+ *    them) are priced by the page rule above.
+ *  - vLLM's V4.1 pool: the planner of V4 above. Specs of different block sizes never share a bucket
+ *    (UniformTypeKVCacheSpecs.is_uniform_type, vllm/v1/kv_cache_interface.py, commit 001cabc1): for
+ *    V4.1-Flash the ratio-2 sources (3 entries and 3 key pages, 128-token blocks), the ratio-1 source
+ *    (64-token blocks), 40 window layers, 3 rings. Repeats 3, so 14 window groups; a block is the
+ *    ratio-2 group's 3 · 37,440 + 3 · 8,640 = 138,240 B. A token draws 1 / 128 block of the ratio-2
+ *    group and 1 / 64 of the ratio-1 group: 3,240 B a token, in pages of 128 tokens (three blocks).
+ *    A sequence holds 14 · (⌈127 / 32⌉ + 1) + 1 = 71 window and ring blocks.
+ *  - vLLM's weights: V4.1's wq_a and wkv fused whole on every rank as V4's (fused_wqa_wkv with
+ *    disable_tp, attention.py at 02ee13be); its compressor and indexer projections whole too, not
+ *    counted here. Its draft is DSpark (vllm/models/deepseek_v41/nvidia/dspark.py), not MTP layers:
+ *    not priced.
+ *  - SGLang: configs/deepseek_v41.py (python/sglang/srt/configs/, commit 85f8105f) maps V4.1 to
+ *    DeepseekV4ForCausalLM, but the pool code read, DSV4PoolConfigurator (003fca80) and
+ *    get_compress_state_ring_size (007bddd4), counts ratios 4 and 128 only; the code that sizes its
+ *    ratio-1 and ratio-2 pools was not read: refused by name, not priced as V4's. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
@@ -254,10 +291,11 @@ int kvl_gpu_sm_major(kvl_gpu g);
 
 /* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
  * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA, DSA
- * and V4 models; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8, V4's v4-fp8 (its only
- * row). KVL_EINVAL naming the file and the layout for a layout the engine does not store for that
- * model, a V4 compress ratio other than 0, 4 and 128, and a V4.1 model (naming the engine and the
- * commit read). */
+ * and V4 models, vLLM V4.1 below SM 100; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8,
+ * V4's v4-fp8 (its only row), V4.1's v4-fp8 under vLLM on Hopper. KVL_EINVAL naming the file and
+ * the layout for a layout the engine does not store for that model, a V4 compress ratio other than
+ * 0, 4 and 128 or a V4.1 one other than 0, 1 and 2, and V4.1 under SGLang or on SM 100 (naming the
+ * engine and the commit read). */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
 /* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
@@ -266,7 +304,8 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
  * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
  * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
  * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. A V4 model: 256 in
- * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size). */
+ * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size). V4.1 under vLLM: 64 · its largest
+ * compress ratio, the widest source block on Hopper (128 for V4.1-Flash). */
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
 
 /* V4's entry under both engines: nope FP8 one byte a value, the RoPE key bf16, one UE8M0 scale per
@@ -275,16 +314,18 @@ size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
 size_t kvl_v4_engine_row_bytes(const kvl_model *m);
 size_t kvl_v4_engine_index_key_bytes(const kvl_model *m);
 
-/* vLLM's V4 pool, as its packed layout groups a V4 model's cache layers (ref/serving.h, "V4 under
- * the engines"). */
+/* vLLM's V4 and V4.1 pools, as its packed layout groups their cache layers (ref/serving.h, "V4
+ * under the engines", "V4.1 under the engines"). */
 typedef struct {
     size_t repeats;           /* layers of each page size in one group of a split bucket; 0: none split */
     size_t block_bytes;       /* bytes of one block: its widest group's pages, the pool's divisor */
-    size_t compressed_bytes;  /* the compressed layers' group: 256 tokens of CSA and HCA pages */
-    size_t window_blocks;     /* blocks one sequence's window groups hold at decode */
+    size_t compressed_bytes;  /* one group of each full bucket: V4's 256 tokens of CSA and HCA pages */
+    double token_blocks;      /* blocks the full groups draw a token: V4 1 / 256, V4.1 1 / 128 + 1 / 64 */
+    size_t window_blocks;     /* blocks one sequence's window groups and state rings hold at decode */
 } kvl_vllm_v4_blocks;
 
-/* m's pool with `draft_layers` MTP layers cached beside the backbone (each a window-only layer). */
+/* m's pool (V4, or V4.1 on Hopper) with `draft_layers` MTP layers cached beside V4's backbone (each
+ * a window-only layer). */
 void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers);
 
 /* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator

@@ -2,10 +2,9 @@
  * from their code (ref/serving.h names the files and functions read). SGLang's reserve and memory
  * fraction, its DP-attention pool, vLLM's pool with a stated activation peak, the dense FP8 MLA row
  * against V3.2's sparse one, the MTP draft layer, the weights each keeps whole, the cache dtype by GPU
- * generation, V4's pools in each engine, the JSON output, every config under both engines, and the
- * flags refused. Weights are counted by ref/params (its own
- * suite holds it to the published totals); how a rank's share of them is laid out is written out
- * below. */
+ * generation, V4's pools in each engine, V4.1's in vLLM on Hopper, the JSON output, every config
+ * under both engines, and the flags refused. Weights are counted by ref/params (its own suite holds
+ * it to the published totals); how a rank's share of them is laid out is written out below. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -439,17 +438,105 @@ START_TEST(test_v4_mtp_draft_as_each_engine_caches_it)
 }
 END_TEST
 
+/* V4.1 under vLLM on Hopper (DeepseekV4Attention: the V4.1 record of 528 B only on SM 100): V4's
+ * 584-byte record and 132-byte FP8 index key (the MXFP4 key needs SM 100, dsa_indexer_uses_fp4), as
+ * v4-fp8; on SM 100 (mega attention) and under SGLang (pools for ratios 1 and 2 not read) refused. */
+START_TEST(test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper)
+{
+    ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
+    ck_assert_uint_eq(kvl_v4_engine_row_bytes(&v41.m), 448 + 64 * 2 + 448 / 64 + 1);
+    ck_assert_uint_eq(kvl_v4_engine_index_key_bytes(&v41.m), 128 + 128 / 128 * 4);
+    kvl_cache_layout c;
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 9, -1), KVL_OK);
+    ck_assert_int_eq(c, KVL_CACHE_V4_FP8);
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 10, -1), KVL_EINVAL);
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_SGLANG, &v41.m, 9, -1), KVL_EINVAL);
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 9, KVL_CACHE_V41_FP4), KVL_EINVAL);
+    ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, &v41.m, 9), 64 * 2);
+    kvl_model_free(&v41.m);
+}
+END_TEST
+
+/* vLLM's V4.1 pool, worked from its specs for V4.1-Flash: KV sources 2, 8 and 14 at ratio 2 and 20
+ * at ratio 1, each an index source too; 40 backbone layers. A source's page holds 64 records
+ * (blocks of 64 · M tokens): 64 · 584 = 37,376 → 37,440 B at 576-byte alignment, its index keys 64
+ * · 132 = 8,448 → 8,640; a window page 32 rows, 18,688 → 19,008; a ratio-2 compressor's ring 8 rows
+ * of 2 · 512 float32, 32,768 (no alignment). Blocks differ (128, 64, 32, 8 tokens), so four
+ * buckets, balanced, repeating 3, 1, 40 and 3 layers a page size, at least 3 (the ratio-2 bucket's
+ * two sizes): 3 pads least (0 + 2 + 2 + 0), so the window layers split into 14 groups of up to 3.
+ * Widest group: the ratio-2 sources, 3 · 37,440 + 3 · 8,640 = 138,240 B a block (ratio 1 46,080,
+ * window 57,024, rings 98,304). A token draws 1 / 128 block of the ratio-2 group and 1 / 64 of the
+ * ratio-1 group; a sequence holds 14 · (⌈127 / 32⌉ + 1) window blocks and one ring block, 71. */
+START_TEST(test_vllm_v41_blocks_are_its_widest_group_of_pages)
+{
+    ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
+    kvl_vllm_v4_blocks b;
+    kvl_vllm_v4_blocks_of(&b, &v41.m, 0);
+    ck_assert_uint_eq(b.repeats, 3);
+    ck_assert_uint_eq(b.compressed_bytes, 3 * 37440 + 3 * 8640 + 37440 + 8640);
+    ck_assert_uint_eq(b.block_bytes, 138240);
+    ck_assert(b.token_blocks == 1.0 / 128 + 1.0 / 64);
+    ck_assert_uint_eq(b.window_blocks, 14 * (4 + 1) + 1);
+    kvl_model_free(&v41.m);
+}
+END_TEST
+
+/* vLLM's V4.1-Flash pool on 8 H200s with a stated 6 GiB peak: whole blocks of 138,240 B, three a
+ * 128-token page (one of the ratio-2 group, two of the ratio-1 group), 3,240 B a token; a sequence
+ * of 131,072 tokens 1,024 pages and its 71 window and ring blocks; under data-parallel attention
+ * each of the 8 ranks holds its own sequences. */
+START_TEST(test_vllm_v41_pool_is_three_blocks_a_128_token_page)
+{
+    static const char *const split[] = {"tp", "dp"};
+    const double block = 138240, seq = (3 * 1024 + 71) * block;
+    for (int dp = 0; dp < 2; dp++) {
+        cJSON *root;
+        const cJSON *l = run_json("serving --engine vllm --gpu h200 --weights fp8 --activation-peak-gib 6 "
+                                  "--format json ref/configs/deepseek-v4.1-flash.json",
+                                  split[dp], &root);
+        const double cache = num(l, "cache_gib_per_gpu") * GIB;
+        ck_assert(num(l, "page") == 128);
+        ck_assert(num(l, "bytes_per_token_per_gpu") == 3 * block / 128);
+        ck_assert(num(l, "bytes_per_token_per_gpu") == 3240);
+        ck_assert(num(l, "window_bytes_per_sequence_per_gpu") == 71 * block);
+        ck_assert(num(l, "sequence_bytes_per_gpu") == seq);
+        ck_assert_msg(num(l, "tokens_per_gpu") == floor(cache / (3 * block)) * 128, "%s %.0f", split[dp],
+                      num(l, "tokens_per_gpu"));
+        ck_assert(num(l, "sequences_per_node") == floor(cache / seq) * (dp ? 8 : 1));
+        cJSON_Delete(root);
+    }
+}
+END_TEST
+
+/* V4.1's wq_a and wkv, d 5,120 · (Dq' 1,280 + Dh 512) a layer over 40 layers, fused and whole on every
+ * rank under vLLM (DeepseekV4Attention's fused_wqa_wkv with disable_tp); the rest of attention split
+ * over the 8 ranks as the plain engine splits it. */
+START_TEST(test_vllm_keeps_v41s_fused_projection_whole)
+{
+    ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
+    const double fused = 40.0 * 5120 * (1280 + 512), a = (double)v41.p.attention;
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 128, .engine = KVL_ENGINE_PLAIN};
+    const double plain = kvl_engine_weight_bytes(&v41.p, &v41.m, &d, KVL_WEIGHTS_FP8, KVL_WEIGHTS_FP8, 0);
+    d.engine = KVL_ENGINE_VLLM;
+    const double vllm = kvl_engine_weight_bytes(&v41.p, &v41.m, &d, KVL_WEIGHTS_FP8, KVL_WEIGHTS_FP8, 0);
+    const double more = fp8(over8(a - fused) + fused) - fp8(over8(a));
+    ck_assert_msg(fabs(vllm - plain - more) < 2, "%.1f against %.1f", vllm - plain, more);
+    kvl_model_free(&v41.m);
+}
+END_TEST
+
 /* Every config of ref/configs/ prints under both engines in FP8 weights on H200s and B200s, and
  * V4-Flash on H100s too, as text and as JSON (V3's 84 GB a GPU do not fit an H100's 80; 67B in bf16
- * does not fit vLLM's tp-1 data-parallel ranks); V4.1 is refused by name, naming the engine's code
- * and the commit read. */
+ * does not fit vLLM's tp-1 data-parallel ranks). V4.1 prints under vLLM on H200s; its 64.5 GiB a GPU
+ * of FP8 weights leave no cache on an H100 under vLLM's 0.9 and a 6 GiB peak; vLLM on B200s (mega
+ * attention) and SGLang (its V4.1 pools not read) are refused naming the code and the commit. */
 START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
 {
     DIR *dir = opendir(kvl_path("ref/configs"));
     ck_assert_ptr_nonnull(dir);
     static const char *const engines[] = {"vllm --activation-peak-gib 6", "sglang"};
     static const char *const gpus[] = {"h100", "h200", "b200"};
-    static const char *const commit[] = {"0a291a2e", "003fca80"};
+    static const char *const commit[] = {"0130d488", "85f8105f"};
     const struct dirent *e;
     size_t configs = 0;
     while ((e = readdir(dir))) {
@@ -464,10 +551,12 @@ START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
                     snprintf(cmd, sizeof cmd, "serving --engine %s --gpu %s --weights fp8%s ref/configs/%s", engines[k], gpus[g],
                              json ? " --format json" : "", e->d_name);
                     const int rc = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
-                    ck_assert_msg(rc == (v41 ? 2 : 0), "%s: exit %d: %s", cmd, rc, err);
-                    if (v41) {
-                        ck_assert_msg(out[0] == 0 && strstr(err, e->d_name) && strstr(err, commit[k]), "%s: %s",
-                                      cmd, err);
+                    const int refused = v41 && (k == 1 || g != 1);
+                    ck_assert_msg(rc == (refused ? 2 : 0), "%s: exit %d: %s", cmd, rc, err);
+                    if (refused) {
+                        const char *why = k == 0 && g == 0 ? "leave no cache" : commit[k];
+                        ck_assert_msg(out[0] == 0 && strstr(err, e->d_name) && strstr(err, why), "%s: %s", cmd,
+                                      err);
                         continue;
                     }
                     ck_assert_msg(strstr(out, json ? "\"tokens_per_gpu\"" : "tokens/GPU"), "%s: %s", cmd, out);
@@ -517,7 +606,8 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --engine sglang --budget-gib 10 ref/configs/deepseek-v3.json",
                          "serving --engine sglang",
                          "serving --engine sglang ref/configs/deepseek-v4.1-flash.json",
-                         "serving --engine vllm --activation-peak-gib 6 ref/configs/deepseek-v4.1-flash.json",
+                         "serving --engine vllm --gpu b200 --activation-peak-gib 6 "
+                         "ref/configs/deepseek-v4.1-flash.json",
                          "serving --engine sglang --page 64 ref/configs/deepseek-v4-flash.json",
                          "serving --engine vllm --activation-peak-gib 6 --cache v41-fp4 "
                          "ref/configs/deepseek-v4-flash.json",
@@ -526,16 +616,21 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --speculative mtp --mtp-layers 1 ref/configs/deepseek-llm-67b.json",
                          "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
                          "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json",
-                         "serving --speculative mtp ref/configs/deepseek-v4-flash.json"};
+                         "serving --speculative mtp ref/configs/deepseek-v4-flash.json",
+                         "serving --engine vllm --activation-peak-gib 6 --page 64 "
+                         "ref/configs/deepseek-v4.1-flash.json",
+                         "serving --engine vllm --activation-peak-gib 6 --speculative mtp --mtp-layers 1 "
+                         "ref/configs/deepseek-v4.1-flash.json"};
     const char *named[] = {"--engine", "--gpu", "--speculative", "--format", "--activation-peak-gib",
                            "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4.1-flash.json",
                            "deepseek-v4.1-flash.json", "page = 64", "deepseek-v4-flash.json",
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
-                           "--engine sglang", "deepseek-v4-flash.json"};
+                           "--engine sglang", "deepseek-v4-flash.json", "page = 64",
+                           "deepseek-v4.1-flash.json"};
     const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "003fca80",
-                           "0a291a2e", "256", "v41-fp4",
+                           "0130d488", "256", "v41-fp4",
                            "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
-                           "plain engine"};
+                           "plain engine", "128", "V4.1"};
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         char out[4096], err[4096];
         ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
@@ -567,6 +662,10 @@ Suite *kvl_suite(void)
     tcase_add_test(v4, test_vllm_v4_pool_is_whole_blocks_of_its_widest_group);
     tcase_add_test(v4, test_sglang_v4_pool_is_full_tokens_after_its_c128_states);
     tcase_add_test(v4, test_v4_mtp_draft_as_each_engine_caches_it);
+    tcase_add_test(v4, test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper);
+    tcase_add_test(v4, test_vllm_v41_blocks_are_its_widest_group_of_pages);
+    tcase_add_test(v4, test_vllm_v41_pool_is_three_blocks_a_128_token_page);
+    tcase_add_test(v4, test_vllm_keeps_v41s_fused_projection_whole);
     tcase_set_timeout(v4, 60);
     suite_add_tcase(s, v4);
     TCase *weights = tcase_create("weights");

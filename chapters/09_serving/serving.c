@@ -85,15 +85,15 @@ static void usage(FILE *f)
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
         "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n"
-        "--engine vllm or sglang sizes the named MHA, MLA, DSA and V4 configs as that engine's code does\n"
-        "(ref/serving.h): one engine over the node (--tp equal to --gpus), its own memory fraction and\n"
-        "reserve on a GPU of --gpu's memory (or --memory-gib), its weight layout, its cache dtype for\n"
-        "the GPU's generation, pools in whole pages; vLLM needs the activation peak its profile run\n"
-        "measures (--activation-peak-gib). --speculative mtp adds the MTP layer as a draft: its cache\n"
-        "and weights, as many layers as the config's num_nextn_predict_layers, or --mtp-layers N where\n"
-        "the config leaves it out. --gpu alone gives the plain engine that GPU's memory. --format json\n"
-        "prints one object: the engine, the inputs and a layouts array, one entry per model and\n"
-        "attention split.\n");
+        "--engine vllm or sglang sizes the named MHA, MLA, DSA and V4 configs (and V4.1 under vllm on\n"
+        "Hopper) as that engine's code does (ref/serving.h): one engine over the node (--tp equal to\n"
+        "--gpus), its own memory fraction and reserve on a GPU of --gpu's memory (or --memory-gib), its\n"
+        "weight layout, its cache dtype for the GPU's generation, pools in whole pages; vLLM needs the\n"
+        "activation peak its profile run measures (--activation-peak-gib). --speculative mtp adds the\n"
+        "MTP layer as a draft: its cache and weights, as many layers as the config's\n"
+        "num_nextn_predict_layers, or --mtp-layers N where the config leaves it out. --gpu alone gives\n"
+        "the plain engine that GPU's memory. --format json prints one object: the engine, the inputs\n"
+        "and a layouts array, one entry per model and attention split.\n");
     kvl_usage_model_types(f);
 }
 
@@ -537,7 +537,8 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
             "serving", "--mtp-layers counts the draft of --speculative mtp, which is not given", NULL);
     if (engine && !n_given)
         return kvl_bad_usage(
-            "serving", "--engine prices the MHA, MLA, DSA and V4 configs named: give CONFIG.json", name);
+            "serving", "--engine prices the MHA, MLA, DSA, V4 and V4.1 configs named: give CONFIG.json",
+            name);
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
