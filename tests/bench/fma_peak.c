@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "bench.h"
+#include "isa.h"
 #include "linalg.h"
 #include "threads.h"
 #include "timing.h"
@@ -55,7 +56,9 @@ typedef struct {
     float (*chains)(size_t iters);
 } chains_isa;
 
-/* The widest of the three this CPU runs (the OS enabling its registers: __builtin_cpu_supports checks). */
+/* The widest of the three this CPU runs (the OS enabling its registers: __builtin_cpu_supports checks)
+ * and the kernels may use: no wider than the variant kvf_isa_active() picks, so that under KVL_ISA=avx2
+ * the 256-bit kernels are read against the 256-bit peak. */
 static const chains_isa *widest(void)
 {
     static const chains_isa isas[] = {
@@ -64,8 +67,9 @@ static const chains_isa *widest(void)
         {"SSE", 2.0 * FMA_ACCS * 4, chains_sse},
     };
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return &isas[0];
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &isas[1];
+    const kvf_isa allowed = kvf_isa_active();
+    if (allowed >= KVF_ISA_AVX512 && __builtin_cpu_supports("avx512f")) return &isas[0];
+    if (allowed >= KVF_ISA_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &isas[1];
     return &isas[2];
 }
 
