@@ -631,13 +631,7 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                            "0130d488", "256", "v41-fp4",
                            "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
                            "plain engine", "128", "V4.1"};
-    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
-        char out[4096], err[4096];
-        ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
-        ck_assert_msg(out[0] == 0, "%s printed: %s", cmd[i], out);
-        ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
-        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
-    }
+    ch09_assert_refused(cmd, named, value, sizeof cmd / sizeof *cmd);
 }
 END_TEST
 
