@@ -187,20 +187,29 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
-/* SGLang serves V4.1 through its V4 model, but the pools it sizes for ratios 1 and 2 are code this
- * project has not read; vLLM's SM 100 default is mega attention (its NVFP4 compressed record) where
- * the topology allows it, a choice this project has not read either: both refused by name. */
+/* V4.1 where no code read at a named commit sizes its pools. SGLang maps V4.1 onto its V4 model
+ * (configs/deepseek_v41.py at f45a34e4), whose MQALayer.__init__ asserts ratios 0, 4 and 128
+ * (models/deepseek_v4.py at f8101ac7), whose get_compress_state_ring_size asserts 4 or 128
+ * (mem_cache/deepseek_v4_memory_pool.py at 41802551) and whose DSV4PoolConfigurator counts those
+ * two only (model_executor/pool_configurator.py at 003fca80). vLLM on SM 100 picks mega attention
+ * where DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py at 0130d488): a
+ * 528-byte window record, a 288-byte NVFP4 compressed one, pages aligned to 512 B, in
+ * MLAAttentionSpecs with tokens_per_state and state_content_bytes (attention.py at f5d3794f), fields
+ * the spec read (v1/kv_cache_interface.py at 001cabc1) does not have: their page rule is unread.
+ * Both refused by name rather than priced by a guessed rule. */
 static int refuse_v41(const kvl_model *m, kvl_engine e)
 {
     if (e == KVL_ENGINE_VLLM)
         return kvl_fail(KVL_EINVAL, "%s: --engine vllm on SM 100 serves V4.1 with mega attention where "
-                        "DeepseekV4MegaAttnAttention.is_available_for allows it (vllm/models/deepseek_v41/"
-                        "nvidia/model.py, commit 0130d488), which this project does not price: give --gpu h100 "
-                        "or h200", m->path);
-    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 as DeepseekV4ForCausalLM (configs/deepseek_v41.py, "
-                    "commit 85f8105f), but its pools for compress ratios 1 and 2 are code this project has not "
-                    "read: DSV4PoolConfigurator (commit 003fca80) counts ratios 4 and 128 only and "
-                    "get_compress_state_ring_size (commit 007bddd4) takes no other", m->path);
+                        "DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py, commit "
+                        "0130d488), in 528- and 288-byte records whose MLAAttentionSpec pages (attention.py, "
+                        "commit f5d3794f) the spec read (kv_cache_interface.py, commit 001cabc1) cannot size: "
+                        "give --gpu h100 or h200", m->path);
+    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 as its V4 model (configs/deepseek_v41.py, commit "
+                    "f45a34e4), whose MQALayer.__init__ asserts compress ratios 0, 4 and 128 (models/deepseek_v4.py, "
+                    "commit f8101ac7), get_compress_state_ring_size 4 or 128 (commit 41802551) and "
+                    "DSV4PoolConfigurator counts those two (commit 003fca80): it sizes no pool for ratios 1 and 2",
+                    m->path);
 }
 
 /* The compress ratios an engine's pools take: V4's 0, 4 and 128 (vLLM's CompressorStateCache and

@@ -149,12 +149,19 @@
  *    (layers + 1) / layers for the draft worker, one draft layer (_get_bytes_per_full_token,
  *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
  *
- * V4.1 under the engines. vLLM serves V4.1 through V4's planner with V4.1's specs; SGLang is refused.
+ * V4.1 under the engines. vLLM serves V4.1 through V4's planner with V4.1's specs below SM 100; SM 100
+ * and SGLang are refused by name, each where the code read stops.
  *
  *  - vLLM's attention class (vllm/models/deepseek_v41/nvidia/model.py, _select_dsv4_attn_cls, commit
  *    0130d488): FlashMLA everywhere but SM 12x (FlashInfer) and SM 100, where mega attention is the
- *    default where DeepseekV4MegaAttnAttention.is_available_for allows it; the SM 100 path is not
- *    priced (refused by name). FlashMLA's V4.1 blocks hold 64 entries on Hopper
+ *    default where DeepseekV4MegaAttnAttention.is_available_for allows it (SM 10x, the heads and
+ *    o_groups divided by tp, WV_GROUP_SIZE heads per wo_a group: nvidia/flash_mla_mega_attn.py at
+ *    a33bb8fc). Its records (attention.py at f5d3794f): a 528-byte window record (512 E4M3 values, 16
+ *    UE8M0 scales), a 288-byte NVFP4 compressed one (nvfp4_ds_mla, what mega attention resolves an
+ *    unspecific --kv-cache-dtype to), pages aligned to 512 B, declared as MLAAttentionSpecs with
+ *    tokens_per_state and state_content_bytes; the MLAAttentionSpec read (v1/kv_cache_interface.py at
+ *    001cabc1) has neither field, so the page rule that sizes them is unread and the SM 100 path is
+ *    refused by name, not priced. FlashMLA's V4.1 blocks hold 64 entries on Hopper
  *    (DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes, vllm/models/deepseek_v41/
  *    sparse_mla.py, commit 02ee13be; 128 from SM 100).
  *  - vLLM's V4.1 specs (DeepseekV4Attention, vllm/models/deepseek_v41/attention.py, commit 02ee13be).
@@ -185,10 +192,15 @@
  *    disable_tp, attention.py at 02ee13be); its compressor and indexer projections whole too, not
  *    counted here. Its draft is DSpark (vllm/models/deepseek_v41/nvidia/dspark.py), not MTP layers:
  *    not priced.
- *  - SGLang: configs/deepseek_v41.py (python/sglang/srt/configs/, commit 85f8105f) maps V4.1 to
- *    DeepseekV4ForCausalLM, but the pool code read, DSV4PoolConfigurator (003fca80) and
- *    get_compress_state_ring_size (007bddd4), counts ratios 4 and 128 only; the code that sizes its
- *    ratio-1 and ratio-2 pools was not read: refused by name, not priced as V4's. */
+ *  - SGLang: configs/deepseek_v41.py (python/sglang/srt/configs/, commits 85f8105f and f45a34e4)
+ *    maps DeepseekV41ForCausalLM to DeepseekV4ForCausalLM ("the native V4 config rejects 1/2"), and
+ *    the V4 code read at named commits sizes nothing for ratios 1 and 2: MQALayer.__init__ asserts a
+ *    ratio of 0, 4 or 128 (python/sglang/srt/models/deepseek_v4.py at f8101ac7),
+ *    get_compress_state_ring_size asserts 4 or 128 (mem_cache/deepseek_v4_memory_pool.py at 41802551;
+ *    likewise at 007bddd4) and DSV4PoolConfigurator counts layers of those two ratios only
+ *    (model_executor/pool_configurator.py at 003fca80). Refused by name, not priced as V4's. Versions
+ *    of these files that the store names no commit for do size ratio-1 and ratio-2 pools (a KV
+ *    source's entries at full tokens / ratio, FP4 index keys); none is priced here. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 

@@ -440,7 +440,7 @@ END_TEST
 
 /* V4.1 under vLLM on Hopper (DeepseekV4Attention: the V4.1 record of 528 B only on SM 100): V4's
  * 584-byte record and 132-byte FP8 index key (the MXFP4 key needs SM 100, dsa_indexer_uses_fp4), as
- * v4-fp8; on SM 100 (mega attention) and under SGLang (pools for ratios 1 and 2 not read) refused. */
+ * v4-fp8; on SM 100 (mega attention) and under SGLang (no V4.1 pool in its code read) refused. */
 START_TEST(test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper)
 {
     ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
@@ -453,6 +453,37 @@ START_TEST(test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper)
     ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_SGLANG, &v41.m, 9, -1), KVL_EINVAL);
     ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 9, KVL_CACHE_V41_FP4), KVL_EINVAL);
     ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, &v41.m, 9), 64 * 2);
+    kvl_model_free(&v41.m);
+}
+END_TEST
+
+/* V4.1 where the engine code read sizes no pool is refused, never priced as V4: SGLang on any GPU
+ * (its V4 model's MQALayer.__init__ asserts ratios 0, 4 and 128; get_compress_state_ring_size and
+ * DSV4PoolConfigurator take 4 and 128 only) and vLLM on SM 100 (mega attention's records, whose
+ * page rule was not read); each message names the file, its commit and the config. */
+START_TEST(test_v41_is_refused_where_the_engine_code_read_sizes_no_pool)
+{
+    ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
+    static const struct {
+        kvl_engine e;
+        int sm;
+        const char *names[4];
+    } cases[] = {
+        {KVL_ENGINE_SGLANG, 9, {"MQALayer.__init__", "f8101ac7", "41802551", "003fca80"}},
+        {KVL_ENGINE_SGLANG, 10, {"MQALayer.__init__", "f8101ac7", "41802551", "003fca80"}},
+        {KVL_ENGINE_VLLM, 10, {"is_available_for", "0130d488", "f5d3794f", "001cabc1"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kvl_cache_layout c;
+        ck_assert_int_eq(kvl_engine_cache_layout(&c, cases[i].e, &v41.m, cases[i].sm, -1), KVL_EINVAL);
+        ck_assert_msg(strstr(kvl_error(), "deepseek-v4.1-flash.json"), "%s", kvl_error());
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(strstr(kvl_error(), cases[i].names[k]), "%s: %s", cases[i].names[k], kvl_error());
+    }
+    kvl_deployment d = {.gpus = 8, .tp = 8, .page = 256, .engine = KVL_ENGINE_SGLANG};
+    kvl_rank_cache r;
+    ck_assert_int_eq(kvl_rank_cache_of(&r, &v41.m, &v41.f, &d), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "MQALayer.__init__"), "%s", kvl_error());
     kvl_model_free(&v41.m);
 }
 END_TEST
@@ -529,14 +560,15 @@ END_TEST
  * V4-Flash on H100s too, as text and as JSON (V3's 84 GB a GPU do not fit an H100's 80; 67B in bf16
  * does not fit vLLM's tp-1 data-parallel ranks). V4.1 prints under vLLM on H200s; its 64.5 GiB a GPU
  * of FP8 weights leave no cache on an H100 under vLLM's 0.9 and a 6 GiB peak; vLLM on B200s (mega
- * attention) and SGLang (its V4.1 pools not read) are refused naming the code and the commit. */
+ * attention, its pages not read) and SGLang (no V4.1 pool in its code read) are refused naming the
+ * code and the commit. */
 START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
 {
     DIR *dir = opendir(kvl_path("ref/configs"));
     ck_assert_ptr_nonnull(dir);
     static const char *const engines[] = {"vllm --activation-peak-gib 6", "sglang"};
     static const char *const gpus[] = {"h100", "h200", "b200"};
-    static const char *const commit[] = {"0130d488", "85f8105f"};
+    static const char *const commit[] = {"f5d3794f", "f8101ac7"};
     const struct dirent *e;
     size_t configs = 0;
     while ((e = readdir(dir))) {
@@ -627,17 +659,11 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
                            "--engine sglang", "deepseek-v4-flash.json", "page = 64",
                            "deepseek-v4.1-flash.json"};
-    const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "003fca80",
-                           "0130d488", "256", "v41-fp4",
+    const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "f8101ac7",
+                           "f5d3794f", "256", "v41-fp4",
                            "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
                            "plain engine", "128", "V4.1"};
-    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
-        char out[4096], err[4096];
-        ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
-        ck_assert_msg(out[0] == 0, "%s printed: %s", cmd[i], out);
-        ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
-        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
-    }
+    ch09_assert_refused(cmd, named, value, sizeof cmd / sizeof *cmd);
 }
 END_TEST
 
@@ -663,6 +689,7 @@ Suite *kvl_suite(void)
     tcase_add_test(v4, test_sglang_v4_pool_is_full_tokens_after_its_c128_states);
     tcase_add_test(v4, test_v4_mtp_draft_as_each_engine_caches_it);
     tcase_add_test(v4, test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper);
+    tcase_add_test(v4, test_v41_is_refused_where_the_engine_code_read_sizes_no_pool);
     tcase_add_test(v4, test_vllm_v41_blocks_are_its_widest_group_of_pages);
     tcase_add_test(v4, test_vllm_v41_pool_is_three_blocks_a_128_token_page);
     tcase_add_test(v4, test_vllm_keeps_v41s_fused_projection_whole);

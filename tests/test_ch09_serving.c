@@ -266,13 +266,7 @@ START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
                            "kv_cache v41-fp4", "--cache"};
     const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice", "80", "give one", "not given", "1", "fp16",
                            "deepseek-v3.json", "fp16"};
-    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
-        char out[4096], err[4096];
-        ck_assert_int_eq(kvl_run(cmd[i], NULL, out, sizeof out, err, sizeof err), 2);
-        ck_assert_msg(out[0] == 0, "%s printed: %s", cmd[i], out);
-        ck_assert_msg(strstr(err, named[i]) && strstr(err, value[i]), "%s: %s", cmd[i], err);
-        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "%s: not one line: %s", cmd[i], err);
-    }
+    ch09_assert_refused(cmd, named, value, sizeof cmd / sizeof *cmd);
 }
 END_TEST
 
