@@ -8,7 +8,6 @@
 #include "scratch.h"
 #include "softmax_cpu.h"
 #include "status.h"
-#include "swa.h"
 
 /* The definition's blocks of KVL_QUERY_BLOCK queries a product takes at once. Each block keeps its own
  * mask and its own n (so each row scores the keys the definition scores, no more), but the keys all the
@@ -18,10 +17,12 @@
 #define KVL_CHUNK_GROUP 4
 
 /* One definition's block of a group: its first query in the chunk, its queries, the leading keys it
- * sees, and its rows of the mask, mask[b][n] (NULL for swa_block_mask's band). */
+ * sees, and its mask: its rows, mask[b][n], or for a band (kvl_block_band) each query's run of keys,
+ * lo[b] and hi[b] (mask NULL). */
 typedef struct {
     size_t first, b, n;
     const float *mask;
+    size_t lo[KVL_QUERY_BLOCK], hi[KVL_QUERY_BLOCK];
 } chunk_block;
 
 /* A group of blocks: rows queries from `first`, their scores s[rows][ld] (ld: the widest block's n),
@@ -72,39 +73,22 @@ static void softmax_band_row(float *row, size_t lo, size_t hi, size_t n)
         for (size_t i = 0; i < n; i++) row[i] = NAN;
 }
 
-/* The keys [lo, hi) of a block's n that query position t sees under swa_block_mask's span w (ref/swa.h):
- * up to its own position, and back to the window's first. */
-static void band_of(size_t *lo, size_t *hi, const swa_span *w, size_t t, size_t n)
-{
-    const size_t last = t + 1 > w->key_start ? t + 1 - w->key_start : 0;
-    const size_t from = swa_first_visible(t, w->window);
-    *hi = last < n ? last : n;
-    *lo = from > w->key_start ? from - w->key_start : 0;
-    *lo = *lo < *hi ? *lo : *hi;
-}
-
-/* Each row of a group's scores s[rows][ld] ← its masked softmax over its block's n keys. The banded
- * causal mask (swa_block_mask) is read from its span, the rest from the rows the mask wrote. */
-static void group_softmax(float *s, const chunk_group *g, const kvl_chunk_head *c)
+/* Each row of a group's scores s[rows][ld] ← its masked softmax over its block's n keys: from its run of
+ * keys for a band, from the rows the mask wrote otherwise. */
+static void group_softmax(float *s, const chunk_group *g)
 {
     for (size_t i = 0; i < g->count; i++) {
         const chunk_block *b = &g->blk[i];
         float *rows = s + (b->first - g->first) * g->ld;
         for (size_t r = 0; r < b->b; r++) {
-            if (b->mask) {
-                softmax_masked_row(rows + r * g->ld, b->mask + r * b->n, b->n);
-                continue;
-            }
-            const swa_span *w = c->mask_ctx;
-            size_t lo, hi;
-            band_of(&lo, &hi, w, w->start + b->first + r, b->n);
-            softmax_band_row(rows + r * g->ld, lo, hi, b->n);
+            if (b->mask) softmax_masked_row(rows + r * g->ld, b->mask + r * b->n, b->n);
+            else softmax_band_row(rows + r * g->ld, b->lo[r], b->hi[r], b->n);
         }
     }
 }
 
-/* Asks the mask for each of the group's blocks, into mask[rows][N] (block i's [b][n] from row i·B; none
- * for swa_block_mask, whose n alone is asked of its span):
+/* Asks the mask for each of the group's blocks: a band for its runs, any other mask for its rows, into
+ * mask[rows][N] (block i's [b][n] from row i·B):
  * KVL_OK, or KVL_EINVAL for a block that sees more than N keys. */
 static int group_masks(chunk_group *g, float *mask, size_t first, size_t rows, const kvl_chunk_head *c)
 {
@@ -113,13 +97,9 @@ static int group_masks(chunk_group *g, float *mask, size_t first, size_t rows, c
         chunk_block *k = &g->blk[g->count];
         k->first = first + at;
         k->b = rows - at < KVL_QUERY_BLOCK ? rows - at : KVL_QUERY_BLOCK;
-        if (c->mask == swa_block_mask) { /* its mask is a band: group_softmax reads it from the span */
-            k->n = swa_block_keys(k->first, k->b, c->mask_ctx);
-            k->mask = NULL;
-        } else {
-            k->n = c->mask(mask + at * c->N, k->first, k->b, c->N, c->mask_ctx);
-            k->mask = mask + at * c->N;
-        }
+        k->mask = c->mask.band ? NULL : mask + at * c->N;
+        k->n = c->mask.band ? c->mask.band(k->lo, k->hi, k->first, k->b, c->N, c->mask.ctx)
+                            : c->mask.rows(mask + at * c->N, k->first, k->b, c->N, c->mask.ctx);
         if (k->n > c->N) return kvl_chunk_mask_too_wide(k->first, k->b, k->n, c->N);
         g->shared = k->n < g->shared ? k->n : g->shared;
         g->ld = k->n > g->ld ? k->n : g->ld;
@@ -193,7 +173,7 @@ static int chunk_group_run(const chunk_job *j, size_t at, float *s, float *mask)
     chunk_group g;
     KVL_TRY(group_masks(&g, mask, first, rows, c));
     group_scores(s, &g, j->q, j->k, c);
-    group_softmax(s, &g, c);
+    group_softmax(s, &g);
     group_values(j->o, s, &g, j->v, c);
     return KVL_OK;
 }
@@ -202,7 +182,7 @@ static int chunk_part(void *ctx, size_t p)
 {
     const chunk_job *j = ctx;
     const size_t N = j->c->N, round = 2 * j->parts;
-    const size_t held = j->c->mask == swa_block_mask ? 1 : 2; /* the band needs no mask */
+    const size_t held = j->c->mask.band ? 1 : 2; /* a band writes no mask */
     float *s = kvl_scratch(KVL_SCRATCH_CHUNK, held * j->B * N * sizeof *s);
     if (!s) return kvl_fail(KVL_ENOMEM, "kvl_attend_chunk_head: out of memory for %zu scores", j->B * N);
     for (size_t base = 0; base < j->groups; base += round) {

@@ -78,8 +78,8 @@ int kvl_attend_cpu(float *o, const float *q, size_t Hq, const kvl_row_tiles *row
 /* kvl_attend_chunk_head_ref's result (ref/core/attend.h) for arguments kvl_attend_chunk_head checked:
  * the definition's query blocks in groups of four, each group's products single-threaded BLAS over the
  * keys all its blocks see and then each block's own, the groups split among the threads, each row's
- * masked softmax in float (cpu/softmax_cpu.h); swa_block_mask's band read from its span, not written
- * out. Every thread count gives the same bits. */
+ * masked softmax in float (cpu/softmax_cpu.h); a band's mask read as each query's run of keys
+ * (kvl_block_band), not written out. Every thread count gives the same bits. */
 int kvl_attend_chunk_head_cpu(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
 
 #endif

@@ -380,7 +380,7 @@ int dsa_attend_masked_naive(float *o, const dsa_config *c, const dsa_weights *w,
     if (!o) return kvl_fail(KVL_EINVAL, "%s: NULL output", __func__);
     KVL_TRY(check_selection(__func__, sel, S, N, c->index_topk));
     const picks_mask mask = {.sel = sel, .K = c->index_topk};
-    return mla_attend_naive(o, &c->mla, &w->mla, q, rows, S, N, mask_picks, &mask);
+    return mla_attend_naive(o, &c->mla, &w->mla, q, rows, S, N, (kvl_chunk_mask){.rows = mask_picks, .ctx = &mask});
 }
 
 /* The whole [S][H][N] scores of the absorbed form under the selection mask, softmax, values. */

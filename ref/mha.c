@@ -169,7 +169,7 @@ static int attend_masked(float *o, const mha_config *c, const float *q, size_t S
     const size_t H = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, G = H / Hkv;
     const swa_span span = {.start = start, .key_start = key_start, .window = c->window};
     const kvl_chunk_head chunk = {.S = S, .N = n, .Dk = Dh, .Dv = Dh, .ldq = H * Dh, .ldo = H * Dh,
-                                  .scale = (float)(1.0 / sqrt((double)Dh)), .mask = swa_block_mask, .mask_ctx = &span};
+                                  .scale = (float)(1.0 / sqrt((double)Dh)), .mask = swa_chunk_mask(&span)};
     size_t need = 0;
     if (!grow(&need, 2 * n, Dh)) return kvl_fail(KVL_EINVAL, "mha: %zu keys of %zu is too large", n, Dh);
     float *k = scratch(need), *v = k + n * Dh;

@@ -370,14 +370,14 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
  * rows once, then its queries attend to them a block at a time (kvl_attend_chunk_head), so only one
  * head's keys are held at a time. */
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
-                     size_t S, size_t N, kvl_block_mask mask, const void *ctx)
+                     size_t S, size_t N, kvl_chunk_mask mask)
 {
     KVL_TRY(check_call(__func__, c, w, q, rows));
-    if (!o || !mask) return kvl_fail(KVL_EINVAL, "%s: NULL output or mask", __func__);
+    if (!o || !mask.rows) return kvl_fail(KVL_EINVAL, "%s: NULL output or mask", __func__);
     if (S == 0) return KVL_OK;
     const size_t H = c->n_heads, Dc = c->kv_lora_rank, Dv = c->v_head;
     const kvl_chunk_head chunk = {.S = S, .N = N, .Dk = qk_width(c), .Dv = Dv, .ldq = H * qk_width(c),
-                                  .ldo = H * Dv, .scale = (float)c->softmax_scale, .mask = mask, .mask_ctx = ctx};
+                                  .ldo = H * Dv, .scale = (float)c->softmax_scale, .mask = mask};
     float *latent = NULL, *k_nope = NULL, *k = NULL, *v = NULL;
     int rc = alloc_floats(&latent, N, Dc, __func__);
     if (rc == KVL_OK) rc = alloc_floats(&k_nope, N, c->qk_nope, __func__);
@@ -495,7 +495,7 @@ int mla_forward(float *out, const mla_config *c, const mla_weights *w, const flo
     if (rc == KVL_OK) rc = mla_query(q, c, w, x, T, 0);
     if (rc == KVL_OK) rc = mla_latent(rows, c, w, x, T, 0);
     const swa_span span = {.start = 0, .key_start = 0, .window = c->window};
-    if (rc == KVL_OK) rc = mla_attend_naive(o, c, w, q, rows, T, T, swa_block_mask, &span);
+    if (rc == KVL_OK) rc = mla_attend_naive(o, c, w, q, rows, T, T, swa_chunk_mask(&span));
     if (rc == KVL_OK) rc = project_out(out, c, w, o, T);
     free(q);
     free(rows);
@@ -555,7 +555,7 @@ int mla_prefill(float *out, const mla_config *c, const mla_weights *w, mla_cache
     chunk k = {0};
     int rc = chunk_build(&k, c, w, cache, x, S);
     const swa_span span = {.start = cache->ring.len, .key_start = k.key_start, .window = c->window};
-    if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, swa_block_mask, &span);
+    if (rc == KVL_OK) rc = mla_attend_naive(k.o, c, w, k.q, k.keys, S, k.N, swa_chunk_mask(&span));
     if (rc == KVL_OK) rc = project_out(out, c, w, k.o, S);
     if (rc == KVL_OK) rc = kv_ring_append(&cache->ring, k.keys + (k.N - S) * row_width(c), S);
     chunk_free(&k);

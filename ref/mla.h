@@ -152,14 +152,14 @@ int mla_values_naive(float *o, const mla_config *c, const mla_weights *w, const 
 /* The naive form a block of queries at a time, for chunks too long for [S][H][N] scores (a 4K chunk of V3's
  * 128 heads after 28K tokens would hold 64 GiB of them): o[S][H][Dv] for q[S][H][Dnope+Dr] over
  * rows[N][Dc+Dr], head by head (its keys and values expanded once), KVL_QUERY_BLOCK queries at a time
- * against the leading rows the block sees, under the mask `mask` gives for the block
+ * against the leading rows the block sees, under the rows `mask` gives for the block
  * (kvl_attend_chunk_head, ref/core/attend.h: the softmax in float). The same function as
  * mla_scores_naive, kvl_softmax_f32 and mla_values_naive under the whole mask, to float rounding, in
  * memory O(N·(Dc + Dnope + Dr + Dv)) and O(KVL_QUERY_BLOCK·N) a thread. The heads run one after another;
- * a head's query blocks may be split among threads by the backend's kvl_attend_chunk_head, so `mask` can
- * be called from several threads at once. KVL_EINVAL also for a mask block wider than N. */
+ * a head's query blocks may be split among threads by the backend's kvl_attend_chunk_head, so `mask`'s
+ * functions can be called from several threads at once. KVL_EINVAL also for a mask block wider than N. */
 int mla_attend_naive(float *o, const mla_config *c, const mla_weights *w, const float *q, const float *rows,
-                     size_t S, size_t N, kvl_block_mask mask, const void *ctx);
+                     size_t S, size_t N, kvl_chunk_mask mask);
 
 int mla_scores_absorbed(float *scores, const mla_config *c, const mla_weights *w, const float *q,
                         const float *rows, const float *mask, size_t S, size_t N);

@@ -21,7 +21,8 @@ void swa_mask_rows(float *mask, size_t start, size_t S, size_t key_start, size_t
             mask[i * n_keys + j] = swa_visible(start + i, key_start + j, W) ? 0.0f : -INFINITY;
 }
 
-size_t swa_block_keys(size_t first, size_t b, const swa_span *w)
+/* The leading keys queries first … first + b − 1 of the span see: up to the block's last query position. */
+static size_t block_keys(size_t first, size_t b, const swa_span *w)
 {
     return w->start + first + b - w->key_start;
 }
@@ -29,10 +30,30 @@ size_t swa_block_keys(size_t first, size_t b, const swa_span *w)
 size_t swa_block_mask(float *mask, size_t first, size_t b, size_t N, const void *span)
 {
     const swa_span *w = span;
-    const size_t n = swa_block_keys(first, b, w);
+    const size_t n = block_keys(first, b, w);
     if (n > N) return n;
     swa_mask_rows(mask, w->start + first, b, w->key_start, n, w->window);
     return n;
+}
+
+size_t swa_block_band(size_t *lo, size_t *hi, size_t first, size_t b, size_t N, const void *span)
+{
+    const swa_span *w = span;
+    const size_t n = block_keys(first, b, w);
+    if (n > N) return n;
+    for (size_t r = 0; r < b; r++) {
+        const size_t t = w->start + first + r, from = swa_first_visible(t, w->window);
+        const size_t last = t + 1 > w->key_start ? t + 1 - w->key_start : 0;
+        hi[r] = last < n ? last : n;
+        lo[r] = from > w->key_start ? from - w->key_start : 0;
+        lo[r] = lo[r] < hi[r] ? lo[r] : hi[r];
+    }
+    return n;
+}
+
+kvl_chunk_mask swa_chunk_mask(const swa_span *span)
+{
+    return (kvl_chunk_mask){swa_block_mask, swa_block_band, span};
 }
 
 /* ---- the ring buffer ------------------------------------------------------------------------------ */

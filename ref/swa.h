@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "attend.h"
 #include "kv_ring.h"
 
 /* ---- the window rule ------------------------------------------------------------------------------ */
@@ -26,18 +27,20 @@ size_t swa_first_visible(size_t t, size_t W);
 void swa_mask_rows(float *mask, size_t start, size_t S, size_t key_start, size_t n_keys, size_t W);
 
 /* A chunk's queries at positions start + i against keys at positions key_start + j, under a window
- * (0: none): the ctx of swa_block_mask. */
+ * (0: none): the ctx of swa_block_mask and swa_block_band. */
 typedef struct {
     size_t start, key_start, window;
 } swa_span;
-
-/* The leading keys queries first … first + b − 1 of the span w see: the keys up to the block's last query
- * position (swa_block_mask's n). */
-size_t swa_block_keys(size_t first, size_t b, const swa_span *w);
 
 /* The banded causal mask of a block of a chunk's queries, as a kvl_block_mask (ref/core/attend.h): n is
  * the keys up to the block's last query position (later keys are its future), and when n ≤ N, mask[b][n]
  * is filled for queries first … first + b − 1 of the span `span`. */
 size_t swa_block_mask(float *mask, size_t first, size_t b, size_t N, const void *span);
+
+/* The same mask as each query's run of keys, a kvl_block_band: query t sees swa_first_visible(t, W) … t. */
+size_t swa_block_band(size_t *lo, size_t *hi, size_t first, size_t b, size_t N, const void *span);
+
+/* The span's mask as a chunk's mask (ref/core/attend.h): its rows and its runs. */
+kvl_chunk_mask swa_chunk_mask(const swa_span *span);
 
 #endif

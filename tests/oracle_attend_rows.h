@@ -184,7 +184,7 @@ static inline void check_chunk_head(void)
         }
     const table_mask tm = {table, seen, N};
     const kvl_chunk_head c = {.S = S, .N = N, .Dk = DK, .Dv = DV, .ldq = LDQ, .ldo = LDO, .scale = 0.158f,
-                              .mask = mask_from_table, .mask_ctx = &tm};
+                              .mask = {.rows = mask_from_table, .ctx = &tm}};
     for (size_t r = 0; r < S; r++) {
         for (size_t j = 0; j < N; j++) {
             double dot = 0.0;

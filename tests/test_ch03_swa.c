@@ -66,6 +66,48 @@ START_TEST(test_mask_rows_match_the_rule)
 }
 END_TEST
 
+/* A chunk's blocks under a span, as rows (swa_block_mask) and as runs (swa_block_band): both give n, the
+ * keys up to the block's last query, and each query sees exactly the keys the window rule lets it see,
+ * causal and windowed, from position 0 and after cached keys, blocks of 1 to 9 queries. */
+START_TEST(test_block_runs_and_rows_give_the_rule)
+{
+    const swa_span spans[] = {{0, 0, 0}, {0, 0, W_TOY}, {23, 5, 0}, {23, 5, W_TOY}, {40, 31, 3}};
+    enum { MOST = 64 };
+    for (size_t k = 0; k < sizeof spans / sizeof *spans; k++) {
+        const swa_span *w = &spans[k];
+        for (size_t first = 0; first < 12; first += 5)
+            for (size_t b = 1; b <= 9; b += 4) {
+                float mask[9 * MOST];
+                size_t lo[9], hi[9];
+                const size_t n = swa_block_mask(mask, first, b, MOST, w);
+                ck_assert_uint_eq(swa_block_band(lo, hi, first, b, MOST, w), n);
+                ck_assert_uint_eq(n, w->start + first + b - w->key_start);
+                for (size_t r = 0; r < b; r++)
+                    for (size_t j = 0; j < n; j++) {
+                        const int seen = oracle_visible(w->start + first + r, w->key_start + j, w->window);
+                        ck_assert_int_eq(j >= lo[r] && j < hi[r], seen);
+                        ck_assert(seen ? mask[r * n + j] == 0.0f : isinf(mask[r * n + j]) && mask[r * n + j] < 0);
+                    }
+            }
+    }
+}
+END_TEST
+
+/* A block that sees more keys than the chunk holds is refused the same way by both: n returned, nothing
+ * written. */
+START_TEST(test_block_runs_and_rows_refuse_a_block_past_the_keys)
+{
+    const swa_span w = {10, 0, 0};
+    float mask[4 * 16];
+    size_t lo[4] = {7, 7, 7, 7}, hi[4] = {7, 7, 7, 7};
+    for (size_t i = 0; i < 4 * 16; i++) mask[i] = 7.0f;
+    ck_assert_uint_eq(swa_block_mask(mask, 4, 4, 16, &w), 18);
+    ck_assert_uint_eq(swa_block_band(lo, hi, 4, 4, 16, &w), 18);
+    for (size_t i = 0; i < 4 * 16; i++) ck_assert(mask[i] == 7.0f);
+    for (size_t r = 0; r < 4; r++) ck_assert(lo[r] == 7 && hi[r] == 7);
+}
+END_TEST
+
 /* ---- the ring ------------------------------------------------------------------------------------ */
 
 #define RING_WIDTH 3
@@ -355,6 +397,8 @@ Suite *kvl_suite(void)
     tcase_add_test(rule, test_window_includes_the_query);
     tcase_add_test(rule, test_window_0_is_causal);
     tcase_add_test(rule, test_mask_rows_match_the_rule);
+    tcase_add_test(rule, test_block_runs_and_rows_give_the_rule);
+    tcase_add_test(rule, test_block_runs_and_rows_refuse_a_block_past_the_keys);
     suite_add_tcase(s, rule);
     TCase *ring = tcase_create("ring");
     tcase_add_test(ring, test_ring_holds_the_banded_window_when_t_below_w);

@@ -292,7 +292,7 @@ START_TEST(test_chunk_head_blocks_split_across_threads_match_definition)
 }
 END_TEST
 
-/* ---- the chunk under swa_block_mask's band, which the CPU backend reads from its span ------------- */
+/* ---- the chunk under swa's band, which the CPU backend reads as runs of keys --------------------- */
 
 /* The chunk's S queries at positions span.start + i over the N = start + S − key_start keys from
  * span.key_start, under span's banded causal mask, by the backend in use, against the definition in
@@ -308,7 +308,7 @@ static void check_band_chunk(swa_span span, size_t S, uint64_t seed)
     double *want = calloc(S * DV, sizeof *want), *p = malloc(N * sizeof *p);
     ck_assert(got && want && p);
     const kvl_chunk_head c = {.S = S, .N = N, .Dk = DK, .Dv = DV, .ldq = LDQ, .ldo = LDO, .scale = 0.158f,
-                              .mask = swa_block_mask, .mask_ctx = &span};
+                              .mask = swa_chunk_mask(&span)};
     for (size_t r = 0; r < S; r++) {
         for (size_t j = 0; j < N; j++) {
             double dot = 0.0;
@@ -355,7 +355,7 @@ START_TEST(test_chunk_head_band_masked_nan_poisons_the_rows_the_definition_poiso
     ck_assert(got && want);
     k[(S - 1) * DK + 7] = NAN;
     const kvl_chunk_head c = {.S = S, .N = S, .Dk = DK, .Dv = DV, .ldq = DK, .ldo = DV, .scale = 0.158f,
-                              .mask = swa_block_mask, .mask_ctx = &span};
+                              .mask = swa_chunk_mask(&span)};
     ck_assert_int_eq(kvl_attend_chunk_head(got, q, k, v, &c), KVL_OK);
     ck_assert_int_eq(kvl_attend_chunk_head_ref(want, q, k, v, &c), KVL_OK);
     for (size_t r = 0; r < S; r++)

@@ -106,7 +106,7 @@ int kvl_chunk_mask_too_wide(size_t first, size_t b, size_t n, size_t N)
 
 int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c)
 {
-    if (!o || !q || !k || !v || !c || !c->mask) return kvl_fail(KVL_EINVAL, "%s: NULL array or mask", __func__);
+    if (!o || !q || !k || !v || !c || !c->mask.rows) return kvl_fail(KVL_EINVAL, "%s: NULL array or mask", __func__);
     const size_t most = c->N > c->ldq ? c->N : c->ldq;
     if (most > (size_t)BLASINT_MAX || c->ldo > (size_t)BLASINT_MAX || c->Dk > c->ldq || c->Dv > c->ldo)
         return kvl_fail(KVL_EINVAL, "%s: %zu keys, rows of %zu and %zu for widths %zu and %zu", __func__, c->N, c->ldq,
@@ -130,7 +130,7 @@ int kvl_attend_chunk_head_ref(float *o, const float *q, const float *k, const fl
     float *s = q_b + B * c->Dk, *mask = s + B * c->N, *o_b = mask + B * c->N;
     int rc = KVL_OK;
     for (size_t first = 0; first < c->S && rc == KVL_OK; first += B) {
-        const size_t b = c->S - first < B ? c->S - first : B, n = c->mask(mask, first, b, c->N, c->mask_ctx);
+        const size_t b = c->S - first < B ? c->S - first : B, n = c->mask.rows(mask, first, b, c->N, c->mask.ctx);
         if (n > c->N) {
             rc = kvl_chunk_mask_too_wide(first, b, n, c->N);
             break;

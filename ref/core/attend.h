@@ -69,7 +69,7 @@ int kvl_attend_ref(float *o, const float *q, size_t Hq, const kvl_row_tiles *row
  * sees, its own included, under a mask):
  *   o_i = softmax_j(scale · q_i · k_jᵀ + mask_ij) · v_j        i < S, j < N
  * with q_i at q + i·ldq (Dk wide), o_i at o + i·ldo (Dv wide), k[N][Dk] and v[N][Dv] packed. The queries
- * go a block of KVL_QUERY_BLOCK at a time: each block asks `mask` for its rows of the mask and the number
+ * go a block of KVL_QUERY_BLOCK at a time: each block asks the mask for its rows of it and the number
  * n of leading keys any of its queries sees, and scores those n only, so the keys every query of a block
  * has masked (the causal future) are never scored and the scores held are [KVL_QUERY_BLOCK][N], not
  * [S][N]. A row masked whole gives o_i = 0 and a NaN score a NaN row, as kvl_softmax_f32. */
@@ -81,16 +81,29 @@ int kvl_attend_ref(float *o, const float *q, size_t Hq, const kvl_row_tiles *row
  * a backend splits the blocks among them. */
 typedef size_t (*kvl_block_mask)(float *mask, size_t first, size_t b, size_t N, const void *ctx);
 
+/* The same mask where each query sees one run of keys (a band: causal, windowed): returns the same n and,
+ * when n ≤ N, fills lo[b] and hi[b]: query first + r sees keys lo[r] … hi[r] − 1 of the n (lo[r] ≤ hi[r]
+ * ≤ n), its mask 0 there and −INFINITY elsewhere. */
+typedef size_t (*kvl_block_band)(size_t *lo, size_t *hi, size_t first, size_t b, size_t N, const void *ctx);
+
+/* A chunk's mask: `rows` as kvl_block_mask, and `band` the same mask as runs where it is a band (NULL
+ * otherwise), both reading ctx. The definition asks for the rows; a backend may ask for the runs
+ * instead, which say the same without n floats a query. */
+typedef struct {
+    kvl_block_mask rows;
+    kvl_block_band band;
+    const void *ctx;
+} kvl_chunk_mask;
+
 typedef struct {
     size_t S, N;          /* queries, key rows */
     size_t Dk, Dv;        /* key (and query) width, value width */
     size_t ldq, ldo;      /* elements from one query row to the next, and from one output row to the next */
     float scale;
-    kvl_block_mask mask;
-    const void *mask_ctx;
+    kvl_chunk_mask mask;
 } kvl_chunk_head;
 
-/* o rows of one head (above), by the backend in use. KVL_EINVAL for a NULL array or mask, a block mask
+/* o rows of one head (above), by the backend in use. KVL_EINVAL for a NULL array or mask rows, a block mask
  * wider than N, or a size past the BLAS integer; KVL_ENOMEM. */
 int kvl_attend_chunk_head(float *o, const float *q, const float *k, const float *v, const kvl_chunk_head *c);
 
