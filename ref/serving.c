@@ -55,7 +55,8 @@ int kvl_rank_cache_of(kvl_rank_cache *r, const kvl_model *m, const kvl_kv_footpr
     *r = (kvl_rank_cache){.main_row_bytes = f->main_row_bytes, .index_key_bytes = f->index_key_bytes,
                           .window_bytes_per_sequence = f->window_bytes_per_sequence,
                           .bounded_tokens = f->bounded_tokens,
-                          .groups_per_node = d->dp_attention ? d->gpus : d->gpus / d->tp};
+                          .groups_per_node = d->dp_attention ? d->gpus : d->gpus / d->tp,
+                          .cache = m->kv_cache};
     if (engine_v4(m, d)) return engine_v4_rank(r, m, d);
     if (m->generation == KVL_GEN_MHA || (m->kv_whole_heads && m->kv_cache == KVL_CACHE_BF16)) {
         /* main_row_bytes = Hkv · (Dk + Dv) · element bytes: a rank keeps its share of the heads */
@@ -112,6 +113,7 @@ int kvl_fit_of(kvl_fit *out, const kvl_model *m, const kvl_rank_cache *r, const 
     out->tokens_per_gpu = kvl_engine_pool_tokens(d, budget, r->bytes_per_token);
     out->tokens_per_node = out->tokens_per_gpu * g;
     out->sequences_per_gpu = out->sequence_bytes > 0 ? floor(budget / out->sequence_bytes) : 0;
+    if (r->running && out->sequences_per_gpu > (double)r->running) out->sequences_per_gpu = (double)r->running;
     out->sequences_per_node = out->sequences_per_gpu * g;
     return KVL_OK;
 }
@@ -187,29 +189,19 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
-/* V4.1 where no code read at a named commit sizes its pools. SGLang maps V4.1 onto its V4 model
- * (configs/deepseek_v41.py at f45a34e4), whose MQALayer.__init__ asserts ratios 0, 4 and 128
- * (models/deepseek_v4.py at f8101ac7), whose get_compress_state_ring_size asserts 4 or 128
- * (mem_cache/deepseek_v4_memory_pool.py at 41802551) and whose DSV4PoolConfigurator counts those
- * two only (model_executor/pool_configurator.py at 003fca80). vLLM on SM 100 picks mega attention
- * where DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py at 0130d488): a
- * 528-byte window record, a 288-byte NVFP4 compressed one, pages aligned to 512 B, in
+/* V4.1 under vLLM on SM 100, where no code read at a named commit sizes its pools: mega attention
+ * is the default where DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py at
+ * 0130d488): a 528-byte window record, a 288-byte NVFP4 compressed one, pages aligned to 512 B, in
  * MLAAttentionSpecs with tokens_per_state and state_content_bytes (attention.py at f5d3794f), fields
  * the spec read (v1/kv_cache_interface.py at 001cabc1) does not have: their page rule is unread.
- * Both refused by name rather than priced by a guessed rule. */
-static int refuse_v41(const kvl_model *m, kvl_engine e)
+ * Refused by name rather than priced by a guessed rule. */
+static int refuse_v41(const kvl_model *m)
 {
-    if (e == KVL_ENGINE_VLLM)
-        return kvl_fail(KVL_EINVAL, "%s: --engine vllm on SM 100 serves V4.1 with mega attention where "
-                        "DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py, commit "
-                        "0130d488), in 528- and 288-byte records whose MLAAttentionSpec pages (attention.py, "
-                        "commit f5d3794f) the spec read (kv_cache_interface.py, commit 001cabc1) cannot size: "
-                        "give --gpu h100 or h200", m->path);
-    return kvl_fail(KVL_EINVAL, "%s: --engine sglang serves V4.1 as its V4 model (configs/deepseek_v41.py, commit "
-                    "f45a34e4), whose MQALayer.__init__ asserts compress ratios 0, 4 and 128 (models/deepseek_v4.py, "
-                    "commit f8101ac7), get_compress_state_ring_size 4 or 128 (commit 41802551) and "
-                    "DSV4PoolConfigurator counts those two (commit 003fca80): it sizes no pool for ratios 1 and 2",
-                    m->path);
+    return kvl_fail(KVL_EINVAL, "%s: --engine vllm on SM 100 serves V4.1 with mega attention where "
+                    "DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py, commit "
+                    "0130d488), in 528- and 288-byte records whose MLAAttentionSpec pages (attention.py, "
+                    "commit f5d3794f) the spec read (kv_cache_interface.py, commit 001cabc1) cannot size: "
+                    "give --gpu h100 or h200", m->path);
 }
 
 /* The compress ratios an engine's pools take: V4's 0, 4 and 128 (vLLM's CompressorStateCache and
@@ -230,15 +222,19 @@ static int engine_ratios_check(const kvl_model *m, kvl_engine e)
 }
 
 /* Both engines store V4's rows one way, FP8 with UE8M0 scales (v4-fp8); vLLM on Hopper stores V4.1's
- * entries in that same record (DeepseekV4Attention: 584 B below SM 100). */
+ * entries in that same record (DeepseekV4Attention: 584 B below SM 100), and so does SGLang but
+ * under DP attention on SM 100, where its rank takes V4.1's own (sglang_v41_layouts). */
 static int engine_v4_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
 {
-    if (m->generation == KVL_GEN_V41 && (e == KVL_ENGINE_SGLANG || sm >= 10)) return refuse_v41(m, e);
+    const int v41 = m->generation == KVL_GEN_V41;
+    if (v41 && e == KVL_ENGINE_VLLM && sm >= 10) return refuse_v41(m);
     if (engine_ratios_check(m, e) != KVL_OK) return KVL_EINVAL;
     *out = asked < 0 ? KVL_CACHE_V4_FP8 : (kvl_cache_layout)asked;
     if (*out == KVL_CACHE_V4_FP8) return KVL_OK;
-    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a %s model's cache as %s: its row is v4-fp8",
-                    m->path, kvl_engine_name(e), kvl_generation_name(m->generation), kvl_cache_layout_name(*out));
+    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a %s model's cache as %s: its row is v4-fp8%s",
+                    m->path, kvl_engine_name(e), kvl_generation_name(m->generation), kvl_cache_layout_name(*out),
+                    v41 && e == KVL_ENGINE_SGLANG ? ", and v41-fp4 under DP attention on SM 100, by its own choice"
+                                                  : "");
 }
 
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
@@ -263,8 +259,8 @@ static size_t vllm_v41_page(const kvl_model *m);
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm)
 {
     const int mha = m->generation == KVL_GEN_MHA, dsa = m->generation == KVL_GEN_DSA;
-    if (e != KVL_ENGINE_PLAIN && m->generation == KVL_GEN_V4) return V4_BLOCK_TOKENS;
     if (e == KVL_ENGINE_VLLM && m->generation == KVL_GEN_V41) return vllm_v41_page(m);
+    if (e != KVL_ENGINE_PLAIN && m->generation >= KVL_GEN_V4) return V4_BLOCK_TOKENS;
     if (e == KVL_ENGINE_SGLANG) return dsa || (!mha && sm >= 10) ? 64 : 1;
     if (e == KVL_ENGINE_VLLM) return mha ? 16 : !dsa && sm >= 10 ? 128 : 64;
     return 0;
@@ -434,7 +430,7 @@ double kvl_engine_weight_bytes(const kvl_params *p, const kvl_model *m, const kv
 #define V4_PAGE_ALIGN 576     /* FlashMLA's page alignment, bytes (vLLM's alignment=576, SGLang's pads) */
 #define V4_STATE_BYTES 4      /* compressor states in float32 (CompressorStateCache, SGLang's default) */
 #define SGLANG_V4_SWA_RATIO 0.1       /* swa_full_tokens_ratio as SGLang sets it for V4 */
-#define SGLANG_V4_RUNNING 256         /* max_running_requests as SGLang sets it for V4 */
+#define SGLANG_V4_RUNNING 256         /* max_running_requests as SGLang sets it for V4 and V4.1 */
 /* get_compress_state_ring_size: the C4 and C128 state rings, doubled under speculation */
 static size_t sglang_v4_ring(size_t ratio, int speculative) { return (ratio == 4 ? 8 : 128) << (speculative != 0); }
 
@@ -684,15 +680,22 @@ static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m, size_t draft_lay
     r->kind_bytes[KVL_LAYER_WINDOW] = (double)(v.block_bytes - v.compressed_bytes) * per_token;
 }
 
+/* A worker's max_running_requests (apply_deepseek_v4_defaults sets 256 for V4 and V4.1): the
+ * node's over the DP-attention ranks, at least 1 */
+static size_t sglang_v4_running(const kvl_deployment *d)
+{
+    const size_t running = SGLANG_V4_RUNNING / (d->dp_attention ? d->gpus : 1);
+    return running ? running : 1;
+}
+
 /* SGLang's pool: full tokens at bytes_per_full_token, its C128 state rows set aside first; each
  * layer kind's share of a full token. */
 static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
 {
     const int spec = d->draft_layers > 0;
     r->bytes_per_token = kvl_sglang_v4_bytes_per_token(m, spec);
-    /* max_running_requests is a node's; a DP-attention worker takes its share */
-    const size_t running = SGLANG_V4_RUNNING / (d->dp_attention ? d->gpus : 1);
-    r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, running, spec);
+    r->running = sglang_v4_running(d);
+    r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, r->running, spec);
     const double row = (double)r->main_row_bytes, swa = SGLANG_V4_SWA_RATIO * row;
     const double states = SGLANG_V4_SWA_RATIO * (double)sglang_v4_ring(4, spec) / (double)m->window * 2 * 2 *
                           (double)(m->head_dim + m->index_head_dim) * V4_STATE_BYTES;
@@ -704,15 +707,114 @@ static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_depl
     r->draft_bytes_per_token = spec ? r->bytes_per_token / (double)(m->n_layers + 1) : 0;
 }
 
+/* ---- V4.1 under SGLang (SGLang 0.5.23) -------------------------------------------------------- */
+
+#define SGLANG_SWA_EVICTION_INTERVAL 128   /* SGLANG_SWA_EVICTION_INTERVAL's default (environ.py) */
+
+/* One of SGLang's DSV4 paged layouts (KVLayout, kernels/ops/attention/dsv4/kv_layout.py): bytes a
+ * token, and the alignment a page of tokens is padded to (page_bytes). */
+typedef struct {
+    size_t bytes, align;
+} sglang_kv_layout;
+
+/* KVLayout.page_bytes(n) / n: one token's share of a padded page of n tokens */
+static double sglang_token_bytes(sglang_kv_layout l, size_t n) { return (double)round_up(n * l.bytes, l.align) / (double)n; }
+
+/* select_dsv4_kv_layout: V4's layout (FP8 nope, bf16 RoPE, 8 scale bytes: 584 B, pages to 576 B)
+ * for every pool, unless the attention backend is flashmla_mega, which _default_dsv4_attention_backend
+ * picks on SM 100 for V4.1's fp8_e4m3 cache when attention is not tensor-parallel: then the window
+ * pool is V41 (head_dim E4M3 bytes and a UE8M0 scale per 32, 528 B, pages to 512 B) and the ratio-1
+ * and ratio-2 pools V41_FP4 (E2M1 pairs and an E4M3 scale per 16, 288 B, pages to 256 B:
+ * resolve_compressed_kv_layout). */
+static int sglang_v41_layouts(sglang_kv_layout *window, sglang_kv_layout *compressed, const kvl_model *m,
+                              const kvl_deployment *d)
+{
+    const int mega = d->sm >= 10 && d->dp_attention;
+    const size_t h = m->head_dim;
+    *window = mega ? (sglang_kv_layout){h + h / 32, 512} : (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576};
+    *compressed = mega ? (sglang_kv_layout){h / 2 + h / 16, 256} : *window;
+    return mega;
+}
+
+/* get_dsv4_indexer_bytes_per_token with use_fp4_indexer: the ratio-1 and ratio-2 index pools are
+ * built FP4 whatever the cache dtype, E2M1 pairs and a scale byte per 32 (68 B for 128 dims) */
+static size_t sglang_v41_index_key_bytes(const kvl_model *m) { return m->index_head_dim / 2 + m->index_head_dim / 32; }
+
+/* The window slots DSV4PoolConfigurator reserves in cap mode (_resolve_swa_cap_tokens: V4.1 leaves
+ * swa_full_tokens_ratio unset, V4's override sets it to 0.1): compute_swa_request_cap, each request
+ * its window, an eviction interval of one token and a page trailing, a page of decode, two prefill
+ * chunks in flight (the overlap schedule) and a page; then 4 radix prefix tails a request
+ * (_resolve_swa_prefix_tails) of a window and a page each, all page-aligned. The chunk is a DP
+ * rank's share (_handle_data_parallelism). */
+static size_t sglang_v41_window_slots(const kvl_model *m, const kvl_deployment *d)
+{
+    double chunk, max_bs;
+    sglang_chunk_and_graph(d->capacity_mib, d->tp, &chunk, &max_bs);
+    const size_t rank_chunk = (size_t)chunk / (d->dp_attention ? d->gpus : 1);
+    const size_t W = m->window, page = d->page, running = sglang_v4_running(d);
+    const size_t request = W + SGLANG_SWA_EVICTION_INTERVAL + page + page;
+    const size_t cap = request * running + 2 * rank_chunk + page;
+    return round_up(cap + 4 * running * (W + page), page);
+}
+
+/* _get_c2_state_fixed_bytes: each ratio-2 source's pending pairs, a ring of 2 rows per request slot
+ * (running + 1), one ring and a null row more, rows rounded up to 2, each (kv, score) in float32 */
+static double sglang_v41_pair_state_bytes(const kvl_model *m, size_t running, size_t ratio2_sources)
+{
+    const size_t rows = round_up((running + 1) * 2 + 2 + 1, 2);
+    return (double)rows * 2 * (double)m->head_dim * V4_STATE_BYTES * (double)ratio2_sources;
+}
+
+/* _get_low_ratio_kv_padding_bytes at whole pages of full tokens: each ratio-M source reserves a page
+ * of its compressed slots, and its index pool page / M slots and one index page more (64 slots,
+ * 128 from SM 100 with DeepGEMM's paged sparse MQA logits: dsv41_index_page_size) */
+static double sglang_v41_padding_bytes(size_t M, size_t sources, double slot_bytes, size_t key, const kvl_deployment *d)
+{
+    const size_t index_page = d->sm >= 10 ? 128 : 64;
+    return (double)sources * ((double)d->page * slot_bytes + (double)((d->page / M + index_page) * key));
+}
+
+/* SGLang's V4.1 pool (DSV4PoolConfigurator, model_executor/pool_configurator.py): a full token
+ * costs each ratio-M KV source its compressed slot and index key over M
+ * (_compressed_bytes_per_full_token); the window slots of every backbone layer, the pair states and
+ * the padding are set aside first. The window is in the fixed pool, so a sequence adds nothing
+ * beyond its full tokens. */
+static void sglang_v41_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
+{
+    sglang_kv_layout window, compressed;
+    if (sglang_v41_layouts(&window, &compressed, m, d)) r->cache = KVL_CACHE_V41_FP4;
+    const size_t key = sglang_v41_index_key_bytes(m);
+    r->main_row_bytes = compressed.bytes;
+    r->index_key_bytes = key;
+    r->running = sglang_v4_running(d);
+    r->pool_fixed_bytes = (double)sglang_v41_window_slots(m, d) * sglang_token_bytes(window, d->page) *
+                          (double)m->n_layers;
+    for (size_t M = 1; M <= 2; M++) {
+        size_t sources, keyed;
+        v41_sources(m, M, &sources, &keyed);
+        const double slot = sglang_token_bytes(compressed, d->page / M);
+        r->bytes_per_token += (double)sources * (slot + (double)key) / (double)M;
+        r->pool_fixed_bytes += sglang_v41_padding_bytes(M, sources, slot, key, d);
+        if (M == 2) r->pool_fixed_bytes += sglang_v41_pair_state_bytes(m, sglang_v4_running(d), sources);
+    }
+    r->kind_bytes[KVL_LAYER_FULL] = r->bytes_per_token;
+}
+
 static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
 {
-    const int v41 = m->generation == KVL_GEN_V41;
-    if (v41 && d->engine == KVL_ENGINE_SGLANG) return refuse_v41(m, d->engine);
+    const int v41 = m->generation == KVL_GEN_V41, sglang = d->engine == KVL_ENGINE_SGLANG;
     if (engine_ratios_check(m, d->engine) != KVL_OK) return KVL_EINVAL;
+    if (v41 && d->draft_layers && sglang)
+        return kvl_fail(KVL_EINVAL, "%s: --engine sglang drafts V4.1 with DSpark only "
+                        "(validate_deepseek_v41_features, SGLang 0.5.23), not with MTP layers: its draft is "
+                        "not priced", m->path);
     if (v41 && d->draft_layers)
         return kvl_fail(KVL_EINVAL, "%s: --engine vllm drafts V4.1 with DSpark (vllm/models/deepseek_v41/nvidia/"
                         "dspark.py), not with MTP layers: its draft is not priced", m->path);
-    const size_t page = v41 ? vllm_v41_page(m) : V4_BLOCK_TOKENS;
+    if (v41 && sglang && !(d->capacity_mib > 0))
+        return kvl_fail(KVL_EINVAL, "%s: --engine sglang sizes V4.1's window pool by its prefill chunk, which "
+                        "needs the GPU's memory", m->path);
+    const size_t page = v41 && !sglang ? vllm_v41_page(m) : V4_BLOCK_TOKENS;
     if (d->page != page)
         return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %zu tokens", d->page,
                         kvl_engine_name(d->engine), m->path, page);
@@ -721,6 +823,7 @@ static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deplo
     r->window_bytes_per_sequence = 0;
     for (size_t i = 0; i < m->n_layers; i++) r->kind_layers[m->layers[i].kind]++;
     if (d->engine == KVL_ENGINE_VLLM) vllm_v4_rank(r, m, d->draft_layers);
+    else if (v41) sglang_v41_rank(r, m, d);
     else sglang_v4_rank(r, m, d);
     return KVL_OK;
 }

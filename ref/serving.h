@@ -220,6 +220,8 @@ typedef struct {
     size_t page;        /* entries per page of every paged layer */
     kvl_engine engine;  /* whose layout and sizing; plain: this header's first rules */
     size_t draft_layers;  /* MTP layers cached beside the backbone under speculation; 0: none */
+    int sm;               /* the GPU's SM generation (9 Hopper, 10 Blackwell): an engine's layouts */
+    double capacity_mib;  /* the GPU's memory an engine sizes its chunks by; 0: not given */
 } kvl_deployment;
 
 /* What an engine reserves and leaves for the cache on one GPU. */
@@ -243,7 +245,12 @@ typedef struct {
     size_t window_bytes_per_sequence;  /* W rows in every layer, on one rank */
     size_t bounded_tokens;             /* tokens a sequence keeps at most (footprint's; 0: all) */
     size_t groups_per_node;            /* ranks of a node holding different tokens: gpus / tp, or gpus */
-    double pool_fixed_bytes;           /* set aside before the pool: SGLang's V4 C128 state rows; else 0 */
+    double pool_fixed_bytes;           /* set aside before the pool: SGLang's state rows and V4.1 window
+                                          slots; else 0 */
+    size_t running;                    /* sequences a group runs at once (SGLang's V4 and V4.1
+                                          max_running_requests, a node's 256 over its groups); 0: no cap */
+    kvl_cache_layout cache;            /* the layout the rank stores: the model's, unless its engine
+                                          picks one per split (SGLang's V4.1 on SM 100) */
 } kvl_rank_cache;
 
 /* How much of a budget one GPU and one node fill. */
@@ -251,7 +258,7 @@ typedef struct {
     double sequence_bytes;       /* one sequence of the context on one rank: paged rows + window */
     double tokens_per_gpu;       /* floor(budget / bytes_per_token), whole pages for an engine */
     double tokens_per_node;      /* tokens_per_gpu · groups_per_node */
-    double sequences_per_gpu;    /* floor(budget / sequence_bytes) */
+    double sequences_per_gpu;    /* floor(budget / sequence_bytes), at most the rank's running */
     double sequences_per_node;   /* sequences_per_gpu · groups_per_node */
 } kvl_fit;
 

@@ -124,6 +124,13 @@ static size_t caching_layers(const row *r, const plan *p)
     return r->kv.global_layers + (draft ? r->model.ffn.n_mtp_layers : 0);
 }
 
+/* The cache a split stores: the model's, or the one its engine picks for the split */
+static const char *split_cache(const row *r, int dp)
+{
+    const kvl_cache_layout c = r->rank[dp].cache;
+    return c == r->model.kv_cache ? kvl_kv_cache_label(&r->model) : kvl_cache_layout_name(c);
+}
+
 /* "  DeepSeek-V3: sglang mem_fraction_static 0.886 (reserve 16,384 MiB), cache bf16, 61 caching
  * layers" */
 static void print_engine_line(const row *r, int dp, const plan *p)
@@ -136,11 +143,14 @@ static void print_engine_line(const row *r, int dp, const plan *p)
     else
         printf(" less a profiled peak of %s GiB",
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
-    printf(", cache %s, %zu caching layers, pages of %zu", kvl_kv_cache_label(&r->model),
+    printf(", cache %s, %zu caching layers, pages of %zu", split_cache(r, dp),
            caching_layers(r, p), r->page);
     if (r->rank[dp].pool_fixed_bytes > 0)
-        printf(", %s GiB of compressor state rows set aside",
-               kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2));
+        printf(", %s GiB of %s set aside",
+               kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2),
+               r->model.generation == KVL_GEN_V41 ? "window slots and pair states" : "compressor state rows");
+    if (r->rank[dp].running)
+        printf(", max_running_requests %zu a GPU", r->rank[dp].running);
     printf("\n");
 }
 
@@ -239,7 +249,7 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "model", r->model.name);
     cJSON_AddStringToObject(o, "config", r->model.path);
     cJSON_AddStringToObject(o, "attention", dp ? "dp" : "tp");
-    cJSON_AddStringToObject(o, "kv_cache", kvl_kv_cache_label(&r->model));
+    cJSON_AddStringToObject(o, "kv_cache", split_cache(r, dp));
     cJSON_AddNumberToObject(o, "caching_layers", (double)caching_layers(r, p));
     cJSON_AddNumberToObject(o, "page", (double)(r->page ? r->page : p->d.page));
     cJSON_AddNumberToObject(o, "bytes_per_token_per_gpu", r->rank[dp].bytes_per_token);
@@ -250,6 +260,8 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddNumberToObject(o, "cache_gib_per_gpu", r->budget[dp] / GIB);
     if (r->rank[dp].pool_fixed_bytes > 0)
         cJSON_AddNumberToObject(o, "state_bytes_per_gpu", r->rank[dp].pool_fixed_bytes);
+    if (r->rank[dp].running)
+        cJSON_AddNumberToObject(o, "running_sequences_per_gpu", (double)r->rank[dp].running);
     cJSON_AddNumberToObject(o, "tokens_per_gpu", r->fit[dp].tokens_per_gpu);
     cJSON_AddNumberToObject(o, "window_bytes_per_sequence_per_gpu",
                             kvl_rank_window_bytes(&r->model, &r->rank[dp], &p->d));
@@ -389,6 +401,8 @@ static int load_row(row *r, const char *path, const plan *p)
         if (r->page) d.page = r->page;
         d.dp_attention = dp;
         d.draft_layers = p->mtp ? r->model.ffn.n_mtp_layers : 0;
+        d.sm = kvl_gpu_sm_major(p->gpu);
+        d.capacity_mib = p->memory / MIB;
         r->weights[dp] =
             kvl_engine_weight_bytes(&r->params, &r->model, &d, linear, experts, ffn->scale_e8m0);
         const double w = r->weights[dp];

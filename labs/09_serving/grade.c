@@ -80,16 +80,16 @@ static void free_all(model_case *models, size_t n)
 static int grade_rank_split(void)
 {
     static const kvl_deployment plans[] = {
-        {8, 1, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 2, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 4, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 8, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {16, 16, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {10, 5, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {10, 10, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 8, 1, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 2, 1, 64, KVL_ENGINE_PLAIN, 0},
-        {10, 5, 1, 64, KVL_ENGINE_PLAIN, 0},
+        {8, 1, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 2, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 4, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 8, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {16, 16, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {10, 5, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {10, 10, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 8, 1, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 2, 1, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {10, 5, 1, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
     };
     lab_grade g;
     grade_begin(&g, "rank_split",
@@ -165,11 +165,11 @@ static int grade_contexts(lab_grade *g, const model_case *c, const kvl_deploymen
 static int grade_node_sequences(void)
 {
     static const kvl_deployment plans[] = {
-        {8, 8, 0, 1, KVL_ENGINE_PLAIN, 0},
-        {8, 8, 1, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 4, 0, 64, KVL_ENGINE_PLAIN, 0},
-        {8, 8, 0, 256, KVL_ENGINE_PLAIN, 0},
-        {8, 4, 1, 256, KVL_ENGINE_PLAIN, 0}};
+        {8, 8, 0, 1, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 8, 1, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 4, 0, 64, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 8, 0, 256, KVL_ENGINE_PLAIN, 0, 0, 0},
+        {8, 4, 1, 256, KVL_ENGINE_PLAIN, 0, 0, 0}};
     static const gpu gpus[] = {{80, 0.1}, {141, 0.15}};
     lab_grade g;
     grade_begin(&g, "node_sequences",
