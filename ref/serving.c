@@ -718,7 +718,10 @@ typedef struct {
 } sglang_kv_layout;
 
 /* KVLayout.page_bytes(n) / n: one token's share of a padded page of n tokens */
-static double sglang_token_bytes(sglang_kv_layout l, size_t n) { return (double)round_up(n * l.bytes, l.align) / (double)n; }
+static double sglang_token_bytes(sglang_kv_layout l, size_t n)
+{
+    return (double)round_up(n * l.bytes, l.align) / (double)n;
+}
 
 /* select_dsv4_kv_layout: V4's layout (FP8 nope, bf16 RoPE, 8 scale bytes: 584 B, pages to 576 B)
  * for every pool, unless the attention backend is flashmla_mega, which _default_dsv4_attention_backend

@@ -150,7 +150,7 @@
  *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
  *
  * V4.1 under the engines. vLLM serves V4.1 through V4's planner with V4.1's specs below SM 100; SM 100
- * and SGLang are refused by name, each where the code read stops.
+ * is refused by name, where the code read stops. SGLang sizes it with V4's pool configurator.
  *
  *  - vLLM's attention class (vllm/models/deepseek_v41/nvidia/model.py, _select_dsv4_attn_cls, commit
  *    0130d488): FlashMLA everywhere but SM 12x (FlashInfer) and SM 100, where mega attention is the
@@ -192,15 +192,38 @@
  *    disable_tp, attention.py at 02ee13be); its compressor and indexer projections whole too, not
  *    counted here. Its draft is DSpark (vllm/models/deepseek_v41/nvidia/dspark.py), not MTP layers:
  *    not priced.
- *  - SGLang: configs/deepseek_v41.py (python/sglang/srt/configs/, commits 85f8105f and f45a34e4)
- *    maps DeepseekV41ForCausalLM to DeepseekV4ForCausalLM ("the native V4 config rejects 1/2"), and
- *    the V4 code read at named commits sizes nothing for ratios 1 and 2: MQALayer.__init__ asserts a
- *    ratio of 0, 4 or 128 (python/sglang/srt/models/deepseek_v4.py at f8101ac7),
- *    get_compress_state_ring_size asserts 4 or 128 (mem_cache/deepseek_v4_memory_pool.py at 41802551;
- *    likewise at 007bddd4) and DSV4PoolConfigurator counts layers of those two ratios only
- *    (model_executor/pool_configurator.py at 003fca80). Refused by name, not priced as V4's. Versions
- *    of these files that the store names no commit for do size ratio-1 and ratio-2 pools (a KV
- *    source's entries at full tokens / ratio, FP4 index keys); none is priced here. */
+ *  - SGLang 0.5.23 (the PyPI release; paths under python/sglang/srt/). configs/deepseek_v41.py maps
+ *    DeepseekV41ForCausalLM to DeepseekV4ForCausalLM (the commits read before, 85f8105f and
+ *    f45a34e4, did too, but there the V4 model asserted ratios 0, 4 and 128: MQALayer.__init__,
+ *    models/deepseek_v4.py at f8101ac7). At 0.5.23 V4's DSV4PoolConfigurator
+ *    (model_executor/pool_configurator.py) sizes V4.1, with V4's defaults (page_size 256,
+ *    kv_cache_dtype fp8_e4m3, max_running_requests 256: arg_groups/model_overrides/deepseek_v4.py,
+ *    arg_groups/overrides.py _deepseek_v4_kv_cache_dtype, arg_groups/deepseek_v4_hook.py
+ *    apply_deepseek_v4_defaults). Only KV sources own compressed storage
+ *    (collect_sources_by_ratio, mem_cache/deepseek_v4_memory_pool.py). A full token costs a ratio-M
+ *    source (slot + FP4 index key) / M (_compressed_bytes_per_full_token;
+ *    get_dsv4_indexer_bytes_per_token with use_fp4_indexer: d / 2 + d / 32 = 68 B), a slot being a
+ *    padded page's share (KVLayout.page_bytes, sglang/kernels/ops/attention/dsv4/kv_layout.py).
+ *    The layout (select_dsv4_kv_layout): V4's 584 B, pages to 576 B, everywhere but the flashmla_mega
+ *    backend, which _default_dsv4_attention_backend picks for V4.1 on SM 100 with an fp8_e4m3 cache
+ *    when attention is not tensor-parallel; there the window pool is V41 (528 B, pages to 512 B) and
+ *    the ratio-1 and ratio-2 pools V41_FP4 (288 B, pages to 256 B; resolve_compressed_kv_layout):
+ *    890 B a token for V4.1-Flash. V4.1 leaves swa_full_tokens_ratio unset (V4's override sets 0.1),
+ *    so the window is sized in cap mode (_resolve_swa_cap_tokens): compute_swa_request_cap's W +
+ *    SGLANG_SWA_EVICTION_INTERVAL (128) + 2 pages a request, two prefill chunks (the overlap
+ *    schedule; a DP rank's share of chunked_prefill_size) and a page, plus 4 radix prefix tails a
+ *    request of W + a page (_resolve_swa_prefix_tails), page-aligned, in every backbone layer: fixed
+ *    bytes (_get_swa_fixed_bytes), set aside with the ratio-2 sources' pair states
+ *    (_get_c2_state_fixed_bytes: round_up(2 · (running + 1) + 3, 2) rows of 2 · head_dim float32)
+ *    and the page padding at whole pages of full tokens (_get_low_ratio_kv_padding_bytes: a page of
+ *    slots and page / M + one index page of keys a source; index pages of 64 slots, 128 from SM 100
+ *    with DeepGEMM's paged sparse MQA logits, dsv41_index_page_size). The draft is DSpark only
+ *    (validate_deepseek_v41_features): not priced. Read at 0.5.23 too, V4's own rule differs from
+ *    the 003fca80 one above: every slot is a padded page's share (585 B for a V4-Flash CSA or
+ *    window slot, 864 for an HCA entry) and the C4 states are priced per page of 256, not per window
+ *    of 128. V4 is priced at 003fca80 until it is re-read at the release.
+ *  - SGLang's running cap: both V4 and V4.1 run at most max_running_requests sequences, 256 a node
+ *    (256 / gpus a worker under DP attention); a rank's sequences are capped there. */
 #ifndef KVL_SERVING_H
 #define KVL_SERVING_H
 
@@ -310,11 +333,11 @@ int kvl_gpu_sm_major(kvl_gpu g);
 
 /* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
  * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA, DSA
- * and V4 models, vLLM V4.1 below SM 100; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8,
- * V4's v4-fp8 (its only row), V4.1's v4-fp8 under vLLM on Hopper. KVL_EINVAL naming the file and
- * the layout for a layout the engine does not store for that model, a V4 compress ratio other than
- * 0, 4 and 128 or a V4.1 one other than 0, 1 and 2, and V4.1 under SGLang or on SM 100 (naming the
- * engine and the commit read). */
+ * and V4 models, SGLang V4.1 and vLLM V4.1 below SM 100; an MLA model's FP8 row is mla-fp8, a DSA
+ * model's v32-fp8, V4's v4-fp8 (its only row), V4.1's v4-fp8 (SGLang's rank takes v41-fp4 under DP
+ * attention on SM 100). KVL_EINVAL naming the file and the layout for a layout the engine does not
+ * store for that model, a V4 compress ratio other than 0, 4 and 128 or a V4.1 one other than 0, 1
+ * and 2, and V4.1 under vLLM on SM 100 (naming the engine and the commit read). */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
 /* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
@@ -323,8 +346,8 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
  * backend's pages) and for an MLA model from SM 100 (trtllm_mla); fa3 on Hopper takes pages of 1.
  * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
  * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. A V4 model: 256 in
- * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size). V4.1 under vLLM: 64 · its largest
- * compress ratio, the widest source block on Hopper (128 for V4.1-Flash). */
+ * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size), and V4.1 under SGLang. V4.1 under
+ * vLLM: 64 · its largest compress ratio, the widest source block on Hopper (128 for V4.1-Flash). */
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
 
 /* V4's entry under both engines: nope FP8 one byte a value, the RoPE key bf16, one UE8M0 scale per

@@ -85,7 +85,7 @@ static void usage(FILE *f)
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
         "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n"
-        "--engine vllm or sglang sizes the named MHA, MLA, DSA and V4 configs (and V4.1 under vllm on\n"
+        "--engine vllm or sglang sizes the named MHA, MLA, DSA, V4 and V4.1 configs (V4.1 under vllm on\n"
         "Hopper) as that engine's code does (ref/serving.h): one engine over the node (--tp equal to\n"
         "--gpus), its own memory fraction and reserve on a GPU of --gpu's memory (or --memory-gib), its\n"
         "weight layout, its cache dtype for the GPU's generation, pools in whole pages; vLLM needs the\n"
@@ -145,10 +145,11 @@ static void print_engine_line(const row *r, int dp, const plan *p)
                kvl_grouped((char[32]){0}, 32, p->activation_peak / GIB, 2));
     printf(", cache %s, %zu caching layers, pages of %zu", split_cache(r, dp),
            caching_layers(r, p), r->page);
+    const int v41 = r->model.generation == KVL_GEN_V41;
     if (r->rank[dp].pool_fixed_bytes > 0)
         printf(", %s GiB of %s set aside",
                kvl_grouped((char[32]){0}, 32, r->rank[dp].pool_fixed_bytes / GIB, 2),
-               r->model.generation == KVL_GEN_V41 ? "window slots and pair states" : "compressor state rows");
+               v41 ? "window slots and pair states" : "compressor state rows");
     if (r->rank[dp].running)
         printf(", max_running_requests %zu a GPU", r->rank[dp].running);
     printf("\n");
