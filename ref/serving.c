@@ -445,6 +445,22 @@ size_t kvl_v4_engine_row_bytes(const kvl_model *m)
 
 size_t kvl_v4_engine_index_key_bytes(const kvl_model *m) { return m->index_head_dim + m->index_head_dim / 128 * 4; }
 
+/* One of SGLang's DSV4 paged layouts (KVLayout, kernels/ops/attention/dsv4/kv_layout.py, SGLang 0.5.23): bytes a
+ * token, and the alignment a page of tokens is padded to (page_bytes). */
+typedef struct {
+    size_t bytes, align;
+} sglang_kv_layout;
+
+/* KVLayout.page_bytes(n) / n: one token's share of a padded page of n tokens */
+static double sglang_token_bytes(sglang_kv_layout l, size_t n)
+{
+    return (double)round_up(n * l.bytes, l.align) / (double)n;
+}
+
+/* KVLayout.V4: V4's 584-byte record, pages padded to 576 B */
+static sglang_kv_layout sglang_v4_layout(const kvl_model *m) { return (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576}; }
+
+
 /* Layers compressing 4 and 128 tokens an entry (CSA, HCA). */
 static void v4_ratio_layers(const kvl_model *m, size_t *c4, size_t *c128)
 {
@@ -625,21 +641,35 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t d
     }
 }
 
+/* SGLang's V4 pool per full token, its parts per layer kind (DSV4PoolConfigurator, SGLang 0.5.23):
+ * the window slot of every layer at swa_full_tokens_ratio; a CSA layer's C4 compressor states (main
+ * and indexer, ring / page of the window slots: _get_bytes_per_swa_token), its slot and index key
+ * over 4; an HCA layer's slot over 128 (_compressed_bytes_per_full_token). Slots are padded pages'
+ * shares: 585 B at 256 and 64 tokens, 864 at 2 for V4-Flash. */
+typedef struct {
+    double window, csa, hca;
+} sglang_v4_token;
+
+static sglang_v4_token sglang_v4_token_bytes(const kvl_model *m, int speculative)
+{
+    const sglang_kv_layout v4 = sglang_v4_layout(m);
+    const double key = (double)kvl_v4_engine_index_key_bytes(m);
+    const double states = 2.0 * 2 * (double)(m->head_dim + m->index_head_dim) * V4_STATE_BYTES;
+    const double ring = (double)sglang_v4_ring(4, speculative) / V4_BLOCK_TOKENS;
+    const double swa = SGLANG_V4_SWA_RATIO;
+    return (sglang_v4_token){
+        .window = swa * sglang_token_bytes(v4, V4_BLOCK_TOKENS),
+        .csa = swa * ring * states + (sglang_token_bytes(v4, V4_BLOCK_TOKENS / 4) + key) / 4,
+        .hca = sglang_token_bytes(v4, V4_BLOCK_TOKENS / 128) / 128,
+    };
+}
+
 double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative)
 {
     size_t c4, c128;
     v4_ratio_layers(m, &c4, &c128);
-    const double row = (double)kvl_v4_engine_row_bytes(m), key = (double)kvl_v4_engine_index_key_bytes(m);
-    const double state = 2.0 * 2 * (double)m->head_dim * V4_STATE_BYTES;
-    const double index_state = 2.0 * 2 * (double)m->index_head_dim * V4_STATE_BYTES;
-    const double ring = (double)sglang_v4_ring(4, speculative) / (double)m->window;
-    /* DSV4PoolConfigurator._get_bytes_per_full_token, term by term in its order: the SWA pool at
-     * swa_ratio of the full tokens in every layer, the C4 and C128 rows, the C4 index keys, the C4
-     * compressor states (main and indexer) at ring / window of the SWA tokens; C128 states apart */
-    const double bytes = SGLANG_V4_SWA_RATIO * row * (double)m->n_layers + 0.25 * row * (double)c4 +
-                         1.0 / 128 * row * (double)c128 + 1.0 / 4 * key * (double)c4 +
-                         SGLANG_V4_SWA_RATIO * ring * state * (double)c4 +
-                         SGLANG_V4_SWA_RATIO * ring * index_state * (double)c4;
+    const sglang_v4_token t = sglang_v4_token_bytes(m, speculative);
+    const double bytes = t.window * (double)m->n_layers + t.csa * (double)c4 + t.hca * (double)c128;
     /* a draft worker's pools: the bytes inflated by (target + draft) / target, one draft layer */
     return speculative ? bytes * ((double)(m->n_layers + 1) / (double)m->n_layers) : bytes;
 }
@@ -696,13 +726,10 @@ static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_depl
     r->bytes_per_token = kvl_sglang_v4_bytes_per_token(m, spec);
     r->running = sglang_v4_running(d);
     r->pool_fixed_bytes = kvl_sglang_v4_state_bytes(m, r->running, spec);
-    const double row = (double)r->main_row_bytes, swa = SGLANG_V4_SWA_RATIO * row;
-    const double states = SGLANG_V4_SWA_RATIO * (double)sglang_v4_ring(4, spec) / (double)m->window * 2 * 2 *
-                          (double)(m->head_dim + m->index_head_dim) * V4_STATE_BYTES;
-    for (int k = 0; k < KVL_N_LAYER_KINDS; k++) r->kind_bytes[k] = swa * (double)r->kind_layers[k];
-    r->kind_bytes[KVL_LAYER_CSA] +=
-        (double)r->kind_layers[KVL_LAYER_CSA] * ((row + (double)r->index_key_bytes) / 4 + states);
-    r->kind_bytes[KVL_LAYER_HCA] += (double)r->kind_layers[KVL_LAYER_HCA] * row / 128;
+    const sglang_v4_token t = sglang_v4_token_bytes(m, spec);
+    for (int k = 0; k < KVL_N_LAYER_KINDS; k++) r->kind_bytes[k] = t.window * (double)r->kind_layers[k];
+    r->kind_bytes[KVL_LAYER_CSA] += (double)r->kind_layers[KVL_LAYER_CSA] * t.csa;
+    r->kind_bytes[KVL_LAYER_HCA] += (double)r->kind_layers[KVL_LAYER_HCA] * t.hca;
     /* the draft's share: what the inflation by (L + 1) / L adds */
     r->draft_bytes_per_token = spec ? r->bytes_per_token / (double)(m->n_layers + 1) : 0;
 }
@@ -710,18 +737,6 @@ static void sglang_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_depl
 /* ---- V4.1 under SGLang (SGLang 0.5.23) -------------------------------------------------------- */
 
 #define SGLANG_SWA_EVICTION_INTERVAL 128   /* SGLANG_SWA_EVICTION_INTERVAL's default (environ.py) */
-
-/* One of SGLang's DSV4 paged layouts (KVLayout, kernels/ops/attention/dsv4/kv_layout.py): bytes a
- * token, and the alignment a page of tokens is padded to (page_bytes). */
-typedef struct {
-    size_t bytes, align;
-} sglang_kv_layout;
-
-/* KVLayout.page_bytes(n) / n: one token's share of a padded page of n tokens */
-static double sglang_token_bytes(sglang_kv_layout l, size_t n)
-{
-    return (double)round_up(n * l.bytes, l.align) / (double)n;
-}
 
 /* select_dsv4_kv_layout: V4's layout (FP8 nope, bf16 RoPE, 8 scale bytes: 584 B, pages to 576 B)
  * for every pool, unless the attention backend is flashmla_mega, which _default_dsv4_attention_backend
@@ -734,7 +749,7 @@ static int sglang_v41_layouts(sglang_kv_layout *window, sglang_kv_layout *compre
 {
     const int mega = d->sm >= 10 && d->dp_attention;
     const size_t h = m->head_dim;
-    *window = mega ? (sglang_kv_layout){h + h / 32, 512} : (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576};
+    *window = mega ? (sglang_kv_layout){h + h / 32, 512} : sglang_v4_layout(m);
     *compressed = mega ? (sglang_kv_layout){h / 2 + h / 16, 256} : *window;
     return mega;
 }

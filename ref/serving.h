@@ -126,17 +126,20 @@
  *    tokens span, ceil((W - 1) / block) + 1 (the "+1" of SlidingWindowSpec.max_memory_usage_bytes,
  *    vllm/v1/kv_cache_interface.py, commit 001cabc1): 26 blocks a sequence for V4-Flash.
  *  - SGLang's pool (DSV4PoolConfigurator, python/sglang/srt/model_executor/pool_configurator.py,
- *    commit 003fca80). _get_bytes_per_full_token: the SWA pool, swa_full_tokens_ratio of the full
- *    tokens, in every layer; the C4 and C128 rows at 1/4 and 1/128; the C4 index keys at 1/4; the C4
- *    compressor states (main and indexer, float32) at ring 8 / window of the SWA tokens; 7,705.45 B
- *    for V4-Flash. calculate_pool_sizes first sets aside the C128 states (_get_c128_state_fixed_bytes:
- *    a ring of 128 rows per request slot, max_running_requests + 1 slots, one ring and a null row
- *    more, in rows of 128), then full tokens = what is left / those bytes, in pages of 256. The
- *    defaults: page_size 256 and swa_full_tokens_ratio 0.1 (_deepseek_v4_overrides,
- *    python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py, commit 01a4a991),
- *    max_running_requests 256 (apply_deepseek_v4_defaults,
- *    python/sglang/srt/arg_groups/deepseek_v4_hook.py, commit 006cbb66), a DP-attention worker its
- *    share; the ring sizes (get_compress_state_ring_size, deepseek_v4_memory_pool.py, commit 007bddd4).
+ *    SGLang 0.5.23; an earlier reading at commit 003fca80 took unpadded rows and the C4 states per
+ *    window). Every slot is a padded page's share (_get_paged_kv_bytes_per_token, KVLayout.page_bytes
+ *    of V4's 584 B in pages to 576 B): 585 B at 256 and 64 tokens, 864 at 2 (an HCA page).
+ *    _get_bytes_per_full_token: the window pool, swa_full_tokens_ratio of the full tokens, a slot in
+ *    every layer and the C4 compressor states (main and indexer, float32) at ring 8 / page 256 of
+ *    its slots (_get_bytes_per_swa_token); a C4 slot and index key over 4, a C128 slot over 128
+ *    (_compressed_bytes_per_full_token); 7,086.75 B for V4-Flash. calculate_pool_sizes first sets
+ *    aside the C128 states (_get_c128_state_fixed_bytes: a ring of 128 rows per request slot,
+ *    max_running_requests + 1 slots, one ring and a null row more, in rows of 128), then full tokens
+ *    = what is left / those bytes, in pages of 256. The defaults: page_size 256 and
+ *    swa_full_tokens_ratio 0.1 (_deepseek_v4_overrides, arg_groups/model_overrides/deepseek_v4.py,
+ *    at 0.5.23 as at commit 01a4a991), max_running_requests 256 (apply_deepseek_v4_defaults,
+ *    arg_groups/deepseek_v4_hook.py, likewise at commit 006cbb66), a DP-attention worker its share;
+ *    the ring sizes (get_compress_state_ring_size, mem_cache/deepseek_v4_memory_pool.py).
  *  - Weights: both keep V4's wq_a and wkv, d · (Dq' + Dh) a layer, whole on every rank (vLLM's
  *    DeepseekV4Attention fused_wqa_wkv with disable_tp, vllm/model_executor/models/deepseek_v4.py,
  *    commit 023da1fc; SGLang's MQALayer ReplicatedLinear wq_a and wkv,
@@ -218,10 +221,7 @@
  *    and the page padding at whole pages of full tokens (_get_low_ratio_kv_padding_bytes: a page of
  *    slots and page / M + one index page of keys a source; index pages of 64 slots, 128 from SM 100
  *    with DeepGEMM's paged sparse MQA logits, dsv41_index_page_size). The draft is DSpark only
- *    (validate_deepseek_v41_features): not priced. Read at 0.5.23 too, V4's own rule differs from
- *    the 003fca80 one above: every slot is a padded page's share (585 B for a V4-Flash CSA or
- *    window slot, 864 for an HCA entry) and the C4 states are priced per page of 256, not per window
- *    of 128. V4 is priced at 003fca80 until it is re-read at the release.
+ *    (validate_deepseek_v41_features): not priced.
  *  - SGLang's running cap: both V4 and V4.1 run at most max_running_requests sequences, 256 a node
  *    (256 / gpus a worker under DP attention); a rank's sequences are capped there. */
 #ifndef KVL_SERVING_H

@@ -365,21 +365,24 @@ START_TEST(test_vllm_v4_pool_is_whole_blocks_of_its_widest_group)
 }
 END_TEST
 
-/* SGLang's V4-Flash pool (DSV4PoolConfigurator): a full token costs the SWA pool's tenth of a row in
- * each of 43 layers, 0.1 · 584 · 43 = 2,511.2; a quarter CSA row and index key in 21 layers, 146 · 21
- * = 3,066 and 33 · 21 = 693; an HCA row over 128 in 20, 91.25; the CSA compressor states, 0.1 · 8 /
- * 128 of 8,192 + 2,048 float32 bytes in 21, 1,344: 7,705.45 B. The C128 states come first: rings of
- * 128 rows for 256 requests and one slot more, one ring and a null row, rounded to 128 rows, 33,152
- * rows of 2 · 512 float32 in 20 layers; under DP attention 32 requests a worker, 4,480 rows. It runs
- * at most those 256 (32 a worker) sequences at once, however many the pool holds. */
+/* SGLang's V4-Flash pool (DSV4PoolConfigurator, SGLang 0.5.23), worked from its code. Slots are
+ * shares of pages padded to 576 B: 256 · 584 = 149,504 → 149,760 and 64 · 584 = 37,376 → 37,440, 585
+ * a slot; 2 · 584 = 1,168 → 1,728, 864 an HCA entry. A full token costs the window pool's tenth of a
+ * slot in each of 43 layers, 0.1 · 585 · 43 = 2,515.5; the CSA compressor states, ring 8 / page 256
+ * of the window slots, 0.1 · 8 / 256 · (8,192 + 2,048) float32 bytes in 21, 672; a quarter CSA slot
+ * and index key in 21, (585 + 132) / 4 · 21 = 3,764.25; an HCA entry over 128 in 20, 135: 7,086.75 B.
+ * The C128 states come first: rings of 128 rows for 256 requests and one slot more, one ring and a
+ * null row, rounded to 128 rows, 33,152 rows of 2 · 512 float32 in 20 layers; under DP attention 32
+ * requests a worker, 4,480 rows. It runs at most those 256 (32 a worker) sequences at once, however
+ * many the pool holds. */
 START_TEST(test_sglang_v4_pool_is_full_tokens_after_its_c128_states)
 {
     ch09_config v4 = ch09_load("deepseek-v4-flash.json");
-    const double bpft = 0.1 * 584 * 43 + 0.25 * 584 * 21 + 1.0 / 128 * 584 * 20 + 0.25 * 132 * 21 +
-                        0.1 * (8.0 / 128) * 8192 * 21 + 0.1 * (8.0 / 128) * 2048 * 21;
-    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 0) - 7705.45) < 1e-9, "%.6f",
+    const double bpft = 0.1 * 585 * 43 + 0.1 * (8.0 / 256) * (8192 + 2048) * 21 + (585 + 132) / 4.0 * 21 +
+                        864 / 128.0 * 20;
+    ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 0) - 7086.75) < 1e-9, "%.6f",
                   kvl_sglang_v4_bytes_per_token(&v4.m, 0));
-    ck_assert(fabs(bpft - 7705.45) < 1e-9);
+    ck_assert(fabs(bpft - 7086.75) < 1e-9);
     ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 0) == 33152.0 * 1024 * 4 * 20);
     ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 32, 0) == 4480.0 * 1024 * 4 * 20);
     static const char *const split[] = {"tp", "dp"};
@@ -391,7 +394,7 @@ START_TEST(test_sglang_v4_pool_is_full_tokens_after_its_c128_states)
                                   split[dp], &root);
         const double pool = num(l, "cache_gib_per_gpu") * GIB - states[dp];
         ck_assert(num(l, "page") == 256);
-        ck_assert(fabs(num(l, "bytes_per_token_per_gpu") - 7705.45) < 1e-9);
+        ck_assert(fabs(num(l, "bytes_per_token_per_gpu") - 7086.75) < 1e-9);
         ck_assert_msg(num(l, "tokens_per_gpu") == floor(floor(pool / bpft) / 256) * 256, "%s %.0f", split[dp],
                       num(l, "tokens_per_gpu"));
         ck_assert(num(l, "sequences_per_gpu") == fmin(floor(pool / (131072 * bpft)), running[dp]));
@@ -406,8 +409,8 @@ END_TEST
  * window layers split into two groups of 22 (the repeats still 22, padding 0 + 1 + 2), so neither
  * the block nor the 26 window blocks a sequence change (three draft layers would: 46 window layers
  * pad least at 23 repeats, 0 + 2 + 3). SGLang doubles its state rings (16 and 256)
- * and inflates a full token by 44 / 43 for the draft worker: (2,511.2 + 3,066 + 91.25 + 693 + 0.1 ·
- * 16 / 128 · (8,192 + 2,048) · 21) · 44 / 43; its C128 states round_up(257 · 256 + 257, 128) = 66,176
+ * and inflates a full token by 44 / 43 for the draft worker: (2,515.5 + 3,764.25 + 135 + 0.1 ·
+ * 16 / 256 · (8,192 + 2,048) · 21) · 44 / 43; its C128 states round_up(257 · 256 + 257, 128) = 66,176
  * rows. */
 START_TEST(test_v4_mtp_draft_as_each_engine_caches_it)
 {
@@ -419,7 +422,7 @@ START_TEST(test_v4_mtp_draft_as_each_engine_caches_it)
     ck_assert_uint_eq(b.window_blocks, 26);
     kvl_vllm_v4_blocks_of(&b, &v4.m, 3);
     ck_assert_uint_eq(b.repeats, 23);
-    const double bpft = (2511.2 + 3066 + 91.25 + 693 + 0.1 * (16.0 / 128) * (8192 + 2048) * 21) * 44 / 43;
+    const double bpft = (2515.5 + 3764.25 + 135 + 0.1 * (16.0 / 256) * (8192 + 2048) * 21) * 44 / 43;
     ck_assert_msg(fabs(kvl_sglang_v4_bytes_per_token(&v4.m, 1) - bpft) < 1e-9, "%.6f",
                   kvl_sglang_v4_bytes_per_token(&v4.m, 1));
     ck_assert(kvl_sglang_v4_state_bytes(&v4.m, 256, 1) == 66176.0 * 1024 * 4 * 20);
