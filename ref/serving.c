@@ -189,21 +189,6 @@ static kvl_cache_layout engine_default_layout(kvl_engine e, const kvl_model *m, 
     return KVL_CACHE_BF16;
 }
 
-/* V4.1 under vLLM on SM 100, where no code read at a named commit sizes its pools: mega attention
- * is the default where DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py at
- * 0130d488): a 528-byte window record, a 288-byte NVFP4 compressed one, pages aligned to 512 B, in
- * MLAAttentionSpecs with tokens_per_state and state_content_bytes (attention.py at f5d3794f), fields
- * the spec read (v1/kv_cache_interface.py at 001cabc1) does not have: their page rule is unread.
- * Refused by name rather than priced by a guessed rule. */
-static int refuse_v41(const kvl_model *m)
-{
-    return kvl_fail(KVL_EINVAL, "%s: --engine vllm on SM 100 serves V4.1 with mega attention where "
-                    "DeepseekV4MegaAttnAttention.is_available_for allows it (nvidia/model.py, commit "
-                    "0130d488), in 528- and 288-byte records whose MLAAttentionSpec pages (attention.py, "
-                    "commit f5d3794f) the spec read (kv_cache_interface.py, commit 001cabc1) cannot size: "
-                    "give --gpu h100 or h200", m->path);
-}
-
 /* The compress ratios an engine's pools take: V4's 0, 4 and 128 (vLLM's CompressorStateCache and
  * SGLang's get_compress_state_ring_size take no other), V4.1's 0, 1 and 2 (vLLM's
  * DeepseekV4Attention refuses any other). KVL_EINVAL naming the layer otherwise. */
@@ -221,20 +206,31 @@ static int engine_ratios_check(const kvl_model *m, kvl_engine e)
     return KVL_OK;
 }
 
-/* Both engines store V4's rows one way, FP8 with UE8M0 scales (v4-fp8); vLLM on Hopper stores V4.1's
- * entries in that same record (DeepseekV4Attention: 584 B below SM 100), and so does SGLang but
- * under DP attention on SM 100, where its rank takes V4.1's own (sglang_v41_layouts). */
+/* The records an engine stores a V4 or V4.1 model in on SM major `sm`. Both engines store V4's rows
+ * one way, FP8 with UE8M0 scales (v4-fp8). vLLM 0.34.0 stores V4.1's entries in that same 584-byte
+ * record below SM 100, and from SM 100 mega attention's: 288-byte NVFP4 compressed entries beside
+ * 528-byte MXFP8 window rows (vllm/models/deepseek_v41/attention.py, DeepseekV4Attention.__init__:
+ * the V4.1 records only where _use_v41_mxfp8_kv_record, SM 10x; an unspecific --kv-cache-dtype
+ * resolves to the layer's packed_kv_cache_dtype, nvfp4_ds_mla for DeepseekV4MegaAttnAttention),
+ * v41-fp4's main and window rows. SGLang stores V4's record but under DP attention on SM 100,
+ * where its rank takes V4.1's own (sglang_v41_layouts). */
+static kvl_cache_layout engine_v4_row(kvl_engine e, const kvl_model *m, int sm)
+{
+    const int mega = e == KVL_ENGINE_VLLM && m->generation == KVL_GEN_V41 && sm >= 10;
+    return mega ? KVL_CACHE_V41_FP4 : KVL_CACHE_V4_FP8;
+}
+
 static int engine_v4_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
 {
-    const int v41 = m->generation == KVL_GEN_V41;
-    if (v41 && e == KVL_ENGINE_VLLM && sm >= 10) return refuse_v41(m);
     if (engine_ratios_check(m, e) != KVL_OK) return KVL_EINVAL;
-    *out = asked < 0 ? KVL_CACHE_V4_FP8 : (kvl_cache_layout)asked;
-    if (*out == KVL_CACHE_V4_FP8) return KVL_OK;
-    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a %s model's cache as %s: its row is v4-fp8%s",
+    const kvl_cache_layout row = engine_v4_row(e, m, sm);
+    *out = asked < 0 ? row : (kvl_cache_layout)asked;
+    if (*out == row) return KVL_OK;
+    const int sglang_v41 = e == KVL_ENGINE_SGLANG && m->generation == KVL_GEN_V41;
+    return kvl_fail(KVL_EINVAL, "%s: --engine %s does not store a %s model's cache as %s on SM %d: its row is %s%s",
                     m->path, kvl_engine_name(e), kvl_generation_name(m->generation), kvl_cache_layout_name(*out),
-                    v41 && e == KVL_ENGINE_SGLANG ? ", and v41-fp4 under DP attention on SM 100, by its own choice"
-                                                  : "");
+                    sm * 10, kvl_cache_layout_name(row),
+                    sglang_v41 ? ", and v41-fp4 under DP attention on SM 100, by its own choice" : "");
 }
 
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked)
@@ -254,12 +250,12 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
                     g == KVL_GEN_MHA ? "" : ": its FP8 row is ", g == KVL_GEN_MHA ? "" : kvl_cache_layout_name(fp8));
 }
 
-static size_t vllm_v41_page(const kvl_model *m);
+static size_t vllm_v41_block_tokens(int sm);
 
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm)
 {
     const int mha = m->generation == KVL_GEN_MHA, dsa = m->generation == KVL_GEN_DSA;
-    if (e == KVL_ENGINE_VLLM && m->generation == KVL_GEN_V41) return vllm_v41_page(m);
+    if (e == KVL_ENGINE_VLLM && m->generation == KVL_GEN_V41) return vllm_v41_block_tokens(sm);
     if (e != KVL_ENGINE_PLAIN && m->generation >= KVL_GEN_V4) return V4_BLOCK_TOKENS;
     if (e == KVL_ENGINE_SGLANG) return dsa || (!mha && sm >= 10) ? 64 : 1;
     if (e == KVL_ENGINE_VLLM) return mha ? 16 : !dsa && sm >= 10 ? 128 : 64;
@@ -471,11 +467,11 @@ static void v4_ratio_layers(const kvl_model *m, size_t *c4, size_t *c128)
     }
 }
 
-/* One of vLLM's buckets of cache layers that need the same token slots: up to three page sizes,
+/* One of vLLM's buckets of cache layers that need the same token slots: up to four page sizes,
  * the layers of each, the tokens a block covers and what a sequence holds: every token's blocks
  * (full), the blocks its last `window` tokens span, or one block (ring). */
 typedef struct {
-    size_t page[3], layers[3];
+    size_t page[4], layers[4];
     int sizes;
     size_t block_tokens, window;
     int full, ring;
@@ -549,14 +545,52 @@ static int vllm_v4_buckets(vllm_bucket *b, const kvl_model *m, size_t draft_laye
     return 4;
 }
 
-/* V4.1's cache blocks in vLLM on Hopper: 64 entries a page (the FlashMLA V4.1 backend's block,
- * DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes), so a ratio-M source's block covers
- * 64 · M tokens; its window's blocks 32 tokens (DeepseekV4Attention's swa_block_size); a ratio-2
- * compressor's state ring 8 rows (CompressorStateCache: rows for the drafts, the bonus token and the
- * previous row, a power of two of at least 8). */
-#define V41_ENTRIES_A_PAGE 64
-#define V41_WINDOW_BLOCK 32
-#define V41_RING_ROWS 8
+/* vLLM 0.34.0's V4.1 records and blocks on one GPU generation, each from the spec that declares it:
+ *  - block_tokens: the cache block, in tokens, of every compressed layer and index key
+ *    (MLAAttentionSpec block_size = CacheConfig.block_size). Platform.update_block_size_for_backend
+ *    (vllm/platforms/interface.py) keeps the default 64 where every backend takes it, else the
+ *    least common kernel block: the V4.1 FlashMLA backend's and the V4.1 indexer's are 64 tokens on
+ *    SM 90 and 128 from SM 100 (DeepseekV4SparseMLABackend and DeepseekV41IndexerBackend
+ *    .get_supported_kernel_block_sizes), mega attention's 128 (FlashMLAMegaAttnBackend), the window
+ *    cache's any multiple of 32, the compressor's any: 64 on Hopper, 128 on SM 100. A ratio-M source
+ *    keeps block_tokens / M records a block (AttentionSpec.num_states with tokens_per_state = M).
+ *  - compressed, window: one record's bytes (DeepseekV4Attention.__init__, compressed_bytes_per_token
+ *    and swa_bytes_per_token; vllm/models/deepseek_v41/attention.py): V4's 584 on Hopper; on SM 100
+ *    the NVFP4 compressed record, 512 e2m1 values in 256 B and an E4M3 scale per 16, 288 B, and the
+ *    MXFP8 window record, 512 E4M3 values and a UE8M0 scale per 32, 528 B.
+ *  - align: every page rounded up to it (kv_page_alignment, and DeepseekV4IndexerCache
+ *    .get_kv_cache_spec's page_alignment): 576 on Hopper, 512 on SM 100.
+ *  - stride_align: the block rounded up to the lcm of every spec's block_stride_alignment
+ *    (vllm/v1/core/kv_cache_planning.py, _get_kv_cache_bytes_per_block): none on Hopper; on SM 100
+ *    the window's lcm(528, 288) (FlashMLA reads both records as rows of one cache) and the index
+ *    keys' 256 (DeepGEMM's paged sparse logits, on by default on SM 100 for a model with candidate
+ *    blocks: _indexer_sparse_logits_supported, vllm/model_executor/models/config.py, with the
+ *    DeepGEMM and DeepSelect kernels the wheel ships). */
+typedef struct {
+    size_t block_tokens, compressed, window, align, stride_align;
+} vllm_v41_records;
+
+#define V41_WINDOW_BLOCK 32   /* DeepseekV4Attention's DeepseekV4SWACache block_size */
+#define V41_RING_ROWS 8       /* CompressorStateCache: drafts + bonus + previous row, a power of two >= 8 */
+#define V41_SPARSE_LOGITS_STRIDE 256   /* DeepseekV4IndexerCache's block_stride_alignment with sparse logits */
+
+static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
+static size_t lcm(size_t a, size_t b) { return a / gcd(a, b) * b; }
+
+static size_t vllm_v41_block_tokens(int sm) { return sm >= 10 ? 128 : 64; }
+
+/* The records vLLM stores for m in the layout engine_v4_row gave it: v41-fp4 on SM 100 only. */
+static vllm_v41_records vllm_v41_records_of(const kvl_model *m)
+{
+    const size_t d = m->head_dim;
+    if (m->kv_cache != KVL_CACHE_V41_FP4)
+        return (vllm_v41_records){.block_tokens = vllm_v41_block_tokens(9), .compressed = kvl_v4_engine_row_bytes(m),
+                                  .window = kvl_v4_engine_row_bytes(m), .align = V4_PAGE_ALIGN, .stride_align = 1};
+    const size_t compressed = d / 2 + d / 16, window = d + d / 32;
+    return (vllm_v41_records){.block_tokens = vllm_v41_block_tokens(10), .compressed = compressed, .window = window,
+                              .align = 512,
+                              .stride_align = lcm(lcm(window, compressed), V41_SPARSE_LOGITS_STRIDE)};
+}
 
 /* V4.1's KV sources (layers writing their own compressed entries) of ratio M, and those of them
  * that own index keys: the sources that are index sources too (DeepseekV4Attention builds the
@@ -572,47 +606,79 @@ static void v41_sources(const kvl_model *m, size_t M, size_t *sources, size_t *k
     }
 }
 
-/* The tokens of one page of vLLM's V4.1 pool: the widest source block, 64 · the largest ratio. */
-static size_t vllm_v41_page(const kvl_model *m)
+/* V4.1's buckets in vLLM 0.34.0 (r: vllm_v41_records_of). One bucket of every source's compressed
+ * records and index keys: MLAAttentionSpecs of one block size, all FullAttentionSpecs to
+ * UniformTypeKVCacheSpecs.is_uniform_type (vllm/v1/kv_cache_interface.py) whatever their
+ * tokens_per_state, a ratio-M source's page block_tokens / M records (keys of 132 B, FP8: the
+ * indexer's "auto" dtype, dsa_indexer_uses_fp4) padded to align. Every backbone layer's window
+ * (DeepseekV4SWACache's SlidingWindowMLASpec, 32-token blocks of window records, pages padded to
+ * align). The ratio-2 sources' compressor states (CompressorStateCache's CircularBufferSpec: rings
+ * of 8 rows of kv and score, 2 · head_dim float32, no alignment;
+ * vllm/models/deepseek_v41/compressor.py). */
+static int vllm_v41_buckets(vllm_bucket *b, const kvl_model *m, size_t *stride_align)
 {
-    size_t M = 1;
-    for (size_t i = 0; i < m->n_layers; i++)
-        if (kvl_layer_writes_cache(m, i) && m->layers[i].compress_ratio > M) M = m->layers[i].compress_ratio;
-    return V41_ENTRIES_A_PAGE * M;
-}
-
-/* V4.1's buckets in vLLM on Hopper: for each ratio, its sources' compressed entries and index keys
- * (MLAAttentionSpec of 64 · M-token blocks, 64 records a page padded to 576 B; the keys
- * DeepseekV4IndexerCache's, likewise); every backbone layer's window (DeepseekV4SWACache, 32-token
- * blocks of 584-byte records, 576-byte pages); the ratio-2 sources' compressor states
- * (CircularBufferSpec: rings of 8 rows of kv and score, 2 · head_dim float32, no alignment). */
-static int vllm_v41_buckets(vllm_bucket *b, const kvl_model *m)
-{
-    const size_t row = kvl_v4_engine_row_bytes(m), key = kvl_v4_engine_index_key_bytes(m);
-    int n = 0;
+    const vllm_v41_records r = vllm_v41_records_of(m);
+    const size_t key = kvl_v4_engine_index_key_bytes(m);
+    *stride_align = r.stride_align;
+    b[0] = (vllm_bucket){.block_tokens = r.block_tokens, .full = 1};
     for (size_t M = 2; M >= 1; M--) {
         size_t sources, keyed;
         v41_sources(m, M, &sources, &keyed);
-        if (!sources) continue;
-        b[n] = (vllm_bucket){.block_tokens = V41_ENTRIES_A_PAGE * M, .full = 1};
-        bucket_add(&b[n], V41_ENTRIES_A_PAGE * row, sources, V4_PAGE_ALIGN);
-        bucket_add(&b[n++], V41_ENTRIES_A_PAGE * key, keyed, V4_PAGE_ALIGN);
+        bucket_add(&b[0], r.block_tokens / M * r.compressed, sources, r.align);
+        bucket_add(&b[0], r.block_tokens / M * key, keyed, r.align);
     }
-    b[n] = (vllm_bucket){.block_tokens = V41_WINDOW_BLOCK, .window = m->window};
-    bucket_add(&b[n++], V41_WINDOW_BLOCK * row, m->n_layers, V4_PAGE_ALIGN);
+    b[1] = (vllm_bucket){.block_tokens = V41_WINDOW_BLOCK, .window = m->window};
+    bucket_add(&b[1], V41_WINDOW_BLOCK * r.window, m->n_layers, r.align);
     size_t ratio2, keyed2;
     v41_sources(m, 2, &ratio2, &keyed2);
-    b[n] = (vllm_bucket){.block_tokens = V41_RING_ROWS, .ring = 1};
-    bucket_add(&b[n], V41_RING_ROWS * 2 * m->head_dim * V4_STATE_BYTES, ratio2, 1);
-    return b[n].sizes ? n + 1 : n;
+    b[2] = (vllm_bucket){.block_tokens = V41_RING_ROWS, .ring = 1};
+    bucket_add(&b[2], V41_RING_ROWS * 2 * m->head_dim * V4_STATE_BYTES, ratio2, 1);
+    return b[2].sizes ? 3 : 2;
 }
 
-void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers)
+static size_t bucket_all_layers(const vllm_bucket *b)
 {
-    vllm_bucket b[4];
-    const int n = m->generation == KVL_GEN_V41 ? vllm_v41_buckets(b, m) : vllm_v4_buckets(b, m, draft_layers);
-    /* _get_packed_kv_cache_groups: balanced buckets split into groups of the same repeats, at least
-     * as many as the largest balanced bucket of several page sizes holds; the others stay whole */
+    size_t n = 0;
+    for (int i = 0; i < b->sizes; i++) n += b->layers[i];
+    return n;
+}
+
+/* The pages of the widest of `groups` groups a bucket splits into (widest_group_bytes). */
+static size_t bucket_widest(const vllm_bucket *b, size_t groups)
+{
+    size_t bytes = 0;
+    for (int k = 0; k < b->sizes; k++) bytes += cdiv(b->layers[k], groups) * b->page[k];
+    return bytes;
+}
+
+/* A bucket _get_packed_kv_cache_groups may split down to one layer a group (is_state_bucket): a
+ * ring, or a window when no bucket fixes a repeat count. */
+static int bucket_is_state(const vllm_bucket *b, size_t repeats) { return b->ring || (!repeats && b->window); }
+
+/* _get_packed_kv_cache_groups (vllm/v1/core/kv_cache_planning.py, vLLM 0.34.0; its split of
+ * balanced buckets read first at 4253bd44): balanced buckets split into groups of the same
+ * repeats, at least as many as the largest balanced bucket of several page sizes holds; the
+ * others stay whole; then a state bucket takes as many groups as it needs to fit the block the
+ * others already need (anchor: every bucket at its fixed split, a state bucket at one layer a
+ * group), its first page a layer. bucket_split is the first rule, bucket_groups both. */
+static size_t bucket_split(const vllm_bucket *b, size_t repeats)
+{
+    return repeats && bucket_balanced(b) ? cdiv(bucket_max_layers(b), repeats) : 1;
+}
+
+static size_t bucket_groups(const vllm_bucket *b, size_t repeats, size_t anchor)
+{
+    const size_t groups = bucket_split(b, repeats);
+    if (!bucket_is_state(b, repeats)) return groups;
+    const size_t per_block = anchor / b->page[0] ? anchor / b->page[0] : 1;
+    const size_t needed = cdiv(bucket_all_layers(b), per_block);
+    return needed > groups ? needed : groups;
+}
+
+/* _approximate_gcd's repeats over the balanced buckets, at least the largest balanced bucket of
+ * several page sizes; 0 when there is none (nothing splits by repeats). */
+static size_t packed_repeats(const vllm_bucket *b, int n)
+{
     size_t floor_repeats = 0, counts[4];
     int balanced = 0;
     for (int i = 0; i < n; i++) {
@@ -620,18 +686,29 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t d
         counts[balanced++] = bucket_max_layers(&b[i]);
         if (b[i].sizes > 1 && bucket_max_layers(&b[i]) > floor_repeats) floor_repeats = bucket_max_layers(&b[i]);
     }
-    const size_t repeats = floor_repeats ? approximate_gcd(counts, balanced, floor_repeats) : 0;
+    return floor_repeats ? approximate_gcd(counts, balanced, floor_repeats) : 0;
+}
+
+void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers)
+{
+    vllm_bucket b[4];
+    size_t stride_align = 1;
+    const int n = m->generation == KVL_GEN_V41 ? vllm_v41_buckets(b, m, &stride_align)
+                                               : vllm_v4_buckets(b, m, draft_layers);
+    const size_t repeats = packed_repeats(b, n);
+    size_t anchor = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t fixed = bucket_is_state(&b[i], repeats) ? bucket_all_layers(&b[i]) : bucket_split(&b[i], repeats);
+        if (b[i].sizes && bucket_widest(&b[i], fixed) > anchor) anchor = bucket_widest(&b[i], fixed);
+    }
     *out = (kvl_vllm_v4_blocks){.repeats = repeats};
     for (int i = 0; i < n; i++) {
         if (!b[i].sizes) continue;
-        const size_t groups = repeats && bucket_balanced(&b[i]) ? cdiv(bucket_max_layers(&b[i]), repeats) : 1;
-        size_t widest = 0;
-        for (int k = 0; k < b[i].sizes; k++) widest += cdiv(b[i].layers[k], groups) * b[i].page[k];
+        const size_t groups = bucket_groups(&b[i], repeats, anchor), widest = bucket_widest(&b[i], groups);
         /* _get_kv_cache_bytes_per_block: the widest group sets every block's bytes */
         if (widest > out->block_bytes) out->block_bytes = widest;
         /* a full group draws a block every block_tokens tokens; a window group holds the blocks its
-         * last W tokens span at decode; a ring one block (CompressorMetadataBuilder maps every row
-         * into the sequence's first block) */
+         * last W tokens span at decode; a ring one block (CircularBufferSpec.max_num_blocks_per_req) */
         if (b[i].full) {
             out->compressed_bytes += widest;
             out->token_blocks += (double)groups / (double)b[i].block_tokens;
@@ -639,6 +716,8 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t d
         if (b[i].window) out->window_blocks += groups * (cdiv(b[i].window - 1, b[i].block_tokens) + 1);
         if (b[i].ring) out->window_blocks += groups;
     }
+    /* the block rounded up to every spec's block stride alignment */
+    out->block_bytes = round_up(out->block_bytes, stride_align);
 }
 
 /* SGLang's V4 pool per full token, its parts per layer kind (DSV4PoolConfigurator, SGLang 0.5.23):
@@ -696,6 +775,7 @@ static void vllm_v4_rank(kvl_rank_cache *r, const kvl_model *m, size_t draft_lay
     r->bytes_per_token = (double)v.block_bytes * v.token_blocks;
     r->window_bytes_per_sequence = v.window_blocks * v.block_bytes;
     if (m->generation == KVL_GEN_V41) {
+        r->main_row_bytes = vllm_v41_records_of(m).compressed;
         r->kind_bytes[KVL_LAYER_FULL] = r->bytes_per_token;
         return;
     }
@@ -818,21 +898,57 @@ static void sglang_v41_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_dep
     r->kind_bytes[KVL_LAYER_FULL] = r->bytes_per_token;
 }
 
+/* What SGLang's V4.1 pool takes: no MTP draft (SGLang drafts V4.1 with DSpark only), and the GPU's
+ * memory, which sets the prefill chunk its window cap counts. KVL_EINVAL naming each. */
+static int sglang_v41_check(const kvl_model *m, const kvl_deployment *d)
+{
+    if (d->draft_layers)
+        return kvl_fail(KVL_EINVAL, "%s: --engine sglang drafts V4.1 with DSpark only "
+                        "(validate_deepseek_v41_features, SGLang 0.5.23), not with MTP layers: its draft is "
+                        "not priced", m->path);
+    if (d->capacity_mib > 0) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "%s: --engine sglang sizes V4.1's window pool by its prefill chunk, which "
+                    "needs the GPU's memory", m->path);
+}
+
+/* Whether vLLM 0.34.0 picks mega attention for m at attention tp `tp` on SM 100:
+ * DeepseekV4MegaAttnAttention.is_available_for (vllm/models/deepseek_v41/nvidia/flash_mla_mega_attn.py),
+ * which _select_dsv4_attn_cls (nvidia/model.py) asks there before falling back to FlashMLA: tp
+ * divides the heads and the o_groups, and a rank keeps WV_GROUP_SIZE (8) heads a wo_a group. */
+static int vllm_v41_mega_attention(const kvl_model *m, size_t tp)
+{
+    if (m->n_heads % tp || m->o_groups % tp) return 0;
+    const size_t heads = m->n_heads / tp, groups = m->o_groups / tp;
+    return groups && heads % 8 == 0 && heads / groups == 8;
+}
+
+/* What vLLM's V4.1 pool takes: no MTP draft (vLLM drafts V4.1 with DSpark), the layout
+ * engine_v4_row gives (v4-fp8 below SM 100, v41-fp4 from SM 100), and on SM 100 a split under
+ * which mega attention serves (a tp-1 rank under data-parallel attention). KVL_EINVAL naming each. */
+static int vllm_v41_check(const kvl_model *m, const kvl_deployment *d)
+{
+    if (d->draft_layers)
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm drafts V4.1 with DSpark (vllm/models/deepseek_v41/nvidia/"
+                        "dspark.py), not with MTP layers: its draft is not priced", m->path);
+    if (m->kv_cache == KVL_CACHE_V4_FP8) return KVL_OK;
+    if (m->kv_cache != KVL_CACHE_V41_FP4)
+        return kvl_fail(KVL_EINVAL, "%s: --engine vllm does not store V4.1 as %s: v4-fp8 below SM 100, v41-fp4 from "
+                        "SM 100", m->path, kvl_cache_layout_name(m->kv_cache));
+    const size_t tp = d->dp_attention ? 1 : d->tp;
+    if (vllm_v41_mega_attention(m, tp)) return KVL_OK;
+    return kvl_fail(KVL_EINVAL, "deployment: tp = %zu: DeepseekV4MegaAttnAttention.is_available_for declines %zu heads "
+                    "in %zu o_groups of %s (vllm/models/deepseek_v41/nvidia/flash_mla_mega_attn.py, vLLM 0.34.0), "
+                    "and the FlashMLA pool _select_dsv4_attn_cls falls back to on SM 100 is not priced", tp,
+                    m->n_heads, m->o_groups, m->path);
+}
+
 static int engine_v4_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_deployment *d)
 {
     const int v41 = m->generation == KVL_GEN_V41, sglang = d->engine == KVL_ENGINE_SGLANG;
     if (engine_ratios_check(m, d->engine) != KVL_OK) return KVL_EINVAL;
-    if (v41 && d->draft_layers && sglang)
-        return kvl_fail(KVL_EINVAL, "%s: --engine sglang drafts V4.1 with DSpark only "
-                        "(validate_deepseek_v41_features, SGLang 0.5.23), not with MTP layers: its draft is "
-                        "not priced", m->path);
-    if (v41 && d->draft_layers)
-        return kvl_fail(KVL_EINVAL, "%s: --engine vllm drafts V4.1 with DSpark (vllm/models/deepseek_v41/nvidia/"
-                        "dspark.py), not with MTP layers: its draft is not priced", m->path);
-    if (v41 && sglang && !(d->capacity_mib > 0))
-        return kvl_fail(KVL_EINVAL, "%s: --engine sglang sizes V4.1's window pool by its prefill chunk, which "
-                        "needs the GPU's memory", m->path);
-    const size_t page = v41 && !sglang ? vllm_v41_page(m) : V4_BLOCK_TOKENS;
+    if (v41 && sglang && sglang_v41_check(m, d) != KVL_OK) return KVL_EINVAL;
+    if (v41 && !sglang && vllm_v41_check(m, d) != KVL_OK) return KVL_EINVAL;
+    const size_t page = v41 && !sglang ? vllm_v41_records_of(m).block_tokens : V4_BLOCK_TOKENS;
     if (d->page != page)
         return kvl_fail(KVL_EINVAL, "deployment: page = %zu: --engine %s pages %s in blocks of %zu tokens", d->page,
                         kvl_engine_name(d->engine), m->path, page);

@@ -152,45 +152,60 @@
  *    (layers + 1) / layers for the draft worker, one draft layer (_get_bytes_per_full_token,
  *    _assert_ring_serves_draft_tokens). The plain engine does not price V4's draft.
  *
- * V4.1 under the engines. vLLM serves V4.1 through V4's planner with V4.1's specs below SM 100; SM 100
- * is refused by name, where the code read stops. SGLang sizes it with V4's pool configurator.
+ * V4.1 under the engines. vLLM 0.34.0 (the released wheel) serves V4.1 through its packed planner
+ * with V4.1's specs, on Hopper and on SM 100; SGLang 0.5.23 sizes it with V4's pool configurator.
+ * The vLLM files are named as in its repository, each read in 0.34.0.
  *
- *  - vLLM's attention class (vllm/models/deepseek_v41/nvidia/model.py, _select_dsv4_attn_cls, commit
- *    0130d488): FlashMLA everywhere but SM 12x (FlashInfer) and SM 100, where mega attention is the
- *    default where DeepseekV4MegaAttnAttention.is_available_for allows it (SM 10x, the heads and
- *    o_groups divided by tp, WV_GROUP_SIZE heads per wo_a group: nvidia/flash_mla_mega_attn.py at
- *    a33bb8fc). Its records (attention.py at f5d3794f): a 528-byte window record (512 E4M3 values, 16
- *    UE8M0 scales), a 288-byte NVFP4 compressed one (nvfp4_ds_mla, what mega attention resolves an
- *    unspecific --kv-cache-dtype to), pages aligned to 512 B, declared as MLAAttentionSpecs with
- *    tokens_per_state and state_content_bytes; the MLAAttentionSpec read (v1/kv_cache_interface.py at
- *    001cabc1) has neither field, so the page rule that sizes them is unread and the SM 100 path is
- *    refused by name, not priced. FlashMLA's V4.1 blocks hold 64 entries on Hopper
- *    (DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes, vllm/models/deepseek_v41/
- *    sparse_mla.py, commit 02ee13be; 128 from SM 100).
- *  - vLLM's V4.1 specs (DeepseekV4Attention, vllm/models/deepseek_v41/attention.py, commit 02ee13be).
- *    Compress ratios 0, 1 and 2 only. The record: V4.1's 528 B (512 E4M3 values, 16 UE8M0 scales)
- *    only on SM 100; below, V4's 584-byte record, pages rounded to 576 B (flashmla_sparse.py at
- *    008a0c31: a page is block · bytes a token rounded up to the kernel's TMA stride). Only KV
- *    sources (Full layers) return a spec: an MLAAttentionSpec of 64 · M-token blocks, 64 entries a
- *    page, 64 · 584 = 37,376 → 37,440 B; Reindex and Reuse layers read the source's cache. The index
- *    keys: a DeepseekV4IndexerCache on each source that is an index source too, 132 B (FP8 and a
- *    float32 scale: "auto" is fp8 and mxfp4 needs SM 10x, dsa_indexer_uses_fp4,
- *    vllm/v1/attention/backends/mla/indexer.py, commit 0023368d), 64 a page, 8,448 → 8,640; the
- *    other index sources reuse it. Every backbone layer's window: DeepseekV4SWACache of 32-token
- *    blocks (64 on SM 12x) of the same record, 18,688 → 19,008 B. A ratio-2 source's compressor
+ *  - vLLM's attention class (vllm/models/deepseek_v41/nvidia/model.py, _select_dsv4_attn_cls; read
+ *    first at commit 0130d488): FlashMLA everywhere but SM 12x (FlashInfer) and SM 100, where mega
+ *    attention is the default where DeepseekV4MegaAttnAttention.is_available_for allows it
+ *    (vllm/models/deepseek_v41/nvidia/flash_mla_mega_attn.py: SM 10x, tp dividing the heads and the
+ *    o_groups, WV_GROUP_SIZE 8 heads a rank's wo_a group). V4.1-Flash's 64 heads in 8 o_groups keep
+ *    8 a group at every tp dividing 8, so mega attention serves its tp-8 and tp-1 ranks; a tp it
+ *    declines falls back to FlashMLA's pool, refused by name, not priced.
+ *  - vLLM's V4.1 records (DeepseekV4Attention.__init__, vllm/models/deepseek_v41/attention.py; read
+ *    first at 02ee13be and f5d3794f). Below SM 100 V4's 584-byte record for the compressed entries
+ *    and the window alike, pages rounded up to 576 B; from SM 100 (_use_v41_mxfp8_kv_record) a
+ *    528-byte MXFP8 window record (512 E4M3 values, 16 UE8M0 scales) and, under mega attention,
+ *    whose packed_kv_cache_dtype an unspecific --kv-cache-dtype resolves to, a 288-byte NVFP4
+ *    compressed one (nvfp4_ds_mla: 256 B of e2m1 pairs, 32 E4M3 scales), pages rounded up to 512 B:
+ *    serving's v4-fp8 and v41-fp4. The index key stays FP8 with a float32 scale, 132 B, on both:
+ *    the indexer's "auto" dtype is fp8 (dsa_indexer_uses_fp4, vllm/v1/attention/backends/mla/
+ *    indexer.py), where v41-fp4's own is the 68-byte MXFP4 key.
+ *  - vLLM's V4.1 specs. Only KV sources (Full layers) own compressed entries: an MLAAttentionSpec
+ *    (DeepseekV4Attention.get_kv_cache_spec) of the cache's block size with tokens_per_state = the
+ *    ratio M and state_content_bytes = the record, so a page is block / M records
+ *    (AttentionSpec.num_states and page_size_bytes, vllm/v1/kv_cache_interface.py), rounded up to
+ *    the alignment (_apply_alignment_padding); Reindex and Reuse layers read the source's cache.
+ *    The index keys: a DeepseekV4IndexerCache on each source that is an index source too, the same
+ *    page rule; the other index sources reuse it. The block size (Platform
+ *    .update_block_size_for_backend, vllm/platforms/interface.py): vLLM's default 64 where every
+ *    backend takes it, else the least common kernel block; the V4.1 FlashMLA and indexer backends
+ *    take 64-token blocks on Hopper and 128 from SM 100, mega attention 128, the window cache any
+ *    multiple of 32 (DeepseekV4SparseMLABackend, FlashMLAMegaAttnBackend and
+ *    DeepseekV41IndexerBackend .get_supported_kernel_block_sizes): 64 on Hopper, 128 on SM 100.
+ *    Every backbone layer's window: DeepseekV4SWACache's SlidingWindowMLASpec of 32-token blocks of
+ *    the window record (vllm/v1/attention/backends/mla/sparse_swa.py). A ratio-2 source's compressor
  *    keeps its open group's rows, kv and score, 2 · 512 float32, in a CircularBufferSpec ring of
  *    max(8, a power of two ≥ drafts + 2) rows with no alignment, 32,768 B, one block a sequence
- *    (CompressorStateCache and CompressorMetadataBuilder, vllm/models/deepseek_v41/compressor.py,
- *    commit 1bd03b16); ratio 1 has none. Read from the callers: the SWA cache and the spec classes
- *    that take V4.1's block and record (sparse_swa.py and kv_cache_interface.py as read predate
- *    them) are priced by the page rule above.
- *  - vLLM's V4.1 pool: the planner of V4 above. Specs of different block sizes never share a bucket
- *    (UniformTypeKVCacheSpecs.is_uniform_type, vllm/v1/kv_cache_interface.py, commit 001cabc1): for
- *    V4.1-Flash the ratio-2 sources (3 entries and 3 key pages, 128-token blocks), the ratio-1 source
- *    (64-token blocks), 40 window layers, 3 rings. Repeats 3, so 14 window groups; a block is the
- *    ratio-2 group's 3 · 37,440 + 3 · 8,640 = 138,240 B. A token draws 1 / 128 block of the ratio-2
- *    group and 1 / 64 of the ratio-1 group: 3,240 B a token, in pages of 128 tokens (three blocks).
- *    A sequence holds 14 · (⌈127 / 32⌉ + 1) + 1 = 71 window and ring blocks.
+ *    (CompressorStateCache, vllm/models/deepseek_v41/compressor.py); ratio 1 has none. On SM 100 the
+ *    window spec asks a block stride of lcm(528, 288) = 3,168 B (FlashMLA reads both records as rows
+ *    of one cache) and the index keys one of 256 B (DeepGEMM's paged sparse logits, on by default on
+ *    SM 100 for a model with candidate blocks, _indexer_sparse_logits_supported in
+ *    vllm/model_executor/models/config.py, with the DeepGEMM and DeepSelect kernels the wheel ships).
+ *  - vLLM's V4.1 pool (vllm/v1/core/kv_cache_planning.py, _get_packed_kv_cache_groups and
+ *    _get_kv_cache_bytes_per_block). Every compressed record and key shares one block size, and
+ *    UniformTypeKVCacheSpecs.is_uniform_type asks no more of FullAttentionSpecs: one bucket of four
+ *    page sizes, 3, 3, 1 and 1 layers for V4.1-Flash, no repeating pattern, kept whole. With no
+ *    bucket of several sizes repeating there is no repeat count, so the window and ring buckets are
+ *    state buckets, split only as far as the block the whole bucket already needs. Hopper: 3 ·
+ *    19,008 + 3 · 4,608 + 37,440 + 8,640 = 116,928 B a block of 64 tokens, 1,827 B a token; 6
+ *    window layers a group, 7 groups, and the 3 rings in one: 7 · (⌈127 / 32⌉ + 1) + 1 = 36 window
+ *    and ring blocks a sequence. SM 100: 3 · 18,432 + 3 · 8,704 + 36,864 + 16,896 = 135,168 B,
+ *    rounded up to lcm(3,168, 256) = 25,344, 152,064 B a block of 128 tokens, 1,188 B a token; 8
+ *    window layers a group, 5 groups, the rings in one: 26 blocks a sequence. (Read at commit
+ *    02ee13be, a source's block held 64 records, 64 · M tokens, so the ratios never shared a
+ *    bucket: 138,240-byte blocks, 3,240 B a token and 71 blocks a sequence on Hopper.)
  *  - vLLM's weights: V4.1's wq_a and wkv fused whole on every rank as V4's (fused_wqa_wkv with
  *    disable_tp, attention.py at 02ee13be); its compressor and indexer projections whole too, not
  *    counted here. Its draft is DSpark (vllm/models/deepseek_v41/nvidia/dspark.py), not MTP layers:
@@ -333,11 +348,11 @@ int kvl_gpu_sm_major(kvl_gpu g);
 
 /* The cache layout engine e stores for m on a GPU of SM major `sm`, asked for `asked` (-1: the
  * engine's default). Plain: the config's own or the one asked. vLLM and SGLang price MHA, MLA, DSA
- * and V4 models, SGLang V4.1 and vLLM V4.1 below SM 100; an MLA model's FP8 row is mla-fp8, a DSA
- * model's v32-fp8, V4's v4-fp8 (its only row), V4.1's v4-fp8 (SGLang's rank takes v41-fp4 under DP
- * attention on SM 100). KVL_EINVAL naming the file and the layout for a layout the engine does not
- * store for that model, a V4 compress ratio other than 0, 4 and 128 or a V4.1 one other than 0, 1
- * and 2, and V4.1 under vLLM on SM 100 (naming the engine and the commit read). */
+ * and V4 models, and V4.1; an MLA model's FP8 row is mla-fp8, a DSA model's v32-fp8, V4's v4-fp8
+ * (its only row), V4.1's v4-fp8 below SM 100 and under vLLM v41-fp4 from SM 100 (SGLang's rank
+ * takes v41-fp4 under DP attention on SM 100, v4-fp8 otherwise). KVL_EINVAL naming the file and the
+ * layout for a layout the engine does not store for that model on that GPU, and a V4 compress ratio
+ * other than 0, 4 and 128 or a V4.1 one other than 0, 1 and 2. */
 int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model *m, int sm, int asked);
 
 /* Tokens a page holds under engine e's default attention backend for m on a GPU of SM major `sm`
@@ -347,7 +362,8 @@ int kvl_engine_cache_layout(kvl_cache_layout *out, kvl_engine e, const kvl_model
  * vLLM: its block size, 64 for FlashMLA (MLA and DSA on Hopper, DSA's sparse kernel everywhere),
  * 128 for CUTLASS MLA (MLA from SM 100), 16 for an MHA model's FlashAttention. A V4 model: 256 in
  * both (vLLM's V4 FlashMLA kernel, SGLang's dsv4 page_size), and V4.1 under SGLang. V4.1 under
- * vLLM: 64 · its largest compress ratio, the widest source block on Hopper (128 for V4.1-Flash). */
+ * vLLM 0.34.0: its cache block, 64 tokens below SM 100 and 128 from SM 100 ("V4.1 under the
+ * engines"). */
 size_t kvl_engine_page(kvl_engine e, const kvl_model *m, int sm);
 
 /* V4's entry under both engines: nope FP8 one byte a value, the RoPE key bf16, one UE8M0 scale per
@@ -362,12 +378,13 @@ typedef struct {
     size_t repeats;           /* layers of each page size in one group of a split bucket; 0: none split */
     size_t block_bytes;       /* bytes of one block: its widest group's pages, the pool's divisor */
     size_t compressed_bytes;  /* one group of each full bucket: V4's 256 tokens of CSA and HCA pages */
-    double token_blocks;      /* blocks the full groups draw a token: V4 1 / 256, V4.1 1 / 128 + 1 / 64 */
+    double token_blocks;      /* blocks the full groups draw a token: V4 1 / 256, V4.1 1 / its block */
     size_t window_blocks;     /* blocks one sequence's window groups and state rings hold at decode */
 } kvl_vllm_v4_blocks;
 
-/* m's pool (V4, or V4.1 on Hopper) with `draft_layers` MTP layers cached beside V4's backbone (each
- * a window-only layer). */
+/* m's pool (V4, or V4.1 in the layout kvl_engine_cache_layout gives it under vLLM: v4-fp8 below SM
+ * 100, v41-fp4 from SM 100) with `draft_layers` MTP layers cached beside V4's backbone (each a
+ * window-only layer). */
 void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t draft_layers);
 
 /* SGLang's V4 pool: the bytes of one full token across its pools (DSV4PoolConfigurator

@@ -2,9 +2,9 @@
  * from their code (ref/serving.h names the files and functions read). SGLang's reserve and memory
  * fraction, its DP-attention pool, vLLM's pool with a stated activation peak, the dense FP8 MLA row
  * against V3.2's sparse one, the MTP draft layer, the weights each keeps whole, the cache dtype by GPU
- * generation, V4's pools in each engine, V4.1's in vLLM on Hopper, the JSON output, every config
- * under both engines, and the flags refused. Weights are counted by ref/params (its own suite holds
- * it to the published totals); how a rank's share of them is laid out is written out below. */
+ * generation, V4's pools in each engine, V4.1's in vLLM on Hopper and SM 100, the JSON output, every
+ * config under both engines, and the flags refused. Weights are counted by ref/params (its own suite
+ * holds it to the published totals); how a rank's share of them is laid out is written out below. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -492,10 +492,13 @@ START_TEST(test_sglang_v41_pool_is_its_sources_slots_after_the_window_cap)
 }
 END_TEST
 
-/* V4.1 under vLLM on Hopper (DeepseekV4Attention: the V4.1 record of 528 B only on SM 100): V4's
- * 584-byte record and 132-byte FP8 index key (the MXFP4 key needs SM 100, dsa_indexer_uses_fp4), as
- * v4-fp8, and so does SGLang on Hopper; vLLM on SM 100 (mega attention) refused. */
-START_TEST(test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper)
+/* V4.1 under vLLM 0.34.0 (DeepseekV4Attention.__init__: V4.1's records only on SM 10x): on Hopper
+ * V4's 584-byte record and 132-byte FP8 index key (the MXFP4 key needs SM 100 and is not the "auto"
+ * default anywhere, dsa_indexer_uses_fp4), as v4-fp8; on SM 100 mega attention's 288-byte NVFP4
+ * compressed and 528-byte window records, as v41-fp4, and no other; SGLang's row v4-fp8 (its rank
+ * picks V4.1's records per split). A block is 64 tokens on Hopper and 128 from SM 100 (the kernel blocks of
+ * the V4.1 FlashMLA, mega-attention and indexer backends). */
+START_TEST(test_vllm_stores_v41_in_v4s_record_on_hopper_and_in_v41s_on_sm100)
 {
     ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
     ck_assert_uint_eq(kvl_v4_engine_row_bytes(&v41.m), 448 + 64 * 2 + 448 / 64 + 1);
@@ -503,84 +506,147 @@ START_TEST(test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper)
     kvl_cache_layout c;
     ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 9, -1), KVL_OK);
     ck_assert_int_eq(c, KVL_CACHE_V4_FP8);
-    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 10, -1), KVL_EINVAL);
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 10, -1), KVL_OK);
+    ck_assert_int_eq(c, KVL_CACHE_V41_FP4);
     ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_SGLANG, &v41.m, 9, -1), KVL_OK);
     ck_assert_int_eq(c, KVL_CACHE_V4_FP8);
     ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 9, KVL_CACHE_V41_FP4), KVL_EINVAL);
-    ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, &v41.m, 9), 64 * 2);
+    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 10, KVL_CACHE_V4_FP8), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "its row is v41-fp4"), "%s", kvl_error());
+    ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, &v41.m, 9), 64);
+    ck_assert_uint_eq(kvl_engine_page(KVL_ENGINE_VLLM, &v41.m, 10), 128);
     kvl_model_free(&v41.m);
 }
 END_TEST
 
-/* V4.1 where the engine code read sizes no pool is refused, never priced as V4: vLLM on SM 100 (mega
- * attention's records, whose page rule was not read); the message names the files, their commits
- * and the config. SGLang's V4.1 pool needs the GPU's memory (its window cap counts prefill chunks). */
-START_TEST(test_v41_is_refused_where_the_engine_code_read_sizes_no_pool)
+/* V4.1 is refused where its engine's pool is not priced: vLLM on SM 100 where mega attention
+ * declines the split (16 ranks of V4.1-Flash's 64 heads leave 4 a rank and 8 o_groups do not split
+ * 16 ways: DeepseekV4MegaAttnAttention.is_available_for), whose FlashMLA pool is not priced; SGLang
+ * without the GPU's memory (its window cap counts prefill chunks). */
+START_TEST(test_v41_is_refused_where_its_engine_pool_is_not_priced)
 {
     ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
-    static const char *const names[] = {"is_available_for", "0130d488", "f5d3794f", "001cabc1"};
-    kvl_cache_layout c;
-    ck_assert_int_eq(kvl_engine_cache_layout(&c, KVL_ENGINE_VLLM, &v41.m, 10, -1), KVL_EINVAL);
-    ck_assert_msg(strstr(kvl_error(), "deepseek-v4.1-flash.json"), "%s", kvl_error());
-    for (int k = 0; k < 4; k++) ck_assert_msg(strstr(kvl_error(), names[k]), "%s: %s", names[k], kvl_error());
     kvl_deployment d = {.gpus = 8, .tp = 8, .page = 256, .engine = KVL_ENGINE_SGLANG, .sm = 9};
     kvl_rank_cache r;
     ck_assert_int_eq(kvl_rank_cache_of(&r, &v41.m, &v41.f, &d), KVL_EINVAL);
-    ck_assert_msg(strstr(kvl_error(), "GPU's memory"), "%s", kvl_error());
+    ck_assert_msg(strstr(kvl_error(), "GPU's memory") && strstr(kvl_error(), "deepseek-v4.1-flash.json"), "%s",
+                  kvl_error());
     d.capacity_mib = 143771;
+    ck_assert_int_eq(kvl_rank_cache_of(&r, &v41.m, &v41.f, &d), KVL_OK);
+    ck_assert_int_eq(kvl_engine_cache_layout(&v41.m.kv_cache, KVL_ENGINE_VLLM, &v41.m, 10, -1), KVL_OK);
+    d = (kvl_deployment){.gpus = 16, .tp = 16, .page = 128, .engine = KVL_ENGINE_VLLM};
+    ck_assert_int_eq(kvl_rank_cache_of(&r, &v41.m, &v41.f, &d), KVL_EINVAL);
+    ck_assert_msg(strstr(kvl_error(), "tp = 16") && strstr(kvl_error(), "is_available_for") &&
+                      strstr(kvl_error(), "vLLM 0.34.0") && strstr(kvl_error(), "deepseek-v4.1-flash.json"),
+                  "%s", kvl_error());
+    d.tp = 8;
     ck_assert_int_eq(kvl_rank_cache_of(&r, &v41.m, &v41.f, &d), KVL_OK);
     kvl_model_free(&v41.m);
 }
 END_TEST
 
-/* vLLM's V4.1 pool, worked from its specs for V4.1-Flash: KV sources 2, 8 and 14 at ratio 2 and 20
- * at ratio 1, each an index source too; 40 backbone layers. A source's page holds 64 records
- * (blocks of 64 · M tokens): 64 · 584 = 37,376 → 37,440 B at 576-byte alignment, its index keys 64
- * · 132 = 8,448 → 8,640; a window page 32 rows, 18,688 → 19,008; a ratio-2 compressor's ring 8 rows
- * of 2 · 512 float32, 32,768 (no alignment). Blocks differ (128, 64, 32, 8 tokens), so four
- * buckets, balanced, repeating 3, 1, 40 and 3 layers a page size, at least 3 (the ratio-2 bucket's
- * two sizes): 3 pads least (0 + 2 + 2 + 0), so the window layers split into 14 groups of up to 3.
- * Widest group: the ratio-2 sources, 3 · 37,440 + 3 · 8,640 = 138,240 B a block (ratio 1 46,080,
- * window 57,024, rings 98,304). A token draws 1 / 128 block of the ratio-2 group and 1 / 64 of the
- * ratio-1 group; a sequence holds 14 · (⌈127 / 32⌉ + 1) window blocks and one ring block, 71. */
-START_TEST(test_vllm_v41_blocks_are_its_widest_group_of_pages)
+/* V4.1-Flash's blocks in vLLM 0.34.0, SM major `sm`: the layout vLLM stores there, then the pool. */
+static kvl_vllm_v4_blocks v41_blocks(int sm)
 {
     ch09_config v41 = ch09_load("deepseek-v4.1-flash.json");
+    ck_assert_int_eq(kvl_engine_cache_layout(&v41.m.kv_cache, KVL_ENGINE_VLLM, &v41.m, sm, -1), KVL_OK);
     kvl_vllm_v4_blocks b;
     kvl_vllm_v4_blocks_of(&b, &v41.m, 0);
-    ck_assert_uint_eq(b.repeats, 3);
-    ck_assert_uint_eq(b.compressed_bytes, 3 * 37440 + 3 * 8640 + 37440 + 8640);
-    ck_assert_uint_eq(b.block_bytes, 138240);
-    ck_assert(b.token_blocks == 1.0 / 128 + 1.0 / 64);
-    ck_assert_uint_eq(b.window_blocks, 14 * (4 + 1) + 1);
     kvl_model_free(&v41.m);
+    return b;
+}
+
+/* vLLM 0.34.0's V4.1 pool on Hopper, worked from its specs for V4.1-Flash: KV sources 2, 8 and 14
+ * at ratio 2 and 20 at ratio 1, each an index source too; 40 backbone layers. Every compressed
+ * layer and index key is an MLAAttentionSpec of the cache block, 64 tokens (each backend takes
+ * vLLM's default 64), a ratio-M source's page 64 / M records padded to 576 B: ratio 2, 32 · 584 =
+ * 18,688 → 19,008 and keys 32 · 132 = 4,224 → 4,608; ratio 1, 64 · 584 = 37,376 → 37,440 and keys
+ * 8,448 → 8,640. One block size, so one bucket of four page sizes of 3, 3, 1 and 1 layers: not a
+ * repeating pattern, kept whole, 3 · 19,008 + 3 · 4,608 + 37,440 + 8,640 = 116,928 B. No bucket
+ * of several page sizes repeats, so no repeat count: the 40 window pages (32 rows, 18,688 →
+ * 19,008) and the 3 rings (8 rows of 2 · 512 float32, 32,768) are state buckets, split to fit that
+ * block: 116,928 / 19,008 = 6 window layers a group, 7 groups; 116,928 / 32,768 = 3 rings, one
+ * group. A block is 116,928 B (no block stride alignment below SM 100), a token draws 1 / 64 of one,
+ * and a sequence holds 7 · (⌈127 / 32⌉ + 1) window blocks and one ring block, 36. */
+START_TEST(test_vllm_v41_blocks_are_its_widest_group_of_pages)
+{
+    const kvl_vllm_v4_blocks b = v41_blocks(9);
+    ck_assert_uint_eq(b.repeats, 0);
+    ck_assert_uint_eq(b.compressed_bytes, 3 * 19008 + 3 * 4608 + 37440 + 8640);
+    ck_assert_uint_eq(b.block_bytes, 116928);
+    ck_assert(b.token_blocks == 1.0 / 64);
+    ck_assert_uint_eq(b.window_blocks, 7 * (4 + 1) + 1);
 }
 END_TEST
 
-/* vLLM's V4.1-Flash pool on 8 H200s with a stated 6 GiB peak: whole blocks of 138,240 B, three a
- * 128-token page (one of the ratio-2 group, two of the ratio-1 group), 3,240 B a token; a sequence
- * of 131,072 tokens 1,024 pages and its 71 window and ring blocks; under data-parallel attention
- * each of the 8 ranks holds its own sequences. */
-START_TEST(test_vllm_v41_pool_is_three_blocks_a_128_token_page)
+/* The same pool on SM 100 under mega attention: 128-token blocks (mega attention's and the
+ * indexer's kernel block); a ratio-2 source's page 64 NVFP4 records, 64 · 288 = 18,432 (36 · 512),
+ * its keys 64 · 132 = 8,448 → 8,704 at 512-byte alignment; ratio 1, 128 · 288 = 36,864 and keys
+ * 16,896 (33 · 512). The whole bucket: 3 · 18,432 + 3 · 8,704 + 36,864 + 16,896 = 135,168 B. Window
+ * pages of 32 MXFP8 rows, 32 · 528 = 16,896: 135,168 / 16,896 = 8 a group, 5 groups; rings 135,168
+ * / 32,768 = 4 a group, one. The block rounds 135,168 up to the lcm of the block stride alignments,
+ * the window's lcm(528, 288) = 3,168 and the sparse-logits index keys' 256: 25,344, so 6 · 25,344
+ * = 152,064 B; a token draws 1 / 128 of one, 1,188 B, and a sequence holds 5 · (⌈127 / 32⌉ + 1) +
+ * 1 = 26 window and ring blocks. */
+START_TEST(test_vllm_v41_blocks_on_sm100_are_mega_attentions_records)
+{
+    const kvl_vllm_v4_blocks b = v41_blocks(10);
+    ck_assert_uint_eq(b.repeats, 0);
+    ck_assert_uint_eq(b.compressed_bytes, 3 * 18432 + 3 * 8704 + 36864 + 16896);
+    ck_assert_uint_eq(b.block_bytes, 6 * 25344);
+    ck_assert_uint_eq(b.block_bytes, 152064);
+    ck_assert(b.token_blocks == 1.0 / 128);
+    ck_assert_uint_eq(b.window_blocks, 5 * (4 + 1) + 1);
+}
+END_TEST
+
+/* vLLM's V4.1-Flash pool on 8 GPUs with a stated 6 GiB peak, FP8 weights, sequences of 131,072
+ * tokens: whole blocks of `block` bytes, one a page of `page` tokens; a sequence's 131,072 / page
+ * blocks and its window and ring blocks; under data-parallel attention each of the 8 ranks holds
+ * its own sequences. */
+static void assert_v41_pool(const char *gpu, double page, double block, double window_blocks, double per_token)
 {
     static const char *const split[] = {"tp", "dp"};
-    const double block = 138240, seq = (3 * 1024 + 71) * block;
+    const double seq = (131072 / page + window_blocks) * block;
     for (int dp = 0; dp < 2; dp++) {
+        static char cmd[256];
+        snprintf(cmd, sizeof cmd, "serving --engine vllm --gpu %s --weights fp8 --activation-peak-gib 6 "
+                 "--format json ref/configs/deepseek-v4.1-flash.json", gpu);
         cJSON *root;
-        const cJSON *l = run_json("serving --engine vllm --gpu h200 --weights fp8 --activation-peak-gib 6 "
-                                  "--format json ref/configs/deepseek-v4.1-flash.json",
-                                  split[dp], &root);
+        const cJSON *l = run_json(cmd, split[dp], &root);
         const double cache = num(l, "cache_gib_per_gpu") * GIB;
-        ck_assert(num(l, "page") == 128);
-        ck_assert(num(l, "bytes_per_token_per_gpu") == 3 * block / 128);
-        ck_assert(num(l, "bytes_per_token_per_gpu") == 3240);
-        ck_assert(num(l, "window_bytes_per_sequence_per_gpu") == 71 * block);
+        ck_assert(num(l, "page") == page);
+        ck_assert(num(l, "bytes_per_token_per_gpu") == block / page);
+        ck_assert(num(l, "bytes_per_token_per_gpu") == per_token);
+        ck_assert(num(l, "window_bytes_per_sequence_per_gpu") == window_blocks * block);
         ck_assert(num(l, "sequence_bytes_per_gpu") == seq);
-        ck_assert_msg(num(l, "tokens_per_gpu") == floor(cache / (3 * block)) * 128, "%s %.0f", split[dp],
+        ck_assert_msg(num(l, "tokens_per_gpu") == floor(cache / block) * page, "%s %.0f", split[dp],
                       num(l, "tokens_per_gpu"));
         ck_assert(num(l, "sequences_per_node") == floor(cache / seq) * (dp ? 8 : 1));
         cJSON_Delete(root);
     }
+}
+
+/* On 8 H200s: blocks of 116,928 B a 64-token page, 1,827 B a token, 36 window and ring blocks. */
+START_TEST(test_vllm_v41_pool_is_one_block_a_64_token_page_on_hopper)
+{
+    assert_v41_pool("h200", 64, 116928, 36, 1827);
+}
+END_TEST
+
+/* On 8 B200s: blocks of 152,064 B a 128-token page, 1,188 B a token, 26 window and ring blocks; a
+ * sequence (1,024 + 26) · 152,064 = 159,667,200 B. Under tensor parallelism the 90.34 GiB a GPU
+ * keeps beside 64.8 GiB of FP8 weights (97,004,221,943 B) hold 607 of them (607.54). */
+START_TEST(test_vllm_v41_pool_on_b200_is_one_block_a_128_token_page)
+{
+    assert_v41_pool("b200", 128, 152064, 26, 1188);
+    cJSON *root;
+    const cJSON *tp = run_json("serving --engine vllm --gpu b200 --weights fp8 --activation-peak-gib 6 "
+                               "--format json ref/configs/deepseek-v4.1-flash.json",
+                               "tp", &root);
+    ck_assert(num(tp, "sequence_bytes_per_gpu") == 159667200);
+    ck_assert(num(tp, "sequences_per_node") == 607);
+    cJSON_Delete(root);
 }
 END_TEST
 
@@ -603,10 +669,8 @@ END_TEST
 
 /* Every config of ref/configs/ prints under both engines in FP8 weights on H200s and B200s, and
  * V4-Flash on H100s too, as text and as JSON (V3's 84 GB a GPU do not fit an H100's 80; 67B in bf16
- * does not fit vLLM's tp-1 data-parallel ranks). V4.1 prints under both engines on H200s and under
- * SGLang on B200s; its 64.5 GiB a GPU of FP8 weights leave no cache on an H100 under either
- * engine's fraction; vLLM on B200s (mega attention, its pages not read) is refused naming the code
- * and the commit. */
+ * does not fit vLLM's tp-1 data-parallel ranks). V4.1 prints under both engines on H200s and B200s;
+ * its 64.5 GiB a GPU of FP8 weights leave no cache on an H100 under either engine's fraction. */
 START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
 {
     DIR *dir = opendir(kvl_path("ref/configs"));
@@ -627,10 +691,10 @@ START_TEST(test_every_config_prints_under_both_engines_or_is_refused_by_name)
                     snprintf(cmd, sizeof cmd, "serving --engine %s --gpu %s --weights fp8%s ref/configs/%s", engines[k], gpus[g],
                              json ? " --format json" : "", e->d_name);
                     const int rc = kvl_run(cmd, NULL, out, sizeof out, err, sizeof err);
-                    const int refused = v41 && (g == 0 || (k == 0 && g == 2));
+                    const int refused = v41 && g == 0;
                     ck_assert_msg(rc == (refused ? 2 : 0), "%s: exit %d: %s", cmd, rc, err);
                     if (refused) {
-                        const char *why = g == 0 ? "leave no cache" : "f5d3794f";
+                        const char *why = "leave no cache";
                         ck_assert_msg(out[0] == 0 && strstr(err, e->d_name) && strstr(err, why), "%s: %s", cmd,
                                       err);
                         continue;
@@ -682,7 +746,7 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --engine sglang --budget-gib 10 ref/configs/deepseek-v3.json",
                          "serving --engine sglang",
                          "serving --engine sglang --speculative mtp ref/configs/deepseek-v4.1-flash.json",
-                         "serving --engine vllm --gpu b200 --activation-peak-gib 6 "
+                         "serving --engine vllm --gpu b200 --activation-peak-gib 6 --cache v4-fp8 "
                          "ref/configs/deepseek-v4.1-flash.json",
                          "serving --engine sglang --page 64 ref/configs/deepseek-v4-flash.json",
                          "serving --engine vllm --activation-peak-gib 6 --cache v41-fp4 "
@@ -693,7 +757,7 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                          "serving --mtp-layers 1 ref/configs/deepseek-v3.json",
                          "serving --engine sglang --memory-gib 40 ref/configs/deepseek-llm-67b.json",
                          "serving --speculative mtp ref/configs/deepseek-v4-flash.json",
-                         "serving --engine vllm --activation-peak-gib 6 --page 64 "
+                         "serving --engine vllm --activation-peak-gib 6 --page 128 "
                          "ref/configs/deepseek-v4.1-flash.json",
                          "serving --engine vllm --activation-peak-gib 6 --speculative mtp --mtp-layers 1 "
                          "ref/configs/deepseek-v4.1-flash.json"};
@@ -701,12 +765,12 @@ START_TEST(test_serving_refuses_an_engine_plan_it_cannot_price)
                            "--activation-peak-gib", "--tp", "--budget-gib", "--engine", "deepseek-v4.1-flash.json",
                            "deepseek-v4.1-flash.json", "page = 64", "deepseek-v4-flash.json",
                            "v32-fp8", "num_nextn_predict_layers", "deepseek-llm-67b.json", "--mtp-layers",
-                           "--engine sglang", "deepseek-v4-flash.json", "page = 64",
+                           "--engine sglang", "deepseek-v4-flash.json", "page = 128",
                            "deepseek-v4.1-flash.json"};
     const char *value[] = {"tgi", "a100", "eagle", "yaml", "vllm", "plain", "4", "sglang", "CONFIG", "V4.1 model",
-                           "f5d3794f", "256", "v41-fp4",
+                           "its row is v41-fp4", "256", "v41-fp4",
                            "mla-fp8", "--mtp-layers", "MHA", "not given", "below 60 GiB",
-                           "plain engine", "128", "V4.1"};
+                           "plain engine", "blocks of 64", "V4.1"};
     ch09_assert_refused(cmd, named, value, sizeof cmd / sizeof *cmd);
 }
 END_TEST
@@ -732,11 +796,13 @@ Suite *kvl_suite(void)
     tcase_add_test(v4, test_vllm_v4_pool_is_whole_blocks_of_its_widest_group);
     tcase_add_test(v4, test_sglang_v4_pool_is_full_tokens_after_its_c128_states);
     tcase_add_test(v4, test_v4_mtp_draft_as_each_engine_caches_it);
-    tcase_add_test(v4, test_vllm_stores_v41_in_v4s_584_byte_record_on_hopper);
+    tcase_add_test(v4, test_vllm_stores_v41_in_v4s_record_on_hopper_and_in_v41s_on_sm100);
     tcase_add_test(v4, test_sglang_v41_pool_is_its_sources_slots_after_the_window_cap);
-    tcase_add_test(v4, test_v41_is_refused_where_the_engine_code_read_sizes_no_pool);
+    tcase_add_test(v4, test_v41_is_refused_where_its_engine_pool_is_not_priced);
     tcase_add_test(v4, test_vllm_v41_blocks_are_its_widest_group_of_pages);
-    tcase_add_test(v4, test_vllm_v41_pool_is_three_blocks_a_128_token_page);
+    tcase_add_test(v4, test_vllm_v41_blocks_on_sm100_are_mega_attentions_records);
+    tcase_add_test(v4, test_vllm_v41_pool_is_one_block_a_64_token_page_on_hopper);
+    tcase_add_test(v4, test_vllm_v41_pool_on_b200_is_one_block_a_128_token_page);
     tcase_add_test(v4, test_vllm_keeps_v41s_fused_projection_whole);
     tcase_set_timeout(v4, 60);
     suite_add_tcase(s, v4);
