@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "ch09_configs.h"
 #include "common.h"
 #include "config.h"
@@ -255,18 +257,69 @@ END_TEST
 START_TEST(test_serving_refuses_a_bad_deployment_before_any_output)
 {
     const char *cmd[] = {"serving --gpus 0", "serving --page 0", "serving --gpus 8 --tp 3",
-                         "serving --gpus 6 --tp 3", "serving --budget-gib 0.001", "serving --budget-gib 0",
+                         "serving --gpus 6 --tp 3", "serving --budget-gib 0",
                          "serving --tp", "serving --gpus 8 --gpus 8",
-                         "serving --gpus 1 --tp 1 --memory-gib 80 ref/configs/deepseek-v3.json",
                          "serving --memory-gib 141 --budget-gib 10", "serving --activations 0.5",
                          "serving --memory-gib 141 --activations 1", "serving --weights fp16",
                          "serving --cache v41-fp4 ref/configs/deepseek-v3.json", "serving --cache fp16"};
-    const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "budget", "--budget-gib", "--tp", "--gpus",
-                           "--memory-gib", "--budget-gib", "--memory-gib", "--activations", "--weights",
+    const char *named[] = {"--gpus", "--page", "--tp", "tp = 3", "--budget-gib", "--tp", "--gpus",
+                           "--budget-gib", "--memory-gib", "--activations", "--weights",
                            "kv_cache v41-fp4", "--cache"};
-    const char *value[] = {"0", "0", "3", "3", "1073742", "0", "", "twice", "80", "give one", "not given", "1", "fp16",
+    const char *value[] = {"0", "0", "3", "3", "0", "", "twice", "give one", "not given", "1", "fp16",
                            "deepseek-v3.json", "fp16"};
     ch09_assert_refused(cmd, named, value, sizeof cmd / sizeof *cmd);
+}
+END_TEST
+
+/* A split that does not fit is an answer, not an error: V3 on one GPU of 80 GiB, whose 626.9 GiB of
+ * weights leave no cache, prints both splits with no tokens and no sequences, the reason named,
+ * exit 0; and V4-Flash on a budget of 1,073,742 bytes, below one sequence's 3,214,336 bytes of
+ * window rows, likewise, while 67B (no window) on that budget still holds 22 tokens a GPU under
+ * tensor parallelism (389,120 / 8 B a token) and 2 under DP attention. */
+START_TEST(test_a_split_that_does_not_fit_prints_as_such)
+{
+    static const struct {
+        const char *cmd, *model, *why;
+    } cases[] = {
+        {"serving --gpus 1 --tp 1 --memory-gib 80 --format json ref/configs/deepseek-v3.json", "DeepSeek-V3",
+         "626.9 GiB of weights"},
+        {"serving --budget-gib 0.001 --format json ref/configs/deepseek-v4-flash.json ref/configs/deepseek-llm-67b.json",
+         "DeepSeek-V4-Flash", "window rows"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        static char out[65536], err[4096];
+        ck_assert_msg(kvl_run(cases[i].cmd, NULL, out, sizeof out, err, sizeof err) == 0, "%s: %s", cases[i].cmd, err);
+        cJSON *root = cJSON_Parse(out);
+        const cJSON *l;
+        size_t misfits = 0;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(root, "layouts"))
+        {
+            const int fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "fits"));
+            const char *model = cJSON_GetObjectItemCaseSensitive(l, "model")->valuestring;
+            const double tokens = cJSON_GetObjectItemCaseSensitive(l, "tokens_per_gpu")->valuedouble;
+            const double seqs = cJSON_GetObjectItemCaseSensitive(l, "sequences_per_node")->valuedouble;
+            const cJSON *why = cJSON_GetObjectItemCaseSensitive(l, "misfit");
+            ck_assert_int_eq(fits, strcmp(model, cases[i].model) != 0);
+            if (fits) {
+                const int dp = !strcmp(cJSON_GetObjectItemCaseSensitive(l, "attention")->valuestring, "dp");
+                ck_assert_msg(tokens == floor(0.001 * 1073741824.0 / (dp ? 389120 : 389120 / 8)), "%.0f", tokens);
+                continue;
+            }
+            misfits++;
+            ck_assert(tokens == 0 && seqs == 0 && why && strstr(why->valuestring, cases[i].why));
+        }
+        ck_assert_uint_eq(misfits, 2);
+        cJSON_Delete(root);
+        char text[256];
+        snprintf(text, sizeof text, "%.*s", (int)(strstr(cases[i].cmd, " --format json") - cases[i].cmd),
+                 cases[i].cmd);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s",
+                 strstr(cases[i].cmd, " --format json") + strlen(" --format json"));
+        ck_assert_int_eq(kvl_run(text, NULL, out, sizeof out, err, sizeof err), 0);
+        char want[96];
+        snprintf(want, sizeof want, "%s does not fit: ", cases[i].model);
+        ck_assert_msg(strstr(out, want) && strstr(strstr(out, want), cases[i].why), "%s", out);
+    }
 }
 END_TEST
 
@@ -394,6 +447,7 @@ Suite *kvl_suite(void)
     TCase *bad = tcase_create("refusals");
     tcase_add_test(bad, test_a_bad_deployment_is_refused_naming_the_field);
     tcase_add_test(bad, test_serving_refuses_a_bad_deployment_before_any_output);
+    tcase_add_test(bad, test_a_split_that_does_not_fit_prints_as_such);
     tcase_add_test(bad, test_serving_prints_every_config_under_both_splits);
     tcase_add_test(bad, test_serving_draws_the_committed_figure);
     TCase *weights = tcase_create("weights");

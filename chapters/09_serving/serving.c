@@ -42,7 +42,9 @@ typedef struct {
     double budget[2];         /* bytes of cache on one GPU */
     kvl_engine_budget engine[2];  /* the fraction and reserve that left it (with a GPU's memory) */
     size_t page;              /* tokens a page holds: --page or the engine backend's; 0: plain */
-    kvl_fit fit[2];
+    kvl_fit fit[2];           /* zeros where the split does not fit */
+    char misfit[2][256];      /* why a split does not fit (its weights, or state rows, leave no
+                                 room); empty where it fits */
 } row;
 
 /* How the weights are stored: as the config's checkpoint ships them, or all bf16, or all FP8. */
@@ -85,15 +87,17 @@ static void usage(FILE *f)
         "context 131072, budget 100 GiB per GPU. Without CONFIG arguments: every ref/configs/ *.json\n"
         "by date. A GGUF file (MODEL.gguf, llama.cpp's format: architectures deepseek2 and llama) is read\n"
         "wherever a config is, from its metadata; its cache is the one llama.cpp keeps, f16 by default.\n"
-        "--engine vllm or sglang sizes the named MHA, MLA, DSA, V4 and V4.1 configs as that engine's\n"
-        "code does (ref/serving.h): one engine over the node (--tp equal to\n"
+        "--engine vllm or sglang sizes MHA, MLA, DSA, V4 and V4.1 configs as that engine's code does\n"
+        "(ref/serving.h): one engine over the node (--tp equal to\n"
         "--gpus), its own memory fraction and reserve on a GPU of --gpu's memory (or --memory-gib), its\n"
         "weight layout, its cache dtype for the GPU's generation, pools in whole pages; vLLM needs the\n"
         "activation peak its profile run measures (--activation-peak-gib). --speculative mtp adds the\n"
         "MTP layer as a draft: its cache and weights, as many layers as the config's\n"
         "num_nextn_predict_layers, or --mtp-layers N where the config leaves it out. --gpu alone gives\n"
         "the plain engine that GPU's memory. --format json prints one object: the engine, the inputs\n"
-        "and a layouts array, one entry per model and attention split.\n");
+        "and a layouts array, one entry per model and attention split. A split whose weights leave no\n"
+        "cache, or whose budget is below one sequence's window rows, prints no tokens and the reason\n"
+        "(\"does not fit\"; in JSON \"fits\": false and \"misfit\").\n");
     kvl_usage_model_types(f);
 }
 
@@ -181,6 +185,9 @@ static void print_mode(const row *rows, size_t n, int dp, const plan *p)
     }
     for (size_t i = 0; p->d.engine != KVL_ENGINE_PLAIN && i < n; i++)
         print_engine_line(&rows[i], dp, p);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].misfit[dp][0])
+            printf("  %s does not fit: %s\n", rows[i].model.name, rows[i].misfit[dp]);
 }
 
 /* Each model's per-token bytes on one GPU by layer kind: "CSA 21 x 163 = 3,423". */
@@ -250,6 +257,8 @@ static cJSON *json_layout(const row *r, int dp, const plan *p)
     cJSON_AddStringToObject(o, "model", r->model.name);
     cJSON_AddStringToObject(o, "config", r->model.path);
     cJSON_AddStringToObject(o, "attention", dp ? "dp" : "tp");
+    cJSON_AddBoolToObject(o, "fits", !r->misfit[dp][0]);
+    if (r->misfit[dp][0]) cJSON_AddStringToObject(o, "misfit", r->misfit[dp]);
     cJSON_AddStringToObject(o, "kv_cache", split_cache(r, dp));
     cJSON_AddNumberToObject(o, "caching_layers", (double)caching_layers(r, p));
     cJSON_AddNumberToObject(o, "page", (double)(r->page ? r->page : p->d.page));
@@ -410,27 +419,30 @@ static int load_row(row *r, const char *path, const plan *p)
         rc = p->memory > 0 ? kvl_engine_budget_of(&r->engine[dp], &d, p->memory / MIB, w,
                                                   p->activation_peak, p->activations, mla)
                            : KVL_OK;
-        r->budget[dp] = p->memory > 0 ? r->engine[dp].cache_bytes : p->budget;
-        if (rc != KVL_OK && p->d.engine != KVL_ENGINE_PLAIN) {
+        /* a fraction that leaves no cache is an answer, the split does not fit; an engine that
+         * cannot size this GPU at all is a refusal */
+        if (rc != KVL_OK && !(r->engine[dp].fraction > 0)) {
             fprintf(stderr, "serving: %s: %s\n", r->model.path, kvl_error());
             return 2;
         }
-        if (rc != KVL_OK) {
-            fprintf(
-                stderr,
-                "serving: %s: --memory-gib %s leaves %s GiB after activations, below the %s GiB of "
-                "weights a GPU holds (%s attention)\n",
-                r->model.path, kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2),
-                kvl_grouped((char[32]){0}, 32, p->memory * (1 - p->activations) / GIB, 1),
-                kvl_grouped((char[32]){0}, 32, r->weights[dp] / GIB, 1),
-                dp ? "data-parallel" : "tensor-parallel");
-            return 2;
-        }
-        if (kvl_rank_cache_of(&r->rank[dp], &r->model, &r->kv, &d) != KVL_OK ||
-            kvl_fit_of(&r->fit[dp], &r->model, &r->rank[dp], &d, r->budget[dp], p->context) !=
-                KVL_OK) {
+        r->budget[dp] = p->memory > 0 ? fmax(r->engine[dp].cache_bytes, 0) : p->budget;
+        if (kvl_rank_cache_of(&r->rank[dp], &r->model, &r->kv, &d) != KVL_OK) {
             fprintf(stderr, "serving: %s\n", kvl_error());
             return 2;
+        }
+        if (rc != KVL_OK)
+            snprintf(r->misfit[dp], sizeof r->misfit[dp],
+                     "%s GiB at fraction %s leave no cache beside %s GiB of weights%s",
+                     kvl_grouped((char[32]){0}, 32, p->memory / GIB, 2),
+                     kvl_grouped((char[32]){0}, 32, r->engine[dp].fraction, 3),
+                     kvl_grouped((char[32]){0}, 32, w / GIB, 1),
+                     p->d.engine == KVL_ENGINE_VLLM ? " and the profiled peak" : "");
+        else if (kvl_fit_of(&r->fit[dp], &r->model, &r->rank[dp], &d, r->budget[dp], p->context) !=
+                 KVL_OK)
+            snprintf(r->misfit[dp], sizeof r->misfit[dp], "%s", kvl_error());
+        if (r->misfit[dp][0]) {
+            r->fit[dp] = (kvl_fit){
+                .sequence_bytes = kvl_rank_sequence_bytes(&r->model, &r->rank[dp], &d, p->context)};
         }
     }
     return 0;
@@ -526,7 +538,7 @@ static int read_flag(plan *p, const char **svg, int k, const char *v)
 
 /* The flags read together: 2 after one line naming the flag for a combination that cannot be
  * priced as written. With --gpu or an engine, the GPU's memory stands for --memory-gib. */
-static int check_plan(plan *p, unsigned long long seen, size_t n_given)
+static int check_plan(plan *p, unsigned long long seen)
 {
     const int engine = p->d.engine != KVL_ENGINE_PLAIN;
     const char *name = kvl_engine_name(p->d.engine);
@@ -550,10 +562,6 @@ static int check_plan(plan *p, unsigned long long seen, size_t n_given)
     if ((seen >> F_MTP_LAYERS & 1) && !p->mtp)
         return kvl_bad_usage(
             "serving", "--mtp-layers counts the draft of --speculative mtp, which is not given", NULL);
-    if (engine && !n_given)
-        return kvl_bad_usage(
-            "serving", "--engine prices the MHA, MLA, DSA, V4 and V4.1 configs named: give CONFIG.json",
-            name);
     char tp[32];
     snprintf(tp, sizeof tp, "%zu", p->d.tp);
     if (p->d.gpus % p->d.tp) return kvl_bad_usage("serving", "--tp must divide --gpus", tp);
@@ -592,7 +600,7 @@ int main(int argc, char **argv)
         else if (k == KVL_ARGS_POSITIONAL) given[n_given++] = (char *)v;
         else status = read_flag(&p, &svg, k, v);
     }
-    if (!status) status = check_plan(&p, a.seen, n_given);
+    if (!status) status = check_plan(&p, a.seen);
     for (size_t i = 0; i < n_given; i++) kvl_file_input(given[i], given[i]);
     if (!status && svg) status = kvl_check_output("serving", "--svg", svg);
     size_t n = n_given;
