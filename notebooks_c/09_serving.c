@@ -253,7 +253,7 @@ static int engine_fit(const kvl_model *m, const kvl_kv_footprint *f, const kvl_p
     *w = kvl_engine_weight_bytes(p, m, &d, f8, f8, m->ffn.scale_e8m0);
     const double G = kvl_gpu_memory_mib(KVL_GPU_H200);
     kvl_rank_cache r;
-    int rc = kvl_engine_budget_of(b, &d, G, *w, 6 * GIB, 0.1, 1);
+    int rc = kvl_engine_budget_of(b, &d, G, *w, 6 * GIB, 0.1, KVL_SGLANG_PREFILL_GRAPH_MLA);
     if (rc == KVL_OK) rc = kvl_rank_cache_of(&r, m, f, &d);
     if (rc == KVL_OK) rc = kvl_fit_of(fit, m, &r, &d, b->cache_bytes, 131072);
     if (rc != KVL_OK) return rc;

@@ -102,8 +102,9 @@ int kvl_fit_of(kvl_fit *out, const kvl_model *m, const kvl_rank_cache *r, const 
                size_t T)
 {
     if (!(budget > r->pool_fixed_bytes))
-        return kvl_fail(KVL_EINVAL, "deployment: budget = %.0f bytes leaves nothing beside the %.0f bytes of "
-                        "state rows the engine sets aside for %s", budget, r->pool_fixed_bytes, m->path);
+        return kvl_fail(KVL_EINVAL, "deployment: budget = %.0f bytes leaves nothing beside the %.0f bytes the "
+                        "engine sets aside before its pool (state rows, window slots) for %s", budget,
+                        r->pool_fixed_bytes, m->path);
     budget -= r->pool_fixed_bytes;
     if (!(budget >= (double)r->window_bytes_per_sequence) || !(budget > 0))
         return kvl_fail(KVL_EINVAL, "deployment: budget = %.0f bytes is below one sequence's window rows "
@@ -286,21 +287,30 @@ static double sglang_prefill_graph_sizes(double max_tokens)
     return n;
 }
 
-/* ServerArgs.reserve_for_graph_mb: the decode graphs, DP attention's padding, and the prefill graph:
- * 1,536 MiB for an MLA backend, else 8 MiB a captured size up to the chunk */
-static double sglang_graph_mib(double max_bs, double chunk, int dp_attention, size_t dp, int mla)
+kvl_sglang_prefill_graph kvl_sglang_prefill_graph_of(const kvl_model *m)
 {
-    double mib = max_bs * 2;
-    if (dp_attention) mib += max_bs * (double)dp * (3 + (max_bs > 300 ? 1.5 : 0));
-    return mib + (mla ? 1.5 * 1024 : 8 * sglang_prefill_graph_sizes(chunk));
+    if (m->generation == KVL_GEN_V4 || m->generation == KVL_GEN_V41) return KVL_SGLANG_PREFILL_GRAPH_NONE;
+    return m->generation == KVL_GEN_MHA ? KVL_SGLANG_PREFILL_GRAPH_SIZES : KVL_SGLANG_PREFILL_GRAPH_MLA;
 }
 
-double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp, int mla)
+/* reserve_for_graph_mb: the decode graphs, DP attention's padding, and the prefill graph g */
+static double sglang_graph_mib(double max_bs, double chunk, int dp_attention, size_t dp, kvl_sglang_prefill_graph g)
+{
+    static const double mla_prefill_mib = 1.5 * 1024;
+    double mib = max_bs * 2;
+    if (dp_attention) mib += max_bs * (double)dp * (3 + (max_bs > 300 ? 1.5 : 0));
+    if (g == KVL_SGLANG_PREFILL_GRAPH_SIZES) mib += 8 * sglang_prefill_graph_sizes(chunk);
+    if (g == KVL_SGLANG_PREFILL_GRAPH_MLA) mib += mla_prefill_mib;
+    return mib;
+}
+
+double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp,
+                               kvl_sglang_prefill_graph g)
 {
     double chunk, max_bs;
     sglang_chunk_and_graph(capacity_mib, tp, &chunk, &max_bs);
     double mib = 512 + 1.5 * fmax(chunk, 2048) + (double)tp / 8 * 1024 +
-                 sglang_graph_mib(max_bs, chunk, dp_attention, dp, mla);
+                 sglang_graph_mib(max_bs, chunk, dp_attention, dp, g);
     return capacity_mib > 60 * 1024 ? fmax(mib, 10 * 1024) : mib;
 }
 
@@ -313,7 +323,7 @@ double kvl_sglang_mem_fraction(double capacity_mib, double reserved_mib)
 #define MIB 1048576.0
 
 int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double capacity_mib, double weights,
-                         double activation_peak, double activations, int mla)
+                         double activation_peak, double activations, kvl_sglang_prefill_graph g)
 {
     const double capacity = capacity_mib * MIB;
     *out = (kvl_engine_budget){0};
@@ -321,7 +331,7 @@ int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double
         return kvl_fail(KVL_EINVAL, "--engine sglang: %.0f MiB: below 60 GiB SGLang takes smaller chunks and "
                         "graphs, which this project does not price", capacity_mib);
     if (d->engine == KVL_ENGINE_SGLANG) {
-        out->reserved_mib = kvl_sglang_reserved_mib(capacity_mib, d->gpus, d->dp_attention, d->gpus, mla);
+        out->reserved_mib = kvl_sglang_reserved_mib(capacity_mib, d->gpus, d->dp_attention, d->gpus, g);
         out->fraction = kvl_sglang_mem_fraction(capacity_mib, out->reserved_mib);
         out->cache_bytes = capacity * out->fraction - weights;
     } else if (d->engine == KVL_ENGINE_VLLM) {
@@ -454,7 +464,10 @@ static double sglang_token_bytes(sglang_kv_layout l, size_t n)
 }
 
 /* KVLayout.V4: V4's 584-byte record, pages padded to 576 B */
-static sglang_kv_layout sglang_v4_layout(const kvl_model *m) { return (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576}; }
+static sglang_kv_layout sglang_v4_layout(const kvl_model *m)
+{
+    return (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576};
+}
 
 
 /* Layers compressing 4 and 128 tokens an entry (CSA, HCA). */

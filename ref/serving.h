@@ -48,7 +48,8 @@
  *    above), then reserves, in MiB, 512 + 1.5 max(chunk, 2,048) + tp / 8 · 1,024 + graphs (2 max_bs;
  *    under DP attention 3 max_bs · dp more, and 1.5 max_bs · dp more again when max_bs > 300; 1,536
  *    for an MLA model's piecewise prefill graph, on by default in CudaGraphConfig, ServerArgs
- *    .reserve_for_graph_mb), at least 10,240 above 60 GiB, and sets mem_fraction_static =
+ *    .reserve_for_graph_mb; none for V4 and V4.1: kvl_sglang_prefill_graph_of), at least 10,240
+ *    above 60 GiB, and sets mem_fraction_static =
  *    round((capacity - reserve) / capacity, 3). The chunk is the whole one under DP attention too:
  *    ServerArgs._run_resolution_pipeline (001067ff) runs _handle_gpu_memory_settings before
  *    _handle_data_parallelism, which divides chunked_prefill_size by dp
@@ -145,7 +146,12 @@
  *    commit 023da1fc; SGLang's MQALayer ReplicatedLinear wq_a and wkv,
  *    python/sglang/srt/models/deepseek_v4.py, commit 000328a8). vLLM keeps its compressors' and
  *    indexer's projections whole too (disable_tp, ReplicatedLinear), not counted here. SGLang's
- *    reserve for V4 is taken as for an MLA model; its V4 branch was not read.
+ *    reserve for V4 and V4.1 (read at 0.5.23, arg_groups/memory_hook.py
+ *    _handle_gpu_memory_settings and reserve_for_graph_mb, whose terms for the MLA and MHA models
+ *    above agree with 001067ff's) has no prefill-graph term: the breakable prefill graph, on by
+ *    default on CUDA, is turned off for DeepSeek-V4 without prefill context parallelism
+ *    (disable_breakable_cudagraph_if_incompatible, arg_groups/cuda_graph_hook.py) before the
+ *    reserve is sized, and V4's ModelConfig arch is MHA besides.
  *  - The MTP draft. vLLM gives the layer past the backbone ratio 1 (DeepseekV4Attention,
  *    deepseek_v4.py, commit 023da1fc): one more window layer in its window bucket. SGLang doubles
  *    its state rings (16 and 256, get_compress_state_ring_size) and inflates a full token's bytes by
@@ -393,18 +399,35 @@ void kvl_vllm_v4_blocks_of(kvl_vllm_v4_blocks *out, const kvl_model *m, size_t d
 double kvl_sglang_v4_bytes_per_token(const kvl_model *m, int speculative);
 double kvl_sglang_v4_state_bytes(const kvl_model *m, size_t running, int speculative);
 
+/* What SGLang reserves for its prefill CUDA graph (reserve_for_graph_mb): 8 MiB a captured size up
+ * to the chunk for a model its ModelConfig does not give the MLA arch, 1,536 MiB for one it does,
+ * nothing where the breakable prefill graph is off by default. */
+typedef enum {
+    KVL_SGLANG_PREFILL_GRAPH_SIZES,
+    KVL_SGLANG_PREFILL_GRAPH_MLA,
+    KVL_SGLANG_PREFILL_GRAPH_NONE
+} kvl_sglang_prefill_graph;
+
+/* m's prefill graph under SGLang 0.5.23: MHA models capture sizes; MLA and DSA models (AttentionArch
+ * .MLA, configs/model_config.py) the MLA term; V4 and V4.1 none, their breakable prefill graph off
+ * without prefill context parallelism (disable_breakable_cudagraph_if_incompatible,
+ * arg_groups/cuda_graph_hook.py, which handle_cuda_graph_config runs before
+ * handle_gpu_memory_settings sizes the reserve; their ModelConfig arch is MHA besides). */
+kvl_sglang_prefill_graph kvl_sglang_prefill_graph_of(const kvl_model *m);
+
 /* SGLang's reserve in MiB on a GPU of `capacity_mib`, one engine over tp GPUs, dp of them attending
- * for their own sequences under DP attention (dp_attention), an MLA backend or not (mla). */
-double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp, int mla);
+ * for their own sequences under DP attention (dp_attention), with prefill graph g. */
+double kvl_sglang_reserved_mib(double capacity_mib, size_t tp, int dp_attention, size_t dp,
+                               kvl_sglang_prefill_graph g);
 
 /* mem_fraction_static: round((capacity - reserve) / capacity, 3). */
 double kvl_sglang_mem_fraction(double capacity_mib, double reserved_mib);
 
 /* out = what engine d->engine leaves for the cache of one GPU of `capacity_mib` holding `weights`
  * bytes, with `activation_peak` bytes profiled (vLLM) or the fraction `activations` kept (plain),
- * for an MLA backend or not. KVL_EINVAL naming the engine when nothing is left. */
+ * SGLang reserving for prefill graph g. KVL_EINVAL naming the engine when nothing is left. */
 int kvl_engine_budget_of(kvl_engine_budget *out, const kvl_deployment *d, double capacity_mib, double weights,
-                         double activation_peak, double activations, int mla);
+                         double activation_peak, double activations, kvl_sglang_prefill_graph g);
 
 /* Tokens of a pool of `budget` bytes at `bytes_per_token`: plain floor(budget / bytes); vLLM and
  * SGLang whole pages of d->page tokens. */

@@ -283,7 +283,8 @@ START_TEST(test_a_split_that_does_not_fit_prints_as_such)
     } cases[] = {
         {"serving --gpus 1 --tp 1 --memory-gib 80 --format json ref/configs/deepseek-v3.json", "DeepSeek-V3",
          "626.9 GiB of weights"},
-        {"serving --budget-gib 0.001 --format json ref/configs/deepseek-v4-flash.json ref/configs/deepseek-llm-67b.json",
+        {"serving --budget-gib 0.001 --format json ref/configs/deepseek-v4-flash.json "
+         "ref/configs/deepseek-llm-67b.json",
          "DeepSeek-V4-Flash", "window rows"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

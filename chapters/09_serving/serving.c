@@ -403,7 +403,7 @@ static int load_row(row *r, const char *path, const plan *p)
     static const kvl_weight_format as[] = {KVL_WEIGHTS_BF16, KVL_WEIGHTS_BF16, KVL_WEIGHTS_FP8};
     const kvl_weight_format linear = p->weights == WEIGHTS_NATIVE ? ffn->linear : as[p->weights];
     const kvl_weight_format experts = p->weights == WEIGHTS_NATIVE ? ffn->experts : as[p->weights];
-    const int mla = r->model.generation != KVL_GEN_MHA;
+    const kvl_sglang_prefill_graph graph = kvl_sglang_prefill_graph_of(&r->model);
     r->page = p->page_given ? p->d.page
                             : kvl_engine_page(p->d.engine, &r->model, kvl_gpu_sm_major(p->gpu));
     for (int dp = 0; dp < 2; dp++) {
@@ -417,7 +417,7 @@ static int load_row(row *r, const char *path, const plan *p)
             kvl_engine_weight_bytes(&r->params, &r->model, &d, linear, experts, ffn->scale_e8m0);
         const double w = r->weights[dp];
         rc = p->memory > 0 ? kvl_engine_budget_of(&r->engine[dp], &d, p->memory / MIB, w,
-                                                  p->activation_peak, p->activations, mla)
+                                                  p->activation_peak, p->activations, graph)
                            : KVL_OK;
         /* a fraction that leaves no cache is an answer, the split does not fit; an engine that
          * cannot size this GPU at all is a refusal */
