@@ -451,6 +451,11 @@ size_t kvl_v4_engine_row_bytes(const kvl_model *m)
 
 size_t kvl_v4_engine_index_key_bytes(const kvl_model *m) { return m->index_head_dim + m->index_head_dim / 128 * 4; }
 
+/* V4.1's own records, both engines' from SM 100: the window's MXFP8 (head_dim E4M3 bytes and a UE8M0
+ * scale per 32: 528 B) and the compressed entry's FP4 (E2M1 pairs and an E4M3 scale per 16: 288 B) */
+static size_t v41_engine_window_bytes(const kvl_model *m) { return m->head_dim + m->head_dim / 32; }
+static size_t v41_engine_compressed_bytes(const kvl_model *m) { return m->head_dim / 2 + m->head_dim / 16; }
+
 /* One of SGLang's DSV4 paged layouts (KVLayout, kernels/ops/attention/dsv4/kv_layout.py, SGLang 0.5.23): bytes a
  * token, and the alignment a page of tokens is padded to (page_bytes). */
 typedef struct {
@@ -466,7 +471,7 @@ static double sglang_token_bytes(sglang_kv_layout l, size_t n)
 /* KVLayout.V4: V4's 584-byte record, pages padded to 576 B */
 static sglang_kv_layout sglang_v4_layout(const kvl_model *m)
 {
-    return (sglang_kv_layout){kvl_v4_engine_row_bytes(m), 576};
+    return (sglang_kv_layout){kvl_v4_engine_row_bytes(m), V4_PAGE_ALIGN};
 }
 
 
@@ -595,11 +600,10 @@ static size_t vllm_v41_block_tokens(int sm) { return sm >= 10 ? 128 : 64; }
 /* The records vLLM stores for m in the layout engine_v4_row gave it: v41-fp4 on SM 100 only. */
 static vllm_v41_records vllm_v41_records_of(const kvl_model *m)
 {
-    const size_t d = m->head_dim;
     if (m->kv_cache != KVL_CACHE_V41_FP4)
         return (vllm_v41_records){.block_tokens = vllm_v41_block_tokens(9), .compressed = kvl_v4_engine_row_bytes(m),
                                   .window = kvl_v4_engine_row_bytes(m), .align = V4_PAGE_ALIGN, .stride_align = 1};
-    const size_t compressed = d / 2 + d / 16, window = d + d / 32;
+    const size_t compressed = v41_engine_compressed_bytes(m), window = v41_engine_window_bytes(m);
     return (vllm_v41_records){.block_tokens = vllm_v41_block_tokens(10), .compressed = compressed, .window = window,
                               .align = 512,
                               .stride_align = lcm(lcm(window, compressed), V41_SPARSE_LOGITS_STRIDE)};
@@ -841,9 +845,8 @@ static int sglang_v41_layouts(sglang_kv_layout *window, sglang_kv_layout *compre
                               const kvl_deployment *d)
 {
     const int mega = d->sm >= 10 && d->dp_attention;
-    const size_t h = m->head_dim;
-    *window = mega ? (sglang_kv_layout){h + h / 32, 512} : sglang_v4_layout(m);
-    *compressed = mega ? (sglang_kv_layout){h / 2 + h / 16, 256} : *window;
+    *window = mega ? (sglang_kv_layout){v41_engine_window_bytes(m), 512} : sglang_v4_layout(m);
+    *compressed = mega ? (sglang_kv_layout){v41_engine_compressed_bytes(m), 256} : *window;
     return mega;
 }
 
@@ -906,8 +909,10 @@ static void sglang_v41_rank(kvl_rank_cache *r, const kvl_model *m, const kvl_dep
         const double slot = sglang_token_bytes(compressed, d->page / M);
         r->bytes_per_token += (double)sources * (slot + (double)key) / (double)M;
         r->pool_fixed_bytes += sglang_v41_padding_bytes(M, sources, slot, key, d);
-        if (M == 2) r->pool_fixed_bytes += sglang_v41_pair_state_bytes(m, sglang_v4_running(d), sources);
     }
+    size_t ratio2, keyed2;
+    v41_sources(m, 2, &ratio2, &keyed2);
+    r->pool_fixed_bytes += sglang_v41_pair_state_bytes(m, r->running, ratio2);
     r->kind_bytes[KVL_LAYER_FULL] = r->bytes_per_token;
 }
 
